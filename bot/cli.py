@@ -1,0 +1,113 @@
+"""`pacer`: serve, migrate, console, policy, config."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import sys
+from collections.abc import Sequence
+
+from scheduler.errors import ConfigError
+
+
+def _settings(args: argparse.Namespace):  # type: ignore[no-untyped-def]
+    from bot import settings as settings_mod
+
+    return settings_mod.load(os.environ, toml_path=getattr(args, "config", None))
+
+
+def cmd_serve(args: argparse.Namespace) -> int:
+    from bot.server import serve
+
+    settings = _settings(args)
+    return serve(settings, host=args.host, port=args.port, demo=args.demo)
+
+
+def cmd_migrate(args: argparse.Namespace) -> int:
+    from scheduler import db
+
+    settings = _settings(args)
+    db.migrate(settings.database_url)
+    print(f"database at head: {settings.database_url.split('@')[-1]}")
+    return 0
+
+
+def cmd_console(args: argparse.Namespace) -> int:
+    from bot.console import run_console
+
+    settings = _settings(args)
+    return run_console(settings, user=args.user)
+
+
+def cmd_config(args: argparse.Namespace) -> int:
+    from bot.settings import documented
+
+    settings = _settings(args)
+    for name, default, meaning in documented():
+        print(f"{name:28} default={default or '(unset)':24} {meaning}")
+    print(repr(settings))
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="pacer",
+        description="Pacer: schedules AI coding-agent work under a finite quota. "
+        "Priority work runs now; spot work soaks up what is left, deferred, never dropped.",
+    )
+    parser.add_argument("--config", help="path to pacer.toml (default: ./pacer.toml if present)")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+
+    serve = sub.add_parser("serve", help="run the HTTP server and the scheduler", description=
+        "Run Pacer: the HTTP app (health, API, Slack, GitHub) and the scheduler. On SQLite the "
+        "database is migrated on start.")
+    serve.add_argument("--host", help="bind address (default: PACER_HOST)")
+    serve.add_argument("--port", type=int, help="bind port (default: PACER_PORT)")
+    serve.add_argument("--demo", action="store_true", help="add sample triggers and feed sample events")
+    serve.set_defaults(func=cmd_serve)
+
+    migrate = sub.add_parser("migrate", help="bring the database schema to head", description=
+        "Apply every Alembic migration to DATABASE_URL. Fly's release command runs this.")
+    migrate.set_defaults(func=cmd_migrate)
+
+    console = sub.add_parser("console", help="the chat commands in a terminal", description=
+        "The same /pacer commands and thread replies, typed in a terminal, answered with the "
+        "same templates. No Slack needed.")
+    console.add_argument("--user", help="roster user to speak as (default: PACER_CONSOLE_USER)")
+    console.set_defaults(func=cmd_console)
+
+    config = sub.add_parser("config", help="list every setting and the values in force", description=
+        "Validate the configuration and print every variable with its default and meaning.")
+    config.set_defaults(func=cmd_config)
+
+    from bot import cli_extra
+
+    cli_extra.register(sub)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if not getattr(args, "func", None):
+        parser.print_help()
+        return 2
+    logging.basicConfig(
+        level=os.environ.get("PACER_LOG_LEVEL", "INFO").upper()
+        if os.environ.get("PACER_LOG_LEVEL", "INFO").upper() in {"DEBUG", "INFO", "WARNING", "ERROR"}
+        else "INFO",
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+    )
+    logging.getLogger("alembic").setLevel(logging.WARNING)
+    try:
+        return int(args.func(args) or 0)
+    except ConfigError as exc:
+        print(f"pacer: configuration error: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

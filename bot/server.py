@@ -1,0 +1,29 @@
+"""`pacer serve`: build the runtime, the ASGI app, and run uvicorn. SIGTERM stops it cleanly
+(uvicorn drains, the lifespan stops the scheduler)."""
+
+from __future__ import annotations
+
+import logging
+
+import uvicorn
+
+from bot import runtime
+from bot.app import create_app
+from bot.settings import Settings
+
+log = logging.getLogger("pacer.server")
+
+
+def serve(settings: Settings, *, host: str | None = None, port: int | None = None, demo: bool = False) -> int:
+    pacer = runtime.build(settings, migrate=True)
+    pacer.extras["demo"] = demo
+    app = create_app(pacer)
+    bind_host = host or settings.host
+    bind_port = port or settings.port
+    log.info(
+        "Pacer on http://%s:%s  database=%s  runner=%s  slots=%s (max sessions %s, workers %s)",
+        bind_host, bind_port, settings.database_url.split("@")[-1], settings.runner,
+        settings.effective_slots, settings.max_sessions, settings.agent_workers,
+    )
+    uvicorn.run(app, host=bind_host, port=bind_port, log_level=settings.log_level.lower(), lifespan="on")
+    return 0

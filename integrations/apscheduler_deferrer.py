@@ -1,0 +1,61 @@
+"""The Deferrer port on APScheduler 3.x with its SQLAlchemy job store in Pacer's own database,
+so a re-check survives a restart. One scheduler per job store: only the leader runs this.
+
+Re-checks never misfire-drop (`misfire_grace_time=None`) and coalesce; ids are stable
+(`recheck:<session id>`) and re-arming replaces. Job arguments are pickled, so only ids travel,
+and the callable is a module-level function found by its import path.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from datetime import datetime
+from typing import Any
+
+from apscheduler.executors.pool import ThreadPoolExecutor
+from apscheduler.jobstores.base import JobLookupError
+from apscheduler.jobstores.sqlalchemy import SQLAlchemyJobStore
+from apscheduler.schedulers.background import BackgroundScheduler
+from apscheduler.triggers.date import DateTrigger
+from sqlalchemy import Engine
+
+log = logging.getLogger(__name__)
+
+JOB_TABLE = "apscheduler_jobs"
+
+
+def build_scheduler(engine: Engine, *, threads: int = 4) -> BackgroundScheduler:
+    return BackgroundScheduler(
+        jobstores={"default": SQLAlchemyJobStore(engine=engine, tablename=JOB_TABLE)},
+        executors={"default": ThreadPoolExecutor(threads)},
+        job_defaults={"misfire_grace_time": None, "coalesce": True, "max_instances": 1},
+        timezone="UTC",
+    )
+
+
+class APSchedulerDeferrer:
+    def __init__(self, scheduler: BackgroundScheduler) -> None:
+        self.scheduler = scheduler
+
+    def schedule(self, job_id: str, at: datetime, func: Callable[..., Any], *args: Any) -> None:
+        self.scheduler.add_job(
+            func,
+            trigger=DateTrigger(run_date=at, timezone="UTC"),
+            args=list(args),
+            id=job_id,
+            replace_existing=True,
+            misfire_grace_time=None,
+            coalesce=True,
+        )
+
+    def cancel(self, job_id: str) -> bool:
+        try:
+            self.scheduler.remove_job(job_id)
+        except JobLookupError:
+            return False
+        return True
+
+    def next_run(self, job_id: str) -> datetime | None:
+        job = self.scheduler.get_job(job_id)
+        return job.next_run_time if job is not None else None

@@ -1,0 +1,91 @@
+"""Engines and migrations: SQLite (WAL, foreign keys, busy timeout) or PostgreSQL (psycopg 3)."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+from sqlalchemy import Engine, event, text
+from sqlalchemy.pool import StaticPool
+from sqlmodel import Session as DBSession
+from sqlmodel import create_engine
+
+log = logging.getLogger(__name__)
+
+MIGRATIONS = Path(__file__).parent / "migrations"
+PACER_TABLE_PREFIXES = (
+    "sessions", "turns", "triggers", "enqueued_messages", "human_messages", "policy",
+    "policy_audit", "operator_holds", "queue_holds", "prerequisites", "webhook_deliveries",
+    "slack_events", "status_comments",
+)
+
+
+def make_engine(url: str, *, echo: bool = False) -> Engine:
+    if url.startswith("sqlite"):
+        in_memory = url in {"sqlite://", "sqlite:///:memory:"}
+        if not in_memory:
+            path = url.split("///", 1)[-1]
+            Path(path).parent.mkdir(parents=True, exist_ok=True)
+        kwargs: dict[str, Any] = {"connect_args": {"check_same_thread": False, "timeout": 30}}
+        if in_memory:
+            kwargs["poolclass"] = StaticPool
+        engine = create_engine(url, echo=echo, **kwargs)
+        _configure_sqlite(engine, wal=not in_memory)
+        return engine
+    return create_engine(url, echo=echo, pool_pre_ping=True, pool_recycle=600, pool_size=10, max_overflow=20)
+
+
+def _configure_sqlite(engine: Engine, *, wal: bool) -> None:
+    @event.listens_for(engine, "connect")
+    def _on_connect(dbapi_conn: Any, _record: Any) -> None:
+        # Take transaction control from the driver so BEGIN IMMEDIATE is ours to issue.
+        dbapi_conn.isolation_level = None
+        cur = dbapi_conn.cursor()
+        if wal:
+            cur.execute("PRAGMA journal_mode=WAL")
+        cur.execute("PRAGMA foreign_keys=ON")
+        cur.execute("PRAGMA busy_timeout=30000")
+        cur.execute("PRAGMA synchronous=NORMAL")
+        cur.close()
+
+    @event.listens_for(engine, "begin")
+    def _on_begin(conn: Any) -> None:
+        # Read-then-write must not be upgraded mid-transaction (SQLITE_BUSY): take the write
+        # lock up front. with_for_update() is a no-op on SQLite, so this is the guard.
+        conn.exec_driver_sql("BEGIN IMMEDIATE")
+
+
+def alembic_config(url: str) -> Any:
+    from alembic.config import Config
+
+    cfg = Config()
+    cfg.set_main_option("script_location", str(MIGRATIONS))
+    cfg.set_main_option("sqlalchemy.url", url.replace("%", "%%"))
+    return cfg
+
+
+def migrate(url: str) -> None:
+    """Bring the schema to head through Alembic."""
+    from alembic import command
+
+    command.upgrade(alembic_config(url), "head")
+
+
+@contextmanager
+def session_scope(engine: Engine) -> Iterator[DBSession]:
+    """One unit of work: commit on success, roll back on any error."""
+    with DBSession(engine, expire_on_commit=False) as db:
+        try:
+            yield db
+            db.commit()
+        except BaseException:
+            db.rollback()
+            raise
+
+
+def ping(engine: Engine) -> bool:
+    with engine.connect() as conn:
+        return conn.execute(text("SELECT 1")).scalar() == 1

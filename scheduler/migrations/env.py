@@ -1,0 +1,46 @@
+"""Alembic environment: Pacer's tables only (APScheduler's job table is left alone)."""
+
+from __future__ import annotations
+
+from alembic import context
+from sqlmodel import SQLModel
+
+import scheduler.models  # noqa: F401  (registers the tables)
+from scheduler.db import PACER_TABLE_PREFIXES, make_engine
+
+config = context.config
+target_metadata = SQLModel.metadata
+
+
+def include_name(name: str | None, type_: str, parent_names: object) -> bool:
+    if type_ == "table":
+        return name in PACER_TABLE_PREFIXES
+    return True
+
+
+def run_migrations_online() -> None:
+    url = config.get_main_option("sqlalchemy.url")
+    assert url is not None
+    connectable = config.attributes.get("connection")
+    if connectable is not None:
+        _run(connectable, url)
+        return
+    engine = make_engine(url)
+    with engine.connect() as connection:
+        _run(connection, url)
+    engine.dispose()
+
+
+def _run(connection: object, url: str) -> None:
+    context.configure(
+        connection=connection,
+        target_metadata=target_metadata,
+        render_as_batch=url.startswith("sqlite"),
+        include_name=include_name,
+        compare_type=True,
+    )
+    with context.begin_transaction():
+        context.run_migrations()
+
+
+run_migrations_online()

@@ -1,0 +1,280 @@
+"""The durable truth: SQLModel tables. A timer is only an alarm clock; the row is the record.
+
+Table models skip validation, so every surface validates input with its own plain model or
+parser first. Datetimes are stored as UTC and always read back timezone-aware.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from enum import StrEnum
+from typing import Any
+
+from sqlalchemy import JSON, Column, DateTime, Index, UniqueConstraint
+from sqlalchemy.types import TypeDecorator
+from sqlmodel import Field, SQLModel
+
+
+class UTCDateTime(TypeDecorator[datetime]):
+    """Timezone-aware UTC on the way out, on SQLite and PostgreSQL alike."""
+
+    impl = DateTime(timezone=True)
+    cache_ok = True
+
+    def process_bind_param(self, value: datetime | None, dialect: Any) -> datetime | None:
+        if value is None:
+            return None
+        if value.tzinfo is None:
+            raise ValueError("naive datetime given to a UTC column")
+        value = value.astimezone(UTC)
+        return value.replace(tzinfo=None) if dialect.name == "sqlite" else value
+
+    def process_result_value(self, value: datetime | None, dialect: Any) -> datetime | None:
+        if value is None:
+            return None
+        return value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
+
+
+def utc_column(*, nullable: bool = True, index: bool = False) -> Any:
+    return Field(default=None, sa_column=Column(UTCDateTime(), nullable=nullable, index=index))
+
+
+def json_column(default: Any = None) -> Any:
+    factory = (lambda: dict(default)) if isinstance(default, dict) else (lambda: list(default or []))
+    return Field(default_factory=factory, sa_column=Column(JSON, nullable=False))
+
+
+class Status(StrEnum):
+    WAITING = "waiting"
+    RUNNING = "running"
+    NEEDS_INPUT = "needs_input"
+    DONE = "done"
+    FAILED = "failed"
+    BLOCKED = "blocked"
+    ARCHIVED = "archived"
+
+
+ACTIVE_STATUSES = (Status.WAITING, Status.RUNNING, Status.NEEDS_INPUT)
+
+
+class Trigger(SQLModel, table=True):
+    __tablename__ = "triggers"
+
+    id: int | None = Field(default=None, primary_key=True)
+    name: str = Field(index=True, unique=True)
+    kind: str  # slack | github_issue | github_label | schedule | ao_event
+    scheduling_class: str | None = None
+    precedence: int | None = None
+    prompt_template: str = "{{ text }}"
+    config: dict[str, Any] = json_column({})
+    concurrency_group: str | None = None
+    enabled: bool = True
+    created_at: datetime = Field(sa_column=Column(UTCDateTime(), nullable=False))
+
+
+class Session(SQLModel, table=True):
+    __tablename__ = "sessions"
+    __table_args__ = (
+        Index("ix_sessions_queue", "status", "precedence"),
+        Index("ix_sessions_hold_retry", "hold_retry_at"),
+    )
+
+    id: int | None = Field(default=None, primary_key=True)
+    title: str = ""
+    genesis: str = "unknown"
+    scheduling_class: str | None = None  # NULL: derived on every read
+    class_from_trigger: bool = False  # the class was stamped by the trigger, not chosen here
+    trigger_id: int | None = Field(default=None, foreign_key="triggers.id", index=True)
+    parent_id: int | None = Field(default=None, foreign_key="sessions.id")
+    forked_from_id: int | None = Field(default=None, foreign_key="sessions.id")
+    bookkeeping: bool = False  # Pacer's own digest/summary work: refused, never queued
+    precedence: int = Field(default=0)
+    status: str = Field(default=Status.WAITING, index=True)
+    runtime: str = "echo"
+    weight: float = 1.0
+    capacity: int | None = None
+    concurrency_group: str | None = Field(default=None, index=True)
+    requester: str | None = None
+    agent_session_id: str | None = None
+    workdir: str | None = None
+    source: dict[str, Any] = json_column({})  # where it came from: issue, channel, thread, labels
+
+    # The hold record (the gate refused a turn).
+    hold_reason: str | None = None
+    hold_count: int = 0
+    hold_at: datetime | None = utc_column()
+    hold_retry_at: datetime | None = utc_column()
+    hold_sentence: str | None = None
+    hold_prompt: str | None = None
+    hold_attachments: list[dict[str, Any]] = json_column([])
+    hold_turn_kind: str | None = None
+
+    # The pause record (budget ceiling, preemption, a deliberate park).
+    pause_reason: str | None = None
+    pause_at: datetime | None = utc_column()
+    pause_detail: str | None = None
+    pause_count: int = 0
+    paused_by: str | None = None
+    pause_resume_prompt: str | None = None
+
+    # A queue-hold park (auth outage, credits …) and a wall-clock sleep.
+    park_reason: str | None = None
+    park_at: datetime | None = utc_column()
+    wake_at: datetime | None = utc_column()
+    wake_prompt: str | None = None
+    pending_sleep: bool = False
+
+    # Preemption: the mark and the durable ledger.
+    preempt_mark_at: datetime | None = utc_column()
+    preempted_by_id: int | None = None
+    preemption_count: int = 0
+    last_preempted_at: datetime | None = utc_column()
+    demotion_count: int = 0
+
+    consecutive_failures: int = 0
+    created_at: datetime = Field(sa_column=Column(UTCDateTime(), nullable=False, index=True))
+    updated_at: datetime | None = utc_column()
+    started_at: datetime | None = utc_column()
+    finished_at: datetime | None = utc_column()
+
+
+class Turn(SQLModel, table=True):
+    __tablename__ = "turns"
+
+    id: int | None = Field(default=None, primary_key=True)
+    session_id: int = Field(foreign_key="sessions.id", index=True)
+    kind: str = "first"  # first | follow_up | wake | poll | restart | nudge | clone_only | monitoring
+    prompt: str = ""
+    attachments: list[dict[str, Any]] = json_column([])
+    status: str = Field(default="queued", index=True)  # queued | running | done | failed | halted
+    outcome: str | None = None
+    runtime: str = "echo"
+    cost_usd: float = 0.0
+    output: str = ""
+    error: str | None = None
+    duration_ms: int | None = None
+    created_at: datetime = Field(sa_column=Column(UTCDateTime(), nullable=False))
+    started_at: datetime | None = utc_column(index=True)
+    finished_at: datetime | None = utc_column(index=True)
+
+
+class EnqueuedMessage(SQLModel, table=True):
+    """The durable per-session message queue: a second refused turn waits here, in order."""
+
+    __tablename__ = "enqueued_messages"
+
+    id: int | None = Field(default=None, primary_key=True)
+    session_id: int = Field(foreign_key="sessions.id", index=True)
+    prompt: str
+    attachments: list[dict[str, Any]] = json_column([])
+    kind: str = "follow_up"
+    created_at: datetime = Field(sa_column=Column(UTCDateTime(), nullable=False))
+    delivered_at: datetime | None = utc_column()
+
+
+class HumanMessage(SQLModel, table=True):
+    __tablename__ = "human_messages"
+
+    id: int | None = Field(default=None, primary_key=True)
+    session_id: int = Field(foreign_key="sessions.id", index=True)
+    actor: str
+    surface: str  # slack_thread | console | api
+    text: str
+    created_at: datetime = Field(sa_column=Column(UTCDateTime(), nullable=False))
+
+
+class Policy(SQLModel, table=True):
+    """The operator-set scheduling policy: a single row."""
+
+    __tablename__ = "policy"
+
+    id: int | None = Field(default=None, primary_key=True)
+    gating_enabled: bool = True
+    reserve_5h_pct: float = 20.0
+    reserve_7d_pct: float = 20.0
+    max_sessions: int = 10
+    preemption_enabled: bool = True
+    genesis_class_overrides: dict[str, str] = json_column({})
+
+
+class PolicyAudit(SQLModel, table=True):
+    __tablename__ = "policy_audit"
+
+    id: int | None = Field(default=None, primary_key=True)
+    at: datetime = Field(sa_column=Column(UTCDateTime(), nullable=False))
+    surface: str
+    actor: str | None = None
+    changes: dict[str, Any] = json_column({})
+    line: str
+
+
+class OperatorHold(SQLModel, table=True):
+    __tablename__ = "operator_holds"
+
+    id: int | None = Field(default=None, primary_key=True)
+    selector_kind: str  # session | genesis | trigger | repository | label | class | all
+    selector_value: str = ""
+    armer: str
+    reason: str = ""
+    created_at: datetime = Field(sa_column=Column(UTCDateTime(), nullable=False))
+    expires_at: datetime | None = utc_column()
+    released_at: datetime | None = utc_column()
+    released_by: str | None = None
+
+
+class QueueHold(SQLModel, table=True):
+    __tablename__ = "queue_holds"
+
+    id: int | None = Field(default=None, primary_key=True)
+    group: str | None = Field(default=None, index=True)  # NULL: the whole queue
+    reason: str
+    sentence: str = ""
+    detail: dict[str, Any] = json_column({})
+    since: datetime = Field(sa_column=Column(UTCDateTime(), nullable=False))
+    resumes_at: datetime | None = utc_column()
+    attempt: int = 1
+    announced_at: datetime | None = utc_column()
+    released_at: datetime | None = utc_column()
+
+
+class Prerequisite(SQLModel, table=True):
+    __tablename__ = "prerequisites"
+    __table_args__ = (UniqueConstraint("session_id", "target_kind", "target_ref"),)
+
+    id: int | None = Field(default=None, primary_key=True)
+    session_id: int = Field(foreign_key="sessions.id", index=True)
+    target_kind: str  # issue | session
+    target_ref: str  # "owner/repo#12" or a session id
+
+
+class WebhookDelivery(SQLModel, table=True):
+    __tablename__ = "webhook_deliveries"
+    __table_args__ = (UniqueConstraint("hook_id", "delivery_id"),)
+
+    id: int | None = Field(default=None, primary_key=True)
+    hook_id: str
+    delivery_id: str
+    event: str = ""
+    received_at: datetime = Field(sa_column=Column(UTCDateTime(), nullable=False))
+
+
+class SlackEvent(SQLModel, table=True):
+    __tablename__ = "slack_events"
+
+    id: int | None = Field(default=None, primary_key=True)
+    event_id: str = Field(unique=True)
+    received_at: datetime = Field(sa_column=Column(UTCDateTime(), nullable=False))
+
+
+class StatusComment(SQLModel, table=True):
+    """The one sticky GitHub comment per issue, found by its marker and edited in place."""
+
+    __tablename__ = "status_comments"
+    __table_args__ = (UniqueConstraint("repository", "number"),)
+
+    id: int | None = Field(default=None, primary_key=True)
+    repository: str
+    number: int
+    comment_id: int | None = None
+    body: str = ""
+    updated_at: datetime | None = utc_column()

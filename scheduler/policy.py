@@ -1,0 +1,158 @@
+"""The operator-set scheduling policy and its audit (seed 001: "Every change to both ceilings
+is recorded"). One row; every persisted change writes one audit entry and one WARNING line."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from sqlmodel import Session as DBSession
+from sqlmodel import select
+
+from scheduler.errors import InvalidInput
+from scheduler.genesis import Genesis, SchedulingClass, validate_overrides
+from scheduler.models import Policy, PolicyAudit
+
+log = logging.getLogger("pacer.policy")
+
+FLEET_POLICY_ATTRIBUTES = (
+    "gating_enabled",
+    "reserve_5h_pct",
+    "reserve_7d_pct",
+    "max_sessions",
+    "preemption_enabled",
+    "genesis_class_overrides",
+)
+
+
+@dataclass(frozen=True)
+class PolicyView:
+    """A plain, immutable copy of the policy row for decisions."""
+
+    gating_enabled: bool
+    reserve_5h_pct: float
+    reserve_7d_pct: float
+    max_sessions: int
+    preemption_enabled: bool
+    overrides: Mapping[Genesis, SchedulingClass]
+
+    def reserve_pct(self, window: str) -> float:
+        return self.reserve_7d_pct if window == "7d" else self.reserve_5h_pct
+
+
+def ensure_policy(db: DBSession, defaults: Mapping[str, Any] | None = None) -> Policy:
+    row = db.get(Policy, 1)
+    if row is None:
+        row = Policy(id=1, **dict(defaults or {}))
+        db.add(row)
+        db.flush()
+    return row
+
+
+def view(row: Policy) -> PolicyView:
+    return PolicyView(
+        gating_enabled=row.gating_enabled,
+        reserve_5h_pct=row.reserve_5h_pct,
+        reserve_7d_pct=row.reserve_7d_pct,
+        max_sessions=row.max_sessions,
+        preemption_enabled=row.preemption_enabled,
+        overrides=validate_overrides(row.genesis_class_overrides or {}),
+    )
+
+
+def load_policy(db: DBSession) -> PolicyView:
+    return view(ensure_policy(db))
+
+
+def _coerce(key: str, raw: Any) -> Any:
+    def as_bool(value: Any) -> bool:
+        if isinstance(value, bool):
+            return value
+        lowered = str(value).strip().lower()
+        if lowered in {"1", "true", "yes", "on"}:
+            return True
+        if lowered in {"0", "false", "no", "off"}:
+            return False
+        raise InvalidInput(f"{key}: {value!r} must be on or off", field=key)
+
+    if key in {"gating_enabled", "preemption_enabled"}:
+        return as_bool(raw)
+    if key in {"reserve_5h_pct", "reserve_7d_pct"}:
+        try:
+            value = float(str(raw).rstrip("%"))
+        except ValueError:
+            raise InvalidInput(f"{key}: {raw!r} must be a percentage between 0 and 100", field=key) from None
+        if not 0 <= value <= 100:
+            raise InvalidInput(f"{key}: {raw!r} must be a percentage between 0 and 100", field=key)
+        return value
+    if key == "max_sessions":
+        try:
+            value = int(str(raw))
+        except ValueError:
+            raise InvalidInput(f"max_sessions: {raw!r} must be a whole number >= 1", field=key) from None
+        if value < 1:
+            raise InvalidInput(f"max_sessions: {raw!r} must be a whole number >= 1", field=key)
+        return value
+    if key == "genesis_class_overrides":
+        if not isinstance(raw, Mapping):
+            raise InvalidInput("genesis_class_overrides: must map genesis -> priority|spot", field=key)
+        return {str(g): str(c) for g, c in validate_overrides(raw).items()}
+    allowed = ", ".join(FLEET_POLICY_ATTRIBUTES)
+    raise InvalidInput(f"{key!r} is not a policy setting; settable: {allowed}", field=key)
+
+
+ALIASES = {
+    "gating": "gating_enabled",
+    "preemption": "preemption_enabled",
+    "reserve_5h": "reserve_5h_pct",
+    "reserve_7d": "reserve_7d_pct",
+    "max": "max_sessions",
+}
+
+
+def change_policy(
+    db: DBSession,
+    changes: Mapping[str, Any],
+    *,
+    surface: str,
+    actor: str | None,
+    now: datetime,
+) -> PolicyAudit | None:
+    """Validate every value first (a bad one changes nothing), then write and audit."""
+    coerced = {ALIASES.get(k, k): _coerce(ALIASES.get(k, k), v) for k, v in changes.items()}
+    row = ensure_policy(db)
+    moved: dict[str, list[Any]] = {}
+    for key, value in coerced.items():
+        old = getattr(row, key)
+        if old != value:
+            moved[key] = [old, value]
+            setattr(row, key, value)
+    if not moved:
+        return None
+    who = f" by {actor}" if actor else ""
+    line = f"[FleetPolicy] changed via {surface}{who}: " + ", ".join(
+        f"{k} {_fmt(o)} -> {_fmt(n)}" for k, (o, n) in moved.items()
+    )
+    audit = PolicyAudit(at=now, surface=surface, actor=actor, changes=moved, line=line)
+    db.add(row)
+    db.add(audit)
+    db.flush()
+    # WARN on purpose: a legitimate change records itself where INFO would be dropped.
+    log.warning(line)
+    return audit
+
+
+def _fmt(value: Any) -> str:
+    if isinstance(value, bool):
+        return "on" if value else "off"
+    if isinstance(value, float) and value.is_integer():
+        return str(int(value))
+    return str(value)
+
+
+def audit_log(db: DBSession, limit: int = 50) -> list[PolicyAudit]:
+    stmt = select(PolicyAudit).order_by(PolicyAudit.id.desc()).limit(limit)  # type: ignore[union-attr]
+    return list(db.exec(stmt))

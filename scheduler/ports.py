@@ -1,0 +1,120 @@
+"""The ports: every piece of I/O the scheduler needs, each one or two methods wide.
+
+Production adapters live in `integrations/`; tests and the simulator use the virtual ones in
+`scheduler/clock.py` and `scheduler/deferrer.py`, never a mock of Pacer's own code.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from enum import StrEnum
+from typing import Any, Protocol
+
+
+class Clock(Protocol):
+    def now(self) -> datetime:
+        """The current instant, timezone-aware UTC."""
+        ...
+
+
+class Deferrer(Protocol):
+    """One-shot alarm clocks under stable ids. The database row, not the alarm, is the truth."""
+
+    def schedule(self, job_id: str, at: datetime, func: Callable[..., Any], *args: Any) -> None:
+        """Arm (or re-arm, replacing) the alarm `job_id` to call func(*args) at `at`."""
+        ...
+
+    def cancel(self, job_id: str) -> bool:
+        """Disarm; True when an alarm was armed."""
+        ...
+
+    def next_run(self, job_id: str) -> datetime | None:
+        """When the alarm fires, or None when none is armed."""
+        ...
+
+
+class Outcome(StrEnum):
+    SUCCESS = "success"
+    FAILED_RETRYABLE = "failed_retryable"
+    FAILED = "failed"  # not retryable
+    RATE_LIMITED = "rate_limited"
+    AUTH_REJECTED = "auth_rejected"
+    CREDITS_EXHAUSTED = "credits_exhausted"
+    HALTED = "halted"  # stopped by Pacer (pause, preemption)
+
+
+@dataclass(frozen=True)
+class TurnRequest:
+    session_id: int
+    turn_id: int
+    prompt: str
+    attachments: Sequence[Mapping[str, Any]] = ()
+    agent_session_id: str | None = None
+    workdir: str | None = None
+    runtime: str = "echo"
+
+
+@dataclass(frozen=True)
+class TurnResult:
+    outcome: Outcome
+    cost_usd: float = 0.0
+    output: str = ""
+    duration_ms: int = 0
+    agent_session_id: str | None = None
+    error: str | None = None
+    rate_limit_reset_at: datetime | None = None
+    extra: Mapping[str, Any] = field(default_factory=dict)
+
+
+class Runner(Protocol):
+    """Executes one turn. Blocking; called on a worker thread. `halt` stops it cleanly."""
+
+    def run(self, request: TurnRequest) -> TurnResult: ...
+
+    def halt(self, turn_id: int) -> bool: ...
+
+
+@dataclass(frozen=True)
+class AccountReading:
+    """One account's latest reading of its two windows (pool quota source)."""
+
+    name: str
+    status: str  # active | quota_exceeded | needs_reauth
+    utilization_5h: float | None  # 0-1, None when unread
+    utilization_7d: float | None
+    reset_5h: datetime | None = None
+    reset_7d: datetime | None = None
+
+
+@dataclass(frozen=True)
+class WindowReading:
+    """One quota window as a source reports it."""
+
+    name: str  # "5h" | "7d"
+    period_seconds: float
+    utilization: float  # fraction of capacity spent, 0-1 (may exceed 1)
+    resets_at: datetime
+    capacity_usd: float | None  # None before calibration: the window is in fraction mode
+    spent_usd: float | None = None
+
+
+@dataclass(frozen=True)
+class QuotaReading:
+    windows: Sequence[WindowReading]
+    accounts: Sequence[AccountReading] = ()
+    accounts_averaged: int = 0
+    read_at: datetime | None = None
+
+
+class QuotaSource(Protocol):
+    def read(self, now: datetime) -> QuotaReading | None:
+        """The windows now, or None when there is nothing to decide on (fail open)."""
+        ...
+
+
+class Notifier(Protocol):
+    """Talks back to people: a session's thread, its GitHub issue, the ops channel."""
+
+    def notify(self, event: str, context: Mapping[str, Any]) -> None: ...

@@ -1,0 +1,306 @@
+"""Sessions: creation with lineage, class and precedence changes, trigger reclassification and
+the ranked queue. Thin over the database; the rules are the pure functions in `genesis` and
+`precedence`."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import case, func, literal, or_, update
+from sqlalchemy.sql.elements import ColumnElement
+from sqlmodel import Session as DBSession
+from sqlmodel import col, select
+
+from scheduler import precedence as prec
+from scheduler.errors import InvalidInput, NotFound
+from scheduler.genesis import (
+    DEFAULT_CLASS,
+    Genesis,
+    SchedulingClass,
+    genesis_default,
+    inherit,
+    parse_class,
+    parse_genesis,
+    resolve_class,
+)
+from scheduler.models import ACTIVE_STATUSES, Session, Status, Trigger
+from scheduler.policy import PolicyView, load_policy
+
+
+def class_of(session: Session, policy: PolicyView) -> SchedulingClass:
+    """The resolved class, derived on every read when the column is NULL."""
+    return resolve_class(
+        parse_class(session.scheduling_class), None, parse_genesis(session.genesis), policy.overrides
+    )
+
+
+def is_spot(session: Session, policy: PolicyView) -> bool:
+    return class_of(session, policy) is SchedulingClass.SPOT
+
+
+def class_expr(policy: PolicyView) -> ColumnElement[str]:
+    """The same resolution as `class_of`, as SQL, so filters and ordering run in the database."""
+    defaults = case(
+        *[(col(Session.genesis) == g.value, literal(genesis_default(g, policy.overrides).value)) for g in DEFAULT_CLASS],
+        else_=literal(DEFAULT_CLASS[Genesis.UNKNOWN].value),
+    )
+    return func.coalesce(col(Session.scheduling_class), defaults)
+
+
+def get_session(db: DBSession, session_id: int) -> Session:
+    row = db.get(Session, session_id)
+    if row is None:
+        raise NotFound(f"session #{session_id} does not exist")
+    return row
+
+
+def get_trigger(db: DBSession, trigger_id: int) -> Trigger:
+    row = db.get(Trigger, trigger_id)
+    if row is None:
+        raise NotFound(f"trigger #{trigger_id} does not exist")
+    return row
+
+
+def spot_top(db: DBSession, policy: PolicyView, *, exclude_id: int | None = None) -> list[int]:
+    """The highest spot precedence among queued (non-finished) sessions, as a 0-or-1 list."""
+    stmt = select(func.max(Session.precedence)).where(
+        class_expr(policy) == SchedulingClass.SPOT.value,
+        col(Session.status).in_([s.value for s in ACTIVE_STATUSES]),
+    )
+    if exclude_id is not None:
+        stmt = stmt.where(col(Session.id) != exclude_id)
+    top = db.exec(stmt).one()
+    return [] if top is None else [int(top)]
+
+
+def top_of_spot(db: DBSession, policy: PolicyView, session: Session | None = None) -> int:
+    if session is None or session.id is None:
+        return prec.above_top_spot(spot_top(db, policy))
+    return prec.above_top_spot(spot_top(db, policy, exclude_id=session.id), current=session.precedence)
+
+
+@dataclass(frozen=True)
+class NewSession:
+    """What a surface asks for. Validated here before anything is written."""
+
+    title: str = ""
+    genesis: str | None = None  # declared genesis; None means inherit or the surface's default
+    scheduling_class: str | None = None
+    precedence: int | None = None
+    place: str | None = None
+    parent_id: int | None = None
+    forked_from_id: int | None = None
+    trigger_id: int | None = None
+    bookkeeping: bool = False
+    runtime: str = "echo"
+    weight: float = 1.0
+    capacity: int | None = None
+    concurrency_group: str | None = None
+    requester: str | None = None
+    source: dict[str, Any] | None = None
+
+
+def validate_new(req: NewSession) -> None:
+    if req.genesis is not None and req.genesis not in {g.value for g in Genesis}:
+        allowed = ", ".join(g.value for g in Genesis)
+        raise InvalidInput(f"genesis: {req.genesis!r} is not a genesis kind; use one of {allowed}", field="genesis")
+    parse_class(req.scheduling_class)
+    prec.resolve_placement(precedence=req.precedence, place=req.place)
+    if req.weight < 0 or req.weight != req.weight or req.weight == float("inf"):
+        raise InvalidInput("weight: must be a finite number >= 0", field="weight")
+    if req.capacity is not None and req.capacity < 1:
+        raise InvalidInput(
+            "capacity: must be a whole number >= 1 (capacity 0 was the old run-alone spelling; use capacity=1)",
+            field="capacity",
+        )
+    if req.parent_id is not None and req.forked_from_id is not None:
+        raise InvalidInput("give parent_session_id or forked_from, not both", field="parent_id")
+
+
+def create_session(db: DBSession, req: NewSession, *, now: datetime, fallback: Genesis = Genesis.UNKNOWN) -> Session:
+    validate_new(req)
+    policy = load_policy(db)
+    lineage_parent = None
+    if req.parent_id is not None:
+        lineage_parent = get_session(db, req.parent_id)
+    elif req.forked_from_id is not None:
+        lineage_parent = get_session(db, req.forked_from_id)
+    trigger = get_trigger(db, req.trigger_id) if req.trigger_id is not None else None
+
+    lineage = inherit(
+        declared_genesis=Genesis(req.genesis) if req.genesis else None,
+        parent_genesis=parse_genesis(lineage_parent.genesis) if lineage_parent else None,
+        parent_class=parse_class(lineage_parent.scheduling_class) if lineage_parent else None,
+        declared_class=parse_class(req.scheduling_class),
+        trigger_class=parse_class(trigger.scheduling_class) if trigger else None,
+        fallback=fallback,
+    )
+    session = Session(
+        title=req.title[:200],
+        genesis=lineage.genesis.value,
+        scheduling_class=lineage.scheduling_class.value if lineage.scheduling_class else None,
+        class_from_trigger=lineage.class_from_trigger,
+        trigger_id=req.trigger_id,
+        parent_id=req.parent_id,
+        forked_from_id=req.forked_from_id,
+        bookkeeping=req.bookkeeping,
+        runtime=req.runtime,
+        weight=req.weight,
+        capacity=req.capacity,
+        concurrency_group=req.concurrency_group or (trigger.concurrency_group if trigger else None),
+        requester=req.requester,
+        source=dict(req.source or {}),
+        status=Status.WAITING,
+        created_at=now,
+        updated_at=now,
+    )
+    placement = prec.resolve_placement(precedence=req.precedence, place=req.place)
+    if placement == prec.TOP_OF_SPOT:
+        session.precedence = top_of_spot(db, policy)
+    elif isinstance(placement, int):
+        session.precedence = placement
+    elif trigger is not None and trigger.precedence is not None:
+        session.precedence = trigger.precedence
+    elif lineage_parent is not None:
+        session.precedence = prec.spawn_precedence(lineage_parent.precedence, bookkeeping=req.bookkeeping)
+    db.add(session)
+    db.flush()
+    return session
+
+
+def set_precedence(db: DBSession, session: Session, value: int | str, *, now: datetime) -> int:
+    policy = load_policy(db)
+    if value == prec.TOP_OF_SPOT:
+        session.precedence = top_of_spot(db, policy, session)
+    elif isinstance(value, int):
+        session.precedence = value
+    else:
+        raise InvalidInput(f"precedence: {value!r} must be a whole number or top_of_spot", field="precedence")
+    session.updated_at = now
+    db.add(session)
+    db.flush()
+    return session.precedence
+
+
+def reorder_between(
+    db: DBSession, session: Session, upper_id: int | None, lower_id: int | None, *, now: datetime
+) -> prec.Reorder:
+    """Drop `session` between two neighbours (ids), nudging them apart when they are adjacent."""
+    upper = get_session(db, upper_id) if upper_id is not None else None
+    lower = get_session(db, lower_id) if lower_id is not None else None
+    if session.id in {upper_id, lower_id}:
+        raise InvalidInput("between: a session cannot be placed beside itself", field="between")
+    result = prec.between(upper.precedence if upper else None, lower.precedence if lower else None)
+    if upper is not None and result.upper_neighbour is not None:
+        upper.precedence = result.upper_neighbour
+        db.add(upper)
+    if lower is not None and result.lower_neighbour is not None:
+        lower.precedence = result.lower_neighbour
+        db.add(lower)
+    session.precedence = result.value
+    session.updated_at = now
+    db.add(session)
+    db.flush()
+    return result
+
+
+def change_class(
+    db: DBSession, session: Session, new_class: str | None, *, now: datetime, place: str | None = None
+) -> tuple[SchedulingClass, SchedulingClass]:
+    """A per-session choice; returns (before, after). A hand move stops the trigger stamp."""
+    policy = load_policy(db)
+    before = class_of(session, policy)
+    cls = parse_class(new_class)
+    if place is not None:
+        prec.resolve_placement(precedence=None, place=place)
+    session.scheduling_class = cls.value if cls else None
+    session.class_from_trigger = False
+    if place == prec.TOP_OF_SPOT:
+        session.precedence = top_of_spot(db, policy, session)
+    session.updated_at = now
+    db.add(session)
+    db.flush()
+    return before, class_of(session, policy)
+
+
+@dataclass(frozen=True)
+class Reclassification:
+    rewritten: int  # rows whose stamp was rewritten
+    moved: int  # rows whose resolved class actually changed
+    promoted_ids: tuple[int, ...]  # rows now priority that were spot: released by the caller
+
+
+def change_trigger_class(db: DBSession, trigger: Trigger, new_class: str | None, *, now: datetime) -> Reclassification:
+    """Seed 001's three clauses: this trigger's sessions only, still waiting only, still carrying
+    the class the trigger stamped. Reports how many moved between classes."""
+    policy = load_policy(db)
+    cls = parse_class(new_class)
+    old_stamp = trigger.scheduling_class
+    trigger.scheduling_class = cls.value if cls else None
+    db.add(trigger)
+    stmt = select(Session).where(
+        Session.trigger_id == trigger.id,
+        Session.status == Status.WAITING.value,
+        or_(
+            col(Session.class_from_trigger).is_(True),
+            # A trigger that stamped "Default" left NULL; those rows derive and move too.
+            col(Session.scheduling_class).is_(None),
+        ),
+    )
+    rewritten = moved = 0
+    promoted: list[int] = []
+    for session in db.exec(stmt):
+        if session.scheduling_class != old_stamp:
+            continue  # moved by hand: a per-session choice outranks a trigger-wide one
+        before = class_of(session, policy)
+        session.scheduling_class = cls.value if cls else None
+        session.class_from_trigger = cls is not None
+        session.updated_at = now
+        db.add(session)
+        rewritten += 1
+        after = class_of(session, policy)
+        if after is not before:
+            moved += 1
+            if after is SchedulingClass.PRIORITY and session.id is not None:
+                promoted.append(session.id)
+    db.flush()
+    return Reclassification(rewritten, moved, tuple(promoted))
+
+
+@dataclass(frozen=True)
+class QueueFilter:
+    statuses: Sequence[str] = (Status.WAITING.value, Status.RUNNING.value, Status.NEEDS_INPUT.value, Status.FAILED.value)
+    scheduling_class: str | None = None
+    genesis: str | None = None
+    limit: int | None = None
+
+
+def ranked_queue(db: DBSession, policy: PolicyView, flt: QueueFilter = QueueFilter()) -> list[tuple[Session, SchedulingClass]]:
+    """Priority above; spot by precedence, oldest first within a tie; the id breaks every tie."""
+    resolved = class_expr(policy)
+    stmt = select(Session, resolved).where(col(Session.status).in_(list(flt.statuses)))
+    if flt.scheduling_class:
+        stmt = stmt.where(resolved == parse_class(flt.scheduling_class, field="class"))
+    if flt.genesis:
+        stmt = stmt.where(Session.genesis == parse_genesis(flt.genesis).value)
+    stmt = stmt.order_by(
+        case((resolved == SchedulingClass.PRIORITY.value, 0), else_=1),
+        col(Session.precedence).desc(),
+        col(Session.created_at).asc(),
+        col(Session.id).asc(),
+    )
+    if flt.limit:
+        stmt = stmt.limit(flt.limit)
+    return [(row, SchedulingClass(cls)) for row, cls in db.exec(stmt)]
+
+
+def bulk_status(db: DBSession, ids: Iterable[int], status: Status, *, now: datetime, only_from: Status | None = None) -> int:
+    """A conditional update; the row count says how many actually moved (the SQLite-safe guard)."""
+    stmt = update(Session).where(col(Session.id).in_(list(ids)))
+    if only_from is not None:
+        stmt = stmt.where(Session.status == only_from.value)
+    result = db.execute(stmt.values(status=status.value, updated_at=now))
+    return int(result.rowcount or 0)  # type: ignore[attr-defined]

@@ -1,0 +1,100 @@
+"""Shared fixtures: a real SQLite file per test, and a real PostgreSQL server when
+PACER_TEST_DATABASE_URL names one (.ci/run starts it; PACER_REQUIRE_POSTGRES=1 makes its
+absence a failure instead of a skip)."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from datetime import UTC, datetime
+
+import pytest
+from sqlalchemy import Engine, text
+from sqlmodel import Session as DBSession
+from sqlmodel import SQLModel
+
+import scheduler.models  # noqa: F401
+from scheduler import db as dbmod
+from scheduler.clock import VirtualClock
+from scheduler.deferrer import VirtualDeferrer
+from scheduler.policy import ensure_policy
+
+T0 = datetime(2026, 11, 2, 9, 0, tzinfo=UTC)
+
+_pg_engine: Engine | None = None
+
+
+def _postgres_url() -> str | None:
+    url = os.environ.get("PACER_TEST_DATABASE_URL")
+    if not url and os.environ.get("PACER_REQUIRE_POSTGRES") == "1":
+        pytest.fail("PACER_REQUIRE_POSTGRES=1 but PACER_TEST_DATABASE_URL is not set")
+    return url
+
+
+def _fresh_postgres() -> Engine:
+    global _pg_engine
+    url = _postgres_url()
+    if not url:
+        pytest.skip("PostgreSQL not configured (set PACER_TEST_DATABASE_URL)")
+    if _pg_engine is None:
+        from bot.settings import _database_url
+
+        full = _database_url("PACER_TEST_DATABASE_URL", url)
+        engine = dbmod.make_engine(full)
+        with engine.begin() as conn:
+            conn.execute(text("DROP SCHEMA public CASCADE"))
+            conn.execute(text("CREATE SCHEMA public"))
+        dbmod.migrate(full)
+        _pg_engine = engine
+    names = ", ".join(f'"{t.name}"' for t in SQLModel.metadata.sorted_tables)
+    with _pg_engine.begin() as conn:
+        conn.execute(text(f"TRUNCATE {names} RESTART IDENTITY CASCADE"))
+    return _pg_engine
+
+
+def _fresh_sqlite(tmp_path: object) -> Engine:
+    engine = dbmod.make_engine(f"sqlite:///{tmp_path}/pacer.db")
+    SQLModel.metadata.create_all(engine)
+    return engine
+
+
+@pytest.fixture(params=["sqlite", "postgres"])
+def any_engine(request: pytest.FixtureRequest, tmp_path: object) -> Iterator[Engine]:
+    """A storage test runs on both backends."""
+    engine = _fresh_sqlite(tmp_path) if request.param == "sqlite" else _fresh_postgres()
+    with dbmod.session_scope(engine) as db:
+        ensure_policy(db)
+    yield engine
+    if request.param == "sqlite":
+        engine.dispose()
+
+
+@pytest.fixture
+def engine(tmp_path: object) -> Iterator[Engine]:
+    engine = _fresh_sqlite(tmp_path)
+    with dbmod.session_scope(engine) as db:
+        ensure_policy(db)
+    yield engine
+    engine.dispose()
+
+
+@pytest.fixture
+def db(engine: Engine) -> Iterator[DBSession]:
+    with dbmod.session_scope(engine) as session:
+        yield session
+
+
+@pytest.fixture
+def any_db(any_engine: Engine) -> Iterator[DBSession]:
+    with dbmod.session_scope(any_engine) as session:
+        yield session
+
+
+@pytest.fixture
+def clock() -> VirtualClock:
+    return VirtualClock(T0)
+
+
+@pytest.fixture
+def deferrer(clock: VirtualClock) -> VirtualDeferrer:
+    return VirtualDeferrer(clock)
