@@ -1,0 +1,69 @@
+"""What the gate decides on: plain frozen values, built once per decision from the database and
+the quota source. The gate itself never touches either.
+
+Units: a calibrated window counts dollars; a window in fraction mode counts fractions of the
+window (capacity 1.0) and has no burn-rate projection (seed 001, "Before the first calibration").
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from typing import Any
+
+from scheduler.policy import PolicyView
+
+
+@dataclass(frozen=True)
+class WindowState:
+    name: str  # "5h" | "7d"
+    period: timedelta
+    resets_at: datetime
+    capacity: float  # dollars when calibrated; 1.0 in fraction mode
+    spent: float  # same unit as capacity
+    calibrated: bool
+
+    @property
+    def label(self) -> str:
+        return {"5h": "5-hour", "7d": "weekly"}.get(self.name, self.name)
+
+
+@dataclass(frozen=True)
+class FleetTurn:
+    """A turn a worker is executing now — the only population the ceilings count."""
+
+    session_id: int
+    is_spot: bool
+    spends_quota: bool
+    burn_per_min: float  # dollars per minute
+
+
+@dataclass(frozen=True)
+class Asking:
+    """The session asking for a turn."""
+
+    session_id: int
+    is_spot: bool
+    already_running: bool
+    spends_quota: bool
+    burn_per_min: float  # its projected dollars per minute
+
+
+@dataclass(frozen=True)
+class Snapshot:
+    policy: PolicyView
+    windows: tuple[WindowState, ...] | None  # None: no quota reading to decide on
+    fleet: tuple[FleetTurn, ...] = ()
+    agent_workers: int = 12
+    pool: Any = None  # scheduler.pool.PoolCapacity when the source reads accounts
+    accounts_averaged: int = 0
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def effective_slots(self) -> int:
+        return min(self.policy.max_sessions, self.agent_workers)
+
+    @property
+    def slots_unreachable(self) -> bool:
+        """The configured max is above the worker pool, so it can never bind."""
+        return self.policy.max_sessions > self.agent_workers

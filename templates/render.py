@@ -1,0 +1,57 @@
+"""One Jinja2 environment over `templates/`, the single source of every sentence a person reads.
+
+Three flavours share the files: `text` (console, API, logs), `slack` (mrkdwn; only &, <, > are
+escaped, as Slack does) and `github` (markdown). Trigger authors' prompt templates render in a
+sandbox, so a template can read data but never run code.
+"""
+
+from __future__ import annotations
+
+from functools import lru_cache
+from typing import Any
+
+from jinja2 import Environment, PackageLoader, StrictUndefined
+from jinja2.sandbox import SandboxedEnvironment
+
+
+def slack_escape(value: Any) -> str:
+    return str(value).replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+
+
+def _money(value: Any) -> str:
+    return f"${float(value):,.2f}"
+
+
+def _pct(value: Any) -> str:
+    return f"{float(value) * 100:.1f}%"
+
+
+def _when(value: Any) -> str:
+    return value.strftime("%Y-%m-%d %H:%M UTC") if value is not None else "—"
+
+
+@lru_cache(maxsize=1)
+def environment() -> Environment:
+    env = Environment(
+        loader=PackageLoader("templates", ""),
+        undefined=StrictUndefined,
+        autoescape=False,
+        trim_blocks=True,
+        lstrip_blocks=True,
+        keep_trailing_newline=False,
+    )
+    env.filters.update(slack=slack_escape, money=_money, pct=_pct, when=_when)
+    return env
+
+
+def render(name: str, **context: Any) -> str:
+    """Render `templates/<name>` and strip the trailing whitespace a block leaves."""
+    return environment().get_template(name).render(**context).strip()
+
+
+_sandbox = SandboxedEnvironment(undefined=StrictUndefined, autoescape=False)
+
+
+def render_prompt(source: str, **context: Any) -> str:
+    """A trigger's prompt template, rendered in the sandbox."""
+    return _sandbox.from_string(source).render(**context).strip()
