@@ -1,0 +1,70 @@
+"""Everything a scheduler operation needs from the outside world, passed in as one value.
+
+Production builds it in `bot/runtime.py`; tests and the simulator build it with a VirtualClock,
+a VirtualDeferrer and a virtual worker pool. No operation reads a global.
+"""
+
+from __future__ import annotations
+
+import logging
+import random
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from sqlalchemy import Engine
+
+from scheduler.ports import Clock, Deferrer, Notifier, QuotaSource, TurnRequest, TurnResult
+
+
+log = logging.getLogger("pacer.notify")
+
+
+class WorkerPool(Protocol):
+    """Executes turns off the caller's thread and reports each result exactly once."""
+
+    def submit(self, request: TurnRequest, on_done: Callable[[TurnResult], None]) -> None: ...
+
+    def halt(self, turn_id: int) -> bool:
+        """Stop a running turn; its on_done then reports Outcome.HALTED."""
+        ...
+
+
+class NullNotifier:
+    def notify(self, event: str, context: Mapping[str, Any]) -> None:
+        return None
+
+
+@dataclass
+class Runtime:
+    """What a runtime (a kind of agent) costs and whether it spends quota."""
+
+    name: str
+    spends_quota: bool = True
+    default_burn_per_min: float = 0.05
+
+
+@dataclass
+class Context:
+    engine: Engine
+    clock: Clock
+    deferrer: Deferrer
+    workers: WorkerPool
+    quota: QuotaSource | None = None
+    notifier: Notifier = field(default_factory=NullNotifier)
+    agent_workers: int = 12
+    runtimes: dict[str, Runtime] = field(default_factory=lambda: {"echo": Runtime("echo", True, 1.5)})
+    rng: random.Random = field(default_factory=random.Random)
+    burn: Any = None  # scheduler.burn.BurnTable, refreshed from turn history
+    hooks: dict[str, list[Callable[..., Any]]] = field(default_factory=dict)
+
+    def runtime(self, name: str) -> Runtime:
+        return self.runtimes.get(name) or Runtime(name)
+
+    def emit(self, event: str, **context: Any) -> None:
+        """Tell people (threads, issues, the ops channel) and any in-process listener."""
+        for listener in [self.notifier.notify, *self.hooks.get(event, []), *self.hooks.get("*", [])]:
+            try:
+                listener(event, context)
+            except Exception:  # a failed notice never stops the scheduler
+                log.exception("notice %s failed", event)
