@@ -57,6 +57,19 @@ class Context:
     rng: random.Random = field(default_factory=random.Random)
     burn: Any = None  # scheduler.burn.BurnTable, refreshed from turn history
     hooks: dict[str, list[Callable[..., Any]]] = field(default_factory=dict)
+    # Alarm targets by name. Production maps them to module-level functions (APScheduler
+    # pickles a reference); left empty, they are closures over this context (virtual time).
+    jobs: dict[str, Callable[..., Any]] = field(default_factory=dict)
+    # Admission checks beyond the gate (operator holds, queue holds, groups, prerequisites):
+    # each returns a Block or None for (db, session, now).
+    admission_checks: list[Callable[..., Any]] = field(default_factory=list)
+
+    def job(self, name: str) -> Callable[..., Any]:
+        if name in self.jobs:
+            return self.jobs[name]
+        from scheduler import jobs
+
+        return jobs.bound(self, name)
 
     def runtime(self, name: str) -> Runtime:
         return self.runtimes.get(name) or Runtime(name)

@@ -98,6 +98,8 @@ class Session(SQLModel, table=True):
     agent_session_id: str | None = None
     workdir: str | None = None
     source: dict[str, Any] = json_column({})  # where it came from: issue, channel, thread, labels
+    prompt: str = ""  # the first turn's prompt, durable so a lost first start can be rebuilt
+    attachments: list[dict[str, Any]] = json_column([])
 
     # The hold record (the gate refused a turn).
     hold_reason: str | None = None

@@ -1,0 +1,58 @@
+"""Effects a transaction decides on and performs only after it commits.
+
+A turn is dispatched, an alarm armed or a notice sent only once the row that explains it is
+durable: a crash between the two leaves a row the recovery and the hold sweep can repair, never
+a running turn or an alarm with no record behind it.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import TYPE_CHECKING, Any
+
+from scheduler.ports import TurnRequest
+
+if TYPE_CHECKING:
+    from scheduler.context import Context
+
+log = logging.getLogger("pacer.effects")
+
+
+@dataclass
+class Effects:
+    dispatch: list[TurnRequest] = field(default_factory=list)
+    arm: list[tuple[str, datetime, str, tuple[Any, ...]]] = field(default_factory=list)
+    disarm: list[str] = field(default_factory=list)
+    halt: list[int] = field(default_factory=list)
+    notices: list[tuple[str, dict[str, Any]]] = field(default_factory=list)
+    kick: bool = False
+
+    def alarm(self, job_id: str, at: datetime, job: str, *args: Any) -> None:
+        self.disarm = [j for j in self.disarm if j != job_id]
+        self.arm = [a for a in self.arm if a[0] != job_id]
+        self.arm.append((job_id, at, job, args))
+
+    def cancel(self, job_id: str) -> None:
+        self.arm = [a for a in self.arm if a[0] != job_id]
+        self.disarm.append(job_id)
+
+    def notice(self, event: str, **context: Any) -> None:
+        self.notices.append((event, context))
+
+    def apply(self, ctx: Context) -> None:
+        from scheduler import turns
+
+        for job_id in self.disarm:
+            ctx.deferrer.cancel(job_id)
+        for job_id, at, job, args in self.arm:
+            ctx.deferrer.schedule(job_id, at, ctx.job(job), *args)
+        for turn_id in self.halt:
+            ctx.workers.halt(turn_id)
+        for request in self.dispatch:
+            ctx.workers.submit(request, turns.completion(ctx, request.turn_id))
+        for event, context in self.notices:
+            ctx.emit(event, **context)
+        if self.kick:
+            turns.kick(ctx)

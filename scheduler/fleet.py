@@ -1,0 +1,103 @@
+"""Building the gate's snapshot from the database and a quota reading.
+
+The fleet is the turns a worker is executing now (Turn.status == running) — the only population
+the ceilings count (seed 001, "What the ceiling counts"). A waiting session, a held one, a
+paused one and one asleep on a wake have no running turn and so take nothing.
+
+Read the quota BEFORE opening a write transaction: a quota source may open its own connection,
+and on SQLite a second connection waits for the first one's write lock.
+"""
+
+from __future__ import annotations
+
+import logging
+from datetime import datetime, timedelta
+
+from sqlmodel import Session as DBSession
+from sqlmodel import col, select
+
+from scheduler.context import Context
+from scheduler.models import Session, Turn
+from scheduler.policy import PolicyView
+from scheduler.ports import QuotaReading
+from scheduler.sessions import is_spot
+from scheduler.snapshot import Asking, FleetTurn, Snapshot, WindowState
+
+log = logging.getLogger("pacer.fleet")
+
+
+def read_quota(ctx: Context, now: datetime) -> QuotaReading | None:
+    """The quota windows now; None (no_snapshot, fail open) when unreadable."""
+    if ctx.quota is None:
+        return None
+    try:
+        return ctx.quota.read(now)
+    except Exception:  # a monitoring gap must not become an outage
+        log.exception("quota source could not be read; the gate falls open")
+        return None
+
+
+def windows_from(reading: QuotaReading | None) -> tuple[WindowState, ...] | None:
+    if reading is None or not reading.windows:
+        return None
+    states = []
+    for w in reading.windows:
+        calibrated = w.capacity_usd is not None and w.capacity_usd > 0
+        capacity = float(w.capacity_usd) if calibrated else 1.0  # type: ignore[arg-type]
+        if calibrated:
+            spent = float(w.spent_usd) if w.spent_usd is not None else w.utilization * capacity
+        else:
+            spent = float(w.utilization)
+        states.append(WindowState(w.name, timedelta(seconds=w.period_seconds), w.resets_at, capacity, spent, calibrated))
+    return tuple(states)
+
+
+def burn_rate(ctx: Context, runtime: str) -> float:
+    if ctx.burn is not None:
+        try:
+            rate = float(ctx.burn.rate(runtime))
+            if rate > 0:
+                return rate
+        except Exception:
+            log.exception("burn table lookup failed for %s", runtime)
+    return ctx.runtime(runtime).default_burn_per_min
+
+
+def running_fleet(db: DBSession, ctx: Context, policy: PolicyView) -> list[tuple[Session, Turn]]:
+    stmt = select(Session, Turn).join(Turn, col(Turn.session_id) == col(Session.id)).where(Turn.status == "running")
+    return list(db.exec(stmt))
+
+
+def build_snapshot(db: DBSession, ctx: Context, policy: PolicyView, reading: QuotaReading | None) -> Snapshot:
+    fleet = tuple(
+        FleetTurn(
+            session_id=s.id or 0,
+            is_spot=is_spot(s, policy),
+            spends_quota=ctx.runtime(s.runtime).spends_quota,
+            burn_per_min=burn_rate(ctx, s.runtime),
+        )
+        for s, _turn in running_fleet(db, ctx, policy)
+    )
+    pool = None
+    if reading is not None and reading.accounts:
+        from scheduler.pool import pool_capacity
+
+        pool = pool_capacity(list(reading.accounts), reading.read_at or datetime.now().astimezone())
+    return Snapshot(
+        policy=policy,
+        windows=windows_from(reading),
+        fleet=fleet,
+        agent_workers=ctx.agent_workers,
+        pool=pool,
+        accounts_averaged=reading.accounts_averaged if reading else 0,
+    )
+
+
+def asking_for(session: Session, ctx: Context, policy: PolicyView, *, running: bool | None = None) -> Asking:
+    return Asking(
+        session_id=session.id or 0,
+        is_spot=is_spot(session, policy),
+        already_running=session.status == "running" if running is None else running,
+        spends_quota=ctx.runtime(session.runtime).spends_quota,
+        burn_per_min=burn_rate(ctx, session.runtime),
+    )

@@ -1,0 +1,87 @@
+"""Ending and recovering sessions: archive, and the start-up recovery after a crash.
+
+Archiving a held session ends it deliberately: its alarm is left alone, fires once, sees the
+archive and schedules nothing more; the hold record stays as the history of why it waited.
+"""
+
+from __future__ import annotations
+
+import logging
+
+from sqlmodel import col, select
+
+from scheduler.context import Context
+from scheduler.db import session_scope
+from scheduler.effects import Effects
+from scheduler.errors import Refused
+from scheduler.models import Session, Status, Turn
+from scheduler.turns import _hold, lock, running_turn, submit_turn
+
+log = logging.getLogger("pacer.lifecycle")
+
+ARCHIVABLE = {Status.WAITING.value, Status.RUNNING.value, Status.NEEDS_INPUT.value, Status.DONE.value, Status.FAILED.value, Status.BLOCKED.value}
+
+
+def archive(ctx: Context, session_id: int, *, actor: str | None = None) -> str:
+    now = ctx.clock.now()
+    fx = Effects(kick=True)
+    with session_scope(ctx.engine) as db:
+        session = lock(db, session_id)
+        if session.status == Status.ARCHIVED.value:
+            raise Refused(f"session #{session_id} is already archived")
+        if session.status not in ARCHIVABLE:
+            raise Refused(f"session #{session_id} is {session.status} and cannot be archived")
+        turn = running_turn(db, session_id)
+        if turn is not None:
+            fx.halt.append(turn.id or 0)
+        previous = session.status
+        session.status = Status.ARCHIVED.value
+        session.updated_at = now
+        db.add(session)
+        fx.notice("archived", session_id=session_id, actor=actor, title=session.title)
+    fx.apply(ctx)
+    return previous
+
+
+def recover(ctx: Context) -> dict[str, int]:
+    """After a crash: a turn left `running` has no process behind it. Its prompt goes back
+    through the gate as a hold due now; a session that never got its first turn gets it."""
+    now = ctx.clock.now()
+    fx = Effects()
+    counts = {"interrupted": 0, "first_turns": 0}
+    never_started: list[tuple[int, str, list]] = []
+    with session_scope(ctx.engine) as db:
+        for turn in db.exec(select(Turn).where(Turn.status == "running")).all():
+            turn.status = "failed"
+            turn.outcome = "interrupted"
+            turn.error = "interrupted: the process stopped while this turn ran"
+            turn.finished_at = now
+            db.add(turn)
+            session = lock(db, turn.session_id)
+            if session.status == Status.ARCHIVED.value:
+                continue
+            session.status = Status.WAITING.value
+            _hold(db, ctx, session, turn.prompt, turn.attachments, turn.kind, "interrupted",
+                  "The process stopped while this turn ran; it is asked again now.", now, fx, retry_at=now)
+            counts["interrupted"] += 1
+        orphans = db.exec(
+            select(Session).where(
+                Session.status == Status.WAITING.value,
+                col(Session.hold_reason).is_(None),
+                col(Session.pause_reason).is_(None),
+                col(Session.park_reason).is_(None),
+                col(Session.wake_at).is_(None),
+                col(Session.started_at).is_(None),
+            )
+        ).all()
+        for session in orphans:
+            has_turn = db.exec(select(Turn.id).where(Turn.session_id == session.id)).first() is not None
+            if not has_turn and session.prompt:
+                never_started.append((session.id or 0, session.prompt, session.attachments))
+    fx.apply(ctx)
+    for session_id, prompt, attachments in never_started:
+        submit_turn(ctx, session_id, prompt, attachments, kind="first")
+        counts["first_turns"] += 1
+    if any(counts.values()):
+        log.warning("recovered after a restart: %s", counts)
+    return counts

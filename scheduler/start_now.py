@@ -1,0 +1,89 @@
+"""StartNow (seed 001, "Starting a queued session now"): the one operation behind Start now and
+every promotion. A waiting session is dormant in one of a few shapes, each with its own door:
+
+  held by the gate          its own held turn is asked again now — one turn, never a second job;
+                            a still-spot session may be held again, and the answer says so
+  paused / parked           the pause's own resume, with the prompt left with the park
+  never run                 a fresh first turn from the session's recorded prompt
+  ran before, nothing queued  stranded: the continue nudge
+Refused: a session asleep on a wake it has not reached, and one whose queue cannot be read.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from sqlalchemy.exc import SQLAlchemyError
+from sqlmodel import col, func, select
+
+from scheduler.context import Context
+from scheduler.db import session_scope
+from scheduler.effects import Effects
+from scheduler.errors import Refused
+from scheduler.fleet import read_quota
+from scheduler.models import EnqueuedMessage, Status, Turn
+from scheduler.turns import Submission, _admit, _replay, clear_pause, is_asleep, lock, running_turn
+from templates import render
+
+
+@dataclass(frozen=True)
+class StartNowResult:
+    shape: str  # held | paused | never_run | stranded | running
+    submission: Submission | None
+    sentence: str
+
+
+def start_now(ctx: Context, session_id: int, *, actor: str | None = None) -> StartNowResult:
+    now = ctx.clock.now()
+    reading = read_quota(ctx, now)
+    fx = Effects()
+    with session_scope(ctx.engine) as db:
+        session = lock(db, session_id)
+        if session.status == Status.ARCHIVED.value:
+            raise Refused(f"session #{session_id} is archived; restore it before starting it")
+        if is_asleep(session, now):
+            raise Refused(
+                f"session #{session_id} is asleep until {session.wake_at:%Y-%m-%d %H:%M UTC}; "
+                "its wake is its next event — take the next candidate, or cancel the wake first"
+            )
+        if running_turn(db, session_id) is not None:
+            return StartNowResult("running", None, render("text/start_now.j2", shape="running", session=session, sub=None))
+        try:
+            queued = db.exec(
+                select(func.count()).select_from(EnqueuedMessage).where(
+                    EnqueuedMessage.session_id == session_id, col(EnqueuedMessage.delivered_at).is_(None)
+                )
+            ).one()
+            ran_before = db.exec(select(func.count()).select_from(Turn).where(Turn.session_id == session_id)).one() > 0
+        except SQLAlchemyError as exc:
+            # An unreadable queue looks exactly like an empty one; starting on that would build
+            # the second turn the whole design exists to avoid.
+            raise Refused(f"session #{session_id}: its queue could not be read ({type(exc).__name__}); nothing was started") from exc
+        if session.hold_reason is not None:
+            prompt, attachments, kind = _replay(session)
+            session.hold_count = 0  # a person asked for it directly: the ladder starts over
+            shape = "held"
+            sub = _admit(db, ctx, session, prompt, attachments, kind, reading, now, fx)
+        elif session.pause_reason is not None:
+            prompt = session.pause_resume_prompt or render("text/continue_nudge.j2")
+            clear_pause(session)
+            shape = "paused"
+            sub = _admit(db, ctx, session, prompt, [], "resume", reading, now, fx)
+        elif not ran_before:
+            shape = "never_run"
+            sub = _admit(db, ctx, session, session.prompt or render("text/continue_nudge.j2"), session.attachments, "first", reading, now, fx)
+        elif queued:
+            message = db.exec(
+                select(EnqueuedMessage).where(EnqueuedMessage.session_id == session_id, col(EnqueuedMessage.delivered_at).is_(None)).order_by(col(EnqueuedMessage.id))
+            ).first()
+            assert message is not None
+            message.delivered_at = now
+            db.add(message)
+            shape = "queued_message"
+            sub = _admit(db, ctx, session, message.prompt, message.attachments, message.kind, reading, now, fx)
+        else:
+            shape = "stranded"
+            sub = _admit(db, ctx, session, render("text/continue_nudge.j2"), [], "nudge", reading, now, fx)
+        sentence = render("text/start_now.j2", shape=shape, session=session, sub=sub)
+    fx.apply(ctx)
+    return StartNowResult(shape, sub, sentence)

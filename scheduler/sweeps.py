@@ -1,0 +1,61 @@
+"""Sweeps: thin shells that load rows, apply a rule and arm alarms.
+
+The hold sweep (seed 001, "A hold that loses its re-check"): a hold more than ten minutes past
+its own re-check time with no alarm armed is a broken ladder. The sweep advances the stamp first
+— a conditional update, so the advanced stamp is its own idempotency key on SQLite and
+PostgreSQL alike — then arms the alarm again, at most ten a pass spread over three minutes.
+"""
+
+from __future__ import annotations
+
+import logging
+from datetime import timedelta
+
+from sqlalchemy import update
+from sqlmodel import col, select
+
+from scheduler.context import Context
+from scheduler.db import session_scope
+from scheduler.models import Session, Status
+from scheduler.turns import hold_job_id
+
+log = logging.getLogger("pacer.sweeps")
+
+SWEEP_INTERVAL = timedelta(minutes=5)
+OVERDUE = timedelta(minutes=10)
+REARM_PER_PASS = 10
+REARM_SPREAD = timedelta(minutes=3)
+
+
+def hold_sweep(ctx: Context) -> list[int]:
+    now = ctx.clock.now()
+    rearmed: list[int] = []
+    with session_scope(ctx.engine) as db:
+        overdue = db.exec(
+            select(Session.id, Session.hold_retry_at)
+            .where(
+                col(Session.hold_reason).is_not(None),
+                col(Session.hold_retry_at) < now - OVERDUE,
+                Session.status == Status.WAITING.value,
+            )
+            .order_by(col(Session.hold_retry_at))
+            .limit(REARM_PER_PASS * 5)
+        ).all()
+        step = REARM_SPREAD / REARM_PER_PASS
+        for session_id, stamp in overdue:
+            if len(rearmed) >= REARM_PER_PASS:
+                break
+            if ctx.deferrer.next_run(hold_job_id(session_id)) is not None:
+                continue  # its alarm is still queued: late, not lost
+            due = now + step * len(rearmed)
+            moved = db.execute(
+                update(Session)
+                .where(col(Session.id) == session_id, col(Session.hold_retry_at) == stamp)
+                .values(hold_retry_at=due)
+            ).rowcount  # type: ignore[attr-defined]
+            if moved == 1:
+                rearmed.append(session_id)
+                log.warning("session #%s: its re-check was lost; re-armed for %s", session_id, due.isoformat())
+    for i, session_id in enumerate(rearmed):
+        ctx.deferrer.schedule(hold_job_id(session_id), now + step * i, ctx.job("recheck"), session_id)
+    return rearmed

@@ -1,0 +1,466 @@
+"""Turns: every turn passes the gate; an admitted one runs, a refused one is held — deferred with
+backoff, never dropped (seed 001, "What hold does" … "Every turn is gated, not just the first").
+
+The session row is the durable truth: the hold record carries the refused prompt and its
+attachments, and the alarm (`recheck:<id>`) is only the clock that asks again. The queue looks
+again whenever something could free work (`kick`), and then it is precedence, not the timing of
+one session's alarm, that decides who takes a freed slot.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+from sqlalchemy import case
+from sqlmodel import Session as DBSession
+from sqlmodel import col, select
+
+from scheduler import ladder
+from scheduler.context import Context
+from scheduler.db import session_scope
+from scheduler.effects import Effects
+from scheduler.errors import InvalidInput, NotFound, Refused
+from scheduler.explain import explain
+from scheduler.fleet import asking_for, build_snapshot, read_quota
+from scheduler.gate import Decision, Reason, decide
+from scheduler.genesis import SchedulingClass
+from scheduler.models import EnqueuedMessage, Session, Status, Turn
+from scheduler.policy import PolicyView, load_policy
+from scheduler.ports import Outcome, QuotaReading, TurnRequest, TurnResult
+from scheduler.sessions import class_expr, is_spot
+
+log = logging.getLogger("pacer.turns")
+
+PASS_THROUGH = frozenset({"clone_only", "monitoring"})  # spend nothing: never gated
+TURN_KINDS = frozenset(
+    {"first", "follow_up", "wake", "poll", "restart", "nudge", "recovery", "resume", "human"} | PASS_THROUGH
+)
+PUMP_LIMIT = 25  # candidates examined per queue pass: bounds the cost of a kick
+GLOBAL_REASONS = frozenset({Reason.FLEET_AT_CAP})
+
+
+@dataclass(frozen=True)
+class Block:
+    """An admission check beyond the gate said no (an operator hold, a queue hold, a busy
+    concurrency group, a prerequisite). `retry_at` None means: the ladder decides."""
+
+    reason: str
+    sentence: str
+    retry_at: datetime | None = None
+    skip_only: bool = True  # True: later candidates may still run (no head-of-line blocking)
+
+
+@dataclass(frozen=True)
+class Submission:
+    outcome: str  # started | held | queued | refused
+    session_id: int
+    turn_id: int | None = None
+    reason: str | None = None
+    sentence: str = ""
+    retry_at: datetime | None = None
+    decision: Decision | None = None
+
+
+def hold_job_id(session_id: int) -> str:
+    return f"recheck:{session_id}"
+
+
+def lock(db: DBSession, session_id: int) -> Session:
+    row = db.get(Session, session_id, with_for_update=True)
+    if row is None:
+        raise NotFound(f"session #{session_id} does not exist")
+    return row
+
+
+def running_turn(db: DBSession, session_id: int) -> Turn | None:
+    stmt = select(Turn).where(Turn.session_id == session_id, Turn.status == "running")
+    return db.exec(stmt).first()
+
+
+def existing_attachments(attachments: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """A repair path must not do more damage than it repairs: a descriptor whose file has
+    vanished is dropped, and the turn comes back short an attachment rather than not at all."""
+    kept = []
+    for item in attachments:
+        path = item.get("path")
+        if path is None or Path(str(path)).exists():
+            kept.append({str(k): v for k, v in item.items()})
+    return kept
+
+
+def clear_hold(session: Session) -> None:
+    """Clearing the record resets the ladder: the next outage starts again at ten minutes."""
+    session.hold_reason = None
+    session.hold_count = 0
+    session.hold_at = None
+    session.hold_retry_at = None
+    session.hold_sentence = None
+    session.hold_prompt = None
+    session.hold_attachments = []
+    session.hold_turn_kind = None
+
+
+def clear_pause(session: Session) -> None:
+    session.pause_reason = None
+    session.pause_at = None
+    session.pause_detail = None
+    session.paused_by = None
+    session.pause_resume_prompt = None
+    session.pending_sleep = False
+
+
+def is_asleep(session: Session, now: datetime) -> bool:
+    """A wall-clock pause not yet reached: every automatic start path declines it."""
+    return session.wake_at is not None and session.wake_at > now
+
+
+# --------------------------------------------------------------------------- admission
+
+
+def _blocked(ctx: Context, db: DBSession, session: Session, now: datetime) -> Block | None:
+    for check in ctx.admission_checks:
+        try:
+            block = check(db, session, now)
+        except Exception:  # a check that cannot be read fails open, with a log line
+            log.exception("admission check %s failed; failing open", getattr(check, "__name__", check))
+            continue
+        if block is not None:
+            return block
+    return None
+
+
+def _start(
+    db: DBSession, ctx: Context, session: Session, prompt: str, attachments: Sequence[Mapping[str, Any]],
+    kind: str, now: datetime, fx: Effects,
+) -> Turn:
+    turn = Turn(
+        session_id=session.id or 0, kind=kind, prompt=prompt, attachments=[dict(a) for a in attachments],
+        status="running", runtime=session.runtime, created_at=now, started_at=now,
+    )
+    db.add(turn)
+    clear_hold(session)
+    if session.pause_reason is not None:
+        clear_pause(session)
+    session.park_reason = None
+    session.park_at = None
+    if kind == "wake":
+        session.wake_at = None
+        session.wake_prompt = None
+    session.status = Status.RUNNING.value
+    session.started_at = session.started_at or now
+    session.updated_at = now
+    db.add(session)
+    db.flush()
+    fx.dispatch.append(
+        TurnRequest(
+            session_id=session.id or 0, turn_id=turn.id or 0, prompt=prompt, attachments=tuple(attachments),
+            agent_session_id=session.agent_session_id, workdir=session.workdir, runtime=session.runtime,
+        )
+    )
+    fx.cancel(hold_job_id(session.id or 0))  # one turn, one alarm: a started turn needs none
+    fx.notice("started", session_id=session.id, turn_id=turn.id, kind=kind, title=session.title)
+    return turn
+
+
+def _hold(
+    db: DBSession, ctx: Context, session: Session, prompt: str | None, attachments: Sequence[Mapping[str, Any]],
+    kind: str, reason: str, sentence: str, now: datetime, fx: Effects, *, retry_at: datetime | None = None,
+    decision: Decision | None = None,
+) -> Submission:
+    new = session.hold_reason != reason
+    count = session.hold_count + 1
+    due = retry_at or now + ladder.next_delay(reason, count) + ladder.jitter(ctx.rng)
+    session.hold_reason = reason
+    session.hold_count = count
+    session.hold_at = now
+    session.hold_retry_at = due
+    session.hold_sentence = sentence
+    session.hold_prompt = prompt
+    session.hold_attachments = [dict(a) for a in attachments]
+    session.hold_turn_kind = kind
+    if session.status != Status.ARCHIVED.value:
+        session.status = Status.WAITING.value  # dormant, not needs_input: nobody has to act
+    session.updated_at = now
+    db.add(session)
+    db.flush()
+    fx.alarm(hold_job_id(session.id or 0), due, "recheck", session.id)
+    if new:  # a hold announces itself once; a change of reason counts as new
+        fx.notice("held", session_id=session.id, reason=reason, sentence=sentence, retry_at=due, title=session.title)
+    return Submission("held", session.id or 0, reason=reason, sentence=sentence, retry_at=due, decision=decision)
+
+
+def _decision(db: DBSession, ctx: Context, policy: PolicyView, session: Session, reading: QuotaReading | None, now: datetime) -> Decision:
+    snapshot = build_snapshot(db, ctx, policy, reading)
+    # A session whose deliverer already flipped it to running is counted in the fleet itself.
+    return decide(snapshot, asking_for(session, ctx, policy, running=running_turn(db, session.id or 0) is not None), now)
+
+
+def _admit(
+    db: DBSession, ctx: Context, session: Session, prompt: str, attachments: Sequence[Mapping[str, Any]],
+    kind: str, reading: QuotaReading | None, now: datetime, fx: Effects,
+) -> Submission:
+    policy = load_policy(db)
+    if kind in PASS_THROUGH:
+        turn = _start(db, ctx, session, prompt, attachments, kind, now, fx)
+        return Submission("started", session.id or 0, turn.id, reason="pass_through")
+    if not is_spot(session, policy) and session.hold_reason in (Reason.AT_UTILIZATION_LIMIT, Reason.FLEET_AT_CAP):
+        clear_hold(session)  # a hold a promotion has overtaken is a fossil: the class wins
+    block = _blocked(ctx, db, session, now)
+    if block is not None:
+        return _hold(db, ctx, session, prompt, attachments, kind, block.reason, block.sentence, now, fx, retry_at=block.retry_at)
+    decision = _decision(db, ctx, policy, session, reading, now)
+    if decision.held and session.bookkeeping:
+        # Pacer's own bookkeeping is refused, never queued: a deferral would outlive its use.
+        session.status = Status.ARCHIVED.value
+        session.updated_at = now
+        db.add(session)
+        sentence = explain(decision, now).why
+        fx.notice("refused", session_id=session.id, sentence=sentence)
+        return Submission("refused", session.id or 0, reason=decision.reason, sentence=sentence, decision=decision)
+    if decision.allowed:
+        for hook in ctx.hooks.get("before_start", []):
+            hook(db, ctx, session, decision, now, fx)  # preemption lives here: it never raises
+        turn = _start(db, ctx, session, prompt, attachments, kind, now, fx)
+        return Submission("started", session.id or 0, turn.id, reason=decision.reason, decision=decision)
+    text = explain(decision, now)
+    return _hold(db, ctx, session, prompt, attachments, kind, decision.reason, text.sentence(), now, fx, decision=decision)
+
+
+def submit_turn(
+    ctx: Context, session_id: int, prompt: str, attachments: Sequence[Mapping[str, Any]] = (), *, kind: str = "first",
+) -> Submission:
+    """The one door every turn comes through: first start, follow-up, wake, poll, restart."""
+    if kind not in TURN_KINDS:
+        raise InvalidInput(f"kind: {kind!r} is not a turn kind; use one of {', '.join(sorted(TURN_KINDS))}", field="kind")
+    now = ctx.clock.now()
+    reading = read_quota(ctx, now)
+    fx = Effects()
+    with session_scope(ctx.engine) as db:
+        session = lock(db, session_id)
+        if session.status == Status.ARCHIVED.value:
+            raise Refused(f"session #{session_id} is archived; it takes no more turns")
+        busy = running_turn(db, session_id) is not None
+        if kind not in PASS_THROUGH and (busy or session.hold_reason is not None):
+            # Two jobs racing one session would drop one prompt: the later one waits in the
+            # durable queue and is delivered after the turn ahead of it. The hold is left alone.
+            db.add(EnqueuedMessage(session_id=session_id, prompt=prompt, attachments=[dict(a) for a in attachments], kind=kind, created_at=now))
+            result = Submission("queued", session_id, reason="busy" if busy else "behind_held_turn")
+        else:
+            result = _admit(db, ctx, session, prompt, attachments, kind, reading, now, fx)
+    fx.apply(ctx)
+    return result
+
+
+# --------------------------------------------------------------------------- alarms and the queue pass
+
+
+def _candidates(db: DBSession, policy: PolicyView, now: datetime, limit: int) -> list[Session]:
+    """Dormant held sessions, in queue order: priority above, then precedence, then age."""
+    resolved = class_expr(policy)
+    stmt = (
+        select(Session)
+        .where(
+            Session.status == Status.WAITING.value,
+            col(Session.hold_reason).is_not(None),
+            col(Session.pause_reason).is_(None),
+            col(Session.park_reason).is_(None),
+        )
+        .order_by(
+            case((resolved == SchedulingClass.PRIORITY.value, 0), else_=1),
+            col(Session.precedence).desc(),
+            col(Session.created_at).asc(),
+            col(Session.id).asc(),
+        )
+        .limit(limit)
+    )
+    return [s for s in db.exec(stmt) if not is_asleep(s, now)]
+
+
+def _replay(session: Session) -> tuple[str, list[dict[str, Any]], str]:
+    prompt = session.hold_prompt
+    kind = session.hold_turn_kind or "first"
+    if prompt is None:  # a hold recorded without its prompt comes back on a recovery nudge
+        from templates import render
+
+        return render("text/recovery_nudge.j2", session=session), [], "recovery"
+    return prompt, existing_attachments(session.hold_attachments or []), kind
+
+
+def pump(ctx: Context, *, due_session: int | None = None) -> list[int]:
+    """One pass over the queue: admit held sessions in rank order while the gate allows.
+
+    A session the gate refuses for a reason of its own (its burn, its group, an operator hold)
+    is skipped, not allowed to block those behind it; a full fleet ends the pass. `due_session`
+    is the session whose alarm fired: if it is not admitted its ladder advances and it is
+    re-armed; others keep their alarms.
+    """
+    now = ctx.clock.now()
+    reading = read_quota(ctx, now)
+    fx = Effects()
+    started: list[int] = []
+    with session_scope(ctx.engine) as db:
+        policy = load_policy(db)
+        due = db.get(Session, due_session, with_for_update=True) if due_session is not None else None
+        if due is not None and not _is_due_candidate(due, now):
+            due = None
+        for cand in _candidates(db, policy, now, PUMP_LIMIT):
+            if due is not None and cand.id == due.id:
+                due = None  # examined in its place in the queue
+            outcome, stop = _try(db, ctx, policy, cand, reading, now, fx, advance=cand.id == due_session)
+            if outcome == "started":
+                started.append(cand.id or 0)
+            if stop:
+                break
+        if due is not None:  # beyond the examined slice, or the pass stopped above it
+            _try(db, ctx, policy, due, reading, now, fx, advance=True)
+    fx.apply(ctx)
+    return started
+
+
+def _is_due_candidate(session: Session, now: datetime) -> bool:
+    if session.status == Status.ARCHIVED.value:
+        log.info("session #%s is archived: its re-check stops here", session.id)
+        return False
+    if session.hold_reason is None:
+        return False
+    if is_asleep(session, now):
+        log.info("session #%s is asleep until %s: its re-check stands down", session.id, session.wake_at)
+        return False
+    return session.pause_reason is None and session.park_reason is None
+
+
+def _try(
+    db: DBSession, ctx: Context, policy: PolicyView, session: Session, reading: QuotaReading | None,
+    now: datetime, fx: Effects, *, advance: bool,
+) -> tuple[str, bool]:
+    """Ask once for a held session. Returns (outcome, stop the pass?)."""
+    prompt, attachments, kind = _replay(session)
+    block = _blocked(ctx, db, session, now)
+    if block is not None:
+        if advance:
+            _hold(db, ctx, session, session.hold_prompt, session.hold_attachments, kind, block.reason, block.sentence, now, fx, retry_at=block.retry_at)
+        return "held", not block.skip_only
+    decision = _decision(db, ctx, policy, session, reading, now)
+    if decision.allowed:
+        for hook in ctx.hooks.get("before_start", []):
+            hook(db, ctx, session, decision, now, fx)
+        _start(db, ctx, session, prompt, attachments, kind, now, fx)
+        return "started", False
+    if advance:
+        text = explain(decision, now)
+        _hold(db, ctx, session, session.hold_prompt, session.hold_attachments, kind, decision.reason, text.sentence(), now, fx, decision=decision)
+    # A full fleet or a spent budget holds everyone behind too; a pace hold may be this
+    # session's own burn, so smaller work behind it is still asked.
+    stop = decision.reason in GLOBAL_REASONS or decision.stops_running_work
+    return "held", stop
+
+
+def recheck(ctx: Context, session_id: int) -> list[int]:
+    """The alarm of one held session: the queue looks again, this session among it."""
+    return pump(ctx, due_session=session_id)
+
+
+def kick(ctx: Context) -> None:
+    """Something changed that could free work: look again now (coalesced under one id)."""
+    ctx.deferrer.schedule("kick", ctx.clock.now(), ctx.job("kick"))
+
+
+# --------------------------------------------------------------------------- completion
+
+
+def completion(ctx: Context, turn_id: int) -> Callable[[TurnResult], None]:
+    def on_done(result: TurnResult) -> None:
+        complete_turn(ctx, turn_id, result)
+
+    return on_done
+
+
+def complete_turn(ctx: Context, turn_id: int, result: TurnResult) -> None:
+    now = ctx.clock.now()
+    reading = read_quota(ctx, now)
+    fx = Effects(kick=True)  # a turn ending can free a slot
+    with session_scope(ctx.engine) as db:
+        turn = db.get(Turn, turn_id, with_for_update=True)
+        if turn is None or turn.status != "running":
+            return  # reported twice, or recovered already
+        turn.status = "done" if result.outcome is Outcome.SUCCESS else ("halted" if result.outcome is Outcome.HALTED else "failed")
+        turn.outcome = result.outcome.value
+        turn.cost_usd = result.cost_usd
+        turn.output = result.output[:100_000]
+        turn.error = result.error
+        turn.duration_ms = result.duration_ms
+        turn.finished_at = now
+        db.add(turn)
+        session = lock(db, turn.session_id)
+        session.agent_session_id = result.agent_session_id or session.agent_session_id
+        session.updated_at = now
+        for hook in ctx.hooks.get("turn_finished", []):
+            if hook(db, ctx, session, turn, result, now, fx):
+                db.add(session)
+                break  # a hook (queue holds, failures) took charge of the session
+        else:
+            _settle(db, ctx, session, turn, result, reading, now, fx)
+    fx.apply(ctx)
+
+
+def _settle(
+    db: DBSession, ctx: Context, session: Session, turn: Turn, result: TurnResult,
+    reading: QuotaReading | None, now: datetime, fx: Effects,
+) -> None:
+    outcome = result.outcome
+    if session.status == Status.ARCHIVED.value:
+        return
+    if outcome is Outcome.HALTED:
+        session.status = Status.WAITING.value  # the pause that halted it owns the resume
+        db.add(session)
+        return
+    if outcome is Outcome.SUCCESS:
+        session.consecutive_failures = 0
+    elif outcome in (Outcome.FAILED_RETRYABLE, Outcome.RATE_LIMITED):
+        session.consecutive_failures += 1 if outcome is Outcome.FAILED_RETRYABLE else 0
+        if session.consecutive_failures < 6:
+            count = session.hold_count + 1
+            delay = ladder.rate_limit_delay(count) if outcome is Outcome.RATE_LIMITED else ladder.retry_delay(count)
+            retry_at = result.rate_limit_reset_at + timedelta(minutes=5) if result.rate_limit_reset_at else now + delay
+            from templates import render
+
+            sentence = render("text/turn_retry.j2", outcome=outcome.value, error=result.error or "", retry_at=retry_at)
+            _hold(db, ctx, session, turn.prompt, turn.attachments, turn.kind, outcome.value, sentence, now, fx, retry_at=retry_at)
+            return
+        session.status = Status.BLOCKED.value
+        fx.notice("failed", session_id=session.id, error=result.error, retry_exhausted=True)
+        db.add(session)
+        return
+    else:
+        session.status = Status.FAILED.value if outcome is Outcome.FAILED else Status.BLOCKED.value
+        session.finished_at = now
+        fx.notice("failed", session_id=session.id, error=result.error, outcome=outcome.value)
+        db.add(session)
+        return
+    if session.pending_sleep:
+        session.status = Status.WAITING.value
+        session.pending_sleep = False
+        fx.notice("paused", session_id=session.id, reason=session.pause_reason)
+        db.add(session)
+        return
+    queued = db.exec(
+        select(EnqueuedMessage)
+        .where(EnqueuedMessage.session_id == session.id, col(EnqueuedMessage.delivered_at).is_(None))
+        .order_by(col(EnqueuedMessage.id))
+    ).first()
+    if queued is not None:
+        queued.delivered_at = now
+        db.add(queued)
+        session.status = Status.WAITING.value
+        db.flush()
+        _admit(db, ctx, session, queued.prompt, queued.attachments, queued.kind, reading, now, fx)
+        return
+    session.status = Status.DONE.value
+    session.finished_at = now
+    db.add(session)
+    fx.notice("done", session_id=session.id, turn_id=turn.id, cost_usd=result.cost_usd, output=result.output[:500], title=session.title)

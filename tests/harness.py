@@ -1,0 +1,75 @@
+"""A scheduler in virtual time over a real SQLite file: the real turn engine, the real gate,
+the VirtualDeferrer and a virtual worker pool. The quota source is a small fake of the
+QuotaSource port whose windows a test sets directly."""
+
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+
+from sqlalchemy import Engine
+
+from scheduler.clock import VirtualClock
+from scheduler.context import Context, Runtime
+from scheduler.db import session_scope
+from scheduler.deferrer import VirtualDeferrer
+from scheduler.models import Session
+from scheduler.policy import change_policy
+from scheduler.ports import QuotaReading, WindowReading
+from scheduler.sessions import NewSession, create_session
+from scheduler.simworkers import VirtualWorkerPool
+
+
+@dataclass
+class SetQuota:
+    """The windows as a test sets them: dollars spent of a calibrated capacity."""
+
+    clock: VirtualClock
+    spent_5h: float = 0.0
+    capacity_5h: float = 1000.0
+    spent_7d: float = 0.0
+    capacity_7d: float = 10000.0
+    reset_5h: datetime | None = None
+    reset_7d: datetime | None = None
+    reads: int = field(default=0)
+
+    def read(self, now: datetime) -> QuotaReading:
+        self.reads += 1
+        r5 = self.reset_5h or now + timedelta(hours=4)
+        r7 = self.reset_7d or now + timedelta(days=5)
+        return QuotaReading(windows=[
+            WindowReading("5h", 5 * 3600, self.spent_5h / self.capacity_5h, r5, self.capacity_5h, self.spent_5h),
+            WindowReading("7d", 7 * 86400, self.spent_7d / self.capacity_7d, r7, self.capacity_7d, self.spent_7d),
+        ])
+
+    def spend_out(self) -> None:
+        self.spent_5h = self.capacity_5h
+
+
+def build(engine: Engine, clock: VirtualClock, *, max_sessions: int = 2, turn_minutes: float = 20, burn: float = 0.1, seed: int = 7) -> tuple[Context, VirtualDeferrer, VirtualWorkerPool, SetQuota]:
+    deferrer = VirtualDeferrer(clock)
+    workers = VirtualWorkerPool(clock, deferrer, duration=lambda _r: timedelta(minutes=turn_minutes), burn_per_min=lambda _r: burn)
+    quota = SetQuota(clock)
+    ctx = Context(engine=engine, clock=clock, deferrer=deferrer, workers=workers, quota=quota,
+                  runtimes={"echo": Runtime("echo", True, burn)}, rng=random.Random(seed))
+    with session_scope(engine) as db:
+        change_policy(db, {"max_sessions": max_sessions}, surface="test", actor=None, now=clock.now())
+    return ctx, deferrer, workers, quota
+
+
+def new(ctx: Context, *, prompt: str = "do it", **kw) -> int:
+    kw.setdefault("genesis", "api")
+    with session_scope(ctx.engine) as db:
+        s = create_session(db, NewSession(**kw), now=ctx.clock.now())
+        s.prompt = prompt
+        db.add(s)
+        db.flush()
+        return s.id or 0
+
+
+def row(ctx: Context, session_id: int) -> Session:
+    with session_scope(ctx.engine) as db:
+        s = db.get(Session, session_id)
+        assert s is not None
+        return s
