@@ -57,19 +57,25 @@ class Context:
     rng: random.Random = field(default_factory=random.Random)
     burn: Any = None  # scheduler.burn.BurnTable, refreshed from turn history
     hooks: dict[str, list[Callable[..., Any]]] = field(default_factory=dict)
-    # Alarm targets by name. Production maps them to module-level functions (APScheduler
-    # pickles a reference); left empty, they are closures over this context (virtual time).
-    jobs: dict[str, Callable[..., Any]] = field(default_factory=dict)
+    # Runs a named alarm target: `job_runner(name, *args)`. Production passes the module-level
+    # `bot.jobs.run` (APScheduler pickles a reference to it, and ids only); left None, a
+    # closure over this context runs the target directly (virtual time, tests).
+    job_runner: Callable[..., Any] | None = None
     # Admission checks beyond the gate (operator holds, queue holds, groups, prerequisites):
     # each returns a Block or None for (db, session, now).
     admission_checks: list[Callable[..., Any]] = field(default_factory=list)
 
-    def job(self, name: str) -> Callable[..., Any]:
-        if name in self.jobs:
-            return self.jobs[name]
+    def run_job(self, name: str, *args: Any) -> Any:
         from scheduler import jobs
 
-        return jobs.bound(self, name)
+        return jobs.targets()[name](self, *args)
+
+    def schedule(self, job_id: str, at: Any, name: str, *args: Any) -> None:
+        """Arm the alarm `job_id` to run the named target with `args` (ids only) at `at`."""
+        if self.job_runner is not None:
+            self.deferrer.schedule(job_id, at, self.job_runner, name, *args)
+        else:
+            self.deferrer.schedule(job_id, at, self.run_job, name, *args)
 
     def runtime(self, name: str) -> Runtime:
         return self.runtimes.get(name) or Runtime(name)

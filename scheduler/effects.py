@@ -47,7 +47,7 @@ class Effects:
         for job_id in self.disarm:
             ctx.deferrer.cancel(job_id)
         for job_id, at, job, args in self.arm:
-            ctx.deferrer.schedule(job_id, at, ctx.job(job), *args)
+            ctx.schedule(job_id, at, job, *args)
         for turn_id in self.halt:
             ctx.workers.halt(turn_id)
         for request in self.dispatch:

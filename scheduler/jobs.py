@@ -1,12 +1,10 @@
-"""Alarm targets by name. The virtual deferrer takes closures over a Context; APScheduler takes
-the module-level functions in `bot/jobs.py`, which find the live Context by themselves."""
+"""Alarm targets by name: `targets()[name](ctx, *args)`. Production runs them through the
+module-level `bot.jobs.run`; virtual time runs them through `Context.run_job`."""
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from typing import Any
-
-from scheduler.context import Context
 
 
 def targets() -> dict[str, Callable[..., Any]]:
@@ -18,13 +16,3 @@ def targets() -> dict[str, Callable[..., Any]]:
         "wake": sleep.wake,
         "hold_sweep": sweeps.hold_sweep,
     }
-
-
-def bound(ctx: Context, name: str) -> Callable[..., Any]:
-    target = targets()[name]
-
-    def call(*args: Any) -> Any:
-        return target(ctx, *args)
-
-    call.__name__ = f"{name}_job"
-    return call

@@ -57,5 +57,5 @@ def hold_sweep(ctx: Context) -> list[int]:
                 rearmed.append(session_id)
                 log.warning("session #%s: its re-check was lost; re-armed for %s", session_id, due.isoformat())
     for i, session_id in enumerate(rearmed):
-        ctx.deferrer.schedule(hold_job_id(session_id), now + step * i, ctx.job("recheck"), session_id)
+        ctx.schedule(hold_job_id(session_id), now + step * i, "recheck", session_id)
     return rearmed

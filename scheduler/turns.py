@@ -367,7 +367,7 @@ def recheck(ctx: Context, session_id: int) -> list[int]:
 
 def kick(ctx: Context) -> None:
     """Something changed that could free work: look again now (coalesced under one id)."""
-    ctx.deferrer.schedule("kick", ctx.clock.now(), ctx.job("kick"))
+    ctx.schedule("kick", ctx.clock.now(), "kick")
 
 
 # --------------------------------------------------------------------------- completion

@@ -1,0 +1,29 @@
+"""Where the scheduler's parts plug into a Context: admission checks, hooks and periodic sweeps.
+
+Production (`bot/runtime.py`), the tests' harness and `pacer simulate` all call `install`, so
+the same parts run everywhere. Each area adds its own lines here.
+"""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+from scheduler.context import Context
+
+# name -> interval. Each name is a target in `scheduler.jobs.targets()`.
+PERIODIC: dict[str, timedelta] = {
+    "hold_sweep": timedelta(minutes=5),
+}
+
+
+def install(ctx: Context) -> Context:
+    """Register every admission check and hook on `ctx` (idempotent)."""
+    if getattr(ctx, "_installed", False):
+        return ctx
+    setattr(ctx, "_installed", True)
+    return ctx
+
+
+def run_periodic(ctx: Context, name: str) -> object:
+    """Run one periodic sweep by name (the simulator and tests call this in virtual time)."""
+    return ctx.run_job(name)
