@@ -9,6 +9,7 @@ from contextlib import asynccontextmanager
 from fastapi import FastAPI
 from fastapi.responses import JSONResponse
 
+from bot import runtime
 from bot.runtime import Pacer
 from scheduler import db as dbmod
 
@@ -18,9 +19,8 @@ log = logging.getLogger("pacer.app")
 def create_app(pacer: Pacer, *, start_scheduler: bool = True) -> FastAPI:
     @asynccontextmanager
     async def lifespan(_app: FastAPI) -> AsyncIterator[None]:
-        if start_scheduler and pacer.scheduler is not None:
-            pacer.scheduler.start()
-            log.info("scheduler started")
+        if start_scheduler:
+            runtime.start(pacer)
         for hook in pacer.extras.get("on_start", []):
             hook(pacer)
         try:
@@ -28,9 +28,8 @@ def create_app(pacer: Pacer, *, start_scheduler: bool = True) -> FastAPI:
         finally:
             for hook in reversed(pacer.extras.get("on_stop", [])):
                 hook(pacer)
-            if pacer.scheduler is not None and pacer.scheduler.running:
-                pacer.scheduler.shutdown(wait=False)
-                log.info("scheduler stopped")
+            if start_scheduler:
+                runtime.stop(pacer)
 
     app = FastAPI(title="Pacer", version="0.1.0", lifespan=lifespan)
     app.state.pacer = pacer
@@ -45,4 +44,12 @@ def create_app(pacer: Pacer, *, start_scheduler: bool = True) -> FastAPI:
 
     for register in pacer.extras.get("routers", []):
         register(app, pacer)
+
+    # --- Slack edge (integrations/slack/http.py): /slack/events, Socket Mode and the notifier,
+    # mounted only when both Slack credentials are configured. Its lifespan joins this app's.
+    if pacer.settings.slack_signing_secret and pacer.settings.slack_bot_token:
+        from integrations.slack import http as slack_http
+
+        app.state.slack = slack_http.register(app, pacer)
+    # --- end Slack edge ---
     return app

@@ -2,7 +2,6 @@
 
 Revision ID: 0001
 Revises: 
-Create Date: 2026-11-30 09:50:29.057856
 """
 from alembic import op
 import sqlalchemy as sa
@@ -127,6 +126,8 @@ def upgrade() -> None:
     sa.Column('agent_session_id', sqlmodel.sql.sqltypes.AutoString(), nullable=True),
     sa.Column('workdir', sqlmodel.sql.sqltypes.AutoString(), nullable=True),
     sa.Column('source', sa.JSON(), nullable=False),
+    sa.Column('prompt', sqlmodel.sql.sqltypes.AutoString(), nullable=False),
+    sa.Column('attachments', sa.JSON(), nullable=False),
     sa.Column('hold_reason', sqlmodel.sql.sqltypes.AutoString(), nullable=True),
     sa.Column('hold_count', sa.Integer(), nullable=False),
     sa.Column('hold_at', scheduler.models.UTCDateTime(timezone=True), nullable=True),
