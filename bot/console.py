@@ -1,32 +1,39 @@
-"""`pacer console`: the chat surface in a terminal (the shell-adapter convention)."""
+"""`pacer console`: the chat surface in a terminal (the shell-adapter convention).
+
+Every line goes through `bot.chat.answer` exactly as a Slack `/pacer` does, as the chosen roster
+user, and comes back rendered from the text templates. Reading is open at the console; changing
+anything needs the user on the roster (`PACER_ROSTER=console=operator`). `reply <id> <text>`
+is a thread reply typed here.
+"""
 
 from __future__ import annotations
 
 import sys
 from typing import TextIO
 
-from bot import runtime
+from bot import chat, runtime
 from bot.render import render
+from bot.runtime import Pacer
 from bot.settings import Settings
 
-USAGES = ("help — this list", "quit — leave the console")
+SURFACE = "console"
+QUIT = frozenset({"quit", "exit"})
 
 
-def answer(line: str, *, user: str) -> str:
-    text = line.strip()
-    if not text or text in {"help", "/pacer help", "/pacer"}:
-        return render("text/help.j2", usages=USAGES)
-    return f"unknown command {text.split()[0]!r}; try help"
+def answer(pacer: Pacer, line: str, *, user: str) -> str:
+    return chat.answer(pacer, user, line, surface=SURFACE).text
 
 
 def run_console(settings: Settings, *, user: str | None = None, stdin: TextIO = sys.stdin, stdout: TextIO = sys.stdout) -> int:
-    runtime.build(settings, migrate=True, deferrer=_NullDeferrer())
+    pacer = runtime.build(settings, migrate=True, deferrer=_NullDeferrer())
     who = user or settings.console_user
-    stdout.write(f"Pacer console as {who}. Type help, or quit.\n")
+    stdout.write(render("text/console_banner.j2", user=who, role=settings.roster.get(who)) + "\n")
     for line in stdin:
-        if line.strip() in {"quit", "exit"}:
+        if line.strip().lower() in QUIT:
             break
-        stdout.write(answer(line, user=who) + "\n")
+        if not line.strip():
+            continue
+        stdout.write(answer(pacer, line, user=who) + "\n")
         stdout.flush()
     return 0
 

@@ -1,0 +1,140 @@
+"""The one handler every surface calls: Slack's `/pacer`, its buttons and App Home, the console
+and the REST API all hand `answer` an actor and a line of text.
+
+It parses, authorizes, executes and renders from templates. Every refusal — a bad argument, a
+denied role, a missing session, a state that says no — comes back as a Reply with ok=False:
+one line plus the usage line, never a traceback, and nothing changed (the store handlers' one
+transaction is rolled back; an engine call refuses before it writes).
+
+Two dispatch tables: STORE handlers run inside the transaction that also read the ownership
+authorization needed; ENGINE handlers run after it closes, because the turn engine opens its own
+transactions. A command with no handler in either answers that it is not available yet.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from sqlmodel import Session as DBSession
+
+from bot import engine, reading, steering
+from bot.commands import command as c
+from bot.commands import parse, usage_of, verb
+from bot.commands.grammar import GENERAL_USAGE
+from bot.context import Answer, Context, EngineHandler, StoreContext, StoreHandler
+from bot.render import render
+from bot.roles import authorize, role_of, subjects
+from bot.runtime import Pacer
+from scheduler.errors import CommandError, Forbidden, InvalidInput, NotFound, Refused, StoreUnavailable
+from scheduler.models import OperatorHold
+from scheduler.sessions import get_session
+
+log = logging.getLogger("pacer.chat")
+
+SURFACES = ("slack", "slack_home", "console", "api")
+
+
+@dataclass(frozen=True)
+class Reply:
+    text: str
+    blocks: list[dict[str, Any]] | None = None
+    in_channel: bool = False
+    ok: bool = True
+
+
+STORE: dict[str, StoreHandler] = {
+    "help": reading.help_answer,
+    "queue": reading.queue_answer,
+    "holds": reading.holds_answer,
+    "why": reading.why_answer,
+    "policy": reading.policy_answer,
+    "promote": steering.promote,
+    "demote": steering.demote,
+    "rank": steering.rank,
+    "archive": steering.archive,
+    "policy set": steering.policy_set,
+    "trigger class": steering.trigger_class,
+    "trigger precedence": steering.trigger_precedence,
+}
+
+# Not here yet, so they answer "not available": hold, release, resume (operator and queue
+# holds) and reply (a human message on a session). `pause … queue` answers so from its handler.
+ENGINE: dict[str, EngineHandler] = {
+    "start": engine.start,
+    "pause": engine.pause,
+    "new": engine.new,
+    "whatif": engine.whatif,
+}
+
+
+def register(name: str, handler: EngineHandler) -> EngineHandler | None:
+    """Install the engine handler for a command name (`hold`, `release`, …); returns the old one."""
+    previous = ENGINE.get(name)
+    ENGINE[name] = handler
+    return previous
+
+
+def available(name: str) -> bool:
+    return name in STORE or name in ENGINE
+
+
+def answer(pacer: Pacer, actor: str, text: str, *, surface: str) -> Reply:
+    """Parse, authorize, execute and render `text` as `actor` speaking on `surface`
+    (`slack`, `slack_home`, `console` or `api`)."""
+    now = pacer.clock.now()
+    flavour = "slack" if surface.startswith("slack") else "text"
+    command: c.Command | None = None
+    try:
+        command = parse(text)
+        result = _execute(pacer, command, actor, surface, now)
+        started = engine.start_promoted(pacer, result.start_now, actor) if result.start_now else []
+        values = {**result.values, "started": started}
+        body = render(f"{flavour}/{result.template}.j2", **values)
+        return Reply(text=body, blocks=result.blocks, in_channel=result.in_channel)
+    except CommandError as exc:
+        return _refusal(flavour, str(exc), exc.usage)
+    except (Forbidden, InvalidInput, NotFound, Refused) as exc:
+        return _refusal(flavour, str(exc), usage_of(command.name) if command else GENERAL_USAGE)
+    except engine.Unavailable as exc:
+        return Reply(text=render(f"{flavour}/command_unavailable.j2", command=exc.name), ok=False)
+    except StoreUnavailable as exc:
+        log.warning("chat: the store could not be read for %r: %s", text[:80], exc)
+        return Reply(text=render(f"{flavour}/command_store_unavailable.j2"), ok=False)
+    except Exception:
+        log.exception("chat: answering %r for %s on %s failed", text[:80], actor, surface)
+        return Reply(text=render(f"{flavour}/command_failed.j2"), ok=False)
+
+
+def _execute(pacer: Pacer, command: c.Command, actor: str, surface: str, now: datetime) -> Answer:
+    role = role_of(pacer.settings.roster, actor)
+    name = verb(command)
+    with pacer.db() as db:
+        owners, armer = _ownership(db, command)
+        authorize(command, actor, role, owners, hold_armer=armer, open_reads=surface == "console")
+        store_handler = STORE.get(name)
+        if store_handler is not None:
+            return store_handler(StoreContext(pacer, actor, role, surface, now, db), command)
+    engine_handler = ENGINE.get(name)
+    if engine_handler is None:
+        raise engine.Unavailable(name)
+    return engine_handler(Context(pacer, actor, role, surface, now), command)
+
+
+def _ownership(db: DBSession, command: c.Command) -> tuple[Mapping[int, str | None], str | None]:
+    """Who requested each session the command touches, and who placed the hold it releases."""
+    owners = {sid: get_session(db, sid).requester for sid in subjects(command)}
+    armer = None
+    if isinstance(command, c.Release):
+        hold = db.get(OperatorHold, command.hold_id)
+        if hold is None:
+            raise NotFound(f"hold {command.hold_id} does not exist")
+        armer = hold.armer
+    return owners, armer
+
+
+def _refusal(flavour: str, message: str, usage: str) -> Reply:
+    return Reply(text=render(f"{flavour}/command_error.j2", message=message, usage=usage), ok=False)

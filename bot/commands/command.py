@@ -1,0 +1,206 @@
+"""What a parsed `/pacer` command is: one small frozen dataclass per subcommand, with typed
+fields. The parser makes them, roles judge them, the chat handler executes them; none of the
+three needs to look at the text again."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import timedelta
+from typing import ClassVar, Literal
+
+from bot.commands.times import TimeSpec
+
+RankPlace = Literal["value", "top", "above", "below", "between"]
+SelectorKind = Literal["session", "genesis", "trigger", "repository", "label", "class", "all"]
+
+
+@dataclass(frozen=True)
+class Help:
+    name: ClassVar[str] = "help"
+    topic: str | None = None
+
+
+@dataclass(frozen=True)
+class Queue:
+    """`scheduling_class` None shows both classes; `every_status` is the `all` view."""
+
+    name: ClassVar[str] = "queue"
+    scheduling_class: str | None = None
+    every_status: bool = False
+    genesis: str | None = None
+
+
+@dataclass(frozen=True)
+class Holds:
+    name: ClassVar[str] = "holds"
+
+
+@dataclass(frozen=True)
+class Why:
+    name: ClassVar[str] = "why"
+    session_id: int
+
+
+@dataclass(frozen=True)
+class Promote:
+    name: ClassVar[str] = "promote"
+    session_id: int
+
+
+@dataclass(frozen=True)
+class Demote:
+    name: ClassVar[str] = "demote"
+    session_id: int
+    top: bool = False
+
+
+@dataclass(frozen=True)
+class Rank:
+    """`value` carries `precedence`; `above`/`below` one neighbour id; `between` two."""
+
+    name: ClassVar[str] = "rank"
+    session_id: int
+    place: RankPlace
+    precedence: int | None = None
+    neighbours: tuple[int, ...] = ()
+
+
+@dataclass(frozen=True)
+class Start:
+    name: ClassVar[str] = "start"
+    session_id: int
+
+
+@dataclass(frozen=True)
+class Pause:
+    """`until` None parks the session in the spot queue with no wake-up time."""
+
+    name: ClassVar[str] = "pause"
+    session_id: int
+    until: TimeSpec | None = None
+
+
+@dataclass(frozen=True)
+class Archive:
+    name: ClassVar[str] = "archive"
+    session_id: int
+
+
+@dataclass(frozen=True)
+class Selector:
+    """Which sessions an operator hold covers; `values` holds ids for `session`, else one value."""
+
+    kind: SelectorKind
+    values: tuple[str, ...] = ()
+
+    @property
+    def session_ids(self) -> tuple[int, ...]:
+        return tuple(int(v) for v in self.values) if self.kind == "session" else ()
+
+    @property
+    def stored_value(self) -> str:
+        """The form kept in `operator_holds.selector_value`."""
+        return ",".join(self.values)
+
+    def __str__(self) -> str:
+        if self.kind == "all":
+            return "all"
+        if self.kind == "session":
+            return ", ".join(f"#{v}" for v in self.values)
+        prefix = "repo" if self.kind == "repository" else self.kind
+        return f"{prefix}:{self.stored_value}"
+
+
+@dataclass(frozen=True)
+class Hold:
+    name: ClassVar[str] = "hold"
+    selector: Selector
+    ttl: timedelta | None = None
+    reason: str = ""
+
+
+@dataclass(frozen=True)
+class Release:
+    name: ClassVar[str] = "release"
+    hold_id: int
+
+
+@dataclass(frozen=True)
+class Resume:
+    """`group` None resumes the global queue hold."""
+
+    name: ClassVar[str] = "resume"
+    group: str | None = None
+
+
+@dataclass(frozen=True)
+class PolicyShow:
+    name: ClassVar[str] = "policy"
+
+
+@dataclass(frozen=True)
+class PolicySet:
+    """`changes` in policy attribute names with typed values; `overrides` genesis -> class,
+    None meaning back to the genesis default."""
+
+    name: ClassVar[str] = "policy"
+    changes: tuple[tuple[str, bool | float | int], ...] = ()
+    overrides: tuple[tuple[str, str | None], ...] = ()
+
+
+@dataclass(frozen=True)
+class TriggerClass:
+    """`scheduling_class` None is `default`: the trigger stops stamping a class."""
+
+    name: ClassVar[str] = "trigger"
+    trigger_id: int
+    scheduling_class: str | None
+
+
+@dataclass(frozen=True)
+class TriggerPrecedence:
+    name: ClassVar[str] = "trigger"
+    trigger_id: int
+    precedence: int
+
+
+@dataclass(frozen=True)
+class New:
+    name: ClassVar[str] = "new"
+    prompt: str
+    spot: bool = False
+
+
+@dataclass(frozen=True)
+class WhatIf:
+    """`session_id` None with `spot` asks about a new spot session."""
+
+    name: ClassVar[str] = "whatif"
+    session_id: int | None = None
+    spot: bool = False
+
+
+@dataclass(frozen=True)
+class ThreadReply:
+    """A reply in a session's thread, typed in a terminal: a human message on that session."""
+
+    name: ClassVar[str] = "reply"
+    session_id: int
+    text: str
+
+
+Command = (
+    Help | Queue | Holds | Why | Promote | Demote | Rank | Start | Pause | Archive | Hold | Release
+    | Resume | PolicyShow | PolicySet | TriggerClass | TriggerPrecedence | New | WhatIf | ThreadReply
+)
+
+
+def verb(command: Command) -> str:
+    """How a denial names the command: `policy set`, `trigger class`, `rank`."""
+    if isinstance(command, PolicySet):
+        return "policy set"
+    if isinstance(command, TriggerClass):
+        return "trigger class"
+    if isinstance(command, TriggerPrecedence):
+        return "trigger precedence"
+    return command.name

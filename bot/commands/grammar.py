@@ -1,0 +1,472 @@
+"""The `/pacer` grammar: a pure parser from text to a `Command`, or a `CommandError` carrying
+one line that names the argument and what is allowed, plus the subcommand's usage line.
+
+Nothing else escapes `parse`, whatever the text: the Slack handler, the console and the API
+all hand it raw input, and a fuzz test holds it to that.
+"""
+
+from __future__ import annotations
+
+import difflib
+import re
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import timedelta
+from typing import TypeVar
+
+from bot.commands import command as c
+from bot.commands.times import parse_duration, parse_time
+from scheduler.errors import CommandError, InvalidInput
+from scheduler.genesis import OVERRIDABLE, Genesis
+
+T = TypeVar("T")
+
+MAX_CHARS = 4000
+MAX_ID = 2_147_483_647  # the database's integer column
+MAX_PRECEDENCE = 1_000_000_000  # room left for neighbour nudges inside a 32-bit column
+MAX_SESSIONS_LIMIT = 10_000
+
+USAGE: dict[str, str] = {
+    "help": "help [command]",
+    "queue": "queue [spot|priority|all] [genesis:<genesis>]",
+    "holds": "holds",
+    "why": "why <id>",
+    "promote": "promote <id>",
+    "demote": "demote <id> [top]",
+    "rank": "rank <id> <n>|top|above <id>|below <id>|between <id> <id>",
+    "start": "start <id>",
+    "pause": "pause <id> [until <time>|queue]",
+    "archive": "archive <id>",
+    "hold": "hold <#id[,#id…]|genesis:<g>|trigger:<id>|repo:<owner/name>|label:<name>|class:<priority|spot>|all> [for <duration>] [reason…]",
+    "release": "release <hold id>",
+    "resume": "resume [<group>]",
+    "policy": "policy [set gating=on|off preemption=on|off reserve_5h=<pct> reserve_7d=<pct> max_sessions=<n> override:<genesis>=priority|spot|default]",
+    "trigger": "trigger <id> class priority|spot|default  |  trigger <id> precedence <n>",
+    "new": "new [--spot] <prompt>",
+    "whatif": "whatif <id>|--spot",
+    "reply": "reply <id> <text>",
+}
+NAMES = tuple(USAGE)
+GENERAL_USAGE = "<command> [arguments]; commands: " + ", ".join(NAMES) + " (try help <command>)"
+
+_INT = re.compile(r"[+-]?\d{1,12}", re.ASCII)
+_ID = re.compile(r"#?(\d{1,12})", re.ASCII)
+_TOKEN = re.compile(r"\S+")
+# Control characters are refused outright: PostgreSQL cannot store NUL, and the rest are
+# never typed on purpose. Tab and newline stay (a prompt may span lines).
+_CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
+_REPO = re.compile(r"[A-Za-z0-9_.-]{1,100}/[A-Za-z0-9_.-]{1,100}", re.ASCII)
+_NAME = re.compile(r"[^\s,]{1,100}")
+
+POLICY_KEYS = {
+    "gating": "gating_enabled",
+    "preemption": "preemption_enabled",
+    "reserve_5h": "reserve_5h_pct",
+    "reserve_7d": "reserve_7d_pct",
+    "max_sessions": "max_sessions",
+}
+SELECTOR_PREFIXES = ("genesis", "trigger", "repo", "label", "class")
+_ON = {"on", "true", "yes", "1"}
+_OFF = {"off", "false", "no", "0"}
+
+
+def shown(token: str) -> str:
+    """A token quoted for an error line: repr escapes anything unprintable, and long input is cut."""
+    return repr(token if len(token) <= 40 else token[:37] + "...")
+
+
+@dataclass(frozen=True)
+class _Token:
+    text: str
+    start: int
+
+
+class _Cursor:
+    """The words after the subcommand, with the raw text kept for free-text tails."""
+
+    def __init__(self, source: str, tokens: list[_Token], usage: str) -> None:
+        self.source = source
+        self.tokens = tokens
+        self.position = 0
+        self.usage = usage
+
+    def fail(self, message: str) -> CommandError:
+        return CommandError(message, self.usage)
+
+    def peek(self) -> str | None:
+        return self.tokens[self.position].text if self.position < len(self.tokens) else None
+
+    def take(self, what: str) -> str:
+        token = self.peek()
+        if token is None:
+            raise self.fail(f"missing {what}")
+        self.position += 1
+        return token
+
+    def rest(self) -> str:
+        """The raw text from the current word on, whitespace inside it preserved."""
+        if self.position >= len(self.tokens):
+            return ""
+        return self.source[self.tokens[self.position].start :].strip()
+
+    def end(self) -> None:
+        token = self.peek()
+        if token is not None:
+            raise self.fail(f"unexpected argument {shown(token)}")
+
+    def session_id(self, field: str = "id") -> int:
+        return self.ident(self.take(f"<{field}>" if field != "id" else "session <id>"), field)
+
+    def ident(self, token: str, field: str = "id") -> int:
+        match = _ID.fullmatch(token)
+        if match is None:
+            raise self.fail(f"{field}: {shown(token)} is not an id; use a number like 42 or #42")
+        value = int(match.group(1))
+        if not 1 <= value <= MAX_ID:
+            raise self.fail(f"{field}: {shown(token)} is out of range; ids run from 1 to {MAX_ID}")
+        return value
+
+    def integer(self, token: str, field: str, low: int, high: int) -> int:
+        if _INT.fullmatch(token) is None:
+            raise self.fail(f"{field}: {shown(token)} is not a whole number")
+        value = int(token)
+        if not low <= value <= high:
+            raise self.fail(f"{field}: {shown(token)} must be between {low:,} and {high:,}")
+        return value
+
+    def lift(self, fn: Callable[[], T]) -> T:
+        """Run a times/genesis check and re-raise its InvalidInput with this usage line."""
+        try:
+            return fn()
+        except InvalidInput as exc:
+            raise self.fail(str(exc)) from None
+
+
+def _help(cur: _Cursor) -> c.Help:
+    topic = cur.peek()
+    if topic is None:
+        return c.Help()
+    cur.take("command")
+    cur.end()
+    return c.Help(_known_name(topic.lower(), cur.usage, field="help"))
+
+
+def _queue(cur: _Cursor) -> c.Queue:
+    scope: str | None = None
+    genesis: str | None = None
+    while (token := cur.peek()) is not None:
+        cur.take("argument")
+        lowered = token.lower()
+        if lowered in {"spot", "priority", "all"}:
+            if scope is not None:
+                raise cur.fail(f"filter: give one of spot, priority or all, not both {scope!r} and {shown(token)}")
+            scope = lowered
+        elif lowered.startswith("genesis:"):
+            if genesis is not None:
+                raise cur.fail("genesis: give genesis:<genesis> once")
+            genesis = _genesis(cur, token.split(":", 1)[1], "genesis")
+        else:
+            raise cur.fail(f"filter: {shown(token)} is not a queue filter; use spot, priority, all or genesis:<genesis>")
+    cls = scope if scope in {"spot", "priority"} else None
+    return c.Queue(scheduling_class=cls, every_status=scope == "all", genesis=genesis)
+
+
+def _genesis(cur: _Cursor, value: str, field: str) -> str:
+    allowed = ", ".join(g.value for g in Genesis)
+    if value.lower() not in {g.value for g in Genesis}:
+        raise cur.fail(f"{field}: {shown(value)} is not a genesis; use one of {allowed}")
+    return value.lower()
+
+
+def _holds(cur: _Cursor) -> c.Holds:
+    cur.end()
+    return c.Holds()
+
+
+def _one_id(make: Callable[[int], c.Command]) -> Callable[[_Cursor], c.Command]:
+    def parse_one(cur: _Cursor) -> c.Command:
+        session_id = cur.session_id()
+        cur.end()
+        return make(session_id)
+
+    return parse_one
+
+
+def _demote(cur: _Cursor) -> c.Demote:
+    session_id = cur.session_id()
+    token = cur.peek()
+    if token is not None and token.lower() != "top":
+        raise cur.fail(f"option: {shown(token)} is not allowed here; the only option is top")
+    if token is not None:
+        cur.take("top")
+    cur.end()
+    return c.Demote(session_id, top=token is not None)
+
+
+def _rank(cur: _Cursor) -> c.Rank:
+    session_id = cur.session_id()
+    where = cur.take("a place: <n>, top, above <id>, below <id> or between <id> <id>")
+    lowered = where.lower()
+    if lowered == "top":
+        cur.end()
+        return c.Rank(session_id, "top")
+    if lowered in {"above", "below"}:
+        other = cur.ident(cur.take(f"<id> after {lowered}"), lowered)
+        cur.end()
+        if other == session_id:
+            raise cur.fail(f"{lowered}: a session cannot be placed beside itself")
+        return c.Rank(session_id, lowered, neighbours=(other,))  # type: ignore[arg-type]
+    if lowered == "between":
+        first = cur.ident(cur.take("two <id>s after between"), "between")
+        second = cur.ident(cur.take("a second <id> after between"), "between")
+        cur.end()
+        if session_id in {first, second}:
+            raise cur.fail("between: a session cannot be placed beside itself")
+        if first == second:
+            raise cur.fail("between: name two different sessions")
+        return c.Rank(session_id, "between", neighbours=(first, second))
+    if _INT.fullmatch(where) is None:
+        raise cur.fail(f"place: {shown(where)} is not a place; use a whole number, top, above <id>, below <id> or between <id> <id>")
+    value = cur.integer(where, "precedence", -MAX_PRECEDENCE, MAX_PRECEDENCE)
+    cur.end()
+    return c.Rank(session_id, "value", precedence=value)
+
+
+def _pause(cur: _Cursor) -> c.Pause:
+    session_id = cur.session_id()
+    mode = cur.peek()
+    if mode is None:
+        return c.Pause(session_id)
+    cur.take("mode")
+    if mode.lower() == "queue":
+        cur.end()
+        return c.Pause(session_id)
+    if mode.lower() != "until":
+        raise cur.fail(f"mode: {shown(mode)} is not allowed here; use until <time> or queue")
+    token = cur.take("<time> after until")
+    follow = cur.peek()
+    # "2026-11-02 15:30" arrives as two words; read it as the one instant it is.
+    if follow is not None and re.fullmatch(r"\d{4}-\d{2}-\d{2}", token, re.ASCII) and re.fullmatch(r"\d{1,2}:\d{2}(:\d{2})?", follow, re.ASCII):
+        cur.take("time")
+        token = f"{token}T{follow.zfill(5)}"
+    spec = cur.lift(lambda: parse_time(token, field="until"))
+    cur.end()
+    return c.Pause(session_id, until=spec)
+
+
+def _hold(cur: _Cursor) -> c.Hold:
+    selector = _selector(cur, cur.take("a selector: #id, genesis:, trigger:, repo:, label:, class: or all"))
+    ttl: timedelta | None = None
+    if (cur.peek() or "").lower() == "for":
+        cur.take("for")
+        token = cur.take("<duration> after for")
+        ttl = cur.lift(lambda: parse_duration(token, field="for"))
+    return c.Hold(selector, ttl=ttl, reason=cur.rest())
+
+
+def _selector(cur: _Cursor, token: str) -> c.Selector:
+    lowered = token.lower()
+    if lowered == "all":
+        return c.Selector("all")
+    prefix, sep, value = token.partition(":")
+    if not sep:
+        ids = token.split(",")
+        if not all(_ID.fullmatch(part) for part in ids):
+            raise cur.fail(
+                f"selector: {shown(token)} is not a selector; use #id (comma-separated ok), "
+                "genesis:<g>, trigger:<id>, repo:<owner/name>, label:<name>, class:<priority|spot> or all"
+            )
+        values = tuple(dict.fromkeys(str(cur.ident(part, "selector")) for part in ids))
+        return c.Selector("session", values)
+    prefix = prefix.lower()
+    if prefix not in SELECTOR_PREFIXES:
+        raise cur.fail(f"selector: {shown(prefix + ':')} is not a selector kind; use genesis:, trigger:, repo:, label: or class:")
+    if prefix == "genesis":
+        return c.Selector("genesis", (_genesis(cur, value, "genesis"),))
+    if prefix == "trigger":
+        return c.Selector("trigger", (str(cur.ident(value, "trigger")),))
+    if prefix == "repo":
+        if _REPO.fullmatch(value) is None:
+            raise cur.fail(f"repo: {shown(value)} is not a repository; use owner/name")
+        return c.Selector("repository", (value,))
+    if prefix == "class":
+        if value.lower() not in {"priority", "spot"}:
+            raise cur.fail(f"class: {shown(value)} is not a class; use priority or spot")
+        return c.Selector("class", (value.lower(),))
+    if _NAME.fullmatch(value) is None:
+        raise cur.fail(f"label: {shown(value)} is not a label name; use label:<name> (no commas, 100 characters at most)")
+    return c.Selector("label", (value,))
+
+
+def _release(cur: _Cursor) -> c.Release:
+    hold_id = cur.ident(cur.take("<hold id>"), "hold id")
+    cur.end()
+    return c.Release(hold_id)
+
+
+def _resume(cur: _Cursor) -> c.Resume:
+    group = cur.peek()
+    if group is not None:
+        cur.take("group")
+        if _NAME.fullmatch(group) is None:
+            raise cur.fail(f"group: {shown(group)} is not a group name (no commas, 100 characters at most)")
+    cur.end()
+    return c.Resume(group)
+
+
+def _policy(cur: _Cursor) -> c.PolicyShow | c.PolicySet:
+    action = cur.peek()
+    if action is None:
+        return c.PolicyShow()
+    cur.take("set")
+    if action.lower() != "set":
+        raise cur.fail(f"action: {shown(action)} is not allowed here; use policy, or policy set key=value …")
+    if cur.peek() is None:
+        raise cur.fail("missing key=value after set")
+    changes: dict[str, bool | float | int] = {}
+    overrides: dict[str, str | None] = {}
+    while (pair := cur.peek()) is not None:
+        cur.take("key=value")
+        key, sep, value = pair.partition("=")
+        key = key.lower()
+        if not sep or not key:
+            raise cur.fail(f"setting: {shown(pair)} is not key=value")
+        if key.startswith("override:"):
+            genesis = _override_genesis(cur, key.split(":", 1)[1])
+            if genesis in overrides:
+                raise cur.fail(f"{key}: given twice")
+            overrides[genesis] = _override_class(cur, key, value)
+            continue
+        if key not in POLICY_KEYS:
+            allowed = ", ".join(POLICY_KEYS) + ", override:<genesis>"
+            raise cur.fail(f"key: {shown(key)} is not a policy key; use {allowed}")
+        attribute = POLICY_KEYS[key]
+        if attribute in changes:
+            raise cur.fail(f"{key}: given twice")
+        changes[attribute] = _policy_value(cur, key, value)
+    return c.PolicySet(tuple(changes.items()), tuple(overrides.items()))
+
+
+def _policy_value(cur: _Cursor, key: str, value: str) -> bool | float | int:
+    lowered = value.lower()
+    if key in {"gating", "preemption"}:
+        if lowered in _ON | _OFF:
+            return lowered in _ON
+        raise cur.fail(f"{key}: {shown(value)} must be on or off")
+    if key == "max_sessions":
+        return cur.integer(value, key, 1, MAX_SESSIONS_LIMIT)
+    number = lowered.removesuffix("%")
+    if re.fullmatch(r"\d{1,3}(\.\d{1,4})?", number, re.ASCII) is None or not 0 <= float(number) <= 100:
+        raise cur.fail(f"{key}: {shown(value)} must be a percentage between 0 and 100")
+    return float(number)
+
+
+def _override_genesis(cur: _Cursor, value: str) -> str:
+    genesis = _genesis(cur, value, "override")
+    if Genesis(genesis) not in OVERRIDABLE:
+        only = ", ".join(sorted(OVERRIDABLE))
+        raise cur.fail(f"override: {genesis} sessions take their class from their trigger; only {only} can be overridden")
+    return genesis
+
+
+def _override_class(cur: _Cursor, key: str, value: str) -> str | None:
+    lowered = value.lower()
+    if lowered not in {"priority", "spot", "default"}:
+        raise cur.fail(f"{key}: {shown(value)} is not a class; use priority, spot or default")
+    return None if lowered == "default" else lowered
+
+
+def _trigger(cur: _Cursor) -> c.TriggerClass | c.TriggerPrecedence:
+    trigger_id = cur.ident(cur.take("trigger <id>"), "trigger id")
+    what = cur.take("class or precedence").lower()
+    if what == "class":
+        value = cur.take("a class: priority, spot or default")
+        cur.end()
+        return c.TriggerClass(trigger_id, _override_class(cur, "class", value))
+    if what == "precedence":
+        value = cur.take("a precedence <n>")
+        cur.end()
+        return c.TriggerPrecedence(trigger_id, cur.integer(value, "precedence", -MAX_PRECEDENCE, MAX_PRECEDENCE))
+    raise cur.fail(f"setting: {shown(what)} is not a trigger setting; use class or precedence")
+
+
+def _new(cur: _Cursor) -> c.New:
+    spot = False
+    while (token := cur.peek()) is not None and token.startswith("--"):
+        if token.lower() != "--spot":
+            raise cur.fail(f"option: {shown(token)} is not an option; the only one is --spot")
+        cur.take("--spot")
+        spot = True
+    prompt = cur.rest()
+    if not prompt:
+        raise cur.fail("missing <prompt>: say what the agent should do")
+    return c.New(prompt, spot=spot)
+
+
+def _whatif(cur: _Cursor) -> c.WhatIf:
+    token = cur.take("<id> or --spot")
+    cur.end()
+    if token.lower() == "--spot":
+        return c.WhatIf(spot=True)
+    if _ID.fullmatch(token) is None:
+        raise cur.fail(f"id: {shown(token)} is neither a session id (42 or #42) nor --spot")
+    return c.WhatIf(session_id=cur.ident(token))
+
+
+def _reply(cur: _Cursor) -> c.ThreadReply:
+    session_id = cur.session_id()
+    text = cur.rest()
+    if not text:
+        raise cur.fail("missing <text>: the message to send to the session")
+    return c.ThreadReply(session_id, text)
+
+
+PARSERS: dict[str, Callable[[_Cursor], c.Command]] = {
+    "help": _help,
+    "queue": _queue,
+    "holds": _holds,
+    "why": _one_id(c.Why),
+    "promote": _one_id(c.Promote),
+    "demote": _demote,
+    "rank": _rank,
+    "start": _one_id(c.Start),
+    "pause": _pause,
+    "archive": _one_id(c.Archive),
+    "hold": _hold,
+    "release": _release,
+    "resume": _resume,
+    "policy": _policy,
+    "trigger": _trigger,
+    "new": _new,
+    "whatif": _whatif,
+    "reply": _reply,
+}
+
+
+def _known_name(word: str, usage: str, *, field: str = "command") -> str:
+    if word in PARSERS:
+        return word
+    nearest = difflib.get_close_matches(word, NAMES, n=1, cutoff=0.5)
+    hint = f"did you mean {nearest[0]}?" if nearest else "try help"
+    prefix = f"{field}: " if field != "command" else ""
+    raise CommandError(f"{prefix}{shown(word)} is not a command; {hint}", usage)
+
+
+def parse(text: str) -> c.Command:
+    """Text -> Command, or CommandError(message, usage). Empty text (a bare `/pacer`) is help."""
+    if len(text) > MAX_CHARS:
+        raise CommandError(f"command is {len(text):,} characters; the limit is {MAX_CHARS:,}", GENERAL_USAGE)
+    bad = _CONTROL.search(text)
+    if bad is not None:
+        raise CommandError(f"command contains the control character {bad.group()!r}; remove it", GENERAL_USAGE)
+    tokens = [_Token(m.group(), m.start()) for m in _TOKEN.finditer(text)]
+    if tokens and tokens[0].text.lower() == "/pacer":
+        tokens = tokens[1:]
+    if not tokens:
+        return c.Help()
+    name = _known_name(tokens[0].text.lower(), GENERAL_USAGE)
+    return PARSERS[name](_Cursor(text, tokens[1:], USAGE[name]))
+
+
+def usage_of(command_name: str) -> str:
+    return USAGE.get(command_name, GENERAL_USAGE)

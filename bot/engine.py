@@ -1,0 +1,164 @@
+"""The commands that drive the turn engine: start, pause until, new and whatif, plus the
+start-now that follows a promotion. Each is a thin call into `scheduler` (start_now,
+wake_me_up_later, create_session + submit_turn, the gate) through the process's scheduler
+Context, `pacer.ctx`.
+
+These run outside `bot.chat`'s transaction: the engine opens its own, and on SQLite a second
+writer would wait on the first.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+from typing import Any
+
+from sqlmodel import Session as DBSession
+
+from bot.commands import command as c
+from bot.commands.times import resolve
+from bot.context import Answer, Context
+from bot.runtime import Pacer
+from scheduler.context import Context as SchedulerContext
+from scheduler.db import session_scope
+from scheduler.errors import PacerError
+from scheduler.explain import explain
+from scheduler.fleet import asking_for, build_snapshot, burn_rate, read_quota
+from scheduler.gate import decide
+from scheduler.genesis import Genesis
+from scheduler.policy import load_policy
+from scheduler.precedence import TOP_OF_SPOT
+from scheduler.sessions import NewSession, class_of, create_session, get_session
+from scheduler.sleep import wake_me_up_later
+from scheduler.snapshot import Asking
+from scheduler.start_now import start_now
+from scheduler.turns import is_asleep, submit_turn
+
+log = logging.getLogger("pacer.chat")
+
+TITLE_CHARS = 80
+
+
+class Unavailable(PacerError):
+    """The command (or this form of it) has no engine behind it in this process."""
+
+    def __init__(self, name: str) -> None:
+        super().__init__(f"{name} is not available yet")
+        self.name = name
+
+
+def start(ctx: Context, command: c.Start) -> Answer:
+    sctx = ctx.pacer.ctx
+    result = start_now(sctx, command.session_id, actor=ctx.actor)
+    return Answer("started", {"session_id": command.session_id, "shape": result.shape, "sentence": result.sentence})
+
+
+def pause(ctx: Context, command: c.Pause) -> Answer:
+    if command.until is None:
+        # pause_into_spot_queue has no engine call yet; the wall-clock sleep does.
+        raise Unavailable("pause … queue")
+    sctx = ctx.pacer.ctx
+    at = resolve(command.until, ctx.now, field="until")
+    wake_me_up_later(sctx, command.session_id, at)
+    return Answer("paused", {"session_id": command.session_id, "until": at})
+
+
+def new(ctx: Context, command: c.New) -> Answer:
+    sctx = ctx.pacer.ctx
+    settings = ctx.pacer.settings
+    title = command.prompt.strip().splitlines()[0][:TITLE_CHARS]
+    request = NewSession(
+        title=title,
+        genesis=Genesis.COMMAND.value,
+        # A spot submission lands at the top of the spot queue: a human typed it seconds ago.
+        scheduling_class="spot" if command.spot else None,
+        place=TOP_OF_SPOT if command.spot else None,
+        runtime="echo" if settings.runner == "echo" else settings.runtime_name,
+        requester=ctx.actor,
+        source={"surface": ctx.surface},
+    )
+    with session_scope(sctx.engine) as db:
+        session = create_session(db, request, now=ctx.now)
+        session.prompt = command.prompt
+        db.add(session)
+        db.flush()
+        session_id = session.id or 0
+        scheduling_class = class_of(session, load_policy(db)).value
+        precedence = session.precedence
+    submission = submit_turn(sctx, session_id, command.prompt, kind="first")
+    return Answer(
+        "created",
+        {
+            "session_id": session_id,
+            "title": title,
+            "scheduling_class": scheduling_class,
+            "precedence": precedence,
+            "outcome": submission.outcome,
+            "sentence": submission.sentence,
+            "retry_at": submission.retry_at,
+        },
+    )
+
+
+def whatif(ctx: Context, command: c.WhatIf) -> Answer:
+    """Would it start now, and if not why: the same gate the engine asks, changing nothing."""
+    sctx = ctx.pacer.ctx
+    reading = read_quota(sctx, ctx.now)
+    with DBSession(sctx.engine) as db:  # read-only: never committed
+        policy = load_policy(db)
+        snapshot = build_snapshot(db, sctx, policy, reading)
+        blocked = None
+        asleep_until = None
+        if command.session_id is None:
+            runtime = "echo" if ctx.pacer.settings.runner == "echo" else ctx.pacer.settings.runtime_name
+            asking = Asking(0, True, False, sctx.runtime(runtime).spends_quota, burn_rate(sctx, runtime))
+            subject: dict[str, Any] = {"id": None, "scheduling_class": "spot"}
+        else:
+            session = get_session(db, command.session_id)
+            asking = asking_for(session, sctx, policy)
+            subject = {"id": session.id, "scheduling_class": class_of(session, policy).value, "status": session.status}
+            asleep_until = session.wake_at if is_asleep(session, ctx.now) else None
+            blocked = _first_block(sctx, db, session, ctx)
+        decision = decide(snapshot, asking, ctx.now)
+        db.rollback()
+    text = explain(decision, ctx.now)
+    return Answer(
+        "whatif",
+        {
+            "subject": subject,
+            "allowed": decision.allowed and blocked is None and asleep_until is None,
+            "reason": str(decision.reason),
+            "why": text.why,
+            "until": text.until,
+            "block": blocked,
+            "asleep_until": asleep_until,
+        },
+    )
+
+
+def _first_block(sctx: SchedulerContext, db: DBSession, session: Any, ctx: Context) -> Any:
+    """The first admission check (operator hold, queue hold, group, prerequisite) that says no."""
+    for check in sctx.admission_checks:
+        try:
+            block = check(db, session, ctx.now)
+        except Exception:  # a check that cannot be read fails open, as admission does
+            log.exception("whatif: admission check failed; failing open")
+            continue
+        if block is not None:
+            return block
+    return None
+
+
+def start_promoted(pacer: Pacer, ids: Sequence[int], actor: str) -> list[str]:
+    """Seed 001: every promotion to priority performs StartNow on the rows it promoted.
+    Returns one sentence per session; a refusal (asleep, unreadable queue) is its sentence."""
+    sctx = pacer.ctx
+    if not ids:
+        return []
+    sentences = []
+    for session_id in ids:
+        try:
+            sentences.append(start_now(sctx, session_id, actor=actor).sentence)
+        except PacerError as exc:
+            sentences.append(str(exc))
+    return sentences

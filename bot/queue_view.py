@@ -1,0 +1,131 @@
+"""The ranked queue as plain rows for the templates: priority above, spot by precedence, each
+waiting row with its place on the admission ladder ("#4 of 9 · 3 ahead", seed 000), its status,
+a genesis · class pill, its precedence and its headline waiting reason (`scheduler.waiting`).
+
+The ladder counts every waiting session in admission order, whatever the filter shows, so a
+row's position means the same in `queue spot` as in `queue`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from datetime import datetime
+
+from sqlalchemy import case, func
+from sqlmodel import Session as DBSession
+from sqlmodel import col, select
+
+from scheduler.genesis import SchedulingClass
+from scheduler.models import Session, Status
+from scheduler.policy import PolicyView
+from scheduler.sessions import QueueFilter, class_expr, ranked_queue
+from scheduler.waiting import Mechanism, waiting_reason
+
+EVERY_STATUS = tuple(s.value for s in Status)
+
+
+@dataclass(frozen=True)
+class QueueRow:
+    id: int
+    title: str
+    status: str
+    genesis: str
+    scheduling_class: str
+    precedence: int
+    requester: str | None
+    position: int | None  # on the ladder, 1-based; None when the row is not waiting
+    ahead: int | None
+    record: Mechanism | None  # the headline waiting reason, for a waiting row
+
+
+@dataclass(frozen=True)
+class QueueView:
+    priority: list[QueueRow]
+    spot: list[QueueRow]
+    priority_total: int
+    spot_total: int
+    waiting_total: int  # the ladder's length
+    scope: str  # what the filter showed, for the heading
+
+    @property
+    def rows(self) -> list[QueueRow]:
+        return [*self.priority, *self.spot]
+
+    @property
+    def not_shown(self) -> int:
+        return self.priority_total + self.spot_total - len(self.priority) - len(self.spot)
+
+
+def ladder(db: DBSession, policy: PolicyView) -> dict[int, int]:
+    """Session id -> 1-based position among every waiting session, in the order `ranked_queue`
+    uses. Ids only, so ten thousand waiters cost one narrow query."""
+    resolved = class_expr(policy)
+    stmt = (
+        select(col(Session.id))
+        .where(Session.status == Status.WAITING.value)
+        .order_by(
+            case((resolved == SchedulingClass.PRIORITY.value, 0), else_=1),
+            col(Session.precedence).desc(),
+            col(Session.created_at).asc(),
+            col(Session.id).asc(),
+        )
+    )
+    return {int(sid): n for n, sid in enumerate(db.exec(stmt), start=1) if sid is not None}
+
+
+def class_totals(db: DBSession, policy: PolicyView, flt: QueueFilter) -> dict[str, int]:
+    resolved = class_expr(policy)
+    stmt = select(resolved, func.count()).where(col(Session.status).in_(list(flt.statuses)))
+    if flt.scheduling_class:
+        stmt = stmt.where(resolved == flt.scheduling_class)
+    if flt.genesis:
+        stmt = stmt.where(Session.genesis == flt.genesis)
+    return {str(cls): int(n) for cls, n in db.exec(stmt.group_by(resolved))}
+
+
+def build(
+    db: DBSession,
+    policy: PolicyView,
+    *,
+    scheduling_class: str | None,
+    genesis: str | None,
+    every_status: bool,
+    limit: int,
+    now: datetime,
+) -> QueueView:
+    flt = QueueFilter(
+        statuses=EVERY_STATUS if every_status else QueueFilter.statuses,
+        scheduling_class=scheduling_class,
+        genesis=genesis,
+        limit=limit,
+    )
+    places = ladder(db, policy)
+    priority: list[QueueRow] = []
+    spot: list[QueueRow] = []
+    for session, cls in ranked_queue(db, policy, flt):
+        assert session.id is not None
+        place = places.get(session.id)
+        row = QueueRow(
+            id=session.id,
+            title=session.title,
+            status=session.status,
+            genesis=session.genesis,
+            scheduling_class=cls.value,
+            precedence=session.precedence,
+            requester=session.requester,
+            position=place,
+            ahead=None if place is None else place - 1,
+            record=waiting_reason(session, now).headline if session.status == Status.WAITING.value else None,
+        )
+        (priority if cls is SchedulingClass.PRIORITY else spot).append(row)
+    totals = class_totals(db, policy, flt)
+    scope = " ".join(filter(None, ["all" if every_status else "", scheduling_class or "", f"genesis:{genesis}" if genesis else ""]))
+    return QueueView(
+        priority=priority,
+        spot=spot,
+        priority_total=totals.get(SchedulingClass.PRIORITY.value, 0),
+        spot_total=totals.get(SchedulingClass.SPOT.value, 0),
+        waiting_total=len(places),
+        scope=scope,
+    )

@@ -1,0 +1,162 @@
+"""The read-only commands: help, queue, holds, why and policy. They change nothing, so any
+rostered user may run them (and anyone at the console)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from slack_sdk.models.blocks import Block, ContextBlock, HeaderBlock, PlainTextObject, SectionBlock
+from sqlalchemy import func, or_
+from sqlmodel import col, select
+
+from bot import blocks, queue_view
+from bot.commands import command as c
+from bot.commands.grammar import NAMES, USAGE
+from bot.context import Answer, StoreContext
+from bot.render import render
+from scheduler.models import OperatorHold, QueueHold, Session, Status
+from scheduler.policy import audit_log, load_policy
+from scheduler.sessions import class_of, get_session
+from scheduler.waiting import Mechanism, waiting_reason
+
+TEXT_ROWS = 50  # the console and API list this many rows before "and N more"
+SLACK_FIXED_BLOCKS = 4  # header, two section headings, the closing line
+HELD_ROWS = 30
+
+
+def help_answer(ctx: StoreContext, command: c.Help) -> Answer:
+    topics = [command.topic] if command.topic else list(NAMES)
+    return Answer(
+        "help",
+        {
+            "topics": [(name, USAGE[name]) for name in topics],
+            "single": command.topic is not None,
+            "actor": ctx.actor,
+            "role": ctx.role.value if ctx.role else None,
+            "surface": ctx.surface,
+        },
+    )
+
+
+def queue_answer(ctx: StoreContext, command: c.Queue) -> Answer:
+    policy = load_policy(ctx.db)
+    limit = ctx.block_limit - SLACK_FIXED_BLOCKS if ctx.flavour == "slack" else TEXT_ROWS
+    view = queue_view.build(
+        ctx.db,
+        policy,
+        scheduling_class=command.scheduling_class,
+        genesis=command.genesis,
+        every_status=command.every_status,
+        limit=limit,
+        now=ctx.now,
+    )
+    built = blocks.queue_blocks(view, limit=ctx.block_limit) if ctx.flavour == "slack" else None
+    return Answer("queue", {"view": view}, blocks=built)
+
+
+@dataclass(frozen=True)
+class HeldSession:
+    id: int
+    title: str
+    records: list[Mechanism]  # the headline first, then the others on the record
+
+
+def holds_answer(ctx: StoreContext, command: c.Holds) -> Answer:
+    queue_holds = list(
+        ctx.db.exec(select(QueueHold).where(col(QueueHold.released_at).is_(None)).order_by(col(QueueHold.since)))
+    )
+    operator_holds = list(
+        ctx.db.exec(
+            select(OperatorHold)
+            .where(
+                col(OperatorHold.released_at).is_(None),
+                or_(col(OperatorHold.expires_at).is_(None), col(OperatorHold.expires_at) > ctx.now),
+            )
+            .order_by(col(OperatorHold.created_at), col(OperatorHold.id))
+        )
+    )
+    parked = (
+        Session.status == Status.WAITING.value,
+        or_(
+            col(Session.hold_reason).is_not(None),
+            col(Session.pause_reason).is_not(None),
+            col(Session.park_reason).is_not(None),
+            col(Session.wake_at).is_not(None),
+        ),
+    )
+    held_total = int(ctx.db.exec(select(func.count()).select_from(Session).where(*parked)).one())
+    rows = ctx.db.exec(select(Session).where(*parked).order_by(col(Session.id)).limit(HELD_ROWS))
+    sessions = [HeldSession(s.id or 0, s.title, _records(s, ctx)) for s in rows]
+    values = {
+        "queue_holds": queue_holds,
+        "operator_holds": operator_holds,
+        "sessions": sessions,
+        "sessions_not_shown": held_total - len(sessions),
+        "now": ctx.now,
+    }
+    built = _holds_blocks(ctx, values) if ctx.flavour == "slack" else None
+    return Answer("holds", values, blocks=built)
+
+
+def _holds_blocks(ctx: StoreContext, values: dict[str, Any]) -> list[dict[str, Any]]:
+    out: list[Block] = [HeaderBlock(text=PlainTextObject(text=render("slack/holds_heading.j2", **values)))]
+    counts = [0]
+    for hold in values["queue_holds"]:
+        out.append(SectionBlock(text=blocks.mrkdwn(render("slack/holds_queue_row.j2", hold=hold))))
+        counts.append(1)
+    for block in blocks.operator_hold_blocks(values["operator_holds"], now=ctx.now):
+        out.append(block)
+        counts.append(1)
+    for held in values["sessions"]:
+        out.append(SectionBlock(text=blocks.mrkdwn(render("slack/holds_session_row.j2", held=held))))
+        counts.append(1)
+    if len(out) == 1:
+        out.append(ContextBlock(elements=[blocks.mrkdwn(render("slack/holds_none.j2"))]))
+        counts.append(0)
+    return blocks.capped(out, counts, ctx.block_limit, values["sessions_not_shown"])
+
+
+def _records(session: Session, ctx: StoreContext) -> list[Mechanism]:
+    reason = waiting_reason(session, ctx.now)
+    return ([reason.headline] if reason.headline else []) + [loser.mechanism for loser in reason.others]
+
+
+def why_answer(ctx: StoreContext, command: c.Why) -> Answer:
+    session = get_session(ctx.db, command.session_id)
+    policy = load_policy(ctx.db)
+    reason = waiting_reason(session, ctx.now)
+    return Answer(
+        "why",
+        {
+            "session": _plain_session(session, class_of(session, policy).value),
+            "headline": reason.headline,
+            "others": list(reason.others),
+            "now": ctx.now,
+        },
+    )
+
+
+def policy_answer(ctx: StoreContext, command: c.PolicyShow) -> Answer:
+    policy = load_policy(ctx.db)
+    last = audit_log(ctx.db, limit=1)
+    return Answer(
+        "policy",
+        {
+            "policy": policy,
+            "overrides": sorted((str(g), str(cls)) for g, cls in policy.overrides.items()),
+            "last_change": last[0].line if last else None,
+        },
+    )
+
+
+def _plain_session(session: Session, scheduling_class: str) -> dict[str, Any]:
+    return {
+        "id": session.id,
+        "title": session.title,
+        "status": session.status,
+        "genesis": session.genesis,
+        "scheduling_class": scheduling_class,
+        "precedence": session.precedence,
+        "requester": session.requester,
+    }

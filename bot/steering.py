@@ -1,0 +1,200 @@
+"""The commands that steer the queue without the turn engine: promote, demote, rank, archive,
+policy set and the trigger settings. Each is a thin shell over `scheduler.sessions` /
+`scheduler.policy`: load, call the rule, report what moved. A refusal raises, and `bot.chat`
+rolls the transaction back, so a refused command changes nothing.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from sqlalchemy import update
+from sqlmodel import col
+
+from bot import queue_view
+from bot.commands import command as c
+from bot.context import Answer, StoreContext
+from scheduler import precedence as prec
+from scheduler.errors import InvalidInput, Refused
+from scheduler.models import Session, Status
+from scheduler.policy import change_policy, ensure_policy, load_policy
+from scheduler.sessions import (
+    QueueFilter,
+    change_class,
+    change_trigger_class,
+    class_of,
+    get_session,
+    get_trigger,
+    ranked_queue,
+    reorder_between,
+    set_precedence,
+)
+
+ARCHIVABLE = (Status.WAITING.value, Status.NEEDS_INPUT.value, Status.FAILED.value)
+FINISHED = (Status.DONE.value, Status.ARCHIVED.value)
+
+
+def _plain(ctx: StoreContext, session: Session) -> dict[str, Any]:
+    return {
+        "id": session.id,
+        "title": session.title,
+        "status": session.status,
+        "genesis": session.genesis,
+        "scheduling_class": class_of(session, load_policy(ctx.db)).value,
+        "precedence": session.precedence,
+    }
+
+
+def _open(session: Session, what: str) -> None:
+    if session.status in FINISHED:
+        raise Refused(f"#{session.id} is {session.status}; only unfinished sessions can be {what}")
+
+
+def promote(ctx: StoreContext, command: c.Promote) -> Answer:
+    session = get_session(ctx.db, command.session_id)
+    _open(session, "promoted")
+    if session.scheduling_class == "priority":
+        return Answer("promoted", {"session": _plain(ctx, session), "changed": False, "before": "priority"})
+    before, _after = change_class(ctx.db, session, "priority", now=ctx.now)
+    # Promotion removes the gate; start-now is what stops it waiting out a re-check (#423).
+    start = (command.session_id,) if session.status == Status.WAITING.value else ()
+    return Answer(
+        "promoted",
+        {"session": _plain(ctx, session), "changed": True, "before": before.value},
+        start_now=start,
+    )
+
+
+def demote(ctx: StoreContext, command: c.Demote) -> Answer:
+    session = get_session(ctx.db, command.session_id)
+    _open(session, "demoted")
+    if session.scheduling_class == "spot" and not command.top:
+        return Answer("demoted", {"session": _plain(ctx, session), "changed": False, "top": False, "before": "spot"})
+    place = prec.TOP_OF_SPOT if command.top else None
+    before, _after = change_class(ctx.db, session, "spot", now=ctx.now, place=place)
+    return Answer(
+        "demoted",
+        {"session": _plain(ctx, session), "changed": True, "top": command.top, "before": before.value},
+    )
+
+
+def rank(ctx: StoreContext, command: c.Rank) -> Answer:
+    session = get_session(ctx.db, command.session_id)
+    _open(session, "ranked")
+    before = session.precedence
+    nudged: list[tuple[int, int]] = []
+    if command.place == "value":
+        assert command.precedence is not None
+        set_precedence(ctx.db, session, command.precedence, now=ctx.now)
+    elif command.place == "top":
+        set_precedence(ctx.db, session, prec.TOP_OF_SPOT, now=ctx.now)
+    else:
+        upper, lower = _neighbours(ctx, session, command)
+        result = reorder_between(ctx.db, session, upper.id if upper else None, lower.id if lower else None, now=ctx.now)
+        for row, value in ((upper, result.upper_neighbour), (lower, result.lower_neighbour)):
+            if row is not None and row.id is not None and value is not None:
+                nudged.append((row.id, value))
+    place = queue_view.ladder(ctx.db, load_policy(ctx.db)).get(command.session_id)
+    return Answer(
+        "ranked",
+        {"session": _plain(ctx, session), "before": before, "nudged": nudged, "position": place},
+    )
+
+
+def _neighbours(ctx: StoreContext, session: Session, command: c.Rank) -> tuple[Session | None, Session | None]:
+    """The two rows `session` is dropped between, read from the live spot queue."""
+    if command.place == "between":
+        first, second = (get_session(ctx.db, sid) for sid in command.neighbours)
+        # The grammar takes the two in either order; the higher-ranked one is the upper.
+        ordered = sorted((first, second), key=lambda s: (-s.precedence, s.created_at, s.id or 0))
+        return ordered[0], ordered[1]
+    target_id = command.neighbours[0]
+    target = get_session(ctx.db, target_id)
+    queue = [
+        row
+        for row, _cls in ranked_queue(ctx.db, load_policy(ctx.db), QueueFilter(scheduling_class="spot"))
+        if row.id != session.id
+    ]
+    ids = [row.id for row in queue]
+    if target.id not in ids:
+        raise InvalidInput(
+            f"{command.place}: #{target_id} is not in the spot queue (it is {target.status}, "
+            f"{class_of(target, load_policy(ctx.db)).value}); name a queued spot session",
+            field=command.place,
+        )
+    index = ids.index(target.id)
+    if command.place == "above":
+        return (queue[index - 1] if index > 0 else None), target
+    return target, (queue[index + 1] if index + 1 < len(queue) else None)
+
+
+def archive(ctx: StoreContext, command: c.Archive) -> Answer:
+    session = get_session(ctx.db, command.session_id)
+    # A conditional update, so a session that started meanwhile is not archived under it.
+    moved = ctx.db.execute(
+        update(Session)
+        .where(col(Session.id) == command.session_id, col(Session.status).in_(ARCHIVABLE))
+        .values(status=Status.ARCHIVED.value, updated_at=ctx.now)
+    )
+    if not moved.rowcount:  # type: ignore[attr-defined]
+        raise Refused(
+            f"#{command.session_id} is {session.status}; only waiting, needs_input or failed sessions can be archived"
+        )
+    ctx.db.refresh(session)
+    return Answer("archived", {"session": _plain(ctx, session)})
+
+
+def policy_set(ctx: StoreContext, command: c.PolicySet) -> Answer:
+    changes: dict[str, Any] = dict(command.changes)
+    if command.overrides:
+        overrides = dict(ensure_policy(ctx.db).genesis_class_overrides or {})
+        for genesis, cls in command.overrides:
+            if cls is None:
+                overrides.pop(genesis, None)
+            else:
+                overrides[genesis] = cls
+        changes["genesis_class_overrides"] = overrides
+    audit = change_policy(ctx.db, changes, surface=ctx.audit_surface, actor=ctx.actor, now=ctx.now)
+    moved = [(key, _shown(old), _shown(new)) for key, (old, new) in (audit.changes if audit else {}).items()]
+    return Answer("policy_set", {"moved": moved, "line": audit.line if audit else None}, in_channel=bool(moved))
+
+
+def _shown(value: Any) -> str:
+    if isinstance(value, bool):
+        return "on" if value else "off"
+    if isinstance(value, float) and value.is_integer():
+        return str(int(value))
+    if isinstance(value, dict):
+        return ", ".join(f"{k}={v}" for k, v in sorted(value.items())) or "none"
+    return str(value)
+
+
+def trigger_class(ctx: StoreContext, command: c.TriggerClass) -> Answer:
+    trigger = get_trigger(ctx.db, command.trigger_id)
+    before = trigger.scheduling_class
+    result = change_trigger_class(ctx.db, trigger, command.scheduling_class, now=ctx.now)
+    return Answer(
+        "trigger_class",
+        {
+            "trigger": {"id": trigger.id, "name": trigger.name},
+            "before": before or "default",
+            "after": command.scheduling_class or "default",
+            "rewritten": result.rewritten,
+            "moved": result.moved,
+            "promoted": list(result.promoted_ids),
+        },
+        in_channel=result.moved > 0,
+        start_now=result.promoted_ids,
+    )
+
+
+def trigger_precedence(ctx: StoreContext, command: c.TriggerPrecedence) -> Answer:
+    trigger = get_trigger(ctx.db, command.trigger_id)
+    before = trigger.precedence
+    trigger.precedence = command.precedence
+    ctx.db.add(trigger)
+    ctx.db.flush()
+    return Answer(
+        "trigger_precedence",
+        {"trigger": {"id": trigger.id, "name": trigger.name}, "before": before, "after": command.precedence},
+    )
