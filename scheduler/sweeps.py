@@ -25,37 +25,54 @@ SWEEP_INTERVAL = timedelta(minutes=5)
 OVERDUE = timedelta(minutes=10)
 REARM_PER_PASS = 10
 REARM_SPREAD = timedelta(minutes=3)
+PAGE = 200
+SCAN_LIMIT = 2_000
 
 
 def hold_sweep(ctx: Context) -> list[int]:
     now = ctx.clock.now()
     rearmed: list[int] = []
+    step = REARM_SPREAD / REARM_PER_PASS
     with session_scope(ctx.engine) as db:
-        overdue = db.exec(
-            select(Session.id, Session.hold_retry_at)
-            .where(
-                col(Session.hold_reason).is_not(None),
-                col(Session.hold_retry_at) < now - OVERDUE,
-                Session.status == Status.WAITING.value,
+        scanned, after = 0, (None, 0)
+        # Late-but-armed holds are skipped, so page through the overdue ones (oldest first)
+        # until ten are re-armed or the scan bound is reached: a crowd of merely late alarms
+        # must not hide a lost one behind it.
+        while len(rearmed) < REARM_PER_PASS and scanned < SCAN_LIMIT:
+            stmt = (
+                select(Session.id, Session.hold_retry_at)
+                .where(
+                    col(Session.hold_reason).is_not(None),
+                    col(Session.hold_retry_at) < now - OVERDUE,
+                    Session.status == Status.WAITING.value,
+                )
+                .order_by(col(Session.hold_retry_at), col(Session.id))
+                .limit(PAGE)
             )
-            .order_by(col(Session.hold_retry_at))
-            .limit(REARM_PER_PASS * 5)
-        ).all()
-        step = REARM_SPREAD / REARM_PER_PASS
-        for session_id, stamp in overdue:
-            if len(rearmed) >= REARM_PER_PASS:
+            if after[0] is not None:
+                stmt = stmt.where(
+                    (col(Session.hold_retry_at) > after[0])
+                    | ((col(Session.hold_retry_at) == after[0]) & (col(Session.id) > after[1]))
+                )
+            page = db.exec(stmt).all()
+            if not page:
                 break
-            if ctx.deferrer.next_run(hold_job_id(session_id)) is not None:
-                continue  # its alarm is still queued: late, not lost
-            due = now + step * len(rearmed)
-            moved = db.execute(
-                update(Session)
-                .where(col(Session.id) == session_id, col(Session.hold_retry_at) == stamp)
-                .values(hold_retry_at=due)
-            ).rowcount  # type: ignore[attr-defined]
-            if moved == 1:
-                rearmed.append(session_id)
-                log.warning("session #%s: its re-check was lost; re-armed for %s", session_id, due.isoformat())
+            scanned += len(page)
+            after = (page[-1][1], page[-1][0])
+            for session_id, stamp in page:
+                if len(rearmed) >= REARM_PER_PASS:
+                    break
+                if ctx.deferrer.next_run(hold_job_id(session_id)) is not None:
+                    continue  # its alarm is still queued: late, not lost
+                due = now + step * len(rearmed)
+                moved = db.execute(
+                    update(Session)
+                    .where(col(Session.id) == session_id, col(Session.hold_retry_at) == stamp)
+                    .values(hold_retry_at=due)
+                ).rowcount  # type: ignore[attr-defined]
+                if moved == 1:
+                    rearmed.append(session_id)
+                    log.warning("session #%s: its re-check was lost; re-armed for %s", session_id, due.isoformat())
     for i, session_id in enumerate(rearmed):
         ctx.schedule(hold_job_id(session_id), now + step * i, "recheck", session_id)
     return rearmed
