@@ -82,7 +82,7 @@ def build_snapshot(db: DBSession, ctx: Context, policy: PolicyView, reading: Quo
     if reading is not None and reading.accounts:
         from scheduler.pool import pool_capacity
 
-        pool = pool_capacity(list(reading.accounts), reading.read_at or datetime.now().astimezone())
+        pool = pool_capacity(list(reading.accounts), ctx.clock.now())
     return Snapshot(
         policy=policy,
         windows=windows_from(reading),

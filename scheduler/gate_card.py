@@ -1,0 +1,114 @@
+"""The gate card: what the gate would decide for a spot session now, with every number behind
+it — windows, reserve, burn, sustainable rate, which ceiling holds and what lifts it, when the
+pool comes back, and the queue's counts. One builder; `pacer policy`, GET /api/v1/policy and
+the App Home all render it, so they cannot disagree."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+
+from sqlalchemy import func
+from sqlmodel import Session as DBSession
+from sqlmodel import col, select
+
+from scheduler.context import Context
+from scheduler.explain import Explanation, explain
+from scheduler.fleet import build_snapshot, burn_rate
+from scheduler.gate import Decision, evaluate
+from scheduler.models import Session, Status
+from scheduler.policy import PolicyView, load_policy
+from scheduler.ports import QuotaReading
+from scheduler.snapshot import Asking, Snapshot
+
+
+@dataclass(frozen=True)
+class GateCard:
+    now: datetime
+    policy: PolicyView
+    snapshot: Snapshot
+    decision: Decision
+    explanation: Explanation
+    spot_burn: float
+    running_priority: int
+    running_spot: int
+    held: int
+    paused: int
+    preempted: int
+    parked_on_purpose: int
+    pool_sentence: str | None
+    weekly_sentence: str | None
+
+    def as_dict(self) -> dict[str, object]:
+        d = self.decision
+        return {
+            "now": self.now.isoformat(),
+            "policy": {
+                "gating_enabled": self.policy.gating_enabled,
+                "reserve_5h_pct": self.policy.reserve_5h_pct,
+                "reserve_7d_pct": self.policy.reserve_7d_pct,
+                "max_sessions": self.policy.max_sessions,
+                "effective_slots": self.snapshot.effective_slots,
+                "slots_unreachable": self.snapshot.slots_unreachable,
+                "preemption_enabled": self.policy.preemption_enabled,
+                "genesis_class_overrides": {str(k): str(v) for k, v in self.policy.overrides.items()},
+            },
+            "decision": {
+                "allowed": d.allowed,
+                "reason": str(d.reason),
+                "ceiling": str(d.ceiling) if d.ceiling else None,
+                "budget_spent_windows": list(d.budget_spent_windows),
+                "stops_running_work": d.stops_running_work,
+                "waiver_applied": d.waiver_applied,
+                "why": self.explanation.why,
+                "until": self.explanation.until,
+            },
+            "windows": [
+                {
+                    "name": w.name, "calibrated": w.calibrated, "unit": "usd" if w.calibrated else "fraction",
+                    "capacity": w.capacity, "spent": w.spent, "reserved": w.reserved, "spot_budget": w.spot_budget,
+                    "spot_left": w.spot_left, "minutes_left": round(w.minutes_left, 1), "resets_at": w.resets_at.isoformat(),
+                    "sustainable_rate_per_min": w.sustainable_rate, "fleet_burn_per_min": w.fleet_burn,
+                }
+                for w in d.windows
+            ],
+            "fleet": {"running_priority": self.running_priority, "running_spot": self.running_spot, "slots": self.snapshot.effective_slots},
+            "queue": {"held": self.held, "paused": self.paused, "preempted": self.preempted, "parked_on_purpose": self.parked_on_purpose},
+            "pool": {"capacity": self.pool_sentence, "next_7d_reset": self.weekly_sentence},
+        }
+
+
+def _count(db: DBSession, *where: object) -> int:
+    return int(db.exec(select(func.count()).select_from(Session).where(*where)).one())  # type: ignore[arg-type]
+
+
+def build_card(db: DBSession, ctx: Context, reading: QuotaReading | None, now: datetime, *, runtime: str | None = None) -> GateCard:
+    policy = load_policy(db)
+    snapshot = build_snapshot(db, ctx, policy, reading)
+    name = runtime or next(iter(ctx.runtimes), "echo")
+    asking = Asking(0, True, False, ctx.runtime(name).spends_quota, burn_rate(ctx, name))
+    decision = evaluate(snapshot, asking, now)
+    waiting = Session.status == Status.WAITING.value
+    pool_sentence = weekly = None
+    if snapshot.pool is not None:
+        from scheduler.pool import capacity_sentence, weekly_reset_sentence
+
+        pool_sentence = capacity_sentence(snapshot.pool, now)
+        weekly = weekly_reset_sentence(snapshot.pool, now)
+    return GateCard(
+        now=now, policy=policy, snapshot=snapshot, decision=decision, explanation=explain(decision, now),
+        spot_burn=asking.burn_per_min,
+        running_priority=sum(1 for t in snapshot.fleet if not t.is_spot),
+        running_spot=sum(1 for t in snapshot.fleet if t.is_spot),
+        held=_count(db, waiting, col(Session.hold_reason).is_not(None)),
+        paused=_count(db, waiting, col(Session.pause_reason).in_(["at_utilization_limit", "spot_budget"])),
+        preempted=_count(db, col(Session.pause_reason) == "preempted_by_priority"),
+        parked_on_purpose=_count(db, waiting, col(Session.pause_reason) == "user_spot_queue"),
+        pool_sentence=pool_sentence, weekly_sentence=weekly,
+    )
+
+
+def render_card(card: GateCard, flavour: str = "text") -> str:
+    from templates import render
+
+    return render(f"{flavour}/gate_card.j2", card=card, d=card.decision)

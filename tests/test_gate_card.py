@@ -1,0 +1,53 @@
+"""The gate card: one builder behind `pacer policy`, the API and the App Home."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+from scheduler.db import session_scope
+from scheduler.gate_card import build_card, render_card
+from scheduler.turns import submit_turn
+from tests.harness import build, new
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def test_card_reports_the_decision_the_gate_makes(engine, clock) -> None:
+    ctx, deferrer, workers, quota = build(engine, clock, max_sessions=2)
+    quota.spend_out()
+    submit_turn(ctx, new(ctx), "held one")
+    with session_scope(engine) as db:
+        card = build_card(db, ctx, quota.read(clock.now()), clock.now())
+    data = card.as_dict()
+    assert data["decision"]["reason"] == "at_utilization_limit" and data["decision"]["ceiling"] == "spot_budget"
+    assert data["decision"]["stops_running_work"] is True
+    assert data["queue"]["held"] == 1
+    text = render_card(card)
+    assert "Decision for a new spot session: at_utilization_limit (ceiling: spot_budget)" in text
+    assert "Held until the 5-hour window rolls over" in text
+    assert "1 held" in text
+
+
+def test_card_says_when_the_configured_max_is_unreachable(engine, clock) -> None:
+    ctx, *_ = build(engine, clock, max_sessions=20)
+    ctx.agent_workers = 12
+    with session_scope(engine) as db:
+        card = build_card(db, ctx, None, clock.now())
+    assert "max sessions 20 is above the 12 workers, so 12 is the effective ceiling" in render_card(card)
+    assert "No quota reading: the gate falls open (no_snapshot)." in render_card(card)
+
+
+def test_pacer_policy_cli_sets_and_shows(tmp_path: Path) -> None:
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    run = lambda *a: subprocess.run([sys.executable, "-m", "bot.cli", "policy", *a], cwd=tmp_path, env=env,  # noqa: E731
+                                    capture_output=True, text=True, timeout=60)
+    bad = run("--set", "max_sessions=0")
+    assert bad.returncode == 2 and "max_sessions: '0' must be a whole number >= 1" in bad.stdout
+    ok = run("--set", "max_sessions=8", "--set", "reserve_5h=30")
+    assert ok.returncode == 0, ok.stderr
+    assert "[FleetPolicy] changed via cli:pacer policy" in ok.stdout and "max_sessions 10 -> 8" in ok.stdout
+    assert "reserve_5h_pct 20 -> 30" in ok.stdout
+    assert "$15.00 reserved for priority" in ok.stdout
