@@ -116,6 +116,15 @@ def refresh_burn_job() -> None:
 
 
 def start(pacer: Pacer) -> None:
+    """Become the scheduler's leader (or stand by), then run its alarms and sweeps."""
+    from bot.leader import Leadership
+
+    leadership = Leadership(pacer.engine, lambda: lead(pacer))
+    pacer.extras["leadership"] = leadership
+    leadership.start()
+
+
+def lead(pacer: Pacer) -> None:
     """Start the alarms and sweeps, then repair what a crash left behind."""
     from bot import jobs
     from scheduler.lifecycle import recover
@@ -135,6 +144,9 @@ def start(pacer: Pacer) -> None:
 
 
 def stop(pacer: Pacer) -> None:
+    leadership = pacer.extras.get("leadership")
+    if leadership is not None:
+        leadership.stop()
     if pacer.scheduler is not None and pacer.scheduler.running:
         pacer.scheduler.shutdown(wait=False)
         log.info("scheduler stopped")

@@ -1,0 +1,79 @@
+"""One scheduler per job store: on PostgreSQL a session-level advisory lock elects the leader.
+
+APScheduler 3.x has no cross-process coordination, so only the process holding the lock runs
+the alarms and sweeps; another `pacer serve` on the same database stands by and takes over
+within one retry interval of the leader's connection closing (a crash releases the lock).
+SQLite is one file on one machine: the single process is always the leader.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable
+from typing import Any
+
+from sqlalchemy import Engine, text
+
+log = logging.getLogger("pacer.leader")
+
+LOCK_KEY = 0x5041_4345  # "PACE"
+RETRY_SECONDS = 10.0
+
+
+class Leadership:
+    def __init__(self, engine: Engine, on_elected: Callable[[], None], *, retry_seconds: float = RETRY_SECONDS) -> None:
+        self.engine = engine
+        self.on_elected = on_elected
+        self.retry_seconds = retry_seconds
+        self.is_leader = False
+        self._conn: Any = None
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    def start(self) -> bool:
+        """Try once now; if another process leads, keep trying in the background."""
+        if self.engine.dialect.name != "postgresql":
+            self._elected()
+            return True
+        if self._try():
+            return True
+        log.warning("another Pacer process leads the scheduler on this database; standing by")
+        self._thread = threading.Thread(target=self._wait, name="pacer-leader", daemon=True)
+        self._thread.start()
+        return False
+
+    def _try(self) -> bool:
+        conn = self.engine.connect()
+        got = bool(conn.execute(text("SELECT pg_try_advisory_lock(:k)"), {"k": LOCK_KEY}).scalar())
+        conn.commit()
+        if not got:
+            conn.close()
+            return False
+        self._conn = conn  # held open: the lock lives as long as this connection
+        self._elected()
+        return True
+
+    def _wait(self) -> None:
+        while not self._stop.wait(self.retry_seconds):
+            try:
+                if self._try():
+                    return
+            except Exception:
+                log.exception("leader election attempt failed; retrying")
+
+    def _elected(self) -> None:
+        self.is_leader = True
+        log.info("this process leads the scheduler")
+        self.on_elected()
+
+    def stop(self) -> None:
+        self._stop.set()
+        if self._conn is not None:
+            try:
+                self._conn.execute(text("SELECT pg_advisory_unlock(:k)"), {"k": LOCK_KEY})
+                self._conn.close()
+            except Exception:
+                log.exception("releasing the leader lock failed (closing the connection releases it)")
+            self._conn = None
+        self.is_leader = False
