@@ -3,7 +3,9 @@
 APScheduler 3.x has no cross-process coordination, so only the process holding the lock runs
 the alarms and sweeps; another `pacer serve` on the same database stands by and takes over
 within one retry interval of the leader's connection closing (a crash releases the lock).
-SQLite is one file on one machine: the single process is always the leader.
+SQLite is one file on one machine: an exclusive `flock` on `<database>.leader` elects the
+leader among the processes sharing it (a `pacer serve` and a `pacer console`, say), and the OS
+releases it when the holder dies. An in-memory database has one process by definition.
 """
 
 from __future__ import annotations
@@ -33,9 +35,6 @@ class Leadership:
 
     def start(self) -> bool:
         """Try once now; if another process leads, keep trying in the background."""
-        if self.engine.dialect.name != "postgresql":
-            self._elected()
-            return True
         if self._try():
             return True
         log.warning("another Pacer process leads the scheduler on this database; standing by")
@@ -44,6 +43,8 @@ class Leadership:
         return False
 
     def _try(self) -> bool:
+        if self.engine.dialect.name == "sqlite":
+            return self._try_file()
         conn = self.engine.connect()
         got = bool(conn.execute(text("SELECT pg_try_advisory_lock(:k)"), {"k": LOCK_KEY}).scalar())
         conn.commit()
@@ -51,6 +52,23 @@ class Leadership:
             conn.close()
             return False
         self._conn = conn  # held open: the lock lives as long as this connection
+        self._elected()
+        return True
+
+    def _try_file(self) -> bool:
+        import fcntl
+
+        database = self.engine.url.database
+        if not database or database == ":memory:":
+            self._elected()
+            return True
+        handle = open(f"{database}.leader", "a+")  # noqa: SIM115 — held for the process's life
+        try:
+            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            handle.close()
+            return False
+        self._conn = handle
         self._elected()
         return True
 
@@ -71,7 +89,8 @@ class Leadership:
         self._stop.set()
         if self._conn is not None:
             try:
-                self._conn.execute(text("SELECT pg_advisory_unlock(:k)"), {"k": LOCK_KEY})
+                if hasattr(self._conn, "execute"):
+                    self._conn.execute(text("SELECT pg_advisory_unlock(:k)"), {"k": LOCK_KEY})
                 self._conn.close()
             except Exception:
                 log.exception("releasing the leader lock failed (closing the connection releases it)")

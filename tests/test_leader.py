@@ -9,10 +9,16 @@ import pytest
 from bot.leader import Leadership
 
 
-def test_sqlite_is_always_the_leader(engine) -> None:
+def test_sqlite_elects_one_leader_through_a_lock_file(engine) -> None:
     elected = []
-    assert Leadership(engine, lambda: elected.append(1)).start() is True
-    assert elected == [1]
+    first = Leadership(engine, lambda: elected.append("first"))
+    second = Leadership(engine, lambda: elected.append("second"), retry_seconds=0.05)
+    assert first.start() is True
+    assert second.start() is False
+    first.stop()
+    second._thread.join(5)
+    assert elected == ["first", "second"] and second.is_leader
+    second.stop()
 
 
 def test_only_one_process_leads_and_a_standby_takes_over(any_engine) -> None:
