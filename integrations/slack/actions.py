@@ -1,0 +1,107 @@
+"""Block actions: the queue row menu and the hold buttons, each run as the `/pacer` command it means.
+
+A button never carries its own logic: it names a command (`promote 42`), and chat answers it
+exactly as if the person had typed it — same roles, same errors, same templates. The answer goes
+back ephemerally: through the message's response_url, or as an ephemeral in the channel, or —
+from the App Home, which has neither — as a direct message, after which the Home is republished.
+
+The contract with the blocks `bot.chat` builds (action_id → the value it carries):
+
+    pacer.queue_row          overflow; option values "promote:42" "start:42" "demote_top:42" "archive:42"
+    pacer.hold_release       button; value: the operator hold id, "7"
+    pacer.queue_resume       button; value: ignored (resumes the queue)
+    pacer.session_priority   button; value: the session id, "42" (the hold notice in a thread)
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+from collections.abc import Mapping
+from typing import Any
+
+from slack_bolt import Ack, App, Respond
+from slack_sdk import WebClient
+
+from bot.render import render
+from bot.runtime import Pacer
+from integrations.slack import messages
+from integrations.slack.edge import SlackEdge
+from integrations.slack.home import publish_home
+from scheduler.errors import InvalidInput
+
+log = logging.getLogger("pacer.slack")
+
+QUEUE_ROW = "pacer.queue_row"
+HOLD_RELEASE = "pacer.hold_release"
+QUEUE_RESUME = "pacer.queue_resume"
+SESSION_PRIORITY = "pacer.session_priority"
+
+# Overflow option verb -> the command text it runs, given the session id.
+ROW_COMMANDS = {
+    "promote": "promote {id}",
+    "start": "start {id}",
+    "demote_top": "demote {id} top",
+    "archive": "archive {id}",
+}
+SURFACE = "slack"
+_ID = re.compile(r"^[1-9][0-9]{0,17}$")
+
+
+def register(app: App, edge: SlackEdge) -> None:
+    def on_action(ack: Ack, body: dict[str, Any], action: dict[str, Any], client: WebClient, respond: Respond | None) -> None:
+        ack()
+        edge.submit(f"action {action.get('action_id')}", run_action, edge.pacer, body, action, client, respond)
+
+    for action_id in (QUEUE_ROW, HOLD_RELEASE, QUEUE_RESUME, SESSION_PRIORITY):
+        app.action(action_id)(on_action)
+
+
+def command_for(action: Mapping[str, Any]) -> str:
+    """The command text an action means; InvalidInput when its value names nothing Pacer knows."""
+    action_id = action.get("action_id")
+    if action_id == QUEUE_ROW:
+        value = str((action.get("selected_option") or {}).get("value") or "")
+        verb, _, target = value.partition(":")
+        if verb not in ROW_COMMANDS:
+            raise InvalidInput(f"menu option {value!r}: the verb must be one of {', '.join(sorted(ROW_COMMANDS))}", field="value")
+        return ROW_COMMANDS[verb].format(id=_session_id(target))
+    if action_id == HOLD_RELEASE:
+        return f"release {_session_id(str(action.get('value') or ''), what='hold id')}"
+    if action_id == QUEUE_RESUME:
+        return "resume"
+    if action_id == SESSION_PRIORITY:
+        return f"promote {_session_id(str(action.get('value') or ''))}"
+    raise InvalidInput(f"action_id {action_id!r} is not one of Pacer's buttons", field="action_id")
+
+
+def _session_id(raw: str, *, what: str = "session id") -> str:
+    if not _ID.match(raw):
+        raise InvalidInput(f"{what} {raw!r}: must be a positive whole number", field="value")
+    return raw
+
+
+def run_action(pacer: Pacer, body: Mapping[str, Any], action: Mapping[str, Any], client: WebClient, respond: Respond | None) -> None:
+    """Run the action's command as the clicking user and tell them the outcome, privately."""
+    user = str((body.get("user") or {}).get("id") or "")
+    try:
+        text = command_for(action)
+    except InvalidInput as exc:
+        log.warning("slack: action from %s carries no Pacer command: %s", user, exc)
+        _tell(client, body, respond, user, {"text": render("slack/action_invalid.j2", problem=str(exc))})
+        return
+    reply = messages.ask(pacer, actor=user, text=text, surface=SURFACE)
+    _tell(client, body, respond, user, messages.message(reply))
+    if (body.get("container") or {}).get("type") == "view" or (body.get("view") or {}).get("type") == "home":
+        publish_home(pacer, client, user)
+
+
+def _tell(client: WebClient, body: Mapping[str, Any], respond: Respond | None, user: str, content: dict[str, Any]) -> None:
+    channel = (body.get("channel") or {}).get("id") or (body.get("container") or {}).get("channel_id")
+    if respond is not None and body.get("response_url"):
+        respond(**content, response_type="ephemeral", replace_original=False)
+    elif channel:
+        client.chat_postEphemeral(channel=channel, user=user, **content)
+    else:
+        # The App Home has no channel and no response_url: the app's DM is the private reply.
+        client.chat_postMessage(channel=user, **content)

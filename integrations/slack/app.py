@@ -1,0 +1,78 @@
+"""The composition root of the Slack edge: one Bolt app, its Web API client and its listeners.
+
+Sync Bolt, not AsyncApp. Everything a listener calls — `bot.chat.answer`, SQLModel sessions, the
+scheduler — is synchronous, and the built-in Socket Mode handler is synchronous and needs no extra
+dependency, so one style runs end to end. The cost is that `App.dispatch` blocks (it polls until
+the listener acks), so the ASGI side runs it in a thread pool (`integrations/slack/http.py`),
+never on the event loop.
+"""
+
+from __future__ import annotations
+
+from concurrent.futures import ThreadPoolExecutor
+
+from slack_bolt import App
+from slack_bolt.error import BoltError
+from slack_sdk import WebClient
+from slack_sdk.http_retry.builtin_handlers import RateLimitErrorRetryHandler
+
+from bot.runtime import Pacer
+from integrations.slack import actions, commands, events
+from integrations.slack.edge import SlackEdge
+from scheduler.errors import ConfigError
+
+# Listeners only ack and hand off (see edge.py), so these threads are busy for microseconds per
+# request; 16 absorbs a burst of slash commands without an ack ever queueing behind another.
+LISTENER_THREADS = 16
+WEB_API_TIMEOUT_SECONDS = 10
+
+
+def build_web_client(pacer: Pacer) -> WebClient:
+    """The bot's Web API client: the configured base URL, retried on 429 as Slack asks."""
+    settings = pacer.settings
+    client = WebClient(token=settings.slack_bot_token, base_url=settings.slack_api_url, timeout=WEB_API_TIMEOUT_SECONDS)
+    # Keep the default connection-error retry and add Slack's Retry-After handling.
+    client.retry_handlers.append(RateLimitErrorRetryHandler(max_retry_count=2))
+    return client
+
+
+def build_bolt_app(pacer: Pacer, *, edge: SlackEdge | None = None, verify_token: bool = True, listener_threads: int = LISTENER_THREADS) -> App:
+    """The Bolt app with every Pacer listener registered.
+
+    `verify_token=False` skips the start-up `auth.test` (Bolt then calls it on the first request);
+    with it on, a token Slack refuses stops start-up with a ConfigError naming SLACK_BOT_TOKEN.
+    Request signature verification is always on.
+    """
+    settings = pacer.settings
+    if not settings.slack_signing_secret:
+        raise ConfigError("SLACK_SIGNING_SECRET: must be set to receive Slack requests")
+    if not settings.slack_bot_token:
+        raise ConfigError("SLACK_BOT_TOKEN: must be set to answer in Slack")
+    try:
+        app = App(
+            signing_secret=settings.slack_signing_secret,
+            client=build_web_client(pacer),
+            token_verification_enabled=verify_token,
+            request_verification_enabled=True,
+            process_before_response=False,
+            listener_executor=ThreadPoolExecutor(max_workers=listener_threads, thread_name_prefix="slack-listener"),
+            name="pacer",
+        )
+    except BoltError as exc:
+        raise ConfigError(f"SLACK_BOT_TOKEN: Slack's auth.test refused it ({_reason(exc)})") from None
+    except OSError as exc:  # unreachable Web API: say where we looked, never with the token
+        raise ConfigError(f"SLACK_API_URL={settings.slack_api_url!r}: auth.test got no answer ({type(exc).__name__})") from None
+    edge = edge or SlackEdge(pacer)
+    commands.register(app, edge)
+    events.register(app, edge)
+    actions.register(app, edge)
+    return app
+
+
+def _reason(exc: BoltError) -> str:
+    # Bolt's message embeds the API response; keep only Slack's error code, never the token.
+    text = str(exc)
+    for code in ("invalid_auth", "not_authed", "account_inactive", "token_revoked", "token_expired"):
+        if code in text:
+            return code
+    return "see Pacer's log"

@@ -1,0 +1,41 @@
+"""`/pacer`: ack at once, answer later through the command's response_url.
+
+The ack carries no body, so Slack shows nothing until the answer arrives; the answer is built on
+the edge's work pool, so a slow query never holds an ack past Slack's 3 seconds.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from slack_bolt import Ack, App, Respond
+
+from bot.runtime import Pacer
+from integrations.slack import messages
+from integrations.slack.edge import SlackEdge
+
+log = logging.getLogger("pacer.slack")
+
+COMMAND = "/pacer"
+SURFACE = "slack"
+
+
+def register(app: App, edge: SlackEdge) -> None:
+    def pacer_command(ack: Ack, command: dict[str, Any], respond: Respond) -> None:
+        ack()
+        edge.submit(f"{COMMAND} {command.get('text', '')[:40]!r}", answer_command, edge.pacer, command, respond)
+
+    app.command(COMMAND)(pacer_command)
+
+
+def answer_command(pacer: Pacer, command: dict[str, Any], respond: Respond) -> None:
+    """Ask chat for the answer as the person who typed it, and post it where they typed it."""
+    user = str(command.get("user_id") or "")
+    reply = messages.ask(pacer, actor=user, text=str(command.get("text") or ""), surface=SURFACE)
+    sent = respond(
+        **messages.message(reply),
+        response_type="in_channel" if getattr(reply, "in_channel", False) else "ephemeral",
+    )
+    if sent.status_code != 200:
+        log.warning("slack: response_url refused the /pacer answer for %s (HTTP %s)", user, sent.status_code)

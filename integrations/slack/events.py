@@ -1,0 +1,89 @@
+"""Events API listeners: messages become intake, `app_home_opened` publishes the Home tab.
+
+Bolt acks events itself, before the listener runs, and does not dedupe Slack's retries (a retry
+carries `X-Slack-Retry-Num` and the same `event_id`). So every message is recorded in
+`slack_events` first; the unique `event_id` makes the second delivery insert nothing, on SQLite
+and PostgreSQL alike, even when both deliveries race. A message reaches intake at most once.
+"""
+
+from __future__ import annotations
+
+import importlib
+import importlib.util
+import logging
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from slack_bolt import App
+from slack_sdk import WebClient
+from sqlalchemy.exc import IntegrityError
+
+from bot.runtime import Pacer
+from integrations.slack.edge import SlackEdge
+from integrations.slack.home import publish_home
+from scheduler.models import SlackEvent
+
+log = logging.getLogger("pacer.slack")
+
+Intake = Callable[[Pacer, dict[str, Any]], None]
+
+
+def register(app: App, edge: SlackEdge) -> None:
+    def on_message(body: dict[str, Any], event: dict[str, Any]) -> None:
+        if is_ignored(event):
+            return
+        edge.submit("message intake", take_message, edge.pacer, body, edge.intake or intake())
+
+    def on_home_opened(event: dict[str, Any], client: WebClient) -> None:
+        if event.get("tab", "home") != "home":  # the Messages tab fires this event too
+            return
+        edge.submit("App Home", publish_home, edge.pacer, client, str(event["user"]))
+
+    app.event("message")(on_message)
+    app.event("app_home_opened")(on_home_opened)
+
+
+def is_ignored(event: Mapping[str, Any]) -> bool:
+    """Bots (Pacer included) and every subtype (edits, deletes, joins, bot_message) start nothing."""
+    return bool(event.get("bot_id") or event.get("subtype") or not event.get("user"))
+
+
+def record_event(pacer: Pacer, event_id: str) -> bool:
+    """Store `event_id`; False when it was already stored (a retry or a duplicate delivery)."""
+    try:
+        with pacer.db() as db:
+            db.add(SlackEvent(event_id=event_id, received_at=pacer.clock.now()))
+            db.flush()
+    except IntegrityError:
+        return False
+    return True
+
+
+def take_message(pacer: Pacer, body: Mapping[str, Any], handoff: Intake) -> None:
+    """Record the delivery, then hand the message to `handoff` (intake) once."""
+    event_id = str(body.get("event_id") or "")
+    event = dict(body.get("event") or {})
+    if not event_id:
+        log.warning("slack: a message event without event_id was dropped (channel %s)", event.get("channel"))
+        return
+    if not record_event(pacer, event_id):
+        log.info("slack: event %s already taken; this delivery is a retry", event_id)
+        return
+    handoff(pacer, event)
+
+
+def intake() -> Intake:
+    """`bot.intake.slack_message` once the intake module exists; until then, `log_message`."""
+    if importlib.util.find_spec("bot.intake") is None:
+        return log_message
+    module = importlib.import_module("bot.intake")
+    handler: Intake = module.slack_message
+    return handler
+
+
+def log_message(pacer: Pacer, event: dict[str, Any]) -> None:
+    """Stand-in intake: the event is already recorded; say what arrived, start nothing."""
+    log.info(
+        "slack: message from %s in %s (%s, thread %s) recorded; no intake installed yet",
+        event.get("user"), event.get("channel"), event.get("channel_type", "channel"), event.get("thread_ts") or "-",
+    )

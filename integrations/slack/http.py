@@ -1,0 +1,157 @@
+"""`POST /slack/events`: Slack's HTTP mode mounted in Pacer's FastAPI app, plus the Slack lifespan.
+
+Order of work per request, cheapest refusal first: the body is read up to PACER_MAX_BODY_BYTES
+(413 past it); the signature is checked on the raw bytes (401, before anything is parsed — Bolt
+would otherwise json-decode an unsigned body while building its request); then Bolt, whose own
+RequestVerification stays on, dispatches on a bounded thread pool, because a sync Bolt dispatch
+blocks until the listener acks and must never run on the event loop.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import logging
+import time
+from collections.abc import AsyncIterator, Mapping
+from contextlib import asynccontextmanager
+from dataclasses import dataclass, field
+from typing import Any
+
+import anyio
+import anyio.to_thread
+from fastapi import APIRouter, FastAPI, Request
+from fastapi.responses import PlainTextResponse, Response
+from slack_bolt import App
+from slack_bolt.adapter.starlette.handler import to_bolt_request, to_starlette_response
+from slack_sdk.errors import SlackApiError
+
+from bot.notify import CompositeNotifier
+from bot.render import render
+from bot.runtime import Pacer
+from integrations.slack.app import build_bolt_app
+from integrations.slack.edge import SlackEdge
+from integrations.slack.notifier import SlackNotifier
+from integrations.slack.socket import SocketMode
+from scheduler.errors import ConfigError
+
+log = logging.getLogger("pacer.slack")
+
+PATH = "/slack/events"
+# Each dispatch holds a thread only until its listener acks (milliseconds); 32 covers a burst of
+# Slack's retries without borrowing the 40 threads FastAPI's own sync endpoints share.
+DISPATCH_THREADS = 32
+REPLAY_WINDOW_SECONDS = 300
+
+
+@dataclass
+class SlackSurface:
+    """What `register` mounted: the Bolt app, its work pool, the notifier and Socket Mode if any."""
+
+    bolt: App
+    edge: SlackEdge
+    notifier: SlackNotifier
+    socket: SocketMode | None = None
+    _limiter: anyio.CapacityLimiter | None = field(default=None, repr=False)
+
+    async def dispatch(self, request: Request, body: bytes) -> Response:
+        if self._limiter is None:
+            self._limiter = anyio.CapacityLimiter(DISPATCH_THREADS)
+        bolt_response = await anyio.to_thread.run_sync(self.bolt.dispatch, to_bolt_request(request, body), limiter=self._limiter)
+        return to_starlette_response(bolt_response)
+
+    def start(self) -> None:
+        if self.socket is None:
+            return
+        try:
+            self.socket.start()
+        except SlackApiError as exc:
+            raise ConfigError(f"SLACK_APP_TOKEN: Slack refused the Socket Mode connection ({exc.response.get('error')})") from None
+
+    def stop(self) -> None:
+        if self.socket is not None:
+            self.socket.stop()
+        self.edge.close()
+
+
+def register(app: FastAPI, pacer: Pacer, *, verify_token: bool = True) -> SlackSurface:
+    """Mount /slack/events on `app`, tie Socket Mode and the work pool to its lifespan, and add
+    the Slack notifier to the scheduler's notifier chain (same client, same pool)."""
+    settings = pacer.settings
+    edge = SlackEdge(pacer)
+    bolt = build_bolt_app(pacer, edge=edge, verify_token=verify_token)
+    notifier = SlackNotifier(pacer, bolt.client, ops_channel=settings.ops_channel, edge=edge)
+    socket = SocketMode(bolt, settings.slack_app_token) if settings.slack_app_token else None
+    surface = SlackSurface(bolt=bolt, edge=edge, notifier=notifier, socket=socket)
+    install_notifier(pacer, notifier)
+    secret = str(settings.slack_signing_secret).encode()
+    limit: int = settings.max_body_bytes
+
+    @asynccontextmanager
+    async def lifespan(_app: Any) -> AsyncIterator[None]:
+        await anyio.to_thread.run_sync(surface.start)
+        try:
+            yield
+        finally:
+            await anyio.to_thread.run_sync(surface.stop)
+
+    router = APIRouter(lifespan=lifespan)
+
+    @router.post(PATH, include_in_schema=False)
+    async def slack_events(request: Request) -> Response:
+        body = await read_bounded(request, limit)
+        if body is None:
+            return PlainTextResponse(render("slack/request_too_large.j2", limit=limit), status_code=413)
+        if not is_signed(secret, request.headers, body):
+            return PlainTextResponse(render("slack/request_unsigned.j2"), status_code=401)
+        try:
+            body.decode("utf-8")
+        except UnicodeDecodeError:
+            return PlainTextResponse(render("slack/request_malformed.j2"), status_code=400)
+        try:
+            return await surface.dispatch(request, body)
+        except ValueError:  # a signed body that is not JSON or a form: Bolt cannot read it
+            return PlainTextResponse(render("slack/request_malformed.j2"), status_code=400)
+
+    app.include_router(router)
+    return surface
+
+
+def install_notifier(pacer: Pacer, notifier: SlackNotifier) -> None:
+    """Join the scheduler's notifier chain, replacing a Slack notifier an earlier app installed."""
+    chain = pacer.ctx.notifier
+    if not isinstance(chain, CompositeNotifier):
+        log.warning("slack: the scheduler's notifier is %s, not a chain; Slack notices are off", type(chain).__name__)
+        return
+    chain.notifiers = [n for n in chain.notifiers if not isinstance(n, SlackNotifier)] + [notifier]
+
+
+async def read_bounded(request: Request, limit: int) -> bytes | None:
+    """The whole body, or None as soon as it is known to pass `limit` bytes."""
+    declared = request.headers.get("content-length", "")
+    if declared.isdigit() and int(declared) > limit:
+        return None
+    chunks: list[bytes] = []
+    size = 0
+    async for chunk in request.stream():
+        size += len(chunk)
+        if size > limit:
+            return None
+        chunks.append(chunk)
+    return b"".join(chunks)
+
+
+def is_signed(secret: bytes, headers: Mapping[str, str], body: bytes, *, now: float | None = None) -> bool:
+    """Slack's v0 signature over the raw bytes, within the 300-second replay window.
+
+    Computed here on bytes because slack_sdk's verifier decodes the body as UTF-8 first and
+    raises on anything else; an unsigned request must be a 401, whatever its bytes.
+    """
+    timestamp = headers.get("x-slack-request-timestamp", "")
+    signature = headers.get("x-slack-signature", "")
+    if not timestamp.isdigit() or not signature:
+        return False
+    if abs((time.time() if now is None else now) - int(timestamp)) > REPLAY_WINDOW_SECONDS:
+        return False
+    expected = "v0=" + hmac.new(secret, b"v0:" + timestamp.encode() + b":" + body, hashlib.sha256).hexdigest()
+    return hmac.compare_digest(expected.encode(), signature.encode("utf-8", "replace"))

@@ -1,0 +1,93 @@
+"""From a chat Reply to what Slack accepts: blocks as dicts, counted and capped, with a fallback text.
+
+Every surface asks `bot.chat.answer` the same question; this module only fits the answer into
+Slack's limits (50 blocks in a message, 100 in App Home, 3,000 characters in a section) and turns
+an unexpected failure into one templated line for the person instead of a silent nothing.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from slack_sdk.models.blocks import Block, ContextBlock, MarkdownTextObject, SectionBlock
+
+from bot.render import render
+from bot.runtime import Pacer
+
+log = logging.getLogger("pacer.slack")
+
+MESSAGE_BLOCK_LIMIT = 50
+HOME_BLOCK_LIMIT = 100
+SECTION_TEXT_LIMIT = 3000
+FALLBACK_TEXT_LIMIT = 3000  # the notification preview; the blocks carry the full answer
+
+
+def ask(pacer: Pacer, *, actor: str, text: str, surface: str) -> Any:
+    """`bot.chat.answer`, with a crash turned into a one-line reply (the trace goes to the log)."""
+    from bot import chat
+
+    try:
+        return chat.answer(pacer, actor=actor, text=text, surface=surface)
+    except Exception:
+        log.exception("slack: answering %r for %s failed", text[:80], actor)
+        return chat.Reply(text=render("slack/answer_failed.j2"), blocks=[], in_channel=False, ok=False)
+
+
+def as_dicts(blocks: Sequence[Block | Mapping[str, Any]] | None) -> list[dict[str, Any]]:
+    """Blocks built with `slack_sdk.models` validate on `to_dict()`; plain dicts pass through."""
+    out: list[dict[str, Any]] = []
+    for block in blocks or ():
+        out.append(block.to_dict() if isinstance(block, Block) else dict(block))
+    return out
+
+
+def capped(blocks: list[dict[str, Any]], limit: int) -> list[dict[str, Any]]:
+    """At most `limit` blocks; the last one says how many were left out."""
+    if len(blocks) <= limit:
+        return blocks
+    left_out = len(blocks) - (limit - 1)
+    more = ContextBlock(elements=[MarkdownTextObject(text=render("slack/list_more.j2", count=left_out))])
+    return [*blocks[: limit - 1], more.to_dict()]
+
+
+def text_blocks(text: str) -> list[dict[str, Any]]:
+    """A plain answer as section blocks, split so no section passes Slack's 3,000 characters."""
+    chunks: list[str] = []
+    current = ""
+    for line in text.splitlines() or [""]:
+        while len(line) > SECTION_TEXT_LIMIT:
+            if current:
+                chunks.append(current)
+                current = ""
+            chunks.append(line[:SECTION_TEXT_LIMIT])
+            line = line[SECTION_TEXT_LIMIT:]
+        candidate = f"{current}\n{line}" if current else line
+        if len(candidate) > SECTION_TEXT_LIMIT:
+            chunks.append(current)
+            current = line
+        else:
+            current = candidate
+    if current or not chunks:
+        chunks.append(current or " ")
+    return [SectionBlock(text=MarkdownTextObject(text=chunk)).to_dict() for chunk in chunks]
+
+
+def message(reply: Any, *, limit: int = MESSAGE_BLOCK_LIMIT) -> dict[str, Any]:
+    """`text` and `blocks` keyword arguments for chat.postMessage, postEphemeral or respond()."""
+    blocks = as_dicts(getattr(reply, "blocks", None)) or text_blocks(reply.text)
+    return {"text": _fallback(reply.text), "blocks": capped(blocks, limit)}
+
+
+def home_view(reply: Any) -> dict[str, Any]:
+    """The App Home view for views.publish: the answer's blocks, at most 100."""
+    from slack_sdk.models.views import View
+
+    blocks = as_dicts(getattr(reply, "blocks", None)) or text_blocks(reply.text)
+    view = View(type="home", blocks=capped(blocks, HOME_BLOCK_LIMIT))
+    return view.to_dict()
+
+
+def _fallback(text: str) -> str:
+    return text if len(text) <= FALLBACK_TEXT_LIMIT else text[: FALLBACK_TEXT_LIMIT - 1] + "…"

@@ -1,0 +1,113 @@
+"""The Slack side of `scheduler.ports.Notifier`: a session's news in its thread, queue holds in ops.
+
+The scheduler emits `(event, context)` after its transaction commits (`scheduler/effects.py`):
+`fx.notice("held", session_id=…, reason=…, sentence=…, retry_at=…, title=…)` and the like. This
+adapter looks the session up, finds its Slack thread, renders `templates/slack/session_<event>.j2`
+with the session and the whole context, and posts it there. Sessions not born in Slack, and
+events with no Slack template (GitHub's, the simulator's), post nothing. The lookup, rendering
+and Web API call run on the edge's pool when one is given, so a slow or rate-limited Slack never
+stalls the scheduler thread that emitted the notice.
+
+    started | held | paused | done | failed | archived | queued
+        session_id; the rest (sentence, retry_at, reason, error, output, …) reaches the template.
+        The thread is Session.source["slack"] = {"channel": C, "thread_ts": TS}, as
+        `thread_source(event)` builds it at intake. A `held` notice carries "Make this session
+        priority".
+    queue_hold
+        hold: the QueueHold (reason, sentence, since, resumes_at, group); resumable: whether
+        Resume can work. Posted in PACER_OPS_CHANNEL, with Resume only where it can work.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping
+from typing import Any
+
+from slack_sdk import WebClient
+from slack_sdk.models.blocks import ActionsBlock, ButtonElement, MarkdownTextObject, SectionBlock
+
+from bot.render import render
+from bot.runtime import Pacer
+from integrations.slack.actions import QUEUE_RESUME, SESSION_PRIORITY
+from integrations.slack.edge import SlackEdge
+from integrations.slack.messages import text_blocks
+from scheduler.models import Session
+
+log = logging.getLogger("pacer.slack")
+
+SESSION_EVENTS = frozenset({"queued", "held", "started", "paused", "done", "failed", "archived"})
+QUEUE_HOLD = "queue_hold"
+
+
+def thread_source(event: Mapping[str, Any]) -> dict[str, Any]:
+    """Where a session born of a Slack message talks back: its channel and the message's thread."""
+    return {
+        "channel": event.get("channel"),
+        "thread_ts": event.get("thread_ts") or event.get("ts"),
+        "user": event.get("user"),
+        "channel_type": event.get("channel_type", "channel"),
+    }
+
+
+def thread_of(source: Mapping[str, Any] | None) -> tuple[str, str] | None:
+    """(channel, thread_ts) from a session's `source`, or None when it was not born in Slack."""
+    slack = (source or {}).get("slack")
+    if not isinstance(slack, Mapping) or not slack.get("channel") or not slack.get("thread_ts"):
+        return None
+    return str(slack["channel"]), str(slack["thread_ts"])
+
+
+class SlackNotifier:
+    """Posts session news into the session's thread and queue-hold news into the ops channel."""
+
+    def __init__(self, pacer: Pacer, client: WebClient, *, ops_channel: str | None, edge: SlackEdge | None = None) -> None:
+        self._pacer = pacer
+        self._client = client
+        self._ops_channel = ops_channel
+        self._edge = edge
+
+    def notify(self, event: str, context: Mapping[str, Any]) -> None:
+        if event in SESSION_EVENTS and context.get("session_id") is not None:
+            self._later(f"notice {event}", self.post_session_news, event, dict(context))
+        elif event == QUEUE_HOLD:
+            self._later(f"notice {event}", self.post_queue_hold, dict(context))
+
+    def post_session_news(self, event: str, context: Mapping[str, Any]) -> None:
+        session = self._session(int(context["session_id"]))
+        where = thread_of(session["source"]) if session else None
+        if session is None or where is None:
+            return
+        channel, thread_ts = where
+        text = render(f"slack/session_{event}.j2", **{**context, "session": session})
+        blocks = text_blocks(text)
+        if event == "held":
+            label = render("slack/label_make_priority.j2")
+            button = ButtonElement(text=label, action_id=SESSION_PRIORITY, value=str(session["id"]))
+            blocks.append(ActionsBlock(elements=[button]).to_dict())
+        self._client.chat_postMessage(channel=channel, thread_ts=thread_ts, text=text, blocks=blocks, unfurl_links=False)
+
+    def post_queue_hold(self, context: Mapping[str, Any]) -> None:
+        if not self._ops_channel:
+            log.info("slack: a queue hold is not announced: PACER_OPS_CHANNEL is unset")
+            return
+        text = render("slack/queue_hold.j2", **context)
+        blocks = [SectionBlock(text=MarkdownTextObject(text=text[:3000])).to_dict()]
+        if context.get("resumable"):
+            button = ButtonElement(text=render("slack/label_resume.j2"), action_id=QUEUE_RESUME, value="resume")
+            blocks.append(ActionsBlock(elements=[button]).to_dict())
+        self._client.chat_postMessage(channel=self._ops_channel, text=text, blocks=blocks, unfurl_links=False)
+
+    def _session(self, session_id: int) -> dict[str, Any] | None:
+        """A plain snapshot, so rendering never touches a row outside its transaction."""
+        with self._pacer.db() as db:
+            row = db.get(Session, session_id)
+            if row is None:
+                return None
+            return {"id": row.id, "title": row.title, "genesis": row.genesis, "requester": row.requester, "source": dict(row.source or {})}
+
+    def _later(self, what: str, func: Any, *args: Any) -> None:
+        if self._edge is None:
+            func(*args)
+        else:
+            self._edge.submit(what, func, *args)
