@@ -29,7 +29,14 @@ from bot.context import Answer, Context, EngineHandler, StoreContext, StoreHandl
 from bot.render import render
 from bot.roles import authorize, role_of, subjects
 from bot.runtime import Pacer
-from scheduler.errors import CommandError, Forbidden, InvalidInput, NotFound, Refused, StoreUnavailable
+from scheduler.errors import (
+    CommandError,
+    Forbidden,
+    InvalidInput,
+    NotFound,
+    Refused,
+    StoreUnavailable,
+)
 from scheduler.models import OperatorHold
 from scheduler.sessions import get_session
 

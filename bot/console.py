@@ -28,13 +28,16 @@ def run_console(settings: Settings, *, user: str | None = None, stdin: TextIO = 
     pacer = runtime.build(settings, migrate=True, deferrer=_NullDeferrer())
     who = user or settings.console_user
     stdout.write(render("text/console_banner.j2", user=who, role=settings.roster.get(who)) + "\n")
-    for line in stdin:
-        if line.strip().lower() in QUIT:
-            break
-        if not line.strip():
-            continue
-        stdout.write(answer(pacer, line, user=who) + "\n")
-        stdout.flush()
+    try:
+        for line in stdin:
+            if line.strip().lower() in QUIT:
+                break
+            if not line.strip():
+                continue
+            stdout.write(answer(pacer, line, user=who) + "\n")
+            stdout.flush()
+    finally:
+        runtime.stop(pacer)
     return 0
 
 

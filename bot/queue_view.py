@@ -9,7 +9,6 @@ row's position means the same in `queue spot` as in `queue`.
 from __future__ import annotations
 
 from dataclasses import dataclass
-
 from datetime import datetime
 
 from sqlalchemy import case, func

@@ -21,7 +21,6 @@ from scheduler.sessions import class_of, get_session
 from scheduler.waiting import Mechanism, waiting_reason
 
 TEXT_ROWS = 50  # the console and API list this many rows before "and N more"
-SLACK_FIXED_BLOCKS = 4  # header, two section headings, the closing line
 HELD_ROWS = 30
 
 
@@ -41,7 +40,8 @@ def help_answer(ctx: StoreContext, command: c.Help) -> Answer:
 
 def queue_answer(ctx: StoreContext, command: c.Queue) -> Answer:
     policy = load_policy(ctx.db)
-    limit = ctx.block_limit - SLACK_FIXED_BLOCKS if ctx.flavour == "slack" else TEXT_ROWS
+    # Slack: fetch a full message's worth; `blocks.capped` trims to the limit and counts the rest.
+    limit = ctx.block_limit if ctx.flavour == "slack" else TEXT_ROWS
     view = queue_view.build(
         ctx.db,
         policy,

@@ -4,4 +4,4 @@ parser (`grammar`). `parse` is the one entry point every surface uses."""
 from bot.commands.command import Command, verb
 from bot.commands.grammar import GENERAL_USAGE, USAGE, parse, usage_of
 
-__all__ = ["Command", "GENERAL_USAGE", "USAGE", "parse", "usage_of", "verb"]
+__all__ = ["GENERAL_USAGE", "USAGE", "Command", "parse", "usage_of", "verb"]

@@ -10,19 +10,15 @@ from __future__ import annotations
 import difflib
 import re
 from collections.abc import Callable
-from dataclasses import dataclass
 from datetime import timedelta
-from typing import TypeVar
 
 from bot.commands import command as c
+from bot.commands.cursor import ID_PATTERN, INT_PATTERN, Cursor, Token, shown
 from bot.commands.times import parse_duration, parse_time
-from scheduler.errors import CommandError, InvalidInput
+from scheduler.errors import CommandError
 from scheduler.genesis import OVERRIDABLE, Genesis
 
-T = TypeVar("T")
-
 MAX_CHARS = 4000
-MAX_ID = 2_147_483_647  # the database's integer column
 MAX_PRECEDENCE = 1_000_000_000  # room left for neighbour nudges inside a 32-bit column
 MAX_SESSIONS_LIMIT = 10_000
 
@@ -49,8 +45,6 @@ USAGE: dict[str, str] = {
 NAMES = tuple(USAGE)
 GENERAL_USAGE = "<command> [arguments]; commands: " + ", ".join(NAMES) + " (try help <command>)"
 
-_INT = re.compile(r"[+-]?\d{1,12}", re.ASCII)
-_ID = re.compile(r"#?(\d{1,12})", re.ASCII)
 _TOKEN = re.compile(r"\S+")
 # Control characters are refused outright: PostgreSQL cannot store NUL, and the rest are
 # never typed on purpose. Tab and newline stay (a prompt may span lines).
@@ -70,79 +64,7 @@ _ON = {"on", "true", "yes", "1"}
 _OFF = {"off", "false", "no", "0"}
 
 
-def shown(token: str) -> str:
-    """A token quoted for an error line: repr escapes anything unprintable, and long input is cut."""
-    return repr(token if len(token) <= 40 else token[:37] + "...")
-
-
-@dataclass(frozen=True)
-class _Token:
-    text: str
-    start: int
-
-
-class _Cursor:
-    """The words after the subcommand, with the raw text kept for free-text tails."""
-
-    def __init__(self, source: str, tokens: list[_Token], usage: str) -> None:
-        self.source = source
-        self.tokens = tokens
-        self.position = 0
-        self.usage = usage
-
-    def fail(self, message: str) -> CommandError:
-        return CommandError(message, self.usage)
-
-    def peek(self) -> str | None:
-        return self.tokens[self.position].text if self.position < len(self.tokens) else None
-
-    def take(self, what: str) -> str:
-        token = self.peek()
-        if token is None:
-            raise self.fail(f"missing {what}")
-        self.position += 1
-        return token
-
-    def rest(self) -> str:
-        """The raw text from the current word on, whitespace inside it preserved."""
-        if self.position >= len(self.tokens):
-            return ""
-        return self.source[self.tokens[self.position].start :].strip()
-
-    def end(self) -> None:
-        token = self.peek()
-        if token is not None:
-            raise self.fail(f"unexpected argument {shown(token)}")
-
-    def session_id(self, field: str = "id") -> int:
-        return self.ident(self.take(f"<{field}>" if field != "id" else "session <id>"), field)
-
-    def ident(self, token: str, field: str = "id") -> int:
-        match = _ID.fullmatch(token)
-        if match is None:
-            raise self.fail(f"{field}: {shown(token)} is not an id; use a number like 42 or #42")
-        value = int(match.group(1))
-        if not 1 <= value <= MAX_ID:
-            raise self.fail(f"{field}: {shown(token)} is out of range; ids run from 1 to {MAX_ID}")
-        return value
-
-    def integer(self, token: str, field: str, low: int, high: int) -> int:
-        if _INT.fullmatch(token) is None:
-            raise self.fail(f"{field}: {shown(token)} is not a whole number")
-        value = int(token)
-        if not low <= value <= high:
-            raise self.fail(f"{field}: {shown(token)} must be between {low:,} and {high:,}")
-        return value
-
-    def lift(self, fn: Callable[[], T]) -> T:
-        """Run a times/genesis check and re-raise its InvalidInput with this usage line."""
-        try:
-            return fn()
-        except InvalidInput as exc:
-            raise self.fail(str(exc)) from None
-
-
-def _help(cur: _Cursor) -> c.Help:
+def _help(cur: Cursor) -> c.Help:
     topic = cur.peek()
     if topic is None:
         return c.Help()
@@ -151,7 +73,7 @@ def _help(cur: _Cursor) -> c.Help:
     return c.Help(_known_name(topic.lower(), cur.usage, field="help"))
 
 
-def _queue(cur: _Cursor) -> c.Queue:
+def _queue(cur: Cursor) -> c.Queue:
     scope: str | None = None
     genesis: str | None = None
     while (token := cur.peek()) is not None:
@@ -171,20 +93,20 @@ def _queue(cur: _Cursor) -> c.Queue:
     return c.Queue(scheduling_class=cls, every_status=scope == "all", genesis=genesis)
 
 
-def _genesis(cur: _Cursor, value: str, field: str) -> str:
+def _genesis(cur: Cursor, value: str, field: str) -> str:
     allowed = ", ".join(g.value for g in Genesis)
     if value.lower() not in {g.value for g in Genesis}:
         raise cur.fail(f"{field}: {shown(value)} is not a genesis; use one of {allowed}")
     return value.lower()
 
 
-def _holds(cur: _Cursor) -> c.Holds:
+def _holds(cur: Cursor) -> c.Holds:
     cur.end()
     return c.Holds()
 
 
-def _one_id(make: Callable[[int], c.Command]) -> Callable[[_Cursor], c.Command]:
-    def parse_one(cur: _Cursor) -> c.Command:
+def _one_id(make: Callable[[int], c.Command]) -> Callable[[Cursor], c.Command]:
+    def parse_one(cur: Cursor) -> c.Command:
         session_id = cur.session_id()
         cur.end()
         return make(session_id)
@@ -192,7 +114,7 @@ def _one_id(make: Callable[[int], c.Command]) -> Callable[[_Cursor], c.Command]:
     return parse_one
 
 
-def _demote(cur: _Cursor) -> c.Demote:
+def _demote(cur: Cursor) -> c.Demote:
     session_id = cur.session_id()
     token = cur.peek()
     if token is not None and token.lower() != "top":
@@ -203,7 +125,7 @@ def _demote(cur: _Cursor) -> c.Demote:
     return c.Demote(session_id, top=token is not None)
 
 
-def _rank(cur: _Cursor) -> c.Rank:
+def _rank(cur: Cursor) -> c.Rank:
     session_id = cur.session_id()
     where = cur.take("a place: <n>, top, above <id>, below <id> or between <id> <id>")
     lowered = where.lower()
@@ -225,14 +147,14 @@ def _rank(cur: _Cursor) -> c.Rank:
         if first == second:
             raise cur.fail("between: name two different sessions")
         return c.Rank(session_id, "between", neighbours=(first, second))
-    if _INT.fullmatch(where) is None:
+    if INT_PATTERN.fullmatch(where) is None:
         raise cur.fail(f"place: {shown(where)} is not a place; use a whole number, top, above <id>, below <id> or between <id> <id>")
     value = cur.integer(where, "precedence", -MAX_PRECEDENCE, MAX_PRECEDENCE)
     cur.end()
     return c.Rank(session_id, "value", precedence=value)
 
 
-def _pause(cur: _Cursor) -> c.Pause:
+def _pause(cur: Cursor) -> c.Pause:
     session_id = cur.session_id()
     mode = cur.peek()
     if mode is None:
@@ -254,7 +176,7 @@ def _pause(cur: _Cursor) -> c.Pause:
     return c.Pause(session_id, until=spec)
 
 
-def _hold(cur: _Cursor) -> c.Hold:
+def _hold(cur: Cursor) -> c.Hold:
     selector = _selector(cur, cur.take("a selector: #id, genesis:, trigger:, repo:, label:, class: or all"))
     ttl: timedelta | None = None
     if (cur.peek() or "").lower() == "for":
@@ -264,14 +186,14 @@ def _hold(cur: _Cursor) -> c.Hold:
     return c.Hold(selector, ttl=ttl, reason=cur.rest())
 
 
-def _selector(cur: _Cursor, token: str) -> c.Selector:
+def _selector(cur: Cursor, token: str) -> c.Selector:
     lowered = token.lower()
     if lowered == "all":
         return c.Selector("all")
     prefix, sep, value = token.partition(":")
     if not sep:
         ids = token.split(",")
-        if not all(_ID.fullmatch(part) for part in ids):
+        if not all(ID_PATTERN.fullmatch(part) for part in ids):
             raise cur.fail(
                 f"selector: {shown(token)} is not a selector; use #id (comma-separated ok), "
                 "genesis:<g>, trigger:<id>, repo:<owner/name>, label:<name>, class:<priority|spot> or all"
@@ -298,13 +220,13 @@ def _selector(cur: _Cursor, token: str) -> c.Selector:
     return c.Selector("label", (value,))
 
 
-def _release(cur: _Cursor) -> c.Release:
+def _release(cur: Cursor) -> c.Release:
     hold_id = cur.ident(cur.take("<hold id>"), "hold id")
     cur.end()
     return c.Release(hold_id)
 
 
-def _resume(cur: _Cursor) -> c.Resume:
+def _resume(cur: Cursor) -> c.Resume:
     group = cur.peek()
     if group is not None:
         cur.take("group")
@@ -314,7 +236,7 @@ def _resume(cur: _Cursor) -> c.Resume:
     return c.Resume(group)
 
 
-def _policy(cur: _Cursor) -> c.PolicyShow | c.PolicySet:
+def _policy(cur: Cursor) -> c.PolicyShow | c.PolicySet:
     action = cur.peek()
     if action is None:
         return c.PolicyShow()
@@ -347,7 +269,7 @@ def _policy(cur: _Cursor) -> c.PolicyShow | c.PolicySet:
     return c.PolicySet(tuple(changes.items()), tuple(overrides.items()))
 
 
-def _policy_value(cur: _Cursor, key: str, value: str) -> bool | float | int:
+def _policy_value(cur: Cursor, key: str, value: str) -> bool | float | int:
     lowered = value.lower()
     if key in {"gating", "preemption"}:
         if lowered in _ON | _OFF:
@@ -361,7 +283,7 @@ def _policy_value(cur: _Cursor, key: str, value: str) -> bool | float | int:
     return float(number)
 
 
-def _override_genesis(cur: _Cursor, value: str) -> str:
+def _override_genesis(cur: Cursor, value: str) -> str:
     genesis = _genesis(cur, value, "override")
     if Genesis(genesis) not in OVERRIDABLE:
         only = ", ".join(sorted(OVERRIDABLE))
@@ -369,14 +291,14 @@ def _override_genesis(cur: _Cursor, value: str) -> str:
     return genesis
 
 
-def _override_class(cur: _Cursor, key: str, value: str) -> str | None:
+def _override_class(cur: Cursor, key: str, value: str) -> str | None:
     lowered = value.lower()
     if lowered not in {"priority", "spot", "default"}:
         raise cur.fail(f"{key}: {shown(value)} is not a class; use priority, spot or default")
     return None if lowered == "default" else lowered
 
 
-def _trigger(cur: _Cursor) -> c.TriggerClass | c.TriggerPrecedence:
+def _trigger(cur: Cursor) -> c.TriggerClass | c.TriggerPrecedence:
     trigger_id = cur.ident(cur.take("trigger <id>"), "trigger id")
     what = cur.take("class or precedence").lower()
     if what == "class":
@@ -390,7 +312,7 @@ def _trigger(cur: _Cursor) -> c.TriggerClass | c.TriggerPrecedence:
     raise cur.fail(f"setting: {shown(what)} is not a trigger setting; use class or precedence")
 
 
-def _new(cur: _Cursor) -> c.New:
+def _new(cur: Cursor) -> c.New:
     spot = False
     while (token := cur.peek()) is not None and token.startswith("--"):
         if token.lower() != "--spot":
@@ -403,17 +325,17 @@ def _new(cur: _Cursor) -> c.New:
     return c.New(prompt, spot=spot)
 
 
-def _whatif(cur: _Cursor) -> c.WhatIf:
+def _whatif(cur: Cursor) -> c.WhatIf:
     token = cur.take("<id> or --spot")
     cur.end()
     if token.lower() == "--spot":
         return c.WhatIf(spot=True)
-    if _ID.fullmatch(token) is None:
+    if ID_PATTERN.fullmatch(token) is None:
         raise cur.fail(f"id: {shown(token)} is neither a session id (42 or #42) nor --spot")
     return c.WhatIf(session_id=cur.ident(token))
 
 
-def _reply(cur: _Cursor) -> c.ThreadReply:
+def _reply(cur: Cursor) -> c.ThreadReply:
     session_id = cur.session_id()
     text = cur.rest()
     if not text:
@@ -421,7 +343,7 @@ def _reply(cur: _Cursor) -> c.ThreadReply:
     return c.ThreadReply(session_id, text)
 
 
-PARSERS: dict[str, Callable[[_Cursor], c.Command]] = {
+PARSERS: dict[str, Callable[[Cursor], c.Command]] = {
     "help": _help,
     "queue": _queue,
     "holds": _holds,
@@ -459,13 +381,13 @@ def parse(text: str) -> c.Command:
     bad = _CONTROL.search(text)
     if bad is not None:
         raise CommandError(f"command contains the control character {bad.group()!r}; remove it", GENERAL_USAGE)
-    tokens = [_Token(m.group(), m.start()) for m in _TOKEN.finditer(text)]
+    tokens = [Token(m.group(), m.start()) for m in _TOKEN.finditer(text)]
     if tokens and tokens[0].text.lower() == "/pacer":
         tokens = tokens[1:]
     if not tokens:
         return c.Help()
     name = _known_name(tokens[0].text.lower(), GENERAL_USAGE)
-    return PARSERS[name](_Cursor(text, tokens[1:], USAGE[name]))
+    return PARSERS[name](Cursor(text, tokens[1:], USAGE[name]))
 
 
 def usage_of(command_name: str) -> str:

@@ -96,7 +96,7 @@ def parse_time(token: str, *, field: str) -> TimeSpec:
         return After(parse_duration(token, field=field))
     if _ISO.fullmatch(token):
         try:
-            when = datetime.fromisoformat(token.upper().replace("Z", "+00:00"))
+            when = datetime.fromisoformat(token.upper())
         except ValueError:
             raise InvalidInput(f"{field}: {_shown(token)} is not a valid date or time", field=field) from None
         return Instant(when.replace(tzinfo=UTC) if when.tzinfo is None else when.astimezone(UTC))

@@ -1,0 +1,90 @@
+"""Reading the words of a command one at a time: the cursor the grammar's subcommand parsers
+share, with the id and integer readers every one of them uses. Every failure is a CommandError
+carrying the subcommand's usage line."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TypeVar
+
+from scheduler.errors import CommandError, InvalidInput
+
+T = TypeVar("T")
+
+MAX_ID = 2_147_483_647  # the database's integer column
+INT_PATTERN = re.compile(r"[+-]?\d{1,12}", re.ASCII)
+ID_PATTERN = re.compile(r"#?(\d{1,12})", re.ASCII)
+
+
+def shown(token: str) -> str:
+    """A token quoted for an error line: repr escapes anything unprintable, and long input is cut."""
+    return repr(token if len(token) <= 40 else token[:37] + "...")
+
+
+@dataclass(frozen=True)
+class Token:
+    text: str
+    start: int
+
+
+class Cursor:
+    """The words after the subcommand, with the raw text kept for free-text tails."""
+
+    def __init__(self, source: str, tokens: list[Token], usage: str) -> None:
+        self.source = source
+        self.tokens = tokens
+        self.position = 0
+        self.usage = usage
+
+    def fail(self, message: str) -> CommandError:
+        return CommandError(message, self.usage)
+
+    def peek(self) -> str | None:
+        return self.tokens[self.position].text if self.position < len(self.tokens) else None
+
+    def take(self, what: str) -> str:
+        token = self.peek()
+        if token is None:
+            raise self.fail(f"missing {what}")
+        self.position += 1
+        return token
+
+    def rest(self) -> str:
+        """The raw text from the current word on, whitespace inside it preserved."""
+        if self.position >= len(self.tokens):
+            return ""
+        return self.source[self.tokens[self.position].start :].strip()
+
+    def end(self) -> None:
+        token = self.peek()
+        if token is not None:
+            raise self.fail(f"unexpected argument {shown(token)}")
+
+    def session_id(self, field: str = "id") -> int:
+        return self.ident(self.take(f"<{field}>" if field != "id" else "session <id>"), field)
+
+    def ident(self, token: str, field: str = "id") -> int:
+        match = ID_PATTERN.fullmatch(token)
+        if match is None:
+            raise self.fail(f"{field}: {shown(token)} is not an id; use a number like 42 or #42")
+        value = int(match.group(1))
+        if not 1 <= value <= MAX_ID:
+            raise self.fail(f"{field}: {shown(token)} is out of range; ids run from 1 to {MAX_ID}")
+        return value
+
+    def integer(self, token: str, field: str, low: int, high: int) -> int:
+        if INT_PATTERN.fullmatch(token) is None:
+            raise self.fail(f"{field}: {shown(token)} is not a whole number")
+        value = int(token)
+        if not low <= value <= high:
+            raise self.fail(f"{field}: {shown(token)} must be between {low:,} and {high:,}")
+        return value
+
+    def lift(self, fn: Callable[[], T]) -> T:
+        """Run a times/genesis check and re-raise its InvalidInput with this usage line."""
+        try:
+            return fn()
+        except InvalidInput as exc:
+            raise self.fail(str(exc)) from None
