@@ -68,6 +68,7 @@ class MockSlack:
 
     calls: list[Call] = field(default_factory=list)
     errors: dict[str, str] = field(default_factory=dict)  # method -> Slack error code to answer with
+    socket_url: str | None = None  # what apps.connections.open hands the Socket Mode client
     _cond: threading.Condition = field(default_factory=threading.Condition)
     _ts: Any = field(default_factory=lambda: itertools.count(1))
     _server: ThreadingHTTPServer | None = None
@@ -128,6 +129,8 @@ class MockSlack:
         ts = f"{1_790_000_000 + next(self._ts)}.000100"
         if method == "auth.test":
             return 200, {"ok": True, "url": "https://pacer-test.slack.com/", "team": "Pacer Test", "user": "pacer", "team_id": TEAM_ID, "user_id": BOT_USER_ID, "bot_id": BOT_ID}
+        if method == "apps.connections.open" and self.socket_url:
+            return 200, {"ok": True, "url": self.socket_url}
         if method == "chat.postMessage":
             return 200, {"ok": True, "channel": body.get("channel"), "ts": ts, "message": {"text": body.get("text"), "ts": ts}}
         if method == "chat.postEphemeral":

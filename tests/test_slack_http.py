@@ -64,11 +64,10 @@ def test_a_garbage_timestamp_is_refused_with_401_not_a_crash(slack, mock: MockSl
     assert slack.http.post("/slack/events", content=body, headers=headers).status_code == 401
 
 
-@pytest.mark.parametrize("age_seconds", [301, 3600])
-def test_a_stale_timestamp_is_refused_even_when_correctly_signed(slack, mock: MockSlack, age_seconds: int) -> None:
+def test_a_stale_timestamp_is_refused_even_when_correctly_signed(slack, mock: MockSlack) -> None:
     body = command_body("help", user="UOPS", response_url=mock.response_url())
-    response = slack.post(body, timestamp=int(time.time()) - age_seconds)
-    assert response.status_code == 401
+    for age_seconds in (301, 3600, -301):
+        assert slack.post(body, timestamp=int(time.time()) - age_seconds).status_code == 401
     slack.settle()
     assert _responses(mock) == []
 

@@ -9,8 +9,6 @@ never on the event loop.
 
 from __future__ import annotations
 
-from concurrent.futures import ThreadPoolExecutor
-
 from slack_bolt import App
 from slack_bolt.error import BoltError
 from slack_sdk import WebClient
@@ -21,9 +19,6 @@ from integrations.slack import actions, commands, events
 from integrations.slack.edge import SlackEdge
 from scheduler.errors import ConfigError
 
-# Listeners only ack and hand off (see edge.py), so these threads are busy for microseconds per
-# request; 16 absorbs a burst of slash commands without an ack ever queueing behind another.
-LISTENER_THREADS = 16
 WEB_API_TIMEOUT_SECONDS = 10
 
 
@@ -36,14 +31,15 @@ def build_web_client(pacer: Pacer) -> WebClient:
     return client
 
 
-def build_bolt_app(pacer: Pacer, *, edge: SlackEdge | None = None, verify_token: bool = True, listener_threads: int = LISTENER_THREADS) -> App:
+def build_bolt_app(pacer: Pacer, *, edge: SlackEdge | None = None, verify_token: bool = True) -> App:
     """The Bolt app with every Pacer listener registered.
 
     `verify_token=False` skips the start-up `auth.test` (Bolt then calls it on the first request);
     with it on, a token Slack refuses stops start-up with a ConfigError naming SLACK_BOT_TOKEN.
-    Request signature verification is always on.
+    Request signature verification is always on. Listeners run on `edge.listeners`.
     """
     settings = pacer.settings
+    edge = edge or SlackEdge(pacer)
     if not settings.slack_signing_secret:
         raise ConfigError("SLACK_SIGNING_SECRET: must be set to receive Slack requests")
     if not settings.slack_bot_token:
@@ -55,14 +51,13 @@ def build_bolt_app(pacer: Pacer, *, edge: SlackEdge | None = None, verify_token:
             token_verification_enabled=verify_token,
             request_verification_enabled=True,
             process_before_response=False,
-            listener_executor=ThreadPoolExecutor(max_workers=listener_threads, thread_name_prefix="slack-listener"),
+            listener_executor=edge.listeners,
             name="pacer",
         )
     except BoltError as exc:
         raise ConfigError(f"SLACK_BOT_TOKEN: Slack's auth.test refused it ({_reason(exc)})") from None
     except OSError as exc:  # unreachable Web API: say where we looked, never with the token
         raise ConfigError(f"SLACK_API_URL={settings.slack_api_url!r}: auth.test got no answer ({type(exc).__name__})") from None
-    edge = edge or SlackEdge(pacer)
     commands.register(app, edge)
     events.register(app, edge)
     actions.register(app, edge)

@@ -73,12 +73,11 @@ def take_message(pacer: Pacer, body: Mapping[str, Any], handoff: Intake) -> None
 
 
 def intake() -> Intake:
-    """`bot.intake.slack_message` once the intake module exists; until then, `log_message`."""
+    """`bot.intake.slack_message` once intake provides it; until then, `log_message`."""
     if importlib.util.find_spec("bot.intake") is None:
         return log_message
-    module = importlib.import_module("bot.intake")
-    handler: Intake = module.slack_message
-    return handler
+    handler: Intake | None = getattr(importlib.import_module("bot.intake"), "slack_message", None)
+    return handler or log_message
 
 
 def log_message(pacer: Pacer, event: dict[str, Any]) -> None:
