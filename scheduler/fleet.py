@@ -20,6 +20,7 @@ from scheduler.context import Context
 from scheduler.models import Session, Turn
 from scheduler.policy import PolicyView
 from scheduler.ports import QuotaReading
+from scheduler.genesis import SchedulingClass, parse_class, parse_genesis, resolve_class
 from scheduler.sessions import is_spot
 from scheduler.snapshot import Asking, FleetTurn, Snapshot, WindowState
 
@@ -64,20 +65,33 @@ def burn_rate(ctx: Context, runtime: str) -> float:
 
 
 def running_fleet(db: DBSession, ctx: Context, policy: PolicyView) -> list[tuple[Session, Turn]]:
+    """Every running turn with its session, whole rows (for sweeps that act on them)."""
     stmt = select(Session, Turn).join(Turn, col(Turn.session_id) == col(Session.id)).where(Turn.status == "running")
     return list(db.exec(stmt))
 
 
-def build_snapshot(db: DBSession, ctx: Context, policy: PolicyView, reading: QuotaReading | None) -> Snapshot:
-    fleet = tuple(
-        FleetTurn(
-            session_id=s.id or 0,
-            is_spot=is_spot(s, policy),
-            spends_quota=ctx.runtime(s.runtime).spends_quota,
-            burn_per_min=burn_rate(ctx, s.runtime),
-        )
-        for s, _turn in running_fleet(db, ctx, policy)
+def fleet_columns(db: DBSession, policy: PolicyView) -> list[tuple[int, bool, str]]:
+    """(session id, is spot, runtime) for every turn a worker is executing now: three columns,
+    not two whole rows, because this runs on every decision."""
+    stmt = (
+        select(Session.id, Session.scheduling_class, Session.genesis, Session.runtime)
+        .join(Turn, col(Turn.session_id) == col(Session.id))
+        .where(Turn.status == "running")
     )
+    fleet = []
+    for sid, own, genesis, runtime in db.exec(stmt):
+        cls = resolve_class(parse_class(own), None, parse_genesis(genesis), policy.overrides)
+        fleet.append((int(sid), cls is SchedulingClass.SPOT, str(runtime)))
+    return fleet
+
+
+def build_snapshot(db: DBSession, ctx: Context, policy: PolicyView, reading: QuotaReading | None) -> Snapshot:
+    rates: dict[str, float] = {}
+    fleet = []
+    for sid, spot, runtime in fleet_columns(db, policy):
+        if runtime not in rates:
+            rates[runtime] = burn_rate(ctx, runtime)
+        fleet.append(FleetTurn(sid, spot, ctx.runtime(runtime).spends_quota, rates[runtime]))
     pool = None
     if reading is not None and reading.accounts:
         from scheduler.pool import pool_capacity
@@ -86,7 +100,7 @@ def build_snapshot(db: DBSession, ctx: Context, policy: PolicyView, reading: Quo
     return Snapshot(
         policy=policy,
         windows=windows_from(reading),
-        fleet=fleet,
+        fleet=tuple(fleet),
         agent_workers=ctx.agent_workers,
         pool=pool,
         accounts_averaged=reading.accounts_averaged if reading else 0,
