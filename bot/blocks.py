@@ -36,7 +36,15 @@ def mrkdwn(text: str) -> MarkdownTextObject:
     return MarkdownTextObject(text=text[:3000])
 
 
-def row_menu(row: QueueRow) -> OverflowMenuElement | None:
+MENU_VERBS = ("promote", "start", "demote_top", "archive")
+
+
+def menu_labels() -> dict[str, str]:
+    """Each ⋮ entry's label, rendered once per answer rather than once per row."""
+    return {verb: render("slack/queue_menu.j2", option=verb) for verb in MENU_VERBS}
+
+
+def row_menu(row: QueueRow, labels: dict[str, str]) -> OverflowMenuElement | None:
     """The row's ⋮ menu: only the entries that can do something for a row in this state."""
     verbs: list[str] = []
     if row.scheduling_class == "spot" and row.status not in {"done", "archived"}:
@@ -50,7 +58,7 @@ def row_menu(row: QueueRow) -> OverflowMenuElement | None:
     if not verbs:
         return None
     options = [
-        Option(value=f"{verb}:{row.id}", text=PlainTextObject(text=render("slack/queue_menu.j2", option=verb)))
+        Option(value=f"{verb}:{row.id}", text=PlainTextObject(text=labels[verb]))
         for verb in verbs
     ]
     return OverflowMenuElement(action_id=QUEUE_ROW, options=options)
@@ -72,6 +80,7 @@ def queue_blocks(view: QueueView, *, limit: int) -> list[dict[str, Any]]:
     heading = render("slack/queue_heading.j2", view=view)[:HEADER_LIMIT]
     blocks: list[Block] = [HeaderBlock(text=PlainTextObject(text=heading))]
     counts = [0]
+    labels = menu_labels()
     for cls, rows, total in (("priority", view.priority, view.priority_total), ("spot", view.spot, view.spot_total)):
         if total == 0:
             continue
@@ -79,7 +88,7 @@ def queue_blocks(view: QueueView, *, limit: int) -> list[dict[str, Any]]:
         counts.append(0)
         for row in rows:
             text = render("slack/queue_row.j2", row=row, of=view.waiting_total)
-            blocks.append(SectionBlock(text=mrkdwn(text), accessory=row_menu(row)))
+            blocks.append(SectionBlock(text=mrkdwn(text), accessory=row_menu(row, labels)))
             counts.append(1)
     if len(blocks) == 1:
         blocks.append(SectionBlock(text=mrkdwn(render("slack/queue_empty.j2", view=view))))

@@ -8,8 +8,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from sqlalchemy import update
-from sqlmodel import col
+from sqlalchemy import and_, or_, update
+from sqlmodel import col, select
 
 from bot import queue_view
 from bot.commands import command as c
@@ -17,15 +17,15 @@ from bot.context import Answer, StoreContext
 from scheduler import precedence as prec
 from scheduler.errors import InvalidInput, Refused
 from scheduler.models import Session, Status
-from scheduler.policy import change_policy, ensure_policy, load_policy
+from scheduler.policy import PolicyView, change_policy, ensure_policy, load_policy
 from scheduler.sessions import (
     QueueFilter,
     change_class,
     change_trigger_class,
+    class_expr,
     class_of,
     get_session,
     get_trigger,
-    ranked_queue,
     reorder_between,
     set_precedence,
 )
@@ -94,7 +94,7 @@ def rank(ctx: StoreContext, command: c.Rank) -> Answer:
         for row, value in ((upper, result.upper_neighbour), (lower, result.lower_neighbour)):
             if row is not None and row.id is not None and value is not None:
                 nudged.append((row.id, value))
-    place = queue_view.ladder(ctx.db, load_policy(ctx.db)).get(command.session_id)
+    place = queue_view.ladder(ctx.db, load_policy(ctx.db), [command.session_id]).get(command.session_id)
     return Answer(
         "ranked",
         {"session": _plain(ctx, session), "before": before, "nudged": nudged, "position": place},
@@ -110,22 +110,40 @@ def _neighbours(ctx: StoreContext, session: Session, command: c.Rank) -> tuple[S
         return ordered[0], ordered[1]
     target_id = command.neighbours[0]
     target = get_session(ctx.db, target_id)
-    queue = [
-        row
-        for row, _cls in ranked_queue(ctx.db, load_policy(ctx.db), QueueFilter(scheduling_class="spot"))
-        if row.id != session.id
-    ]
-    ids = [row.id for row in queue]
-    if target.id not in ids:
+    policy = load_policy(ctx.db)
+    if target.status not in QueueFilter.statuses or class_of(target, policy).value != "spot":
         raise InvalidInput(
             f"{command.place}: #{target_id} is not in the spot queue (it is {target.status}, "
-            f"{class_of(target, load_policy(ctx.db)).value}); name a queued spot session",
+            f"{class_of(target, policy).value}); name a queued spot session",
             field=command.place,
         )
-    index = ids.index(target.id)
     if command.place == "above":
-        return (queue[index - 1] if index > 0 else None), target
-    return target, (queue[index + 1] if index + 1 < len(queue) else None)
+        return _adjacent(ctx, policy, target, session, ahead=True), target
+    return target, _adjacent(ctx, policy, target, session, ahead=False)
+
+
+def _adjacent(ctx: StoreContext, policy: PolicyView, target: Session, moving: Session, *, ahead: bool) -> Session | None:
+    """The spot-queue row just ahead of (or just behind) `target`, leaving out the row being
+    moved: one indexed query rather than the whole queue."""
+    prec_, created, ident = col(Session.precedence), col(Session.created_at), col(Session.id)
+    if ahead:
+        beyond = or_(prec_ > target.precedence, and_(prec_ == target.precedence, or_(created < target.created_at, and_(created == target.created_at, ident < target.id))))
+        order = (prec_.asc(), created.desc(), ident.desc())
+    else:
+        beyond = or_(prec_ < target.precedence, and_(prec_ == target.precedence, or_(created > target.created_at, and_(created == target.created_at, ident > target.id))))
+        order = (prec_.desc(), created.asc(), ident.asc())
+    stmt = (
+        select(Session)
+        .where(
+            class_expr(policy) == "spot",
+            col(Session.status).in_(list(QueueFilter.statuses)),
+            ident != moving.id,
+            beyond,
+        )
+        .order_by(*order)
+        .limit(1)
+    )
+    return ctx.db.exec(stmt).first()
 
 
 def archive(ctx: StoreContext, command: c.Archive) -> Answer:

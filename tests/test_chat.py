@@ -113,6 +113,10 @@ def test_queue_ranks_priority_above_spot_with_ladder_pill_and_reason(pacer) -> N
     assert "Priority" not in spot and f"#{c} high · waiting · #2 of 3 · 1 ahead" in spot  # the ladder ignores the filter
     assert f"#{a}" in ask(pacer, "queue genesis:slack", actor="UMEM").text
     assert f"#{b}" not in ask(pacer, "queue genesis:slack", actor="UMEM").text
+    assert ask(pacer, "queue priority", actor="UMEM").text.splitlines()[2] == f"  #{a} answer the customer · waiting · #1 of 3 · 0 ahead · [slack · priority] · p0"
+    edit(pacer, c, status="running")  # a running row has no place; those behind it move up
+    issue = ask(pacer, "queue genesis:github_issue", actor="UMEM").text.splitlines()
+    assert issue[2:] == [f"  #{c} high · running · [github_issue · spot] · p9", f"  #{b} low · waiting · #2 of 2 · 1 ahead · [github_issue · spot] · p1 · held: at_utilization_limit, re-check 2026-11-02 09:10 UTC"]
 
 
 def test_queue_all_shows_every_status(pacer) -> None:
@@ -170,7 +174,7 @@ def test_holds_lists_queue_holds_operator_holds_and_held_sessions(pacer) -> None
     text = ask(pacer, "holds", actor="UMEM").text
     assert text.splitlines() == [
         "Queue holds",
-        "  rate_limit (whole queue) since 2026-11-02 09:00 UTC · Resumes at 2026-11-02 09:05 UTC",
+        "  rate_limit (whole queue) · since 2026-11-02 09:00 UTC · Resumes at 2026-11-02 09:05 UTC",
         "      The provider returned a rate limit.",
         "Operator holds",
         "  hold 1 · genesis schedule · by UOP since 2026-11-02 09:00 UTC · until released · noisy <cron>",
