@@ -7,6 +7,7 @@ Pure functions over `scheduler.ports.AccountReading`; the clock is an argument.
     capacity = pool_capacity(reading.accounts, now)
     capacity_sentence(capacity, now)    # "Work resumes in 22m (2026-11-02 09:22 UTC) …"
     weekly_reset_sentence(capacity, now)
+    countdown_clock(at, now)            # "in 22m (2026-11-02 09:22 UTC)"
 
 The averaging rules, each with its reason:
   * Every account counts whatever its status. A needs_reauth account's windows keep draining
@@ -14,7 +15,8 @@ The averaging rules, each with its reason:
     account fell out of the pool or came back.
   * The 7-day figure averages every account with a 7-day reading.
   * The 5-hour figure averages only accounts whose week still has room, because those are the
-    accounts a turn could land on. Counting a week-spent account at 100% there put a floor of
+    accounts a turn could land on (an account with no 7-day reading is not known to be spent,
+    so it counts as having room). Counting a week-spent account at 100% there put a floor of
     weekly-spent / accounts-read under a curve that restarts at zero every five hours (#693).
     When nothing servable has a 5-hour reading, the figure falls back to the whole pool.
   * An account with no reading for a window leaves that window's denominator; the result says
@@ -144,8 +146,8 @@ def _waiting_on(
 
 def _comes_back(account: AccountReading, now: datetime) -> tuple[bool, bool, datetime | None]:
     """(has a reading, is out, when it comes back). The moment is the later of the resets it is
-    actually waiting on; a window with room contributes nothing, and an out window with no
-    recorded reset leaves the moment unknown."""
+    actually waiting on; a window with room — or with no reading — contributes nothing, and an
+    out window with no recorded reset leaves the moment unknown."""
     read = account.utilization_5h is not None or account.utilization_7d is not None
     waits = [
         _waiting_on(account.utilization_5h, account.reset_5h, now),
@@ -209,6 +211,12 @@ def countdown(at: datetime, now: datetime) -> str:
     return f"in {days}d {hours}h"
 
 
+def countdown_clock(at: datetime, now: datetime) -> str:
+    """The countdown beside the UTC wall clock: what a reader acts on, and what survives being
+    quoted into a later message."""
+    return render("text/countdown.j2", **_moment(at, now))
+
+
 def _moment(at: datetime | None, now: datetime) -> dict[str, object]:
     if at is None:
         return {"at": None, "countdown": None, "stale": False}
@@ -236,6 +244,7 @@ __all__ = [
     "PoolCapacity",
     "capacity_sentence",
     "countdown",
+    "countdown_clock",
     "pool_capacity",
     "pool_utilization",
     "weekly_reset_sentence",

@@ -14,6 +14,7 @@ from scheduler.pool import (
     PoolCapacity,
     capacity_sentence,
     countdown,
+    countdown_clock,
     pool_capacity,
     pool_utilization,
     weekly_reset_sentence,
@@ -287,6 +288,17 @@ def test_next_weekly_reset(rule, accounts, next_reset, blocked) -> None:
 )
 def test_countdown(rule, at, expected) -> None:
     assert countdown(at, NOW) == expected, rule
+
+
+@pytest.mark.parametrize(
+    ("rule", "at", "expected"),
+    [
+        ("a countdown with its UTC wall clock", NOW + 22 * M, "in 22m (2026-09-10 12:22 UTC)"),
+        ("a passed moment says the reading is stale", NOW - M, "due 2026-09-10 11:59 UTC (passed; the reading is stale)"),
+    ],
+)
+def test_countdown_clock(rule, at, expected) -> None:
+    assert countdown_clock(at, NOW) == expected, rule
 
 
 def cap(state: CapacityState, **kw: object) -> PoolCapacity:
