@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
+from sqlalchemy.exc import InterfaceError, OperationalError
 from sqlmodel import Session as DBSession
 
 from bot import engine, reading, steering
@@ -108,7 +109,9 @@ def answer(pacer: Pacer, actor: str, text: str, *, surface: str) -> Reply:
         return _refusal(flavour, str(exc), usage_of(command.name) if command else GENERAL_USAGE)
     except engine.Unavailable as exc:
         return Reply(text=render(f"{flavour}/command_unavailable.j2", command=exc.name), ok=False)
-    except StoreUnavailable as exc:
+    except (StoreUnavailable, OperationalError, InterfaceError) as exc:
+        # The transaction rolled back with the error: nothing changed, and the person is told
+        # to try again rather than shown a driver's message.
         log.warning("chat: the store could not be read for %r: %s", text[:80], exc)
         return Reply(text=render(f"{flavour}/command_store_unavailable.j2"), ok=False)
     except Exception:

@@ -417,6 +417,15 @@ def test_a_crashing_handler_is_one_line_and_no_trace(pacer, monkeypatch, caplog)
     assert "kaboom" in caplog.text
 
 
+def test_an_unreadable_database_is_one_line_and_no_trace(pacer) -> None:
+    from sqlalchemy import text
+
+    with pacer.engine.begin() as conn:
+        conn.execute(text("ALTER TABLE sessions RENAME TO sessions_gone"))
+    reply = ask(pacer, "queue", actor="UMEM", surface="slack")
+    assert (reply.ok, reply.text) == (False, "Pacer could not read its database just now; nothing changed. Try again in a moment.")
+
+
 def test_register_installs_an_engine_handler(pacer, monkeypatch) -> None:
     from bot.context import Answer
 
