@@ -21,6 +21,10 @@ def install(ctx: Context) -> Context:
     if getattr(ctx, "_installed", False):
         return ctx
     setattr(ctx, "_installed", True)
+    # Session events: ao_event triggers hear every notice (scheduler/session_events.py).
+    from scheduler import session_events
+
+    ctx.hooks.setdefault("*", []).append(session_events.listener(ctx))
     return ctx
 
 

@@ -55,3 +55,9 @@ _sandbox = SandboxedEnvironment(undefined=StrictUndefined, autoescape=False)
 def render_prompt(source: str, **context: Any) -> str:
     """A trigger's prompt template, rendered in the sandbox."""
     return _sandbox.from_string(source).render(**context).strip()
+
+
+def compile_prompt(source: str) -> None:
+    """Compile a trigger's prompt template in the same sandbox, without rendering it: a syntax
+    error raises jinja2.TemplateSyntaxError, which carries the line."""
+    _sandbox.from_string(source)

@@ -1,0 +1,164 @@
+"""What stands in front of every /api/v1 route: the bearer token, the acting human, the body
+size limit, and the one place a raised error becomes a JSON answer.
+
+    ApiError(401 unauthorized)     no token configured, none given, or the wrong one
+    Forbidden        -> 403        X-Pacer-Actor is off the roster, or their role does not allow it
+    NotFound         -> 404
+    InvalidInput     -> 422        with `field`; request-shape errors list every field at fault
+    Refused          -> 409        the request is valid but the state refuses it
+    ApiError(413 too_large)        the body is over PACER_MAX_BODY_BYTES
+
+The route class runs the token check before the body is parsed, so a caller without the token
+learns nothing about the API's shapes, and its errors never reach the other surfaces' routes.
+"""
+
+from __future__ import annotations
+
+import hmac
+import logging
+from collections.abc import Callable, Coroutine
+from dataclasses import dataclass
+from typing import Annotated, Any
+
+from fastapi import Depends, Request, Response
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse
+from fastapi.routing import APIRoute
+
+from bot.roles import Role, role_of
+from scheduler.errors import Forbidden, InvalidInput, NotFound, Refused
+
+log = logging.getLogger("pacer.api")
+
+ACTOR_HEADER = "X-Pacer-Actor"
+DEMO_TOKEN_KEY = "demo_api_token"  # pacer.extras: the token `pacer serve --demo` made up
+
+
+class ApiError(Exception):
+    def __init__(self, status: int, error: str, message: str, *, field: str | None = None) -> None:
+        super().__init__(message)
+        self.status = status
+        self.error = error
+        self.field = field
+
+
+@dataclass(frozen=True)
+class Caller:
+    """Who is calling: the token holder, speaking for `actor` when the header names a rostered
+    human. Without the header the token holder acts with the operator's reach, as the API key
+    a deployment issues to its own automation does."""
+
+    actor: str | None
+    role: Role | None
+
+    @property
+    def name(self) -> str:
+        return self.actor or "api"
+
+    def require_operator(self, what: str) -> None:
+        if self.actor is not None and self.role is not Role.OPERATOR:
+            raise Forbidden(f"{what} needs the operator role; {self.actor} is a {self.role.value if self.role else 'guest'}")
+
+    def require_owner(self, what: str, requester: str | None) -> None:
+        """A member may steer only the sessions they requested; an operator, any."""
+        if self.actor is None or self.role is Role.OPERATOR or requester == self.actor:
+            return
+        whose = f"it was requested by {requester}" if requester else "it has no requester"
+        raise Forbidden(f"{what} needs the operator role unless the session is yours ({whose}); {self.actor} is a member")
+
+
+def error_body(status: int, error: str, message: str, *, field: str | None = None, errors: list[dict[str, Any]] | None = None) -> JSONResponse:
+    body: dict[str, Any] = {"error": error, "message": message}
+    if field is not None:
+        body["field"] = field
+    if errors is not None:
+        body["errors"] = errors
+    headers = {"WWW-Authenticate": "Bearer"} if status == 401 else None
+    return JSONResponse(body, status_code=status, headers=headers)
+
+
+def _configured_token(request: Request) -> str | None:
+    pacer = request.app.state.pacer
+    return pacer.settings.api_token or pacer.extras.get(DEMO_TOKEN_KEY)
+
+
+def authenticate(request: Request) -> Caller:
+    token = _configured_token(request)
+    if not token:
+        raise ApiError(401, "unauthorized", "the API token is not configured: set PACER_API_TOKEN to enable the REST API")
+    header = request.headers.get("authorization", "")
+    scheme, _, given = header.partition(" ")
+    if scheme.lower() != "bearer" or not given.strip():
+        raise ApiError(401, "unauthorized", "missing bearer token: send 'Authorization: Bearer <PACER_API_TOKEN>'")
+    if not hmac.compare_digest(given.strip().encode(), token.encode()):
+        raise ApiError(401, "unauthorized", "the bearer token is not valid")
+    actor = request.headers.get(ACTOR_HEADER)
+    if actor is None or not actor.strip():
+        return Caller(None, None)
+    actor = actor.strip()
+    role = role_of(request.app.state.pacer.settings.roster, actor)
+    if role is None:
+        raise Forbidden(f"{ACTOR_HEADER}: {actor!r} is not on the roster; an operator adds them with PACER_ROSTER={actor}=member")
+    return Caller(actor, role)
+
+
+def caller(request: Request) -> Caller:
+    """The dependency an endpoint takes its caller from (set by the route class)."""
+    found = getattr(request.state, "caller", None)
+    return found if isinstance(found, Caller) else Caller(None, None)
+
+
+CallerDep = Annotated[Caller, Depends(caller)]
+
+
+def _location(loc: tuple[Any, ...] | list[Any]) -> str:
+    parts = [str(p) for p in loc if p not in ("body", "query", "path", "header")]
+    return ".".join(parts) or "body"
+
+
+def validation_body(exc: RequestValidationError) -> JSONResponse:
+    errors = []
+    for item in exc.errors():
+        where = _location(item.get("loc", ()))
+        entry: dict[str, Any] = {"field": where, "message": item.get("msg", "invalid")}
+        expected = (item.get("ctx") or {}).get("expected")
+        if expected:
+            entry["allowed"] = str(expected)
+        errors.append(entry)
+    first = errors[0] if errors else {"field": "body", "message": "invalid request"}
+    if first["message"] == "Extra inputs are not permitted":
+        first["message"] = "not a field of this request"
+    message = f"{first['field']}: {first['message']}"
+    if "allowed" in first and first["allowed"] not in message:
+        message += f" (allowed: {first['allowed']})"
+    return error_body(422, "invalid_input", message, field=first["field"], errors=errors)
+
+
+class GuardedRoute(APIRoute):
+    """Every /api/v1 route: authenticate first, then run, then map what it raised."""
+
+    def get_route_handler(self) -> Callable[[Request], Coroutine[Any, Any, Response]]:
+        handler = super().get_route_handler()
+
+        async def guarded(request: Request) -> Response:
+            try:
+                limit = int(request.app.state.pacer.settings.max_body_bytes)
+                length = request.headers.get("content-length")
+                if length is not None and length.isdigit() and int(length) > limit:
+                    raise ApiError(413, "too_large", f"the request body is {length} bytes; the limit is {limit} (PACER_MAX_BODY_BYTES)")
+                request.state.caller = authenticate(request)
+                return await handler(request)
+            except ApiError as exc:
+                return error_body(exc.status, exc.error, str(exc), field=exc.field)
+            except RequestValidationError as exc:
+                return validation_body(exc)
+            except InvalidInput as exc:
+                return error_body(422, "invalid_input", str(exc), field=exc.field)
+            except NotFound as exc:
+                return error_body(404, "not_found", str(exc))
+            except Forbidden as exc:
+                return error_body(403, "forbidden", str(exc))
+            except Refused as exc:
+                return error_body(409, "conflict", str(exc))
+
+        return guarded

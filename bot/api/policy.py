@@ -1,0 +1,166 @@
+"""/api/v1/policy and /api/v1/holds.
+
+GET /policy shows the policy row, the gate card (what the gate would decide for a spot session
+now, with the windows, reserve, burn, sustainable rate, the ceiling that holds and what lifts
+it — `scheduler.gate_card`, the same builder `pacer policy` and the App Home render) and the
+recent audit lines. PATCH /policy goes through `scheduler.policy.change_policy` with surface
+`api`: a bad value changes nothing, and every change writes one audit line.
+"""
+
+from __future__ import annotations
+
+import importlib
+import importlib.util
+from dataclasses import fields, is_dataclass
+from datetime import datetime
+from typing import Any
+
+from fastapi import APIRouter, Request
+from sqlmodel import Session as DBSession
+from sqlmodel import col, or_, select
+
+from bot.api.guard import CallerDep, GuardedRoute
+from bot.api.models import HoldsOut, PolicyChanged, PolicyOut, PolicyPatch
+from bot.api.views import context
+from scheduler.db import session_scope
+from scheduler.errors import InvalidInput
+from scheduler.fleet import read_quota
+from scheduler.gate_card import build_card
+from scheduler.models import OperatorHold, Policy, QueueHold, Session, Status
+from scheduler.policy import audit_log, change_policy, ensure_policy
+from scheduler.turns import kick
+from scheduler.waiting import waiting_reason
+
+router = APIRouter(route_class=GuardedRoute, tags=["policy"])
+
+AUDIT_LINES = 10
+
+
+def _row(row: Policy) -> dict[str, Any]:
+    return {
+        "gating_enabled": row.gating_enabled,
+        "reserve_5h_pct": row.reserve_5h_pct,
+        "reserve_7d_pct": row.reserve_7d_pct,
+        "max_sessions": row.max_sessions,
+        "preemption_enabled": row.preemption_enabled,
+        "genesis_class_overrides": dict(row.genesis_class_overrides or {}),
+    }
+
+
+def _default_runtime(request: Request) -> str:
+    settings = request.app.state.pacer.settings
+    return "echo" if settings.runner == "echo" else str(settings.runtime_name)
+
+
+@router.get("/policy", response_model=PolicyOut, summary="The policy and what the gate would decide for a spot session now")
+def read_policy(request: Request) -> dict[str, Any]:
+    ctx = context(request)
+    now = ctx.clock.now()
+    reading = read_quota(ctx, now)  # before the transaction: a quota source may open its own
+    with session_scope(ctx.engine) as db:
+        card = build_card(db, ctx, reading, now, runtime=_default_runtime(request))
+        row = _row(ensure_policy(db))
+        audit = [a.line for a in audit_log(db, AUDIT_LINES)]
+    return {"policy": row, "gate": card.as_dict(), "audit": audit}
+
+
+@router.patch("/policy", response_model=PolicyChanged, summary="Change the policy (audited)")
+def patch_policy(body: PolicyPatch, request: Request, who: CallerDep) -> dict[str, Any]:
+    who.require_operator("changing the policy")
+    ctx = context(request)
+    changes: dict[str, Any] = body.model_dump(exclude_unset=True)
+    if not changes:
+        raise InvalidInput(
+            "give at least one of gating_enabled, reserve_5h_pct, reserve_7d_pct, max_sessions, "
+            "preemption_enabled, genesis_class_overrides",
+            field="body",
+        )
+    with session_scope(ctx.engine) as db:
+        if "genesis_class_overrides" in changes:
+            if changes["genesis_class_overrides"] is None:
+                changes["genesis_class_overrides"] = {}
+            else:
+                merged = dict(ensure_policy(db).genesis_class_overrides or {})
+                for genesis, cls in changes["genesis_class_overrides"].items():
+                    if cls is None:
+                        merged.pop(genesis, None)
+                    else:
+                        merged[genesis] = cls
+                changes["genesis_class_overrides"] = merged
+        for key in [k for k, v in changes.items() if v is None]:
+            changes.pop(key)
+        audit = change_policy(db, changes, surface="api", actor=who.name, now=ctx.clock.now())
+        row = _row(ensure_policy(db))
+    if audit is not None:
+        kick(ctx)  # a wider reserve, more slots or gating off can free held work now
+    return {"policy": row, "audit": audit.line if audit is not None else None}
+
+
+# --------------------------------------------------------------------------- holds
+
+
+def _plain(value: Any) -> Any:
+    """A read model's dataclasses as JSON-ready values."""
+    if is_dataclass(value) and not isinstance(value, type):
+        return {f.name: _plain(getattr(value, f.name)) for f in fields(value)}
+    if isinstance(value, (list, tuple)):
+        return [_plain(v) for v in value]
+    if isinstance(value, dict):
+        return {str(k): _plain(v) for k, v in value.items()}
+    return value
+
+
+def _records(db: DBSession, now: datetime) -> dict[str, Any]:
+    """Without `scheduler.holds_view`: the queue and operator hold rows, and each waiting
+    session's hold, pause, park and sleep records, headline first."""
+    queue = db.exec(select(QueueHold).where(col(QueueHold.released_at).is_(None)).order_by(col(QueueHold.since)))
+    operator = db.exec(
+        select(OperatorHold).where(
+            col(OperatorHold.released_at).is_(None),
+            or_(col(OperatorHold.expires_at).is_(None), col(OperatorHold.expires_at) > now),
+        ).order_by(col(OperatorHold.created_at))
+    )
+    parked = db.exec(
+        select(Session).where(
+            Session.status == Status.WAITING.value,
+            or_(col(Session.hold_reason).is_not(None), col(Session.pause_reason).is_not(None),
+                col(Session.park_reason).is_not(None), col(Session.wake_at) > now),
+        ).order_by(col(Session.id))
+    )
+    sessions = []
+    for s in parked:
+        reason = waiting_reason(s, now)
+        records = ([reason.headline] if reason.headline else []) + [loser.mechanism for loser in reason.others]
+        sessions.append({"id": s.id, "title": s.title, "records": _plain(records)})
+    return {
+        "queue_holds": [q.model_dump() for q in queue],
+        "operator_holds": [o.model_dump() for o in operator],
+        "sessions": sessions,
+        "sessions_not_shown": 0,
+    }
+
+
+def _holds_view() -> Any | None:
+    """`scheduler.holds_view` (every hold kind in one read model), when that module exists."""
+    if importlib.util.find_spec("scheduler.holds_view") is None:
+        return None
+    module = importlib.import_module("scheduler.holds_view")
+    return module if hasattr(module, "all_holds") else None
+
+
+@router.get("/holds", response_model=HoldsOut, summary="Every hold: queue holds, operator holds, held sessions")
+def list_holds(request: Request) -> dict[str, Any]:
+    ctx = context(request)
+    now = ctx.clock.now()
+    view = _holds_view()
+    with session_scope(ctx.engine) as db:
+        if view is not None:
+            found = view.all_holds(db, now)
+            return {
+                "source": "holds_view",
+                "queue_holds": _plain(found.queue_holds),
+                "operator_holds": _plain(found.operator_holds),
+                "sessions": _plain(found.sessions),
+                "sessions_not_shown": found.sessions_not_shown,
+            }
+        return {"source": "records", **_records(db, now)}

@@ -1,0 +1,239 @@
+"""/api/v1/sessions: create, list, read, change class and rank, start now, archive, post a message.
+
+The same operations the Slack commands and the console perform, over the same scheduler calls:
+creation through `bot.intake.api_session` (then `submit_turn`), a promotion of a waiting session
+through StartNow, archive through `scheduler.lifecycle`, the waiting reason from
+`scheduler.waiting`.
+"""
+
+from __future__ import annotations
+
+import importlib
+import importlib.util
+from typing import Annotated, Any, Literal
+
+from fastapi import APIRouter, Query, Request
+from sqlmodel import col, select
+
+from bot import intake
+from bot.api.guard import CallerDep, GuardedRoute
+from bot.api.models import (
+    Archived,
+    MessageCreate,
+    MessagePosted,
+    SessionChanged,
+    SessionCreate,
+    SessionCreated,
+    SessionDetail,
+    SessionList,
+    SessionPatch,
+    StartNowOut,
+)
+from bot.api.views import context, session_detail, session_out, start_now_out, submission_out
+from scheduler import precedence as prec
+from scheduler.context import Context
+from scheduler.db import session_scope
+from scheduler.errors import InvalidInput, PacerError, Refused
+from scheduler.genesis import SchedulingClass, parse_class
+from scheduler.lifecycle import archive
+from scheduler.models import Session, Status
+from scheduler.policy import load_policy
+from scheduler.sessions import (
+    NewSession,
+    QueueFilter,
+    change_class,
+    class_expr,
+    get_session,
+    ranked_queue,
+    set_precedence,
+)
+from scheduler.start_now import start_now
+from scheduler.turns import submit_turn
+
+router = APIRouter(route_class=GuardedRoute, tags=["sessions"])
+
+STATUSES = tuple(s.value for s in Status)
+LIST_LIMIT = 500
+TITLE_CHARS = 80
+FINISHED = (Status.DONE.value, Status.ARCHIVED.value)
+
+
+def _detail(ctx: Context, session_id: int) -> dict[str, Any]:
+    with session_scope(ctx.engine) as db:
+        session = get_session(db, session_id)
+        return session_detail(db, session, load_policy(db), ctx.clock.now())
+
+
+def _check_prompt(request: Request, text: str, field: str) -> None:
+    limit = int(request.app.state.pacer.settings.max_prompt_chars)
+    if len(text) > limit:
+        raise InvalidInput(f"{field}: {len(text)} characters; the limit is {limit} (PACER_MAX_PROMPT_CHARS)", field=field)
+
+
+def _runtime(request: Request, ctx: Context, asked: str | None) -> str:
+    settings = request.app.state.pacer.settings
+    name = asked or ("echo" if settings.runner == "echo" else settings.runtime_name)
+    if name not in ctx.runtimes:
+        raise InvalidInput(f"runtime: {name!r} is not configured here; use one of {', '.join(sorted(ctx.runtimes))}", field="runtime")
+    return name
+
+
+def _lineage_exists(ctx: Context, body: SessionCreate) -> None:
+    with session_scope(ctx.engine) as db:
+        for field, sid in (("parent_session_id", body.parent_session_id), ("forked_from", body.forked_from)):
+            if sid is not None and db.get(Session, sid) is None:
+                raise InvalidInput(f"{field}: session #{sid} does not exist", field=field)
+
+
+@router.post("/sessions", response_model=SessionCreated, status_code=201, summary="Create a session and submit its first turn")
+def create(body: SessionCreate, request: Request, who: CallerDep) -> dict[str, Any]:
+    ctx = context(request)
+    _check_prompt(request, body.prompt, "prompt")
+    prec.resolve_placement(precedence=body.precedence, place=body.place)
+    if body.parent_session_id is not None and body.forked_from is not None:
+        raise InvalidInput("give parent_session_id or forked_from, not both", field="forked_from")
+    runtime = _runtime(request, ctx, body.runtime)
+    _lineage_exists(ctx, body)
+    request_ = NewSession(
+        title=body.title or body.prompt.strip().splitlines()[0][:TITLE_CHARS],
+        genesis=body.genesis,
+        scheduling_class=body.scheduling_class,
+        precedence=body.precedence,
+        place=body.place,
+        parent_id=body.parent_session_id,
+        forked_from_id=body.forked_from,
+        runtime=runtime,
+        weight=body.weight,
+        capacity=body.capacity,
+        concurrency_group=body.concurrency_group,
+        requester=who.actor,
+        source={"surface": "api", "caller": who.name},
+    )
+    fired = intake.api_session(ctx, request_, body.prompt)
+    return {"session": _detail(ctx, fired.session_id), "submission": submission_out(fired.submission, ctx.clock.now())}
+
+
+@router.get("/sessions", response_model=SessionList, summary="List sessions; order=precedence is the ranked queue")
+def list_sessions(
+    request: Request,
+    status: Annotated[list[str] | None, Query(description=f"Repeat or comma-separate: {', '.join(STATUSES)}")] = None,
+    scheduling_class: Annotated[Literal["priority", "spot"] | None, Query(alias="class")] = None,
+    genesis: Annotated[str | None, Query()] = None,
+    order: Annotated[Literal["created", "precedence"], Query(description="precedence: priority above, spot by rank")] = "created",
+    limit: Annotated[int, Query(ge=1, le=LIST_LIMIT)] = 100,
+) -> dict[str, Any]:
+    ctx = context(request)
+    statuses = [s for item in (status or []) for s in item.split(",") if s]
+    bad = [s for s in statuses if s not in STATUSES]
+    if bad:
+        raise InvalidInput(f"status: {bad[0]!r} is not a status; use {', '.join(STATUSES)}", field="status")
+    if genesis is not None:
+        from scheduler.genesis import Genesis
+
+        if genesis not in {g.value for g in Genesis}:
+            raise InvalidInput(f"genesis: {genesis!r} is not a genesis kind; use {', '.join(g.value for g in Genesis)}", field="genesis")
+    with session_scope(ctx.engine) as db:
+        policy = load_policy(db)
+        if order == "precedence":
+            flt = QueueFilter(scheduling_class=scheduling_class, genesis=genesis, limit=limit)
+            if statuses:
+                flt = QueueFilter(statuses=statuses, scheduling_class=scheduling_class, genesis=genesis, limit=limit)
+            rows = [row for row, _cls in ranked_queue(db, policy, flt)]
+        else:
+            stmt = select(Session)
+            if statuses:
+                stmt = stmt.where(col(Session.status).in_(statuses))
+            if scheduling_class:
+                stmt = stmt.where(class_expr(policy) == scheduling_class)
+            if genesis:
+                stmt = stmt.where(Session.genesis == genesis)
+            rows = list(db.exec(stmt.order_by(col(Session.created_at).desc(), col(Session.id).desc()).limit(limit)))
+        sessions = [session_out(row, policy) for row in rows]
+    return {"order": order, "count": len(sessions), "sessions": sessions}
+
+
+@router.get("/sessions/{session_id}", response_model=SessionDetail, summary="A session, with why it is waiting")
+def read(session_id: int, request: Request) -> dict[str, Any]:
+    return _detail(context(request), session_id)
+
+
+@router.patch("/sessions/{session_id}", response_model=SessionChanged, summary="Change a session's class or rank")
+def patch(session_id: int, body: SessionPatch, request: Request, who: CallerDep) -> dict[str, Any]:
+    ctx = context(request)
+    fields = body.model_dump(exclude_unset=True)
+    if not fields:
+        raise InvalidInput("give at least one of scheduling_class, precedence, place", field="body")
+    place = prec.resolve_placement(precedence=fields.get("precedence"), place=fields.get("place"))
+    now = ctx.clock.now()
+    changed: dict[str, list[Any]] = {}
+    promoted = False
+    with session_scope(ctx.engine) as db:
+        session = get_session(db, session_id)
+        who.require_owner(f"changing session #{session_id}", session.requester)
+        if session.status in FINISHED:
+            raise Refused(f"session #{session_id} is {session.status}; only unfinished sessions can be reclassified or ranked")
+        before_rank = session.precedence
+        if "scheduling_class" in fields:
+            parse_class(fields["scheduling_class"])
+            before, after = change_class(db, session, fields["scheduling_class"], now=now, place=fields.get("place"))
+            if before is not after:
+                changed["scheduling_class"] = [before.value, after.value]
+            promoted = before is SchedulingClass.SPOT and after is SchedulingClass.PRIORITY and session.status == Status.WAITING.value
+        elif place == prec.TOP_OF_SPOT:
+            set_precedence(db, session, prec.TOP_OF_SPOT, now=now)
+        if isinstance(place, int):
+            set_precedence(db, session, place, now=now)
+        if session.precedence != before_rank:
+            changed["precedence"] = [before_rank, session.precedence]
+    started = None
+    if promoted:
+        # Promotion removes the gate; StartNow is what stops it waiting out a re-check (#423).
+        try:
+            started = start_now_out(start_now(ctx, session_id, actor=who.name), ctx.clock.now())
+        except PacerError as exc:
+            started = {"shape": "refused", "sentence": str(exc), "submission": None}
+    return {"session": _detail(ctx, session_id), "changed": changed, "start_now": started}
+
+
+@router.post("/sessions/{session_id}/start_now", response_model=StartNowOut, summary="Start a queued session now")
+def start(session_id: int, request: Request, who: CallerDep) -> dict[str, Any]:
+    ctx = context(request)
+    with session_scope(ctx.engine) as db:
+        who.require_owner(f"starting session #{session_id}", get_session(db, session_id).requester)
+    return start_now_out(start_now(ctx, session_id, actor=who.name), ctx.clock.now())
+
+
+@router.post("/sessions/{session_id}/archive", response_model=Archived, summary="Archive a session")
+def archive_session(session_id: int, request: Request, who: CallerDep) -> dict[str, Any]:
+    ctx = context(request)
+    with session_scope(ctx.engine) as db:
+        who.require_owner(f"archiving session #{session_id}", get_session(db, session_id).requester)
+    previous = archive(ctx, session_id, actor=who.name)
+    return {"session": _detail(ctx, session_id), "previous_status": previous}
+
+
+def _promotion() -> Any | None:
+    """`scheduler.promotion` (a human message jumps the queue), when that module exists."""
+    if importlib.util.find_spec("scheduler.promotion") is None:
+        return None
+    module = importlib.import_module("scheduler.promotion")
+    return module if hasattr(module, "record_human_message") else None
+
+
+@router.post("/sessions/{session_id}/messages", response_model=MessagePosted, summary="Post a follow-up message")
+def post_message(session_id: int, body: MessageCreate, request: Request, who: CallerDep) -> dict[str, Any]:
+    ctx = context(request)
+    _check_prompt(request, body.text, "text")
+    with session_scope(ctx.engine) as db:
+        session = get_session(db, session_id)
+        if session.status == Status.ARCHIVED.value:
+            raise Refused(f"session #{session_id} is archived; it takes no more turns")
+    promotion = _promotion() if who.actor is not None else None
+    if promotion is not None:
+        # A rostered human speaking to a session: recorded, delivered as its next turn, and the
+        # re-rank (top of the spot queue, StartNow) runs off this request.
+        message = promotion.record_human_message(ctx, session_id, who.actor, body.text, "api", roster=True)
+        return {"session": _detail(ctx, session_id), "human_message": True, "message_id": message.id, "submission": None}
+    sub = submit_turn(ctx, session_id, body.text, kind="follow_up")
+    return {"session": _detail(ctx, session_id), "human_message": False, "message_id": None,
+            "submission": submission_out(sub, ctx.clock.now())}

@@ -1,0 +1,118 @@
+"""/api/v1/triggers: create, read, change, delete and invoke triggers.
+
+Writes need the operator role when X-Pacer-Actor names a human (as `/pacer trigger` does in
+Slack). A class change reports `reclassified_waiting_sessions` — how many of this trigger's
+still-waiting sessions actually moved between classes — and the promoted ones are released by
+the `trigger_release` alarm, armed after the write committed, never inside this request.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Query, Request
+from sqlmodel import col, select
+
+from bot import triggers as store
+from bot.api.guard import CallerDep, GuardedRoute
+from bot.api.models import (
+    TriggerChanged,
+    TriggerCreate,
+    TriggerDeleted,
+    TriggerInvoke,
+    TriggerInvoked,
+    TriggerList,
+    TriggerOut,
+    TriggerPatch,
+)
+from bot.api.views import context, session_detail, submission_out
+from bot.trigger_spec import KINDS, check_spec
+from scheduler.db import session_scope
+from scheduler.errors import InvalidInput
+from scheduler.firing import fire
+from scheduler.models import Trigger
+from scheduler.policy import load_policy
+from scheduler.sessions import get_session, get_trigger
+
+router = APIRouter(route_class=GuardedRoute, tags=["triggers"])
+
+
+def _after(request: Request, writes: Sequence[tuple[int, Sequence[int]]] = ()) -> None:
+    pacer = request.app.state.pacer
+    store.after_write(context(request), pacer.scheduler, pacer.engine, writes)
+
+
+@router.post("/triggers", response_model=TriggerOut, status_code=201, summary="Create a trigger")
+def create(body: TriggerCreate, request: Request, who: CallerDep) -> dict[str, Any]:
+    who.require_operator("creating a trigger")
+    ctx = context(request)
+    spec = check_spec(body.model_dump())
+    with session_scope(ctx.engine) as db:
+        write = store.create_trigger(db, spec, now=ctx.clock.now())
+        out = store.plain(write.trigger, sessions=0)
+    _after(request)
+    return out
+
+
+@router.get("/triggers", response_model=TriggerList, summary="List triggers")
+def list_triggers(request: Request, kind: Annotated[str | None, Query(description=", ".join(KINDS))] = None) -> dict[str, Any]:
+    if kind is not None and kind not in KINDS:
+        raise InvalidInput(f"kind: {kind!r} is not a trigger kind; use one of {', '.join(KINDS)}", field="kind")
+    ctx = context(request)
+    with session_scope(ctx.engine) as db:
+        stmt = select(Trigger).order_by(col(Trigger.id))
+        if kind is not None:
+            stmt = stmt.where(Trigger.kind == kind)
+        rows = [store.plain(t, sessions=store.session_count(db, t.id or 0)) for t in db.exec(stmt)]
+    return {"count": len(rows), "triggers": rows}
+
+
+@router.get("/triggers/{trigger_id}", response_model=TriggerOut, summary="A trigger")
+def read(trigger_id: int, request: Request) -> dict[str, Any]:
+    ctx = context(request)
+    with session_scope(ctx.engine) as db:
+        return store.plain(get_trigger(db, trigger_id), sessions=store.session_count(db, trigger_id))
+
+
+@router.patch("/triggers/{trigger_id}", response_model=TriggerChanged, summary="Change a trigger (a class change moves its waiting sessions)")
+def patch(trigger_id: int, body: TriggerPatch, request: Request, who: CallerDep) -> dict[str, Any]:
+    who.require_operator(f"changing trigger #{trigger_id}")
+    ctx = context(request)
+    changes = body.model_dump(exclude_unset=True)
+    if not changes:
+        raise InvalidInput("give at least one field to change", field="body")
+    with session_scope(ctx.engine) as db:
+        write = store.update_trigger(db, get_trigger(db, trigger_id), changes, now=ctx.clock.now())
+        out = store.plain(write.trigger, sessions=store.session_count(db, trigger_id))
+    _after(request, [(trigger_id, write.promoted)])
+    return {
+        "trigger": out,
+        "changed": list(write.changed),
+        "reclassified_waiting_sessions": write.moved,
+        "released": list(write.promoted),
+    }
+
+
+@router.delete("/triggers/{trigger_id}", response_model=TriggerDeleted, summary="Delete a trigger")
+def delete(trigger_id: int, request: Request, who: CallerDep) -> dict[str, Any]:
+    who.require_operator(f"deleting trigger #{trigger_id}")
+    ctx = context(request)
+    with session_scope(ctx.engine) as db:
+        detached = store.delete_trigger(db, get_trigger(db, trigger_id), now=ctx.clock.now())
+    _after(request)
+    return {"deleted": trigger_id, "detached_sessions": detached}
+
+
+@router.post("/triggers/{trigger_id}/invoke", response_model=TriggerInvoked, status_code=201, summary="Fire a trigger by hand (api genesis)")
+def invoke(trigger_id: int, request: Request, who: CallerDep, body: TriggerInvoke | None = None) -> dict[str, Any]:
+    ctx = context(request)
+    body = body or TriggerInvoke()
+    fired = fire(
+        ctx, trigger_id, genesis="api", facts=body.context, title=body.title, requester=who.actor,
+        source={"kind": "invoke", "caller": who.name}, by_hand=True,
+    )
+    now = ctx.clock.now()
+    with session_scope(ctx.engine) as db:
+        detail = session_detail(db, get_session(db, fired.session_id), load_policy(db), now)
+    return {"session": detail, "submission": submission_out(fired.submission, now)}

@@ -1,0 +1,129 @@
+"""Rows and results as the API shows them: plain dicts matching `bot.api.models`.
+
+A held submission carries the gate's two sentences (why, and until when) from the same
+templates every surface renders; a session's waiting reason is `scheduler.waiting`'s ranking.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+from fastapi import Request
+from sqlalchemy import func
+from sqlmodel import Session as DBSession
+from sqlmodel import col, select
+
+from bot.api.guard import ApiError
+from scheduler.context import Context
+from scheduler.explain import explain
+from scheduler.models import EnqueuedMessage, Session
+from scheduler.policy import PolicyView
+from scheduler.sessions import class_of
+from scheduler.start_now import StartNowResult
+from scheduler.turns import Submission
+from scheduler.waiting import Mechanism, waiting_reason
+from templates import render
+
+
+def context(request: Request) -> Context:
+    """The scheduler Context of the running Pacer."""
+    pacer = request.app.state.pacer
+    ctx = getattr(pacer, "ctx", None) or pacer.extras.get("scheduler_context")
+    if ctx is None:
+        raise ApiError(503, "unavailable", "the scheduler is not running in this process")
+    return ctx  # type: ignore[no-any-return]
+
+
+def class_source(session: Session) -> str:
+    if session.scheduling_class is None:
+        return "genesis"
+    return "trigger" if session.class_from_trigger else "session"
+
+
+def session_out(session: Session, policy: PolicyView) -> dict[str, Any]:
+    return {
+        "id": session.id,
+        "title": session.title,
+        "status": session.status,
+        "genesis": session.genesis,
+        "scheduling_class": class_of(session, policy).value,
+        "class_source": class_source(session),
+        "precedence": session.precedence,
+        "trigger_id": session.trigger_id,
+        "parent_session_id": session.parent_id,
+        "forked_from": session.forked_from_id,
+        "runtime": session.runtime,
+        "weight": session.weight,
+        "capacity": session.capacity,
+        "concurrency_group": session.concurrency_group,
+        "requester": session.requester,
+        "created_at": session.created_at,
+        "updated_at": session.updated_at,
+        "started_at": session.started_at,
+        "finished_at": session.finished_at,
+    }
+
+
+def _mechanism(m: Mechanism) -> dict[str, Any]:
+    return {"kind": m.kind, "reason": m.reason, "stamp": m.stamp, "sentence": m.sentence, "retry_at": m.retry_at, "owner": m.owner}
+
+
+def session_detail(db: DBSession, session: Session, policy: PolicyView, now: datetime, extra: list[Mechanism] | None = None) -> dict[str, Any]:
+    out = session_out(session, policy)
+    reason = waiting_reason(session, now, extra or [])
+    waiting = None
+    if reason.headline is not None:
+        waiting = {
+            "headline": _mechanism(reason.headline),
+            "others": [{**_mechanism(loser.mechanism), "why_not_headline": loser.why} for loser in reason.others],
+        }
+    queued = db.exec(
+        select(func.count()).select_from(EnqueuedMessage).where(
+            EnqueuedMessage.session_id == session.id, col(EnqueuedMessage.delivered_at).is_(None)
+        )
+    ).one()
+    out.update(
+        prompt=session.prompt,
+        waiting=waiting,
+        hold=None if session.hold_reason is None else {
+            "reason": session.hold_reason, "count": session.hold_count, "at": session.hold_at,
+            "retry_at": session.hold_retry_at, "sentence": session.hold_sentence,
+        },
+        pause=None if session.pause_reason is None else {
+            "reason": session.pause_reason, "at": session.pause_at, "detail": session.pause_detail,
+            "paused_by": session.paused_by,
+        },
+        park=None if session.park_reason is None else {"reason": session.park_reason, "at": session.park_at},
+        wake_at=session.wake_at,
+        queued_messages=int(queued),
+    )
+    return out
+
+
+def submission_out(sub: Submission, now: datetime) -> dict[str, Any]:
+    why = until = None
+    if sub.outcome in ("held", "refused"):
+        if sub.decision is not None and sub.decision.held:
+            text = explain(sub.decision, now)
+            why, until = text.why, text.until
+        else:  # an admission check (operator hold, group, prerequisite) or a retry said no
+            why = sub.sentence or sub.reason
+    elif sub.outcome == "queued":
+        why = render("text/submission_queued.j2", reason=sub.reason)
+    return {
+        "outcome": sub.outcome,
+        "reason": str(sub.reason) if sub.reason is not None else None,
+        "why": why,
+        "until": until,
+        "retry_at": sub.retry_at,
+        "turn_id": sub.turn_id,
+    }
+
+
+def start_now_out(result: StartNowResult, now: datetime) -> dict[str, Any]:
+    return {
+        "shape": result.shape,
+        "sentence": result.sentence,
+        "submission": submission_out(result.submission, now) if result.submission is not None else None,
+    }

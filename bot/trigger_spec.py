@@ -1,0 +1,333 @@
+"""What a trigger may say, checked once for every surface that writes one (the REST API and
+triggers.toml): its kind, name, class, precedence, prompt template and kind-specific config.
+
+Each rule raises InvalidInput naming the field (`config.cron`, `prompt_template`, …) and what
+is allowed; nothing is written before every field has passed.
+
+    kind           config keys (required*)
+    slack          channels (channel ids), dms (bool) — at least one of the two
+    github_issue   repositories ("owner/name"; absent: any), labels, authors, trusted_associations
+    github_label   label (default pacer), repositories, authors, issues, pull_requests (bool),
+                   trusted_associations (default OWNER, MEMBER, COLLABORATOR)
+    schedule       cron* (crontab line), timezone (IANA name, default UTC)
+    ao_event       session_id* or filter* ({genesis, trigger, scheduling_class}), states*
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any
+
+from jinja2 import TemplateError, TemplateSyntaxError
+
+from scheduler.errors import InvalidInput
+from scheduler.genesis import Genesis, parse_class
+from scheduler.session_events import FILTER_KEYS, STATES
+from templates.render import compile_prompt, render_prompt
+
+KINDS: tuple[str, ...] = ("slack", "github_issue", "github_label", "schedule", "ao_event")
+NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9 ._:/-]{0,99}$")
+REPOSITORY = re.compile(r"^[A-Za-z0-9_.-]+/[A-Za-z0-9_.-]+$")
+TEMPLATE_CHARS = 20_000
+PRECEDENCE_LIMIT = 10**9
+
+
+@dataclass(frozen=True)
+class TriggerSpec:
+    """A trigger as a surface asks for it, validated."""
+
+    name: str
+    kind: str
+    prompt_template: str
+    config: dict[str, Any] = field(default_factory=dict)
+    scheduling_class: str | None = None  # None: sessions derive from their genesis
+    precedence: int | None = None
+    concurrency_group: str | None = None
+    enabled: bool = True
+
+
+def check_kind(kind: Any) -> str:
+    if kind not in KINDS:
+        raise InvalidInput(f"kind: {kind!r} is not a trigger kind; use one of {', '.join(KINDS)}", field="kind")
+    return str(kind)
+
+
+def check_name(name: Any) -> str:
+    if not isinstance(name, str) or not NAME.match(name):
+        raise InvalidInput(
+            f"name: {name!r} must be 1-100 characters of letters, digits, space and . _ : / -, starting with a letter or digit",
+            field="name",
+        )
+    return name
+
+
+def check_class(value: Any) -> str | None:
+    if value is not None and not isinstance(value, str):
+        raise InvalidInput(f"scheduling_class: {value!r} must be priority, spot or default", field="scheduling_class")
+    cls = parse_class(value)
+    return cls.value if cls else None
+
+
+def check_precedence(value: Any) -> int | None:
+    """A trigger takes an absolute number only: the value is stamped on every session it ever
+    spawns, so a placement like top_of_spot would be stale by the first spawn."""
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise InvalidInput(
+            f"precedence: {value!r} is not allowed; a trigger takes a whole number only (top_of_spot is a "
+            "placement, resolved once, and would be a stale number by the trigger's first spawn)",
+            field="precedence",
+        )
+    if abs(value) > PRECEDENCE_LIMIT:
+        raise InvalidInput(f"precedence: must be between -{PRECEDENCE_LIMIT} and {PRECEDENCE_LIMIT}", field="precedence")
+    return value
+
+
+def check_group(value: Any) -> str | None:
+    if value is None or value == "":
+        return None
+    if not isinstance(value, str) or len(value) > 200:
+        raise InvalidInput("concurrency_group: must be a name of at most 200 characters", field="concurrency_group")
+    return value
+
+
+def _sample_facts(kind: str) -> dict[str, Any] | None:
+    """Facts like the ones a fire gives the template (GitHub's as `bot.github_intake.github_facts`
+    builds them), so a typo is caught at write time; None for Slack, whose templates are only
+    compiled."""
+    if kind in ("github_issue", "github_label"):
+        return {"title": "Sample issue", "body": "Sample body", "url": "https://github.com/acme/api/issues/1",
+                "labels": ["pacer"], "author": "octocat", "repository": "acme/api", "number": 1,
+                "is_pull_request": False, "label": "pacer", "text": "Sample issue\n\nSample body"}
+    if kind == "schedule":
+        return {"fired_at": datetime(2026, 1, 5, 9, 0, tzinfo=UTC).isoformat(),
+                "schedule": {"cron": "0 9 * * 1-5", "timezone": "UTC"}, "text": ""}
+    if kind == "ao_event":
+        session = {"id": 1, "title": "sample", "status": "done", "genesis": "api", "scheduling_class": "spot",
+                   "precedence": 0, "trigger": None, "requester": None, "prompt": "sample", "output": "sample output",
+                   "error": ""}
+        return {"session": session, "new_status": "done", "text": "sample output"}
+    return None
+
+
+def check_template(source: Any, kind: str) -> str:
+    if not isinstance(source, str) or not source.strip():
+        raise InvalidInput("prompt_template: must be a non-empty Jinja2 template", field="prompt_template")
+    if len(source) > TEMPLATE_CHARS:
+        raise InvalidInput(f"prompt_template: at most {TEMPLATE_CHARS} characters", field="prompt_template")
+    try:
+        compile_prompt(source)
+    except TemplateSyntaxError as exc:
+        raise InvalidInput(f"prompt_template: line {exc.lineno}: {exc.message}", field="prompt_template") from None
+    facts = _sample_facts(kind)
+    if facts is not None:
+        context = {**facts, "trigger": {"id": 1, "name": "sample", "kind": kind}}
+        try:
+            rendered = render_prompt(source, **context)
+        except TemplateError as exc:
+            raise InvalidInput(
+                f"prompt_template: cannot render for a {kind} trigger ({exc}); it may read: {', '.join(sorted(context))}",
+                field="prompt_template",
+            ) from None
+        if not rendered:
+            raise InvalidInput(
+                f"prompt_template: renders an empty prompt for a {kind} trigger; write the prompt itself "
+                f"(it may read: {', '.join(sorted(context))})",
+                field="prompt_template",
+            )
+    return source
+
+
+# --------------------------------------------------------------------------- config, by kind
+
+
+def _strings(value: Any, key: str, *, pattern: re.Pattern[str] | None = None, what: str = "") -> list[str]:
+    if not isinstance(value, list) or not all(isinstance(v, str) and v for v in value):
+        raise InvalidInput(f"config.{key}: must be a list of non-empty strings", field=f"config.{key}")
+    for v in value:
+        if pattern is not None and not pattern.match(v):
+            raise InvalidInput(f"config.{key}: {v!r} is not {what}", field=f"config.{key}")
+    return list(value)
+
+
+def _string(value: Any, key: str) -> str:
+    if not isinstance(value, str) or not value.strip():
+        raise InvalidInput(f"config.{key}: must be a non-empty string", field=f"config.{key}")
+    return value
+
+
+def _slack(config: Mapping[str, Any]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    if "channels" in config:
+        out["channels"] = _strings(config["channels"], "channels")
+    if "dms" in config:
+        if not isinstance(config["dms"], bool):
+            raise InvalidInput("config.dms: must be true or false", field="config.dms")
+        out["dms"] = config["dms"]
+    if not out.get("channels") and not out.get("dms"):
+        raise InvalidInput("config: a slack trigger needs channels (channel ids) or dms = true", field="config.channels")
+    return out
+
+
+ASSOCIATIONS = ("OWNER", "MEMBER", "COLLABORATOR", "CONTRIBUTOR", "FIRST_TIME_CONTRIBUTOR", "FIRST_TIMER", "MANNEQUIN", "NONE")
+
+
+def _github_common(config: Mapping[str, Any]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    if "repositories" in config:
+        out["repositories"] = _strings(config["repositories"], "repositories", pattern=REPOSITORY, what="owner/name")
+    if "authors" in config:
+        out["authors"] = _strings(config["authors"], "authors")
+    if "trusted_associations" in config:
+        values = _strings(config["trusted_associations"], "trusted_associations")
+        bad = [v for v in values if v.upper() not in ASSOCIATIONS]
+        if bad or not values:
+            raise InvalidInput(
+                f"config.trusted_associations: {bad[0] if bad else '[]'!r} is not a GitHub author association; "
+                f"use {', '.join(ASSOCIATIONS)}",
+                field="config.trusted_associations",
+            )
+        out["trusted_associations"] = [v.upper() for v in values]
+    return out
+
+
+def _github_issue(config: Mapping[str, Any]) -> dict[str, Any]:
+    out = _github_common(config)
+    if "labels" in config:
+        out["labels"] = _strings(config["labels"], "labels")
+    return out
+
+
+def _github_label(config: Mapping[str, Any]) -> dict[str, Any]:
+    out = _github_common(config)
+    if "label" in config:
+        out["label"] = _string(config["label"], "label")
+    for key in ("issues", "pull_requests"):
+        if key in config:
+            if not isinstance(config[key], bool):
+                raise InvalidInput(f"config.{key}: must be true or false", field=f"config.{key}")
+            out[key] = config[key]
+    if out.get("issues") is False and out.get("pull_requests") is False:
+        raise InvalidInput("config: issues and pull_requests are both false, so this trigger could never fire", field="config.issues")
+    return out
+
+
+def _schedule(config: Mapping[str, Any]) -> dict[str, Any]:
+    from integrations.schedules import cron_trigger
+
+    if "cron" not in config:
+        raise InvalidInput("config.cron: required for schedule (a crontab line, e.g. '0 9 * * 1-5')", field="config.cron")
+    cron = _string(config["cron"], "cron")
+    timezone = _string(config.get("timezone", "UTC"), "timezone")
+    cron_trigger(cron, timezone)
+    return {"cron": " ".join(cron.split()), "timezone": timezone}
+
+
+def _ao_event(config: Mapping[str, Any]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    has_session, has_filter = "session_id" in config, "filter" in config
+    if has_session == has_filter:
+        raise InvalidInput(
+            "config: an ao_event trigger watches one session (session_id) or a filter ({genesis, trigger, scheduling_class}), exactly one",
+            field="config.session_id",
+        )
+    if has_session:
+        sid = config["session_id"]
+        if isinstance(sid, bool) or not isinstance(sid, int) or sid < 1:
+            raise InvalidInput("config.session_id: must be a session id (a whole number >= 1)", field="config.session_id")
+        out["session_id"] = sid
+    else:
+        out["filter"] = _filter(config["filter"])
+    states = config.get("states")
+    if not isinstance(states, list) or not states or not all(isinstance(s, str) for s in states):
+        raise InvalidInput(f"config.states: required, a non-empty list of {', '.join(STATES)}", field="config.states")
+    bad = [s for s in states if s not in STATES]
+    if bad:
+        raise InvalidInput(f"config.states: {bad[0]!r} is not a state; use {', '.join(STATES)}", field="config.states")
+    out["states"] = list(dict.fromkeys(states))
+    return out
+
+
+def _filter(flt: Any) -> dict[str, Any]:
+    if not isinstance(flt, Mapping) or not flt:
+        raise InvalidInput(f"config.filter: must be a table with at least one of {', '.join(FILTER_KEYS)}", field="config.filter")
+    unknown = [k for k in flt if k not in FILTER_KEYS]
+    if unknown:
+        raise InvalidInput(f"config.filter.{unknown[0]}: not a filter key; use {', '.join(FILTER_KEYS)}", field=f"config.filter.{unknown[0]}")
+    out: dict[str, Any] = {}
+    if "genesis" in flt:
+        if flt["genesis"] not in {g.value for g in Genesis}:
+            raise InvalidInput(f"config.filter.genesis: {flt['genesis']!r} is not a genesis kind; use {', '.join(g.value for g in Genesis)}", field="config.filter.genesis")
+        out["genesis"] = flt["genesis"]
+    if "scheduling_class" in flt:
+        if flt["scheduling_class"] not in ("priority", "spot"):
+            raise InvalidInput("config.filter.scheduling_class: must be priority or spot", field="config.filter.scheduling_class")
+        out["scheduling_class"] = flt["scheduling_class"]
+    if "trigger" in flt:
+        value = flt["trigger"]
+        if isinstance(value, bool) or not isinstance(value, (int, str)) or value == "":
+            raise InvalidInput("config.filter.trigger: a trigger name or id", field="config.filter.trigger")
+        out["trigger"] = value
+    return out
+
+
+CONFIG_KEYS: Mapping[str, tuple[str, ...]] = {
+    "slack": ("channels", "dms"),
+    "github_issue": ("repositories", "labels", "authors", "trusted_associations"),
+    "github_label": ("label", "repositories", "authors", "issues", "pull_requests", "trusted_associations"),
+    "schedule": ("cron", "timezone"),
+    "ao_event": ("session_id", "filter", "states"),
+}
+_CONFIG_CHECKS: Mapping[str, Callable[[Mapping[str, Any]], dict[str, Any]]] = {
+    "slack": _slack,
+    "github_issue": _github_issue,
+    "github_label": _github_label,
+    "schedule": _schedule,
+    "ao_event": _ao_event,
+}
+
+
+def check_config(kind: str, config: Any) -> dict[str, Any]:
+    """The kind's config, normalized; an unknown key is an error naming the allowed ones."""
+    if not isinstance(config, Mapping):
+        raise InvalidInput("config: must be an object (a table in TOML)", field="config")
+    allowed = CONFIG_KEYS[kind]
+    unknown = [k for k in config if k not in allowed]
+    if unknown:
+        raise InvalidInput(
+            f"config.{unknown[0]}: not a {kind} setting; a {kind} trigger takes {', '.join(allowed)}",
+            field=f"config.{unknown[0]}",
+        )
+    return _CONFIG_CHECKS[kind](config)
+
+
+def check_spec(values: Mapping[str, Any]) -> TriggerSpec:
+    """Every field of a whole trigger (create, or a file entry)."""
+    kind = check_kind(values.get("kind"))
+    if "prompt_template" not in values:
+        raise InvalidInput("prompt_template: required (the Jinja2 template a fire renders the prompt from)", field="prompt_template")
+    return TriggerSpec(
+        name=check_name(values.get("name")),
+        kind=kind,
+        prompt_template=check_template(values.get("prompt_template"), kind),
+        config=check_config(kind, values.get("config", {})),
+        scheduling_class=check_class(values.get("scheduling_class")),
+        precedence=check_precedence(values.get("precedence")),
+        concurrency_group=check_group(values.get("concurrency_group")),
+        enabled=_enabled(values.get("enabled", True)),
+    )
+
+
+def _enabled(value: Any) -> bool:
+    if not isinstance(value, bool):
+        raise InvalidInput("enabled: must be true or false", field="enabled")
+    return value
+
+
+SPEC_FIELDS: tuple[str, ...] = (
+    "name", "kind", "scheduling_class", "precedence", "prompt_template", "config", "concurrency_group", "enabled",
+)
