@@ -89,18 +89,9 @@ def main() -> None:
         ctx = Context(engine=engine, clock=clock, deferrer=deferrer, workers=VirtualWorkerPool(clock, deferrer),
                       quota=ledger, runtimes={"echo": Runtime("echo", True, 1.5)}, agent_workers=150)
 
-        full: list[float] = []
-        decision = None
-        for i in range(args.rounds):
-            started = time.perf_counter()
-            reading = read_quota(ctx, NOW)
-            with dbmod.session_scope(engine) as db:
-                policy = load_policy(db)
-                session = db.get(Session, 1 + (i * 37) % args.waiting)
-                snapshot = build_snapshot(db, ctx, policy, reading)
-                asking = asking_for(session, ctx, policy, running=False)
-                decision = evaluate(snapshot, asking, NOW)
-            full.append((time.perf_counter() - started) * 1000)
+        cold = measure(ctx, engine, args, ttl=0)
+        warm = measure(ctx, engine, args, ttl=5.0)
+        snapshot, asking, decision = cold[1], cold[2], cold[3]
 
         pure: list[float] = []
         for _ in range(args.rounds * 20):
@@ -108,11 +99,28 @@ def main() -> None:
             evaluate(snapshot, asking, NOW)
             pure.append((time.perf_counter() - started) * 1000)
 
-        assert decision is not None
         print(f"gate benchmark: {args.waiting} waiting, {args.running} running, {args.history} finished turns (SQLite)")
         print(f"  decision: {decision.reason} ({len(snapshot.fleet)} turns in the fleet)")
-        print(f"  ledger read + snapshot from DB + decision: median {statistics.median(full):.2f} ms, p99 {pct(full, 0.99):.2f} ms  (target < 20 ms)")
-        print(f"  pure decision alone:                       median {statistics.median(pure) * 1000:.1f} us, p99 {pct(pure, 0.99) * 1000:.1f} us  (target < 1 ms)")
+        for label, (samples, *_rest) in (("every decision reads the ledger", cold), ("reading reused for 5 s (production)", warm)):
+            print(f"  quota read + snapshot from DB + decision, {label}: median {statistics.median(samples):.2f} ms, p99 {pct(samples, 0.99):.2f} ms  (target < 20 ms)")
+        print(f"  pure decision alone: median {statistics.median(pure) * 1000:.1f} us, p99 {pct(pure, 0.99) * 1000:.1f} us  (target < 1 ms)")
+
+
+def measure(ctx, engine, args, *, ttl):  # type: ignore[no-untyped-def]
+    ctx.quota_ttl, ctx.quota_cache = ttl, None
+    full: list[float] = []
+    decision = snapshot = asking = None
+    for i in range(args.rounds):
+        started = time.perf_counter()
+        reading = read_quota(ctx, NOW)
+        with dbmod.session_scope(engine) as db:
+            policy = load_policy(db)
+            session = db.get(Session, 1 + (i * 37) % args.waiting)
+            snapshot = build_snapshot(db, ctx, policy, reading)
+            asking = asking_for(session, ctx, policy, running=False)
+            decision = evaluate(snapshot, asking, NOW)
+        full.append((time.perf_counter() - started) * 1000)
+    return full, snapshot, asking, decision
 
 
 if __name__ == "__main__":

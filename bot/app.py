@@ -58,4 +58,12 @@ def create_app(pacer: Pacer, *, start_scheduler: bool = True) -> FastAPI:
 
         app.state.slack = slack_http.register(app, pacer)
     # --- end Slack edge ---
+
+    # --- GitHub edge (integrations/github/webhook.py): POST /github/webhook, always mounted; it
+    # answers 503 and why until GITHUB_WEBHOOK_SECRET is set. Status comments join the notifier
+    # when a GitHub token or App is configured. Its lifespan joins this app's.
+    from integrations.github import webhook as github_webhook
+
+    github_webhook.register(app, pacer)
+    # --- end GitHub edge ---
     return app

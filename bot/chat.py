@@ -43,8 +43,6 @@ from scheduler.sessions import get_session
 
 log = logging.getLogger("pacer.chat")
 
-SURFACES = ("slack", "slack_home", "console", "api")
-
 
 @dataclass(frozen=True)
 class Reply:

@@ -17,7 +17,6 @@ from typing import Any
 
 from sqlmodel import Session as DBSession
 
-from bot.render import render
 from bot.roles import Role
 from bot.runtime import Pacer
 
@@ -47,9 +46,6 @@ class Context:
     @property
     def audit_surface(self) -> str:
         return AUDIT_SURFACES.get(self.surface, self.surface)
-
-    def render(self, name: str, **values: Any) -> str:
-        return render(f"{self.flavour}/{name}.j2", **values)
 
 
 @dataclass(frozen=True)

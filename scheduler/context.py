@@ -55,6 +55,8 @@ class Context:
     agent_workers: int = 12
     runtimes: dict[str, Runtime] = field(default_factory=lambda: {"echo": Runtime("echo", True, 1.5)})
     rng: random.Random = field(default_factory=random.Random)
+    quota_ttl: float = 5.0  # seconds a quota reading is reused (0: read every time)
+    quota_cache: tuple[Any, Any] | None = None
     burn: Any = None  # scheduler.burn.BurnTable, refreshed from turn history
     hooks: dict[str, list[Callable[..., Any]]] = field(default_factory=dict)
     # Runs a named alarm target: `job_runner(name, *args)`. Production passes the module-level

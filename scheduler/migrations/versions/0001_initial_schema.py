@@ -229,7 +229,9 @@ def upgrade() -> None:
     sa.PrimaryKeyConstraint('id')
     )
     with op.batch_alter_table('turns', schema=None) as batch_op:
+        batch_op.create_index('ix_turns_burn', ['runtime', 'finished_at', 'cost_usd', 'duration_ms'], unique=False)
         batch_op.create_index(batch_op.f('ix_turns_finished_at'), ['finished_at'], unique=False)
+        batch_op.create_index('ix_turns_finished_cost', ['finished_at', 'cost_usd'], unique=False)
         batch_op.create_index(batch_op.f('ix_turns_session_id'), ['session_id'], unique=False)
         batch_op.create_index(batch_op.f('ix_turns_started_at'), ['started_at'], unique=False)
         batch_op.create_index(batch_op.f('ix_turns_status'), ['status'], unique=False)
@@ -243,7 +245,9 @@ def downgrade() -> None:
         batch_op.drop_index(batch_op.f('ix_turns_status'))
         batch_op.drop_index(batch_op.f('ix_turns_started_at'))
         batch_op.drop_index(batch_op.f('ix_turns_session_id'))
+        batch_op.drop_index('ix_turns_finished_cost')
         batch_op.drop_index(batch_op.f('ix_turns_finished_at'))
+        batch_op.drop_index('ix_turns_burn')
 
     op.drop_table('turns')
     with op.batch_alter_table('prerequisites', schema=None) as batch_op:

@@ -1,0 +1,200 @@
+"""Benchmark: a burst of GitHub deliveries against `pacer serve` on SQLite, over loopback.
+
+A bulk relabel: 1,000 signed `issues.labeled` deliveries (label `pacer`, 1,000 issues across 50
+repositories, each body the size of GitHub's own example payload) plus 200 redeliveries of the
+same GUIDs mixed in after their originals, sent by 20 concurrent clients to a real `pacer serve`
+(its own process: uvicorn, the scheduler, the echo runner) on 127.0.0.1. Prints throughput and
+p50/p99 response time, then checks the promise: exactly 1,000 sessions, none twice, none lost
+(after a clean stop every one of them has been asked for its first turn). Target: p99 < 200 ms.
+
+    python -m bench.webhooks [--deliveries 1000] [--redeliveries 200] [--concurrency 20]
+"""
+
+from __future__ import annotations
+
+import argparse
+import copy
+import json
+import os
+import random
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+from datetime import UTC, datetime
+from pathlib import Path
+
+import httpx
+from sqlalchemy import func, or_
+from sqlmodel import Session as DBSession
+from sqlmodel import col, select
+
+from integrations.github.webhook import signature
+from scheduler import db as dbmod
+from scheduler.models import Session, Trigger, Turn
+
+SECRET = "bench-secret"
+EXAMPLE = Path(__file__).resolve().parent.parent / "tests" / "fixtures" / "github" / "issues" / "labeled.payload.json"
+REPOSITORIES = 50
+TARGET_P99_MS = 200.0
+
+
+def deliveries(count: int, redeliveries: int, rng: random.Random) -> list[tuple[str, bytes]]:
+    """(GUID, body) in sending order: each redelivery comes after its original."""
+    template = json.loads(EXAMPLE.read_text())
+    originals: list[tuple[str, bytes]] = []
+    for i in range(count):
+        payload = copy.deepcopy(template)
+        repo = f"bench-org/repo-{i % REPOSITORIES:02d}"
+        number = i // REPOSITORIES + 1
+        payload["repository"]["full_name"] = repo
+        payload["issue"]["number"] = number
+        payload["issue"]["title"] = f"Bulk relabel {i}"
+        payload["issue"]["html_url"] = f"https://github.com/{repo}/issues/{number}"
+        payload["label"]["name"] = "pacer"
+        payload["issue"]["labels"].append(dict(payload["label"]))
+        originals.append((f"bench-{i:05d}-{rng.getrandbits(32):08x}", json.dumps(payload).encode()))
+    order = list(originals)
+    for index in rng.sample(range(count), redeliveries):
+        order.insert(rng.randint(order.index(originals[index]) + 1, len(order)), originals[index])
+    return order
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def start_server(workdir: Path, url: str, port: int) -> subprocess.Popen[bytes]:
+    env = {
+        **os.environ,
+        "DATABASE_URL": url,
+        "GITHUB_WEBHOOK_SECRET": SECRET,
+        "PACER_RUNNER": "echo",
+        "PACER_ECHO_SECONDS": "0.5",
+        "PACER_LOG_LEVEL": "WARNING",
+        "PACER_WORKDIR": str(workdir / "work"),
+        "PACER_CONFIG": str(workdir / "pacer.toml"),
+    }
+    (workdir / "pacer.toml").write_text("")
+    log = (workdir / "server.log").open("wb")
+    process = subprocess.Popen(
+        [sys.executable, "-m", "bot.cli", "serve", "--host", "127.0.0.1", "--port", str(port)],
+        env=env, stdout=log, stderr=subprocess.STDOUT, cwd=str(workdir),
+    )
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        if process.poll() is not None:
+            raise RuntimeError(f"pacer serve exited ({process.returncode}); see {workdir / 'server.log'}")
+        try:
+            if httpx.get(f"http://127.0.0.1:{port}/healthz", timeout=1).status_code == 200:
+                return process
+        except httpx.HTTPError:
+            pass
+        time.sleep(0.1)
+    process.kill()
+    raise RuntimeError("pacer serve did not answer /healthz within 60 s")
+
+
+def send_all(base: str, jobs: list[tuple[str, bytes]], concurrency: int) -> tuple[list[tuple[float, int]], float]:
+    """Post every job; returns ((seconds, status) per request, wall seconds)."""
+    local = threading.local()
+    clients: list[httpx.Client] = []
+
+    def post(job: tuple[str, bytes]) -> tuple[float, int]:
+        guid, body = job
+        if not hasattr(local, "client"):  # one keep-alive connection per sender, as GitHub's are
+            local.client = httpx.Client(base_url=base, timeout=30)
+            clients.append(local.client)
+        headers = {
+            "Content-Type": "application/json", "X-GitHub-Event": "issues", "X-GitHub-Delivery": guid,
+            "X-GitHub-Hook-ID": "424242", "X-Hub-Signature-256": signature(SECRET.encode(), body),
+        }
+        started = time.perf_counter()
+        response = local.client.post("/github/webhook", content=body, headers=headers)
+        return time.perf_counter() - started, response.status_code
+
+    begun = time.perf_counter()
+    with ThreadPoolExecutor(max_workers=concurrency) as pool:
+        results = list(pool.map(post, jobs))
+    wall = time.perf_counter() - begun
+    for client in clients:
+        client.close()
+    return results, wall
+
+
+def percentile(values: list[float], pct: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, max(0, round(pct / 100 * len(ordered)) - 1))]
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--deliveries", type=int, default=1000)
+    parser.add_argument("--redeliveries", type=int, default=200)
+    parser.add_argument("--concurrency", type=int, default=20)
+    parser.add_argument("--seed", type=int, default=7)
+    args = parser.parse_args(argv)
+
+    rng = random.Random(args.seed)
+    workdir = Path(tempfile.mkdtemp(prefix="pacer-bench-webhooks-"))
+    url = f"sqlite:///{workdir / 'pacer.db'}"
+    dbmod.migrate(url)
+    engine = dbmod.make_engine(url)
+    with dbmod.session_scope(engine) as db:
+        db.add(Trigger(name="relabel", kind="github_label", config={"label": "pacer"}, prompt_template="Work on {{ url }}: {{ title }}",
+                       created_at=datetime.now(UTC)))
+    jobs = deliveries(args.deliveries, args.redeliveries, rng)
+    port = free_port()
+    server = start_server(workdir, url, port)
+    try:
+        results, wall = send_all(f"http://127.0.0.1:{port}", jobs, args.concurrency)
+        with DBSession(engine) as db:
+            created = db.exec(select(func.count()).select_from(Session)).one()
+    finally:
+        server.terminate()  # SIGTERM: uvicorn drains, the lifespan finishes the intake it answered
+        try:
+            server.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            server.kill()
+
+    latencies = [seconds * 1000 for seconds, _status in results]
+    statuses: dict[int, int] = {}
+    for _seconds, status in results:
+        statuses[status] = statuses.get(status, 0) + 1
+    with DBSession(engine) as db:
+        asked = db.exec(
+            select(func.count()).select_from(Session).where(
+                or_(col(Session.hold_reason).is_not(None), col(Session.id).in_(select(Turn.session_id)),
+                    col(Session.status) != "waiting")
+            )
+        ).one()
+        keys = db.exec(select(func.count(func.distinct(col(Session.title))))).one()
+    p50, p99 = statistics.median(latencies), percentile(latencies, 99)
+    print(f"requests     {len(results)} ({args.deliveries} deliveries + {args.redeliveries} redeliveries), concurrency {args.concurrency}")
+    print(f"throughput   {len(results) / wall:.0f} requests/s ({wall:.2f} s)")
+    print(f"latency      p50 {p50:.1f} ms   p99 {p99:.1f} ms   max {max(latencies):.1f} ms   (target p99 < {TARGET_P99_MS:.0f} ms)")
+    print(f"answers      {dict(sorted(statuses.items()))}")
+    print(f"sessions     {created} created, {keys} distinct issues, {asked} asked for their first turn by the stop")
+    print(f"workdir      {workdir}")
+    failures = []
+    if created != args.deliveries or keys != args.deliveries:
+        failures.append(f"expected exactly {args.deliveries} sessions, one per issue; found {created} ({keys} distinct)")
+    if statuses.get(202, 0) != args.deliveries or statuses.get(200, 0) != args.redeliveries:
+        failures.append(f"expected {args.deliveries} × 202 and {args.redeliveries} × 200; got {statuses}")
+    if asked != args.deliveries:
+        failures.append(f"{args.deliveries - asked} sessions were never asked for a first turn")
+    if p99 >= TARGET_P99_MS:
+        failures.append(f"p99 {p99:.1f} ms is over the {TARGET_P99_MS:.0f} ms target")
+    for failure in failures:
+        print(f"FAIL         {failure}")
+    return 1 if failures else 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

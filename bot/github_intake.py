@@ -1,0 +1,334 @@
+"""GitHub intake: an issue or pull-request event becomes a genesis-tagged session, or steers one.
+
+Re-exported by `bot.intake` beside the other surfaces' intake. Work is split at the commit, so
+the webhook can make its promise ("each session exactly once, none lost") before it answers:
+
+  record_github(db, event)   in the caller's transaction, next to the delivery record: match
+                             triggers, create each session with its rendered prompt, record its
+                             prerequisites (`scheduler.prerequisites`), change a class for
+                             `pacer:priority`. Returns a `GithubPlan`. Fast: a few row writes.
+  finish_github(ctx, plan)   after the commit, off the request: place or release the label's
+                             operator holds (`scheduler.operator_holds`), submit each first turn,
+                             StartNow for promotions, archive a closed issue's waiting sessions and
+                             record the issue's state for the prerequisites that name it.
+  github_event(ctx, event)   both in one go, for callers that are not the webhook.
+
+A crash between the two loses nothing: a committed session with a prompt and no turn gets its
+first turn from `scheduler.lifecycle.recover` at the next start. A session exists at most once per
+(trigger, repository, number): the matching trigger rows are locked (PostgreSQL; SQLite's writes
+are serial anyway) and the issue's sessions looked up before one is created, so neither a
+redelivery under a fresh delivery id nor one event through two hooks can make a second.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+from sqlmodel import Session as DBSession
+from sqlmodel import col, select
+
+from integrations.github.events import (
+    HOLD_LABEL,
+    PRIORITY_LABEL,
+    TRUSTED_ASSOCIATIONS,
+    Control,
+    IntakeEvent,
+    Kind,
+    is_trusted,
+    who_acted,
+)
+from scheduler.context import Context
+from scheduler.db import session_scope
+from scheduler.errors import InvalidInput, PacerError
+from scheduler.firing import render_trigger_prompt
+from scheduler.models import ACTIVE_STATUSES, OperatorHold, Session, Status, Trigger
+from scheduler.prerequisites import record_prerequisites
+from scheduler.sessions import NewSession, change_class, create_session
+from templates import render
+
+log = logging.getLogger("pacer.intake")
+
+GITHUB_GENESES = (Kind.GITHUB_ISSUE.value, Kind.GITHUB_LABEL.value)
+DEFAULT_TRIGGER_LABEL = "pacer"
+GITHUB_ACTOR_PREFIX = "github:"
+ACTIVE = frozenset(s.value for s in ACTIVE_STATUSES)
+
+
+@dataclass(frozen=True)
+class IntakeSettings:
+    """What intake needs from the settings: the runtime new sessions use, and the prompt bound."""
+
+    runtime: str = "echo"
+    max_prompt_chars: int = 100_000
+
+    @classmethod
+    def from_settings(cls, settings: Any) -> IntakeSettings:
+        runtime = "echo" if settings.runner == "echo" else settings.runtime_name
+        return cls(runtime=runtime, max_prompt_chars=settings.max_prompt_chars)
+
+
+@dataclass
+class GithubPlan:
+    """What `record_github` decided and committed; what `finish_github` performs afterwards."""
+
+    actor: str = ""
+    issue: str = ""  # owner/name#12
+    created: list[tuple[int, str]] = field(default_factory=list)  # (session id, first prompt)
+    start_now: list[int] = field(default_factory=list)
+    archive: list[int] = field(default_factory=list)
+    place_holds: list[int] = field(default_factory=list)  # sessions the hold label holds
+    release_holds: list[int] = field(default_factory=list)  # operator hold ids the label armed
+    issue_state: str | None = None  # open | closed, for the prerequisites naming the issue
+
+    @property
+    def created_ids(self) -> list[int]:
+        return [sid for sid, _ in self.created]
+
+    @property
+    def steered_ids(self) -> list[int]:
+        return sorted(set(self.start_now + self.archive + self.place_holds))
+
+    @property
+    def is_empty(self) -> bool:
+        return not (self.created or self.start_now or self.archive or self.place_holds or self.release_holds or self.issue_state)
+
+
+def github_event(pacer_or_ctx: Any, event: IntakeEvent, *, settings: IntakeSettings | None = None) -> list[int]:
+    """Record and finish one GitHub event in one go. Returns the ids of the sessions it created."""
+    ctx: Context = getattr(pacer_or_ctx, "ctx", pacer_or_ctx)
+    if settings is None and hasattr(pacer_or_ctx, "settings"):
+        settings = IntakeSettings.from_settings(pacer_or_ctx.settings)
+    with session_scope(ctx.engine) as db:
+        plan = record_github(db, event, now=ctx.clock.now(), settings=settings or IntakeSettings())
+    finish_github(ctx, plan)
+    return plan.created_ids
+
+
+def record_github(db: DBSession, event: IntakeEvent, *, now: datetime, settings: IntakeSettings) -> GithubPlan:
+    plan = GithubPlan(actor=f"{GITHUB_ACTOR_PREFIX}{event.actor}", issue=event.issue_key)
+    if event.kind is Kind.CONTROL:
+        _control(db, event, now, plan)
+        return plan
+    stmt = select(Trigger).where(Trigger.kind == event.kind.value, col(Trigger.enabled).is_(True)).order_by(col(Trigger.id))
+    for trigger in db.exec(stmt.with_for_update()).all():
+        mismatch = github_trigger_mismatch(trigger.kind, trigger.config or {}, event)
+        if mismatch is not None:
+            log.debug("github: trigger %r skips %s: %s", trigger.name, event.issue_key, mismatch)
+            continue
+        if not is_trusted(event, _trusted(trigger.config or {})):
+            login, association = who_acted(event)
+            log.info("github: %s %s by %s (%s) ignored for trigger %r: only authors and labelers with write access start work",
+                     event.issue_key, event.action, login, association, trigger.name)
+            continue
+        if _issue_sessions(db, event.issue_key, trigger_id=trigger.id):
+            log.info("github: %s already has a session from trigger %r; nothing new", event.issue_key, trigger.name)
+            continue
+        created = _create(db, trigger, event, now, settings)
+        if created is not None:
+            plan.created.append(created)
+            if HOLD_LABEL in {label.lower() for label in event.labels}:
+                plan.place_holds.append(created[0])
+    return plan
+
+
+def finish_github(ctx: Context, plan: GithubPlan) -> None:
+    """The slow half, after the commit. Each step stands alone: one failure is logged, not spread.
+    Holds go first, so a session born under `pacer:hold` is held at its first ask."""
+    from scheduler.lifecycle import archive
+    from scheduler.operator_holds import place_hold, release_hold
+    from scheduler.prerequisites import set_issue_state
+    from scheduler.start_now import start_now
+    from scheduler.turns import submit_turn
+
+    reason = render("text/github_hold_reason.j2", label=HOLD_LABEL, issue=plan.issue, actor=plan.actor)
+    for session_id in plan.place_holds:
+        _guarded(f"hold on session #{session_id}", place_hold, ctx, "session", [str(session_id)], armer=plan.actor, reason=reason)
+    for session_id, prompt in plan.created:
+        _guarded(f"first turn of session #{session_id}", submit_turn, ctx, session_id, prompt, kind="first")
+    for session_id in plan.start_now:
+        _guarded(f"start now of session #{session_id}", start_now, ctx, session_id, actor=plan.actor)
+    for session_id in plan.archive:
+        _guarded(f"archive of session #{session_id}", archive, ctx, session_id, actor=plan.actor)
+    for hold_id in plan.release_holds:
+        # The label armed it, so whoever may remove the label (write access, checked) ends it.
+        _guarded(f"release of hold {hold_id}", release_hold, ctx, hold_id, actor=plan.actor, actor_role="operator")
+    if plan.issue_state is not None:
+        repository, _, number = plan.issue.rpartition("#")
+        _guarded(f"state of {plan.issue}", set_issue_state, ctx, repository, int(number), plan.issue_state)
+
+
+def github_trigger_mismatch(kind: str, config: Mapping[str, Any], event: IntakeEvent) -> str | None:
+    """Why this trigger does not fire on this event, or None when it does. Pure.
+
+    Config (all optional): `repositories` ["owner/name", …] (absent: any repository whose
+    events reach the webhook), `authors` [login, …], `labels` [name, …] (github_issue: the issue
+    carries one of them), `label` (github_label: the label that starts work, default "pacer"),
+    `issues` / `pull_requests` (github_label: set one false to take only the other),
+    `trusted_associations` (default OWNER, MEMBER, COLLABORATOR).
+    """
+    repositories = _names(config.get("repositories"))
+    if repositories and event.repository.lower() not in repositories:
+        return f"repository {event.repository} is not in {sorted(repositories)}"
+    authors = _names(config.get("authors"))
+    if authors and event.author.lower() not in authors:
+        return f"author {event.author} is not in {sorted(authors)}"
+    if kind == Kind.GITHUB_ISSUE.value:
+        if event.action != "opened" or event.is_pull_request:
+            return "github_issue fires on issues.opened only"
+        wanted = _names(config.get("labels"))
+        if wanted and not wanted & {label.lower() for label in event.labels}:
+            return f"the issue carries none of {sorted(wanted)}"
+        return None
+    if kind == Kind.GITHUB_LABEL.value:
+        label = str(config.get("label") or DEFAULT_TRIGGER_LABEL).lower()
+        if event.action != "labeled" or (event.label or "").lower() != label:
+            return f"github_label fires on the label {label!r} being added"
+        if event.is_pull_request and config.get("pull_requests") is False:
+            return "this trigger takes issues only"
+        if not event.is_pull_request and config.get("issues") is False:
+            return "this trigger takes pull requests only"
+        return None
+    return f"{kind} is not a GitHub trigger"
+
+
+def github_facts(event: IntakeEvent) -> dict[str, Any]:
+    """What a GitHub trigger's prompt template may read."""
+    return {
+        "title": event.title,
+        "body": event.body,
+        "url": event.url,
+        "labels": list(event.labels),
+        "author": event.author,
+        "repository": event.repository,
+        "number": event.number,
+        "is_pull_request": event.is_pull_request,
+        "label": event.label,
+        "text": f"{event.title}\n\n{event.body}".strip(),
+    }
+
+
+def github_source(event: IntakeEvent, trigger: Trigger) -> dict[str, Any]:
+    """Where the session came from, and how the status comment and the controls find it again."""
+    return {
+        "kind": "github",
+        "repository": event.repository,
+        "number": event.number,
+        "url": event.url,
+        "labels": list(event.labels),
+        "author": event.author,
+        "issue_state": event.state,
+        "issue_key": event.issue_key,
+        "is_pull_request": event.is_pull_request,
+        "installation_id": event.installation_id,
+        "trigger": trigger.name,
+    }
+
+
+def _create(db: DBSession, trigger: Trigger, event: IntakeEvent, now: datetime, settings: IntakeSettings) -> tuple[int, str] | None:
+    try:
+        prompt = render_trigger_prompt(trigger, github_facts(event))
+    except InvalidInput as exc:
+        log.warning("github: %s starts nothing: %s", event.issue_key, exc)
+        return None
+    if not prompt:
+        log.warning("github: trigger %r rendered an empty prompt for %s; nothing started", trigger.name, event.issue_key)
+        return None
+    if len(prompt) > settings.max_prompt_chars:
+        log.warning("github: the prompt for %s is %d characters; cut to PACER_MAX_PROMPT_CHARS=%d",
+                    event.issue_key, len(prompt), settings.max_prompt_chars)
+        prompt = prompt[: settings.max_prompt_chars]
+    labels = {label.lower() for label in event.labels}
+    request = NewSession(
+        title=f"{event.issue_key} {event.title}".strip()[:200],
+        genesis=trigger.kind,
+        # A control label already on the issue counts from the start; only people GitHub lets
+        # label can have put it there.
+        scheduling_class="priority" if PRIORITY_LABEL in labels else None,
+        trigger_id=trigger.id,
+        runtime=settings.runtime,
+        concurrency_group=trigger.concurrency_group or f"repo:{event.repository}",
+        requester=f"{GITHUB_ACTOR_PREFIX}{event.actor}",
+        source=github_source(event, trigger),
+    )
+    session = create_session(db, request, now=now)
+    session.prompt = prompt
+    db.add(session)
+    db.flush()
+    session_id = session.id or 0
+    record_prerequisites(db, session, f"{event.title}\n{event.body}")
+    log.info("github: %s %s → session #%s (trigger %r)", event.issue_key, event.action, session_id, trigger.name)
+    return session_id, prompt
+
+
+def _control(db: DBSession, event: IntakeEvent, now: datetime, plan: GithubPlan) -> None:
+    if not is_trusted(event):
+        login, association = who_acted(event)
+        log.info("github: %s on %s by %s (%s) ignored: only people with write access steer work",
+                 event.label, event.issue_key, login, association)
+        return
+    if event.control in (Control.CLOSE, Control.REOPEN):
+        plan.issue_state = "closed" if event.control is Control.CLOSE else "open"
+    sessions = [s for s in _issue_sessions(db, event.issue_key) if s.status in ACTIVE]
+    for session in sessions:
+        session_id = session.id or 0
+        if event.control is Control.PRIORITY:
+            before, _after = change_class(db, session, "priority", now=now)
+            if session.status == Status.WAITING.value:
+                plan.start_now.append(session_id)
+            log.info("github: %s made session #%s priority (was %s)", event.actor, session_id, before.value)
+        elif event.control is Control.HOLD:
+            if db.exec(_label_holds(session_id)).first() is None:  # one hold, however often labelled
+                plan.place_holds.append(session_id)
+        elif event.control is Control.RELEASE:
+            plan.release_holds.extend(hold.id or 0 for hold in db.exec(_label_holds(session_id)).all())
+        elif event.control is Control.CLOSE and session.status == Status.WAITING.value:
+            plan.archive.append(session_id)
+    if not sessions and event.control not in (Control.CLOSE, Control.REOPEN):
+        log.info("github: %s on %s: no session of that issue is active", event.control, event.issue_key)
+
+
+def _issue_sessions(db: DBSession, issue_key: str, *, trigger_id: int | None = None) -> Sequence[Session]:
+    stmt = select(Session).where(
+        col(Session.genesis).in_(GITHUB_GENESES),
+        col(Session.source)["issue_key"].as_string() == issue_key,
+    )
+    if trigger_id is not None:
+        stmt = stmt.where(Session.trigger_id == trigger_id)
+    return db.exec(stmt.order_by(col(Session.id))).all()
+
+
+def _label_holds(session_id: int) -> Any:
+    """The open holds the label armed on a session; a person's own hold is never touched."""
+    return select(OperatorHold).where(
+        OperatorHold.selector_kind == "session",
+        OperatorHold.selector_value == str(session_id),
+        col(OperatorHold.armer).startswith(GITHUB_ACTOR_PREFIX),
+        col(OperatorHold.released_at).is_(None),
+    )
+
+
+def _trusted(config: Mapping[str, Any]) -> frozenset[str]:
+    configured = config.get("trusted_associations")
+    if isinstance(configured, list) and configured:
+        return frozenset(str(a).upper() for a in configured)
+    return TRUSTED_ASSOCIATIONS
+
+
+def _names(value: Any) -> set[str]:
+    if isinstance(value, str):
+        value = [value]
+    return {str(v).lower() for v in value} if isinstance(value, list) else set()
+
+
+def _guarded(what: str, func: Any, *args: Any, **kwargs: Any) -> Any:
+    try:
+        return func(*args, **kwargs)
+    except PacerError as exc:
+        log.info("github: %s: %s", what, exc)
+    except Exception:
+        log.exception("github: %s failed", what)
+    return None

@@ -1,0 +1,219 @@
+"""Talking back to GitHub: one sticky status comment per issue, edited as its session moves.
+
+Off the webhook path and idempotent, because PyGithub's retry can sleep until a rate-limit reset
+and the network can fail after GitHub acted:
+
+  * `StatusComments` is a `scheduler.ports.Notifier`. A notice (started, held, paused, done,
+    failed, archived, refused, operator_hold) only queues a refresh of that session on one
+    worker thread — never a GitHub call inside a scheduler transaction or a request. Refreshes
+    of the same session coalesce while queued.
+  * A refresh reads the session's state from its row (`status.read_status`), renders the body,
+    and skips GitHub when the stored body is the same. Otherwise `PyGithubComments.upsert`
+    edits the comment it knows, or finds one by the hidden marker, and creates one only when
+    neither exists; the id is kept in `status_comments`.
+  * PyGithub is bounded: a few retries, never a POST retried blind (a create is re-found by its
+    marker instead), and `max_rate_limit_wait` caps any sleep for a rate limit.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Mapping
+from concurrent.futures import Future, ThreadPoolExecutor, wait
+from typing import Any, Protocol
+
+from sqlalchemy import Engine
+from sqlalchemy.exc import IntegrityError
+from sqlmodel import Session as DBSession
+from sqlmodel import select
+
+from integrations.github.status import MARKER, Where, read_status, render_body
+from scheduler.db import session_scope
+from scheduler.models import StatusComment
+from scheduler.ports import Clock
+
+log = logging.getLogger("pacer.github")
+
+NOTICES = frozenset({"started", "held", "paused", "done", "failed", "archived", "refused", "operator_hold"})
+MAX_RATE_LIMIT_WAIT_SECONDS = 60
+RETRIES = 3
+TIMEOUT_SECONDS = 10
+
+
+class CommentPort(Protocol):
+    """The one thing Pacer asks of GitHub: make this issue's status comment say `body`."""
+
+    def upsert(self, where: Where, body: str, *, comment_id: int | None) -> int: ...
+
+
+class PyGithubComments:
+    """`CommentPort` over PyGithub, with a personal token or a GitHub App's installation."""
+
+    def __init__(
+        self, *, base_url: str, token: str | None = None, app_id: str | None = None, private_key: str | None = None,
+        throttle: bool = True,
+    ) -> None:
+        if not token and not (app_id and private_key):
+            raise ValueError("PyGithubComments needs a token, or an App id and private key")
+        self._base_url = base_url.rstrip("/")
+        self._token = token
+        self._app = (app_id, private_key) if app_id and private_key else None
+        self._throttle = throttle
+        self._clients: dict[int | None, Any] = {}
+        self._lock = threading.Lock()
+
+    def upsert(self, where: Where, body: str, *, comment_id: int | None) -> int:
+        from github import UnknownObjectException
+
+        issue = self._client(where.installation_id).get_repo(where.repository).get_issue(where.number)
+        if comment_id is not None:
+            try:
+                known = issue.get_comment(comment_id)
+            except UnknownObjectException:
+                known = None  # deleted by someone: find another or make a new one
+            if known is not None and MARKER in (known.body or ""):
+                return _edited(known, body)
+        for comment in issue.get_comments():
+            if MARKER in (comment.body or ""):
+                return _edited(comment, body)
+        created = issue.create_comment(body)
+        return int(created.id)
+
+    def _client(self, installation_id: int | None) -> Any:
+        from github import Auth, Github, GithubRetry
+
+        key = installation_id if self._app else None
+        with self._lock:
+            if key in self._clients:
+                return self._clients[key]
+            if self._app is not None:
+                if installation_id is None:
+                    raise LookupError("a GitHub App needs the installation id the event came with; this session has none")
+                auth: Any = Auth.AppAuth(self._app[0], self._app[1]).get_installation_auth(installation_id)
+            else:
+                auth = Auth.Token(str(self._token))
+            # No blind POST retry: a create that failed after GitHub acted is found by its marker.
+            retry = GithubRetry(total=RETRIES, max_rate_limit_wait=MAX_RATE_LIMIT_WAIT_SECONDS,
+                                allowed_methods=frozenset({"GET", "HEAD", "PATCH"}))
+            spacing: dict[str, Any] = {} if self._throttle else {"seconds_between_requests": None, "seconds_between_writes": None}
+            client = Github(base_url=self._base_url, auth=auth, retry=retry, timeout=TIMEOUT_SECONDS, **spacing)
+            self._clients[key] = client
+            return client
+
+
+def _edited(comment: Any, body: str) -> int:
+    if comment.body != body:
+        comment.edit(body)
+    return int(comment.id)
+
+
+def client_from_settings(settings: Any) -> PyGithubComments | None:
+    if settings.github_app_id and settings.github_app_private_key:
+        return PyGithubComments(base_url=settings.github_api_url, app_id=settings.github_app_id,
+                                private_key=settings.github_app_private_key)
+    if settings.github_token:
+        return PyGithubComments(base_url=settings.github_api_url, token=settings.github_token)
+    return None
+
+
+class StatusComments:
+    """The GitHub side of the Notifier port: notices in, sticky comments out, on one thread."""
+
+    def __init__(self, engine: Engine, port: CommentPort, *, clock: Clock) -> None:
+        self._engine = engine
+        self._port = port
+        self._clock = clock
+        self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="github-comments")
+        self._queued: set[int] = set()
+        self._pending: set[Future[Any]] = set()
+        self._lock = threading.Lock()
+
+    def notify(self, event: str, context: Mapping[str, Any]) -> None:
+        session_id = context.get("session_id")
+        if event not in NOTICES or not isinstance(session_id, int):
+            return
+        with self._lock:
+            if session_id in self._queued:
+                return  # the queued refresh reads the row when it runs: it will see this change
+            self._queued.add(session_id)
+            future = self._pool.submit(self._run, session_id)
+            self._pending.add(future)
+        future.add_done_callback(self._forget)
+
+    def _run(self, session_id: int) -> None:
+        with self._lock:
+            self._queued.discard(session_id)
+        try:
+            self.refresh(session_id)
+        except Exception:
+            log.exception("github: the status comment of session #%s was not updated", session_id)
+
+    def _forget(self, future: Future[Any]) -> None:
+        with self._lock:
+            self._pending.discard(future)
+
+    def refresh(self, session_id: int) -> int | None:
+        """Make the session's issue comment match its row. Returns the comment id, or None when
+        the session has no GitHub issue or the comment already says this."""
+        now = self._clock.now()
+        with DBSession(self._engine) as db:  # read-only
+            found = read_status(db, session_id, now)
+            if found is None:
+                return None
+            where, view = found
+            stored = _stored(db, where)
+            known_id, known_body = (stored.comment_id, stored.body) if stored is not None else (None, None)
+        body = render_body(view)
+        if known_id is not None and known_body == body:
+            return None
+        comment_id = self._port.upsert(where, body, comment_id=known_id)  # GitHub: outside any transaction
+        self._remember(where, comment_id, body)
+        log.info("github: status of session #%s on %s#%s: %s", session_id, where.repository, where.number, view.state)
+        return comment_id
+
+    def _remember(self, where: Where, comment_id: int, body: str) -> None:
+        now = self._clock.now()
+        for _attempt in range(2):
+            try:
+                with session_scope(self._engine) as db:
+                    row = _stored(db, where) or StatusComment(repository=where.repository, number=where.number)
+                    row.comment_id, row.body, row.updated_at = comment_id, body, now
+                    db.add(row)
+                return
+            except IntegrityError:
+                continue  # another writer made the row first: update it instead
+
+    def drain(self, timeout: float = 30.0) -> bool:
+        with self._lock:
+            pending = set(self._pending)
+        if not pending:
+            return True
+        _done, not_done = wait(pending, timeout=timeout)
+        return not not_done
+
+    def close(self, timeout: float = 30.0) -> None:
+        self.drain(timeout)
+        self._pool.shutdown(wait=False, cancel_futures=True)
+
+
+def _stored(db: DBSession, where: Where) -> StatusComment | None:
+    stmt = select(StatusComment).where(StatusComment.repository == where.repository, StatusComment.number == where.number)
+    return db.exec(stmt).first()
+
+
+def install(pacer: Any, *, port: CommentPort | None = None) -> StatusComments | None:
+    """Add the status comments to the runtime's notifier. Off (with one log line) when no GitHub
+    token or App is configured."""
+    port = port or client_from_settings(pacer.settings)
+    if port is None:
+        log.info("github: no GITHUB_TOKEN or GitHub App configured; sticky status comments are off")
+        return None
+    status = StatusComments(pacer.engine, port, clock=pacer.clock)
+    notifier = pacer.ctx.notifier
+    if hasattr(notifier, "add"):
+        notifier.add(status)
+    else:
+        pacer.ctx.hooks.setdefault("*", []).append(status.notify)
+    pacer.extras["github_status"] = status
+    return status

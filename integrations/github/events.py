@@ -1,0 +1,216 @@
+"""GitHub webhook payloads as Pacer reads them: a typed `IntakeEvent`, or `Ignored` with a reason.
+
+Pure: a payload (already verified and decoded) in, a value out; no database, no network, and no
+payload can make `parse` raise. Routing is on the `X-GitHub-Event` header plus `action`:
+
+    issues.opened                              github_issue   (a github_issue trigger may fire)
+    issues.labeled, pull_request.labeled       github_label   (a github_label trigger may fire)
+        ... with `pacer:priority`              control: priority (make that session priority)
+        ... with `pacer:hold`                  control: hold (an operator hold on it)
+    issues.unlabeled / pull_request.unlabeled
+        ... with `pacer:hold`                  control: release
+    issues.closed, pull_request.closed         control: close (archive a session still waiting;
+                                               prerequisites naming the issue are satisfied)
+    issues.reopened, pull_request.reopened     control: reopen
+    anything else, and Pacer's own events      Ignored
+
+Trust follows the label- and mention-triggered agents: only people with write access start
+work, read from `author_association` (OWNER, MEMBER, COLLABORATOR). A label event carries no
+association for the person who labeled, so it is inferred: labelling your own issue is judged by
+your association as its author; labelling someone else's needs triage access or more, which
+GitHub grants only to collaborators and members; another bot's label counts as nobody's.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from enum import StrEnum
+from typing import Any
+
+TRUSTED_ASSOCIATIONS = frozenset({"OWNER", "MEMBER", "COLLABORATOR"})
+PRIORITY_LABEL = "pacer:priority"
+HOLD_LABEL = "pacer:hold"
+CONTROL_LABELS = frozenset({PRIORITY_LABEL, HOLD_LABEL})
+# Someone able to label another person's issue has triage access or more: a collaborator.
+INFERRED_LABELER_ASSOCIATION = "COLLABORATOR"
+
+
+
+class Kind(StrEnum):
+    GITHUB_ISSUE = "github_issue"
+    GITHUB_LABEL = "github_label"
+    CONTROL = "control"
+
+
+class Control(StrEnum):
+    PRIORITY = "priority"
+    HOLD = "hold"
+    RELEASE = "release"
+    CLOSE = "close"
+    REOPEN = "reopen"
+
+
+@dataclass(frozen=True)
+class IntakeEvent:
+    kind: Kind
+    action: str  # GitHub's action: opened | labeled | unlabeled | closed
+    repository: str  # owner/name
+    number: int
+    title: str
+    body: str
+    url: str  # the issue's or pull request's page
+    labels: tuple[str, ...]
+    author: str
+    author_association: str
+    labeler: str | None  # who added or removed `label`
+    labeler_association: str | None
+    is_pull_request: bool
+    label: str | None = None
+    control: Control | None = None
+    state: str = "open"
+    sender: str = ""
+    installation_id: int | None = None
+
+    @property
+    def issue_key(self) -> str:
+        """`owner/name#12`: how a session born of this issue is found again."""
+        return f"{self.repository}#{self.number}"
+
+    @property
+    def actor(self) -> str:
+        return self.labeler or self.sender or self.author
+
+
+@dataclass(frozen=True)
+class Ignored:
+    reason: str
+
+
+def parse(event: str, payload: Mapping[str, Any], *, bot_login: str) -> IntakeEvent | Ignored:
+    """Read one delivery. Never raises: a payload without the fields Pacer needs is Ignored."""
+    if not isinstance(payload, Mapping):
+        return Ignored("the payload is not a JSON object")
+    action = _text(payload.get("action"))
+    name = f"{event}.{action}" if action else event
+    sender = _mapping(payload.get("sender"))
+    if is_own(sender, bot_login):
+        return Ignored(f"{name} was sent by Pacer itself ({_text(sender.get('login'))})")
+    if event not in {"issues", "pull_request"}:
+        return Ignored(f"{event} events start nothing")
+    item = payload.get("issue" if event == "issues" else "pull_request")
+    repo = payload.get("repository")
+    if not isinstance(item, Mapping) or not isinstance(repo, Mapping):
+        return Ignored(f"{name} carries no {event.rstrip('s')} or repository")
+    number = item.get("number")
+    full_name = _text(repo.get("full_name"))
+    if not isinstance(number, int) or isinstance(number, bool) or number < 1 or "/" not in full_name:
+        return Ignored(f"{name} carries no issue number or repository name")
+    label = _label_name(payload.get("label"))
+    kind, control = _route(event, action, label)
+    if kind is None:
+        return Ignored(f"{name}{f' ({label})' if label else ''} starts nothing")
+    user = _mapping(item.get("user"))
+    author = _text(user.get("login"))
+    association = _text(item.get("author_association")).upper() or "NONE"
+    sender_login = _text(sender.get("login"))
+    labeler = sender_login if action in {"labeled", "unlabeled"} else None
+    installation = payload.get("installation")
+    return IntakeEvent(
+        kind=kind,
+        action=action,
+        repository=full_name,
+        number=number,
+        title=_text(item.get("title")),
+        body=_text(item.get("body")),
+        url=_text(item.get("html_url")),
+        labels=tuple(n for n in (_label_name(x) for x in _list(item.get("labels"))) if n),
+        author=author,
+        author_association=association,
+        labeler=labeler,
+        labeler_association=labeler_association(labeler, _text(sender.get("type")), author, association) if labeler else None,
+        is_pull_request=event == "pull_request" or isinstance(item.get("pull_request"), Mapping),
+        label=label or None,
+        control=control,
+        state=_text(item.get("state")) or "open",
+        sender=sender_login,
+        installation_id=_int(installation.get("id")) if isinstance(installation, Mapping) else None,
+    )
+
+
+def _route(event: str, action: str, label: str) -> tuple[Kind | None, Control | None]:
+    lowered = label.lower()
+    if action == "opened" and event == "issues":
+        return Kind.GITHUB_ISSUE, None
+    if action == "labeled":
+        if lowered == PRIORITY_LABEL:
+            return Kind.CONTROL, Control.PRIORITY
+        if lowered == HOLD_LABEL:
+            return Kind.CONTROL, Control.HOLD
+        return (Kind.GITHUB_LABEL, None) if label else (None, None)
+    if action == "unlabeled" and lowered == HOLD_LABEL:
+        return Kind.CONTROL, Control.RELEASE
+    if action == "closed":
+        return Kind.CONTROL, Control.CLOSE
+    if action == "reopened":
+        return Kind.CONTROL, Control.REOPEN
+    return None, None
+
+
+def is_own(sender: Mapping[str, Any], bot_login: str) -> bool:
+    """Pacer's own account (its GitHub App's `name[bot]` login, or the token's user)."""
+    login = _text(sender.get("login")).lower()
+    wanted = bot_login.lower()
+    if not login or not wanted:
+        return False
+    return login == wanted or (_text(sender.get("type")) == "Bot" and login == f"{wanted}[bot]")
+
+
+def labeler_association(labeler: str, sender_type: str, author: str, author_association: str) -> str:
+    if labeler.lower() == author.lower():
+        return author_association
+    if sender_type == "Bot":
+        return "NONE"  # a workflow's bot acts with the rights of whoever triggered it
+    return INFERRED_LABELER_ASSOCIATION
+
+
+def is_trusted(event: IntakeEvent, trusted: frozenset[str] = TRUSTED_ASSOCIATIONS) -> bool:
+    """Whether the person who made this event happen may start or steer work.
+
+    Closing and reopening need no more trust than GitHub itself asks: they withdraw work or
+    report an issue's state, never start work.
+    """
+    if event.control in (Control.CLOSE, Control.REOPEN):
+        return True
+    if event.labeler is not None:
+        return (event.labeler_association or "NONE") in trusted
+    return event.author_association in trusted
+
+
+def who_acted(event: IntakeEvent) -> tuple[str, str]:
+    """(login, association) of the person trust was judged on, for the log line."""
+    if event.labeler is not None:
+        return event.labeler, event.labeler_association or "NONE"
+    return event.author, event.author_association
+
+
+def _label_name(label: Any) -> str:
+    if isinstance(label, Mapping):
+        return _text(label.get("name"))
+    return ""
+
+
+def _mapping(value: Any) -> Mapping[str, Any]:
+    return value if isinstance(value, Mapping) else {}
+
+
+def _list(value: Any) -> list[Any]:
+    return list(value) if isinstance(value, list) else []
+
+
+def _text(value: Any) -> str:
+    return value if isinstance(value, str) else ""
+
+
+def _int(value: Any) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) else None

@@ -1,0 +1,141 @@
+"""What the sticky status comment says: a session's state read from its row, as one `StatusView`.
+
+The view is derived from the row each time, never from the notice that asked for it, so notices
+arriving late, twice or out of order still end on the comment that matches the database:
+
+    queued    waiting; spot sessions show their place in the spot queue and, when the gate held
+              the last ask, why and when it is asked again
+    held      a priority session waiting on a hold (a queue hold, its group, an operator hold)
+    started   a turn is running
+    paused    a pause, a park, a sleep, or waiting for a person's input
+    done / failed / archived
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import and_, func, or_
+from sqlmodel import Session as DBSession
+from sqlmodel import col, select
+
+from scheduler.genesis import SchedulingClass
+from scheduler.models import Session, Status, Turn
+from scheduler.operator_holds import applies, live_holds
+from scheduler.policy import load_policy
+from scheduler.sessions import class_expr, class_of
+from templates import render
+
+MARKER = "<!-- pacer:status -->"
+
+
+@dataclass(frozen=True)
+class Where:
+    """The issue a session talks back to."""
+
+    repository: str
+    number: int
+    installation_id: int | None = None
+
+
+@dataclass(frozen=True)
+class StatusView:
+    state: str  # queued | held | started | paused | done | failed | archived
+    session_id: int
+    title: str
+    scheduling_class: str
+    position: int | None = None  # 1-based place among waiting spot sessions
+    queued: int | None = None  # waiting spot sessions in all
+    why: str | None = None
+    until: datetime | None = None
+    operator_hold: str | None = None
+
+
+def where_of(session: Session) -> Where | None:
+    """The issue of a session GitHub intake created, or None for every other session."""
+    source = session.source if isinstance(session.source, dict) else {}
+    repository, number = source.get("repository"), source.get("number")
+    if source.get("kind") != "github" or not isinstance(repository, str) or not isinstance(number, int):
+        return None
+    installation = source.get("installation_id")
+    return Where(repository, number, installation if isinstance(installation, int) else None)
+
+
+def status_view(
+    session: Session, scheduling_class: SchedulingClass, now: datetime, *, position: int | None = None,
+    queued: int | None = None, operator_hold: str | None = None, error: str | None = None,
+) -> StatusView:
+    """Pure: the row (plus what only a query knows) to the view."""
+    base: dict[str, Any] = {"session_id": session.id or 0, "title": session.title,
+                            "scheduling_class": scheduling_class.value, "operator_hold": operator_hold}
+    status = session.status
+    if status == Status.ARCHIVED.value:
+        return StatusView("archived", **base)
+    if status == Status.RUNNING.value:
+        return StatusView("started", **base)
+    if status == Status.DONE.value:
+        return StatusView("done", **base)
+    if status in (Status.FAILED.value, Status.BLOCKED.value):
+        return StatusView("failed", why=error, **base)
+    asleep = session.wake_at is not None and session.wake_at > now
+    if status == Status.NEEDS_INPUT.value or session.pause_reason or session.park_reason or asleep:
+        why = session.pause_detail or session.pause_reason or session.park_reason
+        return StatusView("paused", why=why, until=session.wake_at if asleep else None, **base)
+    held = session.hold_reason is not None
+    if scheduling_class is SchedulingClass.SPOT:
+        return StatusView("queued", position=position, queued=queued, why=session.hold_sentence if held else None,
+                          until=session.hold_retry_at if held else None, **base)
+    if held:
+        return StatusView("held", why=session.hold_sentence, until=session.hold_retry_at, **base)
+    return StatusView("queued", **base)
+
+
+def read_status(db: DBSession, session_id: int, now: datetime) -> tuple[Where, StatusView] | None:
+    """The view of one session, or None when it is gone or was not born of a GitHub issue."""
+    session = db.get(Session, session_id)
+    if session is None:
+        return None
+    where = where_of(session)
+    if where is None:
+        return None
+    policy = load_policy(db)
+    cls = class_of(session, policy)
+    position = queued = None
+    if session.status == Status.WAITING.value and cls is SchedulingClass.SPOT:
+        position, queued = _spot_place(db, session, policy)
+    hold = next((h for h in live_holds(db, now) if applies(h, session, now, policy)), None)
+    on_hold = (hold.reason or f"held by {hold.armer}") if hold is not None else None
+    error = None
+    if session.status in (Status.FAILED.value, Status.BLOCKED.value):
+        error = db.exec(select(Turn.error).where(Turn.session_id == session_id).order_by(col(Turn.id).desc())).first()
+    return where, status_view(session, cls, now, position=position, queued=queued, operator_hold=on_hold, error=error)
+
+
+def render_body(view: StatusView) -> str:
+    """The comment's markdown, marker first: the marker is how the comment is found again."""
+    return f"{MARKER}\n{render(f'github/status_{view.state}.j2', view=view)}\n"
+
+
+def _spot_place(db: DBSession, session: Session, policy: Any) -> tuple[int, int]:
+    """(place, total) among waiting spot sessions, in the ranked queue's order: precedence, then
+    age, then id. Two counts, so a long queue is not read row by row."""
+    waiting_spot: list[Any] = [Session.status == Status.WAITING.value, class_expr(policy) == SchedulingClass.SPOT.value]
+    total = db.exec(select(func.count()).select_from(Session).where(*waiting_spot)).one()
+    ahead = db.exec(
+        select(func.count()).select_from(Session).where(
+            *waiting_spot,
+            or_(
+                col(Session.precedence) > session.precedence,
+                and_(
+                    col(Session.precedence) == session.precedence,
+                    or_(
+                        col(Session.created_at) < session.created_at,
+                        and_(col(Session.created_at) == session.created_at, col(Session.id) < (session.id or 0)),
+                    ),
+                ),
+            ),
+        )
+    ).one()
+    return int(ahead) + 1, int(total)

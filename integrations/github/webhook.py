@@ -1,0 +1,250 @@
+"""`POST /github/webhook`: GitHub's deliveries become intake, each exactly once.
+
+Order per request, cheapest refusal first; nothing is parsed before it is verified:
+
+    503  GITHUB_WEBHOOK_SECRET is unset (the route exists so a misconfigured hook says why)
+    413  the body passes PACER_MAX_BODY_BYTES (its Content-Length, then the bytes actually read)
+    401  X-Hub-Signature-256 missing, or not HMAC-SHA256(secret, raw body) — constant-time compare
+    400  a signed body that is not a JSON object, or an actionable event without X-GitHub-Delivery
+    200  ping; events and actions Pacer does not act on; Pacer's own events; a redelivery
+    202  an event Pacer acts on: recorded now, worked on after the answer
+
+Durability, the seed's promise that a burst "creates each session exactly once and loses none":
+the delivery row — unique on (X-GitHub-Hook-ID, X-GitHub-Delivery) — and every decision that is
+only rows (each session with its rendered prompt, prerequisites, a class change, an operator
+hold) commit in ONE transaction before the answer. A redelivery reuses its GUID, so its insert
+hits the constraint and the whole transaction rolls back: it creates nothing and is answered 200.
+The slow part (the gate behind each first turn, StartNow, archive; the status comment) runs on one
+worker thread after the answer. Should the process die in between, start-up recovery gives every
+committed session without a turn its first turn. GitHub's signature carries no timestamp, so the
+delivery record is also what stops a replayed delivery.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import json
+import logging
+import threading
+from collections.abc import AsyncIterator, Callable, Mapping
+from concurrent.futures import Future, ThreadPoolExecutor, wait
+from contextlib import AbstractContextManager, asynccontextmanager, nullcontext
+from dataclasses import dataclass, field
+from typing import Any
+from urllib.parse import parse_qs
+
+import anyio
+import anyio.to_thread
+from fastapi import APIRouter, FastAPI, Request
+from fastapi.responses import JSONResponse, Response
+from sqlalchemy.exc import IntegrityError
+
+from bot.github_intake import GithubPlan, IntakeSettings, finish_github, record_github
+from bot.runtime import Pacer
+from integrations.github import events
+from scheduler.db import session_scope
+from scheduler.models import WebhookDelivery
+from templates import render
+
+log = logging.getLogger("pacer.github")
+
+PATH = "/github/webhook"
+SIGNATURE_PREFIX = "sha256="
+
+
+def signature(secret: bytes, body: bytes) -> str:
+    """The X-Hub-Signature-256 value GitHub sends for `body`."""
+    return SIGNATURE_PREFIX + hmac.new(secret, body, hashlib.sha256).hexdigest()
+
+
+def is_signed(secret: bytes, header: str | None, body: bytes) -> bool:
+    if not secret or not header:
+        return False
+    return hmac.compare_digest(signature(secret, body).encode(), header.strip().encode("utf-8", "replace"))
+
+
+@dataclass(frozen=True)
+class Answer:
+    status: int
+    template: str
+    values: Mapping[str, Any] = field(default_factory=dict)
+    plan: GithubPlan | None = None
+
+    def response(self) -> JSONResponse:
+        body: dict[str, Any] = {"message": render(f"github/{self.template}.j2", **self.values)}
+        if self.plan is not None:
+            body["sessions"] = self.plan.created_ids
+        return JSONResponse(body, status_code=self.status)
+
+
+class GithubEdge:
+    """The runtime, the intake settings and one worker thread for the work done after the answer.
+
+    One thread on purpose: follow-up work is a handful of short transactions per event, and on
+    SQLite every writer queues on one lock anyway; a second thread would only contend with the
+    requests being answered.
+    """
+
+    def __init__(self, pacer: Pacer, *, intake: IntakeSettings | None = None) -> None:
+        self.pacer = pacer
+        self.intake = intake or IntakeSettings.from_settings(pacer.settings)
+        self.secret = str(pacer.settings.github_webhook_secret or "").encode()
+        self.bot_login = str(pacer.settings.github_bot_login or "")
+        # SQLite: webhook transactions queue here, in order, rather than in SQLite's busy
+        # handler, whose sleeps grow to 100 ms and would set the tail latency.
+        self._write_lock: AbstractContextManager[Any] = threading.Lock() if pacer.settings.sqlite else nullcontext()
+        self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="github-intake")
+        self._pending: set[Future[Any]] = set()
+        self._lock = threading.Lock()
+
+    def take(self, headers: Mapping[str, str], body: bytes) -> Answer:
+        """Decode, route and record one verified delivery (runs on a request thread)."""
+        payload, problem = decode(body, headers.get("content-type", ""))
+        if payload is None:
+            return Answer(400, "webhook_malformed", {"problem": problem})
+        event_name = headers.get("x-github-event", "").strip()
+        if event_name == "ping":
+            log.info("github: ping from hook %s", headers.get("x-github-hook-id", "?"))
+            return Answer(200, "webhook_pong", {"hook_id": headers.get("x-github-hook-id", "")})
+        parsed = events.parse(event_name, payload, bot_login=self.bot_login)
+        if isinstance(parsed, events.Ignored):
+            log.debug("github: %s", parsed.reason)
+            return Answer(200, "webhook_ignored", {"reason": parsed.reason})
+        delivery_id = headers.get("x-github-delivery", "").strip()
+        if not delivery_id:
+            return Answer(400, "webhook_no_delivery")
+        return self._record(parsed, hook_id=headers.get("x-github-hook-id", "").strip(), delivery_id=delivery_id, event_name=event_name)
+
+    def _record(self, event: events.IntakeEvent, *, hook_id: str, delivery_id: str, event_name: str) -> Answer:
+        name = f"{event_name}.{event.action}"
+        now = self.pacer.clock.now()
+        try:
+            with self._write_lock, session_scope(self.pacer.engine) as db:
+                db.add(WebhookDelivery(hook_id=hook_id[:100], delivery_id=delivery_id[:100], event=name, received_at=now))
+                try:
+                    db.flush()
+                except IntegrityError:
+                    db.rollback()
+                    log.info("github: delivery %s (hook %s) already taken; a redelivery creates nothing", delivery_id, hook_id or "-")
+                    return Answer(200, "webhook_redelivery", {"delivery": delivery_id})
+                plan = record_github(db, event, now=now, settings=self.intake)
+        except Exception as exc:  # answered 500 and logged: GitHub shows it and can redeliver
+            log.exception("github: delivery %s could not be recorded", delivery_id)
+            return Answer(500, "webhook_failed", {"error": type(exc).__name__})
+        values = {"event": name, "issue": event.issue_key, "created": plan.created_ids, "steered": plan.steered_ids}
+        return Answer(202, "webhook_accepted", values, plan)
+
+    def submit(self, what: str, func: Callable[..., Any], *args: Any) -> Future[Any]:
+        """Run func(*args) after the answer; an exception is logged with `what`, never raised."""
+
+        def guarded() -> Any:
+            try:
+                return func(*args)
+            except Exception:
+                log.exception("github: %s failed", what)
+                return None
+
+        future = self._pool.submit(guarded)
+        with self._lock:
+            self._pending.add(future)
+        future.add_done_callback(self._forget)
+        return future
+
+    def _forget(self, future: Future[Any]) -> None:
+        with self._lock:
+            self._pending.discard(future)
+
+    def drain(self, timeout: float = 30.0) -> bool:
+        """Wait for the follow-up work submitted so far; True when all of it finished in time."""
+        with self._lock:
+            pending = set(self._pending)
+        if not pending:
+            return True
+        _done, not_done = wait(pending, timeout=timeout)
+        return not not_done
+
+    def close(self, timeout: float = 30.0) -> None:
+        """Finish what was answered (GitHub will not send it again), then stop the thread."""
+        self.drain(timeout)
+        self._pool.shutdown(wait=False, cancel_futures=True)
+
+
+def decode(body: bytes, content_type: str) -> tuple[dict[str, Any] | None, str]:
+    """The payload as a dict, or None and what is wrong with it. JSON, or the form encoding a hook
+    can be set to (`payload=<json>`)."""
+    raw: bytes | str = body
+    if content_type.split(";")[0].strip().lower() == "application/x-www-form-urlencoded":
+        try:
+            fields = parse_qs(body.decode("utf-8"), strict_parsing=False)
+        except UnicodeDecodeError:
+            return None, "the form is not UTF-8"
+        if "payload" not in fields:
+            return None, "a form without its payload field"
+        raw = fields["payload"][0]
+    try:
+        payload = json.loads(raw)
+    except (ValueError, RecursionError) as exc:
+        return None, f"not JSON: {type(exc).__name__}"
+    if not isinstance(payload, dict):
+        return None, f"a JSON {type(payload).__name__}, not an object"
+    return payload, ""
+
+
+async def read_bounded(request: Request, limit: int) -> bytes | None:
+    """The whole body, or None as soon as it is known to pass `limit` bytes."""
+    declared = request.headers.get("content-length", "")
+    if declared.isdigit() and int(declared) > limit:
+        return None
+    chunks: list[bytes] = []
+    size = 0
+    async for chunk in request.stream():
+        size += len(chunk)
+        if size > limit:
+            return None
+        chunks.append(chunk)
+    return b"".join(chunks)
+
+
+def register(app: FastAPI, pacer: Pacer) -> GithubEdge:
+    """Mount POST /github/webhook. Without GITHUB_WEBHOOK_SECRET the route answers 503 and why.
+
+    The sticky status comments are installed on the scheduler's notifier when a GitHub token or
+    App is configured (`integrations.github.comments.install`); their worker stops with the app.
+    """
+    from integrations.github import comments
+
+    edge = GithubEdge(pacer)
+    status = comments.install(pacer)
+    limit: int = pacer.settings.max_body_bytes
+
+    @asynccontextmanager
+    async def lifespan(_app: Any) -> AsyncIterator[None]:
+        try:
+            yield
+        finally:
+            await anyio.to_thread.run_sync(edge.close)
+            if status is not None:
+                await anyio.to_thread.run_sync(status.close)
+
+    router = APIRouter(lifespan=lifespan)
+
+    @router.post(PATH, include_in_schema=False)
+    async def github_webhook(request: Request) -> Response:
+        if not edge.secret:
+            return Answer(503, "webhook_not_configured").response()
+        body = await read_bounded(request, limit)
+        if body is None:
+            return Answer(413, "webhook_too_large", {"limit": limit}).response()
+        if not is_signed(edge.secret, request.headers.get("x-hub-signature-256"), body):
+            log.info("github: unsigned or mis-signed delivery %s refused", request.headers.get("x-github-delivery", "-"))
+            return Answer(401, "webhook_unsigned").response()
+        headers = {k.lower(): v for k, v in request.headers.items()}
+        answer = await anyio.to_thread.run_sync(edge.take, headers, body)
+        if answer.plan is not None and not answer.plan.is_empty:
+            edge.submit(f"intake of {answer.values.get('issue')}", finish_github, pacer.ctx, answer.plan)
+        return answer.response()
+
+    app.include_router(router)
+    app.state.github = edge
+    return edge

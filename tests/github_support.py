@@ -1,0 +1,199 @@
+"""What the GitHub tests share: signed deliveries, the vendored example payloads, a Pacer runtime
+in virtual time, and a small fake of GitHub's REST API on loopback.
+
+The fake implements only what PyGithub calls for the sticky comment — get a repository, get an
+issue, list its comments, create one, get one, edit one — and records every request, so a test
+can assert exactly which calls Pacer made.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import re
+import socket
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+
+from integrations.github.webhook import signature
+
+SECRET = "It's a Secret to Everybody"
+FIXTURES = Path(__file__).parent / "fixtures" / "github"
+_delivery_ids = itertools.count(1)
+
+
+def example_payloads() -> list[tuple[str, Path]]:
+    """(event name, file) for every vendored octokit/webhooks example; the folder is the event."""
+    return sorted((path.parent.name, path) for path in FIXTURES.glob("*/*.json"))
+
+
+def headers(event: str, body: bytes, *, secret: str = SECRET, delivery: str | None = None, hook_id: str = "109948940") -> dict[str, str]:
+    return {
+        "Content-Type": "application/json",
+        "X-GitHub-Event": event,
+        "X-GitHub-Delivery": delivery or f"72d3162e-cc78-11e3-81ab-{next(_delivery_ids):012d}",
+        "X-GitHub-Hook-ID": hook_id,
+        "X-Hub-Signature-256": signature(secret.encode(), body),
+        "User-Agent": "GitHub-Hookshot/test",
+    }
+
+
+def issue_payload(
+    action: str = "opened", *, number: int = 7, repository: str = "octo/app", author: str = "alice",
+    association: str = "MEMBER", sender: str | None = None, sender_type: str = "User", labels: tuple[str, ...] = (),
+    label: str | None = None, body: str = "Fix the thing.", title: str = "The thing is broken", pull_request: bool = False,
+) -> dict[str, Any]:
+    """A minimal issues / pull_request payload carrying the fields GitHub sends and Pacer reads."""
+    item = {
+        "number": number, "title": title, "body": body, "state": "open",
+        "html_url": f"https://github.com/{repository}/{'pull' if pull_request else 'issues'}/{number}",
+        "user": {"login": author, "type": "User"}, "author_association": association,
+        "labels": [{"name": name} for name in labels],
+    }
+    payload: dict[str, Any] = {
+        "action": action,
+        "pull_request" if pull_request else "issue": item,
+        "repository": {"full_name": repository, "name": repository.split("/")[1]},
+        "sender": {"login": sender or author, "type": sender_type},
+    }
+    if label is not None:
+        payload["label"] = {"name": label}
+    return payload
+
+
+def make_pacer(engine: Any, clock: Any, deferrer: Any, **env: str) -> Any:
+    """A Pacer runtime in virtual time with the production notifier chain and wiring."""
+    from bot.notify import CompositeNotifier, LogNotifier
+    from bot.runtime import Pacer
+    from bot.settings import load
+    from scheduler import wiring
+    from scheduler.context import Context
+    from scheduler.simworkers import VirtualWorkerPool
+
+    settings = load({"GITHUB_WEBHOOK_SECRET": SECRET, "PACER_MAX_BODY_BYTES": "131072", **env}, toml_path=None)
+    ctx = Context(engine=engine, clock=clock, deferrer=deferrer, workers=VirtualWorkerPool(clock, deferrer),
+                  notifier=CompositeNotifier(LogNotifier()))
+    wiring.install(ctx)  # every admission check and hook production installs
+    return Pacer(settings=settings, engine=engine, clock=clock, deferrer=deferrer, ctx=ctx)
+
+
+@contextmanager
+def serving(app: Any) -> Iterator[str]:
+    """`app` under a real uvicorn on a free loopback port, lifespan included; yields its URL."""
+    import uvicorn
+
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.bind(("127.0.0.1", 0))
+    server = uvicorn.Server(uvicorn.Config(app, log_level="warning", lifespan="on", access_log=False))
+    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, name="pacer-http", daemon=True)
+    thread.start()
+    deadline = time.monotonic() + 10
+    while not server.started:
+        if not thread.is_alive() or time.monotonic() > deadline:
+            raise RuntimeError("uvicorn did not start")
+        time.sleep(0.005)
+    try:
+        yield f"http://127.0.0.1:{sock.getsockname()[1]}"
+    finally:
+        server.should_exit = True
+        thread.join(timeout=10)
+        sock.close()
+
+
+@dataclass
+class Call:
+    method: str
+    path: str
+    body: dict[str, Any] | None
+
+
+@dataclass
+class FakeGithub:
+    """GitHub's REST API, the five calls of a sticky comment, on a free loopback port."""
+
+    calls: list[Call] = field(default_factory=list)
+    comments: dict[int, dict[str, Any]] = field(default_factory=dict)  # id -> {issue, body}
+    _ids: Iterator[int] = field(default_factory=lambda: itertools.count(9001))
+    _server: ThreadingHTTPServer | None = None
+
+    @property
+    def url(self) -> str:
+        assert self._server is not None
+        return f"http://127.0.0.1:{self._server.server_address[1]}"
+
+    def start(self) -> FakeGithub:
+        fake = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def log_message(self, *_args: Any) -> None:
+                return None
+
+            def do_GET(self) -> None:
+                fake._handle(self, "GET")
+
+            def do_POST(self) -> None:
+                fake._handle(self, "POST")
+
+            def do_PATCH(self) -> None:
+                fake._handle(self, "PATCH")
+
+        self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        threading.Thread(target=self._server.serve_forever, name="fake-github", daemon=True).start()
+        return self
+
+    def stop(self) -> None:
+        if self._server is not None:
+            self._server.shutdown()
+            self._server.server_close()
+
+    def writes(self) -> list[Call]:
+        return [c for c in self.calls if c.method in {"POST", "PATCH"}]
+
+    def _handle(self, handler: BaseHTTPRequestHandler, method: str) -> None:
+        length = int(handler.headers.get("Content-Length") or 0)
+        raw = handler.rfile.read(length) if length else b""
+        body = json.loads(raw) if raw else None
+        path = handler.path.split("?")[0]
+        self.calls.append(Call(method, path, body))
+        status, answer = self._route(method, path, body)
+        data = json.dumps(answer).encode()
+        handler.send_response(status)
+        handler.send_header("Content-Type", "application/json; charset=utf-8")
+        handler.send_header("Content-Length", str(len(data)))
+        handler.end_headers()
+        handler.wfile.write(data)
+
+    def _route(self, method: str, path: str, body: dict[str, Any] | None) -> tuple[int, Any]:
+        base = self.url
+        if m := re.fullmatch(r"/repos/([^/]+/[^/]+)", path):
+            repo = m.group(1)
+            return 200, {"id": 1, "name": repo.split("/")[1], "full_name": repo, "url": f"{base}/repos/{repo}"}
+        if m := re.fullmatch(r"/repos/([^/]+/[^/]+)/issues/(\d+)", path):
+            repo, number = m.group(1), int(m.group(2))
+            return 200, {"id": number, "number": number, "title": "t", "state": "open", "url": f"{base}/repos/{repo}/issues/{number}"}
+        if m := re.fullmatch(r"/repos/([^/]+/[^/]+)/issues/(\d+)/comments", path):
+            issue = f"{m.group(1)}#{m.group(2)}"
+            if method == "POST" and body is not None:
+                comment_id = next(self._ids)
+                self.comments[comment_id] = {"issue": issue, "body": body["body"]}
+                return 201, self._comment(m.group(1), comment_id)
+            return 200, [self._comment(m.group(1), cid) for cid, c in self.comments.items() if c["issue"] == issue]
+        if m := re.fullmatch(r"/repos/([^/]+/[^/]+)/issues/comments/(\d+)", path):
+            comment_id = int(m.group(2))
+            if comment_id not in self.comments:
+                return 404, {"message": "Not Found"}
+            if method == "PATCH" and body is not None:
+                self.comments[comment_id]["body"] = body["body"]
+            return 200, self._comment(m.group(1), comment_id)
+        return 404, {"message": f"the fake GitHub does not serve {method} {path}"}
+
+    def _comment(self, repo: str, comment_id: int) -> dict[str, Any]:
+        return {"id": comment_id, "body": self.comments[comment_id]["body"], "user": {"login": "pacer[bot]"},
+                "url": f"{self.url}/repos/{repo}/issues/comments/{comment_id}"}
