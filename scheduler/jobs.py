@@ -10,11 +10,18 @@ from typing import Any
 def targets() -> dict[str, Callable[..., Any]]:
     from scheduler import firing, session_events, sleep, sweeps, trigger_release, turns
 
+    from scheduler import operator_holds, prerequisites, queue_holds
+
     return {
         "recheck": turns.recheck,
-        "kick": lambda ctx: turns.pump(ctx),
+        # A kick: a queue pass, then whether every candidate waits on a prerequisite (P7).
+        "kick": lambda ctx: prerequisites.queue_pass(ctx),
         "wake": sleep.wake,
         "hold_sweep": sweeps.hold_sweep,
+        # Holds (P7).
+        "operator_hold_sweep": operator_holds.sweep,
+        "operator_hold_expired": operator_holds.expired,
+        "queue_hold_due": queue_holds.due,
         # Intake (schedules, session events) and the trigger promotion release.
         "schedule_fire": firing.schedule_fire,
         "session_event": session_events.session_event,

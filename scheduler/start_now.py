@@ -17,6 +17,7 @@ from sqlalchemy.exc import SQLAlchemyError
 from sqlmodel import col, func, select
 
 from scheduler.context import Context
+from scheduler.admission import manual_start
 from scheduler.db import session_scope
 from scheduler.effects import Effects
 from scheduler.errors import Refused
@@ -37,7 +38,8 @@ def start_now(ctx: Context, session_id: int, *, actor: str | None = None) -> Sta
     now = ctx.clock.now()
     reading = read_quota(ctx, now)
     fx = Effects()
-    with session_scope(ctx.engine) as db:
+    # A person's press: it does not wait out a rate limit or a prerequisite (seed 002).
+    with manual_start(), session_scope(ctx.engine) as db:
         session = lock(db, session_id)
         if session.status == Status.ARCHIVED.value:
             raise Refused(f"session #{session_id} is archived; restore it before starting it")

@@ -342,7 +342,7 @@ def _try(
     prompt, attachments, kind = _replay(session)
     block = _blocked(ctx, db, session, now)
     if block is not None:
-        if advance:
+        if advance or _restates(session, block):
             _hold(db, ctx, session, session.hold_prompt, session.hold_attachments, kind, block.reason, block.sentence, now, fx, retry_at=block.retry_at)
         return "held", not block.skip_only
     decision = _decision(db, ctx, policy, session, reading, now)
@@ -358,6 +358,14 @@ def _try(
     # session's own burn, so smaller work behind it is still asked.
     stop = decision.reason in GLOBAL_REASONS or decision.stops_running_work
     return "held", stop
+
+
+def _restates(session: Session, block: Block) -> bool:
+    """A candidate that is not due keeps its alarm — unless its record no longer says why it
+    waits (another check holds it now) or the block's own time comes before that alarm."""
+    if session.hold_reason != block.reason:
+        return True
+    return block.retry_at is not None and (session.hold_retry_at is None or block.retry_at < session.hold_retry_at)
 
 
 def recheck(ctx: Context, session_id: int) -> list[int]:
@@ -415,6 +423,9 @@ def _settle(
     outcome = result.outcome
     if session.status == Status.ARCHIVED.value:
         return
+    # With `wiring.install`, `queue_holds.on_turn_finished` takes charge first of a rate limit,
+    # an auth rejection, exhausted credits, a sixth failure and a not-retryable one (queue holds,
+    # seed 002); the failure branches below are the fallback for a context without it.
     if outcome is Outcome.HALTED:
         session.status = Status.WAITING.value  # the pause that halted it owns the resume
         db.add(session)

@@ -13,6 +13,7 @@ from scheduler.context import Context
 # name -> interval. Each name is a target in `scheduler.jobs.targets()`.
 PERIODIC: dict[str, timedelta] = {
     "hold_sweep": timedelta(minutes=5),
+    "operator_hold_sweep": timedelta(minutes=1),  # holds (P7): prune, lift lost queue holds, deadlocks
 }
 
 
@@ -25,7 +26,24 @@ def install(ctx: Context) -> Context:
     from scheduler import session_events
 
     ctx.hooks.setdefault("*", []).append(session_events.listener(ctx))
+    _install_holds(ctx)
     return ctx
+
+
+def _install_holds(ctx: Context) -> None:
+    """Holds (P7). Order matters: the first check that says no is the reason a session shows."""
+    from scheduler import capacity, groups, operator_holds, prerequisites, queue_holds
+
+    ctx.admission_checks.extend([
+        operator_holds.admission_check(ctx),
+        queue_holds.admission_check(ctx),
+        prerequisites.admission_check(ctx),
+        groups.admission_check(ctx),
+        capacity.admission_check(ctx),
+        capacity.deference_check(ctx),
+    ])
+    # Runner outcomes that become queue holds; the others stay with turns._settle.
+    ctx.hooks.setdefault("turn_finished", []).append(queue_holds.on_turn_finished)
 
 
 def run_periodic(ctx: Context, name: str) -> object:

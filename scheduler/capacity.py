@@ -1,0 +1,152 @@
+"""Weighted capacity and the deference window (seed 000, "Agent queued for a runner slot").
+
+Each session claims `Session.weight` units of the slot budget (default 1.0). A zero weight adds
+no load but still takes its queue turn: it waits only while the fleet is exactly full or
+over-committed. The budget is the fleet's slots, min(max sessions, agent workers) — the very
+number the gate counts — unless the session authored its own `Session.capacity` (a whole number
+>= 1; 0 is refused at creation), which replaces it for that session's own admission: occupied
+weighted load plus its own weight must fit within its own budget. `capacity=1` is the run-alone
+barrier for a default-weight session.
+
+Agreement with the gate: the gate's slot check counts sessions (spot only, runtimes that spend
+quota only, and only while gating is on). The weighted budget applies to that same population
+on top; where the gate's count already refuses, this check stays silent so the session carries
+one reason (fleet_at_cap), and with every weight at 1.0 the two can never disagree. An authored
+capacity binds a session of any class: it is that session's own request to run (nearly) alone.
+A session that does not fit is skipped, never blocking the waiters behind it that do fit.
+
+The deference window. Seed 000 ranks by a numeric priority, default 10, lower first, and holds
+a deprioritized waiter (priority p > 10) back for min((p - 10) * 3, 60) seconds while a
+better-ranked agent that has not yet parked is on its way — dependency-chained work arrives
+seconds after its predecessor exits. Pacer's ranking is precedence, default 0, higher first, so
+a spot session with precedence q < 0 is deprioritized by -q steps: it defers for up to
+min(-q * 3, 60) seconds while a better-ranked session (any priority session, or a spot one with
+higher precedence) has just arrived — created within that window, never started, not yet
+parked on a hold. Pacer measures the window from the better session's arrival rather than from
+the waiter's continuous eligibility (no per-session stamp to keep): either way the deference is
+bounded by the window, ends early the moment no such arrival remains, and preempts nothing.
+A full fleet is not a moment to defer in: the gate holds the waiter for the slot instead.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from datetime import datetime, timedelta
+
+from sqlmodel import Session as DBSession
+from sqlmodel import col, select
+
+from scheduler.admission import cached, is_manual
+from scheduler.context import Context
+from scheduler.genesis import SchedulingClass
+from scheduler.models import Session, Status, Turn
+from scheduler.policy import PolicyView, load_policy
+from scheduler.sessions import class_of, is_spot
+from scheduler.turns import Block
+from templates import render
+
+TOLERANCE = 1e-9  # weights are floats: 0.1 + 0.2 must fit a budget of 0.3
+DEFAULT_PRECEDENCE = 0
+SECONDS_PER_STEP = 3
+DEFERENCE_CAP = timedelta(seconds=60)
+REASON = "capacity"
+DEFER_REASON = "deferring"
+
+
+def fits(load: float, weight: float, budget: float) -> bool:
+    """Whether a claim of `weight` fits beside `load` in `budget` (seed 000's admission rule)."""
+    if weight <= 0:
+        return load < budget - TOLERANCE  # a zero weight waits only while full or over-committed
+    return load + weight <= budget + TOLERANCE
+
+
+def slots(policy: PolicyView, agent_workers: int) -> int:
+    return min(policy.max_sessions, agent_workers)
+
+
+def occupied(db: DBSession, ctx: Context, *, exclude_id: int | None = None) -> tuple[float, int]:
+    """(weighted load, sessions) of the running turns that spend quota — the gate's population."""
+    rows = db.exec(
+        select(Session.id, Session.weight, Session.runtime).join(Turn, col(Turn.session_id) == col(Session.id)).where(Turn.status == "running")
+    ).all()
+    load, count = 0.0, 0
+    for session_id, weight, runtime in rows:
+        if session_id == exclude_id or not ctx.runtime(runtime).spends_quota:
+            continue
+        load += max(float(weight), 0.0)
+        count += 1
+    return load, count
+
+
+def admission_check(ctx: Context) -> Callable[[DBSession, Session, datetime], Block | None]:
+    def capacity_check(db: DBSession, session: Session, now: datetime) -> Block | None:
+        policy = cached(db, "policy", lambda: load_policy(db))
+        explicit = session.capacity is not None
+        gated = policy.gating_enabled and is_spot(session, policy) and ctx.runtime(session.runtime).spends_quota
+        if not (explicit or gated):
+            return None
+        budget_slots = slots(policy, ctx.agent_workers)
+        load, count = occupied(db, ctx, exclude_id=session.id)
+        if gated and count >= budget_slots:
+            return None  # the gate's own slot check refuses it: one reason, fleet_at_cap
+        budget = float(session.capacity) if session.capacity is not None else float(budget_slots)
+        if fits(load, session.weight, budget):
+            return None
+        sentence = render(
+            "text/capacity_block.j2", weight=session.weight, free=max(budget - load, 0.0), load=load,
+            budget=budget, explicit=explicit,
+        )
+        return Block(REASON, sentence, skip_only=True)
+
+    return capacity_check
+
+
+def deference_window(precedence: int) -> timedelta:
+    """min((p - default) * 3, 60) seconds, with Pacer's precedence mapped onto seed 000's
+    priority: p - 10 there is -(precedence) here. Zero at the default and above."""
+    steps = DEFAULT_PRECEDENCE - precedence
+    if steps <= 0:
+        return timedelta(0)
+    return min(timedelta(seconds=steps * SECONDS_PER_STEP), DEFERENCE_CAP)
+
+
+def outranks(other: Session, session: Session, policy: PolicyView) -> bool:
+    if class_of(other, policy) is SchedulingClass.PRIORITY:
+        return True
+    return other.precedence > session.precedence
+
+
+def arrivals(db: DBSession, session: Session, policy: PolicyView, now: datetime, window: timedelta) -> list[Session]:
+    """Better-ranked sessions just arrived: created within the window, never started, not parked."""
+    stmt = select(Session).where(
+        Session.status == Status.WAITING.value,
+        col(Session.id) != session.id,
+        col(Session.created_at) > now - window,
+        col(Session.started_at).is_(None),
+        col(Session.hold_reason).is_(None),
+        col(Session.pause_reason).is_(None),
+        col(Session.park_reason).is_(None),
+    )
+    return [s for s in db.exec(stmt) if outranks(s, session, policy) and not (s.wake_at is not None and s.wake_at > now)]
+
+
+def deference_check(ctx: Context) -> Callable[[DBSession, Session, datetime], Block | None]:
+    def deference(db: DBSession, session: Session, now: datetime) -> Block | None:
+        window = deference_window(session.precedence)
+        if not window or is_manual():
+            return None
+        policy = cached(db, "policy", lambda: load_policy(db))
+        if not is_spot(session, policy):
+            return None  # priority work never defers
+        if policy.gating_enabled and ctx.runtime(session.runtime).spends_quota:
+            _load, count = occupied(db, ctx, exclude_id=session.id)
+            if count >= slots(policy, ctx.agent_workers):
+                return None  # not eligible: the gate holds it for the slot, and no window runs
+        better = arrivals(db, session, policy, now, window)
+        if not better:
+            return None
+        until = max(s.created_at for s in better) + window
+        sentence = render("text/deferring_block.j2", precedence=session.precedence, window=window, better=better, until=until)
+        return Block(DEFER_REASON, sentence, retry_at=until, skip_only=True)
+
+    return deference

@@ -1,0 +1,95 @@
+"""Concurrency groups (seed 002, "One run per project"): at most N sessions of a group run at
+once. Sessions that share a GitHub working tree share a group (intake sets
+`Session.concurrency_group`, e.g. `repo:owner/name`), because they share one checkout, one
+index and one branch. N is 1 unless the session's trigger says otherwise
+(`Trigger.config["group_limit"]`).
+
+A session asleep on a declared wait (`wake_me_up_later`) after it has run keeps its group's
+claim: the tree is in the state it is waiting on, and a run in between would disturb it.
+
+The rule holds for every class and on every path, a manual start included: StartNow into a busy
+group is refused politely, naming the running session, and the session stays queued. Its Block
+is skip-only — a busy group never holds up work of other groups behind it.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import and_, or_
+from sqlmodel import Session as DBSession
+from sqlmodel import col, select
+
+from scheduler.context import Context
+from scheduler.errors import InvalidInput
+from scheduler.models import Session, Status, Trigger, Turn
+from scheduler.turns import Block
+from templates import render
+
+log = logging.getLogger("pacer.groups")
+
+DEFAULT_LIMIT = 1
+MAX_LIMIT = 100
+REASON = "concurrency_group"
+
+
+def repository_group(repository: str) -> str:
+    """The group of sessions working in one GitHub repository's tree."""
+    return f"repo:{repository.lower()}"
+
+
+def parse_group_limit(value: Any) -> int:
+    """A trigger's `group_limit`, validated (trigger editors call this before saving)."""
+    if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= MAX_LIMIT:
+        raise InvalidInput(
+            f"group_limit: {value!r} is not allowed; give a whole number from 1 to {MAX_LIMIT} "
+            "(how many sessions of one concurrency group may run at once)",
+            field="group_limit",
+        )
+    return value
+
+
+def group_limit(db: DBSession, session: Session) -> int:
+    if session.trigger_id is None:
+        return DEFAULT_LIMIT
+    trigger = db.get(Trigger, session.trigger_id)
+    if trigger is None or "group_limit" not in (trigger.config or {}):
+        return DEFAULT_LIMIT
+    try:
+        return parse_group_limit(trigger.config["group_limit"])
+    except InvalidInput as exc:
+        log.warning("trigger #%s: %s; using %d", trigger.id, exc, DEFAULT_LIMIT)
+        return DEFAULT_LIMIT
+
+
+def occupying(db: DBSession, group: str, now: datetime, *, exclude_id: int | None = None) -> list[Session]:
+    """The sessions holding a group's claim: those running a turn, and those asleep on a
+    declared wait after having run. Oldest start first."""
+    running = select(Turn.session_id).where(Turn.status == "running")
+    asleep_after_running = and_(
+        col(Session.status) == Status.WAITING.value,
+        col(Session.wake_at) > now,
+        col(Session.started_at).is_not(None),
+    )
+    stmt = select(Session).where(Session.concurrency_group == group, or_(col(Session.id).in_(running), asleep_after_running))
+    if exclude_id is not None:
+        stmt = stmt.where(col(Session.id) != exclude_id)
+    return list(db.exec(stmt.order_by(col(Session.started_at), col(Session.id))))
+
+
+def admission_check(ctx: Context) -> Callable[[DBSession, Session, datetime], Block | None]:
+    def group_check(db: DBSession, session: Session, now: datetime) -> Block | None:
+        group = session.concurrency_group
+        if not group:
+            return None
+        limit = group_limit(db, session)
+        holders = occupying(db, group, now, exclude_id=session.id)
+        if len(holders) < limit:
+            return None
+        sentence = render("text/group_busy.j2", holders=holders, group=group, limit=limit, now=now)
+        return Block(REASON, sentence, skip_only=True)
+
+    return group_check

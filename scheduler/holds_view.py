@@ -1,0 +1,123 @@
+"""Every hold in force, in one read model: what the `holds` command, the API and the App Home
+show, so they cannot disagree about why the queue is not starting work.
+
+    queue holds      label, sentence, since, "Resumes at", whether Resume can work, how many wait
+    operator holds   armer, selector, reason, expiry, the sessions held now
+    sessions         each held, paused, parked or sleeping session with its records, the headline
+                     first (`scheduler.waiting`'s ranking) and each with its re-check time
+
+The prerequisite hold is computed here as it stands now (every candidate waits on one), with the
+recorded row's `since` when `prerequisites.reconcile` has recorded it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import func, or_
+from sqlmodel import Session as DBSession
+from sqlmodel import col, select
+
+from scheduler import prerequisites, queue_holds
+from scheduler.models import QueueHold, Session, Status
+from scheduler.operator_holds import OperatorHoldView, list_holds
+from scheduler.queue_holds import QueueHoldView
+from scheduler.waiting import Mechanism, waiting_reason
+from templates import render
+
+SESSION_ROWS = 30
+
+
+@dataclass(frozen=True)
+class HeldSession:
+    id: int
+    title: str
+    records: list[Mechanism]  # the headline first, then the others on the record
+
+
+@dataclass(frozen=True)
+class HoldsView:
+    now: datetime
+    queue_holds: list[QueueHoldView] = field(default_factory=list)
+    operator_holds: list[OperatorHoldView] = field(default_factory=list)
+    sessions: list[HeldSession] = field(default_factory=list)
+    sessions_not_shown: int = 0
+
+    @property
+    def empty(self) -> bool:
+        return not (self.queue_holds or self.operator_holds or self.sessions)
+
+    def values(self) -> dict[str, Any]:
+        """The template context of `text/holds.j2` and `slack/holds.j2`."""
+        return {
+            "queue_holds": self.queue_holds,
+            "operator_holds": self.operator_holds,
+            "sessions": self.sessions,
+            "sessions_not_shown": self.sessions_not_shown,
+            "now": self.now,
+        }
+
+
+def all_holds(db: DBSession, now: datetime, *, session_rows: int = SESSION_ROWS) -> HoldsView:
+    return HoldsView(
+        now=now,
+        queue_holds=_queue_holds(db, now),
+        operator_holds=list_holds(db, now),
+        sessions=_sessions(db, now, session_rows),
+        sessions_not_shown=max(_parked_count(db) - session_rows, 0),
+    )
+
+
+def render_holds(view: HoldsView, flavour: str = "text") -> str:
+    return render(f"{flavour}/holds.j2", **view.values())
+
+
+def _waiting(db: DBSession, group: str | None) -> int:
+    stmt = select(func.count()).select_from(Session).where(Session.status == Status.WAITING.value, col(Session.hold_reason).is_not(None))
+    if group is not None:
+        stmt = stmt.where(Session.concurrency_group == group)
+    return int(db.exec(stmt).one())
+
+
+def _queue_holds(db: DBSession, now: datetime) -> list[QueueHoldView]:
+    rows = [h for h in queue_holds.in_force(db, now) if h.reason != queue_holds.PREREQUISITE]
+    views = [queue_holds.view(h, waiting=_waiting(db, h.group)) for h in rows]
+    if any(h.group is None for h in rows):
+        return views  # a hold on the whole queue is the reason: the prerequisites are not
+    waits = prerequisites.queue_waits_on(db, now)
+    if waits:
+        recorded = queue_holds.live_hold(db, None, now)
+        since = recorded.since if recorded is not None and recorded.reason == queue_holds.PREREQUISITE else now
+        synthetic = QueueHold(
+            id=recorded.id if recorded is not None else None, group=None, reason=queue_holds.PREREQUISITE,
+            sentence=prerequisites.hold_sentence(waits), since=since, detail={"targets": [p.target for p in waits]},
+        )
+        views.insert(0, queue_holds.view(synthetic, waiting=_waiting(db, None)))
+    return views
+
+
+_PARKED = (
+    Session.status == Status.WAITING.value,
+    or_(
+        col(Session.hold_reason).is_not(None),
+        col(Session.pause_reason).is_not(None),
+        col(Session.park_reason).is_not(None),
+        col(Session.wake_at).is_not(None),
+    ),
+)
+
+
+def _parked_count(db: DBSession) -> int:
+    return int(db.exec(select(func.count()).select_from(Session).where(*_PARKED)).one())
+
+
+def _sessions(db: DBSession, now: datetime, limit: int) -> list[HeldSession]:
+    rows = db.exec(select(Session).where(*_PARKED).order_by(col(Session.id)).limit(limit))
+    held = []
+    for session in rows:
+        reason = waiting_reason(session, now)
+        records = ([reason.headline] if reason.headline else []) + [loser.mechanism for loser in reason.others]
+        held.append(HeldSession(session.id or 0, session.title, records))
+    return held

@@ -1,0 +1,402 @@
+"""Operator holds (seed 000, "Held agents"): a person — or a session — holds every session a
+selector matches; they stay waiting, even with capacity free, and each shows "held by <armer>".
+
+Selectors: `session` (ids), `genesis`, `trigger` (id or name, stored as the id), `repository`
+(`source["repository"]`), `label` (`source["labels"]`), `class` (the resolved class) and `all`.
+The armer is a person (their chat id) or a session (`session:<id>`). A hold ends when it is
+released (by its armer, or by an operator for anyone's), when its TTL passes, or when its
+armer session ends. Expired and armer-ended holds are pruned by the sweep, and their alarm
+kicks the queue; until then admission already ignores them.
+
+Holds fail open: a hold store that cannot be read is ignored by admission, with a log line,
+rather than stranding waiters. A held session and the session or person its hold waits on,
+waiting on each other, raise one `hold_deadlock` notice (once per hold and session in this
+process); the TTL still moves the pair eventually.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Any
+
+from sqlalchemy import or_
+from sqlmodel import Session as DBSession
+from sqlmodel import col, select
+
+from scheduler.admission import cached, forget, read_or_fail_open
+from scheduler.context import Context
+from scheduler.db import session_scope
+from scheduler.effects import Effects
+from scheduler.errors import Forbidden, InvalidInput, NotFound, Refused
+from scheduler.genesis import Genesis, SchedulingClass
+from scheduler.models import ACTIVE_STATUSES, OperatorHold, Prerequisite, Session, Status, Trigger
+from scheduler.policy import PolicyView, load_policy
+from scheduler.prerequisites import repository_of, target_sessions, waits_on
+from scheduler.sessions import class_of
+from scheduler.turns import Block
+from templates import render
+
+log = logging.getLogger("pacer.operator_holds")
+
+SELECTOR_KINDS = ("session", "genesis", "trigger", "repository", "label", "class", "all")
+MAX_TTL = timedelta(days=30)
+MAX_REASON = 500
+HELD_SCAN = 500  # held sessions a hold's detail lists
+REASON = "operator_hold"
+OPERATOR_ROLE = "operator"
+ENDED = frozenset({Status.DONE.value, Status.FAILED.value, Status.ARCHIVED.value})
+_SESSION_ARMER = re.compile(r"^session:([0-9]{1,12})$")
+_REPOSITORY = re.compile(r"^[a-z0-9][a-z0-9-]{0,38}/[a-z0-9._-]{1,100}$")
+
+
+def expiry_job_id(hold_id: int) -> str:
+    return f"operator_hold:{hold_id}"
+
+
+def armer_session_id(armer: str) -> int | None:
+    match = _SESSION_ARMER.match(armer)
+    return int(match.group(1)) if match else None
+
+
+# --------------------------------------------------------------------------- matching (pure)
+
+
+def is_live(hold: OperatorHold, now: datetime, *, armer_ended: bool = False) -> bool:
+    """In force: not released, its TTL not passed, its armer session not ended."""
+    if hold.released_at is not None or armer_ended:
+        return False
+    return hold.expires_at is None or hold.expires_at > now
+
+
+def labels_of(session: Session) -> set[str]:
+    raw = (session.source or {}).get("labels") or []
+    names = [item.get("name") if isinstance(item, dict) else item for item in raw] if isinstance(raw, list) else []
+    return {str(n).lower() for n in names if n}
+
+
+def selects(hold: OperatorHold, session: Session, policy: PolicyView | None) -> bool:
+    kind, value = hold.selector_kind, hold.selector_value
+    if kind == "all":
+        return True
+    if kind == "session":
+        return str(session.id) in value.split(",")
+    if kind == "genesis":
+        return session.genesis == value
+    if kind == "trigger":
+        return session.trigger_id is not None and str(session.trigger_id) == value
+    if kind == "repository":
+        return repository_of(session) == value
+    if kind == "label":
+        return value in labels_of(session)
+    if kind == "class":
+        return policy is not None and class_of(session, policy).value == value
+    return False
+
+
+def applies(hold: OperatorHold, session: Session, now: datetime, policy: PolicyView | None, *, armer_ended: bool = False) -> bool:
+    return is_live(hold, now, armer_ended=armer_ended) and selects(hold, session, policy)
+
+
+# --------------------------------------------------------------------------- placing and releasing
+
+
+def _normalize(db: DBSession, kind: str, values: Sequence[str]) -> str:
+    if kind not in SELECTOR_KINDS:
+        raise InvalidInput(f"selector: {kind!r} is not a selector; use one of {', '.join(SELECTOR_KINDS)}", field="selector")
+    items = [str(v).strip() for v in values if str(v).strip()]
+    if kind == "all":
+        if items:
+            raise InvalidInput("selector: all takes no value", field="selector")
+        return ""
+    if kind == "session":
+        if not items:
+            raise InvalidInput("selector: session needs at least one session id, e.g. #12", field="selector")
+        ids: list[int] = []
+        for item in items:
+            digits = item.lstrip("#")
+            if not digits.isdigit() or int(digits) < 1:
+                raise InvalidInput(f"selector: {item!r} is not a session id; use a number such as #12", field="selector")
+            if db.get(Session, int(digits)) is None:
+                raise NotFound(f"session #{digits} does not exist")
+            if int(digits) not in ids:
+                ids.append(int(digits))
+        return ",".join(str(i) for i in ids)
+    if len(items) != 1:
+        raise InvalidInput(f"selector: {kind} takes exactly one value", field="selector")
+    value = items[0]
+    if kind == "genesis":
+        if value not in {g.value for g in Genesis}:
+            raise InvalidInput(f"selector: genesis {value!r} is not a genesis; use one of {', '.join(g.value for g in Genesis)}", field="selector")
+        return value
+    if kind == "class":
+        if value not in {c.value for c in SchedulingClass}:
+            raise InvalidInput(f"selector: class {value!r} is not a class; use priority or spot", field="selector")
+        return value
+    if kind == "trigger":
+        found = db.get(Trigger, int(value.lstrip("#"))) if value.lstrip("#").isdigit() else db.exec(select(Trigger).where(Trigger.name == value)).first()
+        if found is None:
+            raise NotFound(f"trigger {value} does not exist")
+        return str(found.id)
+    if kind == "repository":
+        repo = value.lower()
+        if not _REPOSITORY.match(repo):
+            raise InvalidInput(f"selector: repository {value!r} is not owner/name", field="selector")
+        return repo
+    if len(value) > 100:
+        raise InvalidInput("selector: a label is at most 100 characters", field="selector")
+    return value.lower()
+
+
+def place_hold(
+    ctx: Context, kind: str, values: Sequence[str] = (), *, armer: str, reason: str = "", ttl: timedelta | None = None,
+) -> OperatorHold:
+    """Hold every session `kind`/`values` selects. `armer` is who placed it (a chat id, or
+    `session:<id>`); `ttl` None holds until released. Nothing is written on a bad argument."""
+    if not armer or not armer.strip():
+        raise InvalidInput("armer: say who places the hold", field="armer")
+    if len(reason) > MAX_REASON:
+        raise InvalidInput(f"reason: at most {MAX_REASON} characters", field="reason")
+    if ttl is not None and not timedelta(0) < ttl <= MAX_TTL:
+        raise InvalidInput("ttl: give a duration above zero and at most 30 days, or none to hold until released", field="ttl")
+    now = ctx.clock.now()
+    fx = Effects()
+    with session_scope(ctx.engine) as db:
+        value = _normalize(db, kind, values)
+        hold = OperatorHold(
+            selector_kind=kind, selector_value=value, armer=armer.strip(), reason=reason.strip(), created_at=now,
+            expires_at=now + ttl if ttl is not None else None,
+        )
+        db.add(hold)
+        db.flush()
+        if hold.expires_at is not None:
+            fx.alarm(expiry_job_id(hold.id or 0), hold.expires_at, "operator_hold_expired", hold.id)
+        _notice_deadlocks(ctx, db, [hold], now, fx)
+        fx.notice("operator_hold", hold_id=hold.id, armer=hold.armer, selector_kind=kind, selector_value=value)
+    fx.apply(ctx)
+    log.warning("operator hold %s placed by %s on %s %s", hold.id, hold.armer, kind, value)
+    return hold
+
+
+def release_hold(ctx: Context, hold_id: int, *, actor: str, actor_role: str | None = None) -> OperatorHold:
+    """Release a hold. Another person's hold needs the operator role."""
+    now = ctx.clock.now()
+    fx = Effects(kick=True)  # the held sessions are admitted on the next pass if capacity allows
+    with session_scope(ctx.engine) as db:
+        hold = db.get(OperatorHold, hold_id, with_for_update=True)
+        if hold is None:
+            raise NotFound(f"hold {hold_id} does not exist")
+        if hold.armer != actor and (actor_role or "") != OPERATOR_ROLE:
+            raise Forbidden(f"hold {hold_id} was placed by {hold.armer}; releasing another person's hold needs the operator role")
+        if hold.released_at is not None:
+            raise Refused(f"hold {hold_id} was already released by {hold.released_by or 'someone'} at {hold.released_at:%Y-%m-%d %H:%M UTC}")
+        if not is_live(hold, now):
+            raise Refused(f"hold {hold_id} already expired at {hold.expires_at:%Y-%m-%d %H:%M UTC}; it holds nothing")
+        _end(db, hold, now, actor, fx)
+    fx.apply(ctx)
+    log.warning("operator hold %s released by %s", hold_id, actor)
+    return hold
+
+
+def _end(db: DBSession, hold: OperatorHold, at: datetime, by: str, fx: Effects) -> None:
+    hold.released_at = at
+    hold.released_by = by
+    db.add(hold)
+    db.flush()
+    forget(db, "operator_holds")
+    fx.cancel(expiry_job_id(hold.id or 0))
+
+
+# --------------------------------------------------------------------------- reading
+
+
+@dataclass(frozen=True)
+class OperatorHoldView:
+    id: int
+    selector_kind: str
+    selector_value: str
+    armer: str
+    reason: str
+    created_at: datetime
+    expires_at: datetime | None
+    held: tuple[int, ...] = ()  # sessions waiting on it now
+
+
+def _ended_armers(db: DBSession, holds: Sequence[OperatorHold]) -> set[str]:
+    ids = {sid for h in holds if (sid := armer_session_id(h.armer)) is not None}
+    if not ids:
+        return set()
+    alive = {
+        f"session:{sid}"
+        for sid, status in db.exec(select(Session.id, Session.status).where(col(Session.id).in_(ids))).all()
+        if status not in ENDED
+    }
+    return {f"session:{sid}" for sid in ids} - alive
+
+
+def live_holds(db: DBSession, now: datetime) -> list[OperatorHold]:
+    rows = list(
+        db.exec(
+            select(OperatorHold)
+            .where(col(OperatorHold.released_at).is_(None), or_(col(OperatorHold.expires_at).is_(None), col(OperatorHold.expires_at) > now))
+            .order_by(col(OperatorHold.created_at), col(OperatorHold.id))
+        )
+    )
+    ended = _ended_armers(db, rows)
+    return [h for h in rows if h.armer not in ended]
+
+
+def list_holds(db: DBSession, now: datetime) -> list[OperatorHoldView]:
+    return [_view(db, h, now) for h in live_holds(db, now)]
+
+
+def show_hold(db: DBSession, hold_id: int, now: datetime) -> OperatorHoldView:
+    """One hold's full detail, released or not; `held` lists the sessions it holds now."""
+    hold = db.get(OperatorHold, hold_id)
+    if hold is None:
+        raise NotFound(f"hold {hold_id} does not exist")
+    return _view(db, hold, now)
+
+
+def _view(db: DBSession, hold: OperatorHold, now: datetime | None = None) -> OperatorHoldView:
+    held: tuple[int, ...] = ()
+    if now is not None and is_live(hold, now):
+        policy = load_policy(db)
+        waiting = db.exec(
+            select(Session).where(Session.status == Status.WAITING.value, Session.hold_reason == REASON).order_by(col(Session.id)).limit(HELD_SCAN)
+        )
+        held = tuple(s.id or 0 for s in waiting if selects(hold, s, policy))
+    return OperatorHoldView(
+        id=hold.id or 0, selector_kind=hold.selector_kind, selector_value=hold.selector_value, armer=hold.armer,
+        reason=hold.reason, created_at=hold.created_at, expires_at=hold.expires_at, held=held,
+    )
+
+
+# --------------------------------------------------------------------------- admission
+
+
+def admission_check(ctx: Context) -> Callable[[DBSession, Session, datetime], Block | None]:
+    def operator_hold_check(db: DBSession, session: Session, now: datetime) -> Block | None:
+        holds = cached(db, "operator_holds", lambda: read_or_fail_open(db, "the operator hold store", lambda: live_holds(db, now), list[OperatorHold]()))
+        if not holds:
+            return None
+        policy = load_policy(db) if any(h.selector_kind == "class" for h in holds) else None
+        for hold in holds:
+            if applies(hold, session, now, policy):
+                sentence = render("text/operator_hold_block.j2", hold=hold)
+                return Block(REASON, sentence, retry_at=hold.expires_at, skip_only=True)
+        return None
+
+    return operator_hold_check
+
+
+# --------------------------------------------------------------------------- expiry, prune, deadlocks
+
+
+def expired(ctx: Context, hold_id: int) -> None:
+    """The TTL alarm: the hold ends and the queue looks again."""
+    now = ctx.clock.now()
+    fx = Effects()
+    with session_scope(ctx.engine) as db:
+        hold = db.get(OperatorHold, hold_id, with_for_update=True)
+        if hold is None or hold.released_at is not None or hold.expires_at is None:
+            return
+        if hold.expires_at > now:
+            fx.alarm(expiry_job_id(hold_id), hold.expires_at, "operator_hold_expired", hold_id)
+        else:
+            _end(db, hold, hold.expires_at, "its TTL passed", fx)
+            fx.kick = True
+    fx.apply(ctx)
+
+
+def prune(ctx: Context) -> list[int]:
+    """End holds whose TTL passed or whose armer session ended; kick the queue if any did."""
+    now = ctx.clock.now()
+    fx = Effects()
+    pruned: list[int] = []
+    with session_scope(ctx.engine) as db:
+        open_rows = list(db.exec(select(OperatorHold).where(col(OperatorHold.released_at).is_(None))))
+        ended = _ended_armers(db, open_rows)
+        for hold in open_rows:
+            if hold.expires_at is not None and hold.expires_at <= now:
+                _end(db, hold, hold.expires_at, "its TTL passed", fx)
+            elif hold.armer in ended:
+                _end(db, hold, now, "its armer ended", fx)
+            else:
+                continue
+            pruned.append(hold.id or 0)
+        fx.kick = bool(pruned)
+    fx.apply(ctx)
+    if pruned:
+        log.info("pruned operator holds %s", pruned)
+    return pruned
+
+
+def sweep(ctx: Context) -> dict[str, Any]:
+    """The periodic sweep: prune stale holds, lift queue holds whose time passed, report a queue
+    waiting on prerequisites, and raise any hold deadlock not yet raised."""
+    from scheduler.prerequisites import reconcile
+    from scheduler.queue_holds import lift_expired
+
+    pruned = prune(ctx)
+    lifted = lift_expired(ctx)
+    reconcile(ctx)  # a queue that came to wait on prerequisites without a kick says so here
+    now = ctx.clock.now()
+    fx = Effects()
+    with session_scope(ctx.engine) as db:
+        raised = _notice_deadlocks(ctx, db, live_holds(db, now), now, fx)
+    fx.apply(ctx)
+    return {"pruned": pruned, "queue_holds_lifted": lifted, "deadlocks": raised}
+
+
+@dataclass(frozen=True)
+class Deadlock:
+    hold_id: int
+    armer: str
+    held_id: int  # held by the hold
+    waiter_id: int  # the armer's session, waiting on the held one
+
+
+def deadlocks(db: DBSession, holds: Sequence[OperatorHold], now: datetime) -> list[Deadlock]:
+    """Pairs that wait on each other: a held session, and its hold's armer session — or a session
+    of the person who armed it — that waits on the held one (a prerequisite), or that is itself
+    the held one (a session holding itself waits on its own end)."""
+    found: list[Deadlock] = []
+    policy = load_policy(db)
+    for hold in holds:
+        armer_sid = armer_session_id(hold.armer)
+        if armer_sid is not None:
+            waiters = [s for s in [db.get(Session, armer_sid)] if s is not None]
+        else:
+            active = [s.value for s in ACTIVE_STATUSES]
+            waiters = list(db.exec(select(Session).where(Session.requester == hold.armer, col(Session.status).in_(active))))
+        for waiter in waiters:
+            if armer_sid is not None and waiter.status == Status.WAITING.value and applies(hold, waiter, now, policy):
+                found.append(Deadlock(hold.id or 0, hold.armer, waiter.id or 0, waiter.id or 0))
+            for prereq in db.exec(select(Prerequisite).where(Prerequisite.session_id == waiter.id)):
+                for target in target_sessions(db, prereq.target_kind, prereq.target_ref):
+                    if target.id == waiter.id or target.status != Status.WAITING.value:
+                        continue
+                    if applies(hold, target, now, policy) and waits_on(db, waiter.id or 0, target):
+                        found.append(Deadlock(hold.id or 0, hold.armer, target.id or 0, waiter.id or 0))
+    return found
+
+
+def _notice_deadlocks(ctx: Context, db: DBSession, holds: Sequence[OperatorHold], now: datetime, fx: Effects) -> list[Deadlock]:
+    noticed: set[tuple[int, int, int]] = ctx.__dict__.setdefault("_hold_deadlocks_noticed", set())
+    raised = []
+    for pair in deadlocks(db, holds, now):
+        key = (pair.hold_id, pair.held_id, pair.waiter_id)
+        if key in noticed:
+            continue
+        noticed.add(key)
+        raised.append(pair)
+        held = db.get(Session, pair.held_id)
+        sentence = render("text/hold_deadlock.j2", d=pair, held=held)
+        fx.notice("hold_deadlock", hold_id=pair.hold_id, armer=pair.armer, held_session_id=pair.held_id,
+                  waiting_session_id=pair.waiter_id, sentence=sentence)
+        log.warning("hold deadlock: %s", sentence)
+    return raised

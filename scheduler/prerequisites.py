@@ -1,0 +1,291 @@
+"""Prerequisites (seed 002, "Declared prerequisites are honoured"): a session whose source text
+says `depends on #12` or `@#12` waits until that issue or session is done, canceled or closed.
+
+Blocked does not satisfy a prerequisite, and neither does failed: both are work left
+half-done. A mention of something that does not exist counts for nothing rather than blocking
+for ever. Only the text intake passes in is read (an issue's title and body, a Slack message):
+comments are not prerequisites.
+
+What a reference means:
+  `owner/repo#12`   issue 12 of that repository
+  `#12`, `@#12`     issue 12 of this session's own repository (`source["repository"]`) when it
+                    came from GitHub; otherwise Pacer session #12
+An issue target is the newest session whose `source` names that repository and issue number
+(`source["repository"]` = "owner/name", `source["issue"]` or `source["number"]` = 12). It is
+closed when any such session carries `source["issue_state"] == "closed"` (`set_issue_state`
+records it); it is done when that newest session is done, or canceled (archived).
+
+When every candidate in the queue waits on a prerequisite, the queue holds with the prerequisite
+reason, naming what it waits for (`reconcile`, run after every kick's queue pass). Finishing a
+prerequisite moves the queue by itself: a turn ending and an archive both kick the queue.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import String, cast, func, or_
+from sqlmodel import Session as DBSession
+from sqlmodel import col, select
+
+from scheduler.admission import cached, is_manual, read_or_fail_open
+from scheduler.context import Context
+from scheduler.db import session_scope
+from scheduler.effects import Effects
+from scheduler.models import Prerequisite, Session, Status
+from scheduler.turns import Block, kick, pump
+from templates import render
+
+log = logging.getLogger("pacer.prerequisites")
+
+SATISFYING = frozenset({Status.DONE.value, Status.ARCHIVED.value})
+MAX_PER_SESSION = 20  # an issue body listing more is recorded up to here, with a log line
+NAMED_IN_HOLD = 5  # targets a queue-level prerequisite hold names before "and N more"
+REASON = "prerequisite"
+
+_REF = r"(?:(?P<repo>[A-Za-z0-9][A-Za-z0-9-]{0,38}/[A-Za-z0-9._-]{1,100}))?#(?P<num>[0-9]{1,9})\b"
+_MENTION = re.compile(r"(?<![\w@/])@" + _REF)
+_DEPENDS = re.compile(r"\bdepends\s+on\b\s*:?", re.IGNORECASE)
+_LIST_ITEM = re.compile(r"\s*(?:(?:,|&|\band\b)\s*)?" + _REF, re.IGNORECASE)
+
+
+@dataclass(frozen=True)
+class PrerequisiteRef:
+    number: int
+    repository: str | None = None  # None: a bare "#n", resolved against the session
+
+
+@dataclass(frozen=True)
+class Pending:
+    """A prerequisite not yet satisfied, as a person reads it."""
+
+    target: str  # "acme/api#12" or "#7"
+    session_id: int | None  # the session behind it
+    status: str  # that session's status
+
+
+def parse_prerequisites(text: str) -> list[PrerequisiteRef]:
+    """Every `depends on <ref>[, <ref> and <ref>…]` and `@<ref>` in `text`, in order of mention."""
+    seen: list[tuple[int, PrerequisiteRef]] = []
+    for head in _DEPENDS.finditer(text):
+        pos = head.end()
+        while (item := _LIST_ITEM.match(text, pos)) is not None:
+            seen.append((item.start("num"), _ref(item)))
+            pos = item.end()
+    seen.extend((m.start("num"), _ref(m)) for m in _MENTION.finditer(text))
+    found: list[PrerequisiteRef] = []
+    for _pos, ref in sorted(seen, key=lambda pair: pair[0]):
+        if ref.number >= 1 and ref not in found:
+            found.append(ref)
+    return found
+
+
+def _ref(match: re.Match[str]) -> PrerequisiteRef:
+    repo = match.group("repo")
+    return PrerequisiteRef(int(match.group("num")), repo.lower() if repo else None)
+
+
+def repository_of(session: Session) -> str | None:
+    repo = (session.source or {}).get("repository")
+    return str(repo).lower() if isinstance(repo, str) and "/" in repo else None
+
+
+def issue_of(session: Session) -> int | None:
+    source = session.source or {}
+    for key in ("issue", "number"):
+        value = source.get(key)
+        if isinstance(value, int) or (isinstance(value, str) and value.isdigit()):
+            return int(value)
+    return None
+
+
+def record_prerequisites(db: DBSession, session: Session, text: str) -> list[Prerequisite]:
+    """Record what `text` declares for `session` (intake calls this with the title and body).
+    Idempotent: a redelivered event records nothing twice. Returns the session's rows."""
+    own_repo, own_issue = repository_of(session), issue_of(session)
+    existing = {(p.target_kind, p.target_ref) for p in _rows(db, session.id or 0)}
+    for ref in parse_prerequisites(text):
+        repo = ref.repository or own_repo
+        if repo is not None:
+            kind, target = "issue", f"{repo}#{ref.number}"
+            if repo == own_repo and ref.number == own_issue:
+                continue  # a session cannot wait on itself
+        else:
+            kind, target = "session", str(ref.number)
+            if ref.number == session.id:
+                continue
+        if (kind, target) in existing:
+            continue
+        if len(existing) >= MAX_PER_SESSION:
+            log.warning("session #%s declares more than %d prerequisites; the rest are not recorded", session.id, MAX_PER_SESSION)
+            break
+        db.add(Prerequisite(session_id=session.id or 0, target_kind=kind, target_ref=target))
+        existing.add((kind, target))
+    db.flush()
+    return _rows(db, session.id or 0)
+
+
+def _rows(db: DBSession, session_id: int) -> list[Prerequisite]:
+    return list(db.exec(select(Prerequisite).where(Prerequisite.session_id == session_id).order_by(col(Prerequisite.id))))
+
+
+def issue_sessions(db: DBSession, repository: str, number: int) -> list[Session]:
+    """Sessions whose source names this issue, oldest first."""
+    repo_expr = func.lower(Session.source["repository"].as_string())
+    # CAST to text: SQLite's JSON_EXTRACT gives 12 for a number, PostgreSQL's ->> gives '12'.
+    issue_expr = cast(Session.source["issue"].as_string(), String)
+    number_expr = cast(Session.source["number"].as_string(), String)
+    stmt = (
+        select(Session)
+        .where(repo_expr == repository.lower(), or_(issue_expr == str(number), number_expr == str(number)))
+        .order_by(col(Session.id))
+    )
+    return list(db.exec(stmt))
+
+
+def target_sessions(db: DBSession, kind: str, ref: str) -> list[Session]:
+    if kind == "session":
+        found = db.get(Session, int(ref)) if ref.isdigit() else None
+        return [found] if found is not None else []
+    repo, _, number = ref.rpartition("#")
+    return issue_sessions(db, repo, int(number)) if number.isdigit() else []
+
+
+def pending_of(db: DBSession, prereq: Prerequisite) -> Pending | None:
+    """None when satisfied: done, canceled, closed — or missing, which counts for nothing."""
+    sessions = target_sessions(db, prereq.target_kind, prereq.target_ref)
+    if not sessions:
+        return None
+    if prereq.target_kind == "issue" and any((s.source or {}).get("issue_state") == "closed" for s in sessions):
+        return None
+    newest = sessions[-1]
+    if newest.status in SATISFYING:
+        return None
+    label = prereq.target_ref if prereq.target_kind == "issue" else f"#{prereq.target_ref}"
+    return Pending(label, newest.id, newest.status)
+
+
+def unsatisfied(db: DBSession, session_id: int) -> list[Pending]:
+    return [p for prereq in _rows(db, session_id) if (p := pending_of(db, prereq)) is not None]
+
+
+def waits_on(db: DBSession, waiter_id: int, target: Session) -> bool:
+    """Whether `waiter_id` has an unsatisfied prerequisite naming `target` (hold deadlocks)."""
+    for prereq in _rows(db, waiter_id):
+        if any(s.id == target.id for s in target_sessions(db, prereq.target_kind, prereq.target_ref)):
+            return pending_of(db, prereq) is not None
+    return False
+
+
+# --------------------------------------------------------------------------- admission
+
+
+def admission_check(ctx: Context) -> Callable[[DBSession, Session, datetime], Block | None]:
+    def prerequisite_check(db: DBSession, session: Session, now: datetime) -> Block | None:
+        if is_manual():  # a person's direct start overrides declared order (seed 002)
+            return None
+        declaring = cached(db, "prerequisite_sessions", lambda: read_or_fail_open(db, "the prerequisite store", lambda: _declaring(db), set[int]()))
+        if session.id not in declaring:
+            return None
+        pending = read_or_fail_open(db, "the prerequisite store", lambda: unsatisfied(db, session.id or 0), list[Pending]())
+        if not pending:
+            return None
+        return Block(REASON, render("text/prerequisite_block.j2", pending=pending))
+
+    return prerequisite_check
+
+
+def _declaring(db: DBSession) -> set[int]:
+    """Unfinished sessions that declare a prerequisite: one read per queue pass."""
+    active = [Status.WAITING.value, Status.RUNNING.value, Status.NEEDS_INPUT.value]
+    stmt = select(Prerequisite.session_id).join(Session, col(Session.id) == col(Prerequisite.session_id)).where(col(Session.status).in_(active))
+    return set(db.exec(stmt).all())
+
+
+# --------------------------------------------------------------------------- the queue-level hold
+
+
+def queue_waits_on(db: DBSession, now: datetime) -> list[Pending] | None:
+    """When every candidate in the queue waits on a prerequisite, what they wait for; else None.
+
+    The candidates are the sessions the queue pass examines: waiting, with a held turn, not
+    paused, parked or asleep. Their recorded hold reason is the last admission's verdict."""
+    base = (
+        Session.status == Status.WAITING.value,
+        col(Session.hold_reason).is_not(None),
+        col(Session.pause_reason).is_(None),
+        col(Session.park_reason).is_(None),
+        or_(col(Session.wake_at).is_(None), col(Session.wake_at) <= now),
+    )
+    other = db.exec(select(Session.id).where(*base, Session.hold_reason != REASON).limit(1)).first()
+    if other is not None:
+        return None
+    held = list(db.exec(select(Session).where(*base, Session.hold_reason == REASON).order_by(col(Session.id)).limit(50)))
+    targets: dict[str, Pending] = {}
+    for session in held:
+        for pending in unsatisfied(db, session.id or 0):
+            targets.setdefault(pending.target, pending)
+    return list(targets.values()) or None
+
+
+def hold_sentence(waits: Sequence[Pending]) -> str:
+    return render("text/queue_hold_prerequisite.j2", pending=waits[:NAMED_IN_HOLD], more=max(len(waits) - NAMED_IN_HOLD, 0))
+
+
+def reconcile(ctx: Context) -> None:
+    """Record, update or lift the queue-level prerequisite hold (announced once when new)."""
+    from scheduler import queue_holds
+
+    now = ctx.clock.now()
+    fx = Effects()
+    with session_scope(ctx.engine) as db:
+        live = queue_holds.live_hold(db, None, now)
+        if live is not None and live.reason != REASON:
+            return  # a real hold on the whole queue is the reason; sessions carry it, not this
+        waits = queue_waits_on(db, now)
+        if waits is None:
+            if live is not None:
+                queue_holds.release(db, live, now, by="prerequisites satisfied", fx=fx)
+        else:
+            queue_holds.record(
+                db, fx, group=None, reason=REASON, now=now, sentence=hold_sentence(waits),
+                detail={"targets": [p.target for p in waits]},
+            )
+    fx.apply(ctx)
+
+
+def queue_pass(ctx: Context) -> list[int]:
+    """A kick: one queue pass, then say whether the queue now waits on prerequisites."""
+    started = pump(ctx)
+    try:
+        reconcile(ctx)
+    except Exception:  # the report must never stop the queue
+        log.exception("the prerequisite hold could not be reconciled")
+    return started
+
+
+def set_issue_state(ctx: Context, repository: str, number: int, state: str) -> int:
+    """An issue opened or closed (intake calls this from the webhook): record it on every session
+    that names the issue, and kick the queue when it closed. Returns the sessions updated."""
+    if state not in ("open", "closed"):
+        from scheduler.errors import InvalidInput
+
+        raise InvalidInput(f"state: {state!r} is not an issue state; use open or closed", field="state")
+    now = ctx.clock.now()
+    with session_scope(ctx.engine) as db:
+        sessions = issue_sessions(db, repository, number)
+        for session in sessions:
+            source: dict[str, Any] = dict(session.source or {})
+            source["issue_state"] = state
+            session.source = source  # reassigned: an in-place change to a JSON column is not tracked
+            session.updated_at = now
+            db.add(session)
+    if state == "closed" and sessions:
+        kick(ctx)
+    return len(sessions)
+

@@ -1,0 +1,375 @@
+"""Queue holds (seed 002, "The holds"): the whole queue, or one concurrency group, stops admitting
+for a named reason decided by a runner's outcome, and says so.
+
+    reason           decided by                          scope    time shown          Resume
+    rate_limit       the provider answered a rate limit  global   stated reset + 5m,  yes: runs the
+                     (the turn goes back to the queue,            else 5m doubling    next session
+                     no retry spent)                              to a 60m cap        without waiting
+    auth             the stored credential was rejected  global   none                yes, and
+                     (the turn goes back to the queue)                                unnecessary
+    credits          the API key has no credit left      global   none                yes
+                     (the session is blocked at once)
+    retry_exhausted  six consecutive failures            group    none                yes
+                     (the session is blocked)
+    task_failed      an error a retry cannot fix         group    none                yes
+                     (the session is failed)
+    prerequisite     every candidate waits on one        global   none                no: lifts when
+                     (derived; `scheduler.prerequisites`)                             the target ends
+
+Rate limits, auth and credits belong to the provider account every run shares, so they hold the
+whole queue; a failed session holds its own concurrency group (the working tree it may have left
+half-done), or the whole queue when it has none. One hold is in force per scope. Every hold
+gates admission only: running turns are never stopped by one. A hold announces itself once,
+when it is new, and a change of reason counts as new. A hold whose "Resumes at" has passed has
+lifted by itself: its alarm releases it and kicks the queue, and admission ignores it meanwhile.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from typing import Any
+
+from sqlalchemy import func, or_
+from sqlmodel import Session as DBSession
+from sqlmodel import col, select
+
+from scheduler import ladder
+from scheduler.admission import cached, forget, is_manual, read_or_fail_open
+from scheduler.context import Context
+from scheduler.db import session_scope
+from scheduler.effects import Effects
+from scheduler.errors import InvalidInput, Refused
+from scheduler.models import QueueHold, Session, Status, Turn
+from scheduler.ports import Outcome, TurnResult
+from scheduler.turns import Block, _hold
+from templates import render
+
+log = logging.getLogger("pacer.queue_holds")
+
+RATE_LIMIT, AUTH, CREDITS = "rate_limit", "auth", "credits"
+RETRY_EXHAUSTED, TASK_FAILED, PREREQUISITE = "retry_exhausted", "task_failed", "prerequisite"
+REASONS = (RATE_LIMIT, AUTH, CREDITS, RETRY_EXHAUSTED, TASK_FAILED, PREREQUISITE)
+# Resume appears only where pressing it can work: a prerequisite hold would re-apply at once.
+RESUMABLE = frozenset({RATE_LIMIT, AUTH, CREDITS, RETRY_EXHAUSTED, TASK_FAILED})
+RETRY_LIMIT = 6  # consecutive failures before a session's group pauses
+RESET_MARGIN = timedelta(minutes=5)  # past the provider's stated reset
+CONSECUTIVE_WITHIN = timedelta(hours=1)  # a rate limit this soon after the last one doubles its wait
+BLOCK_REASON = "queue_hold"
+
+
+def job_id(hold_id: int) -> str:
+    return f"queue_hold:{hold_id}"
+
+
+@dataclass(frozen=True)
+class QueueHoldView:
+    """A queue hold as every surface shows it: label, sentence, since, Resumes at, Resume."""
+
+    id: int | None
+    group: str | None  # None: the whole queue
+    reason: str
+    label: str
+    sentence: str
+    since: datetime
+    resumes_at: datetime | None
+    resume_offered: bool
+    attempt: int = 1
+    waiting: int = 0  # sessions it keeps waiting
+    detail: dict[str, Any] = field(default_factory=dict)
+
+
+def label_of(reason: str) -> str:
+    return render("text/queue_hold_label.j2", reason=reason)
+
+
+def view(hold: QueueHold, *, waiting: int = 0) -> QueueHoldView:
+    return QueueHoldView(
+        id=hold.id, group=hold.group, reason=hold.reason, label=label_of(hold.reason), sentence=hold.sentence,
+        since=hold.since, resumes_at=hold.resumes_at, resume_offered=hold.reason in RESUMABLE,
+        attempt=hold.attempt, waiting=waiting, detail=dict(hold.detail or {}),
+    )
+
+
+# --------------------------------------------------------------------------- the store
+
+
+def in_force(db: DBSession, now: datetime) -> list[QueueHold]:
+    """Holds gating admission now: not released, and not past their own "Resumes at"."""
+    stmt = (
+        select(QueueHold)
+        .where(col(QueueHold.released_at).is_(None), or_(col(QueueHold.resumes_at).is_(None), col(QueueHold.resumes_at) > now))
+        .order_by(col(QueueHold.group).is_not(None), col(QueueHold.since), col(QueueHold.id))
+    )
+    return list(db.exec(stmt))
+
+
+def live_hold(db: DBSession, group: str | None, now: datetime) -> QueueHold | None:
+    """The hold in force for one scope (None: the whole queue)."""
+    scope = col(QueueHold.group).is_(None) if group is None else QueueHold.group == group
+    stmt = (
+        select(QueueHold)
+        .where(scope, col(QueueHold.released_at).is_(None), or_(col(QueueHold.resumes_at).is_(None), col(QueueHold.resumes_at) > now))
+        .order_by(col(QueueHold.id).desc())
+    )
+    return db.exec(stmt).first()
+
+
+def release(db: DBSession, hold: QueueHold, now: datetime, *, by: str, fx: Effects, kick_queue: bool = True) -> None:
+    hold.released_at = now
+    hold.detail = {**(hold.detail or {}), "released_by": by}
+    db.add(hold)
+    db.flush()
+    forget(db, "queue_holds")
+    fx.cancel(job_id(hold.id or 0))
+    fx.notice("queue_hold_lifted", hold=view(hold), by=by)
+    fx.kick = fx.kick or kick_queue
+
+
+def record(
+    db: DBSession, fx: Effects, *, group: str | None, reason: str, sentence: str, now: datetime,
+    resumes_at: datetime | None = None, attempt: int = 1, detail: dict[str, Any] | None = None,
+) -> QueueHold:
+    """Put a hold in force for a scope. The same reason again updates it quietly; a different
+    reason replaces it and, like any new hold, announces itself once."""
+    if reason not in REASONS:
+        raise InvalidInput(f"reason: {reason!r} is not a queue hold reason; use one of {', '.join(REASONS)}", field="reason")
+    current = live_hold(db, group, now)
+    if current is not None and current.reason == reason:
+        current.sentence = sentence
+        current.resumes_at = resumes_at
+        current.attempt = attempt
+        current.detail = {**(current.detail or {}), **(detail or {})}
+        db.add(current)
+        db.flush()
+        forget(db, "queue_holds")
+        if resumes_at is not None:
+            fx.alarm(job_id(current.id or 0), resumes_at, "queue_hold_due", current.id)
+        return current
+    if current is not None:
+        release(db, current, now, by=f"replaced by {reason}", fx=fx, kick_queue=False)  # still held, newly
+    hold = QueueHold(
+        group=group, reason=reason, sentence=sentence, detail=dict(detail or {}), since=now,
+        resumes_at=resumes_at, attempt=attempt, announced_at=now,
+    )
+    db.add(hold)
+    db.flush()
+    forget(db, "queue_holds")
+    if resumes_at is not None:
+        fx.alarm(job_id(hold.id or 0), resumes_at, "queue_hold_due", hold.id)
+    fx.notice("queue_hold", hold=view(hold), resumable=reason in RESUMABLE)
+    log.warning("queue hold %s on %s: %s", reason, group or "the whole queue", sentence)
+    return hold
+
+
+def due(ctx: Context, hold_id: int) -> None:
+    """The "Resumes at" alarm: the hold lifts by itself and the queue looks again."""
+    now = ctx.clock.now()
+    fx = Effects()
+    with session_scope(ctx.engine) as db:
+        hold = db.get(QueueHold, hold_id, with_for_update=True)
+        if hold is None or hold.released_at is not None:
+            return
+        if hold.resumes_at is not None and hold.resumes_at > now:
+            fx.alarm(job_id(hold_id), hold.resumes_at, "queue_hold_due", hold_id)  # extended since armed
+        else:
+            release(db, hold, now, by="its time passed", fx=fx)
+    fx.apply(ctx)
+
+
+def lift_expired(ctx: Context) -> list[int]:
+    """Release holds whose "Resumes at" passed but whose alarm was lost (the sweep calls this)."""
+    now = ctx.clock.now()
+    fx = Effects()
+    with session_scope(ctx.engine) as db:
+        stale = list(db.exec(select(QueueHold).where(col(QueueHold.released_at).is_(None), col(QueueHold.resumes_at) <= now)))
+        for hold in stale:
+            release(db, hold, now, by="its time passed", fx=fx)
+    fx.apply(ctx)
+    return [h.id or 0 for h in stale]
+
+
+# --------------------------------------------------------------------------- Resume
+
+
+@dataclass(frozen=True)
+class ResumeResult:
+    hold: QueueHoldView
+    sentence: str
+
+
+def resume_queue(ctx: Context, group: str | None = None, *, actor: str) -> ResumeResult:
+    """Resume a held queue (`group` None: the whole queue). Refused where Resume cannot work."""
+    now = ctx.clock.now()
+    fx = Effects()
+    with session_scope(ctx.engine) as db:
+        hold = live_hold(db, group, now)
+        if hold is None:
+            others = sorted({h.group or "the whole queue" for h in in_force(db, now)})
+            scope = f"group {group}" if group else "the whole queue"
+            if not others:
+                raise Refused(f"nothing to resume: no queue hold is in force on {scope}")
+            raise Refused(f"nothing to resume on {scope}; held now: {', '.join(others)} — resume one of those by name")
+        if hold.reason not in RESUMABLE:
+            targets = ", ".join((hold.detail or {}).get("targets", [])) or "its prerequisites"
+            raise Refused(
+                f"Resume cannot lift a prerequisite hold: it would re-apply at once. The queue moves by "
+                f"itself when {targets} is done, canceled or closed."
+            )
+        release(db, hold, now, by=actor, fx=fx)
+        result = ResumeResult(view(hold), render("text/queue_resumed.j2", hold=view(hold), actor=actor))
+    fx.apply(ctx)
+    log.warning("queue hold %s on %s resumed by %s", hold.reason, hold.group or "the whole queue", actor)
+    return result
+
+
+def sign_in_verified(ctx: Context, *, actor: str = "a verified sign-in") -> int:
+    """A new sign-in verified: the auth hold lifts and the queue resumes on its own (seed 002).
+    The credential's owner (the quota/auth integration) calls this; returns holds lifted."""
+    now = ctx.clock.now()
+    fx = Effects()
+    with session_scope(ctx.engine) as db:
+        holds = [h for h in in_force(db, now) if h.reason == AUTH]
+        for hold in holds:
+            release(db, hold, now, by=actor, fx=fx)
+    fx.apply(ctx)
+    return len(holds)
+
+
+# --------------------------------------------------------------------------- admission
+
+
+def admission_check(ctx: Context) -> Callable[[DBSession, Session, datetime], Block | None]:
+    def queue_hold_check(db: DBSession, session: Session, now: datetime) -> Block | None:
+        holds = cached(db, "queue_holds", lambda: read_or_fail_open(db, "the queue hold store", lambda: in_force(db, now), list[QueueHold]()))
+        for hold in holds:
+            if hold.reason == PREREQUISITE:
+                continue  # derived: each session's own prerequisite check holds it
+            if hold.group is not None and hold.group != session.concurrency_group:
+                continue
+            if hold.reason == RATE_LIMIT and is_manual():
+                continue  # a person's press does not wait out a rate limit (seed 002)
+            sentence = render("text/queue_hold_block.j2", hold=view(hold))
+            return Block(BLOCK_REASON, sentence, retry_at=hold.resumes_at, skip_only=hold.group is not None)
+        return None
+
+    return queue_hold_check
+
+
+# --------------------------------------------------------------------------- runner outcomes
+
+
+def on_turn_finished(db: DBSession, ctx: Context, session: Session, turn: Turn, result: TurnResult, now: datetime, fx: Effects) -> bool:
+    """The `turn_finished` hook: the outcomes seed 002 turns into queue holds. Returns True when
+    it took charge of the session's next state; a success, a halt and a retryable failure with
+    retries left stay with `turns._settle` (its retry ladder)."""
+    outcome = result.outcome
+    if outcome is Outcome.FAILED_RETRYABLE and session.consecutive_failures + 1 < RETRY_LIMIT:
+        return False
+    handlers = {
+        Outcome.RATE_LIMITED: _rate_limited,
+        Outcome.AUTH_REJECTED: _auth_rejected,
+        Outcome.CREDITS_EXHAUSTED: _credits_exhausted,
+        Outcome.FAILED_RETRYABLE: _retry_exhausted,
+        Outcome.FAILED: _task_failed,
+    }
+    handler = handlers.get(outcome)
+    if handler is None:
+        return False
+    handler(db, ctx, session, turn, result, now, fx)
+    db.add(session)
+    return True
+
+
+def _archived(session: Session) -> bool:
+    return session.status == Status.ARCHIVED.value
+
+
+def _facts(session: Session, result: TurnResult) -> dict[str, Any]:
+    return {"session_id": session.id, "title": session.title, "runtime": session.runtime, "error": (result.error or "")[:500]}
+
+
+def _rate_limit_attempt(db: DBSession, current: QueueHold | None, now: datetime) -> int:
+    """Consecutive rate limits double the wait: one that comes back within the hour after the
+    last one lifted, with no successful turn in between, is the next step of the same ladder."""
+    if current is not None and current.reason == RATE_LIMIT:
+        return current.attempt  # several running turns hit by the same limit count once
+    previous = db.exec(
+        select(QueueHold).where(col(QueueHold.group).is_(None), QueueHold.reason == RATE_LIMIT).order_by(col(QueueHold.id).desc())
+    ).first()
+    if previous is None or previous.released_at is None or now - previous.released_at > CONSECUTIVE_WITHIN:
+        return 1
+    succeeded = db.exec(
+        select(func.count()).select_from(Turn).where(Turn.outcome == Outcome.SUCCESS.value, col(Turn.finished_at) > previous.released_at)
+    ).one()
+    return 1 if succeeded else previous.attempt + 1
+
+
+def _rate_limited(db: DBSession, ctx: Context, session: Session, turn: Turn, result: TurnResult, now: datetime, fx: Effects) -> None:
+    current = live_hold(db, None, now)
+    attempt = _rate_limit_attempt(db, current, now)
+    if result.rate_limit_reset_at is not None:
+        resumes_at = result.rate_limit_reset_at + RESET_MARGIN
+    else:
+        resumes_at = now + ladder.rate_limit_delay(attempt)
+    if current is not None and current.reason == RATE_LIMIT and current.resumes_at is not None:
+        resumes_at = max(resumes_at, current.resumes_at)
+    sentence = render("text/queue_hold_rate_limit.j2", **_facts(session, result))
+    hold = record(db, fx, group=None, reason=RATE_LIMIT, sentence=sentence, now=now, resumes_at=resumes_at, attempt=attempt, detail=_facts(session, result))
+    if _archived(session):
+        return
+    # Back to the queue with no retry spent: the failure count is left as it was.
+    _requeue(db, ctx, session, turn, hold, now, fx)
+
+
+def _auth_rejected(db: DBSession, ctx: Context, session: Session, turn: Turn, result: TurnResult, now: datetime, fx: Effects) -> None:
+    sentence = render("text/queue_hold_auth.j2", **_facts(session, result))
+    hold = record(db, fx, group=None, reason=AUTH, sentence=sentence, now=now, detail=_facts(session, result))
+    if _archived(session):
+        return
+    _requeue(db, ctx, session, turn, hold, now, fx)
+
+
+def _credits_exhausted(db: DBSession, ctx: Context, session: Session, turn: Turn, result: TurnResult, now: datetime, fx: Effects) -> None:
+    sentence = render("text/queue_hold_credits.j2", **_facts(session, result))
+    record(db, fx, group=None, reason=CREDITS, sentence=sentence, now=now, detail=_facts(session, result))
+    if _archived(session):
+        return
+    _end(session, Status.BLOCKED, now)
+    fx.notice("failed", session_id=session.id, error=result.error, outcome=result.outcome.value, title=session.title)
+
+
+def _retry_exhausted(db: DBSession, ctx: Context, session: Session, turn: Turn, result: TurnResult, now: datetime, fx: Effects) -> None:
+    session.consecutive_failures += 1
+    if _archived(session):
+        return
+    _end(session, Status.BLOCKED, now)
+    fx.notice("failed", session_id=session.id, error=result.error, retry_exhausted=True, title=session.title)
+    facts = {**_facts(session, result), "group": session.concurrency_group, "failures": session.consecutive_failures}
+    sentence = render("text/queue_hold_retry_exhausted.j2", **facts)
+    record(db, fx, group=session.concurrency_group, reason=RETRY_EXHAUSTED, sentence=sentence, now=now, detail=facts)
+
+
+def _task_failed(db: DBSession, ctx: Context, session: Session, turn: Turn, result: TurnResult, now: datetime, fx: Effects) -> None:
+    if _archived(session):
+        return
+    _end(session, Status.FAILED, now)
+    fx.notice("failed", session_id=session.id, error=result.error, outcome=result.outcome.value, title=session.title)
+    facts = {**_facts(session, result), "group": session.concurrency_group}
+    sentence = render("text/queue_hold_task_failed.j2", **facts)
+    record(db, fx, group=session.concurrency_group, reason=TASK_FAILED, sentence=sentence, now=now, detail=facts)
+
+
+def _requeue(db: DBSession, ctx: Context, session: Session, turn: Turn, hold: QueueHold, now: datetime, fx: Effects) -> None:
+    """The turn goes back to the queue, held by the queue hold like every session behind it."""
+    session.status = Status.WAITING.value
+    sentence = render("text/queue_hold_block.j2", hold=view(hold))
+    _hold(db, ctx, session, turn.prompt, turn.attachments, turn.kind, BLOCK_REASON, sentence, now, fx, retry_at=hold.resumes_at)
+
+
+def _end(session: Session, status: Status, now: datetime) -> None:
+    session.status = status.value
+    session.finished_at = now
+    session.updated_at = now
