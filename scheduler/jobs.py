@@ -11,6 +11,7 @@ def targets() -> dict[str, Callable[..., Any]]:
     from scheduler import firing, session_events, sleep, sweeps, trigger_release, turns
 
     from scheduler import operator_holds, prerequisites, queue_holds
+    from scheduler import ceiling, promotion
 
     return {
         "recheck": turns.recheck,
@@ -26,4 +27,7 @@ def targets() -> dict[str, Callable[..., Any]]:
         "schedule_fire": firing.schedule_fire,
         "session_event": session_events.session_event,
         "trigger_release": trigger_release.release_promoted,
+        # The budget ceiling sweep and the human-message re-rank (P4).
+        "ceiling_sweep": ceiling.ceiling_sweep,
+        "promote_after_message": promotion.promote_after_message,
     }

@@ -23,7 +23,8 @@ from scheduler.effects import Effects
 from scheduler.errors import Refused
 from scheduler.fleet import read_quota
 from scheduler.models import EnqueuedMessage, Status, Turn
-from scheduler.turns import Submission, _admit, _replay, clear_pause, is_asleep, lock, running_turn
+from scheduler.pause import resume_paused
+from scheduler.turns import Submission, _admit, _replay, is_asleep, lock, running_turn
 from templates import render
 
 
@@ -61,16 +62,16 @@ def start_now(ctx: Context, session_id: int, *, actor: str | None = None) -> Sta
             # An unreadable queue looks exactly like an empty one; starting on that would build
             # the second turn the whole design exists to avoid.
             raise Refused(f"session #{session_id}: its queue could not be read ({type(exc).__name__}); nothing was started") from exc
-        if session.hold_reason is not None:
+        if session.pause_reason is not None:
+            # Before the hold: a paused session's hold is inert (the queue pass skips it), and
+            # the pause's own resume replays the held turn itself — one door, the sweep's.
+            shape = "paused"
+            sub = resume_paused(db, ctx, session, reading, now, fx).submission
+        elif session.hold_reason is not None:
             prompt, attachments, kind = _replay(session)
             session.hold_count = 0  # a person asked for it directly: the ladder starts over
             shape = "held"
             sub = _admit(db, ctx, session, prompt, attachments, kind, reading, now, fx)
-        elif session.pause_reason is not None:
-            prompt = session.pause_resume_prompt or render("text/continue_nudge.j2")
-            clear_pause(session)
-            shape = "paused"
-            sub = _admit(db, ctx, session, prompt, [], "resume", reading, now, fx)
         elif not ran_before:
             shape = "never_run"
             sub = _admit(db, ctx, session, session.prompt or render("text/continue_nudge.j2"), session.attachments, "first", reading, now, fx)

@@ -74,7 +74,9 @@ def mechanisms_of(session: object, now: datetime) -> list[Mechanism]:
     if getattr(s, "hold_reason", None):
         found.append(Mechanism("hold", s.hold_reason, s.hold_at, s.hold_sentence or "", s.hold_retry_at, "its re-check on the hold ladder"))  # type: ignore[attr-defined]
     if getattr(s, "pause_reason", None):
-        found.append(Mechanism("pause", s.pause_reason, s.pause_at, s.pause_detail or "", None, "the ceiling sweep's resume"))  # type: ignore[attr-defined]
+        from scheduler.pause import banner  # why it is paused and what brings it back, one template
+
+        found.append(Mechanism("pause", s.pause_reason, s.pause_at, banner(s, now), None, "the ceiling sweep's resume"))  # type: ignore[attr-defined]
     if getattr(s, "park_reason", None):
         found.append(Mechanism("park", s.park_reason, s.park_at, "", None, "the queue hold's resume"))  # type: ignore[attr-defined]
     return found

@@ -13,6 +13,7 @@ from scheduler.context import Context
 # name -> interval. Each name is a target in `scheduler.jobs.targets()`.
 PERIODIC: dict[str, timedelta] = {
     "hold_sweep": timedelta(minutes=5),
+    "ceiling_sweep": timedelta(minutes=5),  # the budget ceiling and the preemption marks (P4)
     "operator_hold_sweep": timedelta(minutes=1),  # holds (P7): prune, lift lost queue holds, deadlocks
 }
 
@@ -26,6 +27,10 @@ def install(ctx: Context) -> Context:
     from scheduler import session_events
 
     ctx.hooks.setdefault("*", []).append(session_events.listener(ctx))
+    # Preemption: a priority start into a full fleet takes a slot off a running spot session.
+    from scheduler import preemption
+
+    ctx.hooks.setdefault("before_start", []).append(preemption.before_start)
     _install_holds(ctx)
     return ctx
 

@@ -1,0 +1,216 @@
+"""The budget ceiling sweep (seed 001, "The budget is a ceiling", "What brings it back",
+"Precedence decides who gets the headroom back").
+
+Admission alone makes the budget a floor under when new spot work stops; this sweep, every five
+minutes, applies the same gate decision to work already running:
+
+  the gate says                    running spot work
+  spot_budget (stops_running_work) every quota-spending spot turn is paused: halted, recorded
+  pacing_curve                     nothing — the pace only admits; the money is spent either way
+  fleet_at_cap                     nothing — a running session already holds its slot
+  anything else                    dormant paused sessions resume, highest precedence first,
+                                   oldest pause within a tie, against a reserve widened by
+                                   RESUME_MARGIN_PCT; at most MAX_RESUMES_PER_SWEEP a pass, never
+                                   more than the free slots, and one when the pace was waived
+                                   rather than passed
+
+Priority sessions, runtimes that spend no quota and Pacer's own bookkeeping are never paused. A
+sleeper promoted to priority resumes on the next pass whatever the windows say; one with a wake
+still ahead is left alone. The same pass resolves preemption marks first (`preemption.resolve_marks`).
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+
+from sqlmodel import Session as DBSession
+from sqlmodel import col, func, select
+
+from scheduler import preemption
+from scheduler.context import Context
+from scheduler.db import session_scope
+from scheduler.effects import Effects
+from scheduler.explain import explain
+from scheduler.fleet import asking_for, build_snapshot, read_quota, running_fleet
+from scheduler.gate import Ceiling, Decision, decide
+from scheduler.models import Session, Status
+from scheduler.pause import (
+    AT_UTILIZATION_LIMIT,
+    PAUSED_BY,
+    PREEMPTED,
+    USER_SPOT_QUEUE,
+    banner,
+    dormant_paused,
+    record_pause,
+    resume_paused,
+)
+from scheduler.policy import PolicyView, load_policy
+from scheduler.ports import QuotaReading
+from scheduler.sessions import is_spot
+from scheduler.snapshot import Snapshot
+from scheduler.turns import PASS_THROUGH, is_asleep
+
+log = logging.getLogger("pacer.ceiling")
+
+SWEEP_INTERVAL = timedelta(minutes=5)
+MAX_RESUMES_PER_SWEEP = 5
+CANDIDATES_PER_PASS = 50  # bounds the pass; sessions past it keep their place for the next one
+
+
+@dataclass
+class SweepReport:
+    paused: list[int] = field(default_factory=list)
+    resumed: list[int] = field(default_factory=list)
+    held: list[int] = field(default_factory=list)  # a wake still ahead, or a block of their own
+    deferred: list[int] = field(default_factory=list)  # past this pass's batch: first in the next
+    ceiling: Ceiling | None = None
+    batch: int = 0  # how many spot resumes this pass allowed
+    waived: bool = False  # the batch was narrowed to one because the pace was waived
+    marks: preemption.MarkReport = field(default_factory=preemption.MarkReport)
+
+
+def ceiling_sweep(ctx: Context) -> SweepReport:
+    now = ctx.clock.now()
+    reading = read_quota(ctx, now)
+    fx = Effects()
+    report = SweepReport()
+    with session_scope(ctx.engine) as db:
+        policy = load_policy(db)
+        report.marks = preemption.resolve_marks(db, ctx, policy, now, fx)
+        _pause_running(db, ctx, policy, reading, now, fx, report)
+        _resume_dormant(db, ctx, policy, reading, now, fx, report)
+    fx.apply(ctx)
+    if report.paused or report.resumed:
+        log.info("ceiling sweep: paused %s, resumed %s", report.paused, report.resumed)
+    return report
+
+
+def is_pausable(session: Session, ctx: Context, policy: PolicyView, turn_kind: str) -> bool:
+    """Only quota-spending spot work: priority is never paused, nor a runtime that spends
+    nothing against the windows, nor Pacer's own seconds-long bookkeeping."""
+    return (
+        is_spot(session, policy)
+        and ctx.runtime(session.runtime).spends_quota
+        and not session.bookkeeping
+        and turn_kind not in PASS_THROUGH
+    )
+
+
+def _pause_running(
+    db: DBSession, ctx: Context, policy: PolicyView, reading: QuotaReading | None, now: datetime, fx: Effects,
+    report: SweepReport,
+) -> None:
+    pausable = [(s, t) for s, t in running_fleet(db, ctx, policy) if is_pausable(s, ctx, policy, t.kind)]
+    if not pausable:
+        return
+    snapshot = build_snapshot(db, ctx, policy, reading)
+    for session, turn in pausable:
+        # The same question admission asks, for a session that is already running: it is
+        # counted in the fleet itself, so the slot check is skipped and only the money decides.
+        decision = decide(snapshot, asking_for(session, ctx, policy, running=True), now)
+        if not decision.stops_running_work:
+            continue  # the pace and the slots only admit; they never interrupt
+        report.ceiling = decision.ceiling
+        why = explain(decision, now).why
+        if session.preempt_mark_at is not None:
+            session.last_preempted_at = session.preempt_mark_at  # the mark is taken, not released
+            session.preempt_mark_at = None
+        record_pause(session, AT_UTILIZATION_LIMIT, why, now, costs=True)
+        session.pending_sleep = True  # a turn that ends on its own before the halt lands still sleeps
+        db.add(session)
+        fx.halt.append(turn.id or 0)
+        sentence = banner(session, now)
+        fx.notice("paused", session_id=session.id, reason=AT_UTILIZATION_LIMIT, sentence=sentence, title=session.title)
+        log.warning("session #%s paused mid-run: %s", session.id, sentence)
+        report.paused.append(session.id or 0)
+    db.flush()
+
+
+def waived_not_passed(decision: Decision, snapshot: Snapshot) -> bool:
+    """True when the idle-fleet waiver let the session through a pace it would have failed.
+    In fraction mode the curve is the straight line to the spot budget; with no figures to tell,
+    the answer is yes — a batch of one is the safe direction."""
+    if not decision.waiver_applied:
+        return False
+    periods = {w.name: w.period for w in snapshot.windows or ()}
+    for w in decision.windows:
+        if w.calibrated:
+            if w.sustainable_rate is not None and (w.fleet_burn or 0.0) + decision.own_burn > w.sustainable_rate:
+                return True
+            continue
+        period = periods.get(w.name)
+        if period is None or period.total_seconds() <= 0:
+            return True
+        elapsed = 1.0 - (w.minutes_left * 60.0) / period.total_seconds()
+        if w.spent > w.spot_budget * max(min(elapsed, 1.0), 0.0):
+            return True
+    return False
+
+
+def _running_quota_turns(db: DBSession, ctx: Context, policy: PolicyView) -> int:
+    return sum(1 for s, _t in running_fleet(db, ctx, policy) if ctx.runtime(s.runtime).spends_quota)
+
+
+def _resume_dormant(
+    db: DBSession, ctx: Context, policy: PolicyView, reading: QuotaReading | None, now: datetime, fx: Effects,
+    report: SweepReport,
+) -> None:
+    slots = min(policy.max_sessions, ctx.agent_workers)
+    free = max(slots - _running_quota_turns(db, ctx, policy), 0)
+    batch = min(MAX_RESUMES_PER_SWEEP, free)
+    spot_resumed = 0
+    spot_stopped = False
+    for session in dormant_paused(db, policy, CANDIDATES_PER_PASS):
+        sid = session.id or 0
+        if is_asleep(session, now):
+            report.held.append(sid)  # its wake is its next event; nothing starts it before then
+            continue
+        if not is_spot(session, policy):
+            # Priority work is never gated on quota: a promoted sleeper goes now, outside the batch.
+            if resume_paused(db, ctx, session, reading, now, fx).started:
+                report.resumed.append(sid)
+            else:
+                report.held.append(sid)
+            continue
+        if spot_stopped or spot_resumed >= batch:
+            report.deferred.append(sid)
+            continue
+        outcome = resume_paused(db, ctx, session, reading, now, fx)
+        if outcome.started:
+            report.resumed.append(sid)
+            spot_resumed += 1
+            if spot_resumed == 1 and outcome.decision is not None:
+                snapshot = build_snapshot(db, ctx, policy, reading)
+                if waived_not_passed(outcome.decision, snapshot):
+                    # The waiver's contract is a duty cycle, not a burst: one goes back, which
+                    # puts spot work in flight, and the next pass is paced normally.
+                    batch = 1
+                    report.waived = True
+        elif outcome.decision is not None:
+            # The budget, the pace and the slots are the fleet's: whoever is behind this session
+            # would be refused the same, and must not overtake it.
+            report.held.append(sid)
+            spot_stopped = True
+        else:
+            report.held.append(sid)  # a block of its own (an operator hold, its group): skip it
+    report.batch = batch
+
+
+def paused_figures(db: DBSession) -> dict[str, int]:
+    """The counts the surfaces print: what the ceiling cost (asleep), what priority work took
+    (preempted, and marks still standing) and what people parked on purpose (parked)."""
+    rows = db.exec(
+        select(Session.pause_reason, func.count())
+        .where(Session.status == Status.WAITING.value, Session.paused_by == PAUSED_BY)
+        .group_by(Session.pause_reason)
+    ).all()
+    by_reason = {reason: int(n) for reason, n in rows}
+    marked = db.exec(select(func.count()).select_from(Session).where(col(Session.preempt_mark_at).is_not(None))).one()
+    return {
+        "asleep": by_reason.get(AT_UTILIZATION_LIMIT, 0) + by_reason.get(PREEMPTED, 0),
+        "preempted": by_reason.get(PREEMPTED, 0),
+        "marked": int(marked),
+        "parked": by_reason.get(USER_SPOT_QUEUE, 0),
+    }

@@ -1,0 +1,199 @@
+"""The pause record and its one resume (seed 001, "What a pause does", "What brings it back",
+"It joins the queue that already exists", "Joining the queue on purpose").
+
+Three things put a session in this dormancy — the budget ceiling interrupting a turn, a
+priority session taking its slot, a person parking it on purpose — and all three write the
+same record (`paused_by = spot_quota`) and come back through the same door, `resume_paused`:
+the ceiling sweep calls it, and so does StartNow. A dormant spot session has exactly one resume
+owner; giving any of the three its own would give it its own sweep.
+
+`paused_by = spot_quota` is what keeps the recovery paths out: the queue pass and the hold
+ladder skip a session carrying a pause (`turns._candidates`, `turns._is_due_candidate`), and
+start-up recovery never resumes one (`lifecycle.recover` only repairs turns and first starts).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import case
+from sqlmodel import Session as DBSession
+from sqlmodel import col, select
+
+from scheduler.context import Context
+from scheduler.effects import Effects
+from scheduler.explain import explain
+from scheduler.fleet import asking_for, build_snapshot
+from scheduler.gate import RESUME_MARGIN_PCT, Decision, decide
+from scheduler.genesis import SchedulingClass
+from scheduler.models import EnqueuedMessage, Session, Status, Turn
+from scheduler.policy import PolicyView, load_policy
+from scheduler.ports import QuotaReading
+from scheduler.sessions import class_expr
+from scheduler.turns import (
+    Submission,
+    _admit,
+    _blocked,
+    clear_pause,
+    existing_attachments,
+    is_asleep,
+)
+from templates import render
+
+log = logging.getLogger("pacer.pause")
+
+PAUSED_BY = "spot_quota"  # neither user (stops auto-continues) nor recovery (would resume it)
+AT_UTILIZATION_LIMIT = "at_utilization_limit"
+PREEMPTED = "preempted_by_priority"
+USER_SPOT_QUEUE = "user_spot_queue"
+PAUSE_REASONS = (AT_UTILIZATION_LIMIT, PREEMPTED, USER_SPOT_QUEUE)
+
+
+@dataclass(frozen=True)
+class Resume:
+    """What one resume attempt did. `decision` is the one taken against the widened reserve."""
+
+    submission: Submission
+    decision: Decision | None = None
+
+    @property
+    def started(self) -> bool:
+        return self.submission.outcome == "started"
+
+
+def record_pause(session: Session, reason: str, detail: str, now: datetime, *, costs: bool) -> None:
+    """Write the pause record. `costs`: a turn was (or will be) interrupted, so the pause is
+    counted; a deliberate park of an idle session costs nothing and is not."""
+    session.pause_reason = reason
+    session.pause_at = now
+    session.pause_detail = detail
+    session.paused_by = PAUSED_BY
+    if costs:
+        session.pause_count += 1
+    session.updated_at = now
+
+
+def banner(session: object, now: datetime) -> str:
+    """Why this session is paused and what brings it back — one sentence for every surface.
+    Duck-typed, like `waiting.mechanisms_of`: any row with the pause columns will do."""
+    def get(name: str, default: Any = None) -> Any:
+        return getattr(session, name, default)
+
+    return render(
+        "text/pause_banner.j2",
+        reason=get("pause_reason"),
+        detail=get("pause_detail") or "",
+        status=get("status") or "",
+        marked_at=get("preempt_mark_at"),
+        by=get("preempted_by_id"),
+        preemptions=get("preemption_count") or 0,
+        resume_prompt=bool(get("pause_resume_prompt")),
+        wake_at=get("wake_at") if get("wake_at") is not None and get("wake_at") > now else None,
+        margin=RESUME_MARGIN_PCT,
+    )
+
+
+def is_dormant_paused(session: Session) -> bool:
+    return session.status == Status.WAITING.value and session.pause_reason is not None and session.paused_by == PAUSED_BY
+
+
+def dormant_paused(db: DBSession, policy: PolicyView, limit: int) -> list[Session]:
+    """The sweep's population in resume order: priority first (a promoted sleeper is resumed
+    whatever the windows say), then highest precedence, then the oldest pause."""
+    resolved = class_expr(policy)
+    stmt = (
+        select(Session)
+        .where(
+            Session.status == Status.WAITING.value,
+            col(Session.pause_reason).is_not(None),
+            Session.paused_by == PAUSED_BY,
+            col(Session.preempt_mark_at).is_(None),  # a standing mark is resolved first
+        )
+        .order_by(
+            case((resolved == SchedulingClass.PRIORITY.value, 0), else_=1),
+            col(Session.precedence).desc(),
+            col(Session.pause_at).asc(),
+            col(Session.id).asc(),
+        )
+        .limit(limit)
+    )
+    return list(db.exec(stmt))
+
+
+def last_turn(db: DBSession, session_id: int) -> Turn | None:
+    return db.exec(select(Turn).where(Turn.session_id == session_id).order_by(col(Turn.id).desc())).first()
+
+
+def next_queued(db: DBSession, session_id: int) -> EnqueuedMessage | None:
+    return db.exec(
+        select(EnqueuedMessage)
+        .where(EnqueuedMessage.session_id == session_id, col(EnqueuedMessage.delivered_at).is_(None))
+        .order_by(col(EnqueuedMessage.id))
+    ).first()
+
+
+def _resume_turn(db: DBSession, session: Session, now: datetime) -> tuple[str, Sequence[Mapping[str, Any]], str]:
+    """The turn a resume delivers. A held turn that never ran goes first (one turn, never a
+    second job; the park's own prompt waits behind it). Otherwise the park's prompt, in place
+    of the nudge. An interrupted turn gets the nudge — the agent lost a tool call and has to
+    pick up. A session that finished its turn and has a message waiting gets that message: a
+    nudge in front of it would only spend a turn saying nothing."""
+    sid = session.id or 0
+    if session.hold_reason is not None and session.hold_prompt is not None:
+        if session.pause_resume_prompt:
+            db.add(EnqueuedMessage(session_id=sid, prompt=session.pause_resume_prompt, kind="resume", created_at=now))
+        return session.hold_prompt, existing_attachments(session.hold_attachments or []), session.hold_turn_kind or "first"
+    if session.pause_resume_prompt:
+        return session.pause_resume_prompt, [], "resume"
+    previous = last_turn(db, sid)
+    interrupted = previous is not None and previous.status in ("halted", "failed")
+    if not interrupted:
+        queued = next_queued(db, sid)
+        if queued is not None:
+            queued.delivered_at = now
+            db.add(queued)
+            return queued.prompt, queued.attachments, queued.kind
+    return render("text/pause_resume_nudge.j2", reason=session.pause_reason), [], "resume"
+
+
+def resume_paused(
+    db: DBSession, ctx: Context, session: Session, reading: QuotaReading | None, now: datetime, fx: Effects,
+    *, margin: float = RESUME_MARGIN_PCT,
+) -> Resume:
+    """The one resume of a paused or parked session, for the sweep and for StartNow alike.
+
+    Decided against a reserve widened by `margin`: holding a session that never started costs
+    nothing, resuming one that was interrupted costs a lost tool call if it is pushed straight
+    back over. A refusal leaves the pause exactly as it was — its owner stays the sweep, and no
+    hold ladder is started for it. A wake still ahead is the session's next event: refused.
+    """
+    sid = session.id or 0
+    if is_asleep(session, now):
+        return Resume(Submission("held", sid, reason="asleep", sentence=banner(session, now)))
+    block = _blocked(ctx, db, session, now)
+    if block is not None:
+        return Resume(Submission("held", sid, reason=block.reason, sentence=block.sentence))
+    policy = load_policy(db)
+    snapshot = build_snapshot(db, ctx, policy, reading)
+    decision = decide(snapshot, asking_for(session, ctx, policy, running=False), now, reserve_margin_pct=margin)
+    if decision.held:
+        text = explain(decision, now)
+        return Resume(Submission("held", sid, reason=decision.reason, sentence=text.sentence(), decision=decision), decision)
+    if session.preempt_mark_at is not None:
+        # A mark is resolved by the turn ending; resuming the session settles it as taken.
+        session.last_preempted_at = session.preempt_mark_at
+        session.preempt_mark_at = None
+    reason = session.pause_reason
+    prompt, attachments, kind = _resume_turn(db, session, now)
+    clear_pause(session)
+    session.status = Status.WAITING.value
+    db.add(session)
+    db.flush()
+    sub = _admit(db, ctx, session, prompt, attachments, kind, reading, now, fx)
+    if sub.outcome == "started":
+        log.info("session #%s resumed from its %s pause", sid, reason)
+    return Resume(sub, decision)
