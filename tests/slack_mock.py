@@ -56,6 +56,7 @@ class Call:
     path: str  # "/api/chat.postMessage" or "/response/<id>"
     headers: Mapping[str, str]
     body: dict[str, Any]
+    at: float = field(default_factory=time.perf_counter)  # when it arrived (for benchmarks)
 
     @property
     def method(self) -> str:
@@ -77,8 +78,7 @@ class MockSlack:
     @property
     def url(self) -> str:
         assert self._server is not None, "start() the mock first"
-        host, port = self._server.server_address[:2]
-        return f"http://{host}:{port}"
+        return f"http://127.0.0.1:{self._server.server_address[1]}"
 
     @property
     def api_url(self) -> str:

@@ -13,6 +13,7 @@ from collections.abc import Iterator
 import pytest
 from sqlalchemy import Engine
 
+from integrations.slack.edge import DEFAULT_WORK_THREADS
 from scheduler.models import Policy
 from scheduler.sessions import NewSession, create_session
 from tests.slack_mock import Call, MockSlack, serving
@@ -62,7 +63,7 @@ def test_the_ack_does_not_wait_for_the_answer(slack, mock: MockSlack) -> None:
     # Occupy every thread of the work pool: the ack must still come back at once, and the
     # answer only once the pool is free again.
     gate = threading.Event()
-    for _ in range(8):
+    for _ in range(DEFAULT_WORK_THREADS):
         slack.surface.edge.submit("occupy the pool", gate.wait, 5)
     ack = slack.command("help")
     assert ack.status_code == 200

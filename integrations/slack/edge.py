@@ -1,9 +1,8 @@
 """What every Slack listener needs besides Bolt's own arguments: the runtime and a work pool.
 
-Bolt runs listeners on one executor and, with `process_before_response=False`, the request
-thread waits on that executor until the listener calls `ack()`. If the same threads also built
-answers (database reads, Web API calls), a burst of slow answers would delay every later ack past
-Slack's 3 seconds. So listeners only ack and hand the real work to this separate pool.
+A listener acks and hands the real work — asking `bot.chat`, reading the database, calling the
+Web API — to this pool, so the ack never waits on an answer: a burst of slow answers queues here
+while every ack still goes back in milliseconds, well inside Slack's 3 seconds.
 """
 
 from __future__ import annotations
@@ -18,14 +17,16 @@ from bot.runtime import Pacer
 
 log = logging.getLogger("pacer.slack")
 
-# Answer building is database-bound: a few threads saturate SQLite's single writer and stay well
-# inside PostgreSQL's pool (10 + 20 overflow) alongside the HTTP and scheduler threads.
-DEFAULT_WORK_THREADS = 8
+# Answers are CPU-bound under the GIL (rendering 10,000 rows) with some database waits: measured
+# with bench/commands.py, 2, 4 and 8 threads post answers at the same rate, and more threads only
+# steal the GIL from the ack path. 4 keeps a database wait from idling the pool, and stays well
+# inside PostgreSQL's pool (10 + 20 overflow) beside the HTTP and scheduler threads.
+DEFAULT_WORK_THREADS = 4
 
 
-# Listeners only ack and hand off, so these threads are busy for microseconds per request; 16
-# absorbs a burst of slash commands without an ack ever queueing behind another.
-DEFAULT_LISTENER_THREADS = 16
+# Bolt's own executor. With process_before_response=True (app.py) listeners run inline on the
+# dispatching thread and Bolt uses this only for lazy listeners, which Pacer has none of.
+DEFAULT_LISTENER_THREADS = 2
 
 
 class TrackedPool(ThreadPoolExecutor):
@@ -57,7 +58,7 @@ class TrackedPool(ThreadPoolExecutor):
 
 
 class SlackEdge:
-    """The runtime, Bolt's listener pool (the ack path) and a bounded pool for work after the ack."""
+    """The runtime, Bolt's executor and a bounded pool for the work after the ack."""
 
     def __init__(
         self,
@@ -86,8 +87,8 @@ class SlackEdge:
         return self._pool.submit(guarded)
 
     def drain(self, timeout: float = 10.0) -> bool:
-        """Wait for the listeners running now and the work they handed off; True when all of it
-        finished in time. Listeners first: each hands its work off before it returns."""
+        """Wait for Bolt's executor, then for the work handed off; True when all of it finished
+        in time. A listener hands its work off before it returns, so this order misses nothing."""
         return self.listeners.drain(timeout) and self._pool.drain(timeout)
 
     def close(self, timeout: float = 10.0) -> None:

@@ -4,7 +4,7 @@ Order of work per request, cheapest refusal first: the body is read up to PACER_
 (413 past it); the signature is checked on the raw bytes (401, before anything is parsed — Bolt
 would otherwise json-decode an unsigned body while building its request); then Bolt, whose own
 RequestVerification stays on, dispatches on a bounded thread pool, because a sync Bolt dispatch
-blocks until the listener acks and must never run on the event loop.
+blocks while its listener runs and must never run on the event loop.
 """
 
 from __future__ import annotations
@@ -38,8 +38,9 @@ from scheduler.errors import ConfigError
 log = logging.getLogger("pacer.slack")
 
 PATH = "/slack/events"
-# Each dispatch holds a thread only until its listener acks (milliseconds); 32 covers a burst of
-# Slack's retries without borrowing the 40 threads FastAPI's own sync endpoints share.
+# A dispatch holds its thread only for the ack path (verify, parse, ack, hand off: milliseconds);
+# 32 covers a burst of commands and Slack's retries without borrowing the 40 threads FastAPI's
+# own sync endpoints share.
 DISPATCH_THREADS = 32
 REPLAY_WINDOW_SECONDS = 300
 

@@ -32,7 +32,7 @@ def ask(pacer: Pacer, *, actor: str, text: str, surface: str) -> Any:
         return chat.answer(pacer, actor=actor, text=text, surface=surface)
     except Exception:
         log.exception("slack: answering %r for %s failed", text[:80], actor)
-        return chat.Reply(text=render("slack/answer_failed.j2"), blocks=[], in_channel=False, ok=False)
+        return chat.Reply(text=render("slack/command_failed.j2"), blocks=[], in_channel=False, ok=False)
 
 
 def as_dicts(blocks: Sequence[Block | Mapping[str, Any]] | None) -> list[dict[str, Any]]:
