@@ -52,7 +52,7 @@ def test_help_is_acked_empty_and_fast_then_answered_ephemerally(slack, mock: Moc
     elapsed = time.perf_counter() - started
     assert ack.status_code == 200
     assert ack.text == ""
-    assert elapsed < 1.0, f"ack took {elapsed:.3f}s"
+    assert elapsed < 1.5, f"ack took {elapsed:.3f}s"  # Slack gives up at 3 s; loaded CI stays far below
     answer = _answer(mock)
     assert answer.body["response_type"] == "ephemeral"
     assert "`/pacer help [command]`" in answer.body["text"]
