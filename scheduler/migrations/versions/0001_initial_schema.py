@@ -126,6 +126,7 @@ def upgrade() -> None:
     sa.Column('agent_session_id', sqlmodel.sql.sqltypes.AutoString(), nullable=True),
     sa.Column('workdir', sqlmodel.sql.sqltypes.AutoString(), nullable=True),
     sa.Column('source', sa.JSON(), nullable=False),
+    sa.Column('thread_key', sqlmodel.sql.sqltypes.AutoString(), nullable=True),
     sa.Column('prompt', sqlmodel.sql.sqltypes.AutoString(), nullable=False),
     sa.Column('attachments', sa.JSON(), nullable=False),
     sa.Column('hold_reason', sqlmodel.sql.sqltypes.AutoString(), nullable=True),
@@ -168,6 +169,7 @@ def upgrade() -> None:
         batch_op.create_index('ix_sessions_hold_retry', ['hold_retry_at'], unique=False)
         batch_op.create_index('ix_sessions_queue', ['status', 'precedence'], unique=False)
         batch_op.create_index(batch_op.f('ix_sessions_status'), ['status'], unique=False)
+        batch_op.create_index(batch_op.f('ix_sessions_thread_key'), ['thread_key'], unique=False)
         batch_op.create_index(batch_op.f('ix_sessions_trigger_id'), ['trigger_id'], unique=False)
 
     op.create_table('enqueued_messages',
@@ -264,6 +266,7 @@ def downgrade() -> None:
     op.drop_table('enqueued_messages')
     with op.batch_alter_table('sessions', schema=None) as batch_op:
         batch_op.drop_index(batch_op.f('ix_sessions_trigger_id'))
+        batch_op.drop_index(batch_op.f('ix_sessions_thread_key'))
         batch_op.drop_index(batch_op.f('ix_sessions_status'))
         batch_op.drop_index('ix_sessions_queue')
         batch_op.drop_index('ix_sessions_hold_retry')

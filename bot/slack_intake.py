@@ -1,0 +1,106 @@
+"""Slack intake: a message becomes a `slack` session; a reply in a session's thread from a
+rostered human is a human message on that session (seed 001, "A human message jumps the queue").
+
+Which messages start work: a DM to the bot from a rostered user, or a message in a channel a
+`slack` trigger names (`config.channels`, or `config.dms = true` for DMs through a trigger with
+its own prompt template, class and precedence). Anything else is logged and left alone — the
+same trust rule GitHub intake applies to authors without write access.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping
+from typing import Any
+
+from sqlmodel import col, select
+
+from scheduler.db import session_scope
+from scheduler.errors import PacerError
+from scheduler.models import Session, Trigger
+from scheduler.sessions import NewSession, create_session
+from scheduler.turns import submit_turn
+from templates import render_prompt
+
+log = logging.getLogger("pacer.intake.slack")
+
+TITLE_CHARS = 80
+
+
+def thread_key(channel: str | None, thread_ts: str | None) -> str | None:
+    return f"{channel}:{thread_ts}" if channel and thread_ts else None
+
+
+def _thread_source(event: Mapping[str, Any]) -> dict[str, Any]:
+    return {
+        "channel": event.get("channel"),
+        "thread_ts": event.get("thread_ts") or event.get("ts"),
+        "user": event.get("user"),
+        "channel_type": event.get("channel_type", "channel"),
+    }
+
+
+def _trigger_for(db: Any, channel: str, is_dm: bool) -> Trigger | None:
+    for trigger in db.exec(select(Trigger).where(Trigger.kind == "slack", col(Trigger.enabled).is_(True)).order_by(col(Trigger.id))):
+        config = trigger.config or {}
+        if channel in (config.get("channels") or []) or (is_dm and config.get("dms")):
+            return trigger
+    return None
+
+
+def slack_message(pacer: Any, event: Mapping[str, Any]) -> int | None:
+    """Handle one de-duplicated message event. Returns the session it went to, if any."""
+    ctx = pacer.ctx
+    roster: Mapping[str, str] = pacer.settings.roster
+    user = str(event.get("user") or "")
+    channel = str(event.get("channel") or "")
+    text = str(event.get("text") or "").strip()
+    is_dm = event.get("channel_type") == "im"
+    if not user or not channel or not text:
+        return None
+    if len(text) > pacer.settings.max_prompt_chars:
+        log.warning("slack: a %d-character message from %s is over PACER_MAX_PROMPT_CHARS; ignored", len(text), user)
+        return None
+    replied_to = event.get("thread_ts")
+    if replied_to and replied_to != event.get("ts"):
+        with session_scope(ctx.engine) as db:
+            session_id = db.exec(select(Session.id).where(Session.thread_key == thread_key(channel, str(replied_to)))).first()
+        if session_id is not None:
+            return _reply(pacer, int(session_id), user, text, roster)
+    now = ctx.clock.now()
+    with session_scope(ctx.engine) as db:
+        trigger = _trigger_for(db, channel, is_dm)
+        if trigger is None and not (is_dm and user in roster):
+            log.info("slack: message from %s in %s matches no slack trigger; left alone", user, channel)
+            return None
+        prompt = text
+        if trigger is not None and trigger.prompt_template:
+            prompt = render_prompt(trigger.prompt_template, text=text, user=user, channel=channel) or text
+        source = {"slack": _thread_source(event)}
+        session = create_session(
+            db,
+            NewSession(title=text.splitlines()[0][:TITLE_CHARS], genesis="slack", trigger_id=trigger.id if trigger else None,
+                       requester=user, source=source),
+            now=now,
+        )
+        session.prompt = prompt
+        session.thread_key = thread_key(channel, source["slack"]["thread_ts"])
+        db.add(session)
+        db.flush()
+        session_id = session.id or 0
+    submit_turn(ctx, session_id, prompt, kind="first")
+    return session_id
+
+
+def _reply(pacer: Any, session_id: int, user: str, text: str, roster: Mapping[str, str]) -> int | None:
+    from scheduler.promotion import record_human_message
+
+    if user not in roster:
+        log.info("slack: %s is not on the roster; their reply in session #%s's thread is not a human message", user, session_id)
+        return None
+    try:
+        record_human_message(pacer.ctx, session_id, user, text, "slack_thread", roster=roster)
+    except PacerError as exc:
+        log.info("slack: reply to session #%s not delivered: %s", session_id, exc)
+        return None
+    return session_id
