@@ -146,3 +146,7 @@ def _ownership(db: DBSession, command: c.Command) -> tuple[Mapping[int, str | No
 
 def _refusal(flavour: str, message: str, usage: str) -> Reply:
     return Reply(text=render(f"{flavour}/command_error.j2", message=message, usage=usage), ok=False)
+
+
+# Hold, release, resume, pause … queue and reply register themselves on ENGINE.
+import bot.holding  # noqa: E402,F401

@@ -352,17 +352,13 @@ def test_start_takes_the_session_now(pacer) -> None:
     refused(pacer, "start soon", "UMEM", "id: 'soon' is not an id; use a number like 42 or #42", USAGE["start"])
 
 
-def test_pause_until_sleeps_the_session_and_pause_queue_is_not_wired_yet(pacer) -> None:
+def test_pause_until_sleeps_the_session(pacer) -> None:
     sid = add(pacer, 0, genesis="github_issue")
     text = ask(pacer, f"pause {sid} until 2h", actor="UMEM").text
     assert text.startswith(f"#{sid} sleeps until 2026-11-02 11:00 UTC")
     assert get(pacer, sid).wake_at == T0 + timedelta(hours=2)
     refused(pacer, f"pause {sid} until 2026-01-01T00:00Z", "UMEM", "until: 2026-01-01 00:00 UTC is in the past", USAGE["pause"])
     refused(pacer, f"pause {sid} until never", "UMEM", "until: 'never' is not a clock time like 15:30 (UTC), a duration like 2h, 90m or 1d, or an ISO-8601 instant", USAGE["pause"])
-    before = state(pacer)
-    reply = ask(pacer, f"pause {sid}", actor="UMEM")
-    assert (reply.ok, reply.text) == (False, "`pause … queue` is not available yet: this Pacer has no turn engine wired for it. Nothing changed.")
-    assert state(pacer) == before
 
 
 def test_new_creates_a_command_session_for_the_actor(pacer) -> None:
@@ -385,19 +381,6 @@ def test_whatif_answers_without_changing_anything(pacer) -> None:
     assert held.startswith("A new spot session would not start now")
     assert state(pacer) == before
     refused(pacer, "whatif later", "UMEM", "id: 'later' is neither a session id (42 or #42) nor --spot", USAGE["whatif"])
-
-
-@pytest.mark.parametrize("text", ["hold 1", "release 1", "resume", "reply 1 looks good"])
-def test_commands_without_an_engine_say_so_after_authorizing(pacer, text) -> None:
-    add(pacer, 0)
-    with session_scope(pacer.engine) as db:
-        db.add(OperatorHold(selector_kind="all", armer="UOP", created_at=T0))
-    before = state(pacer)
-    reply = ask(pacer, text, actor="UOP")
-    assert (reply.ok, reply.text) == (False, f"`{text.split()[0]}` is not available yet: this Pacer has no turn engine wired for it. Nothing changed.")
-    assert state(pacer) == before
-    # Authorization comes first: a stranger hears about the role, not the missing engine.
-    assert "not on the roster" in ask(pacer, text, actor="USTRANGER", surface="slack").text
 
 
 def test_release_of_someone_elses_hold_is_denied_before_anything_runs(pacer) -> None:
@@ -430,7 +413,7 @@ def test_register_installs_an_engine_handler(pacer, monkeypatch) -> None:
     from bot.context import Answer
 
     monkeypatch.setattr(chat, "ENGINE", dict(chat.ENGINE))
-    assert chat.register("resume", lambda ctx, command: Answer("started", {"sentence": f"resumed {command.group}"})) is None
+    assert chat.register("resume", lambda ctx, command: Answer("started", {"sentence": f"resumed {command.group}"})) is not None
     assert chat.available("resume")
     assert ask(pacer, "resume acme/web").text == "resumed acme/web"
 

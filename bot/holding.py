@@ -1,0 +1,55 @@
+"""The chat commands that place and lift holds, park sessions and speak in a thread: `hold`,
+`release`, `resume`, `pause <id> queue` and `reply`. Thin calls into `scheduler`
+(operator_holds, queue_holds, parking, promotion), registered on `bot.chat`'s engine table.
+"""
+
+from __future__ import annotations
+
+from bot.commands import command as c
+from bot.context import Answer, Context
+from bot.engine import pause as pause_until
+from scheduler.operator_holds import place_hold, release_hold
+from scheduler.parking import pause_into_spot_queue
+from scheduler.promotion import record_human_message
+from scheduler.queue_holds import resume_queue
+
+
+def hold(ctx: Context, command: c.Hold) -> Answer:
+    placed = place_hold(ctx.pacer.ctx, command.selector.kind, command.selector.values, armer=ctx.actor,
+                        reason=command.reason, ttl=command.ttl)
+    return Answer("hold_placed", {"hold_id": placed.id, "selector": f"{placed.selector_kind} {placed.selector_value}".strip(),
+                                  "reason": placed.reason, "expires_at": placed.expires_at, "armer": placed.armer})
+
+
+def release(ctx: Context, command: c.Release) -> Answer:
+    released = release_hold(ctx.pacer.ctx, command.hold_id, actor=ctx.actor, actor_role=ctx.role)
+    return Answer("hold_released", {"hold_id": command.hold_id, "armer": released.armer if released else None})
+
+
+def resume(ctx: Context, command: c.Resume) -> Answer:
+    result = resume_queue(ctx.pacer.ctx, command.group, actor=ctx.actor)
+    return Answer("resumed", {"sentence": result.sentence})
+
+
+def pause(ctx: Context, command: c.Pause) -> Answer:
+    if command.until is not None:
+        return pause_until(ctx, command)
+    parked = pause_into_spot_queue(ctx.pacer.ctx, command.session_id)
+    return Answer("parked_answer", {"session_id": command.session_id, "sentence": parked.sentence})
+
+
+def reply(ctx: Context, command: c.ThreadReply) -> Answer:
+    surface = "slack_thread" if ctx.surface.startswith("slack") else ("api" if ctx.surface == "api" else "console")
+    message = record_human_message(ctx.pacer.ctx, command.session_id, ctx.actor, command.text, surface,
+                                   roster=ctx.role is not None)
+    return Answer("replied", {"session_id": command.session_id, "message_id": message.id})
+
+
+def install() -> None:
+    from bot import chat
+
+    for name, handler in (("hold", hold), ("release", release), ("resume", resume), ("pause", pause), ("reply", reply)):
+        chat.register(name, handler)  # type: ignore[arg-type]
+
+
+install()
