@@ -16,10 +16,13 @@ log = logging.getLogger("pacer.server")
 
 def serve(settings: Settings, *, host: str | None = None, port: int | None = None, demo: bool = False) -> int:
     pacer = runtime.build(settings, migrate=True)
-    pacer.extras["demo"] = demo
-    app = create_app(pacer)
     bind_host = host or settings.host
     bind_port = port or settings.port
+    if demo:
+        from bot.demo import install_demo
+
+        install_demo(pacer, base_url=f"http://{bind_host}:{bind_port}")
+    app = create_app(pacer)
     log.info(
         "Pacer on http://%s:%s  database=%s  runner=%s  slots=%s (max sessions %s, workers %s)",
         bind_host, bind_port, settings.database_url.split("@")[-1], settings.runner,
