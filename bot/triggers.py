@@ -175,6 +175,17 @@ def after_write(ctx: Context | None, scheduler: Any, engine: Any, writes: Sequen
         sync_schedules(scheduler, engine)
 
 
+def resync_job() -> None:
+    """A periodic job for the leader: triggers written on another replica (which runs no
+    scheduler) reach the cron jobs within one interval. Module-level, so APScheduler can store it."""
+    from bot import runtime
+    from integrations.schedules import sync_schedules
+
+    pacer = runtime.current()
+    if pacer.scheduler is not None:
+        sync_schedules(pacer.scheduler, pacer.engine)
+
+
 def plain(trigger: Trigger, *, sessions: int | None = None) -> dict[str, Any]:
     out = {
         "id": trigger.id,

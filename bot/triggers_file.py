@@ -142,9 +142,21 @@ def load(ctx: Context, path: str | Path, *, scheduler: Any = None) -> Loaded:
     return result
 
 
+def check(settings: Any) -> list[TriggerSpec]:
+    """Validate PACER_TRIGGERS_FILE without writing anything: call it before the server binds,
+    so a bad file stops start-up with its one line rather than a failed lifespan."""
+    path = settings.triggers_file
+    if not path:
+        return []
+    if not Path(path).is_file():
+        raise ConfigError(f"PACER_TRIGGERS_FILE={str(path)!r}: file does not exist")
+    return parse(Path(path))
+
+
 def install(pacer: Any) -> Loaded | None:
-    """At start: load PACER_TRIGGERS_FILE when set, then bring the cron jobs in line with the
-    schedule triggers (whether or not a file is configured)."""
+    """At start, once the APScheduler scheduler is running (so a cron job that is unchanged keeps
+    its stored next run, and a fire missed while Pacer was down still happens): load
+    PACER_TRIGGERS_FILE when set, then bring the cron jobs in line with the schedule triggers."""
     path = pacer.settings.triggers_file
     if path:
         return load(pacer.ctx, path, scheduler=pacer.scheduler)

@@ -58,3 +58,26 @@ def test_the_feed_goes_through_the_real_endpoints_and_some_work_holds(engine, cl
         assert top.precedence == 55  # five above the top of the spot queue (50)
     finally:
         api.close()
+
+
+def test_with_a_webhook_secret_the_feed_sends_signed_github_deliveries(engine, clock) -> None:
+    api = make_api(engine, clock, max_sessions=3, turn_minutes=30, GITHUB_WEBHOOK_SECRET="demo-secret")
+    try:
+        demo.install_demo(api.pacer, base_url=api.server.url, pace_seconds=0)
+        sent = demo.feed(api.server.url, "test-token-0123456789", github_secret="demo-secret", say=lambda s: None)
+        deliveries = [s for s in sent if s.what.startswith("POST /github/webhook")]
+        assert [s.status for s in deliveries] == [202, 202, 202], deliveries
+        edge = api.server.app.state.github
+        edge.close()  # drain the work done after each answer
+        with session_scope(engine) as db:
+            labelled = [s for s in db.exec(select(Session)) if s.genesis == "github_label"]
+        assert len(labelled) == 3 and all(s.trigger_id is not None for s in labelled)
+        assert sorted(s.prompt.splitlines()[0] for s in labelled) == [
+            "Work on acme/demo#101: Login button does nothing on Safari",
+            "Work on acme/demo#102: Flaky test: test_checkout_total",
+            "Work on acme/demo#103: Docs: the quickstart skips the migration step",
+        ]
+        unsigned = api.client.post("/github/webhook", content=b"{}", headers={"X-GitHub-Event": "issues"})
+        assert unsigned.status_code == 401
+    finally:
+        api.close()

@@ -171,3 +171,17 @@ def test_the_api_keeps_the_jobs_in_line_with_its_trigger_writes(engine, clock, a
         assert aps.get_job(job_id(created["id"])) is None
     finally:
         api.close()
+
+
+def test_the_leaders_resync_job_picks_up_triggers_written_elsewhere(engine, clock, aps: BackgroundScheduler) -> None:
+    ctx, deferrer, *_ = build(engine, clock)
+    previous = runtime._current
+    runtime.install(Pacer(settings=settings_for(engine), engine=engine, clock=clock, deferrer=deferrer, ctx=ctx, scheduler=aps))
+    try:
+        tid = add(engine, clock, "written-on-a-replica", "0 6 * * *")
+        assert aps.get_job(job_id(tid)) is None
+        store.resync_job()
+        assert aps.get_job(job_id(tid)) is not None
+    finally:
+        if previous is not None:
+            runtime.install(previous)

@@ -117,3 +117,16 @@ def test_install_loads_the_configured_file(engine, clock, tmp_path) -> None:
     assert loaded is not None and loaded.created == ["from-file"]
     assert triggers(ctx)["from-file"].config == {"label": "pacer"}
     assert triggers_file.install(Pacer(settings=settings_for(engine), engine=engine, clock=clock, deferrer=deferrer, ctx=ctx)) is None
+
+
+def test_check_validates_the_configured_file_without_writing(engine, clock, tmp_path) -> None:
+    ctx, *_ = build(engine, clock)
+    assert triggers_file.check(settings_for(engine)) == []
+    good = write(tmp_path, '[[trigger]]\nname = "g"\nkind = "github_label"\nprompt_template = "{{ title }}"\n')
+    assert [s.name for s in triggers_file.check(settings_for(engine, PACER_TRIGGERS_FILE=str(good)))] == ["g"]
+    bad = write(tmp_path, '[[trigger]]\nname = "g"\nkind = "github_label"\nprompt_template = "{{ title }}"\nlabels = ["x"]\n')
+    with pytest.raises(ConfigError, match="triggers.toml:5: trigger #1 'g': key 'labels' is not a trigger field"):
+        triggers_file.check(settings_for(engine, PACER_TRIGGERS_FILE=str(bad)))
+    with pytest.raises(ConfigError, match="file does not exist"):
+        triggers_file.check(settings_for(engine, PACER_TRIGGERS_FILE=str(tmp_path / "gone.toml")))
+    assert triggers(ctx) == {}

@@ -79,7 +79,8 @@ def error_body(status: int, error: str, message: str, *, field: str | None = Non
 
 def _configured_token(request: Request) -> str | None:
     pacer = request.app.state.pacer
-    return pacer.settings.api_token or pacer.extras.get(DEMO_TOKEN_KEY)
+    token = pacer.settings.api_token or pacer.extras.get(DEMO_TOKEN_KEY)
+    return str(token) if token else None
 
 
 def authenticate(request: Request) -> Caller:

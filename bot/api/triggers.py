@@ -107,7 +107,7 @@ def delete(trigger_id: int, request: Request, who: CallerDep) -> dict[str, Any]:
 @router.post("/triggers/{trigger_id}/invoke", response_model=TriggerInvoked, status_code=201, summary="Fire a trigger by hand (api genesis)")
 def invoke(trigger_id: int, request: Request, who: CallerDep, body: TriggerInvoke | None = None) -> dict[str, Any]:
     ctx = context(request)
-    body = body or TriggerInvoke()
+    body = body or TriggerInvoke(title=None)
     fired = fire(
         ctx, trigger_id, genesis="api", facts=body.context, title=body.title, requester=who.actor,
         source={"kind": "invoke", "caller": who.name}, by_hand=True,
