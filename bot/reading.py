@@ -7,15 +7,14 @@ from dataclasses import dataclass
 from typing import Any
 
 from slack_sdk.models.blocks import Block, ContextBlock, HeaderBlock, PlainTextObject, SectionBlock
-from sqlalchemy import func, or_
-from sqlmodel import col, select
 
 from bot import blocks, queue_view
 from bot.commands import command as c
 from bot.commands.grammar import NAMES, USAGE
 from bot.context import Answer, StoreContext
 from bot.render import render
-from scheduler.models import OperatorHold, QueueHold, Session, Status
+from scheduler.holds_view import all_holds
+from scheduler.models import Session
 from scheduler.policy import audit_log, load_policy
 from scheduler.sessions import class_of, get_session
 from scheduler.waiting import Mechanism, waiting_reason
@@ -63,38 +62,8 @@ class HeldSession:
 
 
 def holds_answer(ctx: StoreContext, command: c.Holds) -> Answer:
-    queue_holds = list(
-        ctx.db.exec(select(QueueHold).where(col(QueueHold.released_at).is_(None)).order_by(col(QueueHold.since)))
-    )
-    operator_holds = list(
-        ctx.db.exec(
-            select(OperatorHold)
-            .where(
-                col(OperatorHold.released_at).is_(None),
-                or_(col(OperatorHold.expires_at).is_(None), col(OperatorHold.expires_at) > ctx.now),
-            )
-            .order_by(col(OperatorHold.created_at), col(OperatorHold.id))
-        )
-    )
-    parked = (
-        Session.status == Status.WAITING.value,
-        or_(
-            col(Session.hold_reason).is_not(None),
-            col(Session.pause_reason).is_not(None),
-            col(Session.park_reason).is_not(None),
-            col(Session.wake_at).is_not(None),
-        ),
-    )
-    held_total = int(ctx.db.exec(select(func.count()).select_from(Session).where(*parked)).one())
-    rows = ctx.db.exec(select(Session).where(*parked).order_by(col(Session.id)).limit(HELD_ROWS))
-    sessions = [HeldSession(s.id or 0, s.title, _records(s, ctx)) for s in rows]
-    values = {
-        "queue_holds": queue_holds,
-        "operator_holds": operator_holds,
-        "sessions": sessions,
-        "sessions_not_shown": held_total - len(sessions),
-        "now": ctx.now,
-    }
+    """Every hold in force, from the one read model the API and the App Home read too."""
+    values = all_holds(ctx.db, ctx.now, session_rows=HELD_ROWS).values()
     built = _holds_blocks(ctx, values) if ctx.flavour == "slack" else None
     return Answer("holds", values, blocks=built)
 

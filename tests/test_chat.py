@@ -174,8 +174,9 @@ def test_holds_lists_queue_holds_operator_holds_and_held_sessions(pacer) -> None
     text = ask(pacer, "holds", actor="UMEM").text
     assert text.splitlines() == [
         "Queue holds",
-        "  rate_limit (whole queue) · since 2026-11-02 09:00 UTC · Resumes at 2026-11-02 09:05 UTC",
+        "  provider rate limit (whole queue) · 1 waiting · since 2026-11-02 09:00 UTC · Resumes at 2026-11-02 09:05 UTC",
         "      The provider returned a rate limit.",
+        "      Resume: resume",
         "Operator holds",
         "  hold 1 · genesis schedule · by UOP since 2026-11-02 09:00 UTC · until released · noisy <cron>",
         "Held, paused and parked sessions",
