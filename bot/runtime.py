@@ -138,6 +138,13 @@ def lead(pacer: Pacer) -> None:
                                     replace_existing=True, seconds=interval.total_seconds())
         pacer.scheduler.add_job(refresh_burn_job, "interval", id="periodic:burn_refresh",
                                 replace_existing=True, minutes=BURN_REFRESH_MINUTES)
+        from bot import triggers, triggers_file
+
+        # Triggers as code, once the scheduler runs (an unchanged cron job keeps its stored
+        # next run); then triggers written on a standby replica reach the cron jobs each minute.
+        triggers_file.install(pacer)
+        pacer.scheduler.add_job(triggers.resync_job, "interval", id="periodic:trigger_resync",
+                                replace_existing=True, minutes=1)
         log.info("scheduler started with sweeps: %s", ", ".join(sorted(PERIODIC)))
     recover(pacer.ctx)
     hold_sweep(pacer.ctx)

@@ -15,6 +15,9 @@ log = logging.getLogger("pacer.server")
 
 
 def serve(settings: Settings, *, host: str | None = None, port: int | None = None, demo: bool = False) -> int:
+    from bot import triggers_file
+
+    triggers_file.check(settings)  # a bad triggers.toml stops start-up with its one line
     pacer = runtime.build(settings, migrate=True)
     bind_host = host or settings.host
     bind_port = port or settings.port
