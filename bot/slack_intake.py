@@ -15,6 +15,7 @@ from typing import Any
 
 from sqlmodel import col, select
 
+from integrations.slack.notifier import thread_source
 from scheduler.db import session_scope
 from scheduler.errors import PacerError
 from scheduler.models import Session, Trigger
@@ -29,15 +30,6 @@ TITLE_CHARS = 80
 
 def thread_key(channel: str | None, thread_ts: str | None) -> str | None:
     return f"{channel}:{thread_ts}" if channel and thread_ts else None
-
-
-def _thread_source(event: Mapping[str, Any]) -> dict[str, Any]:
-    return {
-        "channel": event.get("channel"),
-        "thread_ts": event.get("thread_ts") or event.get("ts"),
-        "user": event.get("user"),
-        "channel_type": event.get("channel_type", "channel"),
-    }
 
 
 def _trigger_for(db: Any, channel: str, is_dm: bool) -> Trigger | None:
@@ -76,7 +68,7 @@ def slack_message(pacer: Any, event: Mapping[str, Any]) -> int | None:
         prompt = text
         if trigger is not None and trigger.prompt_template:
             prompt = render_prompt(trigger.prompt_template, text=text, user=user, channel=channel) or text
-        source = {"slack": _thread_source(event)}
+        source = {"slack": thread_source(event)}
         session = create_session(
             db,
             NewSession(title=text.splitlines()[0][:TITLE_CHARS], genesis="slack", trigger_id=trigger.id if trigger else None,

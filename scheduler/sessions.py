@@ -278,6 +278,17 @@ class QueueFilter:
     limit: int | None = None
 
 
+def queue_order(resolved: ColumnElement[str]) -> tuple[ColumnElement[object], ...]:
+    """The queue's total order as SQL: priority above spot, higher precedence first, oldest
+    first within a tie, and the id last so no two rows compare equal (`precedence.rank_key`)."""
+    return (
+        case((resolved == SchedulingClass.PRIORITY.value, 0), else_=1),
+        col(Session.precedence).desc(),
+        col(Session.created_at).asc(),
+        col(Session.id).asc(),
+    )
+
+
 def ranked_queue(db: DBSession, policy: PolicyView, flt: QueueFilter = QueueFilter()) -> list[tuple[Session, SchedulingClass]]:
     """Priority above; spot by precedence, oldest first within a tie; the id breaks every tie."""
     resolved = class_expr(policy)
@@ -286,12 +297,7 @@ def ranked_queue(db: DBSession, policy: PolicyView, flt: QueueFilter = QueueFilt
         stmt = stmt.where(resolved == parse_class(flt.scheduling_class, field="class"))
     if flt.genesis:
         stmt = stmt.where(Session.genesis == parse_genesis(flt.genesis).value)
-    stmt = stmt.order_by(
-        case((resolved == SchedulingClass.PRIORITY.value, 0), else_=1),
-        col(Session.precedence).desc(),
-        col(Session.created_at).asc(),
-        col(Session.id).asc(),
-    )
+    stmt = stmt.order_by(*queue_order(resolved))
     if flt.limit:
         stmt = stmt.limit(flt.limit)
     return [(row, SchedulingClass(cls)) for row, cls in db.exec(stmt)]

@@ -16,7 +16,6 @@ from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-from sqlalchemy import case
 from sqlmodel import Session as DBSession
 from sqlmodel import col, select
 
@@ -28,11 +27,10 @@ from scheduler.errors import InvalidInput, NotFound, Refused
 from scheduler.explain import explain
 from scheduler.fleet import asking_for, build_snapshot, read_quota
 from scheduler.gate import Decision, Reason, decide
-from scheduler.genesis import SchedulingClass
 from scheduler.models import EnqueuedMessage, Session, Status, Turn
 from scheduler.policy import PolicyView, load_policy
 from scheduler.ports import Outcome, QuotaReading, TurnRequest, TurnResult
-from scheduler.sessions import class_expr, is_spot
+from scheduler.sessions import class_expr, is_spot, queue_order
 
 log = logging.getLogger("pacer.turns")
 
@@ -270,12 +268,7 @@ def _candidates(db: DBSession, policy: PolicyView, now: datetime, limit: int) ->
             col(Session.pause_reason).is_(None),
             col(Session.park_reason).is_(None),
         )
-        .order_by(
-            case((resolved == SchedulingClass.PRIORITY.value, 0), else_=1),
-            col(Session.precedence).desc(),
-            col(Session.created_at).asc(),
-            col(Session.id).asc(),
-        )
+        .order_by(*queue_order(resolved))
         .limit(limit)
     )
     return [s for s in db.exec(stmt) if not is_asleep(s, now)]
