@@ -63,3 +63,8 @@ def register(sub: Any) -> None:
                         help="gating, preemption, reserve_5h, reserve_7d, max_sessions (repeatable)")
     policy.add_argument("--json", action="store_true", help="print the card as JSON (the API's shape)")
     policy.set_defaults(func=cmd_policy)
+    # --- pacer simulate (P8, bot/simulate/) ---
+    from bot.simulate.cli import register as register_simulate
+
+    register_simulate(sub)
+    # --- end pacer simulate ---

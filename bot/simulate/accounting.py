@@ -1,0 +1,61 @@
+"""Where every arrival stands when the simulated span ends. Nothing may be lost: each session is
+done (all its planned turns and replies finished) or still owned by something that will move it
+— a running turn, a hold with its re-check, a pause the ceiling sweep resumes, a message queued
+behind a turn, a follow-up the simulator will deliver. Anything else is `lost:<why>`, and the
+report counts it.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import TYPE_CHECKING
+
+from sqlmodel import col, select
+
+from scheduler.db import session_scope
+from scheduler.models import EnqueuedMessage, Session, Status, Turn
+from scheduler.turns import hold_job_id
+
+if TYPE_CHECKING:
+    from bot.simulate.engine import Simulation
+
+
+def account(sim: Simulation, now: datetime) -> dict[int, str]:
+    pool = sim.pool
+    open_items: dict[int, int] = {}
+    for item in pool.work.items.values():
+        if item.done_at is None:
+            open_items[item.session_id] = open_items.get(item.session_id, 0) + 1
+    running = {span.session_id for tid, span in pool.spans.items() if tid in pool.running}
+    states: dict[int, str] = {}
+    with session_scope(sim.engine) as db:
+        rows = {s.id: s for s in db.exec(select(Session))}
+        queued = {sid for sid in db.exec(select(EnqueuedMessage.session_id).where(col(EnqueuedMessage.delivered_at).is_(None)))}
+        running_rows = {sid for sid in db.exec(select(Turn.session_id).where(Turn.status == "running"))}
+    for sid, track in sim.tracked.items():
+        row = rows.get(sid)
+        if row is None:
+            states[sid] = "lost:no row"
+            continue
+        if track.refused:
+            states[sid] = "lost:refused " + "; ".join(track.refused)
+            continue
+        complete = track.submitted == track.planned and track.replies_sent == track.replies_due and not open_items.get(sid)
+        if complete and row.status == Status.DONE.value:
+            states[sid] = "done"
+        elif sid in running or sid in running_rows:
+            states[sid] = "running" if (sid in running) == (sid in running_rows) else "lost:running row without a worker"
+        elif row.status == Status.WAITING.value and row.pause_reason is not None:
+            states[sid] = "paused"
+        elif row.status == Status.WAITING.value and row.hold_reason is not None:
+            armed = sim.deferrer.next_run(hold_job_id(sid)) is not None
+            states[sid] = "held" if armed or row.hold_retry_at is not None else "lost:held with no re-check"
+        elif sid in queued:
+            states[sid] = "queued"
+        elif sim.deferrer.next_run(f"sim-follow-up:{sid}") is not None:
+            states[sid] = "pending"  # its next turn is the simulated requester's to send
+        elif row.status == Status.WAITING.value and row.wake_at is not None and row.wake_at > now:
+            states[sid] = "asleep"
+        else:
+            states[sid] = f"lost:{row.status} with {open_items.get(sid, 0)} open turn(s)"
+    return states

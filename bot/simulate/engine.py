@@ -1,0 +1,281 @@
+"""One simulation: the real scheduler on a virtual clock, fed a scenario's demand.
+
+Everything that decides is Pacer's own code — `submit_turn`, the gate, holds and their ladder,
+the queue pass, every sweep in `scheduler.wiring.PERIODIC` on its interval, preemption, StartNow
+and human-message promotion, with whatever `wiring.install` registers. What is simulated is only
+the outside world: the clock (VirtualClock), the alarms (VirtualDeferrer), the store (a
+throwaway SQLite file), the fleet (`SimWorkerPool`), the provider's meter (`meter.py`) and the
+people who create sessions, continue them and reply to them (`demand.py`).
+
+    run = Simulation(scenario, "pacer").run()      # a Run: trace, spans, work, counters
+"""
+
+from __future__ import annotations
+
+import logging
+import random
+import shutil
+import tempfile
+import time
+from collections import Counter, defaultdict
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+from sqlmodel import SQLModel
+
+import scheduler.models  # noqa: F401  (the tables)
+from bot.simulate import policies
+from bot.simulate.demand import Demand, expand
+from bot.simulate.meter import build_meter
+from bot.simulate.scenario import Scenario
+from bot.simulate.trace import Sampler, Trace
+from bot.simulate.workers import Item, SimWorkerPool
+from scheduler import db as dbmod
+from scheduler import wiring
+from scheduler.clock import VirtualClock
+from scheduler.context import Context, Runtime
+from scheduler.deferrer import VirtualDeferrer
+from scheduler.errors import PacerError
+from scheduler.jobs import targets
+from scheduler.models import Session, Status
+from scheduler.policy import ensure_policy, load_policy
+from scheduler.sessions import NewSession, class_of, create_session
+from scheduler.turns import submit_turn
+
+SAMPLE_EVERY = timedelta(minutes=1)
+FOLLOW_UP_POLL = timedelta(minutes=1)
+FOLLOW_UP_POLL_MAX = timedelta(minutes=5)
+ACTOR = "simulated-human"
+
+
+@dataclass
+class Tracked:
+    """A session the simulator created, and what it still owes it."""
+
+    demand: Demand
+    session_id: int
+    scheduling_class: str
+    created_at: datetime
+    planned: int  # turns planned (first + follow-ups)
+    submitted: int = 0  # planned turns handed to submit_turn
+    replies_due: int = 0  # replies inside the simulated span
+    replies_sent: int = 0
+    refused: list[str] = field(default_factory=list)
+
+
+@dataclass
+class Run:
+    scenario: Scenario
+    policy: str
+    tracked: dict[int, Tracked]
+    trace: Trace
+    pool: SimWorkerPool
+    jobs: Counter[str]
+    notices: Counter[str]
+    marks: list[tuple[int, datetime]]  # (session, when) of every preemption mark
+    released_marks: list[tuple[int, datetime]]
+    sweeps: list[Any]  # whatever each ceiling-style sweep returned (duck-typed reports)
+    states: dict[int, str]  # session -> done | running | held | paused | queued | pending | lost:<why>
+    timings: dict[str, float]
+    wall_seconds: float
+    end: datetime
+
+
+class Simulation:
+    def __init__(self, scenario: Scenario, policy: str = "pacer", *, workdir: str | None = None) -> None:
+        if policy not in policies.POLICIES:
+            raise ValueError(f"policy: {policy!r} is not one of {', '.join(policies.POLICIES)}")
+        self.scenario, self.policy = scenario, policy
+        self._dir = Path(tempfile.mkdtemp(prefix="pacer-sim-", dir=workdir or _fast_tmp()))
+        self.engine = dbmod.make_engine(f"sqlite:///{self._dir}/sim.db")
+        SQLModel.metadata.create_all(self.engine)
+        with dbmod.session_scope(self.engine) as db:
+            ensure_policy(db, policies.policy_row(policy, scenario.policy))
+        self.clock = VirtualClock(scenario.start)
+        self.deferrer = VirtualDeferrer(self.clock)
+        self.meter = build_meter(scenario)
+        burns = {r.name: r.burn_usd_per_min for r in scenario.runtimes}
+        spends = {r.name: r.spends_quota for r in scenario.runtimes}
+        self.pool = SimWorkerPool(self.clock, self.deferrer, meter=self.meter, burns=burns, spends=spends,
+                                  resume_overhead=scenario.resume_overhead, on_item_done=self._item_done)
+        self._targets = targets()
+        self.jobs: Counter[str] = Counter()
+        self.timings: defaultdict[str, float] = defaultdict(float)  # wall seconds by part: jobs, arrivals, sampling
+        self.notices: Counter[str] = Counter()
+        self.marks: list[tuple[int, datetime]] = []
+        self.released: list[tuple[int, datetime]] = []
+        self.sweeps: list[Any] = []
+        self.ctx = Context(
+            engine=self.engine, clock=self.clock, deferrer=self.deferrer, workers=self.pool, quota=self.meter,
+            agent_workers=scenario.policy.agent_workers,
+            runtimes={r.name: Runtime(r.name, r.spends_quota, r.burn_usd_per_min) for r in scenario.runtimes},
+            rng=random.Random(scenario.seed), job_runner=self._job,
+        )
+        wiring.install(self.ctx)
+        self.ctx.admission_checks.extend(policies.admission_checks(policy, self.ctx, scenario.policy))
+        self.ctx.hooks.setdefault("*", []).append(self._notice)
+        self.tracked: dict[int, Tracked] = {}
+        self.sampler = Sampler(self)
+
+    # ------------------------------------------------------------------ the outside world
+
+    def _job(self, name: str, *args: Any) -> Any:
+        """Every alarm and sweep runs through here: counted, then the real target."""
+        self.jobs[name] += 1
+        began = time.perf_counter()
+        result = self._targets[name](self.ctx, *args)
+        self.timings[f"job:{name}"] += time.perf_counter() - began
+        marks = getattr(result, "marks", None)
+        if marks is not None:
+            self.released.extend((sid, self.clock.now()) for sid in getattr(marks, "released", []))
+        if hasattr(result, "resumed") or hasattr(result, "paused"):
+            self.sweeps.append(result)
+        self.sampler.dirty = True
+        return result
+
+    def _notice(self, event: str, context: dict[str, Any]) -> None:
+        self.notices[event] += 1
+        if event == "preempt_marked":
+            self.marks.append((int(context.get("session_id") or 0), self.clock.now()))
+        self.sampler.dirty = True
+
+    def _periodic(self, name: str, interval: timedelta) -> None:
+        self._job(name)
+        self.deferrer.schedule(f"sim-periodic:{name}", self.clock.now() + interval, self._periodic, name, interval)
+
+    def _arrive(self, demand: Demand) -> None:
+        began = time.perf_counter()
+        self._create(demand)
+        self.timings["arrivals"] += time.perf_counter() - began
+
+    def _create(self, demand: Demand) -> None:
+        now = self.clock.now()
+        with dbmod.session_scope(self.engine) as db:
+            row = create_session(db, NewSession(
+                title=demand.title, genesis=demand.genesis, scheduling_class=demand.scheduling_class,
+                precedence=demand.precedence, runtime=demand.runtime,
+            ), now=now)
+            sid = row.id or 0
+            row.prompt = _prompt(sid, 0)
+            db.add(row)
+            cls = class_of(row, load_policy(db)).value
+        replies = [at for at in demand.replies if at < self.scenario.end]
+        track = Tracked(demand, sid, cls, now, planned=len(demand.durations), replies_due=len(replies))
+        self.tracked[sid] = track
+        self._submit(track, 0, "first")
+        for j, at in enumerate(replies):
+            self.deferrer.schedule(f"sim-reply:{sid}:{j}", at, self._reply, sid, j)
+
+    def _submit(self, track: Tracked, turn: int, kind: str) -> None:
+        prompt = _prompt(track.session_id, turn)
+        self.pool.work.add(prompt, Item(track.session_id, turn, track.demand.durations[turn], self.clock.now()))
+        track.submitted = turn + 1
+        try:
+            submit_turn(self.ctx, track.session_id, prompt, kind=kind)
+        except PacerError as exc:
+            track.refused.append(f"turn {turn}: {exc}")
+
+    def _item_done(self, item: Item) -> None:
+        track = self.tracked.get(item.session_id)
+        if track is None or item.turn < 0 or item.turn + 1 >= track.planned:
+            return
+        self.deferrer.schedule(f"sim-follow-up:{item.session_id}", self.clock.now(), self._follow_up, item.session_id, item.turn + 1, FOLLOW_UP_POLL)
+
+    def _follow_up(self, sid: int, turn: int, poll: timedelta) -> None:
+        """The agent (or its requester) continues once the session is idle; a session still
+        busy, paused or asleep is looked at again a little later."""
+        with dbmod.session_scope(self.engine) as db:
+            row = db.get(Session, sid)
+            status = row.status if row is not None else None
+        if status == Status.DONE.value:
+            self._submit(self.tracked[sid], turn, "follow_up")
+        elif status in (Status.WAITING.value, Status.RUNNING.value, Status.NEEDS_INPUT.value):
+            self.deferrer.schedule(f"sim-follow-up:{sid}", self.clock.now() + poll, self._follow_up, sid, turn, min(poll * 2, FOLLOW_UP_POLL_MAX))
+        else:
+            self.tracked[sid].refused.append(f"turn {turn}: session is {status}")
+
+    def _reply(self, sid: int, j: int) -> None:
+        track = self.tracked[sid]
+        prompt = f"[sim] session {sid} reply {j}"
+        self.pool.work.add(prompt, Item(sid, -1, track.demand.durations[0], self.clock.now()))
+        track.replies_sent += 1
+        from scheduler.promotion import record_human_message
+
+        try:
+            record_human_message(self.ctx, sid, ACTOR, prompt, "console", roster=True)
+        except PacerError as exc:
+            track.refused.append(f"reply {j}: {exc}")
+
+    # ------------------------------------------------------------------ the run
+
+    def run(self, *, progress: Callable[[datetime], None] | None = None) -> Run:
+        with quiet_logs():
+            return self._run(progress)
+
+    def _run(self, progress: Callable[[datetime], None] | None) -> Run:
+        scenario = self.scenario
+        began = time.perf_counter()
+        for demand in expand(scenario):
+            self.deferrer.schedule(f"sim-arrival:{demand.index}", demand.at, self._arrive, demand)
+        for name, interval in wiring.PERIODIC.items():
+            self.deferrer.schedule(f"sim-periodic:{name}", scenario.start + interval, self._periodic, name, interval)
+        t = scenario.start
+        self.sampler.sample(t)
+        while t < scenario.end:
+            t = min(t + SAMPLE_EVERY, scenario.end)
+            self.deferrer.run_until(t)
+            began = time.perf_counter()
+            self.sampler.sample(t)
+            self.timings["sampling"] += time.perf_counter() - began
+            if progress is not None and (t - scenario.start) % timedelta(hours=6) == timedelta(0):
+                progress(t)
+        states = self._account(t)
+        wall = time.perf_counter() - began
+        return Run(scenario, self.policy, self.tracked, self.sampler.trace, self.pool, self.jobs, self.notices,
+                   self.marks, self.released, self.sweeps, states, self.timings, wall, t)
+
+    def _account(self, now: datetime) -> dict[int, str]:
+        from bot.simulate.accounting import account
+
+        return account(self, now)
+
+    def close(self) -> None:
+        self.engine.dispose()
+        shutil.rmtree(self._dir, ignore_errors=True)
+
+
+@contextmanager
+def quiet_logs() -> Iterator[None]:
+    """A week of simulated pauses and holds would be thousands of WARNING lines about sessions
+    that do not exist; the report is the output. Errors still print."""
+    loggers = [logging.getLogger(name) for name in ("pacer", "scheduler")]
+    levels = [lg.level for lg in loggers]
+    for lg in loggers:
+        lg.setLevel(logging.ERROR)
+    try:
+        yield
+    finally:
+        for lg, level in zip(loggers, levels):
+            lg.setLevel(level)
+
+
+def _prompt(sid: int, turn: int) -> str:
+    return f"[sim] session {sid} turn {turn}"
+
+
+def _fast_tmp() -> str | None:
+    shm = Path("/dev/shm")
+    return str(shm) if shm.is_dir() else None
+
+
+def simulate(scenario: Scenario, policy: str = "pacer") -> Run:
+    """Run one policy over the scenario and clean up its store."""
+    sim = Simulation(scenario, policy)
+    try:
+        return sim.run()
+    finally:
+        sim.close()

@@ -1,0 +1,126 @@
+"""The state of the simulated deployment, sampled each simulated minute.
+
+Cheap by construction: what runs is read from the worker pool and what the gate sees from the
+meter, both in memory; the waiting population (held, paused, asleep) is one grouped query, and
+only after something could have changed it (a turn started or ended, a notice, a job ran).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from typing import TYPE_CHECKING
+
+from sqlalchemy import func
+from sqlmodel import col, select
+
+from bot.simulate.scenario import Scenario
+from scheduler.db import session_scope
+from scheduler.gate import PROJECTION_MINUTES
+from scheduler.genesis import SchedulingClass, parse_class, parse_genesis, resolve_class
+from scheduler.models import Session, Status
+from scheduler.policy import load_policy
+
+if TYPE_CHECKING:
+    from bot.simulate.engine import Simulation
+
+
+@dataclass
+class WindowSample:
+    spent: float  # what the gate sees: the meter's spend in the current window
+    capacity: float
+    window_start: datetime
+    resets_at: datetime
+
+
+@dataclass
+class Sample:
+    at: datetime
+    running_spot: int
+    running_priority: int
+    running_free: int  # runtimes that spend no quota
+    held: int  # waiting on a hold (the gate's or an admission check's)
+    paused: int  # dormant paused, or marked to yield
+    spot_waiting: int  # spot sessions held or paused and not asleep
+    fleet_burn: float  # dollars per minute, quota-spending turns
+    idle_while_holding: bool
+    windows: dict[str, WindowSample] = field(default_factory=dict)
+
+
+@dataclass
+class Trace:
+    samples: list[Sample] = field(default_factory=list)
+
+
+class Sampler:
+    def __init__(self, sim: Simulation) -> None:
+        self.sim = sim
+        self.trace = Trace()
+        self.dirty = True
+        self._waiting = (0, 0, 0)
+        scenario: Scenario = sim.scenario
+        self.slots = min(scenario.policy.max_sessions, scenario.policy.agent_workers)
+        spot_runtimes = {r.name: r for r in scenario.runtimes if r.spends_quota}
+        burns = [r.burn_usd_per_min for r in spot_runtimes.values() if r.burn_usd_per_min > 0]
+        self.one_session_burn = min(burns) if burns else 0.0
+
+    def _count_waiting(self, now: datetime) -> tuple[int, int, int]:
+        """One grouped query; the class is resolved here from (stored class, genesis), the same
+        rule `class_of` applies, so the query stays a handful of result rows."""
+        with session_scope(self.sim.engine) as db:
+            policy = load_policy(db)
+            is_held = col(Session.hold_reason).is_not(None)
+            is_paused = col(Session.pause_reason).is_not(None)
+            asleep = col(Session.wake_at).is_not(None) & (col(Session.wake_at) > now)
+            keys = (Session.scheduling_class, Session.genesis, is_held, is_paused, asleep)
+            stmt = select(*keys, func.count()).where(Session.status == Status.WAITING.value).group_by(*keys)  # type: ignore[call-overload]
+            rows = db.exec(stmt).all()
+            marked = db.exec(select(func.count()).select_from(Session).where(col(Session.preempt_mark_at).is_not(None))).one()
+        held = paused = spot_waiting = 0
+        for stored, genesis, held_row, paused_row, sleeping, n in rows:
+            klass = resolve_class(parse_class(stored), None, parse_genesis(genesis), policy.overrides)
+            if paused_row:
+                paused += n
+            elif held_row:
+                held += n
+            if klass is SchedulingClass.SPOT and (held_row or paused_row) and not sleeping:
+                spot_waiting += n
+        return held, paused + int(marked), spot_waiting
+
+    def sample(self, now: datetime) -> None:
+        sim = self.sim
+        pool = sim.pool
+        if self.dirty or pool.changed:
+            self._waiting = self._count_waiting(now)
+            self.dirty = pool.changed = False
+        held, paused, spot_waiting = self._waiting
+        running_spot = running_priority = running_free = 0
+        burn = 0.0
+        quota_running = 0
+        for turn_id in pool.running:
+            span = pool.spans[turn_id]
+            track = sim.tracked.get(span.session_id)
+            if not span.spends_quota:
+                running_free += 1
+                continue
+            quota_running += 1
+            burn += span.burn_per_min
+            if track is not None and track.scheduling_class == "spot":
+                running_spot += 1
+            else:
+                running_priority += 1
+        reading = sim.meter.read(now)
+        windows: dict[str, WindowSample] = {}
+        budget_left = True
+        for w in reading.windows if reading is not None else ():
+            capacity = float(w.capacity_usd or 0.0)
+            spent = float(w.spent_usd or 0.0)
+            period = w.period_seconds
+            windows[w.name] = WindowSample(spent, capacity, w.resets_at - timedelta(seconds=period), w.resets_at)
+            spot_budget = capacity * (1 - sim.scenario.policy.reserve_pct(w.name) / 100.0)
+            if spent + (burn + self.one_session_burn) * PROJECTION_MINUTES > spot_budget:
+                budget_left = False
+        idle = spot_waiting > 0 and running_spot == 0 and quota_running < self.slots and budget_left
+        self.trace.samples.append(Sample(
+            now, running_spot, running_priority, running_free, held, paused, spot_waiting, burn, idle, windows,
+        ))

@@ -1,0 +1,211 @@
+"""The strict validator: decoded TOML in, a `Scenario` out, or a ScenarioError naming the first
+key that broke a rule. Each section's keys are listed once, here, and docs/simulate.md mirrors
+them.
+
+    scenario = parse_scenario(tomllib.loads(text), name="saturated")
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from datetime import datetime, timedelta
+from typing import Any
+
+from bot.simulate.scenario import (
+    ACCOUNT_STATUSES,
+    MAX_BATCH,
+    WINDOW_NAMES,
+    AccountReadingSpec,
+    AccountSpec,
+    ArrivalSpec,
+    GeneratorSpec,
+    PolicySpec,
+    RuntimeSpec,
+    Scenario,
+    ScenarioError,
+    WindowSpec,
+    _array,
+    _class,
+    _flag,
+    _genesis,
+    _integer,
+    _number,
+    _range,
+    _table,
+    _text,
+    _whole,
+    parse_duration,
+    parse_instant,
+)
+
+TOP = ("simulation", "policy", "windows", "runtimes", "arrivals", "generators", "accounts")
+SIMULATION = ("start", "duration", "seed", "resume_overhead", "name")
+POLICY = ("gating", "reserve_5h_pct", "reserve_7d_pct", "max_sessions", "agent_workers", "preemption", "flat_target_pct")
+WINDOW = ("name", "period", "budget_usd", "first_reset")
+RUNTIME = ("name", "burn_usd_per_min", "spends_quota")
+ARRIVAL = ("at", "genesis", "class", "precedence", "runtime", "duration", "count", "every", "turns", "replies", "title")
+GENERATOR = ("genesis", "rate_per_hour", "duration", "runtime", "class", "precedence", "turns", "start", "end")
+ACCOUNT = ("name", "capacity_5h_usd", "capacity_7d_usd", "readings")
+READING = ("at", "status", "external_5h_pct", "external_7d_pct")
+MAX_TURNS = 1000
+
+
+def parse_scenario(data: Mapping[str, Any], *, name: str = "scenario") -> Scenario:
+    top = _table("scenario", data, TOP, required=("simulation", "windows", "runtimes"))
+    sim = _table("simulation", top["simulation"], SIMULATION, required=("start", "duration"))
+    start = parse_instant("simulation.start", sim["start"], None)
+    duration = parse_duration("simulation.duration", sim["duration"])
+    seed = _integer("simulation.seed", sim.get("seed", 1))
+    overhead = parse_duration("simulation.resume_overhead", sim.get("resume_overhead", "2m"), allow_zero=True)
+    title = _text("simulation.name", sim["name"]) if "name" in sim else name
+    policy = _policy(top.get("policy", {}))
+    accounts = tuple(_account(f"accounts[{i}]", a, start) for i, a in enumerate(_array("accounts", top.get("accounts"))))
+    windows = _windows(top["windows"], start, accounts_mode=bool(accounts))
+    runtimes = tuple(_runtime(f"runtimes[{i}]", r) for i, r in enumerate(_array("runtimes", top["runtimes"])))
+    if not runtimes:
+        raise ScenarioError("runtimes: name at least one runtime ([[runtimes]] name, burn_usd_per_min)")
+    names = [r.name for r in runtimes]
+    for i, n in enumerate(names):
+        if n in names[:i]:
+            raise ScenarioError(f"runtimes[{i}].name: {n!r} appears more than once")
+    arrivals = tuple(_arrival(f"arrivals[{i}]", a, start, names) for i, a in enumerate(_array("arrivals", top.get("arrivals"))))
+    generators = tuple(
+        _generator(f"generators[{i}]", g, start, names) for i, g in enumerate(_array("generators", top.get("generators")))
+    )
+    return Scenario(title, start, duration, seed, policy, windows, runtimes, arrivals, generators, accounts, overhead)
+
+
+def _policy(raw: Any) -> PolicySpec:
+    p = _table("policy", raw, POLICY)
+    base = PolicySpec()
+    target = p.get("flat_target_pct")
+    return PolicySpec(
+        gating=_flag("policy.gating", p.get("gating", base.gating)),
+        reserve_5h_pct=_number("policy.reserve_5h_pct", p.get("reserve_5h_pct", base.reserve_5h_pct), high=100),
+        reserve_7d_pct=_number("policy.reserve_7d_pct", p.get("reserve_7d_pct", base.reserve_7d_pct), high=100),
+        max_sessions=_whole("policy.max_sessions", p.get("max_sessions", base.max_sessions), low=1),
+        agent_workers=_whole("policy.agent_workers", p.get("agent_workers", base.agent_workers), low=1),
+        preemption=_flag("policy.preemption", p.get("preemption", base.preemption)),
+        flat_target_pct=None if target is None else _number("policy.flat_target_pct", target, high=100, above=True),
+    )
+
+
+def _windows(raw: Any, start: datetime, *, accounts_mode: bool) -> tuple[WindowSpec, ...]:
+    items = _array("windows", raw)
+    if not items:
+        raise ScenarioError("windows: name at least one window ([[windows]] name = \"5h\" or \"7d\")")
+    windows: list[WindowSpec] = []
+    for i, item in enumerate(items):
+        at = f"windows[{i}]"
+        required = ("name", "period", "first_reset") + (() if accounts_mode else ("budget_usd",))
+        w = _table(at, item, WINDOW, required=required)
+        if w["name"] not in WINDOW_NAMES:
+            raise ScenarioError(f"{at}.name: must be one of {', '.join(WINDOW_NAMES)} (the policy's reserves are keyed by them) (got {w['name']!r})")
+        if any(x.name == w["name"] for x in windows):
+            raise ScenarioError(f"{at}.name: {w['name']!r} appears more than once")
+        if accounts_mode and "budget_usd" in w:
+            raise ScenarioError(f"{at}.budget_usd: leave it out with [[accounts]]: the pool's capacity is the accounts' sum")
+        period = parse_duration(f"{at}.period", w["period"])
+        first = parse_instant(f"{at}.first_reset", w["first_reset"], start)
+        if not start < first <= start + period:
+            raise ScenarioError(f"{at}.first_reset: must fall after the start and within one period of it (got {w['first_reset']!r})")
+        budget = None if accounts_mode else _number(f"{at}.budget_usd", w["budget_usd"], above=True)
+        windows.append(WindowSpec(str(w["name"]), period, budget, first))
+    return tuple(windows)
+
+
+def _runtime(at: str, raw: Any) -> RuntimeSpec:
+    r = _table(at, raw, RUNTIME, required=("name", "burn_usd_per_min"))
+    return RuntimeSpec(
+        _text(f"{at}.name", r["name"]),
+        _number(f"{at}.burn_usd_per_min", r["burn_usd_per_min"]),
+        _flag(f"{at}.spends_quota", r.get("spends_quota", True)),
+    )
+
+
+def _runtime_name(where: str, value: Any, names: list[str]) -> str:
+    if value not in names:
+        raise ScenarioError(f"{where}: must name a [[runtimes]] entry: {', '.join(names)} (got {value!r})")
+    return str(value)
+
+
+def _arrival(at: str, raw: Any, start: datetime, runtimes: list[str]) -> ArrivalSpec:
+    a = _table(at, raw, ARRIVAL, required=("at", "genesis"))
+    count = _whole(f"{at}.count", a.get("count", 1), low=1, high=MAX_BATCH)
+    every = parse_duration(f"{at}.every", a["every"], allow_zero=True) if "every" in a else timedelta(0)
+    raw_duration = a.get("duration", "30m")
+    if isinstance(raw_duration, list):
+        if "turns" in a:
+            raise ScenarioError(f"{at}.turns: leave it out when duration lists every turn's length")
+        if not raw_duration:
+            raise ScenarioError(f"{at}.duration: a list must name at least the first turn's length")
+        durations = tuple(parse_duration(f"{at}.duration[{j}]", d) for j, d in enumerate(raw_duration))
+    else:
+        turns = _whole(f"{at}.turns", a.get("turns", 0), low=0, high=MAX_TURNS)
+        durations = (parse_duration(f"{at}.duration", raw_duration),) * (turns + 1)
+    replies = a.get("replies", [])
+    if not isinstance(replies, list):
+        raise ScenarioError(f"{at}.replies: must be a list of offsets from the arrival, e.g. [\"+20m\"] (got {replies!r})")
+    offsets = []
+    for j, r in enumerate(replies):
+        if not isinstance(r, str) or not r.startswith("+"):
+            raise ScenarioError(f"{at}.replies[{j}]: must be an offset from the arrival such as +20m (got {r!r})")
+        offsets.append(parse_duration(f"{at}.replies[{j}]", r[1:], allow_zero=True))
+    return ArrivalSpec(
+        at=parse_instant(f"{at}.at", a["at"], start),
+        genesis=_genesis(f"{at}.genesis", a["genesis"]),
+        scheduling_class=_class(f"{at}.class", a.get("class")),
+        precedence=_integer(f"{at}.precedence", a["precedence"]) if "precedence" in a else None,
+        runtime=_runtime_name(f"{at}.runtime", a.get("runtime", runtimes[0]), runtimes),
+        durations=durations,
+        count=count,
+        every=every,
+        replies=tuple(offsets),
+        title=_text(f"{at}.title", a["title"]) if "title" in a else "",
+    )
+
+
+def _generator(at: str, raw: Any, start: datetime, runtimes: list[str]) -> GeneratorSpec:
+    g = _table(at, raw, GENERATOR, required=("genesis", "rate_per_hour", "duration"))
+    low, high = _range(f"{at}.duration", g["duration"], parse_duration)
+    turns_low, turns_high = _range(f"{at}.turns", g.get("turns", 0), lambda w, v: _whole(w, v, high=MAX_TURNS))
+    begin = parse_instant(f"{at}.start", g["start"], start) if "start" in g else None
+    end = parse_instant(f"{at}.end", g["end"], start) if "end" in g else None
+    if begin is not None and end is not None and end <= begin:
+        raise ScenarioError(f"{at}.end: must be after {at}.start")
+    return GeneratorSpec(
+        genesis=_genesis(f"{at}.genesis", g["genesis"]),
+        rate_per_hour=_number(f"{at}.rate_per_hour", g["rate_per_hour"], above=True, high=100_000),
+        duration_min=low,
+        duration_max=high,
+        runtime=_runtime_name(f"{at}.runtime", g.get("runtime", runtimes[0]), runtimes),
+        scheduling_class=_class(f"{at}.class", g.get("class")),
+        precedence=_integer(f"{at}.precedence", g["precedence"]) if "precedence" in g else None,
+        turns_min=turns_low,
+        turns_max=turns_high,
+        start=begin,
+        end=end,
+    )
+
+
+def _account(at: str, raw: Any, start: datetime) -> AccountSpec:
+    a = _table(at, raw, ACCOUNT, required=("name", "capacity_5h_usd", "capacity_7d_usd"))
+    readings = []
+    for j, item in enumerate(_array(f"{at}.readings", a.get("readings"))):
+        where = f"{at}.readings[{j}]"
+        r = _table(where, item, READING, required=("at",))
+        status = r.get("status", "active")
+        if status not in ACCOUNT_STATUSES:
+            raise ScenarioError(f"{where}.status: must be one of {', '.join(ACCOUNT_STATUSES)} (got {status!r})")
+        readings.append(AccountReadingSpec(
+            parse_instant(f"{where}.at", r["at"], start),
+            str(status),
+            _number(f"{where}.external_5h_pct", r.get("external_5h_pct", 0.0), high=100),
+            _number(f"{where}.external_7d_pct", r.get("external_7d_pct", 0.0), high=100),
+        ))
+    return AccountSpec(
+        _text(f"{at}.name", a["name"]),
+        _number(f"{at}.capacity_5h_usd", a["capacity_5h_usd"], above=True),
+        _number(f"{at}.capacity_7d_usd", a["capacity_7d_usd"], above=True),
+        tuple(sorted(readings, key=lambda r: r.at)),
+    )
