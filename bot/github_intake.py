@@ -14,10 +14,15 @@ the webhook can make its promise ("each session exactly once, none lost") before
   github_event(ctx, event)   both in one go, for callers that are not the webhook.
 
 A crash between the two loses nothing: a committed session with a prompt and no turn gets its
-first turn from `scheduler.lifecycle.recover` at the next start. A session exists at most once per
-(trigger, repository, number): the matching trigger rows are locked (PostgreSQL; SQLite's writes
-are serial anyway) and the issue's sessions looked up before one is created, so neither a
-redelivery under a fresh delivery id nor one event through two hooks can make a second.
+first turn from `scheduler.lifecycle.recover` at the next start.
+
+A session exists at most once per (trigger, repository, number), whatever the delivery ids: the
+session is written with an intake key, a row in the delivery ledger (`webhook_deliveries`,
+unique on (hook_id, delivery_id)) under Pacer's own hook id `pacer:intake` and the id
+`<trigger id>:<owner/name#12>`. A second event for the same issue finds the key by its unique
+index — one seek, however many sessions exist — and the constraint is the backstop should two
+transactions race (the matching trigger rows are locked first on PostgreSQL; SQLite's writes
+are serial anyway). GitHub's hook ids are numbers, so the two kinds of row cannot collide.
 """
 
 from __future__ import annotations
@@ -28,6 +33,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
+from sqlalchemy import bindparam, insert
 from sqlmodel import Session as DBSession
 from sqlmodel import col, select
 
@@ -45,8 +51,15 @@ from scheduler.context import Context
 from scheduler.db import session_scope
 from scheduler.errors import InvalidInput, PacerError
 from scheduler.firing import render_trigger_prompt
-from scheduler.models import ACTIVE_STATUSES, OperatorHold, Session, Status, Trigger
-from scheduler.prerequisites import record_prerequisites
+from scheduler.models import (
+    ACTIVE_STATUSES,
+    OperatorHold,
+    Session,
+    Status,
+    Trigger,
+    WebhookDelivery,
+)
+from scheduler.prerequisites import parse_prerequisites, record_prerequisites
 from scheduler.sessions import NewSession, change_class, create_session
 from templates import render
 
@@ -55,7 +68,15 @@ log = logging.getLogger("pacer.intake")
 GITHUB_GENESES = (Kind.GITHUB_ISSUE.value, Kind.GITHUB_LABEL.value)
 DEFAULT_TRIGGER_LABEL = "pacer"
 GITHUB_ACTOR_PREFIX = "github:"
+INTAKE_HOOK_ID = "pacer:intake"
 ACTIVE = frozenset(s.value for s in ACTIVE_STATUSES)
+
+# Built once: every delivery runs these, and building a statement costs more than running it.
+_TRIGGERS = (
+    select(Trigger).where(Trigger.kind == bindparam("kind"), col(Trigger.enabled).is_(True)).order_by(col(Trigger.id)).with_for_update()
+)
+_TAKEN = select(WebhookDelivery.id).where(WebhookDelivery.hook_id == bindparam("hook_id"), WebhookDelivery.delivery_id == bindparam("key"))
+_KEY = insert(WebhookDelivery)
 
 
 @dataclass(frozen=True)
@@ -113,8 +134,7 @@ def record_github(db: DBSession, event: IntakeEvent, *, now: datetime, settings:
     if event.kind is Kind.CONTROL:
         _control(db, event, now, plan)
         return plan
-    stmt = select(Trigger).where(Trigger.kind == event.kind.value, col(Trigger.enabled).is_(True)).order_by(col(Trigger.id))
-    for trigger in db.exec(stmt.with_for_update()).all():
+    for trigger in db.exec(_TRIGGERS, params={"kind": event.kind.value}).all():
         mismatch = github_trigger_mismatch(trigger.kind, trigger.config or {}, event)
         if mismatch is not None:
             log.debug("github: trigger %r skips %s: %s", trigger.name, event.issue_key, mismatch)
@@ -124,7 +144,7 @@ def record_github(db: DBSession, event: IntakeEvent, *, now: datetime, settings:
             log.info("github: %s %s by %s (%s) ignored for trigger %r: only authors and labelers with write access start work",
                      event.issue_key, event.action, login, association, trigger.name)
             continue
-        if _issue_sessions(db, event.issue_key, trigger_id=trigger.id):
+        if _taken(db, trigger.id or 0, event.issue_key):
             log.info("github: %s already has a session from trigger %r; nothing new", event.issue_key, trigger.name)
             continue
         created = _create(db, trigger, event, now, settings)
@@ -259,7 +279,11 @@ def _create(db: DBSession, trigger: Trigger, event: IntakeEvent, now: datetime, 
     db.add(session)
     db.flush()
     session_id = session.id or 0
-    record_prerequisites(db, session, f"{event.title}\n{event.body}")
+    db.execute(_KEY, {"hook_id": INTAKE_HOOK_ID, "delivery_id": intake_key(trigger.id or 0, event.issue_key),
+                      "event": f"session:{session_id}", "received_at": now})
+    declared = f"{event.title}\n{event.body}"
+    if parse_prerequisites(declared):  # most issues declare none: spare the request two queries
+        record_prerequisites(db, session, declared)
     log.info("github: %s %s → session #%s (trigger %r)", event.issue_key, event.action, session_id, trigger.name)
     return session_id, prompt
 
@@ -291,13 +315,21 @@ def _control(db: DBSession, event: IntakeEvent, now: datetime, plan: GithubPlan)
         log.info("github: %s on %s: no session of that issue is active", event.control, event.issue_key)
 
 
-def _issue_sessions(db: DBSession, issue_key: str, *, trigger_id: int | None = None) -> Sequence[Session]:
+def intake_key(trigger_id: int, issue_key: str) -> str:
+    """The delivery-ledger id that says this trigger has taken this issue."""
+    return f"{trigger_id}:{issue_key.lower()}"[:100]
+
+
+def _taken(db: DBSession, trigger_id: int, issue_key: str) -> bool:
+    return db.exec(_TAKEN, params={"hook_id": INTAKE_HOOK_ID, "key": intake_key(trigger_id, issue_key)}).first() is not None
+
+
+def _issue_sessions(db: DBSession, issue_key: str) -> Sequence[Session]:
+    """Every GitHub session of one issue, for the label controls (rare: a scan is fine)."""
     stmt = select(Session).where(
         col(Session.genesis).in_(GITHUB_GENESES),
         col(Session.source)["issue_key"].as_string() == issue_key,
     )
-    if trigger_id is not None:
-        stmt = stmt.where(Session.trigger_id == trigger_id)
     return db.exec(stmt.order_by(col(Session.id))).all()
 
 

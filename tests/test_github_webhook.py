@@ -19,6 +19,7 @@ from sqlmodel import Session as DBSession
 from sqlmodel import func, select
 
 from bot.app import create_app
+from bot.github_intake import INTAKE_HOOK_ID
 from integrations.github.webhook import is_signed, signature
 from scheduler.models import Session, Trigger, Turn, WebhookDelivery
 from tests.github_support import (
@@ -48,6 +49,12 @@ class Hook:
     def count(self, model: Any) -> int:
         with DBSession(self.pacer.engine) as db:
             return int(db.exec(select(func.count()).select_from(model)).one())
+
+    def deliveries(self) -> list[tuple[str, str]]:
+        """(hook id, delivery id) of GitHub's deliveries taken, apart from Pacer's intake keys."""
+        with DBSession(self.pacer.engine) as db:
+            rows = db.exec(select(WebhookDelivery).where(WebhookDelivery.hook_id != INTAKE_HOOK_ID).order_by(WebhookDelivery.id))
+            return [(r.hook_id, r.delivery_id) for r in rows]
 
     def sessions(self) -> list[Session]:
         with DBSession(self.pacer.engine) as db:
@@ -143,7 +150,7 @@ def test_a_redelivery_answers_200_and_creates_nothing(hook: Hook) -> None:
     again = hook.send("issues", payload, delivery="guid-1")
     assert again.status_code == 200
     assert "already taken" in again.json()["message"]
-    assert hook.count(Session) == 1 and hook.count(WebhookDelivery) == 1 and hook.count(Turn) == 1
+    assert hook.count(Session) == 1 and hook.deliveries() == [("1", "guid-1")] and hook.count(Turn) == 1
 
 
 def test_the_same_event_under_a_new_guid_or_another_hook_still_makes_one_session(hook: Hook) -> None:
@@ -152,7 +159,7 @@ def test_the_same_event_under_a_new_guid_or_another_hook_still_makes_one_session
     assert hook.send("issues", payload, delivery="guid-1", hook_id="2").status_code == 202
     assert hook.send("issues", payload, delivery="guid-2", hook_id="1").status_code == 202
     assert hook.count(Session) == 1
-    assert hook.count(WebhookDelivery) == 3
+    assert hook.deliveries() == [("1", "guid-1"), ("2", "guid-1"), ("1", "guid-2")]
 
 
 def test_an_untrusted_author_is_ignored_with_a_log_line(hook: Hook, caplog: pytest.LogCaptureFixture) -> None:

@@ -27,6 +27,7 @@ import hmac
 import json
 import logging
 import threading
+import time
 from collections.abc import AsyncIterator, Callable, Mapping
 from concurrent.futures import Future, ThreadPoolExecutor, wait
 from contextlib import AbstractContextManager, asynccontextmanager, nullcontext
@@ -38,6 +39,7 @@ import anyio
 import anyio.to_thread
 from fastapi import APIRouter, FastAPI, Request
 from fastapi.responses import JSONResponse, Response
+from sqlalchemy import insert
 from sqlalchemy.exc import IntegrityError
 
 from bot.github_intake import GithubPlan, IntakeSettings, finish_github, record_github
@@ -51,6 +53,12 @@ log = logging.getLogger("pacer.github")
 
 PATH = "/github/webhook"
 SIGNATURE_PREFIX = "sha256="
+# Follow-up work yields to deliveries: it waits for a lull this long between requests ...
+LULL_SECONDS = 0.05
+# ... but no item waits longer than this for one, so a steady stream still gets its work done.
+MAX_YIELD_SECONDS = 2.0
+_DELIVERY = insert(WebhookDelivery)
+RECORD_THREADS = 8  # PostgreSQL: writers that may record deliveries at once
 
 
 def signature(secret: bytes, body: bytes) -> str:
@@ -83,7 +91,10 @@ class GithubEdge:
 
     One thread on purpose: follow-up work is a handful of short transactions per event, and on
     SQLite every writer queues on one lock anyway; a second thread would only contend with the
-    requests being answered.
+    requests being answered. For the same reason the worker yields to deliveries: during a burst
+    (a bulk relabel) each item waits for a lull of LULL_SECONDS, at most MAX_YIELD_SECONDS, so
+    the answers GitHub times stay fast and the follow-up catches up right after. Nothing waits
+    on that follow-up but the sessions themselves, whose rows are already committed.
     """
 
     def __init__(self, pacer: Pacer, *, intake: IntakeSettings | None = None) -> None:
@@ -97,9 +108,29 @@ class GithubEdge:
         self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="github-intake")
         self._pending: set[Future[Any]] = set()
         self._lock = threading.Lock()
+        self._in_flight = 0
+        self._limiter: anyio.CapacityLimiter | None = None
+        self._last_delivery = 0.0  # time.monotonic() of the last delivery seen
 
     def take(self, headers: Mapping[str, str], body: bytes) -> Answer:
         """Decode, route and record one verified delivery (runs on a request thread)."""
+        with self._lock:
+            self._in_flight += 1
+        try:
+            return self._take(headers, body)
+        finally:
+            with self._lock:
+                self._in_flight -= 1
+                self._last_delivery = time.monotonic()
+
+    def limiter(self) -> anyio.CapacityLimiter:
+        """Threads that may record deliveries at once. SQLite takes one writer at a time, so one
+        thread: the rest wait on the event loop for free instead of contending for the GIL."""
+        if self._limiter is None:
+            self._limiter = anyio.CapacityLimiter(1 if self.pacer.settings.sqlite else RECORD_THREADS)
+        return self._limiter
+
+    def _take(self, headers: Mapping[str, str], body: bytes) -> Answer:
         payload, problem = decode(body, headers.get("content-type", ""))
         if payload is None:
             return Answer(400, "webhook_malformed", {"problem": problem})
@@ -121,9 +152,9 @@ class GithubEdge:
         now = self.pacer.clock.now()
         try:
             with self._write_lock, session_scope(self.pacer.engine) as db:
-                db.add(WebhookDelivery(hook_id=hook_id[:100], delivery_id=delivery_id[:100], event=name, received_at=now))
+                row = {"hook_id": hook_id[:100], "delivery_id": delivery_id[:100], "event": name, "received_at": now}
                 try:
-                    db.flush()
+                    db.execute(_DELIVERY, row)  # insert first: the unique constraint decides
                 except IntegrityError:
                     db.rollback()
                     log.info("github: delivery %s (hook %s) already taken; a redelivery creates nothing", delivery_id, hook_id or "-")
@@ -139,6 +170,7 @@ class GithubEdge:
         """Run func(*args) after the answer; an exception is logged with `what`, never raised."""
 
         def guarded() -> Any:
+            self._wait_for_lull()
             try:
                 return func(*args)
             except Exception:
@@ -150,6 +182,15 @@ class GithubEdge:
             self._pending.add(future)
         future.add_done_callback(self._forget)
         return future
+
+    def _wait_for_lull(self) -> None:
+        deadline = time.monotonic() + MAX_YIELD_SECONDS
+        while time.monotonic() < deadline:
+            with self._lock:
+                busy = self._in_flight > 0 or time.monotonic() - self._last_delivery < LULL_SECONDS
+            if not busy:
+                return
+            time.sleep(LULL_SECONDS / 5)
 
     def _forget(self, future: Future[Any]) -> None:
         with self._lock:
@@ -240,7 +281,7 @@ def register(app: FastAPI, pacer: Pacer) -> GithubEdge:
             log.info("github: unsigned or mis-signed delivery %s refused", request.headers.get("x-github-delivery", "-"))
             return Answer(401, "webhook_unsigned").response()
         headers = {k.lower(): v for k, v in request.headers.items()}
-        answer = await anyio.to_thread.run_sync(edge.take, headers, body)
+        answer = await anyio.to_thread.run_sync(edge.take, headers, body, limiter=edge.limiter())
         if answer.plan is not None and not answer.plan.is_empty:
             edge.submit(f"intake of {answer.values.get('issue')}", finish_github, pacer.ctx, answer.plan)
         return answer.response()
