@@ -53,3 +53,16 @@ def session_event(ctx: Context, session_id: int, new_status: str) -> list[Fired]
     """`session_id` changed to `new_status`: fire every ao_event trigger watching it."""
     return session_events.session_event(ctx, session_id, new_status)
 
+
+# --- GitHub intake (bot/github_intake.py, kept in its own module): issue and label events
+# become github_issue / github_label sessions; the webhook records and finishes in two halves.
+from bot.github_intake import (  # noqa: E402
+    GithubPlan,
+    IntakeSettings,
+    finish_github,
+    github_event,
+    record_github,
+)
+
+__all__ += ["GithubPlan", "IntakeSettings", "finish_github", "github_event", "record_github"]
+# --- end GitHub intake ---
