@@ -188,6 +188,7 @@ def test_budget_accounting_is_consistent(reports: dict[str, dict[str, Any]]) -> 
         assert r["spot_spent_usd"] <= r["spent_usd"]
         assert five["rollovers"] == 0 and [i["complete"] for i in five["instances"]] == [False, False]
         assert five["nonreserved_usd"] == 24.0
+        assert 0 < sum(r["wall_seconds_by_part"].values()) <= r["wall_seconds"] and r["cpu_seconds"] > 0
 
 
 def test_the_gate_holds_back_what_fifo_spends_into_the_reserve(reports: dict[str, dict[str, Any]]) -> None:

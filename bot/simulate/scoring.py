@@ -207,7 +207,7 @@ def score(run: Run) -> dict[str, Any]:
         "states": dict(sorted(states.items())), "lost": len(lost), "lost_sessions": {str(k): v for k, v in sorted(lost.items())[:20]},
         "sweep_interval_minutes": interval / MINUTE,
         "one_sweep_of_fleet_burn_usd": round(slots * max_burn * (interval / MINUTE), 2),
-        "wall_seconds": round(run.wall_seconds, 2),
+        "wall_seconds": round(run.wall_seconds, 2), "cpu_seconds": round(run.cpu_seconds, 2),
         "simulated_seconds_per_wall_second": round(simulated / run.wall_seconds, 1) if run.wall_seconds > 0 else None,
         "quota_reads": getattr(run.pool.meter, "reads", 0),
         "wall_seconds_by_part": {k: round(v, 2) for k, v in sorted(run.timings.items(), key=lambda kv: -kv[1])},
