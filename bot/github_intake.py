@@ -103,6 +103,8 @@ class GithubPlan:
     archive: list[int] = field(default_factory=list)
     place_holds: list[int] = field(default_factory=list)  # sessions the hold label holds
     release_holds: list[int] = field(default_factory=list)  # operator hold ids the label armed
+    promoted: list[int] = field(default_factory=list)  # sessions pacer:priority moved
+    released: list[int] = field(default_factory=list)  # sessions whose label hold ends
     issue_state: str | None = None  # open | closed, for the prerequisites naming the issue
 
     @property
@@ -111,11 +113,11 @@ class GithubPlan:
 
     @property
     def steered_ids(self) -> list[int]:
-        return sorted(set(self.start_now + self.archive + self.place_holds))
+        return sorted(set(self.start_now + self.archive + self.place_holds + self.promoted + self.released))
 
     @property
     def is_empty(self) -> bool:
-        return not (self.created or self.start_now or self.archive or self.place_holds or self.release_holds or self.issue_state)
+        return not (self.created or self.steered_ids or self.release_holds or self.issue_state)
 
 
 def github_event(pacer_or_ctx: Any, event: IntakeEvent, *, settings: IntakeSettings | None = None) -> list[int]:
@@ -179,6 +181,8 @@ def finish_github(ctx: Context, plan: GithubPlan) -> None:
     if plan.issue_state is not None:
         repository, _, number = plan.issue.rpartition("#")
         _guarded(f"state of {plan.issue}", set_issue_state, ctx, repository, int(number), plan.issue_state)
+    for session_id in plan.steered_ids:  # a class or a hold moved: the status comment follows
+        ctx.emit("github_control", session_id=session_id, issue=plan.issue, actor=plan.actor)
 
 
 def github_trigger_mismatch(kind: str, config: Mapping[str, Any], event: IntakeEvent) -> str | None:
@@ -301,6 +305,7 @@ def _control(db: DBSession, event: IntakeEvent, now: datetime, plan: GithubPlan)
         session_id = session.id or 0
         if event.control is Control.PRIORITY:
             before, _after = change_class(db, session, "priority", now=now)
+            plan.promoted.append(session_id)
             if session.status == Status.WAITING.value:
                 plan.start_now.append(session_id)
             log.info("github: %s made session #%s priority (was %s)", event.actor, session_id, before.value)
@@ -308,7 +313,10 @@ def _control(db: DBSession, event: IntakeEvent, now: datetime, plan: GithubPlan)
             if db.exec(_label_holds(session_id)).first() is None:  # one hold, however often labelled
                 plan.place_holds.append(session_id)
         elif event.control is Control.RELEASE:
-            plan.release_holds.extend(hold.id or 0 for hold in db.exec(_label_holds(session_id)).all())
+            holds = [hold.id or 0 for hold in db.exec(_label_holds(session_id)).all()]
+            plan.release_holds.extend(holds)
+            if holds:
+                plan.released.append(session_id)
         elif event.control is Control.CLOSE and session.status == Status.WAITING.value:
             plan.archive.append(session_id)
     if not sessions and event.control not in (Control.CLOSE, Control.REOPEN):

@@ -113,6 +113,25 @@ def test_notices_reach_github_off_the_request_and_coalesce(engine: Engine, clock
     status.close()
 
 
+def test_the_hold_label_shows_on_the_comment_and_leaves_it_when_removed(engine: Engine, clock: Any, deferrer: Any, fake: FakeGithub) -> None:
+    pacer = make_pacer(engine, clock, deferrer)
+    status = install(pacer, port=_port(fake))
+    assert status is not None
+    with session_scope(engine) as db:  # a busy repository: the issue's session waits its turn
+        db.add(Trigger(name="issues", kind="github_issue", prompt_template="{{ title }}", created_at=clock.now()))
+    github_event(pacer, _event(number=1))
+    github_event(pacer, _event(number=2))
+    github_event(pacer, _event(number=2, action="labeled", label="pacer:hold", sender="carol"))
+    assert status.drain(10)
+    (comment,) = [c for c in fake.comments.values() if c["issue"] == "octo/app#2"]
+    assert "On hold: The pacer:hold label is on octo/app#2 (added by github:carol)" in comment["body"]
+    github_event(pacer, _event(number=2, action="unlabeled", label="pacer:hold", sender="carol"))
+    assert status.drain(10)
+    assert "On hold" not in comment["body"]
+    assert len([c for c in fake.writes() if c.method == "POST"]) == 2  # one comment per issue, ever
+    status.close()
+
+
 def test_without_a_token_or_app_the_comments_are_off(engine: Engine, clock: Any, deferrer: Any) -> None:
     pacer = make_pacer(engine, clock, deferrer)
     assert install(pacer) is None

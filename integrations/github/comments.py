@@ -4,7 +4,8 @@ Off the webhook path and idempotent, because PyGithub's retry can sleep until a 
 and the network can fail after GitHub acted:
 
   * `StatusComments` is a `scheduler.ports.Notifier`. A notice (started, held, paused, done,
-    failed, archived, refused, operator_hold) only queues a refresh of that session on one
+    failed, archived, refused; github_control when a label moved a class or a hold) only
+    queues a refresh of that session on one
     worker thread — never a GitHub call inside a scheduler transaction or a request. Refreshes
     of the same session coalesce while queued.
   * A refresh reads the session's state from its row (`status.read_status`), renders the body,
@@ -35,7 +36,7 @@ from scheduler.ports import Clock
 
 log = logging.getLogger("pacer.github")
 
-NOTICES = frozenset({"started", "held", "paused", "done", "failed", "archived", "refused", "operator_hold"})
+NOTICES = frozenset({"started", "held", "paused", "done", "failed", "archived", "refused", "github_control"})
 MAX_RATE_LIMIT_WAIT_SECONDS = 60
 RETRIES = 3
 TIMEOUT_SECONDS = 10
