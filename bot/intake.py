@@ -23,7 +23,7 @@ from scheduler.genesis import Genesis
 from scheduler.sessions import NewSession, create_session
 from scheduler.turns import submit_turn
 
-__all__ = ["Fired", "api_session", "schedule_fired", "session_event"]
+__all__ = ["Fired", "api_session", "schedule_fired", "session_event", "slack_message"]
 
 
 def api_session(
@@ -66,3 +66,7 @@ from bot.github_intake import (  # noqa: E402
 
 __all__ += ["GithubPlan", "IntakeSettings", "finish_github", "github_event", "record_github"]
 # --- end GitHub intake ---
+
+
+# --- Slack intake (bot/slack_intake.py): channel messages and DMs, and replies in a session's thread.
+from bot.slack_intake import slack_message  # noqa: E402
