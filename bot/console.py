@@ -25,8 +25,19 @@ def answer(pacer: Pacer, line: str, *, user: str) -> str:
 
 
 def run_console(settings: Settings, *, user: str | None = None, stdin: TextIO = sys.stdin, stdout: TextIO = sys.stdout) -> int:
-    pacer = runtime.build(settings, migrate=True, deferrer=_NullDeferrer())
+    """Lead the scheduler in this process when nothing else does (alarms, sweeps and turns run
+    here while the console is open); when a `pacer serve` leads, speak to it over its API, so
+    its scheduler — the only one on this database — runs what the console asks for."""
+    from bot.leader import Leadership
+
     who = user or settings.console_user
+    probe = Leadership(runtime.dbmod.make_engine(settings.database_url), lambda: None)
+    if not probe.start():
+        probe.stop()
+        return _forward(settings, who, stdin, stdout)
+    probe.stop()
+    pacer = runtime.build(settings, migrate=True)
+    runtime.start(pacer)
     stdout.write(render("text/console_banner.j2", user=who, role=settings.roster.get(who)) + "\n")
     try:
         for line in stdin:
@@ -41,14 +52,27 @@ def run_console(settings: Settings, *, user: str | None = None, stdin: TextIO = 
     return 0
 
 
-class _NullDeferrer:
-    """The console does not run the scheduler; a live `pacer serve` owns the alarms."""
+def _forward(settings: Settings, who: str, stdin: TextIO, stdout: TextIO) -> int:
+    import httpx
 
-    def schedule(self, job_id, at, func, *args):  # type: ignore[no-untyped-def]
-        return None
-
-    def cancel(self, job_id):  # type: ignore[no-untyped-def]
-        return False
-
-    def next_run(self, job_id):  # type: ignore[no-untyped-def]
-        return None
+    base = f"http://{settings.host}:{settings.port}/api/v1/chat"
+    if not settings.api_token:
+        stdout.write(render("text/console_no_token.j2", url=base) + "\n")
+        return 2
+    headers = {"Authorization": f"Bearer {settings.api_token}", "X-Pacer-Actor": who}
+    stdout.write(render("text/console_banner.j2", user=who, role=settings.roster.get(who)) + "\n")
+    stdout.write(render("text/console_forwarding.j2", url=base) + "\n")
+    with httpx.Client(timeout=30) as client:
+        for line in stdin:
+            if line.strip().lower() in QUIT:
+                break
+            if not line.strip():
+                continue
+            try:
+                answered = client.post(base, json={"text": line.strip()}, headers=headers)
+                text = answered.json().get("text") or answered.json().get("message", answered.text)
+            except (httpx.HTTPError, ValueError) as exc:
+                text = render("text/console_server_gone.j2", url=base, error=type(exc).__name__)
+            stdout.write(str(text) + "\n")
+            stdout.flush()
+    return 0

@@ -7,7 +7,7 @@ from __future__ import annotations
 from fastapi import APIRouter, FastAPI, Security
 from fastapi.security import HTTPBearer
 
-from bot.api import policy, sessions, triggers
+from bot.api import chat, policy, sessions, triggers
 
 PREFIX = "/api/v1"
 
@@ -21,6 +21,7 @@ def router() -> APIRouter:
     api.include_router(sessions.router)
     api.include_router(triggers.router)
     api.include_router(policy.router)
+    api.include_router(chat.router)
     return api
 
 

@@ -1,0 +1,30 @@
+"""POST /api/v1/chat: the `/pacer` grammar over the API — the same `bot.chat.answer` Slack and
+the console call, so anything one surface can do, the others can. `pacer console` forwards its
+lines here when another process (a running `pacer serve`) leads the scheduler."""
+
+from __future__ import annotations
+
+from fastapi import APIRouter, Request
+from pydantic import BaseModel, Field
+
+from bot import chat
+from bot.api.guard import CallerDep, GuardedRoute
+
+router = APIRouter(route_class=GuardedRoute, tags=["chat"])
+
+
+class ChatIn(BaseModel):
+    model_config = {"extra": "forbid"}
+
+    text: str = Field(min_length=1, max_length=4000, description="A /pacer command line, e.g. 'queue spot' or 'why 42'")
+
+
+class ChatOut(BaseModel):
+    ok: bool
+    text: str
+
+
+@router.post("/chat", response_model=ChatOut, summary="Run a /pacer command as the caller (X-Pacer-Actor)")
+def post_chat(body: ChatIn, request: Request, who: CallerDep) -> ChatOut:
+    reply = chat.answer(request.app.state.pacer, who.name, body.text, surface="api")
+    return ChatOut(ok=reply.ok, text=reply.text)
