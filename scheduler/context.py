@@ -16,7 +16,6 @@ from sqlalchemy import Engine
 
 from scheduler.ports import Clock, Deferrer, Notifier, QuotaSource, TurnRequest, TurnResult
 
-
 log = logging.getLogger("pacer.notify")
 
 
@@ -57,6 +56,7 @@ class Context:
     rng: random.Random = field(default_factory=random.Random)
     quota_ttl: float = 5.0  # seconds a quota reading is reused (0: read every time)
     quota_cache: tuple[Any, Any] | None = None
+    installed: bool = False  # scheduler.wiring.install has registered its parts
     burn: Any = None  # scheduler.burn.BurnTable, refreshed from turn history
     hooks: dict[str, list[Callable[..., Any]]] = field(default_factory=dict)
     # Runs a named alarm target: `job_runner(name, *args)`. Production passes the module-level

@@ -17,10 +17,10 @@ from sqlmodel import Session as DBSession
 from sqlmodel import col, select
 
 from scheduler.context import Context
+from scheduler.genesis import SchedulingClass, parse_class, parse_genesis, resolve_class
 from scheduler.models import Session, Turn
 from scheduler.policy import PolicyView
 from scheduler.ports import QuotaReading
-from scheduler.genesis import SchedulingClass, parse_class, parse_genesis, resolve_class
 from scheduler.sessions import is_spot
 from scheduler.snapshot import Asking, FleetTurn, Snapshot, WindowState
 
@@ -37,9 +37,9 @@ def read_quota(ctx: Context, now: datetime) -> QuotaReading | None:
         return None
     cached = ctx.quota_cache
     if cached is not None and ctx.quota_ttl > 0 and timedelta(0) <= now - cached[0] < timedelta(seconds=ctx.quota_ttl):
-        return cached[1]
+        return cached[1]  # type: ignore[no-any-return]
     try:
-        reading = ctx.quota.read(now)
+        reading: QuotaReading | None = ctx.quota.read(now)
     except Exception:  # a monitoring gap must not become an outage
         log.exception("quota source could not be read; the gate falls open")
         return None
@@ -90,7 +90,7 @@ def fleet_columns(db: DBSession, policy: PolicyView) -> list[tuple[int, bool, st
     fleet = []
     for sid, own, genesis, runtime in db.exec(stmt):
         cls = resolve_class(parse_class(own), None, parse_genesis(genesis), policy.overrides)
-        fleet.append((int(sid), cls is SchedulingClass.SPOT, str(runtime)))
+        fleet.append((int(sid or 0), cls is SchedulingClass.SPOT, str(runtime)))
     return fleet
 
 

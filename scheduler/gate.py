@@ -210,12 +210,12 @@ def evaluate(
         pool=snapshot.pool,
     )
     if spent:
-        return Decision(False, Reason.AT_UTILIZATION_LIMIT, Ceiling.SPOT_BUDGET, **common)  # type: ignore[arg-type]
+        return Decision(False, Reason.AT_UTILIZATION_LIMIT, Ceiling.SPOT_BUDGET, **common)
     if paced:
-        return Decision(False, Reason.AT_UTILIZATION_LIMIT, Ceiling.PACING_CURVE, **common)  # type: ignore[arg-type]
+        return Decision(False, Reason.AT_UTILIZATION_LIMIT, Ceiling.PACING_CURVE, **common)
     if not slot_free:
-        return Decision(False, Reason.FLEET_AT_CAP, Ceiling.FLEET_CAP, **common)  # type: ignore[arg-type]
-    return Decision(True, Reason.WITHIN_LIMITS, None, **common)  # type: ignore[arg-type]
+        return Decision(False, Reason.FLEET_AT_CAP, Ceiling.FLEET_CAP, **common)
+    return Decision(True, Reason.WITHIN_LIMITS, None, **common)
 
 
 def decide(snapshot: Snapshot | None, asking: Asking, now: datetime, **kw: float) -> Decision:

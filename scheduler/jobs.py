@@ -8,10 +8,19 @@ from typing import Any
 
 
 def targets() -> dict[str, Callable[..., Any]]:
-    from scheduler import firing, session_events, sleep, sweeps, trigger_release, turns
-
-    from scheduler import operator_holds, prerequisites, queue_holds
-    from scheduler import ceiling, promotion
+    from scheduler import (
+        ceiling,
+        firing,
+        operator_holds,
+        prerequisites,
+        promotion,
+        queue_holds,
+        session_events,
+        sleep,
+        sweeps,
+        trigger_release,
+        turns,
+    )
 
     return {
         "recheck": turns.recheck,

@@ -24,7 +24,7 @@ def next_delay(reason: str, count: int) -> timedelta:
     if count < 1:
         raise ValueError("count starts at 1: the first hold")
     ceiling = CEILINGS.get(reason, DEFAULT_CEILING)
-    doubled = FIRST * (2 ** min(count - 1, 16))
+    doubled: timedelta = FIRST * (2 ** min(count - 1, 16))
     return min(doubled, ceiling)
 
 
@@ -35,9 +35,11 @@ def jitter(rng: random.Random, limit: timedelta = JITTER_MAX) -> timedelta:
 
 def retry_delay(count: int, *, first: timedelta = timedelta(minutes=1), ceiling: timedelta = timedelta(minutes=30)) -> timedelta:
     """Backoff for a retryable turn failure: 1m, 2m, 4m … capped."""
-    return min(first * (2 ** min(max(count - 1, 0), 16)), ceiling)
+    delay: timedelta = first * (2 ** min(max(count - 1, 0), 16))
+    return min(delay, ceiling)
 
 
 def rate_limit_delay(count: int) -> timedelta:
     """A provider rate limit with no stated reset: 5 minutes doubling to a 60-minute cap."""
-    return min(timedelta(minutes=5) * (2 ** min(max(count - 1, 0), 16)), timedelta(minutes=60))
+    delay: timedelta = timedelta(minutes=5) * (2 ** min(max(count - 1, 0), 16))
+    return min(delay, timedelta(minutes=60))

@@ -49,7 +49,7 @@ def recover(ctx: Context) -> dict[str, int]:
     now = ctx.clock.now()
     fx = Effects()
     counts = {"interrupted": 0, "first_turns": 0}
-    never_started: list[tuple[int, str, list]] = []
+    never_started: list[tuple[int, str, list[dict[str, object]]]] = []
     with session_scope(ctx.engine) as db:
         for turn in db.exec(select(Turn).where(Turn.status == "running")).all():
             turn.status = "failed"

@@ -4,12 +4,12 @@ the ranked queue. Thin over the database; the rules are the pure functions in `g
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import case, func, literal, or_, update
+from sqlalchemy import case, func, literal, or_
 from sqlalchemy.sql.elements import ColumnElement
 from sqlmodel import Session as DBSession
 from sqlmodel import col, select
@@ -278,7 +278,7 @@ class QueueFilter:
     limit: int | None = None
 
 
-def queue_order(resolved: ColumnElement[str]) -> tuple[ColumnElement[object], ...]:
+def queue_order(resolved: ColumnElement[str]) -> tuple[Any, ...]:
     """The queue's total order as SQL: priority above spot, higher precedence first, oldest
     first within a tie, and the id last so no two rows compare equal (`precedence.rank_key`)."""
     return (
@@ -301,12 +301,3 @@ def ranked_queue(db: DBSession, policy: PolicyView, flt: QueueFilter = QueueFilt
     if flt.limit:
         stmt = stmt.limit(flt.limit)
     return [(row, SchedulingClass(cls)) for row, cls in db.exec(stmt)]
-
-
-def bulk_status(db: DBSession, ids: Iterable[int], status: Status, *, now: datetime, only_from: Status | None = None) -> int:
-    """A conditional update; the row count says how many actually moved (the SQLite-safe guard)."""
-    stmt = update(Session).where(col(Session.id).in_(list(ids)))
-    if only_from is not None:
-        stmt = stmt.where(Session.status == only_from.value)
-    result = db.execute(stmt.values(status=status.value, updated_at=now))
-    return int(result.rowcount or 0)  # type: ignore[attr-defined]

@@ -16,8 +16,8 @@ from dataclasses import dataclass
 from sqlalchemy.exc import SQLAlchemyError
 from sqlmodel import col, func, select
 
-from scheduler.context import Context
 from scheduler.admission import manual_start
+from scheduler.context import Context
 from scheduler.db import session_scope
 from scheduler.effects import Effects
 from scheduler.errors import Refused

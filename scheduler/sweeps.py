@@ -9,7 +9,7 @@ PostgreSQL alike — then arms the alarm again, at most ten a pass spread over t
 from __future__ import annotations
 
 import logging
-from datetime import timedelta
+from datetime import datetime, timedelta
 
 from sqlalchemy import update
 from sqlmodel import col, select
@@ -34,7 +34,8 @@ def hold_sweep(ctx: Context) -> list[int]:
     rearmed: list[int] = []
     step = REARM_SPREAD / REARM_PER_PASS
     with session_scope(ctx.engine) as db:
-        scanned, after = 0, (None, 0)
+        scanned = 0
+        after: tuple[datetime | None, int] = (None, 0)
         # Late-but-armed holds are skipped, so page through the overdue ones (oldest first)
         # until ten are re-armed or the scan bound is reached: a crowd of merely late alarms
         # must not hide a lost one behind it.
@@ -58,8 +59,9 @@ def hold_sweep(ctx: Context) -> list[int]:
             if not page:
                 break
             scanned += len(page)
-            after = (page[-1][1], page[-1][0])
-            for session_id, stamp in page:
+            after = (page[-1][1], int(page[-1][0] or 0))
+            for row_id, stamp in page:
+                session_id = int(row_id or 0)
                 if len(rearmed) >= REARM_PER_PASS:
                     break
                 if ctx.deferrer.next_run(hold_job_id(session_id)) is not None:

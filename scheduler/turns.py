@@ -123,7 +123,7 @@ def is_asleep(session: Session, now: datetime) -> bool:
 def _blocked(ctx: Context, db: DBSession, session: Session, now: datetime) -> Block | None:
     for check in ctx.admission_checks:
         try:
-            block = check(db, session, now)
+            block: Block | None = check(db, session, now)
         except Exception:  # a check that cannot be read fails open, with a log line
             log.exception("admission check %s failed; failing open", getattr(check, "__name__", check))
             continue

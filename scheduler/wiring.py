@@ -22,7 +22,7 @@ def install(ctx: Context) -> Context:
     """Register every admission check and hook on `ctx` (idempotent)."""
     if getattr(ctx, "_installed", False):
         return ctx
-    setattr(ctx, "_installed", True)
+    ctx._installed = True
     # Session events: ao_event triggers hear every notice (scheduler/session_events.py).
     from scheduler import session_events
 

@@ -60,7 +60,8 @@ def _compiled(source: str) -> Any:
 
 def render_prompt(source: str, **context: Any) -> str:
     """A trigger's prompt template, rendered in the sandbox."""
-    return _compiled(source).render(**context).strip()
+    rendered: str = _compiled(source).render(**context)
+    return rendered.strip()
 
 
 def compile_prompt(source: str) -> None:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from alembic import context
 from sqlmodel import SQLModel
 
@@ -31,7 +33,7 @@ def run_migrations_online() -> None:
     engine.dispose()
 
 
-def _run(connection: object, url: str) -> None:
+def _run(connection: Any, url: str) -> None:
     context.configure(
         connection=connection,
         target_metadata=target_metadata,

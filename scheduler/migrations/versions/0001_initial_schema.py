@@ -3,11 +3,11 @@
 Revision ID: 0001
 Revises: 
 """
-from alembic import op
 import sqlalchemy as sa
 import sqlmodel
-import scheduler.models
+from alembic import op
 
+import scheduler.models
 
 revision = '0001'
 down_revision = None
