@@ -20,9 +20,9 @@ PERIODIC: dict[str, timedelta] = {
 
 def install(ctx: Context) -> Context:
     """Register every admission check and hook on `ctx` (idempotent)."""
-    if getattr(ctx, "_installed", False):
+    if ctx.installed:
         return ctx
-    ctx._installed = True
+    ctx.installed = True
     # Session events: ao_event triggers hear every notice (scheduler/session_events.py).
     from scheduler import session_events
 
