@@ -33,7 +33,8 @@ NOW = datetime(2026, 11, 30, 12, 0, tzinfo=UTC)
 
 def seed(engine, waiting: int, running: int, history: int) -> int:
     rng = random.Random(1)
-    geneses = ["github_label", "github_issue", "schedule", "api", "command", "slack"]
+    geneses = ["github_label", "github_issue", "schedule", "api"]  # the waiting sessions are spot
+    fleet_geneses = ["github_label", "schedule", "command", "slack"]  # the fleet mixes both classes
     with dbmod.session_scope(engine) as db:
         ensure_policy(db, {"max_sessions": 150})
         db.execute(insert(Session), [
@@ -43,7 +44,7 @@ def seed(engine, waiting: int, running: int, history: int) -> int:
             for i in range(waiting)
         ])
         db.execute(insert(Session), [
-            dict(title=f"r{i}", genesis=rng.choice(geneses), status="running", runtime="echo",
+            dict(title=f"r{i}", genesis=rng.choice(fleet_geneses), status="running", runtime="echo",
                  created_at=NOW - timedelta(hours=1), source={}, attachments=[], hold_attachments=[])
             for i in range(running)
         ])
