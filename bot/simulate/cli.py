@@ -46,6 +46,7 @@ def compare_rows(reports: list[dict[str, Any]]) -> list[tuple[str, list[str]]]:
     rows = [
         (f"{binding} budget spent by rollover, min %", each(lambda r: r["windows"][binding]["min_spent_pct"], "{:.1f}")),
         (f"{binding} budget spent by rollover, mean %", each(lambda r: r["windows"][binding]["mean_spent_pct"], "{:.1f}")),
+        (f"{binding} budget used (capped at 100%), mean %", each(lambda r: r["windows"][binding]["mean_used_pct"], "{:.1f}")),
     ]
     for name in reports[0]["windows"]:
         rows.append((f"{name} reserve breaches by spot work", each(lambda r, n=name: r["windows"][n]["breaches"])))

@@ -104,6 +104,9 @@ def windows_report(run: Run, total: list[float], spot: list[float]) -> dict[str,
             "rollovers": len(complete),
             "min_spent_pct": min(pcts) if pcts else None,
             "mean_spent_pct": round(sum(pcts) / len(pcts), 2) if pcts else None,
+            # Spend past the line is the reserve, not more of the budget: capped, this is how much of
+            # the non-reserved budget was put to use.
+            "mean_used_pct": round(sum(min(p, 100.0) for p in pcts) / len(pcts), 2) if pcts else None,
             "breaches": sum(i["breaches"] for i in instances),
             "spot_overshoot_usd": round(sum(i["spot_overshoot_usd"] for i in instances), 2),
             "max_spot_overshoot_usd": max((i["spot_overshoot_usd"] for i in instances), default=0.0),
