@@ -135,7 +135,7 @@ class Simulation:
             self.released.extend((sid, self.clock.now()) for sid in getattr(marks, "released", []))
         if hasattr(result, "resumed") or hasattr(result, "paused"):
             self.sweeps.append(result)
-        self.sampler.dirty = True
+            self.sampler.dirty = True  # a mark settled into the queue changes counts without a notice
         return result
 
     def _notice(self, event: str, context: dict[str, Any]) -> None:

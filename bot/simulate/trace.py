@@ -2,7 +2,8 @@
 
 Cheap by construction: what runs is read from the worker pool and what the gate sees from the
 meter, both in memory; the waiting population (held, paused, asleep) is one grouped query, and
-only after something could have changed it (a turn started or ended, a notice, a job ran).
+only after something could have changed it (a turn started or ended, a notice — a new hold, a
+pause, a mark — or a ceiling-style sweep, which settles marks without one).
 """
 
 from __future__ import annotations
