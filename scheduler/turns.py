@@ -298,19 +298,20 @@ def pump(ctx: Context, *, due_session: int | None = None) -> list[int]:
     started: list[int] = []
     with session_scope(ctx.engine) as db:
         policy = load_policy(db)
+        gate = _PassGate(db, ctx, policy, reading, now)
         due = db.get(Session, due_session, with_for_update=True) if due_session is not None else None
         if due is not None and not _is_due_candidate(due, now):
             due = None
         for cand in _candidates(db, policy, now, PUMP_LIMIT):
             if due is not None and cand.id == due.id:
                 due = None  # examined in its place in the queue
-            outcome, stop = _try(db, ctx, policy, cand, reading, now, fx, advance=cand.id == due_session)
+            outcome, stop = _try(db, ctx, gate, cand, now, fx, advance=cand.id == due_session)
             if outcome == "started":
                 started.append(cand.id or 0)
             if stop:
                 break
         if due is not None:  # beyond the examined slice, or the pass stopped above it
-            _try(db, ctx, policy, due, reading, now, fx, advance=True)
+            _try(db, ctx, gate, due, now, fx, advance=True)
     fx.apply(ctx)
     return started
 
@@ -327,9 +328,36 @@ def _is_due_candidate(session: Session, now: datetime) -> bool:
     return session.pause_reason is None and session.park_reason is None
 
 
+class _PassGate:
+    """The gate for one queue pass: the snapshot is built once and rebuilt only after a start
+    changes the fleet, and candidates that ask the same question (class, quota, burn) against the
+    same snapshot get the same answer without asking again. A held candidate runs no turn, so it
+    is never counted in the fleet it is asking about."""
+
+    def __init__(self, db: DBSession, ctx: Context, policy: PolicyView, reading: QuotaReading | None, now: datetime) -> None:
+        self.db, self.ctx, self.policy, self.reading, self.now = db, ctx, policy, reading, now
+        self._snapshot: Any = None
+        self._memo: dict[tuple[bool, bool, float], Decision] = {}
+
+    def decide(self, session: Session) -> Decision:
+        if self._snapshot is None:
+            self._snapshot = build_snapshot(self.db, self.ctx, self.policy, self.reading)
+            self._memo.clear()
+        running = session.status == Status.RUNNING.value and running_turn(self.db, session.id or 0) is not None
+        asking = asking_for(session, self.ctx, self.policy, running=running)
+        if running:
+            return decide(self._snapshot, asking, self.now)
+        key = (asking.is_spot, asking.spends_quota, asking.burn_per_min)
+        if key not in self._memo:
+            self._memo[key] = decide(self._snapshot, asking, self.now)
+        return self._memo[key]
+
+    def fleet_changed(self) -> None:
+        self._snapshot = None
+
+
 def _try(
-    db: DBSession, ctx: Context, policy: PolicyView, session: Session, reading: QuotaReading | None,
-    now: datetime, fx: Effects, *, advance: bool,
+    db: DBSession, ctx: Context, gate: _PassGate, session: Session, now: datetime, fx: Effects, *, advance: bool,
 ) -> tuple[str, bool]:
     """Ask once for a held session. Returns (outcome, stop the pass?)."""
     prompt, attachments, kind = _replay(session)
@@ -338,11 +366,12 @@ def _try(
         if advance or _restates(session, block):
             _hold(db, ctx, session, session.hold_prompt, session.hold_attachments, kind, block.reason, block.sentence, now, fx, retry_at=block.retry_at)
         return "held", not block.skip_only
-    decision = _decision(db, ctx, policy, session, reading, now)
+    decision = gate.decide(session)
     if decision.allowed:
         for hook in ctx.hooks.get("before_start", []):
             hook(db, ctx, session, decision, now, fx)
         _start(db, ctx, session, prompt, attachments, kind, now, fx)
+        gate.fleet_changed()
         return "started", False
     if advance:
         text = explain(decision, now)
