@@ -66,9 +66,9 @@ def slots(policy: PolicyView, agent_workers: int) -> int:
 
 def occupied(db: DBSession, ctx: Context, *, exclude_id: int | None = None) -> tuple[float, int]:
     """(weighted load, sessions) of the running turns that spend quota — the gate's population."""
-    rows = db.exec(
+    rows = cached(db, "running_weights", lambda: list(db.exec(
         select(Session.id, Session.weight, Session.runtime).join(Turn, col(Turn.session_id) == col(Session.id)).where(Turn.status == "running")
-    ).all()
+    ).all()))
     load, count = 0.0, 0
     for session_id, weight, runtime in rows:
         if session_id == exclude_id or not ctx.runtime(runtime).spends_quota:

@@ -141,6 +141,7 @@ def _start(
         status="running", runtime=session.runtime, created_at=now, started_at=now,
     )
     db.add(turn)
+    db.info.pop("pacer.admission", None)  # what admission checks read per pass has changed
     clear_hold(session)
     if session.pause_reason is not None:
         clear_pause(session)
