@@ -31,5 +31,6 @@ def serve(settings: Settings, *, host: str | None = None, port: int | None = Non
         bind_host, bind_port, settings.database_url.split("@")[-1], settings.runner,
         settings.effective_slots, settings.max_sessions, settings.agent_workers,
     )
-    uvicorn.run(app, host=bind_host, port=bind_port, log_level=settings.log_level.lower(), lifespan="on")
+    uvicorn.run(app, host=bind_host, port=bind_port, log_level=settings.log_level.lower(), lifespan="on",
+                access_log=settings.access_log)
     return 0

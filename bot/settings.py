@@ -144,6 +144,7 @@ VARIABLES: tuple[Variable, ...] = (
     Variable("PACER_PORT", "8080", "Port the HTTP server binds", _port),
     Variable("PACER_API_TOKEN", None, "Bearer token for /api/v1 (unset: the API answers 401 to everyone)", _str),
     Variable("PACER_LOG_LEVEL", "INFO", "Log level", _log_level),
+    Variable("PACER_ACCESS_LOG", "false", "Log every HTTP request (uvicorn's access log); off by default, it costs CPU under a burst", _bool),
     Variable("PACER_MAX_SESSIONS", "10", "Max sessions at once (slots); priority never waits on it", _int_at_least(1)),
     Variable("PACER_AGENT_WORKERS", "12", "Worker threads executing turns; the effective slot ceiling is min(max sessions, workers)", _int_at_least(1)),
     Variable("PACER_GATING", "true", "Spot gating on/off (initial policy; later changes are audited in the database)", _bool),
