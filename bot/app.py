@@ -42,28 +42,21 @@ def create_app(pacer: Pacer, *, start_scheduler: bool = True) -> FastAPI:
             return JSONResponse({"ok": False, "database": type(exc).__name__}, status_code=503)
         return JSONResponse({"ok": ok}, status_code=200 if ok else 503)
 
-    for register in pacer.extras.get("routers", []):
-        register(app, pacer)
-
-    # --- REST API (bot/api): /api/v1 sessions, triggers, policy, holds; bearer PACER_API_TOKEN.
+    # The REST API: /api/v1 sessions, triggers, policy, holds, chat; bearer PACER_API_TOKEN.
     from bot import api as rest_api
 
     rest_api.register(app)
-    # --- end REST API ---
 
-    # --- Slack edge (integrations/slack/http.py): /slack/events, Socket Mode and the notifier,
-    # mounted only when both Slack credentials are configured. Its lifespan joins this app's.
+    # Slack: /slack/events, Socket Mode and the thread notifier, only when both credentials are
+    # configured. Its lifespan joins this app's.
     if pacer.settings.slack_signing_secret and pacer.settings.slack_bot_token:
         from integrations.slack import http as slack_http
 
         app.state.slack = slack_http.register(app, pacer)
-    # --- end Slack edge ---
 
-    # --- GitHub edge (integrations/github/webhook.py): POST /github/webhook, always mounted; it
-    # answers 503 and why until GITHUB_WEBHOOK_SECRET is set. Status comments join the notifier
-    # when a GitHub token or App is configured. Its lifespan joins this app's.
+    # GitHub: POST /github/webhook, always mounted; it answers 503 and why until
+    # GITHUB_WEBHOOK_SECRET is set. Status comments join the notifier when a token or App is set.
     from integrations.github import webhook as github_webhook
 
     github_webhook.register(app, pacer)
-    # --- end GitHub edge ---
     return app
