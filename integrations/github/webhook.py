@@ -45,6 +45,7 @@ from sqlalchemy.exc import IntegrityError
 from bot.github_intake import GithubPlan, IntakeSettings, finish_github, record_github
 from bot.runtime import Pacer
 from integrations.github import events
+from integrations.http_body import read_bounded
 from scheduler.db import session_scope
 from scheduler.models import WebhookDelivery
 from templates import render
@@ -230,21 +231,6 @@ def decode(body: bytes, content_type: str) -> tuple[dict[str, Any] | None, str]:
     if not isinstance(payload, dict):
         return None, f"a JSON {type(payload).__name__}, not an object"
     return payload, ""
-
-
-async def read_bounded(request: Request, limit: int) -> bytes | None:
-    """The whole body, or None as soon as it is known to pass `limit` bytes."""
-    declared = request.headers.get("content-length", "")
-    if declared.isdigit() and int(declared) > limit:
-        return None
-    chunks: list[bytes] = []
-    size = 0
-    async for chunk in request.stream():
-        size += len(chunk)
-        if size > limit:
-            return None
-        chunks.append(chunk)
-    return b"".join(chunks)
 
 
 def register(app: FastAPI, pacer: Pacer) -> GithubEdge:

@@ -29,6 +29,7 @@ from slack_sdk.errors import SlackApiError
 from bot.notify import CompositeNotifier
 from bot.render import render
 from bot.runtime import Pacer
+from integrations.http_body import read_bounded
 from integrations.slack.app import build_bolt_app
 from integrations.slack.edge import SlackEdge
 from integrations.slack.notifier import SlackNotifier
@@ -125,21 +126,6 @@ def install_notifier(pacer: Pacer, notifier: SlackNotifier) -> None:
         log.warning("slack: the scheduler's notifier is %s, not a chain; Slack notices are off", type(chain).__name__)
         return
     chain.notifiers = [n for n in chain.notifiers if not isinstance(n, SlackNotifier)] + [notifier]
-
-
-async def read_bounded(request: Request, limit: int) -> bytes | None:
-    """The whole body, or None as soon as it is known to pass `limit` bytes."""
-    declared = request.headers.get("content-length", "")
-    if declared.isdigit() and int(declared) > limit:
-        return None
-    chunks: list[bytes] = []
-    size = 0
-    async for chunk in request.stream():
-        size += len(chunk)
-        if size > limit:
-            return None
-        chunks.append(chunk)
-    return b"".join(chunks)
 
 
 def is_signed(secret: bytes, headers: Mapping[str, str], body: bytes, *, now: float | None = None) -> bool:
