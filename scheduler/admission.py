@@ -17,10 +17,14 @@ import logging
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
-from typing import TypeVar
+from typing import Any, TypeVar
 
+from sqlalchemy import event, literal, union_all
 from sqlalchemy.exc import SQLAlchemyError
+from sqlalchemy.orm import Session as ORMSession
+from sqlalchemy.sql import Select
 from sqlmodel import Session as DBSession
+from sqlmodel import select
 
 log = logging.getLogger("pacer.admission")
 
@@ -48,8 +52,11 @@ def read_or_fail_open(db: DBSession, what: str, read: Callable[[], T], fallback:
 
     The savepoint matters on PostgreSQL: a failed statement aborts the whole transaction, and
     the queue pass that asked must still be able to start the sessions a hold store would not
-    have held (seed 000: "holds fail open … rather than stranding waiters")."""
+    have held (seed 000: "holds fail open … rather than stranding waiters"). SQLite keeps its
+    transaction through a failed statement, so there the savepoint is two statements for nothing."""
     try:
+        if db.get_bind().dialect.name == "sqlite":
+            return read()
         with db.begin_nested():
             return read()
     except SQLAlchemyError as exc:
@@ -68,3 +75,53 @@ def cached(db: DBSession, key: str, load: Callable[[], T]) -> T:
 def forget(db: DBSession, key: str) -> None:
     """Drop a cached read after this transaction changed what it read."""
     db.info.get("pacer.admission", {}).pop(key, None)
+
+
+# --------------------------------------------------------------------------- presence
+#
+# Most queues carry no operator hold, no queue hold and no prerequisite most of the time, and a
+# held session's alarm asks once for itself: reading three empty stores is three statements to
+# learn nothing. Each store registers the rows whose existence makes its check worth running;
+# one statement per transaction says which stores have any, and a check whose store is empty
+# answers without reading it.
+
+_PRESENCE: dict[str, Callable[[], Select[Any]]] = {}
+_WRITTEN_BY: dict[type, set[str]] = {}
+
+
+def invalidated_by(key: str, *models: type) -> None:
+    """A cached read under `key` is read again after this transaction writes any `models` row."""
+    for model in models:
+        _WRITTEN_BY.setdefault(model, set()).add(key)
+
+
+def register_presence(key: str, model: type, rows: Callable[[], Select[Any]]) -> None:
+    """`rows()` selects what makes the check under `key` worth running; writing a `model` row
+    in a transaction makes that transaction read presence (and `key`) again."""
+    _PRESENCE[key] = rows
+    invalidated_by(key, model)
+    invalidated_by("presence", model)
+
+
+def present(db: DBSession, key: str) -> bool:
+    """Whether the store behind `key` has anything for its check to read (True when unknown)."""
+    found: set[str] | None = cached(db, "presence", lambda: read_or_fail_open(db, "the hold stores", lambda: _presence(db), None))
+    return found is None or key not in _PRESENCE or key in found
+
+
+def _presence(db: DBSession) -> set[str]:
+    parts = [select(literal(key)).where(rows().exists()) for key, rows in _PRESENCE.items()]
+    if not parts:
+        return set()
+    stmt = parts[0] if len(parts) == 1 else union_all(*parts)
+    return {str(key) for key in db.execute(stmt).scalars()}
+
+
+@event.listens_for(ORMSession, "after_flush")
+def _stores_written(db: ORMSession, _flush: Any) -> None:
+    store = db.info.get("pacer.admission")
+    if not store:
+        return
+    for model in {type(obj) for obj in (*db.new, *db.dirty, *db.deleted)}:
+        for key in _WRITTEN_BY.get(model, ()):
+            store.pop(key, None)

@@ -38,8 +38,9 @@ from sqlmodel import col, select
 
 from scheduler.admission import cached, is_manual
 from scheduler.context import Context
+from scheduler.fleet import running_rows
 from scheduler.genesis import SchedulingClass
-from scheduler.models import Session, Status, Turn
+from scheduler.models import Session, Status
 from scheduler.policy import PolicyView, load_policy
 from scheduler.sessions import class_of, is_spot
 from scheduler.turns import Block
@@ -66,11 +67,8 @@ def slots(policy: PolicyView, agent_workers: int) -> int:
 
 def occupied(db: DBSession, ctx: Context, *, exclude_id: int | None = None) -> tuple[float, int]:
     """(weighted load, sessions) of the running turns that spend quota — the gate's population."""
-    rows = cached(db, "running_weights", lambda: list(db.exec(
-        select(Session.id, Session.weight, Session.runtime).join(Turn, col(Turn.session_id) == col(Session.id)).where(Turn.status == "running")
-    ).all()))
     load, count = 0.0, 0
-    for session_id, weight, runtime in rows:
+    for session_id, _own, _genesis, runtime, weight in running_rows(db):
         if session_id == exclude_id or not ctx.runtime(runtime).spends_quota:
             continue
         load += max(float(weight), 0.0)

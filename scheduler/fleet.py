@@ -16,6 +16,7 @@ from datetime import datetime, timedelta
 from sqlmodel import Session as DBSession
 from sqlmodel import col, select
 
+from scheduler.admission import cached, invalidated_by
 from scheduler.context import Context
 from scheduler.genesis import SchedulingClass, parse_class, parse_genesis, resolve_class
 from scheduler.models import Session, Turn
@@ -79,18 +80,30 @@ def running_fleet(db: DBSession, ctx: Context, policy: PolicyView) -> list[tuple
     return list(db.exec(stmt))
 
 
+def running_rows(db: DBSession) -> list[tuple[int, str | None, str, str, float]]:
+    """(session id, own class, genesis, runtime, weight) for every turn a worker is executing
+    now: a few columns, not whole rows, read once per transaction until a turn is written —
+    every decision and the capacity check ask it."""
+    def load() -> list[tuple[int, str | None, str, str, float]]:
+        stmt = (
+            select(Session.id, Session.scheduling_class, Session.genesis, Session.runtime, Session.weight)
+            .join(Turn, col(Turn.session_id) == col(Session.id))
+            .where(Turn.status == "running")
+        )
+        return [(int(sid or 0), own, str(genesis), str(runtime), float(weight)) for sid, own, genesis, runtime, weight in db.exec(stmt)]
+
+    return cached(db, "running", load)
+
+
+invalidated_by("running", Turn)
+
+
 def fleet_columns(db: DBSession, policy: PolicyView) -> list[tuple[int, bool, str]]:
-    """(session id, is spot, runtime) for every turn a worker is executing now: three columns,
-    not two whole rows, because this runs on every decision."""
-    stmt = (
-        select(Session.id, Session.scheduling_class, Session.genesis, Session.runtime)
-        .join(Turn, col(Turn.session_id) == col(Session.id))
-        .where(Turn.status == "running")
-    )
+    """(session id, is spot, runtime) for every turn a worker is executing now."""
     fleet = []
-    for sid, own, genesis, runtime in db.exec(stmt):
+    for sid, own, genesis, runtime, _weight in running_rows(db):
         cls = resolve_class(parse_class(own), None, parse_genesis(genesis), policy.overrides)
-        fleet.append((int(sid or 0), cls is SchedulingClass.SPOT, str(runtime)))
+        fleet.append((sid, cls is SchedulingClass.SPOT, runtime))
     return fleet
 
 

@@ -27,7 +27,7 @@ from sqlalchemy import or_
 from sqlmodel import Session as DBSession
 from sqlmodel import col, select
 
-from scheduler.admission import cached, forget, read_or_fail_open
+from scheduler.admission import cached, forget, present, read_or_fail_open, register_presence
 from scheduler.context import Context
 from scheduler.db import session_scope
 from scheduler.effects import Effects
@@ -278,8 +278,13 @@ def _view(db: DBSession, hold: OperatorHold, now: datetime | None = None) -> Ope
 # --------------------------------------------------------------------------- admission
 
 
+register_presence("operator_holds", OperatorHold, lambda: select(OperatorHold.id).where(col(OperatorHold.released_at).is_(None)))
+
+
 def admission_check(ctx: Context) -> Callable[[DBSession, Session, datetime], Block | None]:
     def operator_hold_check(db: DBSession, session: Session, now: datetime) -> Block | None:
+        if not present(db, "operator_holds"):
+            return None
         holds = cached(db, "operator_holds", lambda: read_or_fail_open(db, "the operator hold store", lambda: live_holds(db, now), list[OperatorHold]()))
         if not holds:
             return None

@@ -64,7 +64,12 @@ def view(row: Policy) -> PolicyView:
 
 
 def load_policy(db: DBSession) -> PolicyView:
-    return view(ensure_policy(db))
+    """The policy as this transaction sees it. The row is kept on the transaction: the identity
+    map holds rows weakly, and without the reference every caller would read it again."""
+    row = db.info.get("pacer.policy")
+    if row is None or row not in db:
+        row = db.info["pacer.policy"] = ensure_policy(db)
+    return view(row)
 
 
 def _coerce(key: str, raw: Any) -> Any:

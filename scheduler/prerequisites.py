@@ -33,7 +33,7 @@ from sqlalchemy import String, cast, func, or_
 from sqlmodel import Session as DBSession
 from sqlmodel import col, select
 
-from scheduler.admission import cached, is_manual, read_or_fail_open
+from scheduler.admission import cached, is_manual, present, read_or_fail_open, register_presence
 from scheduler.context import Context
 from scheduler.db import session_scope
 from scheduler.effects import Effects
@@ -185,9 +185,17 @@ def waits_on(db: DBSession, waiter_id: int, target: Session) -> bool:
 # --------------------------------------------------------------------------- admission
 
 
+def _declaring_rows() -> Any:
+    active = [Status.WAITING.value, Status.RUNNING.value, Status.NEEDS_INPUT.value]
+    return select(Prerequisite.session_id).join(Session, col(Session.id) == col(Prerequisite.session_id)).where(col(Session.status).in_(active))
+
+
+register_presence("prerequisite_sessions", Prerequisite, _declaring_rows)
+
+
 def admission_check(ctx: Context) -> Callable[[DBSession, Session, datetime], Block | None]:
     def prerequisite_check(db: DBSession, session: Session, now: datetime) -> Block | None:
-        if is_manual():  # a person's direct start overrides declared order (seed 002)
+        if is_manual() or not present(db, "prerequisite_sessions"):  # a person's press overrides declared order (seed 002)
             return None
         declaring = cached(db, "prerequisite_sessions", lambda: read_or_fail_open(db, "the prerequisite store", lambda: _declaring(db), set[int]()))
         if session.id not in declaring:
@@ -202,9 +210,7 @@ def admission_check(ctx: Context) -> Callable[[DBSession, Session, datetime], Bl
 
 def _declaring(db: DBSession) -> set[int]:
     """Unfinished sessions that declare a prerequisite: one read per queue pass."""
-    active = [Status.WAITING.value, Status.RUNNING.value, Status.NEEDS_INPUT.value]
-    stmt = select(Prerequisite.session_id).join(Session, col(Session.id) == col(Prerequisite.session_id)).where(col(Session.status).in_(active))
-    return set(db.exec(stmt).all())
+    return set(db.exec(_declaring_rows()).all())
 
 
 # --------------------------------------------------------------------------- the queue-level hold

@@ -37,7 +37,14 @@ from sqlmodel import Session as DBSession
 from sqlmodel import col, select
 
 from scheduler import ladder
-from scheduler.admission import cached, forget, is_manual, read_or_fail_open
+from scheduler.admission import (
+    cached,
+    forget,
+    is_manual,
+    present,
+    read_or_fail_open,
+    register_presence,
+)
 from scheduler.context import Context
 from scheduler.db import session_scope
 from scheduler.effects import Effects
@@ -241,8 +248,13 @@ def sign_in_verified(ctx: Context, *, actor: str = "a verified sign-in") -> int:
 # --------------------------------------------------------------------------- admission
 
 
+register_presence("queue_holds", QueueHold, lambda: select(QueueHold.id).where(col(QueueHold.released_at).is_(None)))
+
+
 def admission_check(ctx: Context) -> Callable[[DBSession, Session, datetime], Block | None]:
     def queue_hold_check(db: DBSession, session: Session, now: datetime) -> Block | None:
+        if not present(db, "queue_holds"):
+            return None
         holds = cached(db, "queue_holds", lambda: read_or_fail_open(db, "the queue hold store", lambda: in_force(db, now), list[QueueHold]()))
         for hold in holds:
             if hold.reason == PREREQUISITE:

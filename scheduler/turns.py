@@ -303,7 +303,17 @@ def pump(ctx: Context, *, due_session: int | None = None) -> list[int]:
         due = db.get(Session, due_session, with_for_update=True) if due_session is not None else None
         if due is not None and not _is_due_candidate(due, now):
             due = None
-        for cand in _candidates(db, policy, now, PUMP_LIMIT):
+        if due is not None and not gate.decide(due).allowed:
+            # The gate refuses the session whose alarm fired: its ladder advances and the queue
+            # is not scanned. Those asking otherwise (priority, a smaller burn) have alarms of
+            # their own, and whatever frees room (a turn ending, a release, a policy change)
+            # kicks a full pass.
+            _try(db, ctx, gate, due, now, fx, advance=True)
+            due = None
+            candidates: list[Session] = []
+        else:
+            candidates = _candidates(db, policy, now, PUMP_LIMIT)
+        for cand in candidates:
             if due is not None and cand.id == due.id:
                 due = None  # examined in its place in the queue
             outcome, stop = _try(db, ctx, gate, cand, now, fx, advance=cand.id == due_session)
@@ -360,7 +370,14 @@ class _PassGate:
 def _try(
     db: DBSession, ctx: Context, gate: _PassGate, session: Session, now: datetime, fx: Effects, *, advance: bool,
 ) -> tuple[str, bool]:
-    """Ask once for a held session. Returns (outcome, stop the pass?)."""
+    """Ask once for a held session. Returns (outcome, stop the pass?).
+
+    A candidate that is not due is asked the gate's question first: when the answer is no (the
+    same answer every candidate asking alike gets in this pass) its own checks are not read."""
+    if not advance:
+        decision = gate.decide(session)
+        if not decision.allowed:
+            return "held", _stops(decision)
     prompt, attachments, kind = _replay(session)
     block = _blocked(ctx, db, session, now)
     if block is not None:
@@ -377,10 +394,13 @@ def _try(
     if advance:
         text = explain(decision, now)
         _hold(db, ctx, session, session.hold_prompt, session.hold_attachments, kind, decision.reason, text.sentence(), now, fx, decision=decision)
-    # A full fleet or a spent budget holds everyone behind too; a pace hold may be this
-    # session's own burn, so smaller work behind it is still asked.
-    stop = decision.reason in GLOBAL_REASONS or decision.stops_running_work
-    return "held", stop
+    return "held", _stops(decision)
+
+
+def _stops(decision: Decision) -> bool:
+    """A full fleet or a spent budget holds everyone behind too; a pace hold may be this
+    session's own burn, so smaller work behind it is still asked."""
+    return decision.reason in GLOBAL_REASONS or decision.stops_running_work
 
 
 def _restates(session: Session, block: Block) -> bool:

@@ -14,7 +14,9 @@ from scheduler.context import Context
 PERIODIC: dict[str, timedelta] = {
     "hold_sweep": timedelta(minutes=5),
     "ceiling_sweep": timedelta(minutes=5),  # the budget ceiling and the preemption marks (P4)
-    "operator_hold_sweep": timedelta(minutes=1),  # holds (P7): prune, lift lost queue holds, deadlocks
+    # Holds (P7): prune, lift lost queue holds, deadlocks. A TTL and a "Resumes at" have alarms
+    # of their own; this is the net under them, on the same five minutes as the others.
+    "operator_hold_sweep": timedelta(minutes=5),
 }
 
 
