@@ -109,11 +109,17 @@ def present(db: DBSession, key: str) -> bool:
     return found is None or key not in _PRESENCE or key in found
 
 
+_PRESENCE_STMT: dict[tuple[str, ...], Any] = {}  # built once per set of registered stores
+
+
 def _presence(db: DBSession) -> set[str]:
-    parts = [select(literal(key)).where(rows().exists()) for key, rows in _PRESENCE.items()]
-    if not parts:
+    keys = tuple(_PRESENCE)
+    if not keys:
         return set()
-    stmt = parts[0] if len(parts) == 1 else union_all(*parts)
+    stmt = _PRESENCE_STMT.get(keys)
+    if stmt is None:
+        parts = [select(literal(key)).where(_PRESENCE[key]().exists()) for key in keys]
+        stmt = _PRESENCE_STMT[keys] = parts[0] if len(parts) == 1 else union_all(*parts)
     return {str(key) for key in db.execute(stmt).scalars()}
 
 

@@ -36,7 +36,7 @@ from datetime import datetime, timedelta
 from sqlmodel import Session as DBSession
 from sqlmodel import col, select
 
-from scheduler.admission import cached, is_manual
+from scheduler.admission import is_manual
 from scheduler.context import Context
 from scheduler.fleet import running_rows
 from scheduler.genesis import SchedulingClass
@@ -78,7 +78,7 @@ def occupied(db: DBSession, ctx: Context, *, exclude_id: int | None = None) -> t
 
 def admission_check(ctx: Context) -> Callable[[DBSession, Session, datetime], Block | None]:
     def capacity_check(db: DBSession, session: Session, now: datetime) -> Block | None:
-        policy = cached(db, "policy", lambda: load_policy(db))
+        policy = load_policy(db)
         explicit = session.capacity is not None
         gated = policy.gating_enabled and is_spot(session, policy) and ctx.runtime(session.runtime).spends_quota
         if not (explicit or gated):
@@ -133,7 +133,7 @@ def deference_check(ctx: Context) -> Callable[[DBSession, Session, datetime], Bl
         window = deference_window(session.precedence)
         if not window or is_manual():
             return None
-        policy = cached(db, "policy", lambda: load_policy(db))
+        policy = load_policy(db)
         if not is_spot(session, policy):
             return None  # priority work never defers
         if policy.gating_enabled and ctx.runtime(session.runtime).spends_quota:

@@ -85,14 +85,16 @@ def running_rows(db: DBSession) -> list[tuple[int, str | None, str, str, float]]
     now: a few columns, not whole rows, read once per transaction until a turn is written —
     every decision and the capacity check ask it."""
     def load() -> list[tuple[int, str | None, str, str, float]]:
-        stmt = (
-            select(Session.id, Session.scheduling_class, Session.genesis, Session.runtime, Session.weight)
-            .join(Turn, col(Turn.session_id) == col(Session.id))
-            .where(Turn.status == "running")
-        )
-        return [(int(sid or 0), own, str(genesis), str(runtime), float(weight)) for sid, own, genesis, runtime, weight in db.exec(stmt)]
+        return [(int(sid or 0), own, str(genesis), str(runtime), float(weight)) for sid, own, genesis, runtime, weight in db.exec(_RUNNING)]
 
     return cached(db, "running", load)
+
+
+_RUNNING = (  # built once: every decision reads it
+    select(Session.id, Session.scheduling_class, Session.genesis, Session.runtime, Session.weight)
+    .join(Turn, col(Turn.session_id) == col(Session.id))
+    .where(Turn.status == "running")
+)
 
 
 invalidated_by("running", Turn)

@@ -12,6 +12,7 @@ from typing import Any
 from sqlmodel import Session as DBSession
 from sqlmodel import select
 
+from scheduler.admission import cached, invalidated_by
 from scheduler.errors import InvalidInput
 from scheduler.genesis import Genesis, SchedulingClass, validate_overrides
 from scheduler.models import Policy, PolicyAudit
@@ -63,13 +64,29 @@ def view(row: Policy) -> PolicyView:
     )
 
 
+_ROW = select(
+    Policy.gating_enabled, Policy.reserve_5h_pct, Policy.reserve_7d_pct, Policy.max_sessions,
+    Policy.preemption_enabled, Policy.genesis_class_overrides,
+).where(Policy.id == 1)  # built once: it is read by nearly every transaction
+
+
 def load_policy(db: DBSession) -> PolicyView:
-    """The policy as this transaction sees it. The row is kept on the transaction: the identity
-    map holds rows weakly, and without the reference every caller would read it again."""
-    row = db.info.get("pacer.policy")
-    if row is None or row not in db:
-        row = db.info["pacer.policy"] = ensure_policy(db)
-    return view(row)
+    """The policy as this transaction sees it: read once, and again after the row is written."""
+    return cached(db, "policy", lambda: _read(db))
+
+
+def _read(db: DBSession) -> PolicyView:
+    found = db.exec(_ROW).first()
+    if found is None:
+        return view(ensure_policy(db))
+    gating, reserve_5h, reserve_7d, max_sessions, preemption, overrides = found
+    return PolicyView(
+        gating_enabled=gating, reserve_5h_pct=reserve_5h, reserve_7d_pct=reserve_7d, max_sessions=max_sessions,
+        preemption_enabled=preemption, overrides=validate_overrides(overrides or {}),
+    )
+
+
+invalidated_by("policy", Policy)
 
 
 def _coerce(key: str, raw: Any) -> Any:
