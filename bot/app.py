@@ -42,6 +42,14 @@ def create_app(pacer: Pacer, *, start_scheduler: bool = True) -> FastAPI:
             return JSONResponse({"ok": False, "database": type(exc).__name__}, status_code=503)
         return JSONResponse({"ok": ok}, status_code=200 if ok else 503)
 
+    # GitHub: POST /github/webhook, always mounted; it answers 503 and why until
+    # GITHUB_WEBHOOK_SECRET is set. Status comments join the notifier when a token or App is set.
+    # Mounted before the REST API: routes match in order, and a burst of deliveries should not
+    # pay for trying the API's routes first.
+    from integrations.github import webhook as github_webhook
+
+    github_webhook.register(app, pacer)
+
     # The REST API: /api/v1 sessions, triggers, policy, holds, chat; bearer PACER_API_TOKEN.
     from bot import api as rest_api
 
@@ -54,9 +62,4 @@ def create_app(pacer: Pacer, *, start_scheduler: bool = True) -> FastAPI:
 
         app.state.slack = slack_http.register(app, pacer)
 
-    # GitHub: POST /github/webhook, always mounted; it answers 503 and why until
-    # GITHUB_WEBHOOK_SECRET is set. Status comments join the notifier when a token or App is set.
-    from integrations.github import webhook as github_webhook
-
-    github_webhook.register(app, pacer)
     return app

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import gc
 import logging
 
 import uvicorn
@@ -25,6 +26,7 @@ def serve(settings: Settings, *, host: str | None = None, port: int | None = Non
         from bot.demo import install_demo
 
         install_demo(pacer, base_url=f"http://{bind_host}:{bind_port}")
+    pacer.extras.setdefault("on_start", []).append(_freeze_startup_heap)  # after the scheduler starts
     app = create_app(pacer)
     log.info(
         "Pacer on http://%s:%s  database=%s  runner=%s  slots=%s (max sessions %s, workers %s)",
@@ -34,3 +36,16 @@ def serve(settings: Settings, *, host: str | None = None, port: int | None = Non
     uvicorn.run(app, host=bind_host, port=bind_port, log_level=settings.log_level.lower(), lifespan="on",
                 access_log=settings.access_log)
     return 0
+
+
+def _freeze_startup_heap(_pacer: object) -> None:
+    """Once started, move everything alive into the collector's permanent generation.
+
+    A started server tracks ~150,000 long-lived objects (FastAPI, SQLAlchemy, Jinja2, the
+    scheduler). Every full collection walked all of them: 75-130 ms with every thread stopped,
+    a few times during a burst of webhooks (bench/webhooks.py), and those pauses were the
+    burst's p99. Frozen, a full collection walks only what was made since (~10-20 ms). Nothing
+    frozen is ever freed, which suits start-up state.
+    """
+    gc.collect()
+    gc.freeze()

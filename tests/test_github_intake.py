@@ -214,3 +214,37 @@ def test_a_control_with_no_session_for_the_issue_changes_nothing(ctx: Any, clock
         plan = record_github(db, _event("labeled", label="pacer:priority", sender="carol"), now=clock.now(), settings=IntakeSettings())
     assert plan.is_empty and plan.actor == "github:carol"
     assert _event("closed").kind is Kind.CONTROL
+
+
+@pytest.mark.parametrize(
+    "trigger_fields, request_fields",
+    [
+        ({}, {}),
+        ({"scheduling_class": "priority"}, {}),
+        ({"scheduling_class": "spot", "precedence": 7, "concurrency_group": "team-a"}, {}),
+        ({"precedence": -3}, {"scheduling_class": "priority", "concurrency_group": "repo:octo/app"}),
+        ({}, {"precedence": 12, "weight": 0.5, "capacity": 2, "runtime": "claude"}),
+    ],
+)
+def test_the_intake_insert_writes_the_row_create_session_writes(any_engine: Engine, clock: Any, trigger_fields: dict[str, Any], request_fields: dict[str, Any]) -> None:
+    """The webhook writes its sessions with one Core INSERT (`insert_session`), not through the
+    ORM's create_session: the two must not drift apart, column for column."""
+    from bot.github_intake import insert_session
+    from scheduler.sessions import NewSession, create_session
+
+    now = clock.now()
+    trigger_id = _trigger(any_engine, now, name="t", kind="github_label", **trigger_fields)
+    request = NewSession(title="octo/app#1 Fix it", genesis="github_label", trigger_id=trigger_id, requester="github:alice",
+                         source={"kind": "github", "issue_key": "octo/app#1"}, **request_fields)
+    with session_scope(any_engine) as db:
+        trigger = db.get(Trigger, trigger_id)
+        assert trigger is not None
+        fast_id = insert_session(db, request, trigger, prompt="Fix it", now=now)
+        orm = create_session(db, request, now=now)
+        orm.prompt = "Fix it"
+        db.add(orm)
+        orm_id = orm.id
+    with DBSession(any_engine) as db:
+        fast, slow = db.get(Session, fast_id), db.get(Session, orm_id)
+        assert fast is not None and slow is not None
+        assert fast.model_dump(exclude={"id"}) == slow.model_dump(exclude={"id"})

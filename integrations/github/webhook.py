@@ -22,6 +22,7 @@ delivery record is also what stops a replayed delivery.
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import hmac
 import json
@@ -30,7 +31,7 @@ import threading
 import time
 from collections.abc import AsyncIterator, Callable, Mapping
 from concurrent.futures import Future, ThreadPoolExecutor, wait
-from contextlib import AbstractContextManager, asynccontextmanager, nullcontext
+from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import parse_qs
@@ -58,7 +59,7 @@ SIGNATURE_PREFIX = "sha256="
 LULL_SECONDS = 0.05
 # ... but no item waits longer than this for one, so a steady stream still gets its work done.
 MAX_YIELD_SECONDS = 2.0
-_DELIVERY = insert(WebhookDelivery)
+_DELIVERY = insert(WebhookDelivery.__table__)  # type: ignore[attr-defined]  # Core: no ORM object to build
 RECORD_THREADS = 8  # PostgreSQL: writers that may record deliveries at once
 
 
@@ -88,7 +89,8 @@ class Answer:
 
 
 class GithubEdge:
-    """The runtime, the intake settings and one worker thread for the work done after the answer.
+    """The runtime, the intake settings, the threads that record deliveries, and one worker
+    thread for the work done after the answer.
 
     One thread on purpose: follow-up work is a handful of short transactions per event, and on
     SQLite every writer queues on one lock anyway; a second thread would only contend with the
@@ -103,18 +105,25 @@ class GithubEdge:
         self.intake = intake or IntakeSettings.from_settings(pacer.settings)
         self.secret = str(pacer.settings.github_webhook_secret or "").encode()
         self.bot_login = str(pacer.settings.github_bot_login or "")
-        # SQLite: webhook transactions queue here, in order, rather than in SQLite's busy
-        # handler, whose sleeps grow to 100 ms and would set the tail latency.
-        self._write_lock: AbstractContextManager[Any] = threading.Lock() if pacer.settings.sqlite else nullcontext()
+        # Deliveries are recorded on threads of their own, handed over straight from the event
+        # loop (no thread-pool limiter or lock in between). SQLite takes one writer at a time,
+        # so one thread: deliveries queue on it in order, for free, rather than in SQLite's busy
+        # handler (whose sleeps grow to 100 ms and would set the tail latency) or contending
+        # for the GIL.
+        threads = 1 if pacer.settings.sqlite else RECORD_THREADS
+        self._recorder = ThreadPoolExecutor(max_workers=threads, thread_name_prefix="github-record")
         self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="github-intake")
         self._pending: set[Future[Any]] = set()
         self._lock = threading.Lock()
         self._in_flight = 0
-        self._limiter: anyio.CapacityLimiter | None = None
         self._last_delivery = 0.0  # time.monotonic() of the last delivery seen
 
+    async def record(self, headers: Mapping[str, str], body: bytes) -> Answer:
+        """`take` on a recording thread; the event loop goes on reading other requests."""
+        return await asyncio.get_running_loop().run_in_executor(self._recorder, self.take, headers, body)
+
     def take(self, headers: Mapping[str, str], body: bytes) -> Answer:
-        """Decode, route and record one verified delivery (runs on a request thread)."""
+        """Decode, route and record one verified delivery (runs on a recording thread)."""
         with self._lock:
             self._in_flight += 1
         try:
@@ -123,13 +132,6 @@ class GithubEdge:
             with self._lock:
                 self._in_flight -= 1
                 self._last_delivery = time.monotonic()
-
-    def limiter(self) -> anyio.CapacityLimiter:
-        """Threads that may record deliveries at once. SQLite takes one writer at a time, so one
-        thread: the rest wait on the event loop for free instead of contending for the GIL."""
-        if self._limiter is None:
-            self._limiter = anyio.CapacityLimiter(1 if self.pacer.settings.sqlite else RECORD_THREADS)
-        return self._limiter
 
     def _take(self, headers: Mapping[str, str], body: bytes) -> Answer:
         payload, problem = decode(body, headers.get("content-type", ""))
@@ -152,10 +154,10 @@ class GithubEdge:
         name = f"{event_name}.{event.action}"
         now = self.pacer.clock.now()
         try:
-            with self._write_lock, session_scope(self.pacer.engine) as db:
+            with session_scope(self.pacer.engine) as db:
                 row = {"hook_id": hook_id[:100], "delivery_id": delivery_id[:100], "event": name, "received_at": now}
                 try:
-                    db.execute(_DELIVERY, row)  # insert first: the unique constraint decides
+                    db.connection().execute(_DELIVERY, row)  # insert first: the unique constraint decides
                 except IntegrityError:
                     db.rollback()
                     log.info("github: delivery %s (hook %s) already taken; a redelivery creates nothing", delivery_id, hook_id or "-")
@@ -207,7 +209,8 @@ class GithubEdge:
         return not not_done
 
     def close(self, timeout: float = 30.0) -> None:
-        """Finish what was answered (GitHub will not send it again), then stop the thread."""
+        """Finish what was answered (GitHub will not send it again), then stop the threads."""
+        self._recorder.shutdown(wait=True)
         self.drain(timeout)
         self._pool.shutdown(wait=False, cancel_futures=True)
 
@@ -254,9 +257,6 @@ def register(app: FastAPI, pacer: Pacer) -> GithubEdge:
             if status is not None:
                 await anyio.to_thread.run_sync(status.close)
 
-    router = APIRouter(lifespan=lifespan)
-
-    @router.post(PATH, include_in_schema=False)
     async def github_webhook(request: Request) -> Response:
         if not edge.secret:
             return Answer(503, "webhook_not_configured").response()
@@ -267,11 +267,15 @@ def register(app: FastAPI, pacer: Pacer) -> GithubEdge:
             log.info("github: unsigned or mis-signed delivery %s refused", request.headers.get("x-github-delivery", "-"))
             return Answer(401, "webhook_unsigned").response()
         headers = {k.lower(): v for k, v in request.headers.items()}
-        answer = await anyio.to_thread.run_sync(edge.take, headers, body, limiter=edge.limiter())
+        answer = await edge.record(headers, body)
         if answer.plan is not None and not answer.plan.is_empty:
             edge.submit(f"intake of {answer.values.get('issue')}", finish_github, pacer.ctx, answer.plan)
         return answer.response()
 
+    # A plain Starlette route: the endpoint reads the raw body itself, so FastAPI's request
+    # handling (dependencies, body parsing, response validation) would be cost and nothing else.
+    router = APIRouter(lifespan=lifespan)
+    router.add_route(PATH, github_webhook, methods=["POST"], include_in_schema=False)
     app.include_router(router)
     app.state.github = edge
     return edge
