@@ -346,6 +346,10 @@ def sweep(ctx: Context) -> dict[str, Any]:
     from scheduler.prerequisites import reconcile
     from scheduler.queue_holds import lift_expired
 
+    with session_scope(ctx.engine) as db:  # most passes find every hold store empty: one read
+        stores = [key for key in ("operator_holds", "queue_holds", "prerequisite_sessions") if present(db, key)]
+    if not stores:
+        return {"pruned": [], "queue_holds_lifted": [], "deadlocks": []}
     pruned = prune(ctx)
     lifted = lift_expired(ctx)
     reconcile(ctx)  # a queue that came to wait on prerequisites without a kick says so here

@@ -39,6 +39,7 @@ def environment() -> Environment:
         trim_blocks=True,
         lstrip_blocks=True,
         keep_trailing_newline=False,
+        auto_reload=False,  # the files ship with the package: no stat() per sentence rendered
     )
     env.filters.update(slack=slack_escape, money=_money, pct=_pct, when=_when)
     return env
