@@ -25,12 +25,14 @@ from scheduler.db import session_scope
 from scheduler.effects import Effects
 from scheduler.errors import InvalidInput, NotFound, Refused
 from scheduler.explain import explain
-from scheduler.fleet import asking_for, build_snapshot, read_quota
+from scheduler.fleet import asking_for, build_snapshot, burn_rate, read_quota
 from scheduler.gate import Decision, Reason, decide
+from scheduler.genesis import SchedulingClass, parse_class, parse_genesis, resolve_class
 from scheduler.models import EnqueuedMessage, Session, Status, Turn
 from scheduler.policy import PolicyView, load_policy
 from scheduler.ports import Outcome, QuotaReading, TurnRequest, TurnResult
 from scheduler.sessions import class_expr, is_spot, queue_order
+from scheduler.snapshot import Asking
 
 log = logging.getLogger("pacer.turns")
 
@@ -258,11 +260,22 @@ def submit_turn(
 # --------------------------------------------------------------------------- alarms and the queue pass
 
 
-def _candidates(db: DBSession, policy: PolicyView, now: datetime, limit: int) -> list[Session]:
+@dataclass(frozen=True)
+class _Candidate:
+    """What a queue pass needs to ask the gate about a held session: a few columns, not the row.
+    The whole row is read only for a candidate the gate would admit."""
+
+    id: int
+    scheduling_class: str | None
+    genesis: str
+    runtime: str
+
+
+def _candidates(db: DBSession, policy: PolicyView, now: datetime, limit: int) -> list[_Candidate]:
     """Dormant held sessions, in queue order: priority above, then precedence, then age."""
     resolved = class_expr(policy)
     stmt = (
-        select(Session)
+        select(Session.id, Session.scheduling_class, Session.genesis, Session.runtime, Session.wake_at)
         .where(
             Session.status == Status.WAITING.value,
             col(Session.hold_reason).is_not(None),
@@ -272,7 +285,11 @@ def _candidates(db: DBSession, policy: PolicyView, now: datetime, limit: int) ->
         .order_by(*queue_order(resolved))
         .limit(limit)
     )
-    return [s for s in db.exec(stmt) if not is_asleep(s, now)]
+    return [
+        _Candidate(int(sid or 0), own, str(genesis), str(runtime))
+        for sid, own, genesis, runtime, wake_at in db.exec(stmt)
+        if wake_at is None or wake_at <= now  # asleep: every automatic path declines it
+    ]
 
 
 def _replay(session: Session) -> tuple[str, list[dict[str, Any]], str]:
@@ -310,15 +327,24 @@ def pump(ctx: Context, *, due_session: int | None = None) -> list[int]:
             # kicks a full pass.
             _try(db, ctx, gate, due, now, fx, advance=True)
             due = None
-            candidates: list[Session] = []
+            candidates: list[_Candidate] = []
         else:
             candidates = _candidates(db, policy, now, PUMP_LIMIT)
         for cand in candidates:
             if due is not None and cand.id == due.id:
                 due = None  # examined in its place in the queue
-            outcome, stop = _try(db, ctx, gate, cand, now, fx, advance=cand.id == due_session)
+            elif cand.id != due_session:
+                decision = gate.decide_for(cand)
+                if not decision.allowed:  # the same answer every candidate asking alike gets
+                    if _stops(decision):
+                        break
+                    continue
+            session = db.get(Session, cand.id)
+            if session is None:
+                continue
+            outcome, stop = _try(db, ctx, gate, session, now, fx, advance=cand.id == due_session)
             if outcome == "started":
-                started.append(cand.id or 0)
+                started.append(cand.id)
             if stop:
                 break
         if due is not None:  # beyond the examined slice, or the pass stopped above it
@@ -351,13 +377,28 @@ class _PassGate:
         self._memo: dict[tuple[bool, bool, float], Decision] = {}
 
     def decide(self, session: Session) -> Decision:
-        if self._snapshot is None:
-            self._snapshot = build_snapshot(self.db, self.ctx, self.policy, self.reading)
-            self._memo.clear()
         running = session.status == Status.RUNNING.value and running_turn(self.db, session.id or 0) is not None
         asking = asking_for(session, self.ctx, self.policy, running=running)
         if running:
+            if self._snapshot is None:
+                self._snapshot = build_snapshot(self.db, self.ctx, self.policy, self.reading)
+                self._memo.clear()
             return decide(self._snapshot, asking, self.now)
+        return self._ask(asking)
+
+    def decide_for(self, cand: _Candidate) -> Decision:
+        """The gate's answer for a held candidate (never running), from its columns alone."""
+        spot = resolve_class(parse_class(cand.scheduling_class), None, parse_genesis(cand.genesis), self.policy.overrides) is SchedulingClass.SPOT
+        asking = Asking(
+            session_id=cand.id, is_spot=spot, already_running=False,
+            spends_quota=self.ctx.runtime(cand.runtime).spends_quota, burn_per_min=burn_rate(self.ctx, cand.runtime),
+        )
+        return self._ask(asking)
+
+    def _ask(self, asking: Asking) -> Decision:
+        if self._snapshot is None:
+            self._snapshot = build_snapshot(self.db, self.ctx, self.policy, self.reading)
+            self._memo.clear()
         key = (asking.is_spot, asking.spends_quota, asking.burn_per_min)
         if key not in self._memo:
             self._memo[key] = decide(self._snapshot, asking, self.now)
@@ -370,14 +411,7 @@ class _PassGate:
 def _try(
     db: DBSession, ctx: Context, gate: _PassGate, session: Session, now: datetime, fx: Effects, *, advance: bool,
 ) -> tuple[str, bool]:
-    """Ask once for a held session. Returns (outcome, stop the pass?).
-
-    A candidate that is not due is asked the gate's question first: when the answer is no (the
-    same answer every candidate asking alike gets in this pass) its own checks are not read."""
-    if not advance:
-        decision = gate.decide(session)
-        if not decision.allowed:
-            return "held", _stops(decision)
+    """Ask once for a held session. Returns (outcome, stop the pass?)."""
     prompt, attachments, kind = _replay(session)
     block = _blocked(ctx, db, session, now)
     if block is not None:
