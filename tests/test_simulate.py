@@ -241,10 +241,11 @@ def test_from_db_replays_the_recorded_arrivals(tmp_path: Path) -> None:
     from bot.simulate.replay import scenario_from_db
 
     recorded = parse_scenario(tomllib.loads(SMALL.replace('duration = "2h"', 'duration = "90m"', 1)), name="recorded")
-    sim = Simulation(recorded, "fifo", workdir=str(tmp_path))
+    url = f"sqlite:///{tmp_path}/sim.db"
+    sim = Simulation(recorded, "fifo", database_url=url)
     try:
         sim.run()
-        settings = settings_mod.load({"DATABASE_URL": f"sqlite:///{sim._dir}/sim.db"})
+        settings = settings_mod.load({"DATABASE_URL": url})
         replay = scenario_from_db(settings, None, tail=timedelta(minutes=70))
         with_file = scenario_from_db(settings, recorded, tail=timedelta(minutes=70))
     finally:

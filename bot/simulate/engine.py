@@ -4,7 +4,7 @@ Everything that decides is Pacer's own code — `submit_turn`, the gate, holds a
 the queue pass, every sweep in `scheduler.wiring.PERIODIC` on its interval, preemption, StartNow
 and human-message promotion, with whatever `wiring.install` registers. What is simulated is only
 the outside world: the clock (VirtualClock), the alarms (VirtualDeferrer), the store (a
-throwaway SQLite file), the fleet (`SimWorkerPool`), the provider's meter (`meter.py`) and the
+SQLite database in memory), the fleet (`SimWorkerPool`), the provider's meter (`meter.py`) and the
 people who create sessions, continue them and reply to them (`demand.py`).
 
     run = Simulation(scenario, "pacer").run()      # a Run: trace, spans, work, counters
@@ -14,15 +14,12 @@ from __future__ import annotations
 
 import logging
 import random
-import shutil
-import tempfile
 import time
 from collections import Counter, defaultdict
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
-from pathlib import Path
 from typing import Any
 
 from sqlmodel import SQLModel
@@ -87,12 +84,11 @@ class Run:
 
 
 class Simulation:
-    def __init__(self, scenario: Scenario, policy: str = "pacer", *, workdir: str | None = None) -> None:
+    def __init__(self, scenario: Scenario, policy: str = "pacer", *, database_url: str = "sqlite://") -> None:
         if policy not in policies.POLICIES:
             raise ValueError(f"policy: {policy!r} is not one of {', '.join(policies.POLICIES)}")
         self.scenario, self.policy = scenario, policy
-        self._dir = Path(tempfile.mkdtemp(prefix="pacer-sim-", dir=workdir or _fast_tmp()))
-        self.engine = dbmod.make_engine(f"sqlite:///{self._dir}/sim.db")
+        self.engine = dbmod.make_engine(database_url)  # in memory unless a test wants to read it after
         SQLModel.metadata.create_all(self.engine)
         with dbmod.session_scope(self.engine) as db:
             ensure_policy(db, policies.policy_row(policy, scenario.policy))
@@ -246,7 +242,6 @@ class Simulation:
 
     def close(self) -> None:
         self.engine.dispose()
-        shutil.rmtree(self._dir, ignore_errors=True)
 
 
 @contextmanager
@@ -266,11 +261,6 @@ def quiet_logs() -> Iterator[None]:
 
 def _prompt(sid: int, turn: int) -> str:
     return f"[sim] session {sid} turn {turn}"
-
-
-def _fast_tmp() -> str | None:
-    shm = Path("/dev/shm")
-    return str(shm) if shm.is_dir() else None
 
 
 def simulate(scenario: Scenario, policy: str = "pacer") -> Run:
