@@ -16,6 +16,7 @@ from typing import Any
 
 import pytest
 from sqlalchemy import Engine
+from sqlmodel import select
 
 from bot.settings import load
 from integrations.quota import build_quota_source
@@ -124,6 +125,47 @@ def test_ledger_spend(rule, turn, spent_5h, spent_7d, any_engine: Engine) -> Non
     w = windows(ledger(any_engine, fallbacks={"echo": 1.5}).read(NOW))
     assert (w["5h"].spent_usd, w["7d"].spent_usd) == (pytest.approx(spent_5h), pytest.approx(spent_7d)), rule
     assert w["5h"].utilization == pytest.approx(spent_5h / 50.0), rule
+
+
+# The 5-hour window opened at 06:00 and the week at 00:00 (NOW is 09:00 on the week's first day).
+WINDOW_5H = datetime(2026, 11, 2, 6, tzinfo=UTC)
+
+
+@pytest.mark.parametrize(
+    ("rule", "turn", "spent_5h", "spent_7d"),
+    [
+        ("a turn that began before the 5-hour window counts there only for its run after the start",
+         {"cost": 12.0, "started": WINDOW_5H - H, "finished": WINDOW_5H + H}, 6.0, 12.0),
+        ("split by time: a quarter of its run inside, a quarter of its cost",
+         {"cost": 8.0, "started": WINDOW_5H - 90 * M, "finished": WINDOW_5H + 30 * M}, 2.0, 8.0),
+        ("a turn that began in last week's window is split at the week's start too",
+         {"cost": 8.0, "started": datetime(2026, 11, 1, 23, tzinfo=UTC), "finished": datetime(2026, 11, 2, 1, tzinfo=UTC)}, 0.0, 4.0),
+        ("a turn that ended at the window's start spent all of it before",
+         {"cost": 5.0, "started": WINDOW_5H - H, "finished": WINDOW_5H}, 0.0, 5.0),
+        ("a turn with no recorded start is booked where it finished",
+         {"cost": 5.0, "finished": WINDOW_5H + H}, 5.0, 5.0),
+    ],
+)
+def test_a_turn_that_straddles_a_windows_start_is_split_there(rule, turn, spent_5h, spent_7d, any_engine: Engine) -> None:
+    add_turn(any_engine, **turn)
+    w = windows(ledger(any_engine).read(NOW))
+    assert (w["5h"].spent_usd, w["7d"].spent_usd) == (pytest.approx(spent_5h), pytest.approx(spent_7d)), rule
+
+
+def test_a_turn_running_across_the_start_is_split_when_it_finishes_later(any_engine: Engine) -> None:
+    """The ledger notes the turns running across a window's start on the reads it makes anyway,
+    and splits each one when it has finished: a long-lived source gives the same answer as a
+    fresh one, which finds the finished ones with a scan."""
+    source = ledger(any_engine, fallbacks={"echo": 1.5})
+    add_turn(any_engine, runtime="echo", status="running", started=WINDOW_5H - H)
+    running = windows(source.read(NOW))
+    assert running["5h"].spent_usd == pytest.approx(3 * 60 * 1.5)  # accrued since 06:00 only
+    with dbmod.session_scope(any_engine) as db:
+        turn = db.exec(select(Turn)).one()
+        turn.status, turn.cost_usd, turn.finished_at = "done", 40.0, NOW - H  # ran 05:00-08:00
+    for source_now in (source, ledger(any_engine)):
+        w = windows(source_now.read(NOW))
+        assert (w["5h"].spent_usd, w["7d"].spent_usd) == (pytest.approx(40.0 * 2 / 3), pytest.approx(40.0))
 
 
 def test_a_running_turn_accrues_at_its_runtimes_measured_rate(any_engine: Engine) -> None:

@@ -291,3 +291,24 @@ def test_an_account_pool_replaces_the_ledger_windows() -> None:
     assert meter.placed[2] == "a" and full.accounts[0].status == "quota_exceeded"
     report = score(simulate(scenario, "pacer"))
     assert report["lost"] == 0 and report["windows"]["5h"]["capacity_usd"] == 30
+
+
+def test_the_meter_splits_a_turn_that_straddles_a_windows_start_as_the_ledger_does() -> None:
+    """A turn run 05:00-08:00 for $12 is $8 of the window that opened at 06:00 — whether the
+    window was read while it ran (kept up as it finishes) or first read after (worked out then)."""
+    from bot.simulate.meter import Ledger
+
+    t = datetime(2026, 11, 2, 5, tzinfo=UTC)
+    hour = timedelta(hours=1)
+    window = t + hour
+    kept, fresh = Ledger(), Ledger()
+    for ledger in (kept, fresh):
+        ledger.start(1, t, 4.0 / 60)  # $4 an hour
+        ledger.start(2, t + 2 * hour, 4.0 / 60)
+    assert kept.spent(window, t + 2 * hour) == pytest.approx(4.0)  # accrued inside the window only
+    for ledger in (kept, fresh):
+        ledger.finish(1, t + 3 * hour, 12.0)
+        ledger.finish(2, t + 3 * hour, 4.0)
+    for ledger in (kept, fresh):
+        assert ledger.spent(window, t + 3 * hour) == pytest.approx(8.0 + 4.0)
+        assert ledger.spent(t, t + 3 * hour) == pytest.approx(16.0)

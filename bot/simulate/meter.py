@@ -2,8 +2,9 @@
 fleet spends. Two shapes, both behind the `QuotaSource` port:
 
   LedgerMeter    the ledger's semantics (`integrations/quota/ledger.py`) kept in memory: a
-                 window's spend is the recorded cost of turns that finished inside it plus
-                 what running turns have accrued inside it; windows reset on a fixed schedule
+                 window's spend is the recorded cost of turns that finished inside it (a turn
+                 that began before the window's start split there, pro rata by time) plus what
+                 running turns have accrued inside it; windows reset on a fixed schedule
                  anchored at their first reset.
   AccountsMeter  a pool of accounts (`[[accounts]]`): each turn lands on the servable account
                  with the most room, each account keeps its own ledger plus what others spend
@@ -22,29 +23,57 @@ from dataclasses import dataclass, field
 from datetime import datetime
 
 from bot.simulate.scenario import AccountSpec, Scenario
-from integrations.quota.ledger import window_bounds
+from integrations.quota.ledger import share_before, window_bounds
 from scheduler.pool import pool_utilization
 from scheduler.ports import AccountReading, QuotaReading, WindowReading
 
 
 @dataclass
 class Ledger:
-    """Finished costs in time order (prefix sums) and the turns still running."""
+    """Finished costs in time order (prefix sums) and the turns still running.
+
+    A turn that straddles a window's start counts in that window only for the share of its run
+    after the start (`share_before`, the ledger's rule). What each start's straddlers spent
+    before it is worked out once per start and kept up as turns finish, so a read stays a
+    bisect and a walk over the running turns."""
 
     times: list[datetime] = field(default_factory=list)
     totals: list[float] = field(default_factory=lambda: [0.0])
+    began: list[datetime] = field(default_factory=list)  # each finished turn's start, in finish order
+    costs: list[float] = field(default_factory=list)
     running: dict[int, tuple[datetime, float]] = field(default_factory=dict)
+    before: dict[datetime, list[tuple[datetime, float]]] = field(default_factory=dict)  # start -> (finished, dollars before it)
 
     def start(self, turn_id: int, at: datetime, burn_per_min: float) -> None:
         self.running[turn_id] = (at, burn_per_min)
 
     def finish(self, turn_id: int, at: datetime, cost: float) -> None:
-        self.running.pop(turn_id, None)
+        started = self.running.pop(turn_id, (at, 0.0))[0]
         self.times.append(at)
         self.totals.append(self.totals[-1] + cost)
+        self.began.append(started)
+        self.costs.append(cost)
+        for since, parts in self.before.items():
+            if started < since <= at:
+                parts.append((at, cost * share_before(started, at, since)))
+
+    def _before(self, since: datetime) -> list[tuple[datetime, float]]:
+        parts = self.before.pop(since, None)
+        if parts is None:
+            first = bisect_left(self.times, since)
+            parts = [
+                (self.times[i], self.costs[i] * share_before(self.began[i], self.times[i], since))
+                for i in range(first, len(self.times))
+                if self.began[i] < since
+            ]
+        self.before[since] = parts  # most recently read last: the least recently read goes first
+        if len(self.before) > 8:  # the windows now open, with room to spare
+            del self.before[next(iter(self.before))]
+        return parts
 
     def spent(self, since: datetime, now: datetime) -> float:
         finished = self.totals[-1] - self.totals[bisect_left(self.times, since)]
+        finished -= sum(part for at, part in self._before(since) if at <= now)
         accrued = 0.0
         for started, burn in self.running.values():
             begin = max(started, since)

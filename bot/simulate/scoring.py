@@ -2,8 +2,8 @@
 has genuinely spent its budget, never because the gate was being careful."
 
 Spend is scored on the provider's truth — each turn's burn, minute by minute, wherever it fell
-— not on the ledger the gate reads (which books a turn that straddles a rollover wholly in the
-window it finished in, and so errs on the careful side). Everything comes back as plain data:
+— not on the ledger the gate reads (which prices a finished turn at its reported cost, split at
+a window's start pro rata by time, and a running one at its runtime's rate). Everything comes back as plain data:
 `score(run)` is the report `--json` writes and the text template prints.
 """
 
