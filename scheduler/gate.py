@@ -3,19 +3,24 @@
 
 A spot session takes a turn while, for both windows, three checks hold:
   the cap   — spent + the fleet's and this session's projected ten-minute spend stays inside
-              the window's non-reserved budget (absolute: it protects the priority reserve);
+              the window's non-reserved budget (absolute: it protects the priority reserve).
+              Only spend inside the window counts: with less than ten minutes to its rollover
+              the projection runs to the rollover, since what is spent after it is the next
+              window's;
   the pace  — the fleet's burn, this session's included, is at or under the sustainable rate
               (spot budget left / time left); waived when no spot work is in flight;
   a slot    — fewer quota-spending turns run than min(max sessions, agent workers), unless the
               asking session is already running (it is counted in the fleet itself).
-Priority is never held. Every uncertain condition allows, with its reason named.
+Priority is never held. Every uncertain condition allows, with its reason named. A window whose
+reset has already passed has rolled over (a reading taken just before the rollover, or reused
+across it): it is read as the next window, with nothing spent yet.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, field
-from datetime import datetime
+from dataclasses import dataclass, field, replace
+from datetime import datetime, timedelta
 from enum import StrEnum
 
 from scheduler.snapshot import Asking, Snapshot, WindowState
@@ -57,7 +62,7 @@ class WindowFigures:
     resets_at: datetime
     sustainable_rate: float | None  # per minute; None when the window has rolled over
     fleet_burn: float | None  # per minute, None in fraction mode
-    projected: float  # ten-minute projection counted by the cap (0 in fraction mode)
+    projected: float  # what the cap projects inside the window: ten minutes or to the rollover (0 in fraction mode)
     within_cap: bool
     within_pace: bool
 
@@ -108,6 +113,22 @@ def _allow(reason: Reason, snapshot: Snapshot | None = None, **kw: object) -> De
     return Decision(allowed=True, reason=reason, **{**extra, **kw})  # type: ignore[arg-type]
 
 
+def projection_minutes(minutes_left: float) -> float:
+    """The cap's horizon: ten minutes of burn, or what is left of the window when less — spend
+    after the rollover lands in the next window, not in this one's budget."""
+    return max(min(PROJECTION_MINUTES, minutes_left), 0.0)
+
+
+def live_window(w: WindowState, now: datetime) -> WindowState:
+    """The window as it stands at `now`. A reset that has passed describes a window that has
+    already rolled over (seed 001, "When the pool comes back"): its reading is last window's,
+    so the window now open has spent nothing yet and resets a whole number of periods later."""
+    if w.resets_at > now or w.period <= timedelta(0):
+        return w
+    periods = (now - w.resets_at) // w.period + 1
+    return replace(w, spent=0.0, resets_at=w.resets_at + periods * w.period)
+
+
 def _figures(
     w: WindowState,
     *,
@@ -123,7 +144,7 @@ def _figures(
     minutes_left = max((w.resets_at - now).total_seconds() / 60.0, 0.0)
     if w.calibrated:
         burn = fleet_burn + own_burn
-        projected = burn * PROJECTION_MINUTES
+        projected = burn * projection_minutes(minutes_left)
         within_cap = w.spent + projected <= spot_budget
         sustainable = spot_left / minutes_left if minutes_left > 0 else None
         within_pace = pace_waived or sustainable is None or burn <= sustainable
@@ -177,7 +198,7 @@ def evaluate(
 
     figures = tuple(
         _figures(
-            w,
+            live_window(w, now),
             reserve_pct=min(snapshot.policy.reserve_pct(w.name) + reserve_margin_pct, 100.0),
             fleet_burn=fleet_burn,
             own_burn=own_burn,

@@ -136,6 +136,31 @@ def test_a_fleet_dipping_just_under_the_line_does_not_resume_until_the_widened_r
     assert scene.sweep().resumed == [a]
 
 
+def test_near_the_rollover_only_the_burn_before_it_counts_against_the_window(engine, clock) -> None:
+    """Five minutes before the rollover, two turns at $0.50/min will spend $5 more in this window,
+    not the ten minutes' $10: $795 of an $800 spot budget leaves them running to the rollover,
+    where the old ten-minute reading paused them and left the last $5 unspent."""
+    scene = Scene(engine, clock, max_sessions=5, burn=0.5)
+    a, b = scene.start(), scene.start()
+    scene.quota.reset_5h = clock.now() + timedelta(minutes=5)
+    scene.quota.spent_5h = 795
+    report = scene.sweep()
+    assert report.paused == [] and {a, b} <= scene.running_ids()
+    scene.quota.spent_5h = 795.5  # $5 more would now cross the line: the budget is a ceiling
+    assert sorted(scene.sweep().paused) == sorted([a, b])
+
+
+def test_a_reading_from_before_the_rollover_pauses_nothing_after_it(engine, clock) -> None:
+    """The window rolled over a minute ago; a reading that still carries its reset (a reused
+    one, a slow source) is last window's spend, and the window now open has spent nothing."""
+    scene = Scene(engine, clock, max_sessions=5, burn=0.5)
+    a = scene.start()
+    scene.quota.reset_5h = clock.now() - timedelta(minutes=1)
+    scene.quota.spent_5h = 900
+    assert scene.sweep().paused == [] and a in scene.running_ids()
+    assert submit_turn(scene.ctx, scene.session(), "new work").outcome == "started"
+
+
 def test_a_sleeper_promoted_to_priority_resumes_on_the_next_pass_whatever_the_windows_say(engine, clock) -> None:
     scene = Scene(engine, clock)
     a = scene.start()

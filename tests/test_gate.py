@@ -10,7 +10,15 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from scheduler.explain import explain
-from scheduler.gate import PROJECTION_MINUTES, Ceiling, Reason, decide, evaluate
+from scheduler.gate import (
+    PROJECTION_MINUTES,
+    Ceiling,
+    Reason,
+    decide,
+    evaluate,
+    live_window,
+    projection_minutes,
+)
 from scheduler.policy import PolicyView
 from scheduler.snapshot import Asking, FleetTurn, Snapshot, WindowState
 
@@ -85,6 +93,12 @@ CASES = [
      snap(w5=window(spent=0.0, capacity=5000), w7=window("7d", spent=0.0, capacity=50000), fleet=[prio_turn(i, 0.001) for i in range(4)], workers=4), asking(burn=0.001), Reason.FLEET_AT_CAP, Ceiling.FLEET_CAP),
     ("a spent budget outranks the pace as the ceiling (the stricter one)",
      snap(w5=window(spent=40.0, hours_left=1), w7=window("7d", spent=4000.0, capacity=6000.0, hours_left=1), fleet=[spot_turn(1, burn=1.0)]), asking(), Reason.AT_UTILIZATION_LIMIT, Ceiling.SPOT_BUDGET),
+    ("the cap counts spend inside the window: ten minutes of burn would cross, the burn to a rollover four minutes out does not",
+     snap(w5=window(spent=38.0, hours_left=4 / 60), fleet=[spot_turn(1, burn=0.2)]), asking(burn=0.2), Reason.WITHIN_LIMITS, None),
+    ("inside its last ten minutes the window's burn to the rollover is still capped",
+     snap(w5=window(spent=39.0, hours_left=4 / 60), fleet=[spot_turn(1, burn=0.2)]), asking(burn=0.2), Reason.AT_UTILIZATION_LIMIT, Ceiling.SPOT_BUDGET),
+    ("a reading whose reset has passed is last window's: its spend holds nothing in the window now open",
+     snap(w5=window(spent=45.0, hours_left=-1 / 60), fleet=[spot_turn(1)]), asking(), Reason.WITHIN_LIMITS, None),
     ("fraction mode: the cap compares the used fraction with the spot share",
      snap(w5=window(spent=0.85, capacity=1.0, calibrated=False), w7=window("7d", spent=0.1, capacity=1.0, calibrated=False)), asking(), Reason.AT_UTILIZATION_LIMIT, Ceiling.SPOT_BUDGET),
     ("fraction mode: ahead of the straight line to the spot budget is paced",
@@ -113,6 +127,40 @@ def test_budget_spent_windows_names_only_the_spent_one() -> None:
     assert "5-hour window has no non-reserved budget" in text.why and "weekly" not in text.until
 
 
+@pytest.mark.parametrize(
+    ("rule", "minutes_left", "horizon"),
+    [
+        ("ten minutes of burn while the rollover is further", 180.0, PROJECTION_MINUTES),
+        ("exactly ten minutes left: the whole projection", 10.0, 10.0),
+        ("four minutes left: only those four are this window's", 4.0, 4.0),
+        ("at the rollover nothing more is this window's", 0.0, 0.0),
+    ],
+)
+def test_the_cap_projects_to_the_rollover_at_most(rule, minutes_left, horizon) -> None:
+    assert projection_minutes(minutes_left) == horizon, rule
+
+
+def test_the_cap_figures_name_the_projection_inside_the_window() -> None:
+    d = evaluate(snap(w5=window(spent=38.0, hours_left=4 / 60), fleet=[spot_turn(1, burn=0.2)]), asking(burn=0.2), NOW)
+    w5 = d.figures("5h")
+    assert w5 is not None and w5.projected == pytest.approx(0.4 * 4) and w5.within_cap
+
+
+@pytest.mark.parametrize(
+    ("rule", "resets_in", "spent", "next_reset_in"),
+    [
+        ("a window still open is read as it is", timedelta(minutes=1), 45.0, timedelta(minutes=1)),
+        ("a reset exactly now has happened", timedelta(0), 0.0, timedelta(hours=5)),
+        ("a reading from a minute before the rollover", -timedelta(minutes=1), 0.0, timedelta(hours=4, minutes=59)),
+        ("several periods late: the window now open", -timedelta(hours=11), 0.0, timedelta(hours=4)),
+    ],
+)
+def test_a_reset_that_has_passed_describes_a_window_that_has_rolled_over(rule, resets_in, spent, next_reset_in) -> None:
+    w = WindowState("5h", timedelta(hours=5), NOW + resets_in, 50.0, 45.0, True)
+    live = live_window(w, NOW)
+    assert (live.spent, live.resets_at - NOW) == (spent, next_reset_in), rule
+
+
 def test_the_resume_margin_widens_the_reserve() -> None:
     s = snap(w5=window(spent=37.0))  # inside a 20% reserve ($40 budget), not inside 25% ($37.50 - projection)
     assert evaluate(s, asking(burn=0.01), NOW).allowed
@@ -122,8 +170,8 @@ def test_the_resume_margin_widens_the_reserve() -> None:
 def test_incident_pooled_week_spent_accounts_do_not_hold_spot_work() -> None:
     """#693: 2 of 7 accounts week-spent, every 5-hour counter at 0.0. The pooled 5-hour figure is
     averaged over accounts whose week has room — 0.0 — so nothing holds spot work."""
-    from scheduler.ports import AccountReading
     from scheduler.pool import pool_utilization
+    from scheduler.ports import AccountReading
 
     accounts = [AccountReading(f"a{i}", "active", 0.0, 1.0 if i < 2 else 0.3) for i in range(7)]
     avg = pool_utilization(accounts)
@@ -194,13 +242,19 @@ def snapshots(draw):
 
 @given(snapshots(), burns, st.booleans())
 def test_never_admits_a_spot_turn_whose_projection_crosses_the_reserve(s, burn, running) -> None:
+    """Ten minutes of burn, or the burn to the rollover when that is nearer: either way no spot
+    turn is admitted whose spend inside the window would reach the reserve."""
     who = Asking(1000, True, running, True, burn)
     d = evaluate(s, who, NOW)
     if d.allowed:
         fleet_burn = sum(t.burn_per_min for t in s.fleet if t.spends_quota)
         for w in s.windows:
+            live = live_window(w, NOW)
+            minutes_left = (live.resets_at - NOW).total_seconds() / 60
             reserve = w.capacity * s.policy.reserve_pct(w.name) / 100
-            assert w.spent + (fleet_burn + burn) * PROJECTION_MINUTES <= w.capacity - reserve + 1e-9
+            assert live.spent + (fleet_burn + burn) * min(PROJECTION_MINUTES, minutes_left) <= w.capacity - reserve + 1e-9
+            if minutes_left >= PROJECTION_MINUTES:
+                assert live.spent + (fleet_burn + burn) * PROJECTION_MINUTES <= w.capacity - reserve + 1e-9
 
 
 @given(snapshots(), burns, st.booleans())

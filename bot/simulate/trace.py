@@ -17,7 +17,7 @@ from sqlmodel import col, select
 
 from bot.simulate.scenario import Scenario
 from scheduler.db import session_scope
-from scheduler.gate import PROJECTION_MINUTES
+from scheduler.gate import projection_minutes
 from scheduler.genesis import SchedulingClass, parse_class, parse_genesis, resolve_class
 from scheduler.models import Session, Status
 from scheduler.policy import load_policy
@@ -119,7 +119,8 @@ class Sampler:
             period = w.period_seconds
             windows[w.name] = WindowSample(spent, capacity, w.resets_at - timedelta(seconds=period), w.resets_at)
             spot_budget = capacity * (1 - sim.scenario.policy.reserve_pct(w.name) / 100.0)
-            if spent + (burn + self.one_session_burn) * PROJECTION_MINUTES > spot_budget:
+            horizon = projection_minutes((w.resets_at - now).total_seconds() / 60.0)  # the gate's cap
+            if spent + (burn + self.one_session_burn) * horizon > spot_budget:
                 budget_left = False
         idle = spot_waiting > 0 and running_spot == 0 and quota_running < self.slots and budget_left
         self.trace.samples.append(Sample(
