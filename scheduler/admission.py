@@ -14,6 +14,8 @@ with `manual_start()`, and the checks that a person's press overrides read `is_m
 from __future__ import annotations
 
 import logging
+import time
+import weakref
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
@@ -86,6 +88,7 @@ def forget(db: DBSession, key: str) -> None:
 # answers without reading it.
 
 _PRESENCE: dict[str, Callable[[], Select[Any]]] = {}
+_PRESENCE_MODELS: list[type] = []
 _WRITTEN_BY: dict[type, set[str]] = {}
 
 
@@ -96,16 +99,18 @@ def invalidated_by(key: str, *models: type) -> None:
 
 
 def register_presence(key: str, model: type, rows: Callable[[], Select[Any]]) -> None:
-    """`rows()` selects what makes the check under `key` worth running; writing a `model` row
-    in a transaction makes that transaction read presence (and `key`) again."""
+    """`rows()` selects what makes the check under `key` worth running, from `model`'s table
+    alone: presence is kept across transactions until a `model` row is written (see `kept`)."""
     _PRESENCE[key] = rows
+    if model not in _PRESENCE_MODELS:
+        _PRESENCE_MODELS.append(model)
     invalidated_by(key, model)
     invalidated_by("presence", model)
 
 
 def present(db: DBSession, key: str) -> bool:
     """Whether the store behind `key` has anything for its check to read (True when unknown)."""
-    found: set[str] | None = cached(db, "presence", lambda: read_or_fail_open(db, "the hold stores", lambda: _presence(db), None))
+    found: set[str] | None = cached(db, "presence", lambda: kept(db, "presence", tuple(_PRESENCE_MODELS), lambda: read_or_fail_open(db, "the hold stores", lambda: _presence(db), None)))
     return found is None or key not in _PRESENCE or key in found
 
 
@@ -125,9 +130,52 @@ def _presence(db: DBSession) -> set[str]:
 
 @event.listens_for(ORMSession, "after_flush")
 def _stores_written(db: ORMSession, _flush: Any) -> None:
+    written = {type(obj) for obj in (*db.new, *db.dirty, *db.deleted)}
+    db.info.setdefault("pacer.written", set()).update(written)
     store = db.info.get("pacer.admission")
     if not store:
         return
-    for model in {type(obj) for obj in (*db.new, *db.dirty, *db.deleted)}:
+    for model in written:
         for key in _WRITTEN_BY.get(model, ()):
             store.pop(key, None)
+
+
+# --------------------------------------------------------------------------- kept reads
+#
+# A few small reads are asked by nearly every transaction (the policy row, which hold stores
+# have rows, which states a session-event trigger watches) and change rarely. `kept` holds
+# such a read across transactions, per engine, until this process commits a write to one of
+# the models it watches — or KEEP_SECONDS pass, for a write another process made (a CLI, a
+# second server): the same bound as the quota reading's reuse.
+
+KEEP_SECONDS = 5.0
+_GENERATION: dict[type, int] = {}
+_KEPT: weakref.WeakKeyDictionary[Any, dict[str, tuple[tuple[int, ...], float, Any]]] = weakref.WeakKeyDictionary()
+
+
+def kept(db: DBSession, key: str, models: tuple[type, ...], load: Callable[[], T]) -> T:
+    """`load()` once per KEEP_SECONDS per engine, or again after a commit wrote any `models`
+    row in this process. A None result (an unreadable store) is never kept."""
+    if db.info.get("pacer.written", set()).intersection(models):
+        return load()  # this transaction wrote what is kept: it reads its own write
+    store = _KEPT.setdefault(db.get_bind(), {})
+    generation = tuple(_GENERATION.get(m, 0) for m in models)
+    now = time.monotonic()
+    hit = store.get(key)
+    if hit is not None and hit[0] == generation and now - hit[1] < KEEP_SECONDS:
+        return hit[2]  # type: ignore[no-any-return]
+    value = load()
+    if value is not None:
+        store[key] = (generation, now, value)  # the generation read before loading: a racing write reloads
+    return value
+
+
+@event.listens_for(ORMSession, "after_commit")
+def _committed(db: ORMSession) -> None:
+    for model in db.info.pop("pacer.written", ()):
+        _GENERATION[model] = _GENERATION.get(model, 0) + 1
+
+
+@event.listens_for(ORMSession, "after_rollback")
+def _rolled_back(db: ORMSession) -> None:
+    db.info.pop("pacer.written", None)

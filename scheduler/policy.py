@@ -12,7 +12,7 @@ from typing import Any
 from sqlmodel import Session as DBSession
 from sqlmodel import select
 
-from scheduler.admission import cached, invalidated_by
+from scheduler.admission import cached, invalidated_by, kept
 from scheduler.errors import InvalidInput
 from scheduler.genesis import Genesis, SchedulingClass, validate_overrides
 from scheduler.models import Policy, PolicyAudit
@@ -71,8 +71,9 @@ _ROW = select(
 
 
 def load_policy(db: DBSession) -> PolicyView:
-    """The policy as this transaction sees it: read once, and again after the row is written."""
-    return cached(db, "policy", lambda: _read(db))
+    """The policy as this transaction sees it: read once, and again after the row is written;
+    kept across transactions until a commit writes it (see `admission.kept`)."""
+    return cached(db, "policy", lambda: kept(db, "policy", (Policy,), lambda: _read(db)))
 
 
 def _read(db: DBSession) -> PolicyView:

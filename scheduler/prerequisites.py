@@ -190,7 +190,9 @@ def _declaring_rows() -> Any:
     return select(Prerequisite.session_id).join(Session, col(Session.id) == col(Prerequisite.session_id)).where(col(Session.status).in_(active))
 
 
-register_presence("prerequisite_sessions", Prerequisite, _declaring_rows)
+# Any row at all: presence is kept until a prerequisite is written, and which declaring sessions
+# are unfinished changes with every session's status.
+register_presence("prerequisite_sessions", Prerequisite, lambda: select(Prerequisite.id))
 
 
 def admission_check(ctx: Context) -> Callable[[DBSession, Session, datetime], Block | None]:

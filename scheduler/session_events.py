@@ -19,11 +19,10 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from sqlalchemy import event as sa_event
-from sqlalchemy.orm import Session as ORMSession
 from sqlmodel import Session as DBSession
 from sqlmodel import col, select
 
+from scheduler.admission import kept
 from scheduler.context import Context
 from scheduler.db import session_scope
 from scheduler.errors import InvalidInput, Refused
@@ -93,36 +92,21 @@ def _watchers(db: DBSession) -> list[Trigger]:
     return list(db.exec(stmt))
 
 
-# Which states any trigger watches is asked on every notice, and triggers change rarely: the
-# answer is kept until this process writes a trigger, or for WATCH_TTL seconds (another
-# process — a CLI, a second server — may have written one).
-WATCH_TTL = 5.0
-_triggers_written = [0]
-
-
-@sa_event.listens_for(ORMSession, "after_flush")
-def _on_flush(db: ORMSession, _flush: Any) -> None:
-    if any(isinstance(obj, Trigger) for obj in (*db.new, *db.dirty, *db.deleted)):
-        _triggers_written[0] += 1
-
-
 def listener(ctx: Context) -> Callable[[str, Mapping[str, Any]], None]:
-    """The `ctx.hooks["*"]` listener: arm a `session_event` alarm when some trigger could care."""
-    kept: list[Any] = [None, 0.0, frozenset()]  # (triggers written, read at, states watched)
+    """The `ctx.hooks["*"]` listener: arm a `session_event` alarm when some trigger could care.
+    Which states any trigger watches is asked on every notice and changes rarely: it is kept
+    until a trigger is written (`admission.kept`)."""
 
-    def watched(ctx: Context) -> frozenset[str]:
-        if kept[0] != _triggers_written[0] or time.monotonic() - kept[1] > WATCH_TTL:
-            written = _triggers_written[0]
-            with session_scope(ctx.engine) as db:
-                kept[:] = [written, time.monotonic(), watched_states(_watchers(db))]
-        return kept[2]  # type: ignore[no-any-return]
+    def watched() -> frozenset[str]:
+        with session_scope(ctx.engine) as db:
+            return kept(db, "watched_states", (Trigger,), lambda: watched_states(_watchers(db)))
 
     def on_notice(event: str, context: Mapping[str, Any]) -> None:
         state = NOTICE_STATE.get(event)
         session_id = context.get("session_id")
         if state is None or session_id is None:
             return
-        wanted = watched(ctx)
+        wanted = watched()
         # `failed` may have left the session blocked; the alarm reads which from the row.
         if state not in wanted and not (state == "failed" and "blocked" in wanted):
             return
