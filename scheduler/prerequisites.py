@@ -252,6 +252,8 @@ def reconcile(ctx: Context) -> None:
     now = ctx.clock.now()
     fx = Effects()
     with session_scope(ctx.engine) as db:
+        if not (present(db, "queue_holds") or present(db, "prerequisite_sessions")):
+            return  # no queue hold to lift, no prerequisite anyone could wait on
         live = queue_holds.live_hold(db, None, now)
         if live is not None and live.reason != REASON:
             return  # a real hold on the whole queue is the reason; sessions carry it, not this
