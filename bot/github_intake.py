@@ -52,7 +52,6 @@ from scheduler.context import Context
 from scheduler.db import session_scope
 from scheduler.errors import InvalidInput, PacerError
 from scheduler.firing import render_trigger_prompt
-from scheduler.genesis import Genesis, inherit, parse_class
 from scheduler.models import (
     ACTIVE_STATUSES,
     OperatorHold,
@@ -62,7 +61,7 @@ from scheduler.models import (
     WebhookDelivery,
 )
 from scheduler.prerequisites import parse_prerequisites, record_prerequisites
-from scheduler.sessions import NewSession, change_class, validate_new
+from scheduler.sessions import NewSession, change_class, insert_session
 from templates import render
 
 log = logging.getLogger("pacer.intake")
@@ -76,19 +75,12 @@ ACTIVE = frozenset(s.value for s in ACTIVE_STATUSES)
 # Built once: every delivery runs these, and building a statement costs more than running it.
 # The ledger and session writes are Core statements on the tables: a delivery needs no ORM
 # object, and the ORM's unit of work costs more than the rows it writes (issue #6).
-_SESSIONS: Table = Session.__table__  # type: ignore[attr-defined]
 _DELIVERIES: Table = WebhookDelivery.__table__  # type: ignore[attr-defined]
 _TRIGGERS = (
     select(Trigger).where(Trigger.kind == bindparam("kind"), col(Trigger.enabled).is_(True)).order_by(col(Trigger.id)).with_for_update()
 )
 _TAKEN = core_select(_DELIVERIES.c.id).where(_DELIVERIES.c.hook_id == bindparam("hook_id"), _DELIVERIES.c.delivery_id == bindparam("key"))
 _KEY = insert(_DELIVERIES)
-_INSERT_SESSION = insert(_SESSIONS)
-# The columns whose model default is a factory (the JSON ones) have no column default: a Core
-# insert names them. Read from the model, so a new such column is covered without a change here.
-_FACTORY_DEFAULTS = tuple(
-    (name, info.default_factory) for name, info in Session.model_fields.items() if info.default_factory is not None
-)
 
 
 @dataclass(frozen=True)
@@ -290,7 +282,7 @@ def _create(db: DBSession, trigger: Trigger, event: IntakeEvent, now: datetime, 
         requester=f"{GITHUB_ACTOR_PREFIX}{event.actor}",
         source=github_source(event, trigger),
     )
-    session_id = insert_session(db, request, trigger, prompt=prompt, now=now)
+    session_id = insert_session(db, request, now=now, prompt=prompt, trigger=trigger)
     db.connection().execute(_KEY, {"hook_id": INTAKE_HOOK_ID, "delivery_id": intake_key(trigger.id or 0, event.issue_key),
                                    "event": f"session:{session_id}", "received_at": now})
     declared = f"{event.title}\n{event.body}"
@@ -300,54 +292,6 @@ def _create(db: DBSession, trigger: Trigger, event: IntakeEvent, now: datetime, 
             record_prerequisites(db, session, declared)
     log.info("github: %s %s → session #%s (trigger %r)", event.issue_key, event.action, session_id, trigger.name)
     return session_id, prompt
-
-
-def insert_session(db: DBSession, request: NewSession, trigger: Trigger, *, prompt: str, now: datetime) -> int:
-    """The row `scheduler.sessions.create_session` writes for a trigger's session (no parent, no
-    fork, no placement), with its first prompt, in one Core INSERT. Returns its id.
-
-    The rules stay the scheduler's: `validate_new`, and `inherit` for genesis and class. What is
-    copied is only how create_session maps a request onto the row; test_github_intake compares
-    the two rows column by column, so a change there that is not made here fails a test.
-    """
-    validate_new(request)
-    if request.parent_id is not None or request.forked_from_id is not None or request.place is not None:
-        raise ValueError("insert_session writes a trigger's own sessions: no parent, fork or placement")
-    lineage = inherit(
-        declared_genesis=Genesis(request.genesis) if request.genesis else None,
-        parent_genesis=None,
-        parent_class=None,
-        declared_class=parse_class(request.scheduling_class),
-        trigger_class=parse_class(trigger.scheduling_class),
-    )
-    if request.precedence is not None:
-        precedence = request.precedence
-    else:
-        precedence = trigger.precedence if trigger.precedence is not None else 0
-    row: dict[str, Any] = {name: factory() for name, factory in _FACTORY_DEFAULTS}  # type: ignore[call-arg]
-    row.update(
-        title=request.title[:200],
-        genesis=lineage.genesis.value,
-        scheduling_class=lineage.scheduling_class.value if lineage.scheduling_class else None,
-        class_from_trigger=lineage.class_from_trigger,
-        trigger_id=trigger.id,
-        bookkeeping=request.bookkeeping,
-        runtime=request.runtime,
-        weight=request.weight,
-        capacity=request.capacity,
-        concurrency_group=request.concurrency_group or trigger.concurrency_group,
-        requester=request.requester,
-        source=dict(request.source or {}),
-        status=Status.WAITING.value,
-        precedence=precedence,
-        prompt=prompt,
-        created_at=now,
-        updated_at=now,
-    )
-    key = db.connection().execute(_INSERT_SESSION, row).inserted_primary_key
-    if key is None or key[0] is None:
-        raise RuntimeError("the session insert returned no id")
-    return int(key[0])
 
 
 def _control(db: DBSession, event: IntakeEvent, now: datetime, plan: GithubPlan) -> None:

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import case, func, literal, or_
+from sqlalchemy import case, func, insert, literal, or_
 from sqlalchemy.sql.elements import ColumnElement
 from sqlmodel import Session as DBSession
 from sqlmodel import col, select
@@ -120,15 +120,20 @@ def validate_new(req: NewSession) -> None:
         raise InvalidInput("give parent_session_id or forked_from, not both", field="parent_id")
 
 
-def create_session(db: DBSession, req: NewSession, *, now: datetime, fallback: Genesis = Genesis.UNKNOWN) -> Session:
+def new_row(
+    db: DBSession, req: NewSession, *, now: datetime, fallback: Genesis = Genesis.UNKNOWN, trigger: Trigger | None = None,
+) -> dict[str, Any]:
+    """The columns a new session starts with: lineage, class and precedence resolved. Reads the
+    parent and the trigger only when the request names them (pass `trigger` when already read),
+    and the policy only for top_of_spot."""
     validate_new(req)
-    policy = load_policy(db)
     lineage_parent = None
     if req.parent_id is not None:
         lineage_parent = get_session(db, req.parent_id)
     elif req.forked_from_id is not None:
         lineage_parent = get_session(db, req.forked_from_id)
-    trigger = get_trigger(db, req.trigger_id) if req.trigger_id is not None else None
+    if trigger is None and req.trigger_id is not None:
+        trigger = get_trigger(db, req.trigger_id)
 
     lineage = inherit(
         declared_genesis=Genesis(req.genesis) if req.genesis else None,
@@ -138,37 +143,69 @@ def create_session(db: DBSession, req: NewSession, *, now: datetime, fallback: G
         trigger_class=parse_class(trigger.scheduling_class) if trigger else None,
         fallback=fallback,
     )
-    session = Session(
-        title=req.title[:200],
-        genesis=lineage.genesis.value,
-        scheduling_class=lineage.scheduling_class.value if lineage.scheduling_class else None,
-        class_from_trigger=lineage.class_from_trigger,
-        trigger_id=req.trigger_id,
-        parent_id=req.parent_id,
-        forked_from_id=req.forked_from_id,
-        bookkeeping=req.bookkeeping,
-        runtime=req.runtime,
-        weight=req.weight,
-        capacity=req.capacity,
-        concurrency_group=req.concurrency_group or (trigger.concurrency_group if trigger else None),
-        requester=req.requester,
-        source=dict(req.source or {}),
-        status=Status.WAITING,
-        created_at=now,
-        updated_at=now,
-    )
     placement = prec.resolve_placement(precedence=req.precedence, place=req.place)
     if placement == prec.TOP_OF_SPOT:
-        session.precedence = top_of_spot(db, policy)
+        precedence = top_of_spot(db, load_policy(db))
     elif isinstance(placement, int):
-        session.precedence = placement
+        precedence = placement
     elif trigger is not None and trigger.precedence is not None:
-        session.precedence = trigger.precedence
+        precedence = trigger.precedence
     elif lineage_parent is not None:
-        session.precedence = prec.spawn_precedence(lineage_parent.precedence, bookkeeping=req.bookkeeping)
+        precedence = prec.spawn_precedence(lineage_parent.precedence, bookkeeping=req.bookkeeping)
+    else:
+        precedence = prec.DEFAULT_PRECEDENCE
+    return {
+        "title": req.title[:200],
+        "genesis": lineage.genesis.value,
+        "scheduling_class": lineage.scheduling_class.value if lineage.scheduling_class else None,
+        "class_from_trigger": lineage.class_from_trigger,
+        "trigger_id": trigger.id if trigger is not None else None,
+        "parent_id": req.parent_id,
+        "forked_from_id": req.forked_from_id,
+        "bookkeeping": req.bookkeeping,
+        "runtime": req.runtime,
+        "weight": req.weight,
+        "capacity": req.capacity,
+        "concurrency_group": req.concurrency_group or (trigger.concurrency_group if trigger else None),
+        "requester": req.requester,
+        "source": dict(req.source or {}),
+        "status": Status.WAITING.value,
+        "precedence": precedence,
+        "created_at": now,
+        "updated_at": now,
+    }
+
+
+def create_session(db: DBSession, req: NewSession, *, now: datetime, fallback: Genesis = Genesis.UNKNOWN) -> Session:
+    session = Session(**new_row(db, req, now=now, fallback=fallback))
     db.add(session)
     db.flush()
     return session
+
+
+_INSERT_SESSION = insert(Session.__table__)  # type: ignore[arg-type]
+# The model's factory defaults (the JSON columns) have no column default: a Core insert names
+# them. Read from the model, so a new such column needs no change here.
+_FACTORY_DEFAULTS = tuple(
+    (name, info.default_factory) for name, info in Session.model_fields.items() if info.default_factory is not None
+)
+
+
+def insert_session(
+    db: DBSession, req: NewSession, *, now: datetime, prompt: str | None = None, trigger: Trigger | None = None,
+    fallback: Genesis = Genesis.UNKNOWN,
+) -> int:
+    """The row `create_session` writes, with its first prompt, in one Core INSERT: for intake
+    that needs no ORM object and takes bursts (a webhook relabel of a thousand issues). Returns
+    the new session's id."""
+    row: dict[str, Any] = {name: factory() for name, factory in _FACTORY_DEFAULTS}  # type: ignore[call-arg]
+    row.update(new_row(db, req, now=now, fallback=fallback, trigger=trigger))
+    if prompt is not None:
+        row["prompt"] = prompt
+    key = db.connection().execute(_INSERT_SESSION, row).inserted_primary_key
+    if key is None or key[0] is None:
+        raise RuntimeError("the session insert returned no id")
+    return int(key[0])
 
 
 def set_precedence(db: DBSession, session: Session, value: int | str, *, now: datetime) -> int:

@@ -229,8 +229,7 @@ def test_a_control_with_no_session_for_the_issue_changes_nothing(ctx: Any, clock
 def test_the_intake_insert_writes_the_row_create_session_writes(any_engine: Engine, clock: Any, trigger_fields: dict[str, Any], request_fields: dict[str, Any]) -> None:
     """The webhook writes its sessions with one Core INSERT (`insert_session`), not through the
     ORM's create_session: the two must not drift apart, column for column."""
-    from bot.github_intake import insert_session
-    from scheduler.sessions import NewSession, create_session
+    from scheduler.sessions import NewSession, create_session, insert_session
 
     now = clock.now()
     trigger_id = _trigger(any_engine, now, name="t", kind="github_label", **trigger_fields)
@@ -239,7 +238,7 @@ def test_the_intake_insert_writes_the_row_create_session_writes(any_engine: Engi
     with session_scope(any_engine) as db:
         trigger = db.get(Trigger, trigger_id)
         assert trigger is not None
-        fast_id = insert_session(db, request, trigger, prompt="Fix it", now=now)
+        fast_id = insert_session(db, request, now=now, prompt="Fix it", trigger=trigger)
         orm = create_session(db, request, now=now)
         orm.prompt = "Fix it"
         db.add(orm)
