@@ -14,6 +14,7 @@ with `manual_start()`, and the checks that a person's press overrides read `is_m
 from __future__ import annotations
 
 import logging
+import threading
 import time
 import weakref
 from collections.abc import Callable, Iterator
@@ -150,6 +151,7 @@ def _stores_written(db: ORMSession, _flush: Any) -> None:
 
 KEEP_SECONDS = 5.0
 _GENERATION: dict[type, int] = {}
+_BUMP = threading.Lock()
 _KEPT: weakref.WeakKeyDictionary[Any, dict[str, tuple[tuple[int, ...], float, Any]]] = weakref.WeakKeyDictionary()
 
 
@@ -172,8 +174,11 @@ def kept(db: DBSession, key: str, models: tuple[type, ...], load: Callable[[], T
 
 @event.listens_for(ORMSession, "after_commit")
 def _committed(db: ORMSession) -> None:
-    for model in db.info.pop("pacer.written", ()):
-        _GENERATION[model] = _GENERATION.get(model, 0) + 1
+    written = db.info.pop("pacer.written", ())
+    if written:
+        with _BUMP:  # commits on several threads: no increment may be lost
+            for model in written:
+                _GENERATION[model] = _GENERATION.get(model, 0) + 1
 
 
 @event.listens_for(ORMSession, "after_rollback")

@@ -1,0 +1,113 @@
+"""The queue pass's shortcuts keep its answers (seed 001, "Consecutive holds back off"; the
+kick): a refused alarm re-arms only itself, a candidate the gate refuses is not read whole, and
+the reads kept across transactions see every write this process commits."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+import pytest
+from sqlalchemy import text
+
+from scheduler import admission, wiring
+from scheduler.db import session_scope
+from scheduler.operator_holds import REASON, place_hold
+from scheduler.policy import change_policy, load_policy
+from scheduler.turns import hold_job_id, recheck, submit_turn
+from tests.harness import build, new, row
+
+pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")
+
+
+def fill(ctx, n):
+    return [submit_turn(ctx, new(ctx, genesis="command", prompt=f"busy {i}"), f"busy {i}").session_id for i in range(n)]
+
+
+def held(ctx, n, **kw):
+    ids = [new(ctx, genesis="schedule", prompt=f"spot {i}", **kw) for i in range(n)]
+    for sid in ids:
+        assert submit_turn(ctx, sid, f"spot {sid}").outcome == "held"
+    return ids
+
+
+def test_a_refused_alarm_advances_its_own_ladder_and_touches_no_other_hold(engine, clock) -> None:
+    ctx, deferrer, _workers, _quota = build(engine, clock, max_sessions=1, turn_minutes=600)
+    fill(ctx, 1)
+    first, second = held(ctx, 2)
+    before = {sid: (row(ctx, sid).hold_count, row(ctx, sid).hold_retry_at) for sid in (first, second)}
+    clock.set(before[second][1])
+    recheck(ctx, second)
+    after = row(ctx, second)
+    assert after.hold_count == before[second][0] + 1 and after.hold_retry_at > before[second][1]
+    assert deferrer.next_run(hold_job_id(second)) == after.hold_retry_at
+    assert (row(ctx, first).hold_count, row(ctx, first).hold_retry_at) == before[first]  # not re-armed
+    assert deferrer.next_run(hold_job_id(first)) == before[first][1]
+
+
+def test_an_alarm_the_gate_admits_starts_the_head_of_the_queue_first(engine, clock) -> None:
+    ctx, deferrer, _workers, _quota = build(engine, clock, max_sessions=1, turn_minutes=600)
+    busy = fill(ctx, 1)[0]
+    low = held(ctx, 1, precedence=1)[0]
+    high = held(ctx, 1, precedence=50)[0]
+    with session_scope(engine) as db:  # a slot frees without a kick (as if the kick were lost)
+        change_policy(db, {"max_sessions": 2}, surface="test", actor=None, now=clock.now())
+    recheck(ctx, low)  # the low one's alarm: the pass admits in rank order
+    assert row(ctx, high).status == "running" and row(ctx, low).status == "waiting"
+    assert row(ctx, busy).status == "running"
+    assert deferrer.next_run(hold_job_id(low)) is not None  # its own hold still has an alarm
+
+
+def test_a_hold_placed_after_a_pass_is_seen_by_the_next(engine, clock) -> None:
+    ctx, _deferrer, _workers, _quota = build(engine, clock, max_sessions=3)
+    wiring.install(ctx)  # the admission checks production registers
+    sid = new(ctx, genesis="schedule")
+    with session_scope(engine) as db:
+        assert admission.present(db, "operator_holds") is False
+    place_hold(ctx, "all", armer="U1", reason="freeze")
+    assert submit_turn(ctx, sid, "go").reason == REASON
+
+
+def test_a_policy_change_is_read_by_the_next_transaction_and_its_own(engine, clock) -> None:
+    build(engine, clock, max_sessions=3)
+    with session_scope(engine) as db:
+        assert load_policy(db).max_sessions == 3
+    with session_scope(engine) as db:
+        change_policy(db, {"max_sessions": 4}, surface="test", actor=None, now=clock.now())
+        assert load_policy(db).max_sessions == 4  # its own write
+    with session_scope(engine) as db:
+        assert load_policy(db).max_sessions == 4  # the committed write, not the kept read
+
+
+def test_a_write_this_process_did_not_make_is_seen_within_keep_seconds(engine, clock, monkeypatch) -> None:
+    build(engine, clock, max_sessions=3)
+    with session_scope(engine) as db:
+        assert load_policy(db).max_sessions == 3
+    with engine.begin() as conn:  # another process's write: no ORM event here
+        conn.execute(text("UPDATE policy SET max_sessions = 7"))
+    with session_scope(engine) as db:
+        assert load_policy(db).max_sessions == 3  # kept, for at most KEEP_SECONDS
+    monkeypatch.setattr(admission, "KEEP_SECONDS", 0.0)
+    with session_scope(engine) as db:
+        assert load_policy(db).max_sessions == 7
+
+
+def test_a_rolled_back_write_does_not_invalidate_nor_leak(engine, clock) -> None:
+    build(engine, clock, max_sessions=3)
+    with pytest.raises(RuntimeError), session_scope(engine) as db:
+        change_policy(db, {"max_sessions": 9}, surface="test", actor=None, now=clock.now())
+        raise RuntimeError("rolled back")
+    with session_scope(engine) as db:
+        assert load_policy(db).max_sessions == 3
+
+
+def test_an_asleep_candidate_is_not_examined(engine, clock) -> None:
+    ctx, _deferrer, _workers, _quota = build(engine, clock, max_sessions=1, turn_minutes=30)
+    fill(ctx, 1)
+    sid = held(ctx, 1)[0]
+    with session_scope(engine) as db:
+        s = db.get(type(row(ctx, sid)), sid)
+        s.wake_at = clock.now() + timedelta(hours=3)
+        db.add(s)
+    clock.advance(timedelta(minutes=31))
+    ctx.run_job("kick")
+    assert row(ctx, sid).status == "waiting"
