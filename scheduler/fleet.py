@@ -12,7 +12,9 @@ from __future__ import annotations
 
 import logging
 from datetime import datetime, timedelta
+from typing import Any
 
+from sqlalchemy import select as sa_select
 from sqlmodel import Session as DBSession
 from sqlmodel import col, select
 
@@ -85,15 +87,16 @@ def running_rows(db: DBSession) -> list[tuple[int, str | None, str, str, float]]
     now: a few columns, not whole rows, read once per transaction until a turn is written —
     every decision and the capacity check ask it."""
     def load() -> list[tuple[int, str | None, str, str, float]]:
-        return [(int(sid or 0), own, str(genesis), str(runtime), float(weight)) for sid, own, genesis, runtime, weight in db.exec(_RUNNING)]
+        return [(int(sid or 0), own, str(genesis), str(runtime), float(weight)) for sid, own, genesis, runtime, weight in db.execute(_RUNNING)]
 
     return cached(db, "running", load)
 
 
+_RUNNING_COLUMNS: tuple[Any, ...] = (Session.id, Session.scheduling_class, Session.genesis, Session.runtime, Session.weight)
 _RUNNING = (  # built once: every decision reads it
-    select(Session.id, Session.scheduling_class, Session.genesis, Session.runtime, Session.weight)
+    sa_select(*_RUNNING_COLUMNS)
     .join(Turn, col(Turn.session_id) == col(Session.id))
-    .where(Turn.status == "running")
+    .where(col(Turn.status) == "running")
 )
 
 

@@ -8,7 +8,9 @@ A spot session takes a turn while, for both windows, three checks hold:
               the projection runs to the rollover, since what is spent after it is the next
               window's;
   the pace  — the fleet's burn, this session's included, is at or under the sustainable rate
-              (spot budget left / time left); waived when no spot work is in flight;
+              (spot budget left / time left); waived when no spot work is in flight, and for
+              a longer window the shorter one's caps cannot spend out before its rollover
+              (`pace_unneeded`: a deviation from the seed, explained there);
   a slot    — fewer quota-spending turns run than min(max sessions, agent workers), unless the
               asking session is already running (it is counted in the fleet itself).
 Priority is never held. Every uncertain condition allows, with its reason named. A window whose
@@ -18,7 +20,8 @@ across it): it is read as the next window, with nothing spent yet.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import math
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 from enum import StrEnum
@@ -65,6 +68,7 @@ class WindowFigures:
     projected: float  # what the cap projects inside the window: ten minutes or to the rollover (0 in fraction mode)
     within_cap: bool
     within_pace: bool
+    pace_unneeded: bool = False  # a shorter window's caps cannot spend this one out before its rollover
 
 
 @dataclass(frozen=True)
@@ -129,6 +133,34 @@ def live_window(w: WindowState, now: datetime) -> WindowState:
     return replace(w, spent=0.0, resets_at=w.resets_at + periods * w.period)
 
 
+def pace_unneeded(windows: Sequence[WindowState], reserve_pct: Mapping[str, float], now: datetime) -> frozenset[str]:
+    """Longer windows whose pace protects nothing: the most spot work can spend before the
+    window's rollover — what a shorter window's cap still allows now, plus a whole spot budget
+    for each of its windows that opens before then — fits in what the longer window has left.
+
+    A deviation from seed 001's "for both windows", measured in `pacer simulate`: the weekly
+    curve starts below the burn of the fleet the 5-hour budget pays for, so on a quiet first day
+    it held every few sessions while the 5-hour budget it could never outspend went unspent
+    (70% of it, in the saturated example's first window). The weekly cap still holds; its pace
+    comes back as soon as the bound no longer fits (priority spend, a smaller weekly budget)."""
+    calibrated = [w for w in windows if w.calibrated and w.period > timedelta(0)]
+    unneeded: set[str] = set()
+    for longer in calibrated:
+        longer_left = longer.capacity * (1 - reserve_pct.get(longer.name, 0.0) / 100.0) - longer.spent
+        for shorter in calibrated:
+            if shorter.period >= longer.period:
+                continue
+            budget = shorter.capacity * (1 - reserve_pct.get(shorter.name, 0.0) / 100.0)
+            most = max(budget - shorter.spent, 0.0)
+            if shorter.resets_at < longer.resets_at:
+                opening = (longer.resets_at - shorter.resets_at) / shorter.period
+                most += budget * math.ceil(opening)
+            if most <= longer_left:
+                unneeded.add(longer.name)
+                break
+    return frozenset(unneeded)
+
+
 def _figures(
     w: WindowState,
     *,
@@ -137,6 +169,7 @@ def _figures(
     own_burn: float,
     pace_waived: bool,
     now: datetime,
+    pace_unneeded: bool = False,
 ) -> WindowFigures:
     reserved = w.capacity * reserve_pct / 100.0
     spot_budget = w.capacity - reserved
@@ -147,10 +180,10 @@ def _figures(
         projected = burn * projection_minutes(minutes_left)
         within_cap = w.spent + projected <= spot_budget
         sustainable = spot_left / minutes_left if minutes_left > 0 else None
-        within_pace = pace_waived or sustainable is None or burn <= sustainable
+        within_pace = pace_waived or pace_unneeded or sustainable is None or burn <= sustainable
         return WindowFigures(
             w.name, w.label, True, w.capacity, w.spent, reserved, spot_budget, spot_left,
-            minutes_left, w.resets_at, sustainable, fleet_burn, projected, within_cap, within_pace,
+            minutes_left, w.resets_at, sustainable, fleet_burn, projected, within_cap, within_pace, pace_unneeded,
         )
     # Fraction mode: no burn projection. The cap is the spent fraction against the non-reserved
     # fraction; the pace is the straight line that reaches the spot budget at the rollover.
@@ -196,16 +229,20 @@ def evaluate(
     fleet_burn = sum(t.burn_per_min for t in others)
     own_burn = asking.burn_per_min
 
+    live = [live_window(w, now) for w in snapshot.windows]
+    reserves = {w.name: min(snapshot.policy.reserve_pct(w.name) + reserve_margin_pct, 100.0) for w in live}
+    unneeded = pace_unneeded(live, reserves, now)
     figures = tuple(
         _figures(
-            live_window(w, now),
-            reserve_pct=min(snapshot.policy.reserve_pct(w.name) + reserve_margin_pct, 100.0),
+            w,
+            reserve_pct=reserves[w.name],
             fleet_burn=fleet_burn,
             own_burn=own_burn,
             pace_waived=waiver,
             now=now,
+            pace_unneeded=w.name in unneeded,
         )
-        for w in snapshot.windows
+        for w in live
     )
     running = len(quota_fleet) if asking.already_running else len(others)
     slots = snapshot.effective_slots

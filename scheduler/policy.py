@@ -9,8 +9,9 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
+from sqlalchemy import select as sa_select
 from sqlmodel import Session as DBSession
-from sqlmodel import select
+from sqlmodel import col, select
 
 from scheduler.admission import cached, invalidated_by, kept
 from scheduler.errors import InvalidInput
@@ -64,10 +65,11 @@ def view(row: Policy) -> PolicyView:
     )
 
 
-_ROW = select(
+_COLUMNS: tuple[Any, ...] = (
     Policy.gating_enabled, Policy.reserve_5h_pct, Policy.reserve_7d_pct, Policy.max_sessions,
     Policy.preemption_enabled, Policy.genesis_class_overrides,
-).where(Policy.id == 1)  # built once: it is read by nearly every transaction
+)
+_ROW = sa_select(*_COLUMNS).where(col(Policy.id) == 1)  # built once: it is read by nearly every transaction
 
 
 def load_policy(db: DBSession) -> PolicyView:
@@ -77,7 +79,7 @@ def load_policy(db: DBSession) -> PolicyView:
 
 
 def _read(db: DBSession) -> PolicyView:
-    found = db.exec(_ROW).first()
+    found = db.execute(_ROW).first()
     if found is None:
         return view(ensure_policy(db))
     gating, reserve_5h, reserve_7d, max_sessions, preemption, overrides = found

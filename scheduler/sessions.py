@@ -183,7 +183,7 @@ def create_session(db: DBSession, req: NewSession, *, now: datetime, fallback: G
     return session
 
 
-_INSERT_SESSION = insert(Session.__table__)  # type: ignore[arg-type]
+_INSERT_SESSION = insert(Session.__table__)  # type: ignore[attr-defined]
 # The model's factory defaults (the JSON columns) have no column default: a Core insert names
 # them. Read from the model, so a new such column needs no change here.
 _FACTORY_DEFAULTS = tuple(

@@ -16,6 +16,7 @@ from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
+from sqlalchemy import select as sa_select
 from sqlmodel import Session as DBSession
 from sqlmodel import col, select
 
@@ -271,13 +272,16 @@ class _Candidate:
     runtime: str
 
 
+_CANDIDATE_COLUMNS: tuple[Any, ...] = (Session.id, Session.scheduling_class, Session.genesis, Session.runtime, Session.wake_at)
+
+
 def _candidates(db: DBSession, policy: PolicyView, now: datetime, limit: int) -> list[_Candidate]:
     """Dormant held sessions, in queue order: priority above, then precedence, then age."""
     resolved = class_expr(policy)
     stmt = (
-        select(Session.id, Session.scheduling_class, Session.genesis, Session.runtime, Session.wake_at)
+        sa_select(*_CANDIDATE_COLUMNS)
         .where(
-            Session.status == Status.WAITING.value,
+            col(Session.status) == Status.WAITING.value,
             col(Session.hold_reason).is_not(None),
             col(Session.pause_reason).is_(None),
             col(Session.park_reason).is_(None),
@@ -287,7 +291,7 @@ def _candidates(db: DBSession, policy: PolicyView, now: datetime, limit: int) ->
     )
     return [
         _Candidate(int(sid or 0), own, str(genesis), str(runtime))
-        for sid, own, genesis, runtime, wake_at in db.exec(stmt)
+        for sid, own, genesis, runtime, wake_at in db.execute(stmt)
         if wake_at is None or wake_at <= now  # asleep: every automatic path declines it
     ]
 

@@ -17,6 +17,7 @@ from scheduler.gate import (
     decide,
     evaluate,
     live_window,
+    pace_unneeded,
     projection_minutes,
 )
 from scheduler.policy import PolicyView
@@ -99,6 +100,15 @@ CASES = [
      snap(w5=window(spent=39.0, hours_left=4 / 60), fleet=[spot_turn(1, burn=0.2)]), asking(burn=0.2), Reason.AT_UTILIZATION_LIMIT, Ceiling.SPOT_BUDGET),
     ("a reading whose reset has passed is last window's: its spend holds nothing in the window now open",
      snap(w5=window(spent=45.0, hours_left=-1 / 60), fleet=[spot_turn(1)]), asking(), Reason.WITHIN_LIMITS, None),
+    ("a weekly pace the 5-hour caps cannot outspend before the weekly rollover is not applied",
+     snap(w5=window(spent=0.0, capacity=300.0, hours_left=4), w7=window("7d", spent=0.0, capacity=12000.0, hours_left=164),
+          fleet=[spot_turn(i, burn=0.25) for i in range(3)]), asking(burn=0.25), Reason.WITHIN_LIMITS, None),
+    ("the weekly pace holds when the 5-hour caps could spend the week out first",
+     snap(w5=window(spent=0.0, capacity=300.0, hours_left=4), w7=window("7d", spent=0.0, capacity=9000.0, hours_left=164),
+          fleet=[spot_turn(i, burn=0.25) for i in range(3)]), asking(burn=0.25), Reason.AT_UTILIZATION_LIMIT, Ceiling.PACING_CURVE),
+    ("an unneeded weekly pace still leaves the weekly cap",
+     snap(w5=window(spent=0.0, capacity=300.0, hours_left=4), w7=window("7d", spent=9598.0, capacity=12000.0, hours_left=3),
+          fleet=[spot_turn(1, burn=0.25)]), asking(burn=0.25), Reason.AT_UTILIZATION_LIMIT, Ceiling.SPOT_BUDGET),
     ("fraction mode: the cap compares the used fraction with the spot share",
      snap(w5=window(spent=0.85, capacity=1.0, calibrated=False), w7=window("7d", spent=0.1, capacity=1.0, calibrated=False)), asking(), Reason.AT_UTILIZATION_LIMIT, Ceiling.SPOT_BUDGET),
     ("fraction mode: ahead of the straight line to the spot budget is paced",
@@ -121,7 +131,7 @@ def test_only_a_spent_budget_stops_running_work() -> None:
 
 
 def test_budget_spent_windows_names_only_the_spent_one() -> None:
-    d = evaluate(snap(w5=window(spent=41.0), w7=window("7d", spent=4780.0, capacity=6000.0, hours_left=1), fleet=[spot_turn(1, burn=1.0)]), asking(), NOW)
+    d = evaluate(snap(w5=window(spent=41.0, hours_left=0.5), w7=window("7d", spent=4780.0, capacity=6000.0, hours_left=1), fleet=[spot_turn(1, burn=1.0)]), asking(), NOW)
     assert d.ceiling is Ceiling.SPOT_BUDGET and d.budget_spent_windows == ("5h",) and "7d" in d.paced_windows
     text = explain(d, NOW)
     assert "5-hour window has no non-reserved budget" in text.why and "weekly" not in text.until
@@ -266,3 +276,12 @@ def test_priority_is_never_held(s, burn, running) -> None:
 def test_the_decision_is_a_function_of_snapshot_and_now(s, burn, running) -> None:
     who = Asking(1000, True, running, True, burn)
     assert evaluate(s, who, NOW) == evaluate(s, who, NOW)
+
+
+def test_the_unneeded_pace_is_named_on_the_weekly_figures() -> None:
+    s = snap(w5=window(spent=0.0, capacity=300.0, hours_left=4), w7=window("7d", spent=0.0, capacity=12000.0, hours_left=164))
+    d = evaluate(s, asking(burn=0.25), NOW)
+    assert d.figures("7d").pace_unneeded and not d.figures("5h").pace_unneeded
+    # the bound: 240 left in this 5-hour window + 32 more whole windows of 240 = 7,920 <= 9,600
+    assert pace_unneeded(list(s.windows), {"5h": 20.0, "7d": 20.0}, NOW) == {"7d"}
+    assert pace_unneeded(list(s.windows), {"5h": 20.0, "7d": 35.0}, NOW) == set()  # 7,800 left: it could
