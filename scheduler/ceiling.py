@@ -33,7 +33,14 @@ from scheduler.context import Context
 from scheduler.db import session_scope
 from scheduler.effects import Effects
 from scheduler.explain import explain
-from scheduler.fleet import asking_for, build_snapshot, read_quota, running_fleet
+from scheduler.fleet import (
+    asking_for,
+    build_snapshot,
+    burn_rate,
+    fleet_columns,
+    read_quota,
+    running_fleet,
+)
 from scheduler.gate import Ceiling, Decision, decide
 from scheduler.models import Session, Status
 from scheduler.pause import (
@@ -49,7 +56,7 @@ from scheduler.pause import (
 from scheduler.policy import PolicyView, load_policy
 from scheduler.ports import QuotaReading
 from scheduler.sessions import is_spot
-from scheduler.snapshot import Snapshot
+from scheduler.snapshot import Asking, Snapshot
 from scheduler.turns import PASS_THROUGH, is_asleep
 
 log = logging.getLogger("pacer.ceiling")
@@ -102,10 +109,10 @@ def _pause_running(
     db: DBSession, ctx: Context, policy: PolicyView, reading: QuotaReading | None, now: datetime, fx: Effects,
     report: SweepReport,
 ) -> None:
-    pausable = [(s, t) for s, t in running_fleet(db, ctx, policy) if is_pausable(s, ctx, policy, t.kind)]
-    if not pausable:
-        return
     snapshot = build_snapshot(db, ctx, policy, reading)
+    if not any(_stopped(snapshot, ctx, sid, runtime, now) for sid, spot, runtime in fleet_columns(db, policy) if spot):
+        return  # nothing running would be paused: the whole rows are not read
+    pausable = [(s, t) for s, t in running_fleet(db, ctx, policy) if is_pausable(s, ctx, policy, t.kind)]
     for session, turn in pausable:
         # The same question admission asks, for a session that is already running: it is
         # counted in the fleet itself, so the slot check is skipped and only the money decides.
@@ -126,6 +133,14 @@ def _pause_running(
         log.warning("session #%s paused mid-run: %s", session.id, sentence)
         report.paused.append(session.id or 0)
     db.flush()
+
+
+def _stopped(snapshot: Snapshot, ctx: Context, session_id: int, runtime: str, now: datetime) -> bool:
+    """Would the ceiling stop this running spot turn? The question `_pause_running` asks, from
+    the fleet's columns."""
+    spends = ctx.runtime(runtime).spends_quota
+    asking = Asking(session_id=session_id, is_spot=True, already_running=True, spends_quota=spends, burn_per_min=burn_rate(ctx, runtime))
+    return spends and decide(snapshot, asking, now).stops_running_work
 
 
 def waived_not_passed(decision: Decision, snapshot: Snapshot) -> bool:
@@ -150,7 +165,7 @@ def waived_not_passed(decision: Decision, snapshot: Snapshot) -> bool:
 
 
 def _running_quota_turns(db: DBSession, ctx: Context, policy: PolicyView) -> int:
-    return sum(1 for s, _t in running_fleet(db, ctx, policy) if ctx.runtime(s.runtime).spends_quota)
+    return sum(1 for _sid, _spot, runtime in fleet_columns(db, policy) if ctx.runtime(runtime).spends_quota)
 
 
 def _resume_dormant(
