@@ -158,8 +158,9 @@ _KEPT: weakref.WeakKeyDictionary[Any, dict[str, tuple[tuple[int, ...], float, An
 def kept(db: DBSession, key: str, models: tuple[type, ...], load: Callable[[], T]) -> T:
     """`load()` once per KEEP_SECONDS per engine, or again after a commit wrote any `models`
     row in this process. A None result (an unreadable store) is never kept."""
-    if db.info.get("pacer.written", set()).intersection(models):
-        return load()  # this transaction wrote what is kept: it reads its own write
+    pending = {type(obj) for obj in (*db.new, *db.dirty, *db.deleted)} if (db.new or db.dirty or db.deleted) else set()
+    if pending.intersection(models) or db.info.get("pacer.written", set()).intersection(models):
+        return load()  # this transaction wrote (or is about to flush) what is kept: it reads its own write
     store = _KEPT.setdefault(db.get_bind(), {})
     generation = tuple(_GENERATION.get(m, 0) for m in models)
     now = time.monotonic()
@@ -172,8 +173,18 @@ def kept(db: DBSession, key: str, models: tuple[type, ...], load: Callable[[], T
     return value
 
 
+def forget_kept(engine: Any) -> None:
+    """Drop every kept read for `engine` (after a bulk write outside the ORM, e.g. a TRUNCATE)."""
+    _KEPT.pop(engine, None)
+
+
+# A savepoint's release or rollback fires these events too: only the outer transaction's end
+# counts. A rolled-back savepoint leaves the set as it was, so the commit still bumps what was
+# written before it (and what the savepoint wrote: a harmless extra reload).
 @event.listens_for(ORMSession, "after_commit")
 def _committed(db: ORMSession) -> None:
+    if db.in_nested_transaction():
+        return
     written = db.info.pop("pacer.written", ())
     if written:
         with _BUMP:  # commits on several threads: no increment may be lost
@@ -183,4 +194,6 @@ def _committed(db: ORMSession) -> None:
 
 @event.listens_for(ORMSession, "after_rollback")
 def _rolled_back(db: ORMSession) -> None:
+    if db.in_nested_transaction():
+        return
     db.info.pop("pacer.written", None)

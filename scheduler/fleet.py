@@ -100,7 +100,7 @@ _RUNNING = (  # built once: every decision reads it
 )
 
 
-invalidated_by("running", Turn)
+invalidated_by("running", Turn, Session)  # a class or weight change counts too
 
 
 def fleet_columns(db: DBSession, policy: PolicyView) -> list[tuple[int, bool, str]]:

@@ -133,7 +133,9 @@ def live_window(w: WindowState, now: datetime) -> WindowState:
     return replace(w, spent=0.0, resets_at=w.resets_at + periods * w.period)
 
 
-def pace_unneeded(windows: Sequence[WindowState], reserve_pct: Mapping[str, float], now: datetime) -> frozenset[str]:
+def pace_unneeded(
+    windows: Sequence[WindowState], reserve_pct: Mapping[str, float], now: datetime, *, margin_pct: float = 0.0,
+) -> frozenset[str]:
     """Longer windows whose pace protects nothing: the most spot work can spend before the
     window's rollover — what a shorter window's cap still allows now, plus a whole spot budget
     for each of its windows that opens before then — fits in what the longer window has left.
@@ -142,11 +144,15 @@ def pace_unneeded(windows: Sequence[WindowState], reserve_pct: Mapping[str, floa
     curve starts below the burn of the fleet the 5-hour budget pays for, so on a quiet first day
     it held every few sessions while the 5-hour budget it could never outspend went unspent
     (70% of it, in the saturated example's first window). The weekly cap still holds; its pace
-    comes back as soon as the bound no longer fits (priority spend, a smaller weekly budget)."""
+    comes back as soon as the bound no longer fits (priority spend, a smaller weekly budget).
+
+    `margin_pct` (the resume margin) narrows only the longer window's room: widening the shorter
+    window's reserve too would shrink the bound and skip a pace the plain reserves need."""
     calibrated = [w for w in windows if w.calibrated and w.period > timedelta(0)]
     unneeded: set[str] = set()
     for longer in calibrated:
-        longer_left = longer.capacity * (1 - reserve_pct.get(longer.name, 0.0) / 100.0) - longer.spent
+        longer_reserve = min(reserve_pct.get(longer.name, 0.0) + margin_pct, 100.0)
+        longer_left = longer.capacity * (1 - longer_reserve / 100.0) - longer.spent
         for shorter in calibrated:
             if shorter.period >= longer.period:
                 continue
@@ -231,7 +237,7 @@ def evaluate(
 
     live = [live_window(w, now) for w in snapshot.windows]
     reserves = {w.name: min(snapshot.policy.reserve_pct(w.name) + reserve_margin_pct, 100.0) for w in live}
-    unneeded = pace_unneeded(live, reserves, now)
+    unneeded = pace_unneeded(live, {w.name: snapshot.policy.reserve_pct(w.name) for w in live}, now, margin_pct=reserve_margin_pct)
     figures = tuple(
         _figures(
             w,

@@ -21,6 +21,7 @@ from sqlmodel import Session as DBSession
 from sqlmodel import col, select
 
 from scheduler import ladder
+from scheduler.admission import present
 from scheduler.context import Context
 from scheduler.db import session_scope
 from scheduler.effects import Effects
@@ -334,10 +335,13 @@ def pump(ctx: Context, *, due_session: int | None = None) -> list[int]:
             candidates: list[_Candidate] = []
         else:
             candidates = _candidates(db, policy, now, PUMP_LIMIT)
+        # With a hold store in use, a refused candidate is still read whole: its own check may
+        # now say why it waits (an operator hold placed over it), and that is restated.
+        restate = any(present(db, key) for key in ("operator_holds", "queue_holds", "prerequisite_sessions"))
         for cand in candidates:
             if due is not None and cand.id == due.id:
                 due = None  # examined in its place in the queue
-            elif cand.id != due_session:
+            elif cand.id != due_session and not restate:
                 decision = gate.decide_for(cand)
                 if not decision.allowed:  # the same answer every candidate asking alike gets
                     if _stops(decision):

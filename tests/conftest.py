@@ -15,6 +15,7 @@ from sqlmodel import SQLModel
 
 import scheduler.models  # noqa: F401
 from scheduler import db as dbmod
+from scheduler.admission import forget_kept
 from scheduler.clock import VirtualClock
 from scheduler.deferrer import VirtualDeferrer
 from scheduler.policy import ensure_policy
@@ -49,6 +50,7 @@ def _fresh_postgres() -> Engine:
     names = ", ".join(f'"{t.name}"' for t in SQLModel.metadata.sorted_tables)
     with _pg_engine.begin() as conn:
         conn.execute(text(f"TRUNCATE {names} RESTART IDENTITY CASCADE"))
+    forget_kept(_pg_engine)  # the TRUNCATE is no ORM write: reads kept from the last test must go
     return _pg_engine
 
 

@@ -285,3 +285,13 @@ def test_the_unneeded_pace_is_named_on_the_weekly_figures() -> None:
     # the bound: 240 left in this 5-hour window + 32 more whole windows of 240 = 7,920 <= 9,600
     assert pace_unneeded(list(s.windows), {"5h": 20.0, "7d": 20.0}, NOW) == {"7d"}
     assert pace_unneeded(list(s.windows), {"5h": 20.0, "7d": 35.0}, NOW) == set()  # 7,800 left: it could
+
+
+def test_the_resume_margin_never_skips_a_pace_the_plain_reserves_need() -> None:
+    """The margin narrows the longer window's room only: with it, the bound can only get
+    stricter (a 5-hour reserve of 50% and a weekly one of 0%, five 5-hour windows to go)."""
+    w5 = WindowState("5h", timedelta(hours=5), NOW + timedelta(hours=5), 10.0, 0.0, True)
+    w7 = WindowState("7d", timedelta(days=7), NOW + timedelta(hours=25), 45.0, 20.2, True)
+    reserves = {"5h": 50.0, "7d": 0.0}
+    assert pace_unneeded([w5, w7], reserves, NOW) == set()
+    assert pace_unneeded([w5, w7], reserves, NOW, margin_pct=5.0) == set()

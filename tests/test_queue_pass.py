@@ -111,3 +111,49 @@ def test_an_asleep_candidate_is_not_examined(engine, clock) -> None:
     clock.advance(timedelta(minutes=31))
     ctx.run_job("kick")
     assert row(ctx, sid).status == "waiting"
+
+
+@pytest.mark.parametrize("savepoint", ["rolled back", "released"])
+def test_a_savepoint_after_a_write_does_not_hide_the_write(engine, clock, savepoint) -> None:
+    """A savepoint's end fires the ORM's commit/rollback events too (a failed preemption, a
+    fail-open read on PostgreSQL): only the outer commit may publish what was written."""
+    build(engine, clock, max_sessions=3)
+    with session_scope(engine) as db:
+        assert load_policy(db).max_sessions == 3
+    with session_scope(engine) as db:
+        change_policy(db, {"max_sessions": 5}, surface="test", actor=None, now=clock.now())
+        if savepoint == "rolled back":
+            with pytest.raises(RuntimeError), db.begin_nested():
+                raise RuntimeError("a failed step inside the transaction")
+        else:
+            with db.begin_nested():
+                pass
+        assert load_policy(db).max_sessions == 5
+    with session_scope(engine) as db:
+        assert load_policy(db).max_sessions == 5
+
+
+def test_a_write_not_yet_flushed_is_read_by_its_own_transaction(engine, clock) -> None:
+    build(engine, clock, max_sessions=3)
+    with session_scope(engine) as db:
+        assert load_policy(db).max_sessions == 3
+    with session_scope(engine) as db:
+        from scheduler.policy import ensure_policy
+
+        row = ensure_policy(db)
+        row.max_sessions = 6  # no flush yet: the read must not come from the kept copy
+        admission.forget(db, "policy")
+        assert load_policy(db).max_sessions == 6
+
+
+def test_an_operator_hold_over_held_sessions_is_restated_by_the_next_pass(engine, clock) -> None:
+    """A session held for a full fleet, then covered by an operator hold: the next queue pass
+    says the operator hold is why it waits (the holds view lists it under the hold)."""
+    ctx, _deferrer, _workers, _quota = build(engine, clock, max_sessions=1, turn_minutes=600)
+    wiring.install(ctx)
+    fill(ctx, 1)
+    first, second = held(ctx, 2)
+    assert row(ctx, first).hold_reason == "fleet_at_cap"
+    place_hold(ctx, "all", armer="U1", reason="freeze")
+    ctx.run_job("kick")
+    assert row(ctx, first).hold_reason == REASON and row(ctx, second).hold_reason == REASON
