@@ -67,18 +67,24 @@ class Sampler:
 
     def _count_waiting(self, now: datetime) -> tuple[int, int, int]:
         """One grouped query; the class is resolved here from (stored class, genesis), the same
-        rule `class_of` applies, so the query stays a handful of result rows."""
+        rule `class_of` applies, so the query stays a handful of result rows. A running session
+        marked to yield counts as paused, so marked rows come in the same query."""
         with session_scope(self.sim.engine) as db:
             policy = load_policy(db)
+            waiting = col(Session.status) == Status.WAITING.value
             is_held = col(Session.hold_reason).is_not(None)
             is_paused = col(Session.pause_reason).is_not(None)
             asleep = col(Session.wake_at).is_not(None) & (col(Session.wake_at) > now)
-            keys = (Session.scheduling_class, Session.genesis, is_held, is_paused, asleep)
-            stmt = select(*keys, func.count()).where(Session.status == Status.WAITING.value).group_by(*keys)  # type: ignore[call-overload]
+            marked = col(Session.preempt_mark_at).is_not(None)
+            keys = (Session.scheduling_class, Session.genesis, waiting, is_held, is_paused, asleep, marked)
+            stmt = select(*keys, func.count()).where(waiting | marked).group_by(*keys)  # type: ignore[call-overload]
             rows = db.exec(stmt).all()
-            marked = db.exec(select(func.count()).select_from(Session).where(col(Session.preempt_mark_at).is_not(None))).one()
         held = paused = spot_waiting = 0
-        for stored, genesis, held_row, paused_row, sleeping, n in rows:
+        for stored, genesis, waiting_row, held_row, paused_row, sleeping, marked_row, n in rows:
+            if marked_row:
+                paused += n
+            if not waiting_row:
+                continue
             klass = resolve_class(parse_class(stored), None, parse_genesis(genesis), policy.overrides)
             if paused_row:
                 paused += n
@@ -86,7 +92,7 @@ class Sampler:
                 held += n
             if klass is SchedulingClass.SPOT and (held_row or paused_row) and not sleeping:
                 spot_waiting += n
-        return held, paused + int(marked), spot_waiting
+        return held, paused, spot_waiting
 
     def sample(self, now: datetime) -> None:
         sim = self.sim
