@@ -13,11 +13,8 @@ response_url. Target: p99 ack under 300 ms (Slack gives up at 3 s).
 from __future__ import annotations
 
 import argparse
-import os
-import socket
 import statistics
 import subprocess
-import sys
 import tempfile
 import threading
 import time
@@ -28,6 +25,7 @@ from pathlib import Path
 import httpx
 from sqlalchemy import insert
 
+from bench.serve import free_port, start_pacer
 from scheduler import db as dbmod
 from scheduler.models import Session
 from tests.slack_mock import BOT_TOKEN, SIGNING_SECRET, MockSlack, command_body, signed_headers
@@ -54,37 +52,11 @@ def seed_sessions(url: str, count: int) -> None:
     engine.dispose()
 
 
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
 def start_server(workdir: Path, url: str, port: int, api_url: str) -> subprocess.Popen[bytes]:
-    env = {
-        **os.environ, "DATABASE_URL": url, "PACER_RUNNER": "echo", "PACER_LOG_LEVEL": "WARNING",
-        "PACER_WORKDIR": str(workdir / "work"), "PACER_CONFIG": str(workdir / "pacer.toml"),
+    return start_pacer(workdir, url, port, {
         "SLACK_BOT_TOKEN": BOT_TOKEN, "SLACK_SIGNING_SECRET": SIGNING_SECRET, "SLACK_API_URL": api_url,
         "PACER_ROSTER": "UOPS=operator,UMEM=member", "PACER_MAX_SESSIONS": "1",
-    }
-    (workdir / "pacer.toml").write_text("")
-    log = (workdir / "server.log").open("wb")
-    process = subprocess.Popen(
-        [sys.executable, "-m", "bot.cli", "serve", "--host", "127.0.0.1", "--port", str(port)],
-        env=env, stdout=log, stderr=subprocess.STDOUT, cwd=str(workdir),
-    )
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline:
-        if process.poll() is not None:
-            raise RuntimeError(f"pacer serve exited ({process.returncode}); see {workdir / 'server.log'}")
-        try:
-            if httpx.get(f"http://127.0.0.1:{port}/healthz", timeout=1).status_code == 200:
-                return process
-        except httpx.HTTPError:
-            pass
-        time.sleep(0.1)
-    process.kill()
-    raise RuntimeError("pacer serve did not answer /healthz within 60 s")
+    })
 
 
 def send_all(base: str, mock: MockSlack, count: int, concurrency: int) -> tuple[dict[str, tuple[float, float, int]], float]:

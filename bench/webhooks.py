@@ -20,10 +20,8 @@ import json
 import os
 import queue
 import random
-import socket
 import statistics
 import subprocess
-import sys
 import tempfile
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -36,6 +34,7 @@ from sqlalchemy import func, or_
 from sqlmodel import Session as DBSession
 from sqlmodel import col, select
 
+from bench.serve import free_port, start_pacer
 from integrations.github.webhook import signature
 from scheduler import db as dbmod
 from scheduler.models import Session, Trigger, Turn
@@ -68,41 +67,8 @@ def deliveries(count: int, redeliveries: int, rng: random.Random, *, owner: str 
     return order
 
 
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
 def start_server(workdir: Path, url: str, port: int) -> subprocess.Popen[bytes]:
-    env = {
-        **os.environ,
-        "DATABASE_URL": url,
-        "GITHUB_WEBHOOK_SECRET": SECRET,
-        "PACER_RUNNER": "echo",
-        "PACER_ECHO_SECONDS": "60",
-        "PACER_LOG_LEVEL": "WARNING",
-        "PACER_WORKDIR": str(workdir / "work"),
-        "PACER_CONFIG": str(workdir / "pacer.toml"),
-    }
-    (workdir / "pacer.toml").write_text("")
-    log = (workdir / "server.log").open("wb")
-    process = subprocess.Popen(
-        [sys.executable, "-m", "bot.cli", "serve", "--host", "127.0.0.1", "--port", str(port)],
-        env=env, stdout=log, stderr=subprocess.STDOUT, cwd=str(workdir),
-    )
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline:
-        if process.poll() is not None:
-            raise RuntimeError(f"pacer serve exited ({process.returncode}); see {workdir / 'server.log'}")
-        try:
-            if httpx.get(f"http://127.0.0.1:{port}/healthz", timeout=1).status_code == 200:
-                return process
-        except httpx.HTTPError:
-            pass
-        time.sleep(0.1)
-    process.kill()
-    raise RuntimeError("pacer serve did not answer /healthz within 60 s")
+    return start_pacer(workdir, url, port, {"GITHUB_WEBHOOK_SECRET": SECRET, "PACER_ECHO_SECONDS": "60"})
 
 
 def senders(base: str, concurrency: int) -> queue.SimpleQueue[httpx.Client]:
