@@ -21,7 +21,6 @@ from __future__ import annotations
 import logging
 import threading
 from collections.abc import Mapping
-from concurrent.futures import Future, ThreadPoolExecutor, wait
 from typing import Any, Protocol
 
 from sqlalchemy import Engine
@@ -30,6 +29,7 @@ from sqlmodel import Session as DBSession
 from sqlmodel import select
 
 from integrations.github.status import MARKER, Where, read_status, render_body
+from integrations.tracked_pool import TrackedPool
 from scheduler.db import session_scope
 from scheduler.models import StatusComment
 from scheduler.ports import Clock
@@ -125,9 +125,8 @@ class StatusComments:
         self._engine = engine
         self._port = port
         self._clock = clock
-        self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="github-comments")
+        self._pool = TrackedPool(1, "github-comments")
         self._queued: set[int] = set()
-        self._pending: set[Future[Any]] = set()
         self._lock = threading.Lock()
 
     def notify(self, event: str, context: Mapping[str, Any]) -> None:
@@ -138,9 +137,7 @@ class StatusComments:
             if session_id in self._queued:
                 return  # the queued refresh reads the row when it runs: it will see this change
             self._queued.add(session_id)
-            future = self._pool.submit(self._run, session_id)
-            self._pending.add(future)
-        future.add_done_callback(self._forget)
+            self._pool.submit(self._run, session_id)
 
     def _run(self, session_id: int) -> None:
         with self._lock:
@@ -149,10 +146,6 @@ class StatusComments:
             self.refresh(session_id)
         except Exception:
             log.exception("github: the status comment of session #%s was not updated", session_id)
-
-    def _forget(self, future: Future[Any]) -> None:
-        with self._lock:
-            self._pending.discard(future)
 
     def refresh(self, session_id: int) -> int | None:
         """Make the session's issue comment match its row. Returns the comment id, or None when
@@ -186,12 +179,7 @@ class StatusComments:
                 continue  # another writer made the row first: update it instead
 
     def drain(self, timeout: float = 30.0) -> bool:
-        with self._lock:
-            pending = set(self._pending)
-        if not pending:
-            return True
-        _done, not_done = wait(pending, timeout=timeout)
-        return not not_done
+        return self._pool.drain(timeout)
 
     def close(self, timeout: float = 30.0) -> None:
         self.drain(timeout)

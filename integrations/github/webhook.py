@@ -30,7 +30,7 @@ import logging
 import threading
 import time
 from collections.abc import AsyncIterator, Callable, Mapping
-from concurrent.futures import Future, ThreadPoolExecutor, wait
+from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from typing import Any
@@ -47,6 +47,7 @@ from bot.github_intake import GithubPlan, IntakeSettings, finish_github, record_
 from bot.runtime import Pacer
 from integrations.github import events
 from integrations.http_body import read_bounded
+from integrations.tracked_pool import TrackedPool
 from scheduler.db import session_scope
 from scheduler.models import WebhookDelivery
 from templates import render
@@ -112,8 +113,7 @@ class GithubEdge:
         # for the GIL.
         threads = 1 if pacer.settings.sqlite else RECORD_THREADS
         self._recorder = ThreadPoolExecutor(max_workers=threads, thread_name_prefix="github-record")
-        self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="github-intake")
-        self._pending: set[Future[Any]] = set()
+        self._pool = TrackedPool(1, "github-intake")
         self._lock = threading.Lock()
         self._in_flight = 0
         self._last_delivery = 0.0  # time.monotonic() of the last delivery seen
@@ -180,11 +180,7 @@ class GithubEdge:
                 log.exception("github: %s failed", what)
                 return None
 
-        future = self._pool.submit(guarded)
-        with self._lock:
-            self._pending.add(future)
-        future.add_done_callback(self._forget)
-        return future
+        return self._pool.submit(guarded)
 
     def _wait_for_lull(self) -> None:
         deadline = time.monotonic() + MAX_YIELD_SECONDS
@@ -195,18 +191,9 @@ class GithubEdge:
                 return
             time.sleep(LULL_SECONDS / 5)
 
-    def _forget(self, future: Future[Any]) -> None:
-        with self._lock:
-            self._pending.discard(future)
-
     def drain(self, timeout: float = 30.0) -> bool:
         """Wait for the follow-up work submitted so far; True when all of it finished in time."""
-        with self._lock:
-            pending = set(self._pending)
-        if not pending:
-            return True
-        _done, not_done = wait(pending, timeout=timeout)
-        return not not_done
+        return self._pool.drain(timeout)
 
     def close(self, timeout: float = 30.0) -> None:
         """Finish what was answered (GitHub will not send it again), then stop the threads."""

@@ -8,12 +8,12 @@ while every ack still goes back in milliseconds, well inside Slack's 3 seconds.
 from __future__ import annotations
 
 import logging
-import threading
 from collections.abc import Callable
-from concurrent.futures import Future, ThreadPoolExecutor, wait
+from concurrent.futures import Future
 from typing import Any
 
 from bot.runtime import Pacer
+from integrations.tracked_pool import TrackedPool
 
 log = logging.getLogger("pacer.slack")
 
@@ -27,34 +27,6 @@ DEFAULT_WORK_THREADS = 4
 # Bolt's own executor. With process_before_response=True (app.py) listeners run inline on the
 # dispatching thread and Bolt uses this only for lazy listeners, which Pacer has none of.
 DEFAULT_LISTENER_THREADS = 2
-
-
-class TrackedPool(ThreadPoolExecutor):
-    """A thread pool that can say when everything submitted so far has finished."""
-
-    def __init__(self, max_workers: int, name: str) -> None:
-        super().__init__(max_workers=max_workers, thread_name_prefix=name)
-        self._pending: set[Future[Any]] = set()
-        self._pending_lock = threading.Lock()
-
-    def submit(self, fn: Callable[..., Any], /, *args: Any, **kwargs: Any) -> Future[Any]:
-        future = super().submit(fn, *args, **kwargs)
-        with self._pending_lock:
-            self._pending.add(future)
-        future.add_done_callback(self._forget)
-        return future
-
-    def _forget(self, future: Future[Any]) -> None:
-        with self._pending_lock:
-            self._pending.discard(future)
-
-    def drain(self, timeout: float) -> bool:
-        with self._pending_lock:
-            pending = set(self._pending)
-        if not pending:
-            return True
-        _done, not_done = wait(pending, timeout=timeout)
-        return not not_done
 
 
 class SlackEdge:

@@ -1,0 +1,37 @@
+"""A thread pool that can say when everything submitted so far has finished: the work Slack's and
+GitHub's edges do after they answer, and the sticky status comments, all drain on shutdown."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+from concurrent.futures import Future, ThreadPoolExecutor, wait
+from typing import Any
+
+
+class TrackedPool(ThreadPoolExecutor):
+    """A thread pool that can say when everything submitted so far has finished."""
+
+    def __init__(self, max_workers: int, name: str) -> None:
+        super().__init__(max_workers=max_workers, thread_name_prefix=name)
+        self._pending: set[Future[Any]] = set()
+        self._pending_lock = threading.Lock()
+
+    def submit(self, fn: Callable[..., Any], /, *args: Any, **kwargs: Any) -> Future[Any]:
+        future = super().submit(fn, *args, **kwargs)
+        with self._pending_lock:
+            self._pending.add(future)
+        future.add_done_callback(self._forget)
+        return future
+
+    def _forget(self, future: Future[Any]) -> None:
+        with self._pending_lock:
+            self._pending.discard(future)
+
+    def drain(self, timeout: float) -> bool:
+        with self._pending_lock:
+            pending = set(self._pending)
+        if not pending:
+            return True
+        _done, not_done = wait(pending, timeout=timeout)
+        return not not_done
