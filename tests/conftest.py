@@ -19,6 +19,7 @@ from scheduler.admission import forget_kept
 from scheduler.clock import VirtualClock
 from scheduler.deferrer import VirtualDeferrer
 from scheduler.policy import ensure_policy
+from tests.slack_mock import MockSlack, serving
 
 T0 = datetime(2026, 11, 2, 9, 0, tzinfo=UTC)
 
@@ -100,3 +101,18 @@ def clock() -> VirtualClock:
 @pytest.fixture
 def deferrer(clock: VirtualClock) -> VirtualDeferrer:
     return VirtualDeferrer(clock)
+
+
+# The Slack tests' shared parts: a loopback mock of Slack's Web API, and the real Bolt app
+# served over it (tests/slack_mock.py).
+@pytest.fixture
+def mock() -> Iterator[MockSlack]:
+    slack = MockSlack().start()
+    yield slack
+    slack.stop()
+
+
+@pytest.fixture
+def slack(engine: Engine, clock, deferrer, mock: MockSlack):  # type: ignore[no-untyped-def]
+    with serving(engine, clock, deferrer, mock) as client:
+        yield client

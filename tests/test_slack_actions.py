@@ -2,11 +2,9 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from sqlalchemy import Engine
 
 from integrations.slack.actions import (
     HOLD_RELEASE,
@@ -18,20 +16,7 @@ from integrations.slack.actions import (
 from scheduler.errors import InvalidInput
 from scheduler.models import Session
 from scheduler.sessions import NewSession, create_session
-from tests.slack_mock import TEAM_ID, MockSlack, serving
-
-
-@pytest.fixture
-def mock() -> Iterator[MockSlack]:
-    slack = MockSlack().start()
-    yield slack
-    slack.stop()
-
-
-@pytest.fixture
-def slack(engine: Engine, clock, deferrer, mock: MockSlack):  # type: ignore[no-untyped-def]
-    with serving(engine, clock, deferrer, mock) as client:
-        yield client
+from tests.slack_mock import TEAM_ID, MockSlack
 
 
 def _queue(slack: Any, count: int, *, requester: str = "UMEM") -> list[int]:

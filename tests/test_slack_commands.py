@@ -8,28 +8,11 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Iterator
-
-import pytest
-from sqlalchemy import Engine
 
 from integrations.slack.edge import DEFAULT_WORK_THREADS
 from scheduler.models import Policy
 from scheduler.sessions import NewSession, create_session
-from tests.slack_mock import Call, MockSlack, serving
-
-
-@pytest.fixture
-def mock() -> Iterator[MockSlack]:
-    slack = MockSlack().start()
-    yield slack
-    slack.stop()
-
-
-@pytest.fixture
-def slack(engine: Engine, clock, deferrer, mock: MockSlack):  # type: ignore[no-untyped-def]
-    with serving(engine, clock, deferrer, mock) as client:
-        yield client
+from tests.slack_mock import Call, MockSlack
 
 
 def _queue(slack, count: int, *, requester: str = "UMEM") -> list[int]:  # type: ignore[no-untyped-def]

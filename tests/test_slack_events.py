@@ -3,10 +3,8 @@
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterator
 from typing import Any
 
-import pytest
 from sqlalchemy import Engine, func
 from sqlmodel import select
 
@@ -15,13 +13,6 @@ from integrations.slack.events import is_ignored, record_event
 from scheduler import db as dbmod
 from scheduler.models import SlackEvent
 from tests.slack_mock import BOT_ID, BOT_USER_ID, MockSlack, make_pacer, serving
-
-
-@pytest.fixture
-def mock() -> Iterator[MockSlack]:
-    slack = MockSlack().start()
-    yield slack
-    slack.stop()
 
 
 class Handoff:

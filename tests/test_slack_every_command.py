@@ -5,7 +5,6 @@ line + the usage, nothing changed) and, where a role gates it, one denied (nothi
 from __future__ import annotations
 
 import itertools
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -42,13 +41,6 @@ CASES: list[tuple[str, str, str, str | None]] = [
     ("whatif {sid}", "UMEM", "whatif later", "USTRANGER"),
     ("reply {sid} please also check the logout path", "UMEM", "reply", "USTRANGER"),
 ]
-
-
-@pytest.fixture
-def mock() -> Iterator[MockSlack]:
-    slack = MockSlack().start()
-    yield slack
-    slack.stop()
 
 
 def _setup(pacer: Any) -> dict[str, int]:

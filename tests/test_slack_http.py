@@ -7,7 +7,6 @@ FastAPI app, which hands it to the real Bolt app; the Web API is the loopback mo
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
 
 import pytest
 from sqlalchemy import Engine
@@ -20,22 +19,8 @@ from tests.slack_mock import (
     command_body,
     make_pacer,
     pacer_settings,
-    serving,
     signed_headers,
 )
-
-
-@pytest.fixture
-def mock() -> Iterator[MockSlack]:
-    slack = MockSlack().start()
-    yield slack
-    slack.stop()
-
-
-@pytest.fixture
-def slack(engine: Engine, clock, deferrer, mock: MockSlack):  # type: ignore[no-untyped-def]
-    with serving(engine, clock, deferrer, mock) as client:
-        yield client
 
 
 def _responses(mock: MockSlack) -> list[str]:

@@ -3,23 +3,14 @@ and what Pacer posted back into the thread (on a loopback mock of Slack's Web AP
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from datetime import timedelta
 from typing import Any
 
-import pytest
 from sqlmodel import select
 
 from scheduler import db as dbmod
 from scheduler.models import HumanMessage, Session, Trigger, Turn
-from tests.slack_mock import MockSlack, serving
-
-
-@pytest.fixture
-def mock() -> Iterator[MockSlack]:
-    slack = MockSlack().start()
-    yield slack
-    slack.stop()
+from tests.slack_mock import serving
 
 
 def _msg(**extra: Any) -> dict[str, Any]:

@@ -6,7 +6,6 @@ the sessions are real rows, the Web API the loopback mock.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from datetime import UTC, datetime
 from typing import Any
 
@@ -24,13 +23,6 @@ from scheduler.models import QueueHold, Session
 from tests.slack_mock import BOT_TOKEN, MockSlack, make_pacer
 
 T0 = datetime(2026, 11, 2, 9, 0, tzinfo=UTC)
-
-
-@pytest.fixture
-def mock() -> Iterator[MockSlack]:
-    slack = MockSlack().start()
-    yield slack
-    slack.stop()
 
 
 @pytest.fixture

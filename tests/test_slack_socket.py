@@ -22,13 +22,6 @@ APP_TOKEN = "xapp-1-A0PACER-0000-test"
 
 
 @pytest.fixture
-def mock() -> Iterator[MockSlack]:
-    slack = MockSlack().start()
-    yield slack
-    slack.stop()
-
-
-@pytest.fixture
 def ws(mock: MockSlack) -> Iterator[MockSocketMode]:
     server = MockSocketMode()
     mock.socket_url = server.url
