@@ -22,6 +22,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 from urllib.parse import parse_qs
 
+from tests.api_client import Server
+
 BOT_USER_ID = "UPACERBOT"
 BOT_ID = "BPACERBOT"
 TEAM_ID = "T0PACER"
@@ -188,35 +190,12 @@ def _decode(raw: bytes, content_type: str) -> dict[str, Any]:
     return form
 
 
-class PacerServer:
-    """Pacer's real FastAPI app under a real uvicorn on a free loopback port, in a thread."""
+class PacerServer(Server):
+    """Pacer's real FastAPI app under a real uvicorn on a free loopback port, in a thread, with
+    its lifespan (the scheduler, the edges) run."""
 
     def __init__(self, app: Any) -> None:
-        import socket
-
-        import uvicorn
-
-        self._sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-        self._sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        self._sock.bind(("127.0.0.1", 0))
-        self.url = f"http://127.0.0.1:{self._sock.getsockname()[1]}"
-        config = uvicorn.Config(app, log_level="warning", lifespan="on", access_log=False)
-        self._server = uvicorn.Server(config)
-        self._thread = threading.Thread(target=self._server.run, kwargs={"sockets": [self._sock]}, name="pacer-http", daemon=True)
-
-    def start(self) -> PacerServer:
-        self._thread.start()
-        deadline = time.monotonic() + 10
-        while not self._server.started:
-            if not self._thread.is_alive() or time.monotonic() > deadline:
-                raise RuntimeError("uvicorn did not start")
-            time.sleep(0.005)
-        return self
-
-    def stop(self) -> None:
-        self._server.should_exit = True
-        self._thread.join(timeout=10)
-        self._sock.close()
+        super().__init__(app, lifespan="on")
 
 
 def command_body(text: str, *, user: str, response_url: str, channel: str = "C0GENERAL", command: str = "/pacer") -> str:
