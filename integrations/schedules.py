@@ -99,11 +99,6 @@ def cron_trigger(expr: str, timezone: str = "UTC", *, field: str = "config.cron"
     return CronTrigger(**kwargs, timezone=tz)
 
 
-def trigger_of(trigger: Trigger) -> CronTrigger:
-    config = dict(trigger.config or {})
-    return cron_trigger(str(config.get("cron", "")), str(config.get("timezone") or "UTC"))
-
-
 @dataclass
 class SyncReport:
     added: list[int] = field(default_factory=list)

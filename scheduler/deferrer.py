@@ -48,15 +48,6 @@ class VirtualDeferrer:
             return at, job_id, job[2], job[3]
         return None
 
-    def next_due(self) -> datetime | None:
-        while self._heap:
-            at, seq, job_id = self._heap[0]
-            job = self._jobs.get(job_id)
-            if job is not None and job[1] == seq:
-                return at
-            heapq.heappop(self._heap)
-        return None
-
     def run_until(self, until: datetime) -> int:
         """Fire every alarm due by `until`, in time order, moving the clock to each one."""
         fired = 0

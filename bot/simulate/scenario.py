@@ -11,7 +11,7 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -136,9 +136,6 @@ class Scenario:
         if w.budget_usd is not None:
             return w.budget_usd
         return sum(a.capacity_5h_usd if name == "5h" else a.capacity_7d_usd for a in self.accounts)
-
-    def with_policy(self, **changes: Any) -> Scenario:
-        return replace(self, policy=replace(self.policy, **changes))
 
 
 # --------------------------------------------------------------------------- value parsers
