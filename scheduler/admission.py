@@ -29,6 +29,8 @@ from sqlalchemy.sql import Select
 from sqlmodel import Session as DBSession
 from sqlmodel import select
 
+from scheduler.db import core
+
 log = logging.getLogger("pacer.admission")
 
 T = TypeVar("T")
@@ -126,17 +128,22 @@ def _presence(db: DBSession) -> set[str]:
     if stmt is None:
         parts = [select(literal(key)).where(_PRESENCE[key]().exists()) for key in keys]
         stmt = _PRESENCE_STMT[keys] = parts[0] if len(parts) == 1 else union_all(*parts)
-    return {str(key) for key in db.execute(stmt).scalars()}
+    return {str(key) for key in core(db, stmt).scalars()}
 
 
 @event.listens_for(ORMSession, "after_flush")
 def _stores_written(db: ORMSession, _flush: Any) -> None:
-    written = {type(obj) for obj in (*db.new, *db.dirty, *db.deleted)}
-    db.info.setdefault("pacer.written", set()).update(written)
+    wrote(db, *{type(obj) for obj in (*db.new, *db.dirty, *db.deleted)})
+
+
+def wrote(db: ORMSession, *models: type) -> None:
+    """Record that this transaction wrote `models` rows: its cached reads of them are dropped
+    now, and kept reads at commit. A flush records itself; a Core write says so here."""
+    db.info.setdefault("pacer.written", set()).update(models)
     store = db.info.get("pacer.admission")
     if not store:
         return
-    for model in written:
+    for model in models:
         for key in _WRITTEN_BY.get(model, ()):
             store.pop(key, None)
 

@@ -20,6 +20,7 @@ from sqlmodel import col, select
 
 from scheduler.admission import cached, invalidated_by
 from scheduler.context import Context
+from scheduler.db import core
 from scheduler.genesis import SchedulingClass, parse_class, parse_genesis, resolve_class
 from scheduler.models import Session, Turn
 from scheduler.policy import PolicyView
@@ -87,7 +88,7 @@ def running_rows(db: DBSession) -> list[tuple[int, str | None, str, str, float]]
     now: a few columns, not whole rows, read once per transaction until a turn is written —
     every decision and the capacity check ask it."""
     def load() -> list[tuple[int, str | None, str, str, float]]:
-        return [(int(sid or 0), own, str(genesis), str(runtime), float(weight)) for sid, own, genesis, runtime, weight in db.execute(_RUNNING)]
+        return [(int(sid or 0), own, str(genesis), str(runtime), float(weight)) for sid, own, genesis, runtime, weight in core(db, _RUNNING)]
 
     return cached(db, "running", load)
 

@@ -10,7 +10,7 @@ from datetime import UTC, datetime
 from enum import StrEnum
 from typing import Any
 
-from sqlalchemy import JSON, Column, DateTime, Index, UniqueConstraint
+from sqlalchemy import JSON, Column, DateTime, Index, Table, UniqueConstraint
 from sqlalchemy.types import TypeDecorator
 from sqlmodel import Field, SQLModel
 
@@ -139,6 +139,9 @@ class Session(SQLModel, table=True):
     updated_at: datetime | None = utc_column()
     started_at: datetime | None = utc_column()
     finished_at: datetime | None = utc_column()
+
+
+SESSIONS: Table = Session.__table__  # type: ignore[attr-defined]  # the Core table, for statements that name columns
 
 
 class Turn(SQLModel, table=True):

@@ -14,6 +14,7 @@ from sqlmodel import Session as DBSession
 from sqlmodel import col, select
 
 from scheduler.admission import cached, invalidated_by, kept
+from scheduler.db import core
 from scheduler.errors import InvalidInput
 from scheduler.genesis import Genesis, SchedulingClass, validate_overrides
 from scheduler.models import Policy, PolicyAudit
@@ -79,7 +80,7 @@ def load_policy(db: DBSession) -> PolicyView:
 
 
 def _read(db: DBSession) -> PolicyView:
-    found = db.execute(_ROW).first()
+    found = core(db, _ROW).first()
     if found is None:
         return view(ensure_policy(db))
     gating, reserve_5h, reserve_7d, max_sessions, preemption, overrides = found

@@ -4,6 +4,8 @@ the ranked queue. Thin over the database; the rules are the pure functions in `g
 
 from __future__ import annotations
 
+from functools import lru_cache
+
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
@@ -26,7 +28,7 @@ from scheduler.genesis import (
     parse_genesis,
     resolve_class,
 )
-from scheduler.models import ACTIVE_STATUSES, Session, Status, Trigger
+from scheduler.models import ACTIVE_STATUSES, SESSIONS, Session, Status, Trigger
 from scheduler.policy import PolicyView, load_policy
 
 
@@ -41,13 +43,26 @@ def is_spot(session: Session, policy: PolicyView) -> bool:
     return class_of(session, policy) is SchedulingClass.SPOT
 
 
+def class_defaults(policy: PolicyView) -> tuple[SchedulingClass, ...]:
+    """Each genesis's class under this policy, in `DEFAULT_CLASS` order: what `class_expr`
+    depends on, and so a key for statements built from it."""
+    return tuple(genesis_default(g, policy.overrides) for g in DEFAULT_CLASS)
+
+
 def class_expr(policy: PolicyView) -> ColumnElement[str]:
     """The same resolution as `class_of`, as SQL, so filters and ordering run in the database."""
-    defaults = case(
-        *[(col(Session.genesis) == g.value, literal(genesis_default(g, policy.overrides).value)) for g in DEFAULT_CLASS],
+    return class_expr_for(class_defaults(policy))
+
+
+@lru_cache(maxsize=16)
+def class_expr_for(defaults: tuple[SchedulingClass, ...]) -> ColumnElement[str]:
+    """Built once per set of defaults: the CASE is a dozen clauses, and a statement built from
+    the same expression object reuses its compiled form without rebuilding its cache key."""
+    by_genesis = case(
+        *[(col(Session.genesis) == g.value, literal(cls.value)) for g, cls in zip(DEFAULT_CLASS, defaults, strict=True)],
         else_=literal(DEFAULT_CLASS[Genesis.UNKNOWN].value),
     )
-    return func.coalesce(col(Session.scheduling_class), defaults)
+    return func.coalesce(col(Session.scheduling_class), by_genesis)
 
 
 def get_session(db: DBSession, session_id: int) -> Session:
@@ -183,7 +198,7 @@ def create_session(db: DBSession, req: NewSession, *, now: datetime, fallback: G
     return session
 
 
-_INSERT_SESSION = insert(Session.__table__)  # type: ignore[attr-defined]
+_INSERT_SESSION = insert(SESSIONS)
 # The model's factory defaults (the JSON columns) have no column default: a Core insert names
 # them. Read from the model, so a new such column needs no change here.
 _FACTORY_DEFAULTS = tuple(

@@ -10,16 +10,16 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
-from sqlalchemy import func
-from sqlmodel import col, select
+from sqlalchemy import bindparam, func
+from sqlalchemy import select as sa_select
 
 from bot.simulate.scenario import Scenario
-from scheduler.db import session_scope
+from scheduler.db import core, session_scope
 from scheduler.gate import projection_minutes
 from scheduler.genesis import SchedulingClass, parse_class, parse_genesis, resolve_class
-from scheduler.models import Session, Status
+from scheduler.models import SESSIONS, Status
 from scheduler.policy import load_policy
 
 if TYPE_CHECKING:
@@ -53,6 +53,19 @@ class Trace:
     samples: list[Sample] = field(default_factory=list)
 
 
+def _waiting_stmt() -> Any:
+    waiting = SESSIONS.c.status == Status.WAITING.value
+    is_held = SESSIONS.c.hold_reason.is_not(None)
+    is_paused = SESSIONS.c.pause_reason.is_not(None)
+    asleep = SESSIONS.c.wake_at.is_not(None) & (SESSIONS.c.wake_at > bindparam("now"))
+    marked = SESSIONS.c.preempt_mark_at.is_not(None)
+    keys = (SESSIONS.c.scheduling_class, SESSIONS.c.genesis, waiting, is_held, is_paused, asleep, marked)
+    return sa_select(*keys, func.count()).where(waiting | marked).group_by(*keys)
+
+
+_WAITING = _waiting_stmt()  # built once: it runs most simulated minutes
+
+
 class Sampler:
     def __init__(self, sim: Simulation) -> None:
         self.sim = sim
@@ -71,14 +84,7 @@ class Sampler:
         marked to yield counts as paused, so marked rows come in the same query."""
         with session_scope(self.sim.engine) as db:
             policy = load_policy(db)
-            waiting = col(Session.status) == Status.WAITING.value
-            is_held = col(Session.hold_reason).is_not(None)
-            is_paused = col(Session.pause_reason).is_not(None)
-            asleep = col(Session.wake_at).is_not(None) & (col(Session.wake_at) > now)
-            marked = col(Session.preempt_mark_at).is_not(None)
-            keys = (Session.scheduling_class, Session.genesis, waiting, is_held, is_paused, asleep, marked)
-            stmt = select(*keys, func.count()).where(waiting | marked).group_by(*keys)  # type: ignore[call-overload]
-            rows = db.exec(stmt).all()
+            rows = core(db, _WAITING, {"now": now}).all()
         held = paused = spot_waiting = 0
         for stored, genesis, waiting_row, held_row, paused_row, sleeping, marked_row, n in rows:
             if marked_row:
