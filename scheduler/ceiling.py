@@ -57,7 +57,7 @@ from scheduler.policy import PolicyView, load_policy
 from scheduler.ports import QuotaReading
 from scheduler.sessions import is_spot
 from scheduler.snapshot import Asking, Snapshot
-from scheduler.turns import PASS_THROUGH, is_asleep
+from scheduler.turns import PASS_THROUGH
 
 log = logging.getLogger("pacer.ceiling")
 
@@ -177,14 +177,14 @@ def _resume_dormant(
     batch = min(MAX_RESUMES_PER_SWEEP, free)
     spot_resumed = 0
     spot_stopped = False
-    for session in dormant_paused(db, policy, CANDIDATES_PER_PASS):
-        sid = session.id or 0
-        if is_asleep(session, now):
-            report.held.append(sid)  # its wake is its next event; nothing starts it before then
+    for dormant in dormant_paused(db, policy, CANDIDATES_PER_PASS):
+        sid = dormant.id
+        if dormant.wake_at is not None and dormant.wake_at > now:
+            report.held.append(sid)  # asleep: its wake is its next event; nothing starts it before then
             continue
-        if not is_spot(session, policy):
+        if not dormant.is_spot:
             # Priority work is never gated on quota: a promoted sleeper goes now, outside the batch.
-            if resume_paused(db, ctx, session, reading, now, fx).started:
+            if resume_paused(db, ctx, _row(db, sid), reading, now, fx).started:
                 report.resumed.append(sid)
             else:
                 report.held.append(sid)
@@ -192,7 +192,7 @@ def _resume_dormant(
         if spot_stopped or spot_resumed >= batch:
             report.deferred.append(sid)
             continue
-        outcome = resume_paused(db, ctx, session, reading, now, fx)
+        outcome = resume_paused(db, ctx, _row(db, sid), reading, now, fx)
         if outcome.started:
             report.resumed.append(sid)
             spot_resumed += 1
@@ -211,6 +211,13 @@ def _resume_dormant(
         else:
             report.held.append(sid)  # a block of its own (an operator hold, its group): skip it
     report.batch = batch
+
+
+def _row(db: DBSession, session_id: int) -> Session:
+    row = db.get(Session, session_id)
+    if row is None:  # read in this transaction a moment ago
+        raise RuntimeError(f"session #{session_id} vanished inside the sweep's transaction")
+    return row
 
 
 def paused_figures(db: DBSession) -> dict[str, int]:

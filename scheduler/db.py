@@ -6,7 +6,7 @@ import logging
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Unpack
+from typing import Any
 
 from sqlalchemy import Engine, Executable, Result, event, text
 from sqlalchemy.pool import StaticPool
@@ -86,7 +86,7 @@ def session_scope(engine: Engine) -> Iterator[DBSession]:
             raise
 
 
-def core(db: DBSession, statement: Executable, params: Mapping[str, Any] | None = None) -> Result[Unpack[tuple[Any, ...]]]:
+def core(db: DBSession, statement: Executable, params: Mapping[str, Any] | None = None) -> Result[*tuple[Any, ...]]:
     """Run a Core statement (a read of columns, an UPDATE of a few) on the transaction's own
     connection, after flushing what the ORM has pending — what autoflush would have done.
 

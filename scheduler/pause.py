@@ -18,13 +18,16 @@ import logging
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
+from functools import lru_cache
 from typing import Any
 
 from sqlalchemy import case
+from sqlalchemy import select as sa_select
 from sqlmodel import Session as DBSession
 from sqlmodel import col, select
 
 from scheduler.context import Context
+from scheduler.db import core
 from scheduler.effects import Effects
 from scheduler.explain import explain
 from scheduler.fleet import asking_for, build_snapshot
@@ -33,7 +36,7 @@ from scheduler.genesis import SchedulingClass
 from scheduler.models import EnqueuedMessage, Session, Status, Turn
 from scheduler.policy import PolicyView, load_policy
 from scheduler.ports import QuotaReading
-from scheduler.sessions import class_expr
+from scheduler.sessions import class_defaults, class_expr_for
 from scheduler.turns import (
     Submission,
     _admit,
@@ -101,16 +104,35 @@ def is_dormant_paused(session: Session) -> bool:
     return session.status == Status.WAITING.value and session.pause_reason is not None and session.paused_by == PAUSED_BY
 
 
-def dormant_paused(db: DBSession, policy: PolicyView, limit: int) -> list[Session]:
+@dataclass(frozen=True)
+class Dormant:
+    """What the ceiling sweep needs to order and sort a paused session: a few columns. The
+    whole row is read only for a session the sweep will try to resume."""
+
+    id: int
+    is_spot: bool
+    wake_at: datetime | None
+
+
+def dormant_paused(db: DBSession, policy: PolicyView, limit: int) -> list[Dormant]:
     """The sweep's population in resume order: priority first (a promoted sleeper is resumed
     whatever the windows say), then highest precedence, then the oldest pause."""
-    resolved = class_expr(policy)
-    stmt = (
-        select(Session)
+    return [
+        Dormant(int(sid), cls == SchedulingClass.SPOT.value, wake_at)
+        for sid, cls, wake_at in core(db, _dormant_stmt(class_defaults(policy), limit))
+    ]
+
+
+@lru_cache(maxsize=16)
+def _dormant_stmt(defaults: tuple[SchedulingClass, ...], limit: int) -> Any:
+    """Built once per set of class defaults: every ceiling sweep runs it."""
+    resolved = class_expr_for(defaults)
+    return (
+        sa_select(col(Session.id), resolved, col(Session.wake_at))
         .where(
-            Session.status == Status.WAITING.value,
+            col(Session.status) == Status.WAITING.value,
             col(Session.pause_reason).is_not(None),
-            Session.paused_by == PAUSED_BY,
+            col(Session.paused_by) == PAUSED_BY,
             col(Session.preempt_mark_at).is_(None),  # a standing mark is resolved first
         )
         .order_by(
@@ -121,7 +143,6 @@ def dormant_paused(db: DBSession, policy: PolicyView, limit: int) -> list[Sessio
         )
         .limit(limit)
     )
-    return list(db.exec(stmt))
 
 
 def last_turn(db: DBSession, session_id: int) -> Turn | None:

@@ -41,7 +41,7 @@ from scheduler.models import EnqueuedMessage, HumanMessage, Session, Status, Tur
 from scheduler.pause import PREEMPTED, banner, last_turn, record_pause
 from scheduler.policy import PolicyView, load_policy
 from scheduler.sessions import is_spot
-from scheduler.turns import PASS_THROUGH, clear_pause, running_turn
+from scheduler.turns import PASS_THROUGH, clear_pause, is_running, running_turn
 from templates import render
 
 log = logging.getLogger("pacer.preemption")
@@ -239,7 +239,7 @@ def _settle_taken(db: DBSession, session: Session, now: datetime, fx: Effects, r
     if session.status in (Status.FAILED.value, Status.BLOCKED.value, Status.ARCHIVED.value):
         clear_pause(session)  # its own problem owns it now; there is nothing to resume
         return
-    if running_turn(db, sid) is not None:
+    if is_running(db, sid):
         return
     previous = last_turn(db, sid)
     pending = session.hold_reason is not None or db.exec(

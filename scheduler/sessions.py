@@ -4,11 +4,10 @@ the ranked queue. Thin over the database; the rules are the pure functions in `g
 
 from __future__ import annotations
 
-from functools import lru_cache
-
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
+from functools import lru_cache
 from typing import Any
 
 from sqlalchemy import case, func, insert, literal, or_

@@ -14,7 +14,7 @@ from scheduler.db import session_scope
 from scheduler.effects import Effects
 from scheduler.errors import InvalidInput, Refused
 from scheduler.models import EnqueuedMessage, Status
-from scheduler.turns import lock, recheck, running_turn, submit_turn
+from scheduler.turns import is_running, lock, recheck, submit_turn
 
 DEFAULT_WAKE_PROMPT = "It is the time you asked to be woken at: continue."
 
@@ -36,7 +36,7 @@ def wake_me_up_later(ctx: Context, session_id: int, at: datetime, prompt: str | 
             raise Refused(f"session #{session_id} is {session.status}; it cannot be put to sleep")
         session.wake_at = at
         session.wake_prompt = prompt or DEFAULT_WAKE_PROMPT
-        if running_turn(db, session_id) is not None:
+        if is_running(db, session_id):
             session.pending_sleep = True  # the turn ends first, then it sleeps
         else:
             session.status = Status.WAITING.value

@@ -24,7 +24,7 @@ from scheduler.errors import Refused
 from scheduler.fleet import read_quota
 from scheduler.models import EnqueuedMessage, Status, Turn
 from scheduler.pause import resume_paused
-from scheduler.turns import Submission, _admit, _replay, is_asleep, lock, running_turn
+from scheduler.turns import Submission, _admit, _replay, is_asleep, is_running, lock
 from templates import render
 
 
@@ -49,7 +49,7 @@ def start_now(ctx: Context, session_id: int, *, actor: str | None = None) -> Sta
                 f"session #{session_id} is asleep until {session.wake_at:%Y-%m-%d %H:%M UTC}; "
                 "its wake is its next event — take the next candidate, or cancel the wake first"
             )
-        if running_turn(db, session_id) is not None:
+        if is_running(db, session_id):
             return StartNowResult("running", None, render("text/start_now.j2", shape="running", session=session, sub=None))
         try:
             queued = db.exec(

@@ -12,8 +12,8 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from functools import lru_cache
 from datetime import datetime, timedelta
+from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
@@ -110,6 +110,14 @@ def _hold_update(columns: tuple[str, ...]) -> Any:
             update(SESSIONS).where(SESSIONS.c.id == bindparam("row_id")).values({c: bindparam(f"v_{c}") for c in columns})
         )
     return stmt
+
+
+_RUNNING_TURN = sa_select(col(Turn.id)).where(col(Turn.session_id) == bindparam("sid"), col(Turn.status) == "running").limit(1)
+
+
+def is_running(db: DBSession, session_id: int) -> bool:
+    """Whether a worker is executing a turn of this session now (one indexed read, no ORM row)."""
+    return core(db, _RUNNING_TURN, {"sid": session_id}).first() is not None
 
 
 def running_turn(db: DBSession, session_id: int) -> Turn | None:
@@ -235,7 +243,7 @@ def _hold(
 def _decision(db: DBSession, ctx: Context, policy: PolicyView, session: Session, reading: QuotaReading | None, now: datetime) -> Decision:
     snapshot = build_snapshot(db, ctx, policy, reading)
     # A session whose deliverer already flipped it to running is counted in the fleet itself.
-    return decide(snapshot, asking_for(session, ctx, policy, running=running_turn(db, session.id or 0) is not None), now)
+    return decide(snapshot, asking_for(session, ctx, policy, running=is_running(db, session.id or 0)), now)
 
 
 def _admit(
@@ -282,7 +290,7 @@ def submit_turn(
         session = lock(db, session_id)
         if session.status == Status.ARCHIVED.value:
             raise Refused(f"session #{session_id} is archived; it takes no more turns")
-        busy = running_turn(db, session_id) is not None
+        busy = is_running(db, session_id)
         if kind not in PASS_THROUGH and (busy or session.hold_reason is not None):
             # Two jobs racing one session would drop one prompt: the later one waits in the
             # durable queue and is delivered after the turn ahead of it. The hold is left alone.
@@ -427,7 +435,7 @@ class _PassGate:
         self._memo: dict[tuple[bool, bool, float], Decision] = {}
 
     def decide(self, session: Session) -> Decision:
-        running = session.status == Status.RUNNING.value and running_turn(self.db, session.id or 0) is not None
+        running = session.status == Status.RUNNING.value and is_running(self.db, session.id or 0)
         asking = asking_for(session, self.ctx, self.policy, running=running)
         if running:
             if self._snapshot is None:

@@ -37,10 +37,11 @@ from scheduler.clock import VirtualClock
 from scheduler.context import Context, Runtime
 from scheduler.deferrer import VirtualDeferrer
 from scheduler.errors import PacerError
+from scheduler.genesis import parse_class, parse_genesis, resolve_class
 from scheduler.jobs import targets
 from scheduler.models import Session, Status
 from scheduler.policy import ensure_policy, load_policy
-from scheduler.sessions import NewSession, class_of, create_session
+from scheduler.sessions import NewSession, insert_session
 from scheduler.turns import submit_turn
 
 SAMPLE_EVERY = timedelta(minutes=1)
@@ -151,15 +152,13 @@ class Simulation:
 
     def _create(self, demand: Demand) -> None:
         now = self.clock.now()
-        with dbmod.session_scope(self.engine) as db:
-            row = create_session(db, NewSession(
-                title=demand.title, genesis=demand.genesis, scheduling_class=demand.scheduling_class,
-                precedence=demand.precedence, runtime=demand.runtime,
-            ), now=now)
-            sid = row.id or 0
-            row.prompt = _prompt(sid, 0)
-            db.add(row)
-            cls = class_of(row, load_policy(db)).value
+        request = NewSession(
+            title=demand.title, genesis=demand.genesis, scheduling_class=demand.scheduling_class,
+            precedence=demand.precedence, runtime=demand.runtime,
+        )
+        with dbmod.session_scope(self.engine) as db:  # the intake a webhook takes: one Core INSERT
+            sid = insert_session(db, request, now=now, prompt=f"[sim] {demand.title}")
+            cls = resolve_class(parse_class(request.scheduling_class), None, parse_genesis(request.genesis), load_policy(db).overrides).value
         replies = [at for at in demand.replies if at < self.scenario.end]
         track = Tracked(demand, sid, cls, now, planned=len(demand.durations), replies_due=len(replies))
         self.tracked[sid] = track
