@@ -10,7 +10,7 @@ from datetime import UTC, datetime
 from enum import StrEnum
 from typing import Any
 
-from sqlalchemy import JSON, Column, DateTime, Index, Table, UniqueConstraint
+from sqlalchemy import JSON, Column, DateTime, Index, Table, UniqueConstraint, text
 from sqlalchemy.types import TypeDecorator
 from sqlmodel import Field, SQLModel
 
@@ -72,11 +72,16 @@ class Trigger(SQLModel, table=True):
     created_at: datetime = Field(sa_column=Column(UTCDateTime(), nullable=False))
 
 
+_MARKED = text("preempt_mark_at IS NOT NULL")
+
+
 class Session(SQLModel, table=True):
     __tablename__ = "sessions"
     __table_args__ = (
         Index("ix_sessions_queue", "status", "precedence"),
         Index("ix_sessions_hold_retry", "hold_retry_at"),
+        # Marks are few and three readers look for them every few minutes: a partial index.
+        Index("ix_sessions_preempt_mark", "preempt_mark_at", sqlite_where=_MARKED, postgresql_where=_MARKED),
     )
 
     id: int | None = Field(default=None, primary_key=True)

@@ -115,6 +115,14 @@ def _hold_update(columns: tuple[str, ...]) -> Any:
 _RUNNING_TURN = sa_select(col(Turn.id)).where(col(Turn.session_id) == bindparam("sid"), col(Turn.status) == "running").limit(1)
 
 
+_NEXT_QUEUED = (
+    sa_select(col(EnqueuedMessage.id))
+    .where(col(EnqueuedMessage.session_id) == bindparam("sid"), col(EnqueuedMessage.delivered_at).is_(None))
+    .order_by(col(EnqueuedMessage.id))
+    .limit(1)
+)
+
+
 def is_running(db: DBSession, session_id: int) -> bool:
     """Whether a worker is executing a turn of this session now (one indexed read, no ORM row)."""
     return core(db, _RUNNING_TURN, {"sid": session_id}).first() is not None
@@ -594,11 +602,8 @@ def _settle(
         fx.notice("paused", session_id=session.id, reason=session.pause_reason)
         db.add(session)
         return
-    queued = db.exec(
-        select(EnqueuedMessage)
-        .where(EnqueuedMessage.session_id == session.id, col(EnqueuedMessage.delivered_at).is_(None))
-        .order_by(col(EnqueuedMessage.id))
-    ).first()
+    queued_id = core(db, _NEXT_QUEUED, {"sid": session.id}).scalar()  # most turns end with none queued
+    queued = db.get(EnqueuedMessage, queued_id) if queued_id is not None else None
     if queued is not None:
         queued.delivered_at = now
         db.add(queued)

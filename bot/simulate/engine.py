@@ -22,7 +22,9 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
-from sqlmodel import SQLModel
+from sqlalchemy import bindparam
+from sqlalchemy import select as sa_select
+from sqlmodel import SQLModel, col
 
 import scheduler.models  # noqa: F401  (the tables)
 from bot.simulate import policies
@@ -44,6 +46,7 @@ from scheduler.policy import ensure_policy, load_policy
 from scheduler.sessions import NewSession, insert_session
 from scheduler.turns import submit_turn
 
+_STATUS = sa_select(col(Session.status)).where(col(Session.id) == bindparam("sid"))
 SAMPLE_EVERY = timedelta(minutes=1)
 FOLLOW_UP_POLL = timedelta(minutes=1)
 FOLLOW_UP_POLL_MAX = timedelta(minutes=5)
@@ -185,8 +188,7 @@ class Simulation:
         """The agent (or its requester) continues once the session is idle; a session still
         busy, paused or asleep is looked at again a little later."""
         with dbmod.session_scope(self.engine) as db:
-            row = db.get(Session, sid)
-            status = row.status if row is not None else None
+            status = dbmod.core(db, _STATUS, {"sid": sid}).scalar()
         if status == Status.DONE.value:
             self._submit(self.tracked[sid], turn, "follow_up")
         elif status in (Status.WAITING.value, Status.RUNNING.value, Status.NEEDS_INPUT.value):
