@@ -11,11 +11,12 @@ from __future__ import annotations
 import logging
 from datetime import datetime, timedelta
 
-from sqlalchemy import update
-from sqlmodel import col, select
+from sqlalchemy import bindparam, update
+from sqlalchemy import select as sa_select
+from sqlmodel import col
 
 from scheduler.context import Context
-from scheduler.db import session_scope
+from scheduler.db import core, session_scope
 from scheduler.models import Session, Status
 from scheduler.turns import hold_job_id
 
@@ -29,6 +30,22 @@ PAGE = 200
 SCAN_LIMIT = 2_000
 
 
+_OVERDUE = (  # built once: the sweep runs every five minutes and almost always finds nothing
+    sa_select(col(Session.id), col(Session.hold_retry_at))
+    .where(
+        col(Session.hold_reason).is_not(None),
+        col(Session.hold_retry_at) < bindparam("late"),
+        col(Session.status) == Status.WAITING.value,
+    )
+    .order_by(col(Session.hold_retry_at), col(Session.id))
+    .limit(PAGE)
+)
+_OVERDUE_AFTER = _OVERDUE.where(
+    (col(Session.hold_retry_at) > bindparam("stamp"))
+    | ((col(Session.hold_retry_at) == bindparam("stamp")) & (col(Session.id) > bindparam("sid")))
+)
+
+
 def hold_sweep(ctx: Context) -> list[int]:
     now = ctx.clock.now()
     rearmed: list[int] = []
@@ -40,22 +57,10 @@ def hold_sweep(ctx: Context) -> list[int]:
         # until ten are re-armed or the scan bound is reached: a crowd of merely late alarms
         # must not hide a lost one behind it.
         while len(rearmed) < REARM_PER_PASS and scanned < SCAN_LIMIT:
-            stmt = (
-                select(Session.id, Session.hold_retry_at)
-                .where(
-                    col(Session.hold_reason).is_not(None),
-                    col(Session.hold_retry_at) < now - OVERDUE,
-                    Session.status == Status.WAITING.value,
-                )
-                .order_by(col(Session.hold_retry_at), col(Session.id))
-                .limit(PAGE)
-            )
-            if after[0] is not None:
-                stmt = stmt.where(
-                    (col(Session.hold_retry_at) > after[0])
-                    | ((col(Session.hold_retry_at) == after[0]) & (col(Session.id) > after[1]))
-                )
-            page = db.exec(stmt).all()
+            if after[0] is None:
+                page = core(db, _OVERDUE, {"late": now - OVERDUE}).all()
+            else:
+                page = core(db, _OVERDUE_AFTER, {"late": now - OVERDUE, "stamp": after[0], "sid": after[1]}).all()
             if not page:
                 break
             scanned += len(page)
