@@ -7,7 +7,7 @@ from __future__ import annotations
 from datetime import timedelta
 
 import pytest
-from sqlalchemy import text
+from sqlalchemy import event, text
 
 from scheduler import admission, wiring
 from scheduler.db import session_scope
@@ -42,6 +42,53 @@ def test_a_refused_alarm_advances_its_own_ladder_and_touches_no_other_hold(engin
     assert deferrer.next_run(hold_job_id(second)) == after.hold_retry_at
     assert (row(ctx, first).hold_count, row(ctx, first).hold_retry_at) == before[first]  # not re-armed
     assert deferrer.next_run(hold_job_id(first)) == before[first][1]
+
+
+def test_a_refused_alarm_writes_one_update_and_keeps_the_prompt_and_attachments(engine, clock, tmp_path) -> None:
+    """The re-check reads the row as a detached copy and writes the next rung back as one
+    UPDATE: the refused prompt and its attachments are carried, not rewritten or lost."""
+    ctx, deferrer, _workers, _quota = build(engine, clock, max_sessions=1, turn_minutes=600)
+    fill(ctx, 1)
+    shot = tmp_path / "shot.png"
+    shot.write_bytes(b"png")
+    sid = new(ctx, genesis="schedule")
+    attachments = [{"path": str(shot), "name": "shot.png"}]
+    assert submit_turn(ctx, sid, "look at the screenshot", attachments, kind="follow_up").outcome == "held"
+    before = row(ctx, sid)
+    clock.set(before.hold_retry_at)
+    statements: list[str] = []
+
+    def record(_conn, _cursor, statement, *_args):
+        statements.append(" ".join(statement.split()[:3]).upper())
+
+    event.listen(engine, "before_cursor_execute", record)
+    try:
+        recheck(ctx, sid)
+    finally:
+        event.remove(engine, "before_cursor_execute", record)
+    after = row(ctx, sid)
+    assert after.hold_count == before.hold_count + 1 and after.hold_retry_at > before.hold_retry_at
+    assert (after.hold_prompt, after.hold_attachments, after.hold_turn_kind) == ("look at the screenshot", attachments, "follow_up")
+    assert (after.status, after.hold_reason) == ("waiting", "fleet_at_cap")
+    assert after.updated_at == clock.now() and after.hold_at == clock.now()
+    assert deferrer.next_run(hold_job_id(sid)) == after.hold_retry_at
+    writes = [s for s in statements if s.startswith(("UPDATE", "INSERT", "DELETE"))]
+    assert writes == ["UPDATE SESSIONS SET"], statements  # one write: the hold record
+
+
+def test_a_refused_alarm_whose_hold_changed_reason_announces_it_once(engine, clock) -> None:
+    ctx, _deferrer, _workers, _quota = build(engine, clock, max_sessions=1, turn_minutes=600)
+    fill(ctx, 1)
+    sid = held(ctx, 1)[0]
+    heard: list[str] = []
+    ctx.hooks.setdefault("*", []).append(lambda event_name, context: heard.append(event_name) if context.get("session_id") == sid else None)
+    with session_scope(engine) as db:  # an older record under another reason, as after a queue hold lifts
+        db.execute(text("UPDATE sessions SET hold_reason = 'queue_hold' WHERE id = :sid"), {"sid": sid})
+    clock.set(row(ctx, sid).hold_retry_at)
+    recheck(ctx, sid)
+    recheck(ctx, sid)
+    assert row(ctx, sid).hold_reason == "fleet_at_cap"
+    assert heard.count("held") == 1
 
 
 def test_an_alarm_the_gate_admits_starts_the_head_of_the_queue_first(engine, clock) -> None:
