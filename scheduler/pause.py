@@ -32,7 +32,7 @@ from scheduler.effects import Effects
 from scheduler.explain import explain
 from scheduler.fleet import asking_for, build_snapshot
 from scheduler.gate import RESUME_MARGIN_PCT, Decision, decide
-from scheduler.genesis import SchedulingClass
+from scheduler.genesis import SchedulingClass, parse_class, parse_genesis, resolve_class
 from scheduler.models import EnqueuedMessage, Session, Status, Turn
 from scheduler.policy import PolicyView, load_policy
 from scheduler.ports import QuotaReading
@@ -106,8 +106,9 @@ def is_dormant_paused(session: Session) -> bool:
 
 @dataclass(frozen=True)
 class Dormant:
-    """What the ceiling sweep needs to order and sort a paused session: a few columns. The
-    whole row is read only for a session the sweep will try to resume."""
+    """What the ceiling sweep needs to sort a paused session: a few columns, its class resolved
+    as `class_of` resolves it. The whole row is read only for a session the sweep will try to
+    resume."""
 
     id: int
     is_spot: bool
@@ -118,8 +119,8 @@ def dormant_paused(db: DBSession, policy: PolicyView, limit: int) -> list[Dorman
     """The sweep's population in resume order: priority first (a promoted sleeper is resumed
     whatever the windows say), then highest precedence, then the oldest pause."""
     return [
-        Dormant(int(sid), cls == SchedulingClass.SPOT.value, wake_at)
-        for sid, cls, wake_at in core(db, _dormant_stmt(class_defaults(policy), limit))
+        Dormant(int(sid), resolve_class(parse_class(own), None, parse_genesis(genesis), policy.overrides) is SchedulingClass.SPOT, wake_at)
+        for sid, own, genesis, wake_at in core(db, _dormant_stmt(class_defaults(policy), limit))
     ]
 
 
@@ -128,7 +129,7 @@ def _dormant_stmt(defaults: tuple[SchedulingClass, ...], limit: int) -> Any:
     """Built once per set of class defaults: every ceiling sweep runs it."""
     resolved = class_expr_for(defaults)
     return (
-        sa_select(col(Session.id), resolved, col(Session.wake_at))
+        sa_select(col(Session.id), col(Session.scheduling_class), col(Session.genesis), col(Session.wake_at))
         .where(
             col(Session.status) == Status.WAITING.value,
             col(Session.pause_reason).is_not(None),

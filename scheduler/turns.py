@@ -386,7 +386,8 @@ def pump(ctx: Context, *, due_session: int | None = None) -> list[int]:
             # is not scanned. Those asking otherwise (priority, a smaller burn) have alarms of
             # their own, and whatever frees room (a turn ending, a release, a policy change)
             # kicks a full pass.
-            _try(db, ctx, gate, due, now, fx, advance=True)
+            if _try(db, ctx, gate, due, now, fx, advance=True)[0] == "started":
+                started.append(due.id or 0)  # refused, then admitted on the second ask (see `_try`)
             due = None
             candidates: list[_Candidate] = []
         else:
@@ -486,6 +487,10 @@ def _try(
         return "held", not block.skip_only
     decision = gate.decide(session)
     if decision.allowed:
+        if is_peeked(session):
+            # Refused a moment ago, admitted now (a burn table refreshed between the two asks):
+            # a start changes the row, so it goes through the tracked one (locked already).
+            session = lock(db, session.id or 0)
         for hook in ctx.hooks.get("before_start", []):
             hook(db, ctx, session, decision, now, fx)
         _start(db, ctx, session, prompt, attachments, kind, now, fx)

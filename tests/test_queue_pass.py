@@ -9,7 +9,7 @@ from datetime import timedelta
 import pytest
 from sqlalchemy import event, text
 
-from scheduler import admission, wiring
+from scheduler import admission, turns, wiring
 from scheduler.db import session_scope
 from scheduler.operator_holds import REASON, place_hold
 from scheduler.policy import change_policy, load_policy
@@ -89,6 +89,36 @@ def test_a_refused_alarm_whose_hold_changed_reason_announces_it_once(engine, clo
     recheck(ctx, sid)
     assert row(ctx, sid).hold_reason == "fleet_at_cap"
     assert heard.count("held") == 1
+
+
+class FlippingBurn:
+    """A burn table the periodic refresh swaps between the pass's two asks about the due
+    session: a burn the pace refuses on the first ask, a small one after."""
+
+    def __init__(self) -> None:
+        self.high = True
+
+    def rate(self, runtime, model=None):
+        return 1000.0 if self.high else 0.01
+
+
+def test_an_alarm_refused_then_admitted_within_one_pass_starts_the_tracked_row(engine, clock, monkeypatch) -> None:
+    ctx, deferrer, _workers, _quota = build(engine, clock, max_sessions=2)
+    burn = FlippingBurn()
+    ctx.burn = burn
+    sid = new(ctx, genesis="schedule")
+    assert submit_turn(ctx, sid, "x").outcome == "held"
+    clock.set(row(ctx, sid).hold_retry_at)
+    checks = turns._blocked
+
+    def refresh_lands_here(*args):
+        burn.high = False
+        return checks(*args)
+
+    monkeypatch.setattr(turns, "_blocked", refresh_lands_here)
+    assert recheck(ctx, sid) == [sid]
+    assert row(ctx, sid).status == "running" and row(ctx, sid).hold_reason is None
+    assert deferrer.next_run(hold_job_id(sid)) is None  # a started turn needs no alarm
 
 
 def test_an_alarm_the_gate_admits_starts_the_head_of_the_queue_first(engine, clock) -> None:

@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
-from sqlalchemy import bindparam
+from sqlalchemy import bindparam, update
 from sqlalchemy import select as sa_select
 from sqlmodel import SQLModel, col
 
@@ -41,7 +41,7 @@ from scheduler.deferrer import VirtualDeferrer
 from scheduler.errors import PacerError
 from scheduler.genesis import parse_class, parse_genesis, resolve_class
 from scheduler.jobs import targets
-from scheduler.models import Session, Status
+from scheduler.models import SESSIONS, Session, Status
 from scheduler.policy import ensure_policy, load_policy
 from scheduler.sessions import NewSession, insert_session
 from scheduler.turns import submit_turn
@@ -160,7 +160,8 @@ class Simulation:
             precedence=demand.precedence, runtime=demand.runtime,
         )
         with dbmod.session_scope(self.engine) as db:  # the intake a webhook takes: one Core INSERT
-            sid = insert_session(db, request, now=now, prompt=f"[sim] {demand.title}")
+            sid = insert_session(db, request, now=now)
+            dbmod.core(db, update(SESSIONS).where(SESSIONS.c.id == sid).values(prompt=_prompt(sid, 0)))  # as a person's first message
             cls = resolve_class(parse_class(request.scheduling_class), None, parse_genesis(request.genesis), load_policy(db).overrides).value
         replies = [at for at in demand.replies if at < self.scenario.end]
         track = Tracked(demand, sid, cls, now, planned=len(demand.durations), replies_due=len(replies))
