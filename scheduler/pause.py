@@ -17,7 +17,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 from functools import lru_cache
 from typing import Any
 
@@ -53,6 +53,10 @@ PAUSED_BY = "spot_quota"  # neither user (stops auto-continues) nor recovery (wo
 AT_UTILIZATION_LIMIT = "at_utilization_limit"
 PREEMPTED = "preempted_by_priority"
 USER_SPOT_QUEUE = "user_spot_queue"
+INTERRUPTED = frozenset({AT_UTILIZATION_LIMIT, PREEMPTED})  # pauses the scheduler made, not a person
+# A session preempted within this is not eligible again (seed 001, "Thrash is bounded by a
+# cooldown"); nor does a queue pass resume it inside it (`front_paused`).
+COOLDOWN = timedelta(minutes=30)
 PAUSE_REASONS = (AT_UTILIZATION_LIMIT, PREEMPTED, USER_SPOT_QUEUE)
 
 
@@ -104,6 +108,9 @@ def is_dormant_paused(session: Session) -> bool:
     return session.status == Status.WAITING.value and session.pause_reason is not None and session.paused_by == PAUSED_BY
 
 
+FRONT_LOOKAHEAD = 8  # paused rows read to find the front spot one past priority and asleep ones
+
+
 @dataclass(frozen=True)
 class Dormant:
     """What the ceiling sweep needs to sort a paused session: a few columns, its class resolved
@@ -112,15 +119,39 @@ class Dormant:
 
     id: int
     is_spot: bool
+    precedence: int
+    created_at: datetime
     wake_at: datetime | None
+    reason: str
+    preempted_at: datetime | None  # the preemption cooldown's ledger (`Session.last_preempted_at`)
+
+
+def front_paused(db: DBSession, policy: PolicyView, now: datetime) -> Dormant | None:
+    """The spot session the scheduler interrupted (the ceiling, or a priority session taking its
+    slot) that is next in the sweep's resume order: a queue pass offers it the room before held
+    spot work ranked below it (`turns.pump`). Not a priority sleeper (the sweep resumes those
+    whatever the windows say), not one asleep on a wake, not one a person parked into the spot
+    queue (it waits there, as asked), and not a preemption victim inside the cooldown: its
+    preemptor's next follow-up would only take the slot back."""
+    for dormant in dormant_paused(db, policy, FRONT_LOOKAHEAD):
+        asleep = dormant.wake_at is not None and dormant.wake_at > now
+        if not dormant.is_spot or asleep or dormant.reason not in INTERRUPTED:
+            continue
+        if dormant.reason == PREEMPTED and (dormant.preempted_at is None or now - dormant.preempted_at < COOLDOWN):
+            return None  # the sweep's order is the queue's: nobody behind it is offered its place
+        return dormant
+    return None
 
 
 def dormant_paused(db: DBSession, policy: PolicyView, limit: int) -> list[Dormant]:
     """The sweep's population in resume order: priority first (a promoted sleeper is resumed
     whatever the windows say), then highest precedence, then the oldest pause."""
     return [
-        Dormant(int(sid), resolve_class(parse_class(own), None, parse_genesis(genesis), policy.overrides) is SchedulingClass.SPOT, wake_at)
-        for sid, own, genesis, wake_at in core(db, _dormant_stmt(class_defaults(policy), limit))
+        Dormant(
+            int(sid), resolve_class(parse_class(own), None, parse_genesis(genesis), policy.overrides) is SchedulingClass.SPOT,
+            int(precedence), created_at, wake_at, str(reason), preempted_at,
+        )
+        for sid, own, genesis, precedence, created_at, wake_at, reason, preempted_at in core(db, _dormant_stmt(class_defaults(policy), limit))
     ]
 
 
@@ -129,7 +160,10 @@ def _dormant_stmt(defaults: tuple[SchedulingClass, ...], limit: int) -> Any:
     """Built once per set of class defaults: every ceiling sweep runs it."""
     resolved = class_expr_for(defaults)
     return (
-        sa_select(col(Session.id), col(Session.scheduling_class), col(Session.genesis), col(Session.wake_at))
+        sa_select(
+            col(Session.id), col(Session.scheduling_class), col(Session.genesis), col(Session.precedence),
+            col(Session.created_at), col(Session.wake_at), col(Session.pause_reason), col(Session.last_preempted_at),
+        )
         .where(
             col(Session.status) == Status.WAITING.value,
             col(Session.pause_reason).is_not(None),
@@ -215,7 +249,8 @@ def resume_paused(
     session.status = Status.WAITING.value
     db.add(session)
     db.flush()
-    sub = _admit(db, ctx, session, prompt, attachments, kind, reading, now, fx)
+    sub = _admit(db, ctx, session, prompt, attachments, kind, reading, now, fx, queue_first=False)
     if sub.outcome == "started":
+        fx.notice("resumed", session_id=sid, reason=reason)
         log.info("session #%s resumed from its %s pause", sid, reason)
     return Resume(sub, decision)

@@ -38,7 +38,7 @@ from scheduler.effects import Effects
 from scheduler.fleet import running_fleet
 from scheduler.gate import Decision, Reason
 from scheduler.models import EnqueuedMessage, HumanMessage, Session, Status, Turn
-from scheduler.pause import PREEMPTED, banner, last_turn, record_pause
+from scheduler.pause import COOLDOWN, PREEMPTED, banner, last_turn, record_pause
 from scheduler.policy import PolicyView, load_policy
 from scheduler.sessions import is_spot
 from scheduler.turns import PASS_THROUGH, clear_pause, is_running, running_turn
@@ -47,7 +47,6 @@ from templates import render
 log = logging.getLogger("pacer.preemption")
 
 GRACE = timedelta(minutes=10)
-COOLDOWN = timedelta(minutes=30)
 STALE_MARK_AGE = timedelta(hours=1)
 
 

@@ -5,6 +5,12 @@ The session row is the durable truth: the hold record carries the refused prompt
 attachments, and the alarm (`recheck:<id>`) is only the clock that asks again. The queue looks
 again whenever something could free work (`kick`), and then it is precedence, not the timing of
 one session's alarm, that decides who takes a freed slot.
+
+The same order holds at every door: a spot turn the gate would admit first offers the room to
+the spot work ranked ahead of it (`_ahead_first`), and a session the scheduler paused mid-run
+keeps its place at the front — a pass resumes it, through the sweep's own resume and its margin,
+before held work of its rank or below (`_in_order`). A person's StartNow is the exception: it
+ignores position order (seed 002).
 """
 
 from __future__ import annotations
@@ -15,7 +21,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from functools import lru_cache
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from sqlalchemy import bindparam, inspect, update
 from sqlalchemy import select as sa_select
@@ -23,7 +29,7 @@ from sqlmodel import Session as DBSession
 from sqlmodel import col, select
 
 from scheduler import ladder
-from scheduler.admission import present, wrote
+from scheduler.admission import is_manual, present, wrote
 from scheduler.context import Context
 from scheduler.db import core, session_scope
 from scheduler.effects import Effects
@@ -37,6 +43,9 @@ from scheduler.policy import PolicyView, load_policy
 from scheduler.ports import Outcome, QuotaReading, TurnRequest, TurnResult
 from scheduler.sessions import class_defaults, class_expr_for, is_spot, queue_order
 from scheduler.snapshot import Asking
+
+if TYPE_CHECKING:
+    from scheduler.pause import Dormant
 
 log = logging.getLogger("pacer.turns")
 
@@ -256,8 +265,10 @@ def _decision(db: DBSession, ctx: Context, policy: PolicyView, session: Session,
 
 def _admit(
     db: DBSession, ctx: Context, session: Session, prompt: str, attachments: Sequence[Mapping[str, Any]],
-    kind: str, reading: QuotaReading | None, now: datetime, fx: Effects,
+    kind: str, reading: QuotaReading | None, now: datetime, fx: Effects, *, queue_first: bool = True,
 ) -> Submission:
+    """Admit one turn, or hold it. `queue_first`: the queue ranked ahead of this session goes first
+    (`_ahead_first`); False for the sweep's resume, which is itself the front of the queue."""
     policy = load_policy(db)
     if kind in PASS_THROUGH:
         turn = _start(db, ctx, session, prompt, attachments, kind, now, fx)
@@ -276,6 +287,8 @@ def _admit(
         sentence = explain(decision, now).why
         fx.notice("refused", session_id=session.id, sentence=sentence)
         return Submission("refused", session.id or 0, reason=decision.reason, sentence=sentence, decision=decision)
+    if decision.allowed and queue_first and _ahead_first(db, ctx, policy, session, reading, now, fx):
+        decision = _decision(db, ctx, policy, session, reading, now)  # what the queue ahead left
     if decision.allowed:
         for hook in ctx.hooks.get("before_start", []):
             hook(db, ctx, session, decision, now, fx)  # preemption lives here: it never raises
@@ -283,6 +296,32 @@ def _admit(
         return Submission("started", session.id or 0, turn.id, reason=decision.reason, decision=decision)
     text = explain(decision, now)
     return _hold(db, ctx, session, prompt, attachments, kind, decision.reason, text.sentence(), now, fx, decision=decision)
+
+
+def _ahead_first(
+    db: DBSession, ctx: Context, policy: PolicyView, session: Session, reading: QuotaReading | None, now: datetime,
+    fx: Effects,
+) -> bool:
+    """A spot turn the gate would admit does not overtake spot work ranked ahead of it: the held
+    sessions above it in the queue, and the session paused mid-run at its front, are offered the
+    room first, in order — the queue pass's own loop, bounded at this session. Returns whether
+    any of them started (the caller asks the gate again about what is left).
+
+    Without this, work arriving between passes took the room whenever the pace had it, and under
+    sustained demand the oldest held work and the paused sessions waited days behind newer work
+    of the same precedence. A person's direct start (StartNow) is exempt: it ignores position
+    order (seed 002)."""
+    if is_manual() or not is_spot(session, policy):
+        return False
+    ahead = [c for c in _candidates(db, policy, now, PUMP_LIMIT) if c.id != session.id and c.is_spot(policy) and outranks(c, session)]
+    front = _front_paused(db, policy, now)
+    if front is not None and (front.id == session.id or not outranks(front, session)):
+        front = None
+    if not ahead and front is None:
+        return False
+    started: list[int] = []
+    _in_order(db, ctx, _PassGate(db, ctx, policy, reading, now), policy, ahead, front, reading, now, fx, started)
+    return bool(started)
 
 
 def submit_turn(
@@ -322,16 +361,24 @@ class _Candidate:
     scheduling_class: str | None
     genesis: str
     runtime: str
+    precedence: int
+    created_at: datetime
+
+    def is_spot(self, policy: PolicyView) -> bool:
+        own = parse_class(self.scheduling_class)
+        return resolve_class(own, None, parse_genesis(self.genesis), policy.overrides) is SchedulingClass.SPOT
 
 
-_CANDIDATE_COLUMNS: tuple[Any, ...] = (Session.id, Session.scheduling_class, Session.genesis, Session.runtime, Session.wake_at)
+_CANDIDATE_COLUMNS: tuple[Any, ...] = (
+    Session.id, Session.scheduling_class, Session.genesis, Session.runtime, Session.precedence, Session.created_at, Session.wake_at,
+)
 
 
 def _candidates(db: DBSession, policy: PolicyView, now: datetime, limit: int) -> list[_Candidate]:
     """Dormant held sessions, in queue order: priority above, then precedence, then age."""
     return [
-        _Candidate(int(sid or 0), own, str(genesis), str(runtime))
-        for sid, own, genesis, runtime, wake_at in core(db, _candidates_stmt(class_defaults(policy), limit))
+        _Candidate(int(sid or 0), own, str(genesis), str(runtime), int(precedence), created_at)
+        for sid, own, genesis, runtime, precedence, created_at, wake_at in core(db, _candidates_stmt(class_defaults(policy), limit))
         if wake_at is None or wake_at <= now  # asleep: every automatic path declines it
     ]
 
@@ -390,34 +437,91 @@ def pump(ctx: Context, *, due_session: int | None = None) -> list[int]:
                 started.append(due.id or 0)  # refused, then admitted on the second ask (see `_try`)
             due = None
             candidates: list[_Candidate] = []
+            front = None  # a refused alarm does not scan: whatever frees room kicks a full pass
         else:
             if due is not None:
                 due = db.get(Session, due.id)  # it may start: the tracked row (locked above)
             candidates = _candidates(db, policy, now, PUMP_LIMIT)
-        # With a hold store in use, a refused candidate is still read whole: its own check may
-        # now say why it waits (an operator hold placed over it), and that is restated.
-        restate = any(present(db, key) for key in ("operator_holds", "queue_holds", "prerequisite_sessions"))
-        for cand in candidates:
-            if due is not None and cand.id == due.id:
-                due = None  # examined in its place in the queue
-            elif cand.id != due_session and not restate:
-                decision = gate.decide_for(cand)
-                if not decision.allowed:  # the same answer every candidate asking alike gets
-                    if _stops(decision):
-                        break
-                    continue
-            session = db.get(Session, cand.id)
-            if session is None:
-                continue
-            outcome, stop = _try(db, ctx, gate, session, now, fx, advance=cand.id == due_session)
-            if outcome == "started":
-                started.append(cand.id)
-            if stop:
-                break
+            front = _front_paused(db, policy, now)
+        due = _in_order(db, ctx, gate, policy, candidates, front, reading, now, fx, started, due=due, due_session=due_session)
         if due is not None:  # beyond the examined slice, or the pass stopped above it
             _try(db, ctx, gate, due, now, fx, advance=True)
     fx.apply(ctx)
     return started
+
+
+def _in_order(
+    db: DBSession, ctx: Context, gate: _PassGate, policy: PolicyView, candidates: Sequence[_Candidate],
+    front: Dormant | None, reading: QuotaReading | None, now: datetime, fx: Effects, started: list[int],
+    *, due: Session | None = None, due_session: int | None = None,
+) -> Session | None:
+    """Admit `candidates` (held sessions, in queue order) while the gate allows, the paused
+    session at the front (`front`) in its place among them. Returns the due session if it was
+    not reached."""
+    # With a hold store in use, a refused candidate is still read whole: its own check may
+    # now say why it waits (an operator hold placed over it), and that is restated.
+    restate = any(present(db, key) for key in ("operator_holds", "queue_holds", "prerequisite_sessions"))
+    for cand in candidates:
+        if front is not None and cand.is_spot(policy) and outranks(front, cand):
+            _resume_front(db, ctx, gate, front.id, reading, now, fx, started)
+            front = None
+        if due is not None and cand.id == due.id:
+            due = None  # examined in its place in the queue
+        elif cand.id != due_session and not restate:
+            decision = gate.decide_for(cand)
+            if not decision.allowed:  # the same answer every candidate asking alike gets
+                if _stops(decision):
+                    break
+                continue
+        session = db.get(Session, cand.id)
+        if session is None:
+            continue
+        outcome, stop = _try(db, ctx, gate, session, now, fx, advance=cand.id == due_session)
+        if outcome == "started":
+            started.append(cand.id)
+        if stop:
+            break
+    if front is not None:  # no held spot work ranked below it was examined
+        _resume_front(db, ctx, gate, front.id, reading, now, fx, started)
+    return due
+
+
+class _Ranked(Protocol):
+    @property
+    def id(self) -> int | None: ...
+    @property
+    def precedence(self) -> int: ...
+    @property
+    def created_at(self) -> datetime: ...
+
+
+def outranks(a: _Ranked, b: _Ranked) -> bool:
+    """The queue's order between two spot sessions (`sessions.queue_order`): higher precedence
+    first, then the older, then the lower id."""
+    return (-a.precedence, a.created_at, a.id or 0) < (-b.precedence, b.created_at, b.id or 0)
+
+
+def _front_paused(db: DBSession, policy: PolicyView, now: datetime) -> Dormant | None:
+    from scheduler.pause import front_paused  # pause builds on this module
+
+    return front_paused(db, policy, now)
+
+
+def _resume_front(
+    db: DBSession, ctx: Context, gate: _PassGate, session_id: int, reading: QuotaReading | None, now: datetime,
+    fx: Effects, started: list[int],
+) -> None:
+    """A session paused mid-run goes back before held spot work of its precedence or below takes
+    the room (seed 001, "What brings it back": paused sessions keep their place at the front).
+    Without this the ceiling sweep, every five minutes, finds the room a turn's end freed
+    already taken by the held work the kick admitted, and a paused session can wait days. The
+    resume is the sweep's own (`pause.resume_paused`): against the reserve widened by the resume
+    margin, one per pass — a freed slot, not a batch."""
+    from scheduler.pause import resume_paused
+
+    if resume_paused(db, ctx, lock(db, session_id), reading, now, fx).started:
+        started.append(session_id)
+        gate.fleet_changed()
 
 
 def _is_due_candidate(session: Session, now: datetime) -> bool:
@@ -455,9 +559,8 @@ class _PassGate:
 
     def decide_for(self, cand: _Candidate) -> Decision:
         """The gate's answer for a held candidate (never running), from its columns alone."""
-        spot = resolve_class(parse_class(cand.scheduling_class), None, parse_genesis(cand.genesis), self.policy.overrides) is SchedulingClass.SPOT
         asking = Asking(
-            session_id=cand.id, is_spot=spot, already_running=False,
+            session_id=cand.id, is_spot=cand.is_spot(self.policy), already_running=False,
             spends_quota=self.ctx.runtime(cand.runtime).spends_quota, burn_per_min=burn_rate(self.ctx, cand.runtime),
         )
         return self._ask(asking)

@@ -163,10 +163,10 @@ def waits_report(run: Run) -> dict[str, Any]:
 
 
 def interruptions_report(run: Run) -> dict[str, Any]:
-    paused = resumed = halted = slept = 0
+    paused = halted = slept = 0
+    resumed = run.notices.get("resumed", 0)  # by the sweep or by a queue pass (the front of the queue)
     for report in run.sweeps:
         paused += len(getattr(report, "paused", []))
-        resumed += len(getattr(report, "resumed", []))
         marks = getattr(report, "marks", None)
         halted += len(getattr(marks, "halted", [])) if marks is not None else 0
         slept += len(getattr(marks, "slept", [])) if marks is not None else 0
