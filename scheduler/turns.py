@@ -473,9 +473,9 @@ def _in_order(
                 if _stops(decision):
                     break
                 continue
-        session = db.get(Session, cand.id)
-        if session is None:
-            continue
+        session = db.get(Session, cand.id, with_for_update=_UNLESS_TAKEN)
+        if session is None or not _still_held(session, now):
+            continue  # another transaction has it (PostgreSQL): it is that pass's to admit or re-hold
         outcome, stop = _try(db, ctx, gate, session, now, fx, advance=cand.id == due_session)
         if outcome == "started":
             started.append(cand.id)
@@ -517,11 +517,28 @@ def _resume_front(
     already taken by the held work the kick admitted, and a paused session can wait days. The
     resume is the sweep's own (`pause.resume_paused`): against the reserve widened by the resume
     margin, one per pass — a freed slot, not a batch."""
-    from scheduler.pause import resume_paused
+    from scheduler.pause import is_dormant_paused, resume_paused
 
-    if resume_paused(db, ctx, lock(db, session_id), reading, now, fx).started:
+    session = db.get(Session, session_id, with_for_update=_UNLESS_TAKEN)
+    if session is None or not is_dormant_paused(session):
+        return  # another transaction has it, or resumed it a moment ago
+    if resume_paused(db, ctx, session, reading, now, fx).started:
         started.append(session_id)
         gate.fleet_changed()
+
+
+# Rows a pass acts on are locked, skipping any another transaction holds (PostgreSQL; SQLite's
+# BEGIN IMMEDIATE already serialises writers): two passes — a kick, an alarm, a turn arriving —
+# never start one session twice, and never wait on each other's rows in different orders.
+_UNLESS_TAKEN: dict[str, bool] = {"skip_locked": True}
+
+
+def _still_held(session: Session, now: datetime) -> bool:
+    """Still a dormant held session once locked: read before the lock, it may have started since."""
+    return (
+        session.status == Status.WAITING.value and session.hold_reason is not None
+        and session.pause_reason is None and session.park_reason is None and not is_asleep(session, now)
+    )
 
 
 def _is_due_candidate(session: Session, now: datetime) -> bool:
