@@ -26,37 +26,26 @@ def held_behind_a_full_fleet(scene: Scene, n: int, **kw) -> list[int]:
     return ids
 
 
-def test_a_new_spot_turn_lets_the_older_held_one_take_the_room_first(engine, clock) -> None:
+@pytest.mark.parametrize(
+    ("precedence", "slots", "newcomer", "older"),
+    [
+        (0, 2, "held", "running"),  # one slot frees, same rank: the older held session takes it
+        (5, 2, "started", "waiting"),  # a higher precedence goes ahead of held work
+        (0, 3, "started", "running"),  # room for both: both start, the older first
+    ],
+)
+def test_a_new_spot_turn_takes_its_place_in_the_queue(engine, clock, precedence, slots, newcomer, older) -> None:
     scene = Scene(engine, clock, max_sessions=1, turn_minutes=600)
     scene.start(cls="priority")
-    (older,) = held_behind_a_full_fleet(scene, 1)
+    (held,) = held_behind_a_full_fleet(scene, 1)
     scene.advance(minutes=1)
-    scene.policy(max_sessions=2)  # a slot frees without a kick: the next door decides who takes it
-    newer = scene.session()
-    sub = submit_turn(scene.ctx, newer, "newer work")
-    assert scene.row(older).status == "running"
-    assert sub.outcome == "held" and sub.reason == "fleet_at_cap"  # the gate's own reason, asked again
-    assert scene.row(newer).hold_prompt == "newer work"  # deferred, never dropped
-
-
-def test_a_new_spot_turn_of_higher_precedence_goes_ahead_of_held_work(engine, clock) -> None:
-    scene = Scene(engine, clock, max_sessions=1, turn_minutes=600)
-    scene.start(cls="priority")
-    (lower,) = held_behind_a_full_fleet(scene, 1, precedence=0)
-    scene.policy(max_sessions=2)
-    higher = scene.session(precedence=5)
-    assert submit_turn(scene.ctx, higher, "urgent-ish").outcome == "started"
-    assert scene.row(lower).status == "waiting"
-
-
-def test_room_for_both_starts_both_in_order(engine, clock) -> None:
-    scene = Scene(engine, clock, max_sessions=1, turn_minutes=600)
-    scene.start(cls="priority")
-    (older,) = held_behind_a_full_fleet(scene, 1)
-    scene.policy(max_sessions=3)
-    newer = scene.session()
-    assert submit_turn(scene.ctx, newer, "newer work").outcome == "started"
-    assert scene.row(older).status == "running"
+    scene.policy(max_sessions=slots)  # room frees without a kick: the next door decides who takes it
+    new = scene.session(precedence=precedence)
+    sub = submit_turn(scene.ctx, new, "newer work")
+    assert (sub.outcome, scene.row(held).status) == (newcomer, older)
+    if newcomer == "held":
+        assert sub.reason == "fleet_at_cap"  # the gate's own reason, asked again after the queue ahead went
+        assert scene.row(new).hold_prompt == "newer work"  # deferred, never dropped
 
 
 def test_a_person_pressing_start_now_is_not_held_behind_the_queue(engine, clock) -> None:
