@@ -50,6 +50,7 @@ from scheduler.pause import (
     USER_SPOT_QUEUE,
     banner,
     dormant_paused,
+    is_dormant_paused,
     record_pause,
     resume_paused,
 )
@@ -57,7 +58,7 @@ from scheduler.policy import PolicyView, load_policy
 from scheduler.ports import QuotaReading
 from scheduler.sessions import is_spot
 from scheduler.snapshot import Asking, Snapshot
-from scheduler.turns import PASS_THROUGH
+from scheduler.turns import PASS_THROUGH, locked_unless_taken
 
 log = logging.getLogger("pacer.ceiling")
 
@@ -182,17 +183,20 @@ def _resume_dormant(
         if dormant.wake_at is not None and dormant.wake_at > now:
             report.held.append(sid)  # asleep: its wake is its next event; nothing starts it before then
             continue
+        if dormant.is_spot and (spot_stopped or spot_resumed >= batch):
+            report.deferred.append(sid)
+            continue
+        session = locked_unless_taken(db, sid)
+        if session is None or not is_dormant_paused(session):
+            continue  # a queue pass has it, or resumed it since the list was read (PostgreSQL)
         if not dormant.is_spot:
             # Priority work is never gated on quota: a promoted sleeper goes now, outside the batch.
-            if resume_paused(db, ctx, _row(db, sid), reading, now, fx).started:
+            if resume_paused(db, ctx, session, reading, now, fx).started:
                 report.resumed.append(sid)
             else:
                 report.held.append(sid)
             continue
-        if spot_stopped or spot_resumed >= batch:
-            report.deferred.append(sid)
-            continue
-        outcome = resume_paused(db, ctx, _row(db, sid), reading, now, fx)
+        outcome = resume_paused(db, ctx, session, reading, now, fx)
         if outcome.started:
             report.resumed.append(sid)
             spot_resumed += 1
@@ -213,11 +217,6 @@ def _resume_dormant(
     report.batch = batch
 
 
-def _row(db: DBSession, session_id: int) -> Session:
-    row = db.get(Session, session_id)
-    if row is None:  # read in this transaction a moment ago
-        raise RuntimeError(f"session #{session_id} vanished inside the sweep's transaction")
-    return row
 
 
 def paused_figures(db: DBSession) -> dict[str, int]:

@@ -4,8 +4,12 @@
 Three things put a session in this dormancy — the budget ceiling interrupting a turn, a
 priority session taking its slot, a person parking it on purpose — and all three write the
 same record (`paused_by = spot_quota`) and come back through the same door, `resume_paused`:
-the ceiling sweep calls it, and so does StartNow. A dormant spot session has exactly one resume
-owner; giving any of the three its own would give it its own sweep.
+the ceiling sweep calls it, StartNow calls it, and a queue pass calls it for the one session the
+scheduler interrupted that stands at the front of the queue (`front_paused`, `turns._in_order`),
+so that work arriving between sweeps does not take its room. One door, one decision (the resume
+margin), one record: the seed's "exactly one resume owner" is kept in what it protects — no
+mechanism has a resume rule or a park of its own — and each caller locks the row, skipping one
+another transaction holds, and re-checks it is still paused before resuming it.
 
 `paused_by = spot_quota` is what keeps the recovery paths out: the queue pass and the hold
 ladder skip a session carrying a pause (`turns._candidates`, `turns._is_due_candidate`), and

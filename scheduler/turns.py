@@ -287,8 +287,10 @@ def _admit(
         sentence = explain(decision, now).why
         fx.notice("refused", session_id=session.id, sentence=sentence)
         return Submission("refused", session.id or 0, reason=decision.reason, sentence=sentence, decision=decision)
-    if decision.allowed and queue_first and _ahead_first(db, ctx, policy, session, reading, now, fx):
-        decision = _decision(db, ctx, policy, session, reading, now)  # what the queue ahead left
+    if decision.allowed and queue_first and not session.bookkeeping and _ahead_first(db, ctx, policy, session, reading, now, fx):
+        # What the queue ahead left is asked whole: a session it started may hold this one's
+        # group or capacity now, not only its slot and its money.
+        return _admit(db, ctx, session, prompt, attachments, kind, reading, now, fx, queue_first=False)
     if decision.allowed:
         for hook in ctx.hooks.get("before_start", []):
             hook(db, ctx, session, decision, now, fx)  # preemption lives here: it never raises
@@ -473,7 +475,7 @@ def _in_order(
                 if _stops(decision):
                     break
                 continue
-        session = db.get(Session, cand.id, with_for_update=_UNLESS_TAKEN)
+        session = locked_unless_taken(db, cand.id)
         if session is None or not _still_held(session, now):
             continue  # another transaction has it (PostgreSQL): it is that pass's to admit or re-hold
         outcome, stop = _try(db, ctx, gate, session, now, fx, advance=cand.id == due_session)
@@ -519,7 +521,7 @@ def _resume_front(
     margin, one per pass — a freed slot, not a batch."""
     from scheduler.pause import is_dormant_paused, resume_paused
 
-    session = db.get(Session, session_id, with_for_update=_UNLESS_TAKEN)
+    session = locked_unless_taken(db, session_id)
     if session is None or not is_dormant_paused(session):
         return  # another transaction has it, or resumed it a moment ago
     if resume_paused(db, ctx, session, reading, now, fx).started:
@@ -531,6 +533,11 @@ def _resume_front(
 # BEGIN IMMEDIATE already serialises writers): two passes — a kick, an alarm, a turn arriving —
 # never start one session twice, and never wait on each other's rows in different orders.
 _UNLESS_TAKEN: dict[str, bool] = {"skip_locked": True}
+
+
+def locked_unless_taken(db: DBSession, session_id: int) -> Session | None:
+    """The row, locked and read fresh — or None when another transaction holds it (PostgreSQL)."""
+    return db.get(Session, session_id, with_for_update=_UNLESS_TAKEN, populate_existing=True)
 
 
 def _still_held(session: Session, now: datetime) -> bool:

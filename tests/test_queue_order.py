@@ -10,7 +10,11 @@ precedence did."""
 
 from __future__ import annotations
 
+import threading
+
 import pytest
+
+from scheduler import ceiling, turns
 
 from scheduler.start_now import start_now
 from scheduler.turns import submit_turn
@@ -90,3 +94,58 @@ def test_a_preemption_victim_is_left_to_the_sweep_inside_the_cooldown(engine, cl
     # Not handed back by a pass: a priority session taking follow-ups would only take it again.
     assert scene.row(victim).pause_reason == "preempted_by_priority"
 
+
+
+def test_what_the_queue_ahead_left_is_asked_whole_its_group_included(engine, clock) -> None:
+    """A child spawned into its parent's repo outranks it (precedence + 1) and is held for the
+    group; the parent's queued follow-up starts the child first, and then is held for the group
+    itself — not started beside it on the strength of the gate alone."""
+    scene = Scene(engine, clock, max_sessions=3, turn_minutes=30)
+    parent = scene.start(concurrency_group="repo:x", minutes=30)
+    child = scene.session(concurrency_group="repo:x", parent_id=parent, minutes=600)
+    assert scene.row(child).precedence > scene.row(parent).precedence
+    assert submit_turn(scene.ctx, child, "child work").reason == "concurrency_group"
+    assert submit_turn(scene.ctx, parent, "parent follow-up").outcome == "queued"
+    scene.advance(minutes=31)  # the parent's turn ends; its queued follow-up comes to the door
+    assert child in scene.running_ids() and parent not in scene.running_ids()
+    assert scene.row(parent).hold_reason == "concurrency_group" and scene.row(parent).hold_prompt == "parent follow-up"
+
+
+def test_bookkeeping_does_not_wait_on_the_queue(engine, clock) -> None:
+    """Pacer's own seconds-long forks are refused when they cannot run, never queued: the queue
+    ahead is not offered their room first (it could only turn a start into a hold)."""
+    scene = Scene(engine, clock, max_sessions=1, turn_minutes=600)
+    scene.start(cls="priority")
+    (older,) = held_behind_a_full_fleet(scene, 1)
+    scene.policy(max_sessions=2)
+    fork = scene.session(bookkeeping=True)
+    assert submit_turn(scene.ctx, fork, "summarise").outcome == "started"
+    assert scene.row(older).status == "waiting"
+
+
+def test_the_sweep_leaves_alone_a_session_a_pass_resumed_meanwhile(any_engine, clock, monkeypatch) -> None:
+    """PostgreSQL: a queue pass in another transaction resumes and commits a paused session after
+    the sweep read its list; the sweep locks each row (skipping one another transaction holds)
+    and re-checks it is still paused, so the session runs one turn, not two."""
+    if any_engine.dialect.name != "postgresql":
+        pytest.skip("SQLite serialises the two transactions: the race cannot happen")
+    scene = Scene(any_engine, clock, max_sessions=3, turn_minutes=600)
+    first = scene.start()
+    second = scene.start()
+    scene.quota.spent_5h = 900
+    assert sorted(scene.sweep().paused) == sorted([first, second])
+    scene.quota.spent_5h = 0  # the rollover
+    listed = ceiling.dormant_paused
+
+    def then_a_turn_ends_elsewhere(db, policy, limit):
+        found = listed(db, policy, limit)
+        other = threading.Thread(target=lambda: turns.pump(scene.ctx))
+        other.start()
+        other.join()
+        return found
+
+    monkeypatch.setattr(ceiling, "dormant_paused", then_a_turn_ends_elsewhere)
+    scene.sweep()
+    for sid in (first, second):
+        assert [t.status for t in scene.turns(sid)].count("running") <= 1
+    assert {first, second} <= scene.running_ids()
