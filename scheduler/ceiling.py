@@ -183,13 +183,13 @@ def _resume_dormant(
         if dormant.wake_at is not None and dormant.wake_at > now:
             report.held.append(sid)  # asleep: its wake is its next event; nothing starts it before then
             continue
-        if dormant.is_spot and (spot_stopped or spot_resumed >= batch):
+        if dormant.spot and (spot_stopped or spot_resumed >= batch):
             report.deferred.append(sid)
             continue
         session = locked_unless_taken(db, sid)
         if session is None or not is_dormant_paused(session):
             continue  # a queue pass has it, or resumed it since the list was read (PostgreSQL)
-        if not dormant.is_spot:
+        if not dormant.spot:
             # Priority work is never gated on quota: a promoted sleeper goes now, outside the batch.
             if resume_paused(db, ctx, session, reading, now, fx).started:
                 report.resumed.append(sid)

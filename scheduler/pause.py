@@ -122,12 +122,16 @@ class Dormant:
     resume."""
 
     id: int
-    is_spot: bool
+    spot: bool
     precedence: int
     created_at: datetime
     wake_at: datetime | None
     reason: str
     preempted_at: datetime | None  # the preemption cooldown's ledger (`Session.last_preempted_at`)
+    runtime: str
+
+    def is_spot(self, _policy: PolicyView | None = None) -> bool:
+        return self.spot
 
 
 def front_paused(db: DBSession, policy: PolicyView, now: datetime) -> Dormant | None:
@@ -139,7 +143,7 @@ def front_paused(db: DBSession, policy: PolicyView, now: datetime) -> Dormant | 
     preemptor's next follow-up would only take the slot back."""
     for dormant in dormant_paused(db, policy, FRONT_LOOKAHEAD):
         asleep = dormant.wake_at is not None and dormant.wake_at > now
-        if not dormant.is_spot or asleep or dormant.reason not in INTERRUPTED:
+        if not dormant.spot or asleep or dormant.reason not in INTERRUPTED:
             continue
         if dormant.reason == PREEMPTED and (dormant.preempted_at is None or now - dormant.preempted_at < COOLDOWN):
             return None  # the sweep's order is the queue's: nobody behind it is offered its place
@@ -153,9 +157,9 @@ def dormant_paused(db: DBSession, policy: PolicyView, limit: int) -> list[Dorman
     return [
         Dormant(
             int(sid), resolve_class(parse_class(own), None, parse_genesis(genesis), policy.overrides) is SchedulingClass.SPOT,
-            int(precedence), created_at, wake_at, str(reason), preempted_at,
+            int(precedence), created_at, wake_at, str(reason), preempted_at, str(runtime),
         )
-        for sid, own, genesis, precedence, created_at, wake_at, reason, preempted_at in core(db, _dormant_stmt(class_defaults(policy), limit))
+        for sid, own, genesis, precedence, created_at, wake_at, reason, preempted_at, runtime in core(db, _dormant_stmt(class_defaults(policy), limit))
     ]
 
 
@@ -167,6 +171,7 @@ def _dormant_stmt(defaults: tuple[SchedulingClass, ...], limit: int) -> Any:
         sa_select(
             col(Session.id), col(Session.scheduling_class), col(Session.genesis), col(Session.precedence),
             col(Session.created_at), col(Session.wake_at), col(Session.pause_reason), col(Session.last_preempted_at),
+            col(Session.runtime),
         )
         .where(
             col(Session.status) == Status.WAITING.value,

@@ -465,7 +465,7 @@ def _in_order(
     restate = any(present(db, key) for key in ("operator_holds", "queue_holds", "prerequisite_sessions"))
     for cand in candidates:
         if front is not None and cand.is_spot(policy) and outranks(front, cand):
-            _resume_front(db, ctx, gate, front.id, reading, now, fx, started)
+            _resume_front(db, ctx, gate, front, reading, now, fx, started)
             front = None
         if due is not None and cand.id == due.id:
             due = None  # examined in its place in the queue
@@ -484,7 +484,7 @@ def _in_order(
         if stop:
             break
     if front is not None:  # no held spot work ranked below it was examined
-        _resume_front(db, ctx, gate, front.id, reading, now, fx, started)
+        _resume_front(db, ctx, gate, front, reading, now, fx, started)
     return due
 
 
@@ -510,7 +510,7 @@ def _front_paused(db: DBSession, policy: PolicyView, now: datetime) -> Dormant |
 
 
 def _resume_front(
-    db: DBSession, ctx: Context, gate: _PassGate, session_id: int, reading: QuotaReading | None, now: datetime,
+    db: DBSession, ctx: Context, gate: _PassGate, front: Dormant, reading: QuotaReading | None, now: datetime,
     fx: Effects, started: list[int],
 ) -> None:
     """A session paused mid-run goes back before held spot work of its precedence or below takes
@@ -521,23 +521,31 @@ def _resume_front(
     margin, one per pass — a freed slot, not a batch."""
     from scheduler.pause import is_dormant_paused, resume_paused
 
-    session = locked_unless_taken(db, session_id)
+    if not gate.decide_for(front).allowed:
+        return  # the plain gate refuses it: the resume, against a wider reserve, would too
+    session = locked_unless_taken(db, front.id)
     if session is None or not is_dormant_paused(session):
         return  # another transaction has it, or resumed it a moment ago
     if resume_paused(db, ctx, session, reading, now, fx).started:
-        started.append(session_id)
+        started.append(front.id)
         gate.fleet_changed()
 
 
 # Rows a pass acts on are locked, skipping any another transaction holds (PostgreSQL; SQLite's
 # BEGIN IMMEDIATE already serialises writers): two passes — a kick, an alarm, a turn arriving —
 # never start one session twice, and never wait on each other's rows in different orders.
-_UNLESS_TAKEN: dict[str, bool] = {"skip_locked": True}
+_LOCK_UNLESS_TAKEN = (  # built once: `Session.get` with a lock builds its statement every call
+    sa_select(Session)
+    .where(col(Session.id) == bindparam("sid"))
+    .with_for_update(skip_locked=True)
+    .execution_options(populate_existing=True)
+)
 
 
 def locked_unless_taken(db: DBSession, session_id: int) -> Session | None:
     """The row, locked and read fresh — or None when another transaction holds it (PostgreSQL)."""
-    return db.get(Session, session_id, with_for_update=_UNLESS_TAKEN, populate_existing=True)
+    row: Session | None = db.execute(_LOCK_UNLESS_TAKEN, {"sid": session_id}).scalars().first()
+    return row
 
 
 def _still_held(session: Session, now: datetime) -> bool:
@@ -581,8 +589,8 @@ class _PassGate:
             return decide(self._snapshot, asking, self.now)
         return self._ask(asking)
 
-    def decide_for(self, cand: _Candidate) -> Decision:
-        """The gate's answer for a held candidate (never running), from its columns alone."""
+    def decide_for(self, cand: _Candidate | Dormant) -> Decision:
+        """The gate's answer for a held or paused candidate (never running), from its columns alone."""
         asking = Asking(
             session_id=cand.id, is_spot=cand.is_spot(self.policy), already_running=False,
             spends_quota=self.ctx.runtime(cand.runtime).spends_quota, burn_per_min=burn_rate(self.ctx, cand.runtime),
