@@ -445,7 +445,8 @@ def pump(ctx: Context, *, due_session: int | None = None) -> list[int]:
                 due = db.get(Session, due.id)  # it may start: the tracked row (locked above)
             candidates = _candidates(db, policy, now, PUMP_LIMIT)
             front = _front_paused(db, policy, now)
-        due = _in_order(db, ctx, gate, policy, candidates, front, reading, now, fx, started, due=due, due_session=due_session)
+        if candidates or front is not None:
+            due = _in_order(db, ctx, gate, policy, candidates, front, reading, now, fx, started, due=due, due_session=due_session)
         if due is not None:  # beyond the examined slice, or the pass stopped above it
             _try(db, ctx, gate, due, now, fx, advance=True)
     fx.apply(ctx)
