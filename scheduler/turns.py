@@ -36,7 +36,7 @@ from scheduler.effects import Effects
 from scheduler.errors import InvalidInput, NotFound, Refused
 from scheduler.explain import explain
 from scheduler.fleet import asking_for, build_snapshot, burn_rate, read_quota
-from scheduler.gate import Decision, Reason, decide
+from scheduler.gate import RESUME_MARGIN_PCT, Decision, Reason, decide
 from scheduler.genesis import SchedulingClass, parse_class, parse_genesis, resolve_class
 from scheduler.models import SESSIONS, EnqueuedMessage, Session, Status, Turn
 from scheduler.policy import PolicyView, load_policy
@@ -522,8 +522,8 @@ def _resume_front(
     margin, one per pass — a freed slot, not a batch."""
     from scheduler.pause import is_dormant_paused, resume_paused
 
-    if not gate.decide_for(front).allowed:
-        return  # the plain gate refuses it: the resume, against a wider reserve, would too
+    if not gate.decide_for(front, margin=RESUME_MARGIN_PCT).allowed:
+        return  # the resume's own question, from columns: nothing is locked or rendered for a no
     session = locked_unless_taken(db, front.id)
     if session is None or not is_dormant_paused(session):
         return  # another transaction has it, or resumed it a moment ago
@@ -578,7 +578,7 @@ class _PassGate:
     def __init__(self, db: DBSession, ctx: Context, policy: PolicyView, reading: QuotaReading | None, now: datetime) -> None:
         self.db, self.ctx, self.policy, self.reading, self.now = db, ctx, policy, reading, now
         self._snapshot: Any = None
-        self._memo: dict[tuple[bool, bool, float], Decision] = {}
+        self._memo: dict[tuple[bool, bool, float, float], Decision] = {}
 
     def decide(self, session: Session) -> Decision:
         running = session.status == Status.RUNNING.value and is_running(self.db, session.id or 0)
@@ -590,21 +590,22 @@ class _PassGate:
             return decide(self._snapshot, asking, self.now)
         return self._ask(asking)
 
-    def decide_for(self, cand: _Candidate | Dormant) -> Decision:
-        """The gate's answer for a held or paused candidate (never running), from its columns alone."""
+    def decide_for(self, cand: _Candidate | Dormant, *, margin: float = 0.0) -> Decision:
+        """The gate's answer for a held or paused candidate (never running), from its columns
+        alone; `margin` widens the reserve as a resume does (`pause.resume_refusal`)."""
         asking = Asking(
             session_id=cand.id, is_spot=cand.is_spot(self.policy), already_running=False,
             spends_quota=self.ctx.runtime(cand.runtime).spends_quota, burn_per_min=burn_rate(self.ctx, cand.runtime),
         )
-        return self._ask(asking)
+        return self._ask(asking, margin)
 
-    def _ask(self, asking: Asking) -> Decision:
+    def _ask(self, asking: Asking, margin: float = 0.0) -> Decision:
         if self._snapshot is None:
             self._snapshot = build_snapshot(self.db, self.ctx, self.policy, self.reading)
             self._memo.clear()
-        key = (asking.is_spot, asking.spends_quota, asking.burn_per_min)
+        key = (asking.is_spot, asking.spends_quota, asking.burn_per_min, margin)
         if key not in self._memo:
-            self._memo[key] = decide(self._snapshot, asking, self.now)
+            self._memo[key] = decide(self._snapshot, asking, self.now, reserve_margin_pct=margin)
         return self._memo[key]
 
     def fleet_changed(self) -> None:
