@@ -56,6 +56,16 @@ def scenario_data(sessions: int, days: float) -> dict[str, Any]:
     }
 
 
+def machine_speed() -> float:
+    """Seconds for a fixed pure-Python loop: how fast this machine is running right now. On a
+    shared 2-core machine the same code's wall time moves with it, by a factor of two at worst."""
+    began = time.perf_counter()
+    total = 0
+    for i in range(10_000_000):
+        total += i
+    return time.perf_counter() - began
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sessions", type=int, default=2000)
@@ -63,6 +73,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--policy", default="pacer", choices=["pacer", "fifo", "flat-target"])
     parser.add_argument("--profile", type=int, default=0, metavar="N", help="print the N hottest scheduler functions")
     args = parser.parse_args(argv)
+    calibration = machine_speed()
     scenario = parse_scenario(scenario_data(args.sessions, args.days), name="bench")
     profiler = cProfile.Profile() if args.profile else None
     cpu, wall = time.process_time(), time.perf_counter()
@@ -78,6 +89,8 @@ def main(argv: list[str] | None = None) -> int:
           f"{report['rechecks']} re-checks, {sum(run.jobs.values())} alarms and sweeps")
     print(f"wall {wall:.1f} s · cpu {cpu:.1f} s · {simulated / wall:,.0f} simulated seconds per wall second "
           f"· target {TARGET_SECONDS:.0f} s: {'met' if wall < TARGET_SECONDS else 'MISSED'}")
+    print(f"machine: a pure-Python loop of 10M additions took {calibration:.2f} s before the run "
+          f"({machine_speed():.2f} s after) — read the wall time against it on a shared machine")
     parts: dict[str, float] = dict(run.timings)
     parts["rest (turn completions, simulator alarms)"] = max(run.wall_seconds - sum(run.timings.values()), 0.0)
     print("where the wall time went:")
