@@ -7,11 +7,10 @@ import os
 import socket
 import subprocess
 import sys
-import time
 from collections.abc import Mapping
 from pathlib import Path
 
-import httpx
+from bot.demo import wait_until_up
 
 START_SECONDS = 60
 
@@ -34,15 +33,9 @@ def start_pacer(workdir: Path, url: str, port: int, env: Mapping[str, str]) -> s
         [sys.executable, "-m", "bot.cli", "serve", "--host", "127.0.0.1", "--port", str(port)],
         env=full, stdout=log, stderr=subprocess.STDOUT, cwd=str(workdir),
     )
-    deadline = time.monotonic() + START_SECONDS
-    while time.monotonic() < deadline:
-        if process.poll() is not None:
-            raise RuntimeError(f"pacer serve exited ({process.returncode}); see {workdir / 'server.log'}")
-        try:
-            if httpx.get(f"http://127.0.0.1:{port}/healthz", timeout=1).status_code == 200:
-                return process
-        except httpx.HTTPError:
-            pass
-        time.sleep(0.1)
+    if wait_until_up(f"http://127.0.0.1:{port}", START_SECONDS, alive=lambda: process.poll() is None):
+        return process
+    if process.poll() is not None:
+        raise RuntimeError(f"pacer serve exited ({process.returncode}); see {workdir / 'server.log'}")
     process.kill()
     raise RuntimeError(f"pacer serve did not answer /healthz within {START_SECONDS} s")

@@ -97,9 +97,11 @@ def _run_feed(url: str, token: str, secret: str | None, pace: float) -> None:
         log.exception("demo: the sample feed stopped")
 
 
-def wait_until_up(url: str, timeout: float = HEALTH_WAIT_SECONDS) -> bool:
+def wait_until_up(url: str, timeout: float = HEALTH_WAIT_SECONDS, *, alive: Callable[[], bool] = lambda: True) -> bool:
+    """Whether `url`/healthz answers 200 within `timeout`; False at once when `alive()` says the
+    server is gone (a process that exited will not come up)."""
     deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
+    while time.monotonic() < deadline and alive():
         try:
             if httpx.get(f"{url}/healthz", timeout=2).status_code == 200:
                 return True

@@ -21,11 +21,11 @@ from sqlmodel import col, select
 from scheduler.admission import cached, invalidated_by
 from scheduler.context import Context
 from scheduler.db import core
-from scheduler.genesis import SchedulingClass, parse_class, parse_genesis, resolve_class
+from scheduler.genesis import SchedulingClass
 from scheduler.models import Session, Turn
 from scheduler.policy import PolicyView
 from scheduler.ports import QuotaReading
-from scheduler.sessions import is_spot
+from scheduler.sessions import class_from, is_spot
 from scheduler.snapshot import Asking, FleetTurn, Snapshot, WindowState
 
 log = logging.getLogger("pacer.fleet")
@@ -108,7 +108,7 @@ def fleet_columns(db: DBSession, policy: PolicyView) -> list[tuple[int, bool, st
     """(session id, is spot, runtime) for every turn a worker is executing now."""
     fleet = []
     for sid, own, genesis, runtime, _weight in running_rows(db):
-        cls = resolve_class(parse_class(own), None, parse_genesis(genesis), policy.overrides)
+        cls = class_from(own, genesis, policy)
         fleet.append((sid, cls is SchedulingClass.SPOT, runtime))
     return fleet
 

@@ -36,11 +36,11 @@ from scheduler.effects import Effects
 from scheduler.explain import explain
 from scheduler.fleet import asking_for, build_snapshot
 from scheduler.gate import RESUME_MARGIN_PCT, Decision, decide
-from scheduler.genesis import SchedulingClass, parse_class, parse_genesis, resolve_class
+from scheduler.genesis import SchedulingClass
 from scheduler.models import EnqueuedMessage, Session, Status, Turn
 from scheduler.policy import PolicyView, load_policy
 from scheduler.ports import QuotaReading
-from scheduler.sessions import class_defaults, class_expr_for
+from scheduler.sessions import class_defaults, class_expr_for, class_from
 from scheduler.turns import (
     Submission,
     _admit,
@@ -156,7 +156,7 @@ def dormant_paused(db: DBSession, policy: PolicyView, limit: int) -> list[Dorman
     whatever the windows say), then highest precedence, then the oldest pause."""
     return [
         Dormant(
-            int(sid), resolve_class(parse_class(own), None, parse_genesis(genesis), policy.overrides) is SchedulingClass.SPOT,
+            int(sid), class_from(own, genesis, policy) is SchedulingClass.SPOT,
             int(precedence), created_at, wake_at, str(reason), preempted_at, str(runtime),
         )
         for sid, own, genesis, precedence, created_at, wake_at, reason, preempted_at, runtime in core(db, _dormant_stmt(class_defaults(policy), limit))

@@ -33,9 +33,12 @@ from scheduler.policy import PolicyView, load_policy
 
 def class_of(session: Session, policy: PolicyView) -> SchedulingClass:
     """The resolved class, derived on every read when the column is NULL."""
-    return resolve_class(
-        parse_class(session.scheduling_class), None, parse_genesis(session.genesis), policy.overrides
-    )
+    return class_from(session.scheduling_class, session.genesis, policy)
+
+
+def class_from(own: str | None, genesis: str | None, policy: PolicyView) -> SchedulingClass:
+    """`class_of` from the two columns it reads, for reads that carry columns, not rows."""
+    return resolve_class(parse_class(own), None, parse_genesis(genesis), policy.overrides)
 
 
 def is_spot(session: Session, policy: PolicyView) -> bool:

@@ -37,11 +37,11 @@ from scheduler.errors import InvalidInput, NotFound, Refused
 from scheduler.explain import explain
 from scheduler.fleet import asking_for, build_snapshot, burn_rate, read_quota
 from scheduler.gate import RESUME_MARGIN_PCT, Decision, Reason, decide
-from scheduler.genesis import SchedulingClass, parse_class, parse_genesis, resolve_class
+from scheduler.genesis import SchedulingClass
 from scheduler.models import SESSIONS, EnqueuedMessage, Session, Status, Turn
 from scheduler.policy import PolicyView, load_policy
 from scheduler.ports import Outcome, QuotaReading, TurnRequest, TurnResult
-from scheduler.sessions import class_defaults, class_expr_for, is_spot, queue_order
+from scheduler.sessions import class_defaults, class_expr_for, class_from, is_spot, queue_order
 from scheduler.snapshot import Asking
 
 if TYPE_CHECKING:
@@ -367,8 +367,7 @@ class _Candidate:
     created_at: datetime
 
     def is_spot(self, policy: PolicyView) -> bool:
-        own = parse_class(self.scheduling_class)
-        return resolve_class(own, None, parse_genesis(self.genesis), policy.overrides) is SchedulingClass.SPOT
+        return class_from(self.scheduling_class, self.genesis, policy) is SchedulingClass.SPOT
 
 
 _CANDIDATE_COLUMNS: tuple[Any, ...] = (
@@ -551,10 +550,12 @@ def locked_unless_taken(db: DBSession, session_id: int) -> Session | None:
 
 def _still_held(session: Session, now: datetime) -> bool:
     """Still a dormant held session once locked: read before the lock, it may have started since."""
-    return (
-        session.status == Status.WAITING.value and session.hold_reason is not None
-        and session.pause_reason is None and session.park_reason is None and not is_asleep(session, now)
-    )
+    return session.status == Status.WAITING.value and _dormant_hold(session, now)
+
+
+def _dormant_hold(session: Session, now: datetime) -> bool:
+    """Holding a turn for the queue, and nothing else owns it: not paused, parked or asleep."""
+    return session.hold_reason is not None and session.pause_reason is None and session.park_reason is None and not is_asleep(session, now)
 
 
 def _is_due_candidate(session: Session, now: datetime) -> bool:
@@ -566,7 +567,7 @@ def _is_due_candidate(session: Session, now: datetime) -> bool:
     if is_asleep(session, now):
         log.info("session #%s is asleep until %s: its re-check stands down", session.id, session.wake_at)
         return False
-    return session.pause_reason is None and session.park_reason is None
+    return _dormant_hold(session, now)
 
 
 class _PassGate:

@@ -39,11 +39,10 @@ from scheduler.clock import VirtualClock
 from scheduler.context import Context, Runtime
 from scheduler.deferrer import VirtualDeferrer
 from scheduler.errors import PacerError
-from scheduler.genesis import parse_class, parse_genesis, resolve_class
 from scheduler.jobs import targets
 from scheduler.models import SESSIONS, Session, Status
 from scheduler.policy import ensure_policy, load_policy
-from scheduler.sessions import NewSession, insert_session
+from scheduler.sessions import NewSession, class_from, insert_session
 from scheduler.turns import submit_turn
 
 _STATUS = sa_select(col(Session.status)).where(col(Session.id) == bindparam("sid"))
@@ -162,7 +161,7 @@ class Simulation:
         with dbmod.session_scope(self.engine) as db:  # the intake a webhook takes: one Core INSERT
             sid = insert_session(db, request, now=now)
             dbmod.core(db, update(SESSIONS).where(SESSIONS.c.id == sid).values(prompt=_prompt(sid, 0)))  # as a person's first message
-            cls = resolve_class(parse_class(request.scheduling_class), None, parse_genesis(request.genesis), load_policy(db).overrides).value
+            cls = class_from(request.scheduling_class, request.genesis, load_policy(db)).value
         replies = [at for at in demand.replies if at < self.scenario.end]
         track = Tracked(demand, sid, cls, now, planned=len(demand.durations), replies_due=len(replies))
         self.tracked[sid] = track

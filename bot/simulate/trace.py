@@ -18,9 +18,10 @@ from sqlalchemy import select as sa_select
 from bot.simulate.scenario import Scenario
 from scheduler.db import core, session_scope
 from scheduler.gate import projection_minutes
-from scheduler.genesis import SchedulingClass, parse_class, parse_genesis, resolve_class
+from scheduler.genesis import SchedulingClass
 from scheduler.models import SESSIONS, Status
 from scheduler.policy import load_policy
+from scheduler.sessions import class_from
 
 if TYPE_CHECKING:
     from bot.simulate.engine import Simulation
@@ -95,7 +96,7 @@ class Sampler:
                 paused += n
             if not waiting_row:
                 continue
-            klass = resolve_class(parse_class(stored), None, parse_genesis(genesis), policy.overrides)
+            klass = class_from(stored, genesis, policy)
             if paused_row:
                 paused += n
             elif held_row:
