@@ -14,6 +14,8 @@ from typing import Any, Protocol
 
 from sqlalchemy import Engine
 
+from scheduler.db import in_transaction
+from scheduler.errors import AlarmInTransaction
 from scheduler.ports import Clock, Deferrer, Notifier, QuotaSource, TurnRequest, TurnResult
 
 log = logging.getLogger("pacer.notify")
@@ -72,18 +74,33 @@ class Context:
 
         return jobs.targets()[name](self, *args)
 
+    def _outside_transaction(self, what: str) -> None:
+        if in_transaction(self.engine):
+            raise AlarmInTransaction(f"{what} inside an open database transaction; apply it after commit (scheduler.effects)")
+
     def schedule(self, job_id: str, at: Any, name: str, *args: Any) -> None:
         """Arm the alarm `job_id` to run the named target with `args` (ids only) at `at`."""
+        self._outside_transaction(f"arming alarm {job_id}")
         if self.job_runner is not None:
             self.deferrer.schedule(job_id, at, self.job_runner, name, *args)
         else:
             self.deferrer.schedule(job_id, at, self.run_job, name, *args)
+
+    def cancel_alarm(self, job_id: str) -> bool:
+        self._outside_transaction(f"cancelling alarm {job_id}")
+        return self.deferrer.cancel(job_id)
+
+    def alarm_at(self, job_id: str) -> Any:
+        """When the alarm `job_id` fires, or None when none is armed."""
+        self._outside_transaction(f"reading alarm {job_id}")
+        return self.deferrer.next_run(job_id)
 
     def runtime(self, name: str) -> Runtime:
         return self.runtimes.get(name) or Runtime(name)
 
     def emit(self, event: str, **context: Any) -> None:
         """Tell people (threads, issues, the ops channel) and any in-process listener."""
+        self._outside_transaction(f"notice {event}")
         for listener in [self.notifier.notify, *self.hooks.get(event, []), *self.hooks.get("*", [])]:
             try:
                 listener(event, context)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import threading
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
@@ -23,7 +24,46 @@ PACER_TABLE_PREFIXES = (
 )
 
 
+_open = threading.local()
+
+
+def in_transaction(engine: Engine) -> bool:
+    """Whether this thread holds a transaction open on `engine`.
+
+    An alarm armed from inside one deadlocks on SQLite: APScheduler's job store shares the
+    file, opens a second write transaction on it and waits behind the first, which is waiting
+    for the alarm — 30 seconds, then `database is locked`. Alarms are armed after commit."""
+    return bool(getattr(_open, "depth", {}).get(id(engine)))
+
+
+def _track_transactions(engine: Engine) -> None:
+    def depth() -> dict[int, int]:
+        if not hasattr(_open, "depth"):
+            _open.depth = {}
+        return _open.depth  # type: ignore[no-any-return]
+
+    key = id(engine)
+
+    @event.listens_for(engine, "begin")
+    def _begun(_conn: Any) -> None:
+        d = depth()
+        d[key] = d.get(key, 0) + 1
+
+    def _ended(_conn: Any) -> None:
+        d = depth()
+        d[key] = max(0, d.get(key, 0) - 1)
+
+    event.listen(engine, "commit", _ended)
+    event.listen(engine, "rollback", _ended)
+
+
 def make_engine(url: str, *, echo: bool = False) -> Engine:
+    engine = _make_engine(url, echo=echo)
+    _track_transactions(engine)
+    return engine
+
+
+def _make_engine(url: str, *, echo: bool = False) -> Engine:
     if url.startswith("sqlite"):
         in_memory = url in {"sqlite://", "sqlite:///:memory:"}
         if not in_memory:

@@ -45,7 +45,7 @@ class Effects:
         from scheduler import turns
 
         for job_id in self.disarm:
-            ctx.deferrer.cancel(job_id)
+            ctx.cancel_alarm(job_id)
         for job_id, at, job, args in self.arm:
             ctx.schedule(job_id, at, job, *args)
         for turn_id in self.halt:

@@ -7,7 +7,8 @@
     ├── NotFound             the session, trigger or hold named does not exist
     ├── Forbidden            the actor's role does not allow this
     ├── Refused              the request is valid but the state refuses it (asleep, busy group…)
-    └── StoreUnavailable     the database could not be read; callers fail open where the seed says so
+    ├── StoreUnavailable     the database could not be read; callers fail open where the seed says so
+    └── AlarmInTransaction   a programming error: an alarm or notice inside an open transaction
 
 A message states the rule and, where there is one, the fix.
 """
@@ -53,3 +54,9 @@ class Refused(PacerError):
 
 class StoreUnavailable(PacerError):
     """The store could not be read."""
+
+
+class AlarmInTransaction(PacerError):
+    """An alarm was armed, read or cancelled, or a notice sent, while this thread held a database
+    transaction open. On SQLite the job store would wait on that transaction for ever; effects
+    are applied after commit."""

@@ -76,5 +76,5 @@ def cancel_wake(ctx: Context, session_id: int) -> bool:
         session.wake_at = None
         session.wake_prompt = None
         db.add(session)
-    ctx.deferrer.cancel(wake_job_id(session_id))
+    ctx.cancel_alarm(wake_job_id(session_id))
     return had

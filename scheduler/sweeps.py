@@ -3,7 +3,8 @@
 The hold sweep (seed 001, "A hold that loses its re-check"): a hold more than ten minutes past
 its own re-check time with no alarm armed is a broken ladder. The sweep advances the stamp first
 — a conditional update, so the advanced stamp is its own idempotency key on SQLite and
-PostgreSQL alike — then arms the alarm again, at most ten a pass spread over three minutes.
+PostgreSQL alike — then, once that has committed, arms the alarm again, at most ten a pass
+spread over three minutes.
 """
 
 from __future__ import annotations
@@ -48,29 +49,12 @@ _OVERDUE_AFTER = _OVERDUE.where(
 
 def hold_sweep(ctx: Context) -> list[int]:
     now = ctx.clock.now()
-    rearmed: list[int] = []
+    lost = _lost_holds(ctx, now)
     step = REARM_SPREAD / REARM_PER_PASS
-    with session_scope(ctx.engine) as db:
-        scanned = 0
-        after: tuple[datetime | None, int] = (None, 0)
-        # Late-but-armed holds are skipped, so page through the overdue ones (oldest first)
-        # until ten are re-armed or the scan bound is reached: a crowd of merely late alarms
-        # must not hide a lost one behind it.
-        while len(rearmed) < REARM_PER_PASS and scanned < SCAN_LIMIT:
-            if after[0] is None:
-                page = core(db, _OVERDUE, {"late": now - OVERDUE}).all()
-            else:
-                page = core(db, _OVERDUE_AFTER, {"late": now - OVERDUE, "stamp": after[0], "sid": after[1]}).all()
-            if not page:
-                break
-            scanned += len(page)
-            after = (page[-1][1], int(page[-1][0] or 0))
-            for row_id, stamp in page:
-                session_id = int(row_id or 0)
-                if len(rearmed) >= REARM_PER_PASS:
-                    break
-                if ctx.deferrer.next_run(hold_job_id(session_id)) is not None:
-                    continue  # its alarm is still queued: late, not lost
+    rearmed: list[int] = []
+    if lost:
+        with session_scope(ctx.engine) as db:
+            for session_id, stamp in lost:
                 due = now + step * len(rearmed)
                 moved = db.execute(
                     update(Session)
@@ -83,3 +67,32 @@ def hold_sweep(ctx: Context) -> list[int]:
     for i, session_id in enumerate(rearmed):
         ctx.schedule(hold_job_id(session_id), now + step * i, "recheck", session_id)
     return rearmed
+
+
+def _lost_holds(ctx: Context, now: datetime) -> list[tuple[int, datetime]]:
+    """Overdue holds with no alarm armed, oldest first, at most ten.
+
+    Late-but-armed holds are skipped, so this pages through the overdue ones until ten lost
+    ones are found or the scan bound is reached: a crowd of merely late alarms must not hide a
+    lost one behind it. Each page is read in its own short transaction and the alarms are asked
+    outside it, because on SQLite the job store waits on any transaction this thread holds."""
+    lost: list[tuple[int, datetime]] = []
+    scanned = 0
+    after: tuple[datetime | None, int] = (None, 0)
+    while len(lost) < REARM_PER_PASS and scanned < SCAN_LIMIT:
+        with session_scope(ctx.engine) as db:
+            if after[0] is None:
+                page = core(db, _OVERDUE, {"late": now - OVERDUE}).all()
+            else:
+                page = core(db, _OVERDUE_AFTER, {"late": now - OVERDUE, "stamp": after[0], "sid": after[1]}).all()
+        if not page:
+            break
+        scanned += len(page)
+        after = (page[-1][1], int(page[-1][0] or 0))
+        for row_id, stamp in page:
+            session_id = int(row_id or 0)
+            if ctx.alarm_at(hold_job_id(session_id)) is None:
+                lost.append((session_id, stamp))
+                if len(lost) >= REARM_PER_PASS:
+                    break
+    return lost
