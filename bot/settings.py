@@ -39,6 +39,14 @@ def _str(name: str, raw: str) -> str:
     return raw
 
 
+def _secret(name: str, raw: str) -> str:
+    # An empty value means unset; whitespace alone is a paste gone wrong, and used as a key it
+    # would let anyone sign GitHub deliveries with it or make Slack's verifier fail every request.
+    if not raw.strip():
+        raise ConfigError(f"{name}: is only whitespace; set the real secret, or leave {name} unset")
+    return raw
+
+
 def _int_at_least(minimum: int) -> Callable[[str, str], int]:
     def parse(name: str, raw: str) -> int:
         try:
@@ -142,7 +150,7 @@ VARIABLES: tuple[Variable, ...] = (
     Variable("DATABASE_URL", "sqlite:///./var/pacer.db", "Database URL: SQLite file or PostgreSQL (postgres:// is rewritten for psycopg)", _database_url),
     Variable("PACER_HOST", "127.0.0.1", "Address the HTTP server binds", _str),
     Variable("PACER_PORT", "8080", "Port the HTTP server binds", _port),
-    Variable("PACER_API_TOKEN", None, "Bearer token for /api/v1 (unset: the API answers 401 to everyone)", _str),
+    Variable("PACER_API_TOKEN", None, "Bearer token for /api/v1 (unset: the API answers 401 to everyone)", _secret),
     Variable("PACER_LOG_LEVEL", "INFO", "Log level", _log_level),
     Variable("PACER_ACCESS_LOG", "false", "Log every HTTP request (uvicorn's access log); off by default, it costs CPU under a burst", _bool),
     Variable("PACER_MAX_SESSIONS", "10", "Max sessions at once (slots); priority never waits on it", _int_at_least(1)),
@@ -172,14 +180,14 @@ VARIABLES: tuple[Variable, ...] = (
     Variable("PACER_MAX_BODY_BYTES", "1048576", "Largest HTTP request body accepted", _int_at_least(1024)),
     Variable("PACER_MAX_PROMPT_CHARS", "100000", "Longest prompt accepted", _int_at_least(1)),
     Variable("PACER_TRIGGERS_FILE", None, "triggers.toml loaded at start (triggers as code)", _str),
-    Variable("SLACK_BOT_TOKEN", None, "Slack bot token (xoxb-…)", _str),
-    Variable("SLACK_SIGNING_SECRET", None, "Slack signing secret, verifies every request", _str),
-    Variable("SLACK_APP_TOKEN", None, "Slack app-level token (xapp-…): enables Socket Mode", _str),
+    Variable("SLACK_BOT_TOKEN", None, "Slack bot token (xoxb-…)", _secret),
+    Variable("SLACK_SIGNING_SECRET", None, "Slack signing secret, verifies every request", _secret),
+    Variable("SLACK_APP_TOKEN", None, "Slack app-level token (xapp-…): enables Socket Mode", _secret),
     Variable("SLACK_API_URL", "https://slack.com/api/", "Base URL of Slack's Web API (point at a local mock in tests)", _url),
-    Variable("GITHUB_WEBHOOK_SECRET", None, "Secret GitHub signs webhook deliveries with", _str),
-    Variable("GITHUB_TOKEN", None, "GitHub token for status comments (or use a GitHub App)", _str),
+    Variable("GITHUB_WEBHOOK_SECRET", None, "Secret GitHub signs webhook deliveries with", _secret),
+    Variable("GITHUB_TOKEN", None, "GitHub token for status comments (or use a GitHub App)", _secret),
     Variable("GITHUB_APP_ID", None, "GitHub App id (with GITHUB_APP_PRIVATE_KEY)", _str),
-    Variable("GITHUB_APP_PRIVATE_KEY", None, "GitHub App private key, PEM", _str),
+    Variable("GITHUB_APP_PRIVATE_KEY", None, "GitHub App private key, PEM", _secret),
     Variable("GITHUB_API_URL", "https://api.github.com/", "Base URL of GitHub's REST API", _url),
     Variable("GITHUB_BOT_LOGIN", "pacer[bot]", "Pacer's own GitHub login; its events are ignored", _str),
 )

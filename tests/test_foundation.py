@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import socket
 import subprocess
@@ -16,7 +17,7 @@ from alembic.autogenerate import compare_metadata
 from alembic.runtime.migration import MigrationContext
 from sqlmodel import SQLModel
 
-from bot.settings import load
+from bot.settings import SECRET_NAMES, load
 from scheduler import db as dbmod
 from scheduler.errors import ConfigError
 
@@ -50,6 +51,21 @@ def test_bad_settings_name_the_variable_and_the_rule(env, message) -> None:
     with pytest.raises(ConfigError) as err:
         load(env)
     assert message in str(err.value)
+
+
+@pytest.mark.parametrize("name", sorted(SECRET_NAMES))
+@pytest.mark.parametrize("blank", [" ", "\t\n", "\u00a0"])
+def test_a_secret_of_only_whitespace_stops_start_up_with_its_name(name: str, blank: str, tmp_path: Path) -> None:
+    # Accepted, GitHub would verify deliveries signed with the whitespace and Slack would answer
+    # every request 500; an empty value still means unset.
+    with pytest.raises(ConfigError) as err:
+        load({name: blank}, toml_path=None)
+    assert str(err.value) == f"{name}: is only whitespace; set the real secret, or leave {name} unset"
+    cfg = tmp_path / "pacer.toml"
+    cfg.write_text(f"[settings]\n{name.lower()} = {json.dumps(blank)}\n")
+    with pytest.raises(ConfigError, match=f"^{name}: is only whitespace"):
+        load({}, toml_path=cfg)
+    assert getattr(load({name: ""}, toml_path=None), name.lower().removeprefix("pacer_")) is None
 
 
 def test_fly_postgres_url_is_rewritten() -> None:
