@@ -28,7 +28,7 @@ from bot.commands import parse, usage_of, verb
 from bot.commands.grammar import GENERAL_USAGE
 from bot.context import Answer, Context, EngineHandler, StoreContext, StoreHandler
 from bot.render import render
-from bot.roles import authorize, role_of, subjects
+from bot.roles import Role, authorize, role_of, subjects
 from bot.runtime import Pacer
 from scheduler.errors import (
     CommandError,
@@ -88,15 +88,17 @@ def available(name: str) -> bool:
     return name in STORE or name in ENGINE
 
 
-def answer(pacer: Pacer, actor: str, text: str, *, surface: str) -> Reply:
+def answer(pacer: Pacer, actor: str, text: str, *, surface: str, role: Role | None = None) -> Reply:
     """Parse, authorize, execute and render `text` as `actor` speaking on `surface`
-    (`slack`, `slack_home`, `console` or `api`)."""
+    (`slack`, `slack_home`, `console` or `api`). `role` is one the surface has already
+    established (the API's token holder acts with the operator's reach); without it the roster
+    decides."""
     now = pacer.clock.now()
     flavour = "slack" if surface.startswith("slack") else "text"
     command: c.Command | None = None
     try:
         command = parse(text)
-        result = _execute(pacer, command, actor, surface, now)
+        result = _execute(pacer, command, actor, role or role_of(pacer.settings.roster, actor), surface, now)
         started = engine.start_promoted(pacer, result.start_now, actor) if result.start_now else []
         values = {**result.values, "started": started}
         body = render(f"{flavour}/{result.template}.j2", **values)
@@ -117,8 +119,7 @@ def answer(pacer: Pacer, actor: str, text: str, *, surface: str) -> Reply:
         return Reply(text=render(f"{flavour}/command_failed.j2"), ok=False)
 
 
-def _execute(pacer: Pacer, command: c.Command, actor: str, surface: str, now: datetime) -> Answer:
-    role = role_of(pacer.settings.roster, actor)
+def _execute(pacer: Pacer, command: c.Command, actor: str, role: Role | None, surface: str, now: datetime) -> Answer:
     name = verb(command)
     with pacer.db() as db:
         owners, armer = _ownership(db, command)

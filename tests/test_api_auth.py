@@ -156,3 +156,23 @@ def test_the_openapi_document_parses_and_lists_every_path(api) -> None:
     assert create["additionalProperties"] is False and "place" in create["properties"]
     served = api.client.get("/openapi.json")
     assert served.status_code == 200 and set(expected) <= set(served.json()["paths"])
+
+
+def test_chat_without_an_actor_acts_with_the_operators_reach_as_every_other_route_does(api) -> None:
+    # The token holder without X-Pacer-Actor may PATCH /policy; `policy set` over /chat is the
+    # same change, so it is allowed there too, and audited under the same name.
+    assert api.patch("/policy", {"max_sessions": 3}).status_code == 200
+    r = api.post("/chat", {"text": "policy set max_sessions=4"})
+    assert r.status_code == 200 and r.json()["ok"] is True, r.json()
+    out = api.get("/policy").json()
+    assert out["policy"]["max_sessions"] == 4 and "via api by api: max_sessions 3 -> 4" in out["audit"][0]
+    created = api.post("/chat", {"text": "new fix the build"}).json()
+    assert created["ok"] is True and "Created" in created["text"], created
+    # A human message needs a person on the roster: the token holder's `reply` is refused, naming why.
+    anonymous = api.post("/chat", {"text": "reply 1 also the docs"}).json()
+    assert anonymous["ok"] is False and "api is not on the roster" in anonymous["text"]
+    assert api.post("/chat", {"text": "reply 1 also the docs"}, actor="alice").json()["ok"] is True
+    # A named actor keeps their own role: a member is refused the operator's command.
+    refused = api.post("/chat", {"text": "policy set max_sessions=5"}, actor="bob").json()
+    assert refused["ok"] is False and "needs the operator role" in refused["text"] and "you are a member" in refused["text"]
+    assert api.get("/policy").json()["policy"]["max_sessions"] == 4

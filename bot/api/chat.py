@@ -24,7 +24,8 @@ class ChatOut(BaseModel):
     text: str
 
 
-@router.post("/chat", response_model=ChatOut, summary="Run a /pacer command as the caller (X-Pacer-Actor)")
+@router.post("/chat", response_model=ChatOut,
+             summary="Run a /pacer command as the caller (X-Pacer-Actor; without it, with the operator's reach)")
 def post_chat(body: ChatIn, request: Request, who: CallerDep) -> ChatOut:
-    reply = chat.answer(request.app.state.pacer, who.name, body.text, surface="api")
+    reply = chat.answer(request.app.state.pacer, who.name, body.text, surface="api", role=who.reach)
     return ChatOut(ok=reply.ok, text=reply.text)

@@ -55,6 +55,11 @@ class Caller:
     def name(self) -> str:
         return self.actor or "api"
 
+    @property
+    def reach(self) -> Role | None:
+        """The role a `/pacer` command runs with: the actor's own, or the operator's for the token holder."""
+        return self.role if self.actor is not None else Role.OPERATOR
+
     def require_operator(self, what: str) -> None:
         if self.actor is not None and self.role is not Role.OPERATOR:
             raise Forbidden(f"{what} needs the operator role; {self.actor} is a {self.role.value if self.role else 'guest'}")
