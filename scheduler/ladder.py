@@ -33,12 +33,6 @@ def jitter(rng: random.Random, limit: timedelta = JITTER_MAX) -> timedelta:
     return timedelta(seconds=rng.uniform(0, limit.total_seconds()))
 
 
-def retry_delay(count: int, *, first: timedelta = timedelta(minutes=1), ceiling: timedelta = timedelta(minutes=30)) -> timedelta:
-    """Backoff for a retryable turn failure: 1m, 2m, 4m … capped."""
-    delay: timedelta = first * (2 ** min(max(count - 1, 0), 16))
-    return min(delay, ceiling)
-
-
 def rate_limit_delay(count: int) -> timedelta:
     """A provider rate limit with no stated reset: 5 minutes doubling to a 60-minute cap."""
     delay: timedelta = timedelta(minutes=5) * (2 ** min(max(count - 1, 0), 16))

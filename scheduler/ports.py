@@ -39,6 +39,7 @@ class Outcome(StrEnum):
     SUCCESS = "success"
     FAILED_RETRYABLE = "failed_retryable"
     FAILED = "failed"  # not retryable
+    UNREACHABLE = "unreachable"  # the provider could not be reached at all (retryable)
     RATE_LIMITED = "rate_limited"
     AUTH_REJECTED = "auth_rejected"
     CREDITS_EXHAUSTED = "credits_exhausted"

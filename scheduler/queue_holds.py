@@ -11,14 +11,16 @@ for a named reason decided by a runner's outcome, and says so.
                      (the session is blocked at once)
     retry_exhausted  six consecutive failures            group    none                yes
                      (the session is blocked)
-    task_failed      an error a retry cannot fix         group    none                yes
-                     (the session is failed)
+    task_failed      an error a retry cannot fix (the    group    none                yes
+                     session is failed), or a sixth
+                     failure in a row to reach the
+                     provider at all (it is blocked)
     prerequisite     every candidate waits on one        global   none                no: lifts when
                      (derived; `scheduler.prerequisites`)                             the target ends
 
 Rate limits, auth and credits belong to the provider account every run shares, so they hold the
 whole queue; a failed session holds its own concurrency group (the working tree it may have left
-half-done), or the whole queue when it has none. One hold is in force per scope. Every hold
+half-done), and nothing beyond itself when it has none (`scheduler.failures`). One hold is in force per scope. Every hold
 gates admission only: running turns are never stopped by one. A hold announces itself once,
 when it is new, and a change of reason counts as new. A hold whose "Resumes at" has passed has
 lifted by itself: its alarm releases it and kicks the queue, and admission ignores it meanwhile.
@@ -36,7 +38,7 @@ from sqlalchemy import func, or_
 from sqlmodel import Session as DBSession
 from sqlmodel import col, select
 
-from scheduler import ladder
+from scheduler import failures, ladder
 from scheduler.admission import (
     cached,
     forget,
@@ -49,6 +51,7 @@ from scheduler.context import Context
 from scheduler.db import session_scope
 from scheduler.effects import Effects
 from scheduler.errors import InvalidInput, Refused
+from scheduler.failures import NextStep
 from scheduler.models import QueueHold, Session, Status, Turn
 from scheduler.ports import Outcome, TurnResult
 from scheduler.turns import Block, _hold
@@ -61,7 +64,6 @@ RETRY_EXHAUSTED, TASK_FAILED, PREREQUISITE = "retry_exhausted", "task_failed", "
 REASONS = (RATE_LIMIT, AUTH, CREDITS, RETRY_EXHAUSTED, TASK_FAILED, PREREQUISITE)
 # Resume appears only where pressing it can work: a prerequisite hold would re-apply at once.
 RESUMABLE = frozenset({RATE_LIMIT, AUTH, CREDITS, RETRY_EXHAUSTED, TASK_FAILED})
-RETRY_LIMIT = 6  # consecutive failures before a session's group pauses
 RESET_MARGIN = timedelta(minutes=5)  # past the provider's stated reset
 CONSECUTIVE_WITHIN = timedelta(hours=1)  # a rate limit this soon after the last one doubles its wait
 BLOCK_REASON = "queue_hold"
@@ -273,26 +275,39 @@ def admission_check(ctx: Context) -> Callable[[DBSession, Session, datetime], Bl
 # --------------------------------------------------------------------------- runner outcomes
 
 
-def on_turn_finished(db: DBSession, ctx: Context, session: Session, turn: Turn, result: TurnResult, now: datetime, fx: Effects) -> bool:
-    """The `turn_finished` hook: the outcomes seed 002 turns into queue holds. Returns True when
-    it took charge of the session's next state; a success, a halt and a retryable failure with
-    retries left stay with `turns._settle` (its retry ladder)."""
-    outcome = result.outcome
-    if outcome is Outcome.FAILED_RETRYABLE and session.consecutive_failures + 1 < RETRY_LIMIT:
+def on_turn_finished(
+    db: DBSession, ctx: Context, session: Session, turn: Turn, result: TurnResult, step: NextStep, now: datetime, fx: Effects,
+) -> bool:
+    """The `turn_finished` hook: the steps of `failures.next_step` that place a queue hold.
+    Returns True when it took charge of the session's next state; a success, a halt and a retry
+    stay with `turns._settle`. A success also proves the credential: it lifts an auth hold."""
+    if step.action == failures.SETTLE:
+        _lift_auth(db, turn, now, fx)
         return False
     handlers = {
-        Outcome.RATE_LIMITED: _rate_limited,
-        Outcome.AUTH_REJECTED: _auth_rejected,
-        Outcome.CREDITS_EXHAUSTED: _credits_exhausted,
-        Outcome.FAILED_RETRYABLE: _retry_exhausted,
-        Outcome.FAILED: _task_failed,
+        RATE_LIMIT: _rate_limited,
+        AUTH: _auth_rejected,
+        CREDITS: _credits_exhausted,
+        RETRY_EXHAUSTED: _retry_exhausted,
+        TASK_FAILED: _task_failed,
     }
-    handler = handlers.get(outcome)
+    handler = handlers.get(step.queue_hold or "")
     if handler is None:
         return False
-    handler(db, ctx, session, turn, result, now, fx)
+    handler(db, ctx, session, turn, result, step, now, fx)
     db.add(session)
     return True
+
+
+def _lift_auth(db: DBSession, turn: Turn, now: datetime, fx: Effects) -> None:
+    """A turn that succeeded after an auth hold was placed reached the provider with the stored
+    credential: the hold's promise ("resume by themselves once a sign-in verifies") is kept."""
+    if not present(db, "queue_holds"):
+        return
+    for hold in in_force(db, now):
+        runtime = (hold.detail or {}).get("runtime")
+        if hold.reason == AUTH and hold.since <= now and runtime in (None, turn.runtime):
+            release(db, hold, now, by=f"a {turn.runtime} turn that authenticated", fx=fx)
 
 
 def _archived(session: Session) -> bool:
@@ -319,7 +334,7 @@ def _rate_limit_attempt(db: DBSession, current: QueueHold | None, now: datetime)
     return 1 if succeeded else previous.attempt + 1
 
 
-def _rate_limited(db: DBSession, ctx: Context, session: Session, turn: Turn, result: TurnResult, now: datetime, fx: Effects) -> None:
+def _rate_limited(db: DBSession, ctx: Context, session: Session, turn: Turn, result: TurnResult, step: NextStep, now: datetime, fx: Effects) -> None:
     current = live_hold(db, None, now)
     attempt = _rate_limit_attempt(db, current, now)
     if result.rate_limit_reset_at is not None:
@@ -336,7 +351,7 @@ def _rate_limited(db: DBSession, ctx: Context, session: Session, turn: Turn, res
     _requeue(db, ctx, session, turn, hold, now, fx)
 
 
-def _auth_rejected(db: DBSession, ctx: Context, session: Session, turn: Turn, result: TurnResult, now: datetime, fx: Effects) -> None:
+def _auth_rejected(db: DBSession, ctx: Context, session: Session, turn: Turn, result: TurnResult, step: NextStep, now: datetime, fx: Effects) -> None:
     sentence = render("text/queue_hold_auth.j2", **_facts(session, result))
     hold = record(db, fx, group=None, reason=AUTH, sentence=sentence, now=now, detail=_facts(session, result))
     if _archived(session):
@@ -344,7 +359,7 @@ def _auth_rejected(db: DBSession, ctx: Context, session: Session, turn: Turn, re
     _requeue(db, ctx, session, turn, hold, now, fx)
 
 
-def _credits_exhausted(db: DBSession, ctx: Context, session: Session, turn: Turn, result: TurnResult, now: datetime, fx: Effects) -> None:
+def _credits_exhausted(db: DBSession, ctx: Context, session: Session, turn: Turn, result: TurnResult, step: NextStep, now: datetime, fx: Effects) -> None:
     sentence = render("text/queue_hold_credits.j2", **_facts(session, result))
     record(db, fx, group=None, reason=CREDITS, sentence=sentence, now=now, detail=_facts(session, result))
     if _archived(session):
@@ -353,25 +368,32 @@ def _credits_exhausted(db: DBSession, ctx: Context, session: Session, turn: Turn
     fx.notice("failed", session_id=session.id, error=result.error, outcome=result.outcome.value, title=session.title)
 
 
-def _retry_exhausted(db: DBSession, ctx: Context, session: Session, turn: Turn, result: TurnResult, now: datetime, fx: Effects) -> None:
-    session.consecutive_failures += 1
+def _retry_exhausted(db: DBSession, ctx: Context, session: Session, turn: Turn, result: TurnResult, step: NextStep, now: datetime, fx: Effects) -> None:
     if _archived(session):
         return
     _end(session, Status.BLOCKED, now)
     fx.notice("failed", session_id=session.id, error=result.error, retry_exhausted=True, title=session.title)
-    facts = {**_facts(session, result), "group": session.concurrency_group, "failures": session.consecutive_failures}
-    sentence = render("text/queue_hold_retry_exhausted.j2", **facts)
-    record(db, fx, group=session.concurrency_group, reason=RETRY_EXHAUSTED, sentence=sentence, now=now, detail=facts)
+    facts = {**_facts(session, result), "group": session.concurrency_group, "failures": step.failures}
+    _hold_own_queue(db, fx, session, RETRY_EXHAUSTED, render("text/queue_hold_retry_exhausted.j2", **facts), now, facts)
 
 
-def _task_failed(db: DBSession, ctx: Context, session: Session, turn: Turn, result: TurnResult, now: datetime, fx: Effects) -> None:
+def _task_failed(db: DBSession, ctx: Context, session: Session, turn: Turn, result: TurnResult, step: NextStep, now: datetime, fx: Effects) -> None:
     if _archived(session):
         return
-    _end(session, Status.FAILED, now)
+    unreachable = result.outcome is Outcome.UNREACHABLE
+    _end(session, Status.BLOCKED if unreachable else Status.FAILED, now)
     fx.notice("failed", session_id=session.id, error=result.error, outcome=result.outcome.value, title=session.title)
-    facts = {**_facts(session, result), "group": session.concurrency_group}
-    sentence = render("text/queue_hold_task_failed.j2", **facts)
-    record(db, fx, group=session.concurrency_group, reason=TASK_FAILED, sentence=sentence, now=now, detail=facts)
+    facts = {**_facts(session, result), "group": session.concurrency_group, "unreachable": unreachable, "failures": step.failures}
+    _hold_own_queue(db, fx, session, TASK_FAILED, render("text/queue_hold_task_failed.j2", **facts), now, facts)
+
+
+def _hold_own_queue(db: DBSession, fx: Effects, session: Session, reason: str, sentence: str, now: datetime, facts: dict[str, Any]) -> None:
+    """A failed session pauses its own queue — its concurrency group — and never unrelated work:
+    a session in no group is stopped on its own and says so in its notice."""
+    if session.concurrency_group is None:
+        log.warning("session #%s stopped (%s): %s", session.id, reason, sentence)
+        return
+    record(db, fx, group=session.concurrency_group, reason=reason, sentence=sentence, now=now, detail=facts)
 
 
 def _requeue(db: DBSession, ctx: Context, session: Session, turn: Turn, hold: QueueHold, now: datetime, fx: Effects) -> None:

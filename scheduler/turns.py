@@ -28,7 +28,7 @@ from sqlalchemy import select as sa_select
 from sqlmodel import Session as DBSession
 from sqlmodel import col, select
 
-from scheduler import ladder
+from scheduler import failures, ladder
 from scheduler.admission import is_manual, present, wrote
 from scheduler.context import Context
 from scheduler.db import core, session_scope
@@ -376,10 +376,12 @@ _CANDIDATE_COLUMNS: tuple[Any, ...] = (
 
 
 def _candidates(db: DBSession, policy: PolicyView, now: datetime, limit: int) -> list[_Candidate]:
-    """Dormant held sessions, in queue order: priority above, then precedence, then age."""
+    """Dormant held sessions, in queue order: priority above, then precedence, then age. A failed
+    turn waiting out its retry backoff is not one until its retry time: that time is a floor
+    (seed 002's six attempts are attempts over time), lifted only by its own alarm."""
     return [
         _Candidate(int(sid or 0), own, str(genesis), str(runtime), int(precedence), created_at)
-        for sid, own, genesis, runtime, precedence, created_at, wake_at in core(db, _candidates_stmt(class_defaults(policy), limit))
+        for sid, own, genesis, runtime, precedence, created_at, wake_at in core(db, _candidates_stmt(class_defaults(policy), limit), {"now": now})
         if wake_at is None or wake_at <= now  # asleep: every automatic path declines it
     ]
 
@@ -395,6 +397,7 @@ def _candidates_stmt(defaults: tuple[SchedulingClass, ...], limit: int) -> Any:
             col(Session.hold_reason).is_not(None),
             col(Session.pause_reason).is_(None),
             col(Session.park_reason).is_(None),
+            col(Session.hold_reason).not_in(sorted(failures.RETRY_HOLD_REASONS)) | (col(Session.hold_retry_at) <= bindparam("now")),
         )
         .order_by(*queue_order(resolved))
         .limit(limit)
@@ -693,57 +696,52 @@ def complete_turn(ctx: Context, turn_id: int, result: TurnResult) -> None:
         session = lock(db, turn.session_id)
         session.agent_session_id = result.agent_session_id or session.agent_session_id
         session.updated_at = now
+        step = failures.next_step(result.outcome, session.consecutive_failures, now)
+        session.consecutive_failures = step.failures
         for hook in ctx.hooks.get("turn_finished", []):
-            if hook(db, ctx, session, turn, result, now, fx):
+            if hook(db, ctx, session, turn, result, step, now, fx):
                 db.add(session)
-                break  # a hook (queue holds, failures) took charge of the session
+                break  # a hook (queue holds) took charge of the session
         else:
-            _settle(db, ctx, session, turn, result, reading, now, fx)
+            _settle(db, ctx, session, turn, result, step, reading, now, fx)
     fx.apply(ctx)
 
 
 def _settle(
-    db: DBSession, ctx: Context, session: Session, turn: Turn, result: TurnResult,
+    db: DBSession, ctx: Context, session: Session, turn: Turn, result: TurnResult, step: failures.NextStep,
     reading: QuotaReading | None, now: datetime, fx: Effects,
 ) -> None:
-    outcome = result.outcome
+    """The session's next state after its turn, as `failures.next_step` decided it. With
+    `wiring.install`, `queue_holds.on_turn_finished` takes charge first of every step that places
+    a queue hold; the requeue, block and fail branches here serve a context without it."""
     if session.status == Status.ARCHIVED.value:
         return
-    # With `wiring.install`, `queue_holds.on_turn_finished` takes charge first of a rate limit,
-    # an auth rejection, exhausted credits, a sixth failure and a not-retryable one (queue holds,
-    # seed 002); the failure branches below are the fallback for a context without it.
-    if outcome is Outcome.HALTED:
+    db.add(session)
+    if step.action == failures.WAIT:
         session.status = Status.WAITING.value  # the pause that halted it owns the resume
-        db.add(session)
         return
-    if outcome is Outcome.SUCCESS:
-        session.consecutive_failures = 0
-    elif outcome in (Outcome.FAILED_RETRYABLE, Outcome.RATE_LIMITED):
-        session.consecutive_failures += 1 if outcome is Outcome.FAILED_RETRYABLE else 0
-        if session.consecutive_failures < 6:
-            count = session.hold_count + 1
-            delay = ladder.rate_limit_delay(count) if outcome is Outcome.RATE_LIMITED else ladder.retry_delay(count)
-            retry_at = result.rate_limit_reset_at + timedelta(minutes=5) if result.rate_limit_reset_at else now + delay
-            from templates import render
+    if step.action in (failures.RETRY, failures.REQUEUE):
+        if step.retry_at is not None:
+            retry_at = step.retry_at
+        elif result.rate_limit_reset_at is not None:
+            retry_at = result.rate_limit_reset_at + timedelta(minutes=5)
+        else:
+            retry_at = now + ladder.rate_limit_delay(session.hold_count + 1)
+        from templates import render
 
-            sentence = render("text/turn_retry.j2", outcome=outcome.value, error=result.error or "", retry_at=retry_at)
-            _hold(db, ctx, session, turn.prompt, turn.attachments, turn.kind, outcome.value, sentence, now, fx, retry_at=retry_at)
-            return
-        session.status = Status.BLOCKED.value
-        fx.notice("failed", session_id=session.id, error=result.error, retry_exhausted=True)
-        db.add(session)
+        sentence = render("text/turn_retry.j2", outcome=result.outcome.value, error=result.error or "", retry_at=retry_at)
+        _hold(db, ctx, session, turn.prompt, turn.attachments, turn.kind, result.outcome.value, sentence, now, fx, retry_at=retry_at)
         return
-    else:
-        session.status = Status.FAILED.value if outcome is Outcome.FAILED else Status.BLOCKED.value
+    if step.action in (failures.BLOCK, failures.FAIL):
+        session.status = Status.FAILED.value if step.action == failures.FAIL else Status.BLOCKED.value
         session.finished_at = now
-        fx.notice("failed", session_id=session.id, error=result.error, outcome=outcome.value)
-        db.add(session)
+        fx.notice("failed", session_id=session.id, error=result.error, outcome=result.outcome.value,
+                  retry_exhausted=step.queue_hold == "retry_exhausted", title=session.title)
         return
     if session.pending_sleep:
         session.status = Status.WAITING.value
         session.pending_sleep = False
         fx.notice("paused", session_id=session.id, reason=session.pause_reason)
-        db.add(session)
         return
     queued_id = core(db, _NEXT_QUEUED, {"sid": session.id}).scalar()  # most turns end with none queued
     queued = db.get(EnqueuedMessage, queued_id) if queued_id is not None else None

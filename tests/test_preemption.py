@@ -177,7 +177,7 @@ def test_a_victim_that_finished_with_nothing_after_it_lost_nothing_and_is_done(e
 def test_reached_needs_input_still_marked_is_slept_into_the_queue(engine, clock) -> None:
     scene, (_a, b, _c) = full_fleet(engine, clock, 5, 0, 10, lengths={1: 7})
 
-    def another_owner(db, ctx, session, turn, result, now, fx) -> bool:
+    def another_owner(db, ctx, session, turn, result, step, now, fx) -> bool:
         if session.id == b:
             session.status = "needs_input"  # someone else took charge: the sleep never happened
             return True

@@ -112,8 +112,8 @@ def test_an_auth_rejection_holds_without_a_time_and_a_verified_sign_in_lifts_it(
     finish(ctx, workers, deferrer, a, Outcome.AUTH_REJECTED, error="401 invalid x-api-key")
     hold = only_queue_hold(ctx)
     sentence = (
-        "The stored claude credential was rejected, so nothing new will start. Sign in again: "
-        "queued sessions resume by themselves once the new sign-in verifies."
+        "The stored claude credential was rejected, so nothing new will start. Sign in again, then resume; "
+        "the hold also lifts by itself as soon as a claude turn still running finishes having authenticated."
     )
     assert (hold.label, hold.sentence, hold.resumes_at, hold.resume_offered) == ("sign-in needed", sentence, None, True)
     text = holds_text(ctx)

@@ -364,7 +364,10 @@ def report_error(text: str) -> AgentReport:
         # retryable
         (1, "", "API Error: 529 overloaded_error", None, Outcome.FAILED_RETRYABLE, None),
         (1, "", "API Error: 500 internal server error", None, Outcome.FAILED_RETRYABLE, None),
-        (1, "", "Error: connect ECONNREFUSED 127.0.0.1:443", None, Outcome.FAILED_RETRYABLE, None),
+        (1, "", "Error: connect ECONNREFUSED 127.0.0.1:443", None, Outcome.UNREACHABLE, None),
+        (1, "", "API Error: Connection error. (read ECONNRESET)", None, Outcome.UNREACHABLE, None),
+        (1, "", "fetch failed: getaddrinfo EAI_AGAIN api.anthropic.com", None, Outcome.UNREACHABLE, None),
+        (1, "", "error: connection reset by peer", None, Outcome.UNREACHABLE, None),
         (2, "processed 400 files then crashed", "", None, Outcome.FAILED_RETRYABLE, None),
         (-9, "", "", None, Outcome.FAILED_RETRYABLE, None),
         (0, "", "", report_error("error_max_turns"), Outcome.FAILED_RETRYABLE, None),

@@ -12,6 +12,7 @@ provider refusing the request before any work:
 
     [echo:fail]               FAILED             an error a retry cannot fix
     [echo:retry]              FAILED_RETRYABLE   a transient failure
+    [echo:unreachable]        UNREACHABLE        the provider could not be reached
     [echo:rate-limit]         RATE_LIMITED       no reset stated
     [echo:rate-limit=SECS]    RATE_LIMITED       the provider states a reset SECS from now
     [echo:auth]               AUTH_REJECTED
@@ -33,10 +34,11 @@ from templates import render
 
 ECHOED_CHARS = 200
 
-_MARKER = re.compile(r"\[echo:(fail|retry|rate-limit|auth|credits)(?:=(\d+(?:\.\d+)?))?\]")
+_MARKER = re.compile(r"\[echo:(fail|retry|unreachable|rate-limit|auth|credits)(?:=(\d+(?:\.\d+)?))?\]")
 _OUTCOMES = {
     "fail": Outcome.FAILED,
     "retry": Outcome.FAILED_RETRYABLE,
+    "unreachable": Outcome.UNREACHABLE,
     "rate-limit": Outcome.RATE_LIMITED,
     "auth": Outcome.AUTH_REJECTED,
     "credits": Outcome.CREDITS_EXHAUSTED,

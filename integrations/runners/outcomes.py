@@ -16,7 +16,9 @@ request", and a per-minute "quota exceeded" is a rate limit, not billing:
     CREDITS_EXHAUSTED  credit balance is too low, insufficient credit/quota, quota exceeded
     RATE_LIMITED       rate limit, 429, usage limit, hit your limit (+ the stated reset, if any)
     FAILED             400, invalid request, model not found, does not have access
-    FAILED_RETRYABLE   anything else that failed: other exits, 5xx, overloaded, network errors
+    UNREACHABLE        connection reset/refused, DNS failures, network unreachable: the provider
+                       was never reached (seed 002: six of these in a row are a task failure)
+    FAILED_RETRYABLE   anything else that failed: other exits, 5xx, overloaded
 
 Seed 002's table is why the split matters: a rate limit waits out the provider's reset and spends
 no retry, auth and credits stop the queue until a person acts, a failed task blocks at once.
@@ -103,6 +105,14 @@ _FATAL = re.compile(
         ]
     ),
     re.IGNORECASE | re.DOTALL,
+)
+
+_UNREACHABLE = re.compile(
+    r"connection (?:reset|refused|error|closed)|econnreset|econnrefused|etimedout|enotfound|eai_again|"
+    r"socket hang up|fetch failed|network (?:error|is unreachable)|apiconnectionerror|"
+    r"could not resolve host|getaddrinfo|name or service not known|temporary failure in name resolution|"
+    r"failed to connect|no route to host",
+    re.IGNORECASE,
 )
 
 _EPOCH_RESET = re.compile(r"limit reached\|(\d{9,11})\b", re.IGNORECASE)
@@ -256,6 +266,8 @@ def classify(
         reset_at = parse_reset(haystack, now)
     elif _FATAL.search(haystack):
         outcome = Outcome.FAILED
+    elif _UNREACHABLE.search(haystack):
+        outcome = Outcome.UNREACHABLE
 
     if exit_code < 0:
         error = render("text/runner_error.j2", kind="signal", signal=-exit_code, detail=detail)
