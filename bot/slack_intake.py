@@ -1,10 +1,12 @@
 """Slack intake: a message becomes a `slack` session; a reply in a session's thread from a
 rostered human is a human message on that session (seed 001, "A human message jumps the queue").
 
-Which messages start work: a DM to the bot from a rostered user, or a message in a channel a
-`slack` trigger names (`config.channels`, or `config.dms = true` for DMs through a trigger with
-its own prompt template, class and precedence). Anything else is logged and left alone — the
-same trust rule GitHub intake applies to authors without write access.
+Where Pacer listens: DMs to the bot, and the channels a `slack` trigger names
+(`config.channels`; `config.dms = true` sends DMs through a trigger with its own prompt template,
+class and precedence). Who starts work there: only people on the roster, as only authors with
+write access start work from GitHub. A message from anyone else starts nothing, is logged once as
+ignored, and its sender alone is told why (`templates/slack/not_on_roster.j2`). A message in a
+channel no trigger names is not addressed to Pacer: logged and left alone, whoever wrote it.
 """
 
 from __future__ import annotations
@@ -15,6 +17,8 @@ from typing import Any
 
 from sqlmodel import col, select
 
+from bot.render import render
+from integrations.slack.events import SenderNotice
 from integrations.slack.notifier import thread_source
 from scheduler.db import session_scope
 from scheduler.errors import PacerError
@@ -40,8 +44,9 @@ def _trigger_for(db: Any, channel: str, is_dm: bool) -> Trigger | None:
     return None
 
 
-def slack_message(pacer: Any, event: Mapping[str, Any]) -> int | None:
-    """Handle one de-duplicated message event. Returns the session it went to, if any."""
+def slack_message(pacer: Any, event: Mapping[str, Any]) -> int | SenderNotice | None:
+    """Handle one de-duplicated message event. Returns the session it went to, or what its
+    sender must be told when it starts nothing, or None."""
     ctx = pacer.ctx
     roster: Mapping[str, str] = pacer.settings.roster
     user = str(event.get("user") or "")
@@ -62,9 +67,13 @@ def slack_message(pacer: Any, event: Mapping[str, Any]) -> int | None:
     now = ctx.clock.now()
     with session_scope(ctx.engine) as db:
         trigger = _trigger_for(db, channel, is_dm)
-        if trigger is None and not (is_dm and user in roster):
+        if trigger is None and not is_dm:
             log.info("slack: message from %s in %s matches no slack trigger; left alone", user, channel)
             return None
+        if user not in roster:
+            where = "a DM" if is_dm else f"a message in {channel}"
+            log.info("slack: %s is not on the roster; %s from them starts nothing (ignored)", user, where)
+            return SenderNotice(render("slack/not_on_roster.j2", user=user))
         prompt = text
         if trigger is not None and trigger.prompt_template:
             prompt = render_prompt(trigger.prompt_template, text=text, user=user, channel=channel) or text

@@ -6,8 +6,10 @@ from __future__ import annotations
 from datetime import timedelta
 from typing import Any
 
+import pytest
 from sqlmodel import select
 
+from bot.render import render
 from scheduler import db as dbmod
 from scheduler.models import HumanMessage, Session, Trigger, Turn
 from tests.slack_mock import serving
@@ -64,3 +66,52 @@ def test_a_reply_in_the_thread_from_a_rostered_human_is_a_human_message_delivere
         prompts = [t.prompt for t in db.exec(select(Turn).where(Turn.session_id == sid).order_by(Turn.id))]
     assert prompts == ["fix the flaky login test", "also check the logout path"]
     assert len(_sessions(engine)) == 1  # a reply is never a new session
+
+
+def _pacer_lines(caplog: pytest.LogCaptureFixture, who: str) -> list[str]:
+    return [r.getMessage() for r in caplog.records if r.name.startswith("pacer") and who in r.getMessage()]
+
+
+def test_a_dm_from_off_the_roster_starts_nothing_even_through_a_dms_trigger_and_is_told_why(
+    engine, clock, deferrer, mock, caplog: pytest.LogCaptureFixture
+) -> None:
+    with dbmod.session_scope(engine) as db:  # as deploy/triggers.example.toml ships it
+        db.add(Trigger(name="slack-help", kind="slack", created_at=clock.now(), prompt_template="{{ text }}",
+                       config={"channels": ["C0HELP"], "dms": True}))
+    caplog.set_level("INFO", logger="pacer.intake.slack")
+    with serving(engine, clock, deferrer, mock) as slack:
+        slack.event(_msg(user="USTRANGER"), event_id="Ev1")
+        slack.settle()
+    assert _sessions(engine) == []
+    [told] = mock.calls_to("chat.postMessage")
+    assert told.body["channel"] == "D0DM" and told.body["text"] == render("slack/not_on_roster.j2", user="USTRANGER")
+    assert "roster" in told.body["text"] and "PACER_ROSTER=USTRANGER=member" in told.body["text"]
+    [line] = _pacer_lines(caplog, "USTRANGER")
+    assert "not on the roster" in line and "ignored" in line
+
+
+def test_a_message_from_off_the_roster_in_a_trigger_channel_starts_nothing_and_only_its_sender_is_told(
+    engine, clock, deferrer, mock, caplog: pytest.LogCaptureFixture
+) -> None:
+    with dbmod.session_scope(engine) as db:
+        db.add(Trigger(name="ops", kind="slack", created_at=clock.now(), prompt_template="{{ text }}", config={"channels": ["C0HELP"]}))
+    caplog.set_level("INFO", logger="pacer.intake.slack")
+    with serving(engine, clock, deferrer, mock) as slack:
+        slack.event(_msg(user="USTRANGER", channel="C0HELP", channel_type="channel"), event_id="Ev1")
+        slack.event(_msg(user="UOUTSIDER", channel="C0RANDOM", channel_type="channel", ts="1790000000.000200"), event_id="Ev2")
+        slack.settle()
+        assert _sessions(engine) == []
+        [told] = mock.calls_to("chat.postEphemeral")  # only the sender sees it; the channel sees nothing
+        assert (told.body["channel"], told.body["user"]) == ("C0HELP", "USTRANGER")
+        assert told.body["text"] == render("slack/not_on_roster.j2", user="USTRANGER")
+        assert mock.calls_to("chat.postMessage") == []
+        [line] = _pacer_lines(caplog, "USTRANGER")
+        assert "not on the roster" in line and "ignored" in line
+        # A channel no trigger names is not Pacer's to answer in, whoever speaks.
+        [line] = _pacer_lines(caplog, "UOUTSIDER")
+        assert "matches no slack trigger" in line
+        # The same message from a rostered user starts work.
+        slack.event(_msg(channel="C0HELP", channel_type="channel", ts="1790000000.000300"), event_id="Ev3")
+        slack.settle()
+    [session] = _sessions(engine)
+    assert (session.requester, session.genesis) == ("UMEM", "slack")

@@ -4,6 +4,10 @@ Bolt acks events itself, before the listener runs, and does not dedupe Slack's r
 carries `X-Slack-Retry-Num` and the same `event_id`). So every message is recorded in
 `slack_events` first; the unique `event_id` makes the second delivery insert nothing, on SQLite
 and PostgreSQL alike, even when both deliveries race. A message reaches intake at most once.
+
+Intake decides; this edge speaks. When intake hands back a `SenderNotice` (someone off the
+roster wrote to Pacer), its sentence goes to the sender alone: in a DM as a reply, in a channel
+as an ephemeral message nobody else sees.
 """
 
 from __future__ import annotations
@@ -12,6 +16,7 @@ import importlib
 import importlib.util
 import logging
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from typing import Any
 
 from slack_bolt import App
@@ -21,18 +26,28 @@ from sqlalchemy.exc import IntegrityError
 from bot.runtime import Pacer
 from integrations.slack.edge import SlackEdge
 from integrations.slack.home import publish_home
+from scheduler.bounds import clean_text, clean_tree
 from scheduler.models import SlackEvent
 
 log = logging.getLogger("pacer.slack")
 
-Intake = Callable[[Pacer, dict[str, Any]], None]
+
+@dataclass(frozen=True)
+class SenderNotice:
+    """What intake asks this edge to tell a message's sender: one rendered sentence."""
+
+    text: str
+
+
+# Returns a SenderNotice when the sender must be told something; anything else is not shown.
+Intake = Callable[[Pacer, dict[str, Any]], object]
 
 
 def register(app: App, edge: SlackEdge) -> None:
-    def on_message(body: dict[str, Any], event: dict[str, Any]) -> None:
+    def on_message(body: dict[str, Any], event: dict[str, Any], client: WebClient) -> None:
         if is_ignored(event):
             return
-        edge.submit("message intake", take_message, edge.pacer, body, edge.intake or intake())
+        edge.submit("message intake", take_message, edge.pacer, body, edge.intake or intake(), client)
 
     def on_home_opened(event: dict[str, Any], client: WebClient) -> None:
         if event.get("tab", "home") != "home":  # the Messages tab fires this event too
@@ -59,17 +74,33 @@ def record_event(pacer: Pacer, event_id: str) -> bool:
     return True
 
 
-def take_message(pacer: Pacer, body: Mapping[str, Any], handoff: Intake) -> None:
-    """Record the delivery, then hand the message to `handoff` (intake) once."""
-    event_id = str(body.get("event_id") or "")
-    event = dict(body.get("event") or {})
+def take_message(pacer: Pacer, body: Mapping[str, Any], handoff: Intake, client: WebClient) -> None:
+    """Record the delivery, then hand the message to `handoff` (intake) once, and tell the
+    sender what intake asked to."""
+    # Cleaned before the event id is recorded: intake stores what it is handed, and text neither
+    # database takes (NUL, a lone surrogate) would fail after the id was taken, and every retry
+    # of the message would then be dropped as a duplicate.
+    raw = body.get("event")
+    event: dict[str, Any] = clean_tree(dict(raw)) if isinstance(raw, Mapping) else {}
+    event_id = clean_text(str(body.get("event_id") or ""))
     if not event_id:
         log.warning("slack: a message event without event_id was dropped (channel %s)", event.get("channel"))
         return
     if not record_event(pacer, event_id):
         log.info("slack: event %s already taken; this delivery is a retry", event_id)
         return
-    handoff(pacer, event)
+    notice = handoff(pacer, event)
+    if isinstance(notice, SenderNotice):
+        tell_sender(client, event, notice.text)
+
+
+def tell_sender(client: WebClient, event: Mapping[str, Any], text: str) -> None:
+    """`text` to the person who sent `event` and to nobody else."""
+    channel, user, thread_ts = str(event["channel"]), str(event["user"]), event.get("thread_ts")
+    if event.get("channel_type") == "im":
+        client.chat_postMessage(channel=channel, text=text, thread_ts=thread_ts, unfurl_links=False)
+    else:
+        client.chat_postEphemeral(channel=channel, user=user, text=text, thread_ts=thread_ts)
 
 
 def intake() -> Intake:
