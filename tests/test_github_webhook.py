@@ -181,6 +181,32 @@ def test_a_strangers_label_on_their_own_issue_starts_nothing(hook: Hook) -> None
     assert hook.send("issues", payload).json()["sessions"] == []
 
 
+@pytest.mark.parametrize(
+    "association, starts",
+    [("OWNER", True), ("MEMBER", True), ("COLLABORATOR", True), ("CONTRIBUTOR", False), ("FIRST_TIME_CONTRIBUTOR", False),
+     ("FIRST_TIMER", False), ("MANNEQUIN", False), ("NONE", False), ("", False)],
+)
+def test_only_write_access_starts_work_from_an_issue_or_a_pull_request(hook: Hook, association: str, starts: bool) -> None:
+    opened = issue_payload(author="someone", association=association)
+    labelled_own_pr = issue_payload("labeled", number=8, author="someone", association=association, label="bug", labels=("bug",),
+                                    pull_request=True)
+    assert bool(hook.send("issues", opened).json()["sessions"]) is starts
+    assert bool(hook.send("pull_request", labelled_own_pr).json()["sessions"]) is starts
+    assert hook.count(Session) == (2 if starts else 0)
+
+
+def test_a_priority_label_a_workflow_bot_adds_changes_nothing(hook: Hook) -> None:
+    # A workflow acts with the rights of whoever triggered it, so its label is nobody's.
+    [session_id] = hook.send("issues", issue_payload()).json()["sessions"]
+    by_bot = issue_payload("labeled", sender="github-actions[bot]", sender_type="Bot", label="pacer:priority", labels=("pacer:priority",))
+    assert hook.send("issues", by_bot).status_code == 202
+    [session] = hook.sessions()
+    assert (session.id, session.scheduling_class) == (session_id, None)
+    by_maintainer = issue_payload("labeled", sender="maintainer", label="pacer:priority", labels=("pacer:priority",))
+    assert hook.send("issues", by_maintainer).status_code == 202
+    assert hook.sessions()[0].scheduling_class == "priority"
+
+
 def test_pacers_own_events_are_ignored(hook: Hook) -> None:
     payload = issue_payload("labeled", sender="pacer[bot]", sender_type="Bot", label="bug")
     response = hook.send("issues", payload)
