@@ -1,0 +1,125 @@
+"""What every surface accepts, in one place: the REST API's request models, the `/pacer` grammar
+(Slack and the console), the trigger and policy checks and the webhooks all read these bounds,
+so a value one surface takes, every surface takes.
+
+Numbers follow the columns that store them (INTEGER, 32 bits signed):
+
+    ids             1 .. 2,147,483,647
+    precedence      -1,000,000,000 .. 1,000,000,000   room left in the column for the nudges
+                                                      of a reorder and a spawn's +1
+    max_sessions    1 .. 10,000
+    capacity        1 .. 10,000                       a session's own slot budget
+    weight          0 .. 10,000, finite
+
+Text: PostgreSQL cannot store NUL, and a lone UTF-16 surrogate is not UTF-8 at all, so neither
+database takes it. What a person or an API caller sends with either is refused, naming the field
+(`check_text`); what GitHub or Slack delivers is cleaned instead (`clean_text`: each becomes
+U+FFFD), because refusing a delivery loses it, or has GitHub redeliver it for ever.
+
+JSON a caller sends whole (a trigger's config, an invocation's context) is walked without
+recursion (`tree_problem`): every key and string is text as above, every number finite, and it
+nests at most MAX_DEPTH deep.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Mapping
+from typing import Any
+
+from scheduler.errors import InvalidInput
+
+MAX_ID = 2**31 - 1
+MAX_PRECEDENCE = 1_000_000_000
+MAX_SESSIONS = 10_000
+MAX_CAPACITY = MAX_SESSIONS
+MAX_WEIGHT = float(MAX_SESSIONS)
+MAX_DEPTH = 32
+
+REPLACEMENT = "\ufffd"
+_UNSTORABLE = re.compile("[\x00\ud800-\udfff]")
+
+
+def text_problem(value: str) -> str | None:
+    """Why `value` cannot be stored, as the end of a sentence that names the field; None if it can."""
+    found = _UNSTORABLE.search(value)
+    if found is None:
+        return None
+    char = found.group()
+    what = "a NUL character" if char == "\x00" else f"a lone UTF-16 surrogate (U+{ord(char):04X})"
+    return f"contains {what} at position {found.start()}; text may hold neither NUL nor lone surrogates"
+
+
+def check_text(value: str, field: str) -> str:
+    problem = text_problem(value)
+    if problem is not None:
+        raise InvalidInput(f"{field}: {problem}", field=field)
+    return value
+
+
+def clean_text(value: str) -> str:
+    """`value` with every NUL and lone surrogate replaced by U+FFFD, so it can be stored."""
+    return _UNSTORABLE.sub(REPLACEMENT, value)
+
+
+def is_blank(value: str) -> bool:
+    return not value.strip()
+
+
+def int_problem(value: int, low: int, high: int) -> str | None:
+    if low <= value <= high:
+        return None
+    return f"{value} is out of range; it must be between {low:,} and {high:,}"
+
+
+def check_int(value: int, field: str, low: int, high: int) -> int:
+    problem = int_problem(value, low, high)
+    if problem is not None:
+        raise InvalidInput(f"{field}: {problem}", field=field)
+    return value
+
+
+def is_id(value: Any) -> bool:
+    """A whole number a row id column can hold (bool is not a number here)."""
+    return isinstance(value, int) and not isinstance(value, bool) and 1 <= value <= MAX_ID
+
+
+def tree_problem(value: Any) -> str | None:
+    """Why a JSON value cannot be stored, prefixed with where in it (`a.0.b: ...`); None if it can."""
+    stack: list[tuple[Any, str, int]] = [(value, "", 0)]
+    while stack:
+        item, where, depth = stack.pop()
+        at = f"{where}: " if where else ""
+        if isinstance(item, str):
+            problem = text_problem(item)
+            if problem is not None:
+                return at + problem
+        elif isinstance(item, float) and not math.isfinite(item):
+            return f"{at}{item} is not a finite number"
+        elif isinstance(item, Mapping | list | tuple):
+            if depth >= MAX_DEPTH:
+                return f"{at}nests deeper than {MAX_DEPTH} levels"
+            pairs = item.items() if isinstance(item, Mapping) else enumerate(item)
+            for key, child in pairs:
+                if isinstance(key, str) and (problem := text_problem(key)) is not None:
+                    return f"{at}the key {key!r} {problem}"
+                stack.append((child, f"{where}.{key}" if where else str(key), depth + 1))
+    return None
+
+
+def clean_tree(value: Any, depth: int = 0) -> Any:
+    """`value` (JSON from GitHub or Slack) with every string and key cleaned; containers deeper
+    than MAX_DEPTH become None, since nothing Pacer reads lies that deep."""
+    if isinstance(value, str):
+        return clean_text(value)
+    if isinstance(value, Mapping):
+        if depth >= MAX_DEPTH:
+            return None
+        return {clean_text(k) if isinstance(k, str) else k: clean_tree(v, depth + 1) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        if depth >= MAX_DEPTH:
+            return None
+        return [clean_tree(v, depth + 1) for v in value]
+    return value
+
