@@ -23,6 +23,7 @@ from typing import Any
 
 from jinja2 import TemplateError, TemplateSyntaxError
 
+from scheduler import bounds
 from scheduler.errors import InvalidInput
 from scheduler.genesis import Genesis, parse_class
 from scheduler.session_events import FILTER_KEYS, STATES
@@ -32,7 +33,6 @@ KINDS: tuple[str, ...] = ("slack", "github_issue", "github_label", "schedule", "
 NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9 ._:/-]{0,99}$")
 REPOSITORY = re.compile(r"^[A-Za-z0-9_.-]+/[A-Za-z0-9_.-]+$")
 TEMPLATE_CHARS = 20_000
-PRECEDENCE_LIMIT = 10**9
 
 
 @dataclass(frozen=True)
@@ -82,9 +82,7 @@ def check_precedence(value: Any) -> int | None:
             "placement, resolved once, and would be a stale number by the trigger's first spawn)",
             field="precedence",
         )
-    if abs(value) > PRECEDENCE_LIMIT:
-        raise InvalidInput(f"precedence: must be between -{PRECEDENCE_LIMIT} and {PRECEDENCE_LIMIT}", field="precedence")
-    return value
+    return bounds.check_int(value, "precedence", -bounds.MAX_PRECEDENCE, bounds.MAX_PRECEDENCE)
 
 
 def check_group(value: Any) -> str | None:
@@ -92,7 +90,7 @@ def check_group(value: Any) -> str | None:
         return None
     if not isinstance(value, str) or len(value) > 200:
         raise InvalidInput("concurrency_group: must be a name of at most 200 characters", field="concurrency_group")
-    return value
+    return bounds.check_text(value, "concurrency_group")
 
 
 def _sample_facts(kind: str) -> dict[str, Any] | None:
@@ -119,6 +117,7 @@ def check_template(source: Any, kind: str) -> str:
         raise InvalidInput("prompt_template: must be a non-empty Jinja2 template", field="prompt_template")
     if len(source) > TEMPLATE_CHARS:
         raise InvalidInput(f"prompt_template: at most {TEMPLATE_CHARS} characters", field="prompt_template")
+    bounds.check_text(source, "prompt_template")
     try:
         compile_prompt(source)
     except TemplateSyntaxError as exc:
@@ -237,8 +236,8 @@ def _ao_event(config: Mapping[str, Any]) -> dict[str, Any]:
         )
     if has_session:
         sid = config["session_id"]
-        if isinstance(sid, bool) or not isinstance(sid, int) or sid < 1:
-            raise InvalidInput("config.session_id: must be a session id (a whole number >= 1)", field="config.session_id")
+        if not bounds.is_id(sid):
+            raise InvalidInput(f"config.session_id: must be a session id (a whole number from 1 to {bounds.MAX_ID:,})", field="config.session_id")
         out["session_id"] = sid
     else:
         out["filter"] = _filter(config["filter"])
@@ -269,8 +268,8 @@ def _filter(flt: Any) -> dict[str, Any]:
         out["scheduling_class"] = flt["scheduling_class"]
     if "trigger" in flt:
         value = flt["trigger"]
-        if isinstance(value, bool) or not isinstance(value, (int, str)) or value == "":
-            raise InvalidInput("config.filter.trigger: a trigger name or id", field="config.filter.trigger")
+        if isinstance(value, bool) or not isinstance(value, (int, str)) or value == "" or (isinstance(value, int) and not bounds.is_id(value)):
+            raise InvalidInput(f"config.filter.trigger: a trigger name or id (1 to {bounds.MAX_ID:,})", field="config.filter.trigger")
         out["trigger"] = value
     return out
 
@@ -295,6 +294,9 @@ def check_config(kind: str, config: Any) -> dict[str, Any]:
     """The kind's config, normalized; an unknown key is an error naming the allowed ones."""
     if not isinstance(config, Mapping):
         raise InvalidInput("config: must be an object (a table in TOML)", field="config")
+    problem = bounds.tree_problem(config)
+    if problem is not None:
+        raise InvalidInput(f"config: {problem}", field="config")
     allowed = CONFIG_KEYS[kind]
     unknown = [k for k in config if k not in allowed]
     if unknown:

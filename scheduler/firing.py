@@ -17,6 +17,7 @@ from typing import Any
 
 from jinja2 import TemplateError, TemplateSyntaxError
 
+from scheduler import bounds
 from scheduler.context import Context
 from scheduler.db import session_scope
 from scheduler.errors import InvalidInput, Refused
@@ -87,6 +88,9 @@ def fire(
                 f"trigger {trigger.name!r}: prompt_template rendered an empty prompt for this event",
                 field="prompt_template",
             )
+        problem = bounds.text_problem(prompt)
+        if problem is not None:
+            raise InvalidInput(f"trigger {trigger.name!r}: the rendered prompt {problem}", field="prompt_template")
         request = NewSession(
             title=(title or _title(prompt, trigger))[:200],
             genesis=genesis,

@@ -14,6 +14,7 @@ from sqlmodel import Session as DBSession
 from sqlmodel import col, select
 
 from scheduler.admission import cached, invalidated_by, kept
+from scheduler.bounds import MAX_SESSIONS
 from scheduler.db import core
 from scheduler.errors import InvalidInput
 from scheduler.genesis import Genesis, SchedulingClass, validate_overrides
@@ -115,12 +116,15 @@ def _coerce(key: str, raw: Any) -> Any:
             raise InvalidInput(f"{key}: {raw!r} must be a percentage between 0 and 100", field=key)
         return value
     if key == "max_sessions":
+        rule = f"max_sessions: {raw!r} must be a whole number >= 1, at most {MAX_SESSIONS:,}"
+        if isinstance(raw, bool) or not isinstance(raw, int | str):
+            raise InvalidInput(rule, field=key)
         try:
-            value = int(str(raw))
+            value = int(raw)
         except ValueError:
-            raise InvalidInput(f"max_sessions: {raw!r} must be a whole number >= 1", field=key) from None
-        if value < 1:
-            raise InvalidInput(f"max_sessions: {raw!r} must be a whole number >= 1", field=key)
+            raise InvalidInput(rule, field=key) from None
+        if not 1 <= value <= MAX_SESSIONS:
+            raise InvalidInput(rule, field=key)
         return value
     if key == "genesis_class_overrides":
         if not isinstance(raw, Mapping):

@@ -15,6 +15,7 @@ from sqlalchemy.sql.elements import ColumnElement
 from sqlmodel import Session as DBSession
 from sqlmodel import col, select
 
+from scheduler import bounds
 from scheduler import precedence as prec
 from scheduler.errors import InvalidInput, NotFound
 from scheduler.genesis import (
@@ -126,13 +127,17 @@ def validate_new(req: NewSession) -> None:
         raise InvalidInput(f"genesis: {req.genesis!r} is not a genesis kind; use one of {allowed}", field="genesis")
     parse_class(req.scheduling_class)
     prec.resolve_placement(precedence=req.precedence, place=req.place)
-    if req.weight < 0 or req.weight != req.weight or req.weight == float("inf"):
-        raise InvalidInput("weight: must be a finite number >= 0", field="weight")
+    if req.precedence is not None:
+        bounds.check_int(req.precedence, "precedence", -bounds.MAX_PRECEDENCE, bounds.MAX_PRECEDENCE)
+    if not 0 <= req.weight <= bounds.MAX_WEIGHT:  # NaN fails both comparisons
+        raise InvalidInput(f"weight: must be a finite number >= 0, at most {bounds.MAX_WEIGHT:,.0f}", field="weight")
     if req.capacity is not None and req.capacity < 1:
         raise InvalidInput(
             "capacity: must be a whole number >= 1 (capacity 0 was the old run-alone spelling; use capacity=1)",
             field="capacity",
         )
+    if req.capacity is not None:
+        bounds.check_int(req.capacity, "capacity", 1, bounds.MAX_CAPACITY)
     if req.parent_id is not None and req.forked_from_id is not None:
         raise InvalidInput("give parent_session_id or forked_from, not both", field="parent_id")
 
@@ -230,7 +235,7 @@ def set_precedence(db: DBSession, session: Session, value: int | str, *, now: da
     if value == prec.TOP_OF_SPOT:
         session.precedence = top_of_spot(db, policy, session)
     elif isinstance(value, int):
-        session.precedence = value
+        session.precedence = bounds.check_int(value, "precedence", -bounds.MAX_PRECEDENCE, bounds.MAX_PRECEDENCE)
     else:
         raise InvalidInput(f"precedence: {value!r} must be a whole number or top_of_spot", field="precedence")
     session.updated_at = now

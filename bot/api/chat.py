@@ -9,6 +9,8 @@ from pydantic import BaseModel, Field
 
 from bot import chat
 from bot.api.guard import CallerDep, GuardedRoute
+from bot.api.models import Text
+from bot.commands.grammar import MAX_CHARS
 
 router = APIRouter(route_class=GuardedRoute, tags=["chat"])
 
@@ -16,7 +18,7 @@ router = APIRouter(route_class=GuardedRoute, tags=["chat"])
 class ChatIn(BaseModel):
     model_config = {"extra": "forbid"}
 
-    text: str = Field(min_length=1, max_length=4000, description="A /pacer command line, e.g. 'queue spot' or 'why 42'")
+    text: Text = Field(min_length=1, max_length=MAX_CHARS, description="A /pacer command line, e.g. 'queue spot' or 'why 42'")
 
 
 class ChatOut(BaseModel):

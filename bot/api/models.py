@@ -10,8 +10,11 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, BeforeValidator, ConfigDict, Field
+from fastapi import Path
+from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field
 from pydantic_core import PydanticCustomError
+
+from scheduler import bounds
 
 ClassChoice = Literal["priority", "spot", "default"]
 GenesisName = Literal["command", "slack", "github_issue", "github_label", "schedule", "ao_event", "api", "unknown"]
@@ -21,6 +24,40 @@ Place = Literal["top_of_spot"]
 
 class Request(BaseModel):
     model_config = ConfigDict(extra="forbid")
+
+
+# --------------------------------------------------------------------------- bounds
+# The shared bounds (`scheduler.bounds`) as field types: a value past them is a 422 naming the
+# field, before any row is read or written.
+
+
+def _storable(value: str) -> str:
+    problem = bounds.text_problem(value)
+    if problem is not None:
+        raise PydanticCustomError("unstorable_text", problem)
+    return value
+
+
+def _not_blank(value: str) -> str:
+    if bounds.is_blank(value):
+        raise PydanticCustomError("blank_text", "must not be blank: it holds only whitespace")
+    return value
+
+
+def _storable_tree(value: dict[str, Any]) -> dict[str, Any]:
+    problem = bounds.tree_problem(value)
+    if problem is not None:
+        raise PydanticCustomError("unstorable_json", problem)
+    return value
+
+
+Text = Annotated[str, AfterValidator(_storable)]
+Prompt = Annotated[str, Field(min_length=1), AfterValidator(_storable), AfterValidator(_not_blank)]
+JsonObject = Annotated[dict[str, Any], AfterValidator(_storable_tree)]
+RowId = Annotated[int, Field(ge=1, le=bounds.MAX_ID)]
+Precedence = Annotated[int, Field(ge=-bounds.MAX_PRECEDENCE, le=bounds.MAX_PRECEDENCE)]
+SessionId = Annotated[int, Path(ge=1, le=bounds.MAX_ID, description="A session id")]
+TriggerId = Annotated[int, Path(ge=1, le=bounds.MAX_ID, description="A trigger id")]
 
 
 # --------------------------------------------------------------------------- errors
@@ -37,28 +74,28 @@ class ErrorBody(BaseModel):
 
 
 class SessionCreate(Request):
-    prompt: str = Field(min_length=1, description="The first turn's prompt")
-    title: str | None = Field(None, max_length=200, description="Defaults to the prompt's first line")
+    prompt: Prompt = Field(description="The first turn's prompt")
+    title: Text | None = Field(None, max_length=200, description="Defaults to the prompt's first line")
     scheduling_class: ClassChoice | None = Field(None, description="Omit or 'default' to derive it from genesis")
-    precedence: int | None = Field(None, description="Rank in the spot queue; exclusive with place")
+    precedence: Precedence | None = Field(None, description="Rank in the spot queue; exclusive with place")
     place: Place | None = Field(None, description="'top_of_spot': resolved server-side; exclusive with precedence")
-    parent_session_id: int | None = Field(None, ge=1, description="Spawned by this session: inherits its genesis")
-    forked_from: int | None = Field(None, ge=1, description="Forked from this session: inherits its genesis")
+    parent_session_id: RowId | None = Field(None, description="Spawned by this session: inherits its genesis")
+    forked_from: RowId | None = Field(None, description="Forked from this session: inherits its genesis")
     genesis: GenesisName | None = Field(None, description="Declared genesis; default api (or the parent's)")
-    runtime: str | None = Field(None, max_length=100, description="A configured runtime; default the server's")
-    weight: float = Field(1.0, ge=0, description="Capacity claim; 0 allowed")
-    capacity: int | None = Field(None, ge=1, description="Per-session capacity budget (1: run alone)")
-    concurrency_group: str | None = Field(None, max_length=200)
+    runtime: Text | None = Field(None, max_length=100, description="A configured runtime; default the server's")
+    weight: float = Field(1.0, ge=0, le=bounds.MAX_WEIGHT, allow_inf_nan=False, description="Capacity claim; 0 allowed")
+    capacity: int | None = Field(None, ge=1, le=bounds.MAX_CAPACITY, description="Per-session capacity budget (1: run alone)")
+    concurrency_group: Text | None = Field(None, max_length=200)
 
 
 class SessionPatch(Request):
     scheduling_class: ClassChoice | None = Field(None, description="priority, spot, or default (derive again)")
-    precedence: int | None = None
+    precedence: Precedence | None = None
     place: Place | None = None
 
 
 class MessageCreate(Request):
-    text: str = Field(min_length=1, description="The follow-up turn's prompt")
+    text: Prompt = Field(description="The follow-up turn's prompt")
 
 
 class HoldRecord(BaseModel):
@@ -191,28 +228,28 @@ def _integer_precedence(value: Any) -> Any:
     )
 
 
-TriggerPrecedence = Annotated[int | None, BeforeValidator(_integer_precedence)]
+TriggerPrecedence = Annotated[Precedence | None, BeforeValidator(_integer_precedence)]
 
 
 class TriggerCreate(Request):
-    name: str = Field(min_length=1, max_length=100)
+    name: Text = Field(min_length=1, max_length=100)
     kind: TriggerKind
-    prompt_template: str = Field(min_length=1, description="Jinja2, rendered in a sandbox at every fire")
-    config: dict[str, Any] = Field(default_factory=dict, description="Kind-specific; see the trigger kinds")
+    prompt_template: Text = Field(min_length=1, description="Jinja2, rendered in a sandbox at every fire")
+    config: JsonObject = Field(default_factory=dict, description="Kind-specific; see the trigger kinds")
     scheduling_class: ClassChoice | None = None
     precedence: TriggerPrecedence = Field(None, description="A whole number only: a trigger never takes top_of_spot")
-    concurrency_group: str | None = Field(None, max_length=200)
+    concurrency_group: Text | None = Field(None, max_length=200)
     enabled: bool = True
 
 
 class TriggerPatch(Request):
-    name: str | None = Field(None, min_length=1, max_length=100)
+    name: Text | None = Field(None, min_length=1, max_length=100)
     kind: TriggerKind | None = Field(None, description="Cannot change; accepted only when it matches")
-    prompt_template: str | None = Field(None, min_length=1)
-    config: dict[str, Any] | None = None
+    prompt_template: Text | None = Field(None, min_length=1)
+    config: JsonObject | None = None
     scheduling_class: ClassChoice | None = None
     precedence: TriggerPrecedence = None
-    concurrency_group: str | None = Field(None, max_length=200)
+    concurrency_group: Text | None = Field(None, max_length=200)
     enabled: bool | None = None
 
 
@@ -248,8 +285,8 @@ class TriggerDeleted(BaseModel):
 
 
 class TriggerInvoke(Request):
-    context: dict[str, Any] = Field(default_factory=dict, description="Values the prompt template reads")
-    title: str | None = Field(None, max_length=200)
+    context: JsonObject = Field(default_factory=dict, description="Values the prompt template reads")
+    title: Text | None = Field(None, max_length=200)
 
 
 class TriggerInvoked(BaseModel):
@@ -264,7 +301,7 @@ class PolicyPatch(Request):
     gating_enabled: bool | None = None
     reserve_5h_pct: float | None = Field(None, ge=0, le=100)
     reserve_7d_pct: float | None = Field(None, ge=0, le=100)
-    max_sessions: int | None = Field(None, ge=1)
+    max_sessions: int | None = Field(None, ge=1, le=bounds.MAX_SESSIONS)
     preemption_enabled: bool | None = None
     genesis_class_overrides: dict[str, Literal["priority", "spot"] | None] | None = Field(
         None, description="command / api / unknown -> priority | spot; null removes an override"

@@ -25,6 +25,7 @@ from bot.api.models import (
     SessionCreate,
     SessionCreated,
     SessionDetail,
+    SessionId,
     SessionList,
     SessionPatch,
     StartNowOut,
@@ -153,12 +154,12 @@ def list_sessions(
 
 
 @router.get("/sessions/{session_id}", response_model=SessionDetail, summary="A session, with why it is waiting")
-def read(session_id: int, request: Request) -> dict[str, Any]:
+def read(session_id: SessionId, request: Request) -> dict[str, Any]:
     return _detail(context(request), session_id)
 
 
 @router.patch("/sessions/{session_id}", response_model=SessionChanged, summary="Change a session's class or rank")
-def patch(session_id: int, body: SessionPatch, request: Request, who: CallerDep) -> dict[str, Any]:
+def patch(session_id: SessionId, body: SessionPatch, request: Request, who: CallerDep) -> dict[str, Any]:
     ctx = context(request)
     fields = body.model_dump(exclude_unset=True)
     if not fields:
@@ -196,7 +197,7 @@ def patch(session_id: int, body: SessionPatch, request: Request, who: CallerDep)
 
 
 @router.post("/sessions/{session_id}/start_now", response_model=StartNowOut, summary="Start a queued session now")
-def start(session_id: int, request: Request, who: CallerDep) -> dict[str, Any]:
+def start(session_id: SessionId, request: Request, who: CallerDep) -> dict[str, Any]:
     ctx = context(request)
     with session_scope(ctx.engine) as db:
         who.require_owner(f"starting session #{session_id}", get_session(db, session_id).requester)
@@ -204,7 +205,7 @@ def start(session_id: int, request: Request, who: CallerDep) -> dict[str, Any]:
 
 
 @router.post("/sessions/{session_id}/archive", response_model=Archived, summary="Archive a session")
-def archive_session(session_id: int, request: Request, who: CallerDep) -> dict[str, Any]:
+def archive_session(session_id: SessionId, request: Request, who: CallerDep) -> dict[str, Any]:
     ctx = context(request)
     with session_scope(ctx.engine) as db:
         who.require_owner(f"archiving session #{session_id}", get_session(db, session_id).requester)
@@ -221,7 +222,7 @@ def _promotion() -> Any | None:
 
 
 @router.post("/sessions/{session_id}/messages", response_model=MessagePosted, summary="Post a follow-up message")
-def post_message(session_id: int, body: MessageCreate, request: Request, who: CallerDep) -> dict[str, Any]:
+def post_message(session_id: SessionId, body: MessageCreate, request: Request, who: CallerDep) -> dict[str, Any]:
     ctx = context(request)
     _check_prompt(request, body.text, "text")
     with session_scope(ctx.engine) as db:

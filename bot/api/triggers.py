@@ -20,6 +20,7 @@ from bot.api.models import (
     TriggerChanged,
     TriggerCreate,
     TriggerDeleted,
+    TriggerId,
     TriggerInvoke,
     TriggerInvoked,
     TriggerList,
@@ -69,14 +70,14 @@ def list_triggers(request: Request, kind: Annotated[str | None, Query(descriptio
 
 
 @router.get("/triggers/{trigger_id}", response_model=TriggerOut, summary="A trigger")
-def read(trigger_id: int, request: Request) -> dict[str, Any]:
+def read(trigger_id: TriggerId, request: Request) -> dict[str, Any]:
     ctx = context(request)
     with session_scope(ctx.engine) as db:
         return store.plain(get_trigger(db, trigger_id), sessions=store.session_count(db, trigger_id))
 
 
 @router.patch("/triggers/{trigger_id}", response_model=TriggerChanged, summary="Change a trigger (a class change moves its waiting sessions)")
-def patch(trigger_id: int, body: TriggerPatch, request: Request, who: CallerDep) -> dict[str, Any]:
+def patch(trigger_id: TriggerId, body: TriggerPatch, request: Request, who: CallerDep) -> dict[str, Any]:
     who.require_operator(f"changing trigger #{trigger_id}")
     ctx = context(request)
     changes = body.model_dump(exclude_unset=True)
@@ -95,7 +96,7 @@ def patch(trigger_id: int, body: TriggerPatch, request: Request, who: CallerDep)
 
 
 @router.delete("/triggers/{trigger_id}", response_model=TriggerDeleted, summary="Delete a trigger")
-def delete(trigger_id: int, request: Request, who: CallerDep) -> dict[str, Any]:
+def delete(trigger_id: TriggerId, request: Request, who: CallerDep) -> dict[str, Any]:
     who.require_operator(f"deleting trigger #{trigger_id}")
     ctx = context(request)
     with session_scope(ctx.engine) as db:
@@ -105,7 +106,7 @@ def delete(trigger_id: int, request: Request, who: CallerDep) -> dict[str, Any]:
 
 
 @router.post("/triggers/{trigger_id}/invoke", response_model=TriggerInvoked, status_code=201, summary="Fire a trigger by hand (api genesis)")
-def invoke(trigger_id: int, request: Request, who: CallerDep, body: TriggerInvoke | None = None) -> dict[str, Any]:
+def invoke(trigger_id: TriggerId, request: Request, who: CallerDep, body: TriggerInvoke | None = None) -> dict[str, Any]:
     ctx = context(request)
     body = body or TriggerInvoke(title=None)
     fired = fire(

@@ -9,11 +9,11 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TypeVar
 
+from scheduler import bounds
 from scheduler.errors import CommandError, InvalidInput
 
 T = TypeVar("T")
 
-MAX_ID = 2_147_483_647  # the database's integer column
 INT_PATTERN = re.compile(r"[+-]?\d{1,12}", re.ASCII)
 ID_PATTERN = re.compile(r"#?(\d{1,12})", re.ASCII)
 
@@ -70,8 +70,8 @@ class Cursor:
         if match is None:
             raise self.fail(f"{field}: {shown(token)} is not an id; use a number like 42 or #42")
         value = int(match.group(1))
-        if not 1 <= value <= MAX_ID:
-            raise self.fail(f"{field}: {shown(token)} is out of range; ids run from 1 to {MAX_ID}")
+        if not 1 <= value <= bounds.MAX_ID:
+            raise self.fail(f"{field}: {shown(token)} is out of range; ids run from 1 to {bounds.MAX_ID}")
         return value
 
     def integer(self, token: str, field: str, low: int, high: int) -> int:

@@ -15,12 +15,11 @@ from datetime import timedelta
 from bot.commands import command as c
 from bot.commands.cursor import ID_PATTERN, INT_PATTERN, Cursor, Token, shown
 from bot.commands.times import parse_duration, parse_time
+from scheduler import bounds
 from scheduler.errors import CommandError
 from scheduler.genesis import OVERRIDABLE, Genesis
 
 MAX_CHARS = 4000
-MAX_PRECEDENCE = 1_000_000_000  # room left for neighbour nudges inside a 32-bit column
-MAX_SESSIONS_LIMIT = 10_000
 
 USAGE: dict[str, str] = {
     "help": "help [command]",
@@ -47,7 +46,8 @@ GENERAL_USAGE = "<command> [arguments]; commands: " + ", ".join(NAMES) + " (try 
 
 _TOKEN = re.compile(r"\S+")
 # Control characters are refused outright: PostgreSQL cannot store NUL, and the rest are
-# never typed on purpose. Tab and newline stay (a prompt may span lines).
+# never typed on purpose. Tab and newline stay (a prompt may span lines). Lone surrogates are
+# refused as every surface refuses them (`scheduler.bounds`).
 _CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
 _REPO = re.compile(r"[A-Za-z0-9_.-]{1,100}/[A-Za-z0-9_.-]{1,100}", re.ASCII)
 _NAME = re.compile(r"[^\s,]{1,100}")
@@ -149,7 +149,7 @@ def _rank(cur: Cursor) -> c.Rank:
         return c.Rank(session_id, "between", neighbours=(first, second))
     if INT_PATTERN.fullmatch(where) is None:
         raise cur.fail(f"place: {shown(where)} is not a place; use a whole number, top, above <id>, below <id> or between <id> <id>")
-    value = cur.integer(where, "precedence", -MAX_PRECEDENCE, MAX_PRECEDENCE)
+    value = cur.integer(where, "precedence", -bounds.MAX_PRECEDENCE, bounds.MAX_PRECEDENCE)
     cur.end()
     return c.Rank(session_id, "value", precedence=value)
 
@@ -276,7 +276,7 @@ def _policy_value(cur: Cursor, key: str, value: str) -> bool | float | int:
             return lowered in _ON
         raise cur.fail(f"{key}: {shown(value)} must be on or off")
     if key == "max_sessions":
-        return cur.integer(value, key, 1, MAX_SESSIONS_LIMIT)
+        return cur.integer(value, key, 1, bounds.MAX_SESSIONS)
     number = lowered.removesuffix("%")
     if re.fullmatch(r"\d{1,3}(\.\d{1,4})?", number, re.ASCII) is None or not 0 <= float(number) <= 100:
         raise cur.fail(f"{key}: {shown(value)} must be a percentage between 0 and 100")
@@ -308,7 +308,7 @@ def _trigger(cur: Cursor) -> c.TriggerClass | c.TriggerPrecedence:
     if what == "precedence":
         value = cur.take("a precedence <n>")
         cur.end()
-        return c.TriggerPrecedence(trigger_id, cur.integer(value, "precedence", -MAX_PRECEDENCE, MAX_PRECEDENCE))
+        return c.TriggerPrecedence(trigger_id, cur.integer(value, "precedence", -bounds.MAX_PRECEDENCE, bounds.MAX_PRECEDENCE))
     raise cur.fail(f"setting: {shown(what)} is not a trigger setting; use class or precedence")
 
 
@@ -381,6 +381,9 @@ def parse(text: str) -> c.Command:
     bad = _CONTROL.search(text)
     if bad is not None:
         raise CommandError(f"command contains the control character {bad.group()!r}; remove it", GENERAL_USAGE)
+    problem = bounds.text_problem(text)
+    if problem is not None:
+        raise CommandError(f"command {problem}", GENERAL_USAGE)
     tokens = [Token(m.group(), m.start()) for m in _TOKEN.finditer(text)]
     if tokens and tokens[0].text.lower() == "/pacer":
         tokens = tokens[1:]
