@@ -6,7 +6,9 @@ size limit, and the one place a raised error becomes a JSON answer.
     NotFound         -> 404
     InvalidInput     -> 422        with `field`; request-shape errors list every field at fault
     Refused          -> 409        the request is valid but the state refuses it
-    ApiError(413 too_large)        the body is over PACER_MAX_BODY_BYTES
+    ApiError(413 too_large)        the body is over PACER_MAX_BODY_BYTES, by its Content-Length or,
+                                   chunked, by the bytes read (reading stops there)
+    ApiError(400 disconnected)     the client left before its body arrived
 
 The route class runs the token check before the body is parsed, so a caller without the token
 learns nothing about the API's shapes, and its errors never reach the other surfaces' routes.
@@ -24,8 +26,12 @@ from fastapi import Depends, Request, Response
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from fastapi.routing import APIRoute
+from starlette.exceptions import HTTPException
+from starlette.requests import ClientDisconnect
+from starlette.types import Message
 
 from bot.roles import Role, role_of
+from integrations.http_body import read_bounded
 from scheduler.errors import Forbidden, InvalidInput, NotFound, Refused
 
 log = logging.getLogger("pacer.api")
@@ -153,7 +159,7 @@ class GuardedRoute(APIRoute):
                 if length is not None and length.isdigit() and int(length) > limit:
                     raise ApiError(413, "too_large", f"the request body is {length} bytes; the limit is {limit} (PACER_MAX_BODY_BYTES)")
                 request.state.caller = authenticate(request)
-                return await handler(request)
+                return await handler(await bounded(request, limit))
             except ApiError as exc:
                 return error_body(exc.status, exc.error, str(exc), field=exc.field)
             except RequestValidationError as exc:
@@ -166,5 +172,32 @@ class GuardedRoute(APIRoute):
                 return error_body(403, "forbidden", str(exc))
             except Refused as exc:
                 return error_body(409, "conflict", str(exc))
+            except HTTPException as exc:
+                if exc.status_code != 400:
+                    raise
+                # FastAPI's answer to a body json cannot read at all (nested past Python's
+                # recursion limit): unparsable, as a body that is not JSON is.
+                return error_body(422, "invalid_input", "body: not JSON this API can read (nested too deep)", field="body")
 
         return guarded
+
+
+async def bounded(request: Request, limit: int) -> Request:
+    """`request` with its body read now, up to `limit` bytes whatever the framing: a chunked
+    body sends no Content-Length, so only counting the bytes as they come holds the limit."""
+    try:
+        body = await read_bounded(request, limit)
+    except ClientDisconnect:
+        raise ApiError(400, "disconnected", "the client went away before its body arrived") from None
+    if body is None:
+        raise ApiError(413, "too_large", f"the request body passes {limit} bytes, the limit (PACER_MAX_BODY_BYTES)")
+    delivered = False
+
+    async def replay() -> Message:
+        nonlocal delivered
+        if delivered:
+            return await request.receive()  # after the body: wait for the disconnect, as Starlette does
+        delivered = True
+        return {"type": "http.request", "body": body, "more_body": False}
+
+    return Request(request.scope, replay)
