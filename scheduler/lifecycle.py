@@ -15,6 +15,7 @@ from scheduler.db import session_scope
 from scheduler.effects import Effects
 from scheduler.errors import Refused
 from scheduler.models import Session, Status, Turn
+from scheduler.preemption import release_after_crash
 from scheduler.turns import _hold, lock, running_turn, submit_turn
 
 log = logging.getLogger("pacer.lifecycle")
@@ -45,7 +46,9 @@ def archive(ctx: Context, session_id: int, *, actor: str | None = None) -> str:
 
 def recover(ctx: Context) -> dict[str, int]:
     """After a crash: a turn left `running` has no process behind it. Its prompt goes back
-    through the gate as a hold due now; a session that never got its first turn gets it."""
+    through the gate as a hold due now (a preemption mark on it is released first: the mark
+    would make the hold a pause with no re-check); a session that never got its first turn
+    gets it."""
     now = ctx.clock.now()
     fx = Effects()
     counts = {"interrupted": 0, "first_turns": 0}
@@ -61,6 +64,8 @@ def recover(ctx: Context) -> dict[str, int]:
             if session.status == Status.ARCHIVED.value:
                 continue
             session.status = Status.WAITING.value
+            if release_after_crash(session):
+                log.warning("session #%s: its preemption mark is released; the crash freed its slot", session.id)
             _hold(db, ctx, session, turn.prompt, turn.attachments, turn.kind, "interrupted",
                   "The process stopped while this turn ran; it is asked again now.", now, fx, retry_at=now)
             counts["interrupted"] += 1

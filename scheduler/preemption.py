@@ -162,6 +162,18 @@ def _preempt(db: DBSession, ctx: Context, session: Session, now: datetime, notic
     notices.append(("preempt_marked", {"session_id": victim.id, "by": session.id, "sentence": banner(victim, now)}))
 
 
+def release_after_crash(session: Session) -> bool:
+    """A crash ended the marked turn before its end could sleep it: every turn in flight was
+    lost with it, so the slot the mark promised is free and the preemption never happened.
+    The mark is released and un-charged, and the session goes back through the gate like any
+    interrupted turn. Returns whether there was a mark to release."""
+    if not is_standing(session):
+        return False
+    _release(session, uncharge=True)
+    session.pending_sleep = False
+    return True
+
+
 def _release(session: Session, *, uncharge: bool) -> None:
     if uncharge:
         session.preemption_count = max(session.preemption_count - 1, 0)

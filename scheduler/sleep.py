@@ -14,13 +14,9 @@ from scheduler.db import session_scope
 from scheduler.effects import Effects
 from scheduler.errors import InvalidInput, Refused
 from scheduler.models import EnqueuedMessage, Status
-from scheduler.turns import is_running, lock, recheck, submit_turn
+from scheduler.turns import is_running, lock, recheck, submit_turn, wake_job_id
 
 DEFAULT_WAKE_PROMPT = "It is the time you asked to be woken at: continue."
-
-
-def wake_job_id(session_id: int) -> str:
-    return f"wake:{session_id}"
 
 
 def wake_me_up_later(ctx: Context, session_id: int, at: datetime, prompt: str | None = None) -> datetime:

@@ -83,6 +83,10 @@ def hold_job_id(session_id: int) -> str:
     return f"recheck:{session_id}"
 
 
+def wake_job_id(session_id: int) -> str:
+    return f"wake:{session_id}"
+
+
 def lock(db: DBSession, session_id: int) -> Session:
     row = db.get(Session, session_id, with_for_update=True)
     if row is None:
@@ -326,6 +330,22 @@ def _ahead_first(
     return bool(started)
 
 
+TAKES_OVER = frozenset({"follow_up", "human", "restart"})  # addressed to the session by someone
+
+
+def _waits_behind(session: Session, kind: str, busy: bool, now: datetime) -> str | None:
+    """Why a new turn waits in the session's queue instead of being admitted, or None."""
+    if busy:
+        return "busy"
+    if session.hold_reason is not None:
+        return "behind_held_turn"
+    if session.pause_reason is not None and kind != "wake":
+        return "paused"  # a wake that came due is the one other door (seed 001, "A pause outranks precedence")
+    if is_asleep(session, now) and kind not in TAKES_OVER:
+        return "asleep"
+    return None
+
+
 def submit_turn(
     ctx: Context, session_id: int, prompt: str, attachments: Sequence[Mapping[str, Any]] = (), *, kind: str = "first",
 ) -> Submission:
@@ -340,12 +360,20 @@ def submit_turn(
         if session.status == Status.ARCHIVED.value:
             raise Refused(f"session #{session_id} is archived; it takes no more turns")
         busy = is_running(db, session_id)
-        if kind not in PASS_THROUGH and (busy or session.hold_reason is not None):
+        waits = None if kind in PASS_THROUGH else _waits_behind(session, kind, busy, now)
+        if waits is not None:
             # Two jobs racing one session would drop one prompt: the later one waits in the
-            # durable queue and is delivered after the turn ahead of it. The hold is left alone.
+            # durable queue and is delivered after the turn ahead of it. A paused session's
+            # pause has one resume owner (seed 001), which delivers it; a wake still ahead is
+            # the session's next event. The hold, the pause and the wake are left alone.
             db.add(EnqueuedMessage(session_id=session_id, prompt=prompt, attachments=[dict(a) for a in attachments], kind=kind, created_at=now))
-            result = Submission("queued", session_id, reason="busy" if busy else "behind_held_turn")
+            result = Submission("queued", session_id, reason=waits)
+            fx.kick = waits == "paused"  # the queue pass resumes the front paused session, margin and all
         else:
+            if is_asleep(session, now):  # a person taking the session over consumes its wake
+                session.wake_at = None
+                session.wake_prompt = None
+                fx.cancel(wake_job_id(session_id))
             result = _admit(db, ctx, session, prompt, attachments, kind, reading, now, fx)
     fx.apply(ctx)
     return result
