@@ -61,7 +61,7 @@ def command_for(action: Mapping[str, Any]) -> str:
     """The command text an action means; InvalidInput when its value names nothing Pacer knows."""
     action_id = action.get("action_id")
     if action_id == QUEUE_ROW:
-        value = str((action.get("selected_option") or {}).get("value") or "")
+        value = str(_mapping(action.get("selected_option")).get("value") or "")
         verb, _, target = value.partition(":")
         if verb not in ROW_COMMANDS:
             raise InvalidInput(f"menu option {value!r}: the verb must be one of {', '.join(sorted(ROW_COMMANDS))}", field="value")
@@ -83,7 +83,10 @@ def _session_id(raw: str, *, what: str = "session id") -> str:
 
 def run_action(pacer: Pacer, body: Mapping[str, Any], action: Mapping[str, Any], client: WebClient, respond: Respond | None) -> None:
     """Run the action's command as the clicking user and tell them the outcome, privately."""
-    user = str((body.get("user") or {}).get("id") or "")
+    user = _mapping(body.get("user")).get("id")
+    if not isinstance(user, str) or not user:
+        log.warning("slack: a block action without a user id was ignored")
+        return
     try:
         text = command_for(action)
     except InvalidInput as exc:
@@ -92,12 +95,12 @@ def run_action(pacer: Pacer, body: Mapping[str, Any], action: Mapping[str, Any],
         return
     reply = messages.ask(pacer, actor=user, text=text, surface=SURFACE)
     _tell(client, body, respond, user, messages.message(reply))
-    if (body.get("container") or {}).get("type") == "view" or (body.get("view") or {}).get("type") == "home":
+    if _mapping(body.get("container")).get("type") == "view" or _mapping(body.get("view")).get("type") == "home":
         publish_home(pacer, client, user)
 
 
 def _tell(client: WebClient, body: Mapping[str, Any], respond: Respond | None, user: str, content: dict[str, Any]) -> None:
-    channel = (body.get("channel") or {}).get("id") or (body.get("container") or {}).get("channel_id")
+    channel = _mapping(body.get("channel")).get("id") or _mapping(body.get("container")).get("channel_id")
     if respond is not None and body.get("response_url"):
         respond(**content, response_type="ephemeral", replace_original=False)
     elif channel:
@@ -105,3 +108,8 @@ def _tell(client: WebClient, body: Mapping[str, Any], respond: Respond | None, u
     else:
         # The App Home has no channel and no response_url: the app's DM is the private reply.
         client.chat_postMessage(channel=user, **content)
+
+
+def _mapping(value: Any) -> Mapping[str, Any]:
+    """A payload field Slack sends as an object; anything else reads as an empty one."""
+    return value if isinstance(value, Mapping) else {}

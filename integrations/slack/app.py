@@ -13,15 +13,20 @@ a thread hop and a 10 ms floor on every ack, for nothing.
 
 from __future__ import annotations
 
-from slack_bolt import App
+import logging
+
+from slack_bolt import App, BoltResponse
 from slack_bolt.error import BoltError
 from slack_sdk import WebClient
 from slack_sdk.http_retry.builtin_handlers import RateLimitErrorRetryHandler
 
+from bot.render import render
 from bot.runtime import Pacer
 from integrations.slack import actions, commands, events
 from integrations.slack.edge import SlackEdge
 from scheduler.errors import ConfigError
+
+log = logging.getLogger("pacer.slack")
 
 WEB_API_TIMEOUT_SECONDS = 10
 
@@ -65,7 +70,23 @@ def build_bolt_app(pacer: Pacer, *, edge: SlackEdge | None = None, verify_token:
     commands.register(app, edge)
     events.register(app, edge)
     actions.register(app, edge)
+    app.error(on_error)
     return app
+
+
+# What Bolt raises reading a payload that is not shaped as Slack shapes it: `actions` a string,
+# `event` a list, a field missing. Its matchers, its middleware and its argument injection all
+# index the payload directly, and Pacer's listeners only ack and hand the work on.
+UNREADABLE = (AttributeError, TypeError, KeyError, IndexError, ValueError)
+
+
+def on_error(error: Exception) -> BoltResponse:
+    """Bolt's error handler: a payload it could not read is a 400, anything else a logged 500."""
+    if isinstance(error, UNREADABLE):
+        log.warning("slack: a signed request Bolt could not read (%s: %s); answered 400", type(error).__name__, error)
+        return BoltResponse(status=400, body=render("slack/request_malformed.j2"))
+    log.error("slack: a listener failed", exc_info=error)
+    return BoltResponse(status=500, body="")
 
 
 def _reason(exc: BoltError) -> str:

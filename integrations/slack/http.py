@@ -12,6 +12,7 @@ from __future__ import annotations
 import hashlib
 import hmac
 import logging
+import re
 import time
 from collections.abc import AsyncIterator, Mapping
 from contextlib import asynccontextmanager
@@ -24,13 +25,14 @@ from fastapi import APIRouter, FastAPI, Request
 from fastapi.responses import PlainTextResponse, Response
 from slack_bolt import App
 from slack_bolt.adapter.starlette.handler import to_bolt_request, to_starlette_response
+from slack_bolt.request.internals import parse_body
 from slack_sdk.errors import SlackApiError
 
 from bot.notify import CompositeNotifier
 from bot.render import render
 from bot.runtime import Pacer
 from integrations.http_body import read_bounded
-from integrations.slack.app import build_bolt_app
+from integrations.slack.app import UNREADABLE, build_bolt_app
 from integrations.slack.edge import SlackEdge
 from integrations.slack.notifier import SlackNotifier
 from integrations.slack.socket import SocketMode
@@ -44,6 +46,9 @@ PATH = "/slack/events"
 # own sync endpoints share.
 DISPATCH_THREADS = 32
 REPLAY_WINDOW_SECONDS = 300
+# Unix seconds in ASCII digits: `str.isdigit` also takes '²' (which int() refuses), and 400
+# digits overflow a float.
+TIMESTAMP = re.compile(r"[0-9]{1,12}")
 
 
 @dataclass
@@ -59,7 +64,15 @@ class SlackSurface:
     async def dispatch(self, request: Request, body: bytes) -> Response:
         if self._limiter is None:
             self._limiter = anyio.CapacityLimiter(DISPATCH_THREADS)
-        bolt_response = await anyio.to_thread.run_sync(self.bolt.dispatch, to_bolt_request(request, body), limiter=self._limiter)
+        try:
+            bolt_request = to_bolt_request(request, body)
+            bolt_response = await anyio.to_thread.run_sync(self.bolt.dispatch, bolt_request, limiter=self._limiter)
+        except UNREADABLE as exc:
+            # Bolt reads a payload's fields (authorizations, team, actions, event…) as Slack
+            # shapes them, building its request and again in its error handler (`app.on_error`
+            # answers the rest); a signed body shaped otherwise is malformed, not a crash.
+            log.warning("slack: a signed request Bolt could not read (%s: %s); answered 400", type(exc).__name__, exc)
+            return PlainTextResponse(render("slack/request_malformed.j2"), status_code=400)
         return to_starlette_response(bolt_response)
 
     def start(self) -> None:
@@ -106,17 +119,25 @@ def register(app: FastAPI, pacer: Pacer, *, verify_token: bool = True) -> SlackS
             return PlainTextResponse(render("slack/request_too_large.j2", limit=limit), status_code=413)
         if not is_signed(secret, request.headers, body):
             return PlainTextResponse(render("slack/request_unsigned.j2"), status_code=401)
-        try:
-            body.decode("utf-8")
-        except UnicodeDecodeError:
+        if not is_readable(body, request.headers.get("content-type")):
             return PlainTextResponse(render("slack/request_malformed.j2"), status_code=400)
-        try:
-            return await surface.dispatch(request, body)
-        except ValueError:  # a signed body that is not JSON or a form: Bolt cannot read it
-            return PlainTextResponse(render("slack/request_malformed.j2"), status_code=400)
+        return await surface.dispatch(request, body)
 
     app.include_router(router)
     return surface
+
+
+def is_readable(body: bytes, content_type: str | None) -> bool:
+    """Whether Bolt can read this signed body: UTF-8 that Bolt's own `parse_body` turns into a
+    JSON object (the body itself, or an interactivity form's `payload` field). Bolt reads its
+    fields as a dict's, so a list, a string or JSON nested past what `json` can decode would be
+    a crash inside Bolt rather than a 400 here."""
+    try:
+        text = body.decode("utf-8")
+        parsed = parse_body(text, content_type.split(";")[0] if content_type else None)
+    except (ValueError, RecursionError):  # UnicodeDecodeError and JSONDecodeError are ValueErrors
+        return False
+    return isinstance(parsed, dict)
 
 
 def install_notifier(pacer: Pacer, notifier: SlackNotifier) -> None:
@@ -136,7 +157,7 @@ def is_signed(secret: bytes, headers: Mapping[str, str], body: bytes, *, now: fl
     """
     timestamp = headers.get("x-slack-request-timestamp", "")
     signature = headers.get("x-slack-signature", "")
-    if not timestamp.isdigit() or not signature:
+    if TIMESTAMP.fullmatch(timestamp) is None or not signature:
         return False
     if abs((time.time() if now is None else now) - int(timestamp)) > REPLAY_WINDOW_SECONDS:
         return False
