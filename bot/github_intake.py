@@ -48,6 +48,7 @@ from integrations.github.events import (
     is_trusted,
     who_acted,
 )
+from scheduler.bounds import clean_text
 from scheduler.context import Context
 from scheduler.db import session_scope
 from scheduler.errors import InvalidInput, PacerError
@@ -265,6 +266,7 @@ def _create(db: DBSession, trigger: Trigger, event: IntakeEvent, now: datetime, 
     if not prompt:
         log.warning("github: trigger %r rendered an empty prompt for %s; nothing started", trigger.name, event.issue_key)
         return None
+    prompt = clean_text(prompt)  # the facts are clean; a template's own escapes may not be
     if len(prompt) > settings.max_prompt_chars:
         log.warning("github: the prompt for %s is %d characters; cut to PACER_MAX_PROMPT_CHARS=%d",
                     event.issue_key, len(prompt), settings.max_prompt_chars)

@@ -14,6 +14,10 @@ payload can make `parse` raise. Routing is on the `X-GitHub-Event` header plus `
     issues.reopened, pull_request.reopened     control: reopen
     anything else, and Pacer's own events      Ignored
 
+Text is read as it can be stored: a NUL or a lone surrogate (JSON can escape both) becomes U+FFFD,
+so a delivery is never refused, nor redelivered for ever, for one bad character in an issue body.
+An issue number past what a row holds, or a repository name GitHub would never send, is Ignored.
+
 Trust follows the label- and mention-triggered agents: only people with write access start
 work, read from `author_association` (OWNER, MEMBER, COLLABORATOR). A label event carries no
 association for the person who labeled, so it is inferred: labelling your own issue is judged by
@@ -23,10 +27,13 @@ GitHub grants only to collaborators and members; another bot's label counts as n
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
+
+from scheduler.bounds import MAX_ID, clean_text
 
 TRUSTED_ASSOCIATIONS = frozenset({"OWNER", "MEMBER", "COLLABORATOR"})
 PRIORITY_LABEL = "pacer:priority"
@@ -34,6 +41,9 @@ HOLD_LABEL = "pacer:hold"
 CONTROL_LABELS = frozenset({PRIORITY_LABEL, HOLD_LABEL})
 # Someone able to label another person's issue has triage access or more: a collaborator.
 INFERRED_LABELER_ASSOCIATION = "COLLABORATOR"
+# GitHub's own rule for owner and repository names.
+REPOSITORY = re.compile(r"[A-Za-z0-9_.-]{1,100}/[A-Za-z0-9_.-]{1,100}", re.ASCII)
+MAX_INSTALLATION_ID = 2**63 - 1
 
 
 
@@ -104,7 +114,7 @@ def parse(event: str, payload: Mapping[str, Any], *, bot_login: str) -> IntakeEv
         return Ignored(f"{name} carries no {event.rstrip('s')} or repository")
     number = item.get("number")
     full_name = _text(repo.get("full_name"))
-    if not isinstance(number, int) or isinstance(number, bool) or number < 1 or "/" not in full_name:
+    if not isinstance(number, int) or isinstance(number, bool) or not 1 <= number <= MAX_ID or REPOSITORY.fullmatch(full_name) is None:
         return Ignored(f"{name} carries no issue number or repository name")
     label = _label_name(payload.get("label"))
     kind, control = _route(event, action, label)
@@ -209,8 +219,10 @@ def _list(value: Any) -> list[Any]:
 
 
 def _text(value: Any) -> str:
-    return value if isinstance(value, str) else ""
+    return clean_text(value) if isinstance(value, str) else ""
 
 
 def _int(value: Any) -> int | None:
-    return value if isinstance(value, int) and not isinstance(value, bool) else None
+    if isinstance(value, int) and not isinstance(value, bool) and 1 <= value <= MAX_INSTALLATION_ID:
+        return value
+    return None
