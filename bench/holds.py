@@ -21,8 +21,9 @@ from scheduler import db as dbmod
 from scheduler.clock import VirtualClock
 from scheduler.models import Session
 from scheduler.policy import ensure_policy
+from scheduler.records import hold_job_id
 from scheduler.sweeps import hold_sweep
-from scheduler.turns import hold_job_id, submit_turn
+from scheduler.turns import submit_turn
 from tests.harness import build, new
 
 START = datetime(2026, 11, 30, 8, 0, tzinfo=UTC)

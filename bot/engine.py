@@ -28,11 +28,12 @@ from scheduler.gate import decide
 from scheduler.genesis import Genesis
 from scheduler.policy import load_policy
 from scheduler.precedence import TOP_OF_SPOT
+from scheduler.records import is_asleep
 from scheduler.sessions import NewSession, class_of, create_session, get_session
 from scheduler.sleep import wake_me_up_later
 from scheduler.snapshot import Asking
 from scheduler.start_now import start_now
-from scheduler.turns import is_asleep, submit_turn
+from scheduler.turns import submit_turn
 
 log = logging.getLogger("pacer.chat")
 

@@ -37,13 +37,13 @@ from sqlmodel import Session as DBSession
 from sqlmodel import col, select
 
 from scheduler.admission import is_manual
+from scheduler.attempt import Block
 from scheduler.context import Context
 from scheduler.fleet import running_rows
 from scheduler.genesis import SchedulingClass
 from scheduler.models import Session, Status
 from scheduler.policy import PolicyView, load_policy
 from scheduler.sessions import class_of, is_spot
-from scheduler.turns import Block
 from templates import render
 
 TOLERANCE = 1e-9  # weights are floats: 0.1 + 0.2 must fit a budget of 0.3

@@ -29,9 +29,9 @@ from sqlmodel import Session as DBSession
 from sqlmodel import col, func, select
 
 from scheduler import preemption
+from scheduler.attempt import PASS_THROUGH, Work
 from scheduler.context import Context
 from scheduler.db import session_scope
-from scheduler.effects import Effects
 from scheduler.explain import explain
 from scheduler.fleet import (
     asking_for,
@@ -55,10 +55,9 @@ from scheduler.pause import (
     resume_paused,
 )
 from scheduler.policy import PolicyView, load_policy
-from scheduler.ports import QuotaReading
+from scheduler.queue_pass import locked_unless_taken
 from scheduler.sessions import is_spot
 from scheduler.snapshot import Asking, Snapshot
-from scheduler.turns import PASS_THROUGH, locked_unless_taken
 
 log = logging.getLogger("pacer.ceiling")
 
@@ -82,14 +81,14 @@ class SweepReport:
 def ceiling_sweep(ctx: Context) -> SweepReport:
     now = ctx.clock.now()
     reading = read_quota(ctx, now)
-    fx = Effects()
     report = SweepReport()
     with session_scope(ctx.engine) as db:
+        work = Work(db, ctx, now, reading=reading)
         policy = load_policy(db)
-        report.marks = preemption.resolve_marks(db, ctx, policy, now, fx)
-        _pause_running(db, ctx, policy, reading, now, fx, report)
-        _resume_dormant(db, ctx, policy, reading, now, fx, report)
-    fx.apply(ctx)
+        report.marks = preemption.resolve_marks(db, ctx, policy, now, work.fx)
+        _pause_running(work, policy, report)
+        _resume_dormant(work, policy, report)
+    work.fx.apply(ctx)
     if report.paused or report.resumed:
         log.info("ceiling sweep: paused %s, resumed %s", report.paused, report.resumed)
     return report
@@ -106,11 +105,9 @@ def is_pausable(session: Session, ctx: Context, policy: PolicyView, turn_kind: s
     )
 
 
-def _pause_running(
-    db: DBSession, ctx: Context, policy: PolicyView, reading: QuotaReading | None, now: datetime, fx: Effects,
-    report: SweepReport,
-) -> None:
-    snapshot = build_snapshot(db, ctx, policy, reading)
+def _pause_running(work: Work, policy: PolicyView, report: SweepReport) -> None:
+    db, ctx, now, fx = work.db, work.ctx, work.now, work.fx
+    snapshot = build_snapshot(db, ctx, policy, work.reading)
     if not any(_stopped(snapshot, ctx, sid, runtime, now) for sid, spot, runtime in fleet_columns(db, policy) if spot):
         return  # nothing running would be paused: the whole rows are not read
     pausable = [(s, t) for s, t in running_fleet(db, ctx, policy) if is_pausable(s, ctx, policy, t.kind)]
@@ -169,10 +166,8 @@ def _running_quota_turns(db: DBSession, ctx: Context, policy: PolicyView) -> int
     return sum(1 for _sid, _spot, runtime in fleet_columns(db, policy) if ctx.runtime(runtime).spends_quota)
 
 
-def _resume_dormant(
-    db: DBSession, ctx: Context, policy: PolicyView, reading: QuotaReading | None, now: datetime, fx: Effects,
-    report: SweepReport,
-) -> None:
+def _resume_dormant(work: Work, policy: PolicyView, report: SweepReport) -> None:
+    db, ctx, now = work.db, work.ctx, work.now
     slots = min(policy.max_sessions, ctx.agent_workers)
     free = max(slots - _running_quota_turns(db, ctx, policy), 0)
     batch = min(MAX_RESUMES_PER_SWEEP, free)
@@ -191,17 +186,17 @@ def _resume_dormant(
             continue  # a queue pass has it, or resumed it since the list was read (PostgreSQL)
         if not dormant.spot:
             # Priority work is never gated on quota: a promoted sleeper goes now, outside the batch.
-            if resume_paused(db, ctx, session, reading, now, fx).started:
+            if resume_paused(work, session).started:
                 report.resumed.append(sid)
             else:
                 report.held.append(sid)
             continue
-        outcome = resume_paused(db, ctx, session, reading, now, fx)
+        outcome = resume_paused(work, session)
         if outcome.started:
             report.resumed.append(sid)
             spot_resumed += 1
             if spot_resumed == 1 and outcome.decision is not None:
-                snapshot = build_snapshot(db, ctx, policy, reading)
+                snapshot = build_snapshot(db, ctx, policy, work.reading)
                 if waived_not_passed(outcome.decision, snapshot):
                     # The waiver's contract is a duty cycle, not a burst: one goes back, which
                     # puts spot work in flight, and the next pass is paced normally.

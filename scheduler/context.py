@@ -68,11 +68,15 @@ class Context:
     # Admission checks beyond the gate (operator holds, queue holds, groups, prerequisites):
     # each returns a Block or None for (db, session, now).
     admission_checks: list[Callable[..., Any]] = field(default_factory=list)
+    # The alarm targets by name, each called as target(ctx, *args): `scheduler.jobs.targets()`,
+    # given by whoever builds the context (the composition root knows every module).
+    jobs: Mapping[str, Callable[..., Any]] = field(default_factory=dict)
 
     def run_job(self, name: str, *args: Any) -> Any:
-        from scheduler import jobs
-
-        return jobs.targets()[name](self, *args)
+        target = self.jobs.get(name)
+        if target is None:
+            raise LookupError(f"no alarm target {name!r}: build the Context with jobs=scheduler.jobs.targets()")
+        return target(self, *args)
 
     def _outside_transaction(self, what: str) -> None:
         if in_transaction(self.engine):

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass, field
+from functools import partial
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
@@ -42,8 +43,6 @@ class Effects:
         self.notices.append((event, context))
 
     def apply(self, ctx: Context) -> None:
-        from scheduler import turns
-
         for job_id in self.disarm:
             ctx.cancel_alarm(job_id)
         for job_id, at, job, args in self.arm:
@@ -51,8 +50,9 @@ class Effects:
         for turn_id in self.halt:
             ctx.workers.halt(turn_id)
         for request in self.dispatch:
-            ctx.workers.submit(request, turns.completion(ctx, request.turn_id))
+            # The worker reports the result through the "turn_done" target (`completion`).
+            ctx.workers.submit(request, partial(ctx.run_job, "turn_done", request.turn_id))
         for event, context in self.notices:
             ctx.emit(event, **context)
-        if self.kick:
-            turns.kick(ctx)
+        if self.kick:  # something changed that could free work: the queue looks again now
+            ctx.schedule("kick", ctx.clock.now(), "kick")

@@ -18,12 +18,13 @@ from typing import Any
 from jinja2 import TemplateError, TemplateSyntaxError
 
 from scheduler import bounds
+from scheduler.attempt import Submission
 from scheduler.context import Context
 from scheduler.db import session_scope
 from scheduler.errors import InvalidInput, Refused
 from scheduler.models import Trigger
 from scheduler.sessions import NewSession, create_session, get_trigger
-from scheduler.turns import Submission, submit_turn
+from scheduler.turns import submit_turn
 from templates import render_prompt
 
 log = logging.getLogger("pacer.triggers")

@@ -23,10 +23,10 @@ from sqlalchemy import and_, or_
 from sqlmodel import Session as DBSession
 from sqlmodel import col, select
 
+from scheduler.attempt import Block
 from scheduler.context import Context
 from scheduler.errors import InvalidInput
 from scheduler.models import Session, Status, Trigger, Turn
-from scheduler.turns import Block
 from templates import render
 
 log = logging.getLogger("pacer.groups")

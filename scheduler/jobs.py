@@ -1,42 +1,56 @@
-"""Alarm targets by name: `targets()[name](ctx, *args)`. Production runs them through the
-module-level `bot.jobs.run`; virtual time runs them through `Context.run_job`."""
+"""Alarm targets by name, each called as `target(ctx, *args)`: the scheduler's composition root.
+Production runs them through the module-level `bot.jobs.run` (APScheduler stores a name and ids,
+never a callable it could not find again); virtual time through `Context.run_job`. Whoever builds
+a Context gives it `jobs=targets()`."""
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable
 from typing import Any
 
+from scheduler import (
+    ceiling,
+    completion,
+    firing,
+    operator_holds,
+    prerequisites,
+    promotion,
+    queue_holds,
+    queue_pass,
+    session_events,
+    sleep,
+    sweeps,
+    trigger_release,
+)
+from scheduler.context import Context
+
+log = logging.getLogger("pacer.jobs")
+
+
+def kick(ctx: Context) -> list[int]:
+    """A kick: one queue pass, then whether every candidate now waits on a prerequisite."""
+    started = queue_pass.queue_pass(ctx)
+    try:
+        prerequisites.reconcile(ctx)
+    except Exception:  # the report must never stop the queue
+        log.exception("the prerequisite hold could not be reconciled")
+    return started
+
 
 def targets() -> dict[str, Callable[..., Any]]:
-    from scheduler import (
-        ceiling,
-        firing,
-        operator_holds,
-        prerequisites,
-        promotion,
-        queue_holds,
-        session_events,
-        sleep,
-        sweeps,
-        trigger_release,
-        turns,
-    )
-
     return {
-        "recheck": turns.recheck,
-        # A kick: a queue pass, then whether every candidate waits on a prerequisite (P7).
-        "kick": lambda ctx: prerequisites.queue_pass(ctx),
+        "turn_done": completion.complete_turn,
+        "recheck": queue_pass.recheck,
+        "kick": kick,
         "wake": sleep.wake,
         "hold_sweep": sweeps.hold_sweep,
-        # Holds (P7).
         "operator_hold_sweep": operator_holds.sweep,
         "operator_hold_expired": operator_holds.expired,
         "queue_hold_due": queue_holds.due,
-        # Intake (schedules, session events) and the trigger promotion release.
         "schedule_fire": firing.schedule_fire,
         "session_event": session_events.session_event,
         "trigger_release": trigger_release.release_promoted,
-        # The budget ceiling sweep and the human-message re-rank (P4).
         "ceiling_sweep": ceiling.ceiling_sweep,
         "promote_after_message": promotion.promote_after_message,
     }

@@ -7,6 +7,7 @@ archive and schedules nothing more; the hold record stays as the history of why 
 from __future__ import annotations
 
 import logging
+from datetime import datetime
 
 from sqlmodel import col, select
 
@@ -16,9 +17,17 @@ from scheduler.effects import Effects
 from scheduler.errors import Refused
 from scheduler.models import Session, Status, Turn
 from scheduler.preemption import release_after_crash
-from scheduler.turns import _hold, lock, running_turn, submit_turn
+from scheduler.attempt import Block, TurnAttempt, Work
+from scheduler.records import hold, lock, running_turn
+from scheduler.turns import submit_turn
+from templates import render
 
 log = logging.getLogger("pacer.lifecycle")
+
+def _interrupted(now: datetime) -> Block:
+    """A turn the process lost is asked again at once."""
+    return Block("interrupted", render("text/interrupted.j2"), retry_at=now)
+
 
 ARCHIVABLE = {Status.WAITING.value, Status.RUNNING.value, Status.NEEDS_INPUT.value, Status.DONE.value, Status.FAILED.value, Status.BLOCKED.value}
 
@@ -66,8 +75,7 @@ def recover(ctx: Context) -> dict[str, int]:
             session.status = Status.WAITING.value
             if release_after_crash(session):
                 log.warning("session #%s: its preemption mark is released; the crash freed its slot", session.id)
-            _hold(db, ctx, session, turn.prompt, turn.attachments, turn.kind, "interrupted",
-                  "The process stopped while this turn ran; it is asked again now.", now, fx, retry_at=now)
+            hold(Work(db, ctx, now, fx), session, TurnAttempt(turn.prompt, turn.attachments, turn.kind), _interrupted(now))
             counts["interrupted"] += 1
         orphans = db.exec(
             select(Session).where(

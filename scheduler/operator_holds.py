@@ -28,6 +28,7 @@ from sqlmodel import Session as DBSession
 from sqlmodel import col, select
 
 from scheduler.admission import cached, forget, present, read_or_fail_open, register_presence
+from scheduler.attempt import Block
 from scheduler.context import Context
 from scheduler.db import session_scope
 from scheduler.effects import Effects
@@ -35,9 +36,9 @@ from scheduler.errors import Forbidden, InvalidInput, NotFound, Refused
 from scheduler.genesis import Genesis, SchedulingClass
 from scheduler.models import ACTIVE_STATUSES, OperatorHold, Prerequisite, Session, Status, Trigger
 from scheduler.policy import PolicyView, load_policy
-from scheduler.prerequisites import repository_of, target_sessions, waits_on
+from scheduler.prerequisites import reconcile, repository_of, target_sessions, waits_on
+from scheduler.queue_holds import lift_expired
 from scheduler.sessions import class_of
-from scheduler.turns import Block
 from templates import render
 
 log = logging.getLogger("pacer.operator_holds")
@@ -343,9 +344,6 @@ def prune(ctx: Context) -> list[int]:
 def sweep(ctx: Context) -> dict[str, Any]:
     """The periodic sweep: prune stale holds, lift queue holds whose time passed, report a queue
     waiting on prerequisites, and raise any hold deadlock not yet raised."""
-    from scheduler.prerequisites import reconcile
-    from scheduler.queue_holds import lift_expired
-
     with session_scope(ctx.engine) as db:  # most passes find every hold store empty: one read
         stores = [key for key in ("operator_holds", "queue_holds", "prerequisite_sessions") if present(db, key)]
     if not stores:

@@ -19,7 +19,6 @@ start-up recovery never resumes one (`lifecycle.recover` only repairs turns and 
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from functools import lru_cache
@@ -30,25 +29,17 @@ from sqlalchemy import select as sa_select
 from sqlmodel import Session as DBSession
 from sqlmodel import col, select
 
-from scheduler.context import Context
+from scheduler.admit import admit, blocked
+from scheduler.attempt import Submission, TurnAttempt, Work
 from scheduler.db import core
-from scheduler.effects import Effects
 from scheduler.explain import explain
 from scheduler.fleet import asking_for, build_snapshot
 from scheduler.gate import RESUME_MARGIN_PCT, Decision, decide
 from scheduler.genesis import SchedulingClass
 from scheduler.models import EnqueuedMessage, Session, Status, Turn
 from scheduler.policy import PolicyView, load_policy
-from scheduler.ports import QuotaReading
+from scheduler.records import clear_pause, existing_attachments, is_asleep
 from scheduler.sessions import class_defaults, class_expr_for, class_from
-from scheduler.turns import (
-    Submission,
-    _admit,
-    _blocked,
-    clear_pause,
-    existing_attachments,
-    is_asleep,
-)
 from templates import render
 
 log = logging.getLogger("pacer.pause")
@@ -201,7 +192,7 @@ def next_queued(db: DBSession, session_id: int) -> EnqueuedMessage | None:
     ).first()
 
 
-def _resume_turn(db: DBSession, session: Session, now: datetime) -> tuple[str, Sequence[Mapping[str, Any]], str]:
+def _resume_turn(db: DBSession, session: Session, now: datetime) -> TurnAttempt:
     """The turn a resume delivers. A held turn that never ran goes first (one turn, never a
     second job; the park's own prompt waits behind it). Otherwise the park's prompt, in place
     of the nudge. An interrupted turn gets the nudge — the agent lost a tool call and has to
@@ -211,9 +202,9 @@ def _resume_turn(db: DBSession, session: Session, now: datetime) -> tuple[str, S
     if session.hold_reason is not None and session.hold_prompt is not None:
         if session.pause_resume_prompt:
             db.add(EnqueuedMessage(session_id=sid, prompt=session.pause_resume_prompt, kind="resume", created_at=now))
-        return session.hold_prompt, existing_attachments(session.hold_attachments or []), session.hold_turn_kind or "first"
+        return TurnAttempt(session.hold_prompt, existing_attachments(session.hold_attachments or []), session.hold_turn_kind or "first")
     if session.pause_resume_prompt:
-        return session.pause_resume_prompt, [], "resume"
+        return TurnAttempt(session.pause_resume_prompt, [], "resume")
     previous = last_turn(db, sid)
     interrupted = previous is not None and previous.status in ("halted", "failed")
     if not interrupted:
@@ -221,14 +212,11 @@ def _resume_turn(db: DBSession, session: Session, now: datetime) -> tuple[str, S
         if queued is not None:
             queued.delivered_at = now
             db.add(queued)
-            return queued.prompt, queued.attachments, queued.kind
-    return render("text/pause_resume_nudge.j2", reason=session.pause_reason), [], "resume"
+            return TurnAttempt(queued.prompt, queued.attachments, queued.kind)
+    return TurnAttempt(render("text/pause_resume_nudge.j2", reason=session.pause_reason), [], "resume")
 
 
-def resume_paused(
-    db: DBSession, ctx: Context, session: Session, reading: QuotaReading | None, now: datetime, fx: Effects,
-    *, margin: float = RESUME_MARGIN_PCT,
-) -> Resume:
+def resume_paused(work: Work, session: Session, *, margin: float = RESUME_MARGIN_PCT) -> Resume:
     """The one resume of a paused or parked session, for the sweep and for StartNow alike.
 
     Decided against a reserve widened by `margin`: holding a session that never started costs
@@ -236,15 +224,16 @@ def resume_paused(
     back over. A refusal leaves the pause exactly as it was — its owner stays the sweep, and no
     hold ladder is started for it. A wake still ahead is the session's next event: refused.
     """
+    db, now = work.db, work.now
     sid = session.id or 0
     if is_asleep(session, now):
         return Resume(Submission("held", sid, reason="asleep", sentence=banner(session, now)))
-    block = _blocked(ctx, db, session, now)
+    block = blocked(work, session)
     if block is not None:
         return Resume(Submission("held", sid, reason=block.reason, sentence=block.sentence))
     policy = load_policy(db)
-    snapshot = build_snapshot(db, ctx, policy, reading)
-    decision = decide(snapshot, asking_for(session, ctx, policy, running=False), now, reserve_margin_pct=margin)
+    snapshot = build_snapshot(db, work.ctx, policy, work.reading)
+    decision = decide(snapshot, asking_for(session, work.ctx, policy, running=False), now, reserve_margin_pct=margin)
     if decision.held:
         text = explain(decision, now)
         return Resume(Submission("held", sid, reason=decision.reason, sentence=text.sentence(), decision=decision), decision)
@@ -253,13 +242,13 @@ def resume_paused(
         session.last_preempted_at = session.preempt_mark_at
         session.preempt_mark_at = None
     reason = session.pause_reason
-    prompt, attachments, kind = _resume_turn(db, session, now)
+    attempt = _resume_turn(db, session, now)
     clear_pause(session)
     session.status = Status.WAITING.value
     db.add(session)
     db.flush()
-    sub = _admit(db, ctx, session, prompt, attachments, kind, reading, now, fx, queue_first=False)
+    sub = admit(work, session, attempt)
     if sub.outcome == "started":
-        fx.notice("resumed", session_id=sid, reason=reason)
+        work.fx.notice("resumed", session_id=sid, reason=reason)
         log.info("session #%s resumed from its %s pause", sid, reason)
     return Resume(sub, decision)

@@ -13,7 +13,7 @@ preemptions (a durable ledger), least human involvement, newest. Never one alrea
 sleep, never one carrying any pause record, never one preempted within COOLDOWN.
 
 The mark is graceful: the pause record and pending_sleep are written while the victim runs, and
-its own turn end sleeps it into the spot queue (`turns._settle`). The ceiling sweep resolves the
+its own turn end sleeps it into the spot queue (`completion.settle`). The ceiling sweep resolves the
 marks each pass (`resolve_marks`). Preemption is called from the gate, whose whole promise is
 that it only defers: it never raises and never holds anything.
 
@@ -33,6 +33,8 @@ from typing import Any
 from sqlmodel import Session as DBSession
 from sqlmodel import col, func, select
 
+from scheduler.attempt import PASS_THROUGH
+from scheduler.attempt import Work
 from scheduler.context import Context
 from scheduler.effects import Effects
 from scheduler.fleet import running_fleet
@@ -40,8 +42,8 @@ from scheduler.gate import Decision, Reason
 from scheduler.models import EnqueuedMessage, HumanMessage, Session, Status, Turn
 from scheduler.pause import COOLDOWN, PREEMPTED, banner, last_turn, record_pause
 from scheduler.policy import PolicyView, load_policy
+from scheduler.records import clear_pause, is_running, running_turn
 from scheduler.sessions import is_spot
-from scheduler.turns import PASS_THROUGH, clear_pause, is_running, running_turn
 from templates import render
 
 log = logging.getLogger("pacer.preemption")
@@ -111,8 +113,9 @@ def rank_victims(candidates: list[Session], involvement: dict[int, int]) -> list
     )
 
 
-def before_start(db: DBSession, ctx: Context, session: Session, decision: Decision, now: datetime, fx: Effects) -> None:
+def before_start(work: Work, session: Session, decision: Decision) -> None:
     """The `before_start` hook. Never raises: every failure is logged and the start goes on."""
+    db, ctx, now, fx = work.db, work.ctx, work.now, work.fx
     if decision.reason is not Reason.PRIORITY:
         return  # a spot start only ever takes a free slot: nothing to decide, nothing to read
     notices: list[tuple[str, dict[str, Any]]] = []

@@ -33,12 +33,15 @@ from sqlalchemy import String, cast, func, or_
 from sqlmodel import Session as DBSession
 from sqlmodel import col, select
 
+from scheduler import queue_holds
 from scheduler.admission import cached, is_manual, present, read_or_fail_open, register_presence
+from scheduler.attempt import Block
 from scheduler.context import Context
 from scheduler.db import session_scope
 from scheduler.effects import Effects
+from scheduler.errors import InvalidInput
 from scheduler.models import Prerequisite, Session, Status
-from scheduler.turns import Block, kick, pump
+from scheduler.queue_pass import kick
 from templates import render
 
 log = logging.getLogger("pacer.prerequisites")
@@ -247,8 +250,6 @@ def hold_sentence(waits: Sequence[Pending]) -> str:
 
 def reconcile(ctx: Context) -> None:
     """Record, update or lift the queue-level prerequisite hold (announced once when new)."""
-    from scheduler import queue_holds
-
     now = ctx.clock.now()
     fx = Effects()
     with session_scope(ctx.engine) as db:
@@ -262,29 +263,15 @@ def reconcile(ctx: Context) -> None:
             if live is not None:
                 queue_holds.release(db, live, now, by="prerequisites satisfied", fx=fx)
         else:
-            queue_holds.record(
-                db, fx, group=None, reason=REASON, now=now, sentence=hold_sentence(waits),
-                detail={"targets": [p.target for p in waits]},
-            )
+            spec = queue_holds.NewHold(None, REASON, hold_sentence(waits), detail={"targets": [p.target for p in waits]})
+            queue_holds.record(db, fx, spec, now)
     fx.apply(ctx)
-
-
-def queue_pass(ctx: Context) -> list[int]:
-    """A kick: one queue pass, then say whether the queue now waits on prerequisites."""
-    started = pump(ctx)
-    try:
-        reconcile(ctx)
-    except Exception:  # the report must never stop the queue
-        log.exception("the prerequisite hold could not be reconciled")
-    return started
 
 
 def set_issue_state(ctx: Context, repository: str, number: int, state: str) -> int:
     """An issue opened or closed (intake calls this from the webhook): record it on every session
     that names the issue, and kick the queue when it closed. Returns the sessions updated."""
     if state not in ("open", "closed"):
-        from scheduler.errors import InvalidInput
-
         raise InvalidInput(f"state: {state!r} is not an issue state; use open or closed", field="state")
     now = ctx.clock.now()
     with session_scope(ctx.engine) as db:

@@ -32,9 +32,10 @@ from scheduler.genesis import SchedulingClass
 from scheduler.models import ACTIVE_STATUSES, HumanMessage, Session, Status, Turn
 from scheduler.policy import PolicyView, load_policy
 from scheduler.precedence import SLOT_GAP, TOP_OF_SPOT
+from scheduler.records import lock
 from scheduler.sessions import class_expr, is_spot, set_precedence
 from scheduler.start_now import start_now
-from scheduler.turns import lock, submit_turn
+from scheduler.turns import submit_turn
 
 log = logging.getLogger("pacer.promotion")
 

@@ -31,14 +31,13 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta
+from datetime import datetime
 from typing import Any
 
-from sqlalchemy import func, or_
+from sqlalchemy import or_
 from sqlmodel import Session as DBSession
 from sqlmodel import col, select
 
-from scheduler import failures, ladder
 from scheduler.admission import (
     cached,
     forget,
@@ -47,14 +46,12 @@ from scheduler.admission import (
     read_or_fail_open,
     register_presence,
 )
+from scheduler.attempt import Block
 from scheduler.context import Context
 from scheduler.db import session_scope
 from scheduler.effects import Effects
 from scheduler.errors import InvalidInput, Refused
-from scheduler.failures import NextStep
-from scheduler.models import QueueHold, Session, Status, Turn
-from scheduler.ports import Outcome, TurnResult
-from scheduler.turns import Block, _hold
+from scheduler.models import QueueHold, Session
 from templates import render
 
 log = logging.getLogger("pacer.queue_holds")
@@ -64,8 +61,6 @@ RETRY_EXHAUSTED, TASK_FAILED, PREREQUISITE = "retry_exhausted", "task_failed", "
 REASONS = (RATE_LIMIT, AUTH, CREDITS, RETRY_EXHAUSTED, TASK_FAILED, PREREQUISITE)
 # Resume appears only where pressing it can work: a prerequisite hold would re-apply at once.
 RESUMABLE = frozenset({RATE_LIMIT, AUTH, CREDITS, RETRY_EXHAUSTED, TASK_FAILED})
-RESET_MARGIN = timedelta(minutes=5)  # past the provider's stated reset
-CONSECUTIVE_WITHIN = timedelta(hours=1)  # a rate limit this soon after the last one doubles its wait
 BLOCK_REASON = "queue_hold"
 
 
@@ -137,39 +132,49 @@ def release(db: DBSession, hold: QueueHold, now: datetime, *, by: str, fx: Effec
     fx.kick = fx.kick or kick_queue
 
 
-def record(
-    db: DBSession, fx: Effects, *, group: str | None, reason: str, sentence: str, now: datetime,
-    resumes_at: datetime | None = None, attempt: int = 1, detail: dict[str, Any] | None = None,
-) -> QueueHold:
+@dataclass(frozen=True)
+class NewHold:
+    """A queue hold to put in force: its scope (None: the whole queue), reason and sentence,
+    and when it lifts by itself."""
+
+    group: str | None
+    reason: str
+    sentence: str
+    resumes_at: datetime | None = None
+    attempt: int = 1
+    detail: dict[str, Any] = field(default_factory=dict)
+
+
+def record(db: DBSession, fx: Effects, spec: NewHold, now: datetime) -> QueueHold:
     """Put a hold in force for a scope. The same reason again updates it quietly; a different
     reason replaces it and, like any new hold, announces itself once."""
-    if reason not in REASONS:
-        raise InvalidInput(f"reason: {reason!r} is not a queue hold reason; use one of {', '.join(REASONS)}", field="reason")
-    current = live_hold(db, group, now)
-    if current is not None and current.reason == reason:
-        current.sentence = sentence
-        current.resumes_at = resumes_at
-        current.attempt = attempt
-        current.detail = {**(current.detail or {}), **(detail or {})}
+    if spec.reason not in REASONS:
+        raise InvalidInput(f"reason: {spec.reason!r} is not a queue hold reason; use one of {', '.join(REASONS)}", field="reason")
+    current = live_hold(db, spec.group, now)
+    if current is not None and current.reason == spec.reason:
+        current.sentence = spec.sentence
+        current.resumes_at = spec.resumes_at
+        current.attempt = spec.attempt
+        current.detail = {**(current.detail or {}), **spec.detail}
         db.add(current)
         db.flush()
         forget(db, "queue_holds")
-        if resumes_at is not None:
-            fx.alarm(job_id(current.id or 0), resumes_at, "queue_hold_due", current.id)
+        if spec.resumes_at is not None:
+            fx.alarm(job_id(current.id or 0), spec.resumes_at, "queue_hold_due", current.id)
         return current
     if current is not None:
-        release(db, current, now, by=f"replaced by {reason}", fx=fx, kick_queue=False)  # still held, newly
+        release(db, current, now, by=f"replaced by {spec.reason}", fx=fx, kick_queue=False)  # still held, newly
     hold = QueueHold(
-        group=group, reason=reason, sentence=sentence, detail=dict(detail or {}), since=now,
-        resumes_at=resumes_at, attempt=attempt, announced_at=now,
+        group=spec.group, reason=spec.reason, sentence=spec.sentence, detail=dict(spec.detail), since=now,
+        resumes_at=spec.resumes_at, attempt=spec.attempt, announced_at=now,
     )
     db.add(hold)
     db.flush()
     forget(db, "queue_holds")
-    if resumes_at is not None:
-        fx.alarm(job_id(hold.id or 0), resumes_at, "queue_hold_due", hold.id)
-    fx.notice("queue_hold", hold=view(hold), resumable=reason in RESUMABLE)
-    log.warning("queue hold %s on %s: %s", reason, group or "the whole queue", sentence)
+    if spec.resumes_at is not None:
+        fx.alarm(job_id(hold.id or 0), spec.resumes_at, "queue_hold_due", hold.id)
+    fx.notice("queue_hold", hold=view(hold), resumable=spec.reason in RESUMABLE)
+    log.warning("queue hold %s on %s: %s", spec.reason, spec.group or "the whole queue", spec.sentence)
     return hold
 
 
@@ -270,140 +275,3 @@ def admission_check(ctx: Context) -> Callable[[DBSession, Session, datetime], Bl
         return None
 
     return queue_hold_check
-
-
-# --------------------------------------------------------------------------- runner outcomes
-
-
-def on_turn_finished(
-    db: DBSession, ctx: Context, session: Session, turn: Turn, result: TurnResult, step: NextStep, now: datetime, fx: Effects,
-) -> bool:
-    """The `turn_finished` hook: the steps of `failures.next_step` that place a queue hold.
-    Returns True when it took charge of the session's next state; a success, a halt and a retry
-    stay with `turns._settle`. A success also proves the credential: it lifts an auth hold."""
-    if step.action == failures.SETTLE:
-        _lift_auth(db, turn, now, fx)
-        return False
-    handlers = {
-        RATE_LIMIT: _rate_limited,
-        AUTH: _auth_rejected,
-        CREDITS: _credits_exhausted,
-        RETRY_EXHAUSTED: _retry_exhausted,
-        TASK_FAILED: _task_failed,
-    }
-    handler = handlers.get(step.queue_hold or "")
-    if handler is None:
-        return False
-    handler(db, ctx, session, turn, result, step, now, fx)
-    db.add(session)
-    return True
-
-
-def _lift_auth(db: DBSession, turn: Turn, now: datetime, fx: Effects) -> None:
-    """A turn that succeeded after an auth hold was placed reached the provider with the stored
-    credential: the hold's promise ("resume by themselves once a sign-in verifies") is kept."""
-    if not present(db, "queue_holds"):
-        return
-    for hold in in_force(db, now):
-        runtime = (hold.detail or {}).get("runtime")
-        if hold.reason == AUTH and hold.since <= now and runtime in (None, turn.runtime):
-            release(db, hold, now, by=f"a {turn.runtime} turn that authenticated", fx=fx)
-
-
-def _archived(session: Session) -> bool:
-    return session.status == Status.ARCHIVED.value
-
-
-def _facts(session: Session, result: TurnResult) -> dict[str, Any]:
-    return {"session_id": session.id, "title": session.title, "runtime": session.runtime, "error": (result.error or "")[:500]}
-
-
-def _rate_limit_attempt(db: DBSession, current: QueueHold | None, now: datetime) -> int:
-    """Consecutive rate limits double the wait: one that comes back within the hour after the
-    last one lifted, with no successful turn in between, is the next step of the same ladder."""
-    if current is not None and current.reason == RATE_LIMIT:
-        return current.attempt  # several running turns hit by the same limit count once
-    previous = db.exec(
-        select(QueueHold).where(col(QueueHold.group).is_(None), QueueHold.reason == RATE_LIMIT).order_by(col(QueueHold.id).desc())
-    ).first()
-    if previous is None or previous.released_at is None or now - previous.released_at > CONSECUTIVE_WITHIN:
-        return 1
-    succeeded = db.exec(
-        select(func.count()).select_from(Turn).where(Turn.outcome == Outcome.SUCCESS.value, col(Turn.finished_at) > previous.released_at)
-    ).one()
-    return 1 if succeeded else previous.attempt + 1
-
-
-def _rate_limited(db: DBSession, ctx: Context, session: Session, turn: Turn, result: TurnResult, step: NextStep, now: datetime, fx: Effects) -> None:
-    current = live_hold(db, None, now)
-    attempt = _rate_limit_attempt(db, current, now)
-    if result.rate_limit_reset_at is not None:
-        resumes_at = result.rate_limit_reset_at + RESET_MARGIN
-    else:
-        resumes_at = now + ladder.rate_limit_delay(attempt)
-    if current is not None and current.reason == RATE_LIMIT and current.resumes_at is not None:
-        resumes_at = max(resumes_at, current.resumes_at)
-    sentence = render("text/queue_hold_rate_limit.j2", **_facts(session, result))
-    hold = record(db, fx, group=None, reason=RATE_LIMIT, sentence=sentence, now=now, resumes_at=resumes_at, attempt=attempt, detail=_facts(session, result))
-    if _archived(session):
-        return
-    # Back to the queue with no retry spent: the failure count is left as it was.
-    _requeue(db, ctx, session, turn, hold, now, fx)
-
-
-def _auth_rejected(db: DBSession, ctx: Context, session: Session, turn: Turn, result: TurnResult, step: NextStep, now: datetime, fx: Effects) -> None:
-    sentence = render("text/queue_hold_auth.j2", **_facts(session, result))
-    hold = record(db, fx, group=None, reason=AUTH, sentence=sentence, now=now, detail=_facts(session, result))
-    if _archived(session):
-        return
-    _requeue(db, ctx, session, turn, hold, now, fx)
-
-
-def _credits_exhausted(db: DBSession, ctx: Context, session: Session, turn: Turn, result: TurnResult, step: NextStep, now: datetime, fx: Effects) -> None:
-    sentence = render("text/queue_hold_credits.j2", **_facts(session, result))
-    record(db, fx, group=None, reason=CREDITS, sentence=sentence, now=now, detail=_facts(session, result))
-    if _archived(session):
-        return
-    _end(session, Status.BLOCKED, now)
-    fx.notice("failed", session_id=session.id, error=result.error, outcome=result.outcome.value, title=session.title)
-
-
-def _retry_exhausted(db: DBSession, ctx: Context, session: Session, turn: Turn, result: TurnResult, step: NextStep, now: datetime, fx: Effects) -> None:
-    if _archived(session):
-        return
-    _end(session, Status.BLOCKED, now)
-    fx.notice("failed", session_id=session.id, error=result.error, retry_exhausted=True, title=session.title)
-    facts = {**_facts(session, result), "group": session.concurrency_group, "failures": step.failures}
-    _hold_own_queue(db, fx, session, RETRY_EXHAUSTED, render("text/queue_hold_retry_exhausted.j2", **facts), now, facts)
-
-
-def _task_failed(db: DBSession, ctx: Context, session: Session, turn: Turn, result: TurnResult, step: NextStep, now: datetime, fx: Effects) -> None:
-    if _archived(session):
-        return
-    unreachable = result.outcome is Outcome.UNREACHABLE
-    _end(session, Status.BLOCKED if unreachable else Status.FAILED, now)
-    fx.notice("failed", session_id=session.id, error=result.error, outcome=result.outcome.value, title=session.title)
-    facts = {**_facts(session, result), "group": session.concurrency_group, "unreachable": unreachable, "failures": step.failures}
-    _hold_own_queue(db, fx, session, TASK_FAILED, render("text/queue_hold_task_failed.j2", **facts), now, facts)
-
-
-def _hold_own_queue(db: DBSession, fx: Effects, session: Session, reason: str, sentence: str, now: datetime, facts: dict[str, Any]) -> None:
-    """A failed session pauses its own queue — its concurrency group — and never unrelated work:
-    a session in no group is stopped on its own and says so in its notice."""
-    if session.concurrency_group is None:
-        log.warning("session #%s stopped (%s): %s", session.id, reason, sentence)
-        return
-    record(db, fx, group=session.concurrency_group, reason=reason, sentence=sentence, now=now, detail=facts)
-
-
-def _requeue(db: DBSession, ctx: Context, session: Session, turn: Turn, hold: QueueHold, now: datetime, fx: Effects) -> None:
-    """The turn goes back to the queue, held by the queue hold like every session behind it."""
-    session.status = Status.WAITING.value
-    sentence = render("text/queue_hold_block.j2", hold=view(hold))
-    _hold(db, ctx, session, turn.prompt, turn.attachments, turn.kind, BLOCK_REASON, sentence, now, fx, retry_at=hold.resumes_at)
-
-
-def _end(session: Session, status: Status, now: datetime) -> None:
-    session.status = status.value
-    session.finished_at = now
-    session.updated_at = now

@@ -14,7 +14,9 @@ from scheduler.db import session_scope
 from scheduler.effects import Effects
 from scheduler.errors import InvalidInput, Refused
 from scheduler.models import EnqueuedMessage, Status
-from scheduler.turns import is_running, lock, recheck, submit_turn, wake_job_id
+from scheduler.queue_pass import recheck
+from scheduler.records import is_running, lock, wake_job_id
+from scheduler.turns import submit_turn
 
 DEFAULT_WAKE_PROMPT = "It is the time you asked to be woken at: continue."
 

@@ -19,12 +19,13 @@ from sqlmodel import col, func, select
 from scheduler.admission import manual_start
 from scheduler.context import Context
 from scheduler.db import session_scope
-from scheduler.effects import Effects
 from scheduler.errors import Refused
 from scheduler.fleet import read_quota
 from scheduler.models import EnqueuedMessage, Status, Turn
 from scheduler.pause import resume_paused
-from scheduler.turns import Submission, _admit, _replay, is_asleep, is_running, lock
+from scheduler.admit import admit
+from scheduler.attempt import Submission, TurnAttempt, Work
+from scheduler.records import is_asleep, is_running, lock, replay
 from templates import render
 
 
@@ -38,9 +39,9 @@ class StartNowResult:
 def start_now(ctx: Context, session_id: int, *, actor: str | None = None) -> StartNowResult:
     now = ctx.clock.now()
     reading = read_quota(ctx, now)
-    fx = Effects()
-    # A person's press: it does not wait out a rate limit or a prerequisite (seed 002).
+    # A person's press: it does not wait out a rate limit, a prerequisite or position order (seed 002).
     with manual_start(), session_scope(ctx.engine) as db:
+        work = Work(db, ctx, now, reading=reading)
         session = lock(db, session_id)
         if session.status == Status.ARCHIVED.value:
             raise Refused(f"session #{session_id} is archived; restore it before starting it")
@@ -66,15 +67,15 @@ def start_now(ctx: Context, session_id: int, *, actor: str | None = None) -> Sta
             # Before the hold: a paused session's hold is inert (the queue pass skips it), and
             # the pause's own resume replays the held turn itself — one door, the sweep's.
             shape = "paused"
-            sub = resume_paused(db, ctx, session, reading, now, fx).submission
+            sub = resume_paused(work, session).submission
         elif session.hold_reason is not None:
-            prompt, attachments, kind = _replay(session)
+            attempt = replay(session)
             session.hold_count = 0  # a person asked for it directly: the ladder starts over
             shape = "held"
-            sub = _admit(db, ctx, session, prompt, attachments, kind, reading, now, fx)
+            sub = admit(work, session, attempt)
         elif not ran_before:
             shape = "never_run"
-            sub = _admit(db, ctx, session, session.prompt or render("text/continue_nudge.j2"), session.attachments, "first", reading, now, fx)
+            sub = admit(work, session, TurnAttempt(session.prompt or render("text/continue_nudge.j2"), session.attachments, "first"))
         elif queued:
             message = db.exec(
                 select(EnqueuedMessage).where(EnqueuedMessage.session_id == session_id, col(EnqueuedMessage.delivered_at).is_(None)).order_by(col(EnqueuedMessage.id))
@@ -83,10 +84,10 @@ def start_now(ctx: Context, session_id: int, *, actor: str | None = None) -> Sta
             message.delivered_at = now
             db.add(message)
             shape = "queued_message"
-            sub = _admit(db, ctx, session, message.prompt, message.attachments, message.kind, reading, now, fx)
+            sub = admit(work, session, TurnAttempt(message.prompt, message.attachments, message.kind))
         else:
             shape = "stranded"
-            sub = _admit(db, ctx, session, render("text/continue_nudge.j2"), [], "nudge", reading, now, fx)
+            sub = admit(work, session, TurnAttempt(render("text/continue_nudge.j2"), [], "nudge"))
         sentence = render("text/start_now.j2", shape=shape, session=session, sub=sub)
-    fx.apply(ctx)
+    work.fx.apply(ctx)
     return StartNowResult(shape, sub, sentence)

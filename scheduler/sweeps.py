@@ -19,7 +19,7 @@ from sqlmodel import col
 from scheduler.context import Context
 from scheduler.db import core, session_scope
 from scheduler.models import Session, Status
-from scheduler.turns import hold_job_id
+from scheduler.records import hold_job_id
 
 log = logging.getLogger("pacer.sweeps")
 

@@ -1,46 +1,40 @@
-"""Where the scheduler's parts plug into a Context: admission checks, hooks and periodic sweeps.
+"""Where the scheduler's parts plug into a Context: alarm targets, admission checks, hooks and
+periodic sweeps.
 
 Production (`bot/runtime.py`), the tests' harness and `pacer simulate` all call `install`, so
-the same parts run everywhere. Each area adds its own lines here.
+the same parts run everywhere.
 """
 
 from __future__ import annotations
 
 from datetime import timedelta
 
+from scheduler import capacity, groups, operator_holds, outcome_holds, preemption, prerequisites, queue_holds, session_events
 from scheduler.context import Context
+from scheduler.jobs import targets
 
 # name -> interval. Each name is a target in `scheduler.jobs.targets()`.
 PERIODIC: dict[str, timedelta] = {
     "hold_sweep": timedelta(minutes=5),
-    "ceiling_sweep": timedelta(minutes=5),  # the budget ceiling and the preemption marks (P4)
-    # Holds (P7): prune, lift lost queue holds, deadlocks. A TTL and a "Resumes at" have alarms
-    # of their own; this is the net under them, on the same five minutes as the others.
+    "ceiling_sweep": timedelta(minutes=5),  # the budget ceiling and the preemption marks
+    # Prune stale operator holds, lift lost queue holds, raise deadlocks. A TTL and a "Resumes
+    # at" have alarms of their own; this is the net under them, on the same five minutes.
     "operator_hold_sweep": timedelta(minutes=5),
 }
 
 
 def install(ctx: Context) -> Context:
-    """Register every admission check and hook on `ctx` (idempotent)."""
+    """Register every alarm target, admission check and hook on `ctx` (idempotent)."""
     if ctx.installed:
         return ctx
     ctx.installed = True
-    # Session events: ao_event triggers hear every notice (scheduler/session_events.py).
-    from scheduler import session_events
-
+    if not ctx.jobs:
+        ctx.jobs = targets()
+    # Session events: ao_event triggers hear every notice.
     ctx.hooks.setdefault("*", []).append(session_events.listener(ctx))
     # Preemption: a priority start into a full fleet takes a slot off a running spot session.
-    from scheduler import preemption
-
     ctx.hooks.setdefault("before_start", []).append(preemption.before_start)
-    _install_holds(ctx)
-    return ctx
-
-
-def _install_holds(ctx: Context) -> None:
-    """Holds (P7). Order matters: the first check that says no is the reason a session shows."""
-    from scheduler import capacity, groups, operator_holds, prerequisites, queue_holds
-
+    # Order matters: the first check that says no is the reason a session shows.
     ctx.admission_checks.extend([
         operator_holds.admission_check(ctx),
         queue_holds.admission_check(ctx),
@@ -49,8 +43,9 @@ def _install_holds(ctx: Context) -> None:
         capacity.admission_check(ctx),
         capacity.deference_check(ctx),
     ])
-    # Runner outcomes that become queue holds; the others stay with turns._settle.
-    ctx.hooks.setdefault("turn_finished", []).append(queue_holds.on_turn_finished)
+    # Runner outcomes that become queue holds; the others stay with `completion.settle`.
+    ctx.hooks.setdefault("turn_finished", []).append(outcome_holds.on_turn_finished)
+    return ctx
 
 
 def run_periodic(ctx: Context, name: str) -> object:

@@ -11,6 +11,7 @@ from datetime import datetime, timedelta
 from sqlalchemy import Engine
 
 from scheduler.clock import VirtualClock
+from scheduler.jobs import targets
 from scheduler.context import Context, Runtime
 from scheduler.db import session_scope
 from scheduler.deferrer import VirtualDeferrer
@@ -51,7 +52,7 @@ def build(engine: Engine, clock: VirtualClock, *, max_sessions: int = 2, turn_mi
     deferrer = VirtualDeferrer(clock)
     workers = VirtualWorkerPool(clock, deferrer, duration=lambda _r: timedelta(minutes=turn_minutes), burn_per_min=lambda _r: burn)
     quota = SetQuota(clock)
-    ctx = Context(engine=engine, clock=clock, deferrer=deferrer, workers=workers, quota=quota,
+    ctx = Context(jobs=targets(), engine=engine, clock=clock, deferrer=deferrer, workers=workers, quota=quota,
                   runtimes={"echo": Runtime("echo", True, burn)}, rng=random.Random(seed), quota_ttl=0)
     with session_scope(engine) as db:
         change_policy(db, {"max_sessions": max_sessions}, surface="test", actor=None, now=clock.now())

@@ -192,9 +192,9 @@ def test_admission_never_exceeds_the_weighted_budget_and_never_blocks_a_fitting_
     engine, _clock, ctx, deferrer, workers = _world(max_sessions)
     admitted: list[tuple[float, float, float]] = []  # (load before, weight, budget) at each start
 
-    def watch(db, ctx_, session, decision, now, fx) -> None:
-        load, _count = occupied(db, ctx_, exclude_id=session.id)
-        admitted.append((load, session.weight, _budget(session, slots(load_policy(db), ctx_.agent_workers))))
+    def watch(work, session, decision) -> None:
+        load, _count = occupied(work.db, work.ctx, exclude_id=session.id)
+        admitted.append((load, session.weight, _budget(session, slots(load_policy(work.db), work.ctx.agent_workers))))
 
     ctx.hooks.setdefault("before_start", []).append(watch)
     minutes = {}

@@ -9,8 +9,9 @@ from datetime import timedelta
 
 from scheduler.lifecycle import recover
 from scheduler.promotion import record_human_message
+from scheduler.records import hold_job_id, wake_job_id
 from scheduler.sleep import wake_me_up_later
-from scheduler.turns import hold_job_id, submit_turn, wake_job_id
+from scheduler.turns import submit_turn
 from templates import render
 from tests.sweeping import Scene
 from tests.test_ceiling import pause_all

@@ -13,11 +13,12 @@ from scheduler.db import session_scope
 from scheduler.errors import Refused
 from scheduler.lifecycle import archive, recover
 from scheduler.models import EnqueuedMessage, Turn
+from scheduler.records import hold_job_id
 from scheduler.sessions import change_class
 from scheduler.sleep import wake_me_up_later
 from scheduler.start_now import start_now
 from scheduler.sweeps import hold_sweep
-from scheduler.turns import hold_job_id, submit_turn
+from scheduler.turns import submit_turn
 from tests.harness import build, new, row
 
 pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")
@@ -209,7 +210,7 @@ def test_archiving_a_held_session_ends_it(engine, clock, caplog) -> None:
     sid = new(ctx)
     submit_turn(ctx, sid, "x")
     archive(ctx, sid)
-    with caplog.at_level(logging.INFO, logger="pacer.turns"):
+    with caplog.at_level(logging.INFO, logger="pacer.queue_pass"):
         deferrer.advance(timedelta(hours=3))
     s = row(ctx, sid)
     assert s.status == "archived" and s.hold_reason == "at_utilization_limit"  # the history stays

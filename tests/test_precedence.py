@@ -10,7 +10,14 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from scheduler.errors import InvalidInput
-from scheduler.precedence import SLOT_GAP, above_top_spot, between, rank_key, resolve_placement, spawn_precedence
+from scheduler.precedence import (
+    SLOT_GAP,
+    above_top_spot,
+    between,
+    rank_key,
+    resolve_placement,
+    spawn_precedence,
+)
 
 
 @pytest.mark.parametrize(

@@ -18,9 +18,10 @@ from scheduler.db import make_engine, session_scope
 from scheduler.fleet import running_fleet
 from scheduler.models import HumanMessage, Session
 from scheduler.policy import ensure_policy, load_policy
+from scheduler.records import hold_job_id
 from scheduler.sessions import is_spot
 from scheduler.sleep import wake_me_up_later
-from scheduler.turns import hold_job_id, submit_turn
+from scheduler.turns import submit_turn
 from scheduler.waiting import waiting_reason
 from tests.conftest import T0
 from tests.sweeping import Scene
@@ -177,7 +178,7 @@ def test_a_victim_that_finished_with_nothing_after_it_lost_nothing_and_is_done(e
 def test_reached_needs_input_still_marked_is_slept_into_the_queue(engine, clock) -> None:
     scene, (_a, b, _c) = full_fleet(engine, clock, 5, 0, 10, lengths={1: 7})
 
-    def another_owner(db, ctx, session, turn, result, step, now, fx) -> bool:
+    def another_owner(work, session, turn, result, step) -> bool:
         if session.id == b:
             session.status = "needs_input"  # someone else took charge: the sleep never happened
             return True
@@ -307,7 +308,8 @@ class Ledger:
         self.scene = scene
         self.unmatched: set[int] = set()  # priority sessions whose current turn found no victim
 
-    def __call__(self, db, ctx, session, decision, now, fx) -> None:
+    def __call__(self, work, session, decision) -> None:
+        db, ctx, now = work.db, work.ctx, work.now
         policy = load_policy(db)
         if is_spot(session, policy) or not ctx.runtime(session.runtime).spends_quota:
             return

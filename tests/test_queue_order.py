@@ -14,8 +14,8 @@ import threading
 
 import pytest
 
-from scheduler import ceiling, turns
-
+from scheduler import ceiling
+from scheduler.queue_pass import queue_pass
 from scheduler.start_now import start_now
 from scheduler.turns import submit_turn
 from tests.sweeping import Scene
@@ -139,7 +139,7 @@ def test_the_sweep_leaves_alone_a_session_a_pass_resumed_meanwhile(any_engine, c
 
     def then_a_turn_ends_elsewhere(db, policy, limit):
         found = listed(db, policy, limit)
-        other = threading.Thread(target=lambda: turns.pump(scene.ctx))
+        other = threading.Thread(target=lambda: queue_pass(scene.ctx))
         other.start()
         other.join()
         return found

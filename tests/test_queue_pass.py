@@ -9,11 +9,14 @@ from datetime import timedelta
 import pytest
 from sqlalchemy import event, text
 
-from scheduler import admission, turns, wiring
+from scheduler import admission, wiring
+from scheduler import queue_pass as queue_pass_module
 from scheduler.db import session_scope
 from scheduler.operator_holds import REASON, place_hold
 from scheduler.policy import change_policy, load_policy
-from scheduler.turns import hold_job_id, recheck, submit_turn
+from scheduler.queue_pass import recheck
+from scheduler.records import hold_job_id
+from scheduler.turns import submit_turn
 from tests.harness import build, new, row
 
 pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")
@@ -109,13 +112,13 @@ def test_an_alarm_refused_then_admitted_within_one_pass_starts_the_tracked_row(e
     sid = new(ctx, genesis="schedule")
     assert submit_turn(ctx, sid, "x").outcome == "held"
     clock.set(row(ctx, sid).hold_retry_at)
-    checks = turns._blocked
+    checks = queue_pass_module.blocked
 
     def refresh_lands_here(*args):
         burn.high = False
         return checks(*args)
 
-    monkeypatch.setattr(turns, "_blocked", refresh_lands_here)
+    monkeypatch.setattr(queue_pass_module, "blocked", refresh_lands_here)
     assert recheck(ctx, sid) == [sid]
     assert row(ctx, sid).status == "running" and row(ctx, sid).hold_reason is None
     assert deferrer.next_run(hold_job_id(sid)) is None  # a started turn needs no alarm

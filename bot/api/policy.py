@@ -28,7 +28,7 @@ from scheduler.fleet import read_quota
 from scheduler.gate_card import build_card
 from scheduler.models import OperatorHold, Policy, QueueHold, Session, Status
 from scheduler.policy import audit_log, change_policy, ensure_policy
-from scheduler.turns import kick
+from scheduler.queue_pass import kick
 from scheduler.waiting import waiting_reason
 
 router = APIRouter(route_class=GuardedRoute, tags=["policy"])

@@ -15,13 +15,13 @@ from sqlmodel import Session as DBSession
 from sqlmodel import col, select
 
 from bot.api.guard import ApiError
+from scheduler.attempt import Submission
 from scheduler.context import Context
 from scheduler.explain import explain
 from scheduler.models import EnqueuedMessage, Session
 from scheduler.policy import PolicyView
 from scheduler.sessions import class_of
 from scheduler.start_now import StartNowResult
-from scheduler.turns import Submission
 from scheduler.waiting import Mechanism, waiting_reason
 from templates import render
 

@@ -14,7 +14,7 @@ from sqlmodel import col, select
 
 from scheduler.db import session_scope
 from scheduler.models import EnqueuedMessage, Session, Status, Turn
-from scheduler.turns import hold_job_id
+from scheduler.records import hold_job_id
 
 if TYPE_CHECKING:
     from bot.simulate.engine import Simulation

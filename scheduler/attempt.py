@@ -1,0 +1,70 @@
+"""The values the turn engine passes around: a turn attempt, the unit of work it is decided in,
+a block an admission check raises, and the answer a door gives.
+
+    attempt = TurnAttempt(prompt, attachments, kind)        # what is asked to run
+    work = Work(db, ctx, now, fx, reading)                  # one transaction deciding it
+    submission = admit(work, session, attempt)              # started | held | queued | refused
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+from sqlmodel import Session as DBSession
+
+from scheduler.context import Context
+from scheduler.effects import Effects
+from scheduler.gate import Decision
+from scheduler.ports import QuotaReading
+
+PASS_THROUGH = frozenset({"clone_only", "monitoring"})  # spend nothing: never gated
+TURN_KINDS = frozenset(
+    {"first", "follow_up", "wake", "poll", "restart", "nudge", "recovery", "resume", "human"} | PASS_THROUGH
+)
+
+
+@dataclass(frozen=True)
+class TurnAttempt:
+    """One prompt asked to run on a session: what a hold keeps, and what a start dispatches."""
+
+    prompt: str | None
+    attachments: Sequence[Mapping[str, Any]] = ()
+    kind: str = "first"
+
+
+@dataclass
+class Work:
+    """One transaction of the turn engine: the open database session, the context, the instant
+    it decides at (read once), the quota reading it decides on, and the effects it applies after
+    commit."""
+
+    db: DBSession
+    ctx: Context
+    now: datetime
+    fx: Effects = field(default_factory=Effects)
+    reading: QuotaReading | None = None
+
+
+@dataclass(frozen=True)
+class Block:
+    """An admission check beyond the gate said no (an operator hold, a queue hold, a busy
+    concurrency group, a prerequisite). `retry_at` None means: the ladder decides."""
+
+    reason: str
+    sentence: str
+    retry_at: datetime | None = None
+    skip_only: bool = True  # True: later candidates may still run (no head-of-line blocking)
+
+
+@dataclass(frozen=True)
+class Submission:
+    outcome: str  # started | held | queued | refused
+    session_id: int
+    turn_id: int | None = None
+    reason: str | None = None
+    sentence: str = ""
+    retry_at: datetime | None = None
+    decision: Decision | None = None

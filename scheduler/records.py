@@ -1,0 +1,209 @@
+"""The session row as the turn engine writes it: the hold record, the start of a turn, and the
+reads every door makes (seed 001, "What hold does", "Consecutive holds back off").
+
+The session row is the durable truth: the hold record carries the refused prompt and its
+attachments, and the alarm (`recheck:<id>`) is only the clock that asks again.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+from sqlalchemy import bindparam, inspect, update
+from sqlalchemy import select as sa_select
+from sqlmodel import Session as DBSession
+from sqlmodel import col, select
+
+from scheduler import ladder
+from scheduler.admission import wrote
+from scheduler.attempt import Block, Submission, TurnAttempt, Work
+from scheduler.db import core
+from scheduler.errors import NotFound
+from scheduler.gate import Decision
+from scheduler.models import SESSIONS, EnqueuedMessage, Session, Status, Turn
+from scheduler.ports import TurnRequest
+from templates import render
+
+
+def hold_job_id(session_id: int) -> str:
+    return f"recheck:{session_id}"
+
+
+def wake_job_id(session_id: int) -> str:
+    return f"wake:{session_id}"
+
+
+def lock(db: DBSession, session_id: int) -> Session:
+    row = db.get(Session, session_id, with_for_update=True)
+    if row is None:
+        raise NotFound(f"session #{session_id} does not exist")
+    return row
+
+
+_ROW = sa_select(*SESSIONS.c).where(SESSIONS.c.id == bindparam("id")).with_for_update()
+
+
+def peek(db: DBSession, session_id: int) -> Session | None:
+    """The session's row, locked like `lock` but read as a detached, read-only copy: no ORM
+    identity, no change tracking. A held session's re-check reads it, and when the gate still
+    refuses, `hold` writes the next rung back as one UPDATE — about a third of what loading,
+    tracking and flushing the row through the ORM costs, on the path every held session takes
+    every ten to sixty minutes. Anything that would change the session in other ways reads it
+    with `lock`."""
+    row = core(db, _ROW, {"id": session_id}).first()
+    return Session.model_construct(**row._mapping) if row is not None else None
+
+
+def is_peeked(session: Session) -> bool:
+    return inspect(session, raiseerr=False) is None
+
+
+_HOLD_UPDATES: dict[tuple[str, ...], Any] = {}
+
+
+def _hold_update(columns: tuple[str, ...]) -> Any:
+    """UPDATE sessions SET <columns> for one row, built once per set of columns."""
+    stmt = _HOLD_UPDATES.get(columns)
+    if stmt is None:
+        stmt = _HOLD_UPDATES[columns] = (
+            update(SESSIONS).where(SESSIONS.c.id == bindparam("row_id")).values({c: bindparam(f"v_{c}") for c in columns})
+        )
+    return stmt
+
+
+_RUNNING_TURN = sa_select(col(Turn.id)).where(col(Turn.session_id) == bindparam("sid"), col(Turn.status) == "running").limit(1)
+
+
+_NEXT_QUEUED = (
+    sa_select(col(EnqueuedMessage.id))
+    .where(col(EnqueuedMessage.session_id) == bindparam("sid"), col(EnqueuedMessage.delivered_at).is_(None))
+    .order_by(col(EnqueuedMessage.id))
+    .limit(1)
+)
+
+
+def is_running(db: DBSession, session_id: int) -> bool:
+    """Whether a worker is executing a turn of this session now (one indexed read, no ORM row)."""
+    return core(db, _RUNNING_TURN, {"sid": session_id}).first() is not None
+
+
+def running_turn(db: DBSession, session_id: int) -> Turn | None:
+    stmt = select(Turn).where(Turn.session_id == session_id, Turn.status == "running")
+    return db.exec(stmt).first()
+
+
+def existing_attachments(attachments: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """A repair path must not do more damage than it repairs: a descriptor whose file has
+    vanished is dropped, and the turn comes back short an attachment rather than not at all."""
+    kept = []
+    for item in attachments:
+        path = item.get("path")
+        if path is None or Path(str(path)).exists():
+            kept.append({str(k): v for k, v in item.items()})
+    return kept
+
+
+def clear_hold(session: Session) -> None:
+    """Clearing the record resets the ladder: the next outage starts again at ten minutes."""
+    session.hold_reason = None
+    session.hold_count = 0
+    session.hold_at = None
+    session.hold_retry_at = None
+    session.hold_sentence = None
+    session.hold_prompt = None
+    session.hold_attachments = []
+    session.hold_turn_kind = None
+
+
+def clear_pause(session: Session) -> None:
+    session.pause_reason = None
+    session.pause_at = None
+    session.pause_detail = None
+    session.paused_by = None
+    session.pause_resume_prompt = None
+    session.pending_sleep = False
+
+
+def is_asleep(session: Session, now: datetime) -> bool:
+    """A wall-clock pause not yet reached: every automatic start path declines it."""
+    return session.wake_at is not None and session.wake_at > now
+
+
+def start(work: Work, session: Session, attempt: TurnAttempt) -> Turn:
+    """Start the turn: the session runs it, its hold and any pause are cleared, and the worker
+    gets it once the transaction commits."""
+    db, now, fx = work.db, work.now, work.fx
+    attachments = attempt.attachments
+    turn = Turn(
+        session_id=session.id or 0, kind=attempt.kind, prompt=attempt.prompt or "", attachments=[dict(a) for a in attachments],
+        status="running", runtime=session.runtime, created_at=now, started_at=now,
+    )
+    db.add(turn)
+    db.info.pop("pacer.admission", None)  # what admission checks read per pass has changed
+    clear_hold(session)
+    if session.pause_reason is not None:
+        clear_pause(session)
+    session.park_reason = None
+    session.park_at = None
+    if attempt.kind == "wake":
+        session.wake_at = None
+        session.wake_prompt = None
+    session.status = Status.RUNNING.value
+    session.started_at = session.started_at or now
+    session.updated_at = now
+    db.add(session)
+    db.flush()
+    fx.dispatch.append(
+        TurnRequest(
+            session_id=session.id or 0, turn_id=turn.id or 0, prompt=attempt.prompt or "", attachments=tuple(attachments),
+            agent_session_id=session.agent_session_id, workdir=session.workdir, runtime=session.runtime,
+        )
+    )
+    fx.cancel(hold_job_id(session.id or 0))  # one turn, one alarm: a started turn needs none
+    fx.notice("started", session_id=session.id, turn_id=turn.id, kind=attempt.kind, title=session.title)
+    return turn
+
+
+def hold(work: Work, session: Session, attempt: TurnAttempt, block: Block, decision: Decision | None = None) -> Submission:
+    """Hold the turn: its prompt and attachments go on the row, and the alarm asks again at the
+    block's own time or the ladder's next rung."""
+    db, now, fx = work.db, work.now, work.fx
+    reason, sentence = block.reason, block.sentence
+    new = session.hold_reason != reason
+    count = session.hold_count + 1
+    due = block.retry_at or now + ladder.next_delay(reason, count) + ladder.jitter(work.ctx.rng)
+    record: dict[str, Any] = {
+        "hold_reason": reason, "hold_count": count, "hold_at": now, "hold_retry_at": due,
+        "hold_sentence": sentence, "hold_prompt": attempt.prompt, "hold_attachments": [dict(a) for a in attempt.attachments],
+        "hold_turn_kind": attempt.kind, "updated_at": now,
+    }
+    if session.status != Status.ARCHIVED.value:
+        record["status"] = Status.WAITING.value  # dormant, not needs_input: nobody has to act
+    if is_peeked(session):  # a re-check's read-only copy: the record goes back as one UPDATE
+        core(db, _hold_update(tuple(record)), {"row_id": session.id, **{f"v_{k}": v for k, v in record.items()}})
+        wrote(db, Session)
+    else:
+        for name, value in record.items():
+            setattr(session, name, value)
+        db.add(session)
+        db.flush()
+    fx.alarm(hold_job_id(session.id or 0), due, "recheck", session.id)
+    if new:  # a hold announces itself once; a change of reason counts as new
+        fx.notice("held", session_id=session.id, reason=reason, sentence=sentence, retry_at=due, title=session.title)
+    return Submission("held", session.id or 0, reason=reason, sentence=sentence, retry_at=due, decision=decision)
+
+
+def replay(session: Session) -> TurnAttempt:
+    """The held turn, as its re-check asks it again."""
+    if session.hold_prompt is None:  # a hold recorded without its prompt comes back on a recovery nudge
+        return TurnAttempt(render("text/recovery_nudge.j2", session=session), [], "recovery")
+    return TurnAttempt(session.hold_prompt, existing_attachments(session.hold_attachments or []), session.hold_turn_kind or "first")
+
+
+def next_queued_id(db: DBSession, session_id: int) -> int | None:
+    """The first undelivered message in the session's durable queue (most turns end with none)."""
+    found = core(db, _NEXT_QUEUED, {"sid": session_id}).scalar()
+    return int(found) if found is not None else None
