@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from scheduler.bounds import MAX_SESSIONS
 from scheduler.errors import ConfigError
 
 SECRET_NAMES = frozenset(
@@ -47,14 +48,16 @@ def _secret(name: str, raw: str) -> str:
     return raw
 
 
-def _int_at_least(minimum: int) -> Callable[[str, str], int]:
+def _int_at_least(minimum: int, maximum: int | None = None) -> Callable[[str, str], int]:
+    rule = f"a whole number >= {minimum}" if maximum is None else f"a whole number from {minimum} to {maximum}"
+
     def parse(name: str, raw: str) -> int:
         try:
             value = int(raw)
         except ValueError:
-            raise ConfigError(f"{name}={raw!r}: must be a whole number >= {minimum}") from None
-        if value < minimum:
-            raise ConfigError(f"{name}={raw!r}: must be a whole number >= {minimum}")
+            raise ConfigError(f"{name}={raw!r}: must be {rule}") from None
+        if value < minimum or (maximum is not None and value > maximum):
+            raise ConfigError(f"{name}={raw!r}: must be {rule}")
         return value
 
     return parse
@@ -153,7 +156,7 @@ VARIABLES: tuple[Variable, ...] = (
     Variable("PACER_API_TOKEN", None, "Bearer token for /api/v1 (unset: the API answers 401 to everyone)", _secret),
     Variable("PACER_LOG_LEVEL", "INFO", "Log level", _log_level),
     Variable("PACER_ACCESS_LOG", "false", "Log every HTTP request (uvicorn's access log); off by default, it costs CPU under a burst", _bool),
-    Variable("PACER_MAX_SESSIONS", "10", "Max sessions at once (slots); priority never waits on it", _int_at_least(1)),
+    Variable("PACER_MAX_SESSIONS", "10", "Max sessions at once (slots); priority never waits on it", _int_at_least(1, MAX_SESSIONS)),
     Variable("PACER_AGENT_WORKERS", "12", "Worker threads executing turns; the effective slot ceiling is min(max sessions, workers)", _int_at_least(1)),
     Variable("PACER_GATING", "true", "Spot gating on/off (initial policy; later changes are audited in the database)", _bool),
     Variable("PACER_RESERVE_5H_PCT", "20", "Priority reserve of the 5-hour window, percent", _percent),

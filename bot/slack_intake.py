@@ -56,8 +56,9 @@ def slack_message(pacer: Any, event: Mapping[str, Any]) -> int | SenderNotice | 
     if not user or not channel or not text:
         return None
     if len(text) > pacer.settings.max_prompt_chars:
+        # Never silently: its event id is recorded, so a retry will not bring it back.
         log.warning("slack: a %d-character message from %s is over PACER_MAX_PROMPT_CHARS; ignored", len(text), user)
-        return None
+        return SenderNotice(render("slack/message_too_long.j2", chars=len(text), limit=pacer.settings.max_prompt_chars))
     replied_to = event.get("thread_ts")
     if replied_to and replied_to != event.get("ts"):
         with session_scope(ctx.engine) as db:

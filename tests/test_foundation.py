@@ -34,8 +34,9 @@ def test_defaults_are_the_embedded_ones() -> None:
 @pytest.mark.parametrize(
     ("env", "message"),
     [
-        ({"PACER_MAX_SESSIONS": "-1"}, "PACER_MAX_SESSIONS='-1': must be a whole number >= 1"),
-        ({"PACER_MAX_SESSIONS": "ten"}, "PACER_MAX_SESSIONS='ten': must be a whole number >= 1"),
+        ({"PACER_MAX_SESSIONS": "-1"}, "PACER_MAX_SESSIONS='-1': must be a whole number from 1 to 10000"),
+        ({"PACER_MAX_SESSIONS": "ten"}, "PACER_MAX_SESSIONS='ten': must be a whole number from 1 to 10000"),
+        ({"PACER_MAX_SESSIONS": str(2**63)}, f"PACER_MAX_SESSIONS='{2**63}': must be a whole number from 1 to 10000"),
         ({"PACER_PORT": "70000"}, "PACER_PORT='70000': must be a TCP port"),
         ({"PACER_GATING": "maybe"}, "PACER_GATING='maybe': must be one of true/false"),
         ({"PACER_RESERVE_5H_PCT": "120"}, "PACER_RESERVE_5H_PCT='120': must be a percentage"),
@@ -112,7 +113,7 @@ def test_every_subcommand_explains_itself(sub: str) -> None:
 def test_invalid_setting_exits_nonzero_with_one_line(tmp_path: Path) -> None:
     out = _cli("config", env={"PACER_MAX_SESSIONS": "-1"}, cwd=tmp_path)
     assert out.returncode == 2
-    assert out.stderr.strip().splitlines() == ["pacer: configuration error: PACER_MAX_SESSIONS='-1': must be a whole number >= 1"]
+    assert out.stderr.strip().splitlines() == ["pacer: configuration error: PACER_MAX_SESSIONS='-1': must be a whole number from 1 to 10000"]
 
 
 def _free_port() -> int:

@@ -115,3 +115,14 @@ def test_a_message_from_off_the_roster_in_a_trigger_channel_starts_nothing_and_o
         slack.settle()
     [session] = _sessions(engine)
     assert (session.requester, session.genesis) == ("UMEM", "slack")
+
+
+def test_a_message_over_the_prompt_limit_starts_nothing_and_its_sender_is_told(engine, clock, deferrer, mock) -> None:
+    with serving(engine, clock, deferrer, mock, PACER_MAX_PROMPT_CHARS="50") as slack:
+        slack.event(_msg(text="x" * 51), event_id="Ev1")
+        slack.settle()
+        slack.event(_msg(text="x" * 51), event_id="Ev1")  # Slack's retry of it: recorded, not run twice
+        slack.settle()
+    assert _sessions(engine) == []
+    [told] = mock.calls_to("chat.postMessage")
+    assert told.body["channel"] == "D0DM" and told.body["text"] == render("slack/message_too_long.j2", chars=51, limit=50)
