@@ -63,21 +63,24 @@ def render_trigger_prompt(trigger: Trigger, facts: Mapping[str, Any]) -> str:
         ) from None
 
 
-def fire(
-    ctx: Context,
-    trigger_id: int,
-    *,
-    genesis: str,
-    facts: Mapping[str, Any],
-    title: str | None = None,
-    requester: str | None = None,
-    source: Mapping[str, Any] | None = None,
-    by_hand: bool = False,
-) -> Fired:
-    """Create the trigger's session from `facts` and submit its first turn.
+@dataclass(frozen=True)
+class TriggerEvent:
+    """What fired a trigger: its genesis, the facts its template reads, and what the session
+    records about where it came from."""
+
+    genesis: str
+    facts: Mapping[str, Any]
+    title: str | None = None
+    requester: str | None = None
+    source: Mapping[str, Any] | None = None
+
+
+def fire(ctx: Context, trigger_id: int, event: TriggerEvent, *, by_hand: bool = False) -> Fired:
+    """Create the trigger's session from the event's facts and submit its first turn.
 
     A disabled trigger fires only by hand (`by_hand`): its events stop, its Invoke does not.
     """
+    genesis, facts, title, requester, source = event.genesis, event.facts, event.title, event.requester, event.source
     now = ctx.clock.now()
     with session_scope(ctx.engine) as db:
         trigger = get_trigger(db, trigger_id)
@@ -136,7 +139,7 @@ def schedule_fire(ctx: Context, trigger_id: int) -> int | None:
             return None
         facts = schedule_facts(trigger, now)
     try:
-        fired = fire(ctx, trigger_id, genesis="schedule", facts=facts, source={"kind": "schedule", "fired_at": now.isoformat()})
+        fired = fire(ctx, trigger_id, TriggerEvent("schedule", facts, source={"kind": "schedule", "fired_at": now.isoformat()}))
     except (InvalidInput, Refused) as exc:
         log.warning("schedule for trigger #%s did not fire: %s", trigger_id, exc)
         return None

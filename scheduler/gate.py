@@ -167,16 +167,19 @@ def pace_unneeded(
     return frozenset(unneeded)
 
 
-def _figures(
-    w: WindowState,
-    *,
-    reserve_pct: float,
-    fleet_burn: float,
-    own_burn: float,
-    pace_waived: bool,
-    now: datetime,
-    pace_unneeded: bool = False,
-) -> WindowFigures:
+@dataclass(frozen=True)
+class _Asked:
+    """What one window's figures are computed against: the burns in $/min, and whether the
+    pace is waived (the idle fleet) or not needed (the session spends nothing there)."""
+
+    fleet_burn: float
+    own_burn: float
+    pace_waived: bool
+    pace_unneeded: bool = False
+
+
+def _figures(w: WindowState, reserve_pct: float, asked: _Asked, now: datetime) -> WindowFigures:
+    fleet_burn, own_burn, pace_waived, pace_unneeded = asked.fleet_burn, asked.own_burn, asked.pace_waived, asked.pace_unneeded
     reserved = w.capacity * reserve_pct / 100.0
     spot_budget = w.capacity - reserved
     spot_left = spot_budget - w.spent
@@ -239,15 +242,7 @@ def evaluate(
     reserves = {w.name: min(snapshot.policy.reserve_pct(w.name) + reserve_margin_pct, 100.0) for w in live}
     unneeded = pace_unneeded(live, {w.name: snapshot.policy.reserve_pct(w.name) for w in live}, now, margin_pct=reserve_margin_pct)
     figures = tuple(
-        _figures(
-            w,
-            reserve_pct=reserves[w.name],
-            fleet_burn=fleet_burn,
-            own_burn=own_burn,
-            pace_waived=waiver,
-            now=now,
-            pace_unneeded=w.name in unneeded,
-        )
+        _figures(w, reserves[w.name], _Asked(fleet_burn, own_burn, waiver, w.name in unneeded), now)
         for w in live
     )
     running = len(quota_fleet) if asking.already_running else len(others)

@@ -21,7 +21,6 @@ import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import Any
 
 from sqlalchemy import or_
 from sqlmodel import Session as DBSession
@@ -36,8 +35,7 @@ from scheduler.errors import Forbidden, InvalidInput, NotFound, Refused
 from scheduler.genesis import Genesis, SchedulingClass
 from scheduler.models import ACTIVE_STATUSES, OperatorHold, Prerequisite, Session, Status, Trigger
 from scheduler.policy import PolicyView, load_policy
-from scheduler.prerequisites import reconcile, repository_of, target_sessions, waits_on
-from scheduler.queue_holds import lift_expired
+from scheduler.prerequisites import repository_of, target_sessions, waits_on
 from scheduler.sessions import class_of
 from templates import render
 
@@ -175,7 +173,7 @@ def place_hold(
         db.flush()
         if hold.expires_at is not None:
             fx.alarm(expiry_job_id(hold.id or 0), hold.expires_at, "operator_hold_expired", hold.id)
-        _notice_deadlocks(ctx, db, [hold], now, fx)
+        notice_deadlocks(ctx, db, [hold], now, fx)
         fx.notice("operator_hold", hold_id=hold.id, armer=hold.armer, selector_kind=kind, selector_value=value)
     fx.apply(ctx)
     log.warning("operator hold %s placed by %s on %s %s", hold.id, hold.armer, kind, value)
@@ -341,24 +339,6 @@ def prune(ctx: Context) -> list[int]:
     return pruned
 
 
-def sweep(ctx: Context) -> dict[str, Any]:
-    """The periodic sweep: prune stale holds, lift queue holds whose time passed, report a queue
-    waiting on prerequisites, and raise any hold deadlock not yet raised."""
-    with session_scope(ctx.engine) as db:  # most passes find every hold store empty: one read
-        stores = [key for key in ("operator_holds", "queue_holds", "prerequisite_sessions") if present(db, key)]
-    if not stores:
-        return {"pruned": [], "queue_holds_lifted": [], "deadlocks": []}
-    pruned = prune(ctx)
-    lifted = lift_expired(ctx)
-    reconcile(ctx)  # a queue that came to wait on prerequisites without a kick says so here
-    now = ctx.clock.now()
-    fx = Effects()
-    with session_scope(ctx.engine) as db:
-        raised = _notice_deadlocks(ctx, db, live_holds(db, now), now, fx)
-    fx.apply(ctx)
-    return {"pruned": pruned, "queue_holds_lifted": lifted, "deadlocks": raised}
-
-
 @dataclass(frozen=True)
 class Deadlock:
     hold_id: int
@@ -392,7 +372,7 @@ def deadlocks(db: DBSession, holds: Sequence[OperatorHold], now: datetime) -> li
     return found
 
 
-def _notice_deadlocks(ctx: Context, db: DBSession, holds: Sequence[OperatorHold], now: datetime, fx: Effects) -> list[Deadlock]:
+def notice_deadlocks(ctx: Context, db: DBSession, holds: Sequence[OperatorHold], now: datetime, fx: Effects) -> list[Deadlock]:
     noticed: set[tuple[int, int, int]] = ctx.__dict__.setdefault("_hold_deadlocks_noticed", set())
     raised = []
     for pair in deadlocks(db, holds, now):

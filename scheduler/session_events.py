@@ -26,7 +26,7 @@ from scheduler.admission import kept
 from scheduler.context import Context
 from scheduler.db import session_scope
 from scheduler.errors import InvalidInput, Refused
-from scheduler.firing import Fired, fire
+from scheduler.firing import Fired, TriggerEvent, fire
 from scheduler.models import Session, Status, Trigger, Turn
 from scheduler.policy import load_policy
 from scheduler.sessions import class_of
@@ -161,11 +161,9 @@ def session_event(ctx: Context, session_id: int, new_status: str) -> list[Fired]
     for trigger_id in due:
         try:
             fired.append(
-                fire(
-                    ctx, trigger_id, genesis="ao_event", facts=facts,
-                    source={"kind": "ao_event", "watched_session_id": session_id, "watched_status": new_status,
-                            "ao_chain": [*chain, trigger_id]},
-                )
+                fire(ctx, trigger_id, TriggerEvent("ao_event", facts, source={
+                    "kind": "ao_event", "watched_session_id": session_id, "watched_status": new_status, "ao_chain": [*chain, trigger_id],
+                }))
             )
         except (InvalidInput, Refused) as exc:  # one bad trigger does not stop the others
             log.warning("ao_event trigger #%s did not fire on session #%s %s: %s", trigger_id, session_id, new_status, exc)

@@ -14,7 +14,7 @@ from bot import triggers as store
 from bot.trigger_spec import check_spec
 from scheduler import wiring
 from scheduler.db import session_scope
-from scheduler.firing import fire
+from scheduler.firing import TriggerEvent, fire
 from scheduler.lifecycle import archive
 from scheduler.models import Session, Trigger
 from scheduler.ports import Outcome
@@ -83,7 +83,7 @@ def test_a_filter_on_the_watched_sessions_trigger_fires_when_its_sessions_fail(e
     with session_scope(engine) as db:
         source_trigger = store.create_trigger(db, intake_spec, now=clock.now()).trigger.id
     tid = trigger(ctx, "triage", {"filter": {"trigger": "issue-intake"}, "states": ["failed", "blocked"]})
-    failing = fire(ctx, source_trigger, genesis="github_label", facts={"title": "broken build"}).session_id
+    failing = fire(ctx, source_trigger, TriggerEvent("github_label", {"title": "broken build"})).session_id
     other = start(ctx, "unrelated")
     deferrer.advance(timedelta(minutes=11))
     assert row(ctx, failing).status == "failed" and row(ctx, other).status == "failed"

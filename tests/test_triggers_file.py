@@ -13,7 +13,7 @@ from bot import triggers_file
 from bot.runtime import Pacer
 from scheduler.db import session_scope
 from scheduler.errors import ConfigError
-from scheduler.firing import fire
+from scheduler.firing import TriggerEvent, fire
 from scheduler.models import Session, Trigger
 from tests.api_client import settings_for
 from tests.harness import build
@@ -59,7 +59,7 @@ cron = "*/30 * * * *"
 '''
     triggers_file.load(ctx, write(tmp_path, body.format(cls="spot")))
     tid = triggers(ctx)["sweeps"].id
-    sids = [fire(ctx, tid, genesis="schedule", facts={"fired_at": f"t{i}"}).session_id for i in range(2)]
+    sids = [fire(ctx, tid, TriggerEvent("schedule", {"fired_at": f"t{i}"})).session_id for i in range(2)]
     loaded = triggers_file.load(ctx, write(tmp_path, body.format(cls="priority")))
     assert loaded.updated == ["sweeps"] and loaded.reclassified == {"sweeps": 2}
     deferrer.advance(timedelta(0))

@@ -31,7 +31,7 @@ from bot.api.views import context, session_detail, submission_out
 from bot.trigger_spec import KINDS, check_spec
 from scheduler.db import session_scope
 from scheduler.errors import InvalidInput
-from scheduler.firing import fire
+from scheduler.firing import TriggerEvent, fire
 from scheduler.models import Trigger
 from scheduler.policy import load_policy
 from scheduler.sessions import get_session, get_trigger
@@ -109,10 +109,8 @@ def delete(trigger_id: TriggerId, request: Request, who: CallerDep) -> dict[str,
 def invoke(trigger_id: TriggerId, request: Request, who: CallerDep, body: TriggerInvoke | None = None) -> dict[str, Any]:
     ctx = context(request)
     body = body or TriggerInvoke(title=None)
-    fired = fire(
-        ctx, trigger_id, genesis="api", facts=body.context, title=body.title, requester=who.actor,
-        source={"kind": "invoke", "caller": who.name}, by_hand=True,
-    )
+    event = TriggerEvent("api", body.context, title=body.title, requester=who.actor, source={"kind": "invoke", "caller": who.name})
+    fired = fire(ctx, trigger_id, event, by_hand=True)
     now = ctx.clock.now()
     with session_scope(ctx.engine) as db:
         detail = session_detail(db, get_session(db, fired.session_id), load_policy(db), now)

@@ -1,0 +1,35 @@
+"""The holds' periodic sweep: prune stale operator holds, lift queue holds whose time passed,
+report a queue waiting on prerequisites, and raise any hold deadlock not yet raised (seed 000,
+"stale pruning"; seed 002, "Prerequisite"). A TTL and a "Resumes at" have alarms of their own;
+this is the net under them.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from scheduler.admission import present
+from scheduler.context import Context
+from scheduler.db import session_scope
+from scheduler.effects import Effects
+from scheduler.operator_holds import live_holds, notice_deadlocks, prune
+from scheduler.prerequisites import reconcile
+from scheduler.queue_holds import lift_expired
+
+
+def sweep(ctx: Context) -> dict[str, Any]:
+    """The periodic sweep: prune stale holds, lift queue holds whose time passed, report a queue
+    waiting on prerequisites, and raise any hold deadlock not yet raised."""
+    with session_scope(ctx.engine) as db:  # most passes find every hold store empty: one read
+        stores = [key for key in ("operator_holds", "queue_holds", "prerequisite_sessions") if present(db, key)]
+    if not stores:
+        return {"pruned": [], "queue_holds_lifted": [], "deadlocks": []}
+    pruned = prune(ctx)
+    lifted = lift_expired(ctx)
+    reconcile(ctx)  # a queue that came to wait on prerequisites without a kick says so here
+    now = ctx.clock.now()
+    fx = Effects()
+    with session_scope(ctx.engine) as db:
+        raised = notice_deadlocks(ctx, db, live_holds(db, now), now, fx)
+    fx.apply(ctx)
+    return {"pruned": pruned, "queue_holds_lifted": lifted, "deadlocks": raised}
