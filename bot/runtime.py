@@ -62,8 +62,7 @@ def build(
     workers: WorkerPool | None = None,
     migrate: bool = True,
 ) -> Pacer:
-    from integrations.quota import build_quota_source
-    from integrations.runners import build_pool, runtimes_from_settings
+    from bot.adapters import build_pool, build_quota_source, runtimes_from_settings
     from scheduler import wiring
 
     engine = dbmod.make_engine(settings.database_url)
@@ -100,12 +99,12 @@ def build(
 
 def refresh_burn(ctx: Context, settings: Settings) -> None:
     """Burn rates from the turn history; the configured echo rate until there is history."""
+    from bot.adapters import fallback_burn
     from integrations.quota.history import load_burn_table
-    from scheduler.burn import fallback_rates
 
     try:
         with dbmod.session_scope(ctx.engine) as db:
-            ctx.burn = load_burn_table(db, fallback_rates(echo_cost_usd=settings.echo_cost_usd, echo_seconds=settings.echo_seconds))
+            ctx.burn = load_burn_table(db, fallback_burn(settings))
     except Exception:
         log.exception("burn rates could not be read; keeping the previous table")
 

@@ -18,8 +18,8 @@ import pytest
 from sqlalchemy import Engine
 from sqlmodel import select
 
+from bot.adapters import build_quota_source
 from bot.settings import load
-from integrations.quota import build_quota_source
 from integrations.quota.ledger import LedgerSource, window_bounds
 from integrations.quota.pool_source import PoolSource
 from scheduler import db as dbmod

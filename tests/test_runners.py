@@ -14,8 +14,8 @@ from pathlib import Path
 
 import pytest
 
+from bot.adapters import WITHHELD_FROM_AGENTS, build_pool, build_runner, runtimes_from_settings
 from bot.settings import load
-from integrations.runners import build_pool, build_runner, runtimes_from_settings
 from integrations.runners.command import CommandRunner, build_argv, split_template
 from integrations.runners.echo import EchoRunner
 from integrations.runners.outcomes import AgentReport, classify, parse_report, parse_reset
@@ -58,7 +58,7 @@ def is_alive(pid: int) -> bool:
 
 
 def command_runner(tmp_path: Path, **kw: object) -> CommandRunner:
-    options: dict[str, object] = {"env": {"PATH": "/usr/bin:/bin"}, "clock": VirtualClock(T0)}
+    options: dict[str, object] = {"env": {"PATH": "/usr/bin:/bin"}, "clock": VirtualClock(T0), "withheld": WITHHELD_FROM_AGENTS}
     options.update(kw)
     template = str(options.pop("template", FAKE_TEMPLATE))
     timeout = float(options.pop("timeout_s", 30))  # type: ignore[arg-type]
@@ -170,13 +170,13 @@ def test_a_template_without_prompt_sends_it_on_stdin(tmp_path: Path) -> None:
 )
 def test_bad_templates_stop_start_up_with_the_setting_named(tmp_path: Path, template: str, message: str) -> None:
     with pytest.raises(ConfigError, match="PACER_RUNNER_COMMAND") as info:
-        CommandRunner(template, "", "claude_code", 60, tmp_path)
+        CommandRunner(template, "", "claude_code", 60, tmp_path, withheld=frozenset())
     assert message in str(info.value)
 
 
 def test_bad_timeout_is_refused(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match="PACER_TURN_TIMEOUT_SECONDS"):
-        CommandRunner("claude -p {prompt}", "", "claude_code", 0, tmp_path)
+        CommandRunner("claude -p {prompt}", "", "claude_code", 0, tmp_path, withheld=frozenset())
 
 
 def test_an_agent_session_id_that_looks_like_an_option_is_refused(tmp_path: Path) -> None:

@@ -126,8 +126,8 @@ def scenario_from_db(settings: Any, base: Scenario | None, *, since: str | None 
 def _burns(db: Any, settings: Any) -> dict[str, tuple[float, bool]]:
     """Each runtime's measured burn (the same table the gate reads), its configured rate when
     nothing is measured, and whether it spends quota."""
+    from bot.adapters import runtimes_from_settings
     from integrations.quota.history import load_burn_table
-    from integrations.runners import runtimes_from_settings
 
     configured = runtimes_from_settings(settings)
     table = load_burn_table(db, {name: r.default_burn_per_min for name, r in configured.items()})

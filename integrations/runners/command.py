@@ -1,7 +1,8 @@
 """The command runner: a CLI agent (Claude Code first) run as a subprocess, one process a turn.
 
     runner = CommandRunner("claude -p {prompt} --output-format json",
-                           "--resume {agent_session_id}", "claude_code", 3600, "./var/work")
+                           "--resume {agent_session_id}", "claude_code", 3600, "./var/work",
+                           withheld=frozenset({"SLACK_BOT_TOKEN", "DATABASE_URL"}))
     result = runner.run(request)      # blocking; on a worker thread
     runner.halt(request.turn_id)      # from any thread: SIGTERM the group, SIGKILL after a grace
 
@@ -16,9 +17,9 @@ arguments are appended only on a turn that carries an agent session id.
 Each turn runs in the session's working directory (`<workdir_root>/session-<id>`, created, or
 the request's own `workdir`), in its own process group, so a halt or a timeout kills the agent
 and everything it spawned; when the agent exits, anything it left behind in its group is killed
-too, so no turn outlives its result. The child gets Pacer's environment minus Pacer's own
-secrets (Slack and GitHub tokens, the API token, the database URL): an agent reads untrusted
-prompts and has no business with them.
+too, so no turn outlives its result. The child gets Pacer's environment minus the `withheld`
+names the caller gives (`bot.adapters` withholds Pacer's secrets and the database URL): an agent
+reads untrusted prompts and has no business with them.
 
 Output is captured through reader threads that keep the last `max_output_bytes` of each stream
 (the JSON result and the error are at the end), so a chatty agent never blocks on a full pipe
@@ -39,7 +40,6 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from bot.settings import SECRET_NAMES
 from integrations.runners.outcomes import AGENT_SESSION_ID, AgentReport, classify, parse_report
 from scheduler.clock import SystemClock
 from scheduler.errors import ConfigError, InvalidInput
@@ -53,7 +53,6 @@ MAX_OUTPUT_BYTES = 1_048_576
 KILL_GRACE_SECONDS = 3.0
 POLL_SECONDS = 0.1  # how often a waiting turn looks at its halt flag and its deadline
 READER_JOIN_SECONDS = 2.0  # a daemonised grandchild may hold the pipe open; don't wait forever
-CHILD_ENV_DROPPED = frozenset(SECRET_NAMES | {"DATABASE_URL"})
 
 _PLACEHOLDER = re.compile(r"\{(" + "|".join(PLACEHOLDERS) + r")\}")
 _ANY_NAME = re.compile(r"\{([A-Za-z_][A-Za-z0-9_]*)\}")
@@ -105,9 +104,9 @@ def build_argv(
     return argv, None if takes_prompt else request.prompt
 
 
-def child_environment(environ: Mapping[str, str]) -> dict[str, str]:
-    """The agent's environment: Pacer's own, minus Pacer's secrets."""
-    return {k: v for k, v in environ.items() if k not in CHILD_ENV_DROPPED}
+def child_environment(environ: Mapping[str, str], withheld: frozenset[str]) -> dict[str, str]:
+    """The agent's environment: Pacer's own, minus the `withheld` names (Pacer's secrets)."""
+    return {k: v for k, v in environ.items() if k not in withheld}
 
 
 class _Tail(threading.Thread):
@@ -183,6 +182,7 @@ class CommandRunner:
         timeout_s: float,
         workdir_root: str | Path,
         *,
+        withheld: frozenset[str],
         env: Mapping[str, str] | None = None,
         clock: Clock | None = None,
         max_output_bytes: int = MAX_OUTPUT_BYTES,
@@ -199,7 +199,7 @@ class CommandRunner:
         self.workdir_root = Path(workdir_root)
         self.max_output_bytes = max_output_bytes
         self.kill_grace_s = kill_grace_s
-        self._env = child_environment(os.environ if env is None else env)
+        self._env = child_environment(os.environ if env is None else env, withheld)
         self._clock = clock or SystemClock()
         self._lock = threading.Lock()
         self._turns: dict[int, _Turn] = {}

@@ -1,0 +1,92 @@
+"""The outbound adapters, built from the settings: the one place a setting becomes the plain value
+an adapter takes. `integrations/` never reads settings; `bot.runtime` builds through here.
+
+    runner = build_runner(settings)                 # EchoRunner or CommandRunner
+    workers = build_pool(settings)                  # ThreadWorkerPool over it
+    runtimes = runtimes_from_settings(settings)     # for scheduler.context.Context.runtimes
+    source = build_quota_source(settings, engine)   # the ledger, or the pool calibrated on it
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from datetime import datetime
+
+from sqlalchemy import Engine
+
+from bot.settings import SECRET_NAMES, Settings
+from integrations.quota import LedgerSource, PoolSource
+from integrations.runners import (
+    ECHO_RUNTIME,
+    CommandRunner,
+    EchoRunner,
+    ThreadWorkerPool,
+    echo_burn_per_min,
+)
+from scheduler.burn import fallback_rates
+from scheduler.context import Runtime
+from scheduler.ports import QuotaSource, Runner
+
+# An agent reads untrusted prompts: it never sees Pacer's secrets or where its database is.
+WITHHELD_FROM_AGENTS = frozenset(SECRET_NAMES | {"DATABASE_URL"})
+
+
+def build_runner(settings: Settings, environ: Mapping[str, str] | None = None) -> Runner:
+    """The runner PACER_RUNNER names. `environ` is what a command agent inherits (minus
+    WITHHELD_FROM_AGENTS); it defaults to this process's environment."""
+    if settings.runner == "echo":
+        return EchoRunner(settings.echo_seconds, settings.echo_cost_usd)
+    return CommandRunner(
+        settings.runner_command,
+        settings.runner_resume_args or "",
+        settings.runtime_name,
+        settings.turn_timeout_seconds,
+        settings.workdir,
+        env=os.environ if environ is None else environ,
+        withheld=WITHHELD_FROM_AGENTS,
+    )
+
+
+def build_pool(settings: Settings, runner: Runner | None = None) -> ThreadWorkerPool:
+    """PACER_AGENT_WORKERS threads over `runner` (default: build_runner(settings))."""
+    return ThreadWorkerPool(runner or build_runner(settings), settings.agent_workers)
+
+
+def runtimes_from_settings(settings: Settings) -> dict[str, Runtime]:
+    """Both runtimes Pacer knows: the echo agent (spends quota, like the agent it stands in
+    for) and the command runtime under PACER_RUNTIME_NAME with PACER_RUNTIME_SPENDS_QUOTA."""
+    runtimes = {
+        ECHO_RUNTIME: Runtime(
+            ECHO_RUNTIME, True, echo_burn_per_min(settings.echo_seconds, settings.echo_cost_usd)
+        )
+    }
+    name = settings.runtime_name
+    if name != ECHO_RUNTIME:
+        runtimes[name] = Runtime(name, bool(settings.runtime_spends_quota))
+    return runtimes
+
+
+def fallback_burn(settings: Settings) -> dict[str, float]:
+    """Dollars a minute for runtimes with no turn history yet: the echo agent's configured rate."""
+    return fallback_rates(echo_cost_usd=settings.echo_cost_usd, echo_seconds=settings.echo_seconds)
+
+
+def build_ledger(settings: Settings, engine: Engine) -> LedgerSource:
+    return LedgerSource(
+        engine,
+        capacity_5h_usd=settings.window_5h_usd,
+        capacity_7d_usd=settings.window_7d_usd,
+        anchor=datetime.fromisoformat(settings.window_anchor),
+        fallbacks=fallback_burn(settings),
+    )
+
+
+def build_quota_source(settings: Settings, engine: Engine) -> QuotaSource:
+    """The source PACER_QUOTA_SOURCE names, wired to `engine`."""
+    ledger = build_ledger(settings, engine)
+    if settings.quota_source == "ledger":
+        return ledger
+    if settings.pool_url:
+        return PoolSource(url=settings.pool_url, spent_since=ledger.spent_since)
+    return PoolSource(file=settings.pool_file, spent_since=ledger.spent_since)
