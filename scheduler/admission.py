@@ -14,8 +14,6 @@ with `manual_start()`, and the checks that a person's press overrides read `is_m
 from __future__ import annotations
 
 import logging
-import threading
-import time
 import weakref
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -23,13 +21,15 @@ from contextvars import ContextVar
 from typing import Any, TypeVar
 
 from sqlalchemy import event, literal, union_all
+from sqlalchemy import select as sa_select
 from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.orm import Session as ORMSession
 from sqlalchemy.sql import Select
 from sqlmodel import Session as DBSession
-from sqlmodel import select
+from sqlmodel import col, select
 
 from scheduler.db import core
+from scheduler.models import StoreVersion
 
 log = logging.getLogger("pacer.admission")
 
@@ -151,52 +151,60 @@ def wrote(db: ORMSession, *models: type) -> None:
 # --------------------------------------------------------------------------- kept reads
 #
 # A few small reads are asked by nearly every transaction (the policy row, which hold stores
-# have rows, which states a session-event trigger watches) and change rarely. `kept` holds
-# such a read across transactions, per engine, until this process commits a write to one of
-# the models it watches — or KEEP_SECONDS pass, for a write another process made (a CLI, a
-# second server): the same bound as the quota reading's reuse.
+# have rows, which states a session-event trigger watches) and change rarely. `kept` holds such
+# a read across transactions, per engine, while the tables it read are at the version it was
+# read at (`scheduler.versions`: database triggers count every write, from any process). The
+# versions are one small read per transaction; without them the three reads they stand for are
+# asked every time. Staleness is bounded by the transaction itself: a write that commits after
+# this transaction read the versions is seen by the next one.
 
-KEEP_SECONDS = 5.0
-_GENERATION: dict[type, int] = {}
-_BUMP = threading.Lock()
-_KEPT: weakref.WeakKeyDictionary[Any, dict[str, tuple[tuple[int, ...], float, Any]]] = weakref.WeakKeyDictionary()
+_KEPT: weakref.WeakKeyDictionary[Any, dict[str, tuple[tuple[int, ...], Any]]] = weakref.WeakKeyDictionary()
+_VERSIONS = sa_select(col(StoreVersion.name), col(StoreVersion.version))
+
+
+def _versions(db: DBSession) -> dict[str, int] | None:
+    """The store versions as this transaction read them (once); None when they cannot be read."""
+    if "pacer.versions" not in db.info:
+        read = lambda: {str(name): int(version) for name, version in core(db, _VERSIONS)}  # noqa: E731
+        db.info["pacer.versions"] = read_or_fail_open(db, "the store versions", read, None)
+    found: dict[str, int] | None = db.info["pacer.versions"]
+    return found
 
 
 def kept(db: DBSession, key: str, models: tuple[type, ...], load: Callable[[], T]) -> T:
-    """`load()` once per KEEP_SECONDS per engine, or again after a commit wrote any `models`
-    row in this process. A None result (an unreadable store) is never kept."""
+    """`load()` once per version of the `models`' tables per engine, or whenever this transaction
+    wrote (or is about to flush) one of them: it reads its own write. A None result (an
+    unreadable store) is never kept."""
     pending = {type(obj) for obj in (*db.new, *db.dirty, *db.deleted)} if (db.new or db.dirty or db.deleted) else set()
     if pending.intersection(models) or db.info.get("pacer.written", set()).intersection(models):
-        return load()  # this transaction wrote (or is about to flush) what is kept: it reads its own write
+        return load()
+    versions = _versions(db)
+    stamp = tuple(versions.get(str(getattr(m, "__tablename__", "")), -1) for m in models) if versions is not None else None
+    if stamp is None or -1 in stamp:
+        return load()  # no counter to trust: never kept
     store = _KEPT.setdefault(db.get_bind(), {})
-    generation = tuple(_GENERATION.get(m, 0) for m in models)
-    now = time.monotonic()
     hit = store.get(key)
-    if hit is not None and hit[0] == generation and now - hit[1] < KEEP_SECONDS:
-        return hit[2]  # type: ignore[no-any-return]
+    if hit is not None and hit[0] == stamp:
+        return hit[1]  # type: ignore[no-any-return]
     value = load()
     if value is not None:
-        store[key] = (generation, now, value)  # the generation read before loading: a racing write reloads
+        store[key] = (stamp, value)  # the versions read before loading: a racing write reloads
     return value
 
 
 def forget_kept(engine: Any) -> None:
-    """Drop every kept read for `engine` (after a bulk write outside the ORM, e.g. a TRUNCATE)."""
+    """Drop every kept read for `engine` (after a wipe that reset the counters, e.g. a TRUNCATE)."""
     _KEPT.pop(engine, None)
 
 
 # A savepoint's release or rollback fires these events too: only the outer transaction's end
-# counts. A rolled-back savepoint leaves the set as it was, so the commit still bumps what was
-# written before it (and what the savepoint wrote: a harmless extra reload).
+# counts. The versions and this transaction's own writes are the transaction's, never the next's.
 @event.listens_for(ORMSession, "after_commit")
 def _committed(db: ORMSession) -> None:
     if db.in_nested_transaction():
         return
-    written = db.info.pop("pacer.written", ())
-    if written:
-        with _BUMP:  # commits on several threads: no increment may be lost
-            for model in written:
-                _GENERATION[model] = _GENERATION.get(model, 0) + 1
+    db.info.pop("pacer.written", None)
+    db.info.pop("pacer.versions", None)
 
 
 @event.listens_for(ORMSession, "after_rollback")
@@ -204,3 +212,4 @@ def _rolled_back(db: ORMSession) -> None:
     if db.in_nested_transaction():
         return
     db.info.pop("pacer.written", None)
+    db.info.pop("pacer.versions", None)

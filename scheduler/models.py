@@ -14,6 +14,8 @@ from sqlalchemy import JSON, Column, DateTime, Index, Table, UniqueConstraint, t
 from sqlalchemy.types import TypeDecorator
 from sqlmodel import Field, SQLModel
 
+import scheduler.versions  # noqa: F401  (the store versions' triggers come with the schema)
+
 
 class UTCDateTime(TypeDecorator[datetime]):
     """Timezone-aware UTC on the way out, on SQLite and PostgreSQL alike."""
@@ -295,3 +297,13 @@ class StatusComment(SQLModel, table=True):
     comment_id: int | None = None
     body: str = ""
     updated_at: datetime | None = utc_column()
+
+
+class StoreVersion(SQLModel, table=True):
+    """How often each kept store's table has been written, counted by database triggers
+    (`scheduler.versions`): what lets a read be kept across transactions and processes."""
+
+    __tablename__ = "store_versions"
+
+    name: str = Field(primary_key=True)
+    version: int = 0

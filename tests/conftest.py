@@ -16,6 +16,7 @@ from sqlmodel import SQLModel
 import scheduler.models  # noqa: F401
 from scheduler import db as dbmod
 from scheduler.admission import forget_kept
+from scheduler.versions import seed
 from scheduler.clock import VirtualClock
 from scheduler.deferrer import VirtualDeferrer
 from scheduler.policy import ensure_policy
@@ -51,7 +52,8 @@ def _fresh_postgres() -> Engine:
     names = ", ".join(f'"{t.name}"' for t in SQLModel.metadata.sorted_tables)
     with _pg_engine.begin() as conn:
         conn.execute(text(f"TRUNCATE {names} RESTART IDENTITY CASCADE"))
-    forget_kept(_pg_engine)  # the TRUNCATE is no ORM write: reads kept from the last test must go
+        seed(conn)  # the TRUNCATE emptied the store versions too; their counters start again
+    forget_kept(_pg_engine)  # so a read kept at version 0 in the last test must go
     return _pg_engine
 
 

@@ -7,11 +7,12 @@ from __future__ import annotations
 from datetime import timedelta
 
 import pytest
-from sqlalchemy import event, text
+from sqlalchemy import event, insert, text
 
 from scheduler import admission, wiring
 from scheduler import queue_pass as queue_pass_module
-from scheduler.db import session_scope
+from scheduler.db import make_engine, session_scope
+from scheduler.models import OperatorHold
 from scheduler.operator_holds import REASON, place_hold
 from scheduler.policy import change_policy, load_policy
 from scheduler.queue_pass import recheck
@@ -158,17 +159,30 @@ def test_a_policy_change_is_read_by_the_next_transaction_and_its_own(engine, clo
         assert load_policy(db).max_sessions == 4  # the committed write, not the kept read
 
 
-def test_a_write_this_process_did_not_make_is_seen_within_keep_seconds(engine, clock, monkeypatch) -> None:
-    build(engine, clock, max_sessions=3)
-    with session_scope(engine) as db:
+def test_a_write_this_process_did_not_make_is_seen_by_the_next_transaction(any_engine, clock) -> None:
+    build(any_engine, clock, max_sessions=3)
+    with session_scope(any_engine) as db:
         assert load_policy(db).max_sessions == 3
-    with engine.begin() as conn:  # another process's write: no ORM event here
+    with session_scope(any_engine) as db:
+        assert load_policy(db).max_sessions == 3  # kept: nothing wrote the policy since
+    with any_engine.begin() as conn:  # another process's raw write: no ORM event, no hook
         conn.execute(text("UPDATE policy SET max_sessions = 7"))
-    with session_scope(engine) as db:
-        assert load_policy(db).max_sessions == 3  # kept, for at most KEEP_SECONDS
-    monkeypatch.setattr(admission, "KEEP_SECONDS", 0.0)
-    with session_scope(engine) as db:
-        assert load_policy(db).max_sessions == 7
+    with session_scope(any_engine) as db:
+        assert load_policy(db).max_sessions == 7  # its store version moved: read again at once
+
+
+def test_an_operator_hold_placed_by_another_process_holds_at_once(any_engine, clock) -> None:
+    ctx, _deferrer, _workers, _quota = build(any_engine, clock, max_sessions=3)
+    wiring.install(ctx)
+    first = new(ctx)
+    assert submit_turn(ctx, first, "x").outcome == "started"  # presence read and kept: no holds
+    other = make_engine(any_engine.url.render_as_string(hide_password=False))
+    with other.begin() as conn:  # a second process places a hold with its own engine: no hook here sees it
+        conn.execute(insert(OperatorHold).values(selector_kind="all", selector_value="", armer="U_OPS", reason="freeze", created_at=clock.now()))
+    other.dispose()
+    second = new(ctx)
+    sub = submit_turn(ctx, second, "y")
+    assert (sub.outcome, sub.reason) == ("held", REASON)
 
 
 def test_a_rolled_back_write_does_not_invalidate_nor_leak(engine, clock) -> None:
