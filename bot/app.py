@@ -58,7 +58,7 @@ def create_app(pacer: Pacer, *, start_scheduler: bool = True) -> FastAPI:
     # Slack: /slack/events, Socket Mode and the thread notifier, only when both credentials are
     # configured. Its lifespan joins this app's.
     if pacer.settings.slack_signing_secret and pacer.settings.slack_bot_token:
-        from integrations.slack import http as slack_http
+        from bot.slack import http as slack_http
 
         app.state.slack = slack_http.register(app, pacer)
 

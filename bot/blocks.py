@@ -2,7 +2,7 @@
 `slack_sdk.models.blocks`, so `to_dict()` validates every block, and capped by count with a
 closing "and N more" line (50 in a message, 100 in App Home).
 
-The action ids and option values are the contract with `integrations/slack/actions.py`:
+The action ids and option values are the contract with `bot/slack/actions.py`:
 `pacer.queue_row` overflow values "promote:42" "start:42" "demote_top:42" "archive:42", and
 `pacer.hold_release` buttons carrying the operator hold id.
 """

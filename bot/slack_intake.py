@@ -13,23 +13,29 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any
 
 from sqlmodel import col, select
 
-from bot.render import render
-from integrations.slack.events import SenderNotice
 from integrations.slack.notifier import thread_source
 from scheduler.db import session_scope
 from scheduler.errors import PacerError
 from scheduler.models import Session, Trigger
 from scheduler.sessions import NewSession, create_session
 from scheduler.turns import submit_turn
-from templates import render_prompt
+from templates import render, render_prompt
 
 log = logging.getLogger("pacer.intake.slack")
 
 TITLE_CHARS = 80
+
+
+@dataclass(frozen=True)
+class SenderNotice:
+    """What intake asks the Slack edge to tell a message's sender: one rendered sentence."""
+
+    text: str
 
 
 def thread_key(channel: str | None, thread_ts: str | None) -> str | None:

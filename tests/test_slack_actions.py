@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from integrations.slack.actions import (
+from bot.slack.actions import (
     HOLD_RELEASE,
     QUEUE_RESUME,
     QUEUE_ROW,

@@ -9,7 +9,7 @@ from __future__ import annotations
 import threading
 import time
 
-from integrations.slack.edge import DEFAULT_WORK_THREADS
+from bot.slack.edge import DEFAULT_WORK_THREADS
 from scheduler.models import Policy
 from scheduler.sessions import NewSession, create_session
 from tests.slack_mock import Call, MockSlack

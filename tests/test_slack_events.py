@@ -9,7 +9,7 @@ from sqlalchemy import Engine, func
 from sqlmodel import select
 
 from bot.runtime import Pacer
-from integrations.slack.events import is_ignored, record_event
+from bot.slack.events import is_ignored, record_event
 from scheduler import db as dbmod
 from scheduler.models import SlackEvent
 from tests.slack_mock import BOT_ID, BOT_USER_ID, MockSlack, make_pacer, serving

@@ -103,7 +103,7 @@ def test_without_slack_credentials_nothing_is_mounted(engine: Engine, clock, def
 
 
 def test_verify_token_off_makes_no_call_at_start_up(engine: Engine, clock, deferrer, mock: MockSlack) -> None:
-    from integrations.slack.app import build_bolt_app
+    from bot.slack.app import build_bolt_app
 
     pacer = make_pacer(engine, clock, deferrer, pacer_settings(mock))
     app = build_bolt_app(pacer, verify_token=False)
@@ -137,7 +137,7 @@ SLACK_DOCS_SIGNATURE = "v0=a2114d57b48eac39b9ad189dd8316235a7b4a8d21a10bd2751966
     ],
 )
 def test_is_signed_follows_slacks_v0_scheme(timestamp: str, signature: str, body: bytes, now: int, valid: bool) -> None:
-    from integrations.slack.http import is_signed
+    from bot.slack.http import is_signed
 
     headers = {"x-slack-request-timestamp": timestamp, "x-slack-signature": signature}
     assert is_signed(b"8f742231b10e8888abcd99yyyzzz85a5", headers, body, now=now) is valid

@@ -15,9 +15,14 @@ from sqlalchemy import Engine
 
 from bot.runtime import Pacer
 from bot.settings import load
-from integrations.slack.actions import QUEUE_RESUME, SESSION_PRIORITY
-from integrations.slack.edge import SlackEdge
-from integrations.slack.notifier import SlackNotifier, thread_of, thread_source
+from bot.slack.edge import SlackEdge
+from integrations.slack.notifier import (
+    QUEUE_RESUME,
+    SESSION_PRIORITY,
+    SlackNotifier,
+    thread_of,
+    thread_source,
+)
 from scheduler import db as dbmod
 from scheduler.models import QueueHold, Session
 from tests.slack_mock import BOT_TOKEN, MockSlack, make_pacer
@@ -32,7 +37,7 @@ def pacer(engine: Engine, clock, deferrer) -> Pacer:  # type: ignore[no-untyped-
 
 @pytest.fixture
 def notifier(pacer: Pacer, mock: MockSlack) -> SlackNotifier:
-    return SlackNotifier(pacer, WebClient(token=BOT_TOKEN, base_url=mock.api_url), ops_channel="C0OPS")
+    return SlackNotifier(pacer.engine, WebClient(token=BOT_TOKEN, base_url=mock.api_url), ops_channel="C0OPS")
 
 
 def _add(pacer: Pacer, **fields: Any) -> int:
@@ -121,14 +126,14 @@ def test_a_queue_hold_is_announced_in_the_ops_channel_with_resume_where_it_can_w
 
 
 def test_without_an_ops_channel_queue_holds_are_only_logged(pacer: Pacer, mock: MockSlack) -> None:
-    quiet = SlackNotifier(pacer, WebClient(token=BOT_TOKEN, base_url=mock.api_url), ops_channel=None)
+    quiet = SlackNotifier(pacer.engine, WebClient(token=BOT_TOKEN, base_url=mock.api_url), ops_channel=None)
     quiet.notify("queue_hold", {"hold": QueueHold(id=1, reason="credits", since=T0)})
     assert mock.calls == []
 
 
 def test_with_an_edge_the_post_happens_off_the_emitting_thread(pacer: Pacer, mock: MockSlack) -> None:
     edge = SlackEdge(pacer, work_threads=1)
-    notifier = SlackNotifier(pacer, WebClient(token=BOT_TOKEN, base_url=mock.api_url), ops_channel="C0OPS", edge=edge)
+    notifier = SlackNotifier(pacer.engine, WebClient(token=BOT_TOKEN, base_url=mock.api_url), ops_channel="C0OPS", submit=edge.submit)
     sid = _slack_session(pacer)
     notifier.notify("started", {"session_id": sid})
     assert edge.drain(5)

@@ -30,8 +30,8 @@ from starlette.exceptions import HTTPException
 from starlette.requests import ClientDisconnect
 from starlette.types import Message
 
+from bot.http_body import read_bounded
 from bot.roles import Role, role_of
-from integrations.http_body import read_bounded
 from scheduler.errors import Forbidden, InvalidInput, NotFound, Refused
 
 log = logging.getLogger("pacer.api")

@@ -46,7 +46,7 @@ from sqlalchemy.exc import IntegrityError
 from bot.github_intake import GithubPlan, IntakeSettings, finish_github, record_github
 from bot.runtime import Pacer
 from integrations.github import events
-from integrations.http_body import read_bounded
+from bot.http_body import read_bounded
 from integrations.tracked_pool import TrackedPool
 from scheduler.db import session_scope
 from scheduler.models import WebhookDelivery

@@ -1,4 +1,3 @@
-"""Pacer's Slack edge: the Bolt app (`app.py`), one listener module per kind (`commands`,
-`events`, `actions`), the App Home (`home`), the notifier, Socket Mode (`socket`) and the HTTP
-mount (`http.register`). Nothing here decides anything: listeners ack, ask `bot.chat`, and post
-the answer where it belongs."""
+"""Pacer's outbound Slack adapter: the Web API client (`client`), messages fitted to Slack's
+limits (`messages`) and the Notifier that posts a session's news in its thread (`notifier`).
+The listeners that receive Slack's requests are the face's: `bot/slack/`."""

@@ -1,38 +1,24 @@
-"""From a chat Reply to what Slack accepts: blocks as dicts, counted and capped, with a fallback text.
+"""From an answer to what Slack accepts: blocks as dicts, counted and capped, with a fallback text.
 
-Every surface asks `bot.chat.answer` the same question; this module only fits the answer into
-Slack's limits (50 blocks in a message, 100 in App Home, 3,000 characters in a section) and turns
-an unexpected failure into one templated line for the person instead of a silent nothing.
+An answer is anything with `text` and optional `blocks` (a `bot.chat.Reply`, a notice). This
+module only fits it into Slack's limits: 50 blocks in a message, 100 in App Home, 3,000
+characters in a section.
 """
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 from slack_sdk.models.blocks import Block, ContextBlock, MarkdownTextObject, SectionBlock
+from slack_sdk.models.views import View
 
-from bot.render import render
-from bot.runtime import Pacer
-
-log = logging.getLogger("pacer.slack")
+from templates import render
 
 MESSAGE_BLOCK_LIMIT = 50
 HOME_BLOCK_LIMIT = 100
 SECTION_TEXT_LIMIT = 3000
 FALLBACK_TEXT_LIMIT = 3000  # the notification preview; the blocks carry the full answer
-
-
-def ask(pacer: Pacer, *, actor: str, text: str, surface: str) -> Any:
-    """`bot.chat.answer`, with a crash turned into a one-line reply (the trace goes to the log)."""
-    from bot import chat
-
-    try:
-        return chat.answer(pacer, actor=actor, text=text, surface=surface)
-    except Exception:
-        log.exception("slack: answering %r for %s failed", text[:80], actor)
-        return chat.Reply(text=render("slack/command_failed.j2"), blocks=[], in_channel=False, ok=False)
 
 
 def as_dicts(blocks: Sequence[Block | Mapping[str, Any]] | None) -> list[dict[str, Any]]:
@@ -82,8 +68,6 @@ def message(reply: Any, *, limit: int = MESSAGE_BLOCK_LIMIT) -> dict[str, Any]:
 
 def home_view(reply: Any) -> dict[str, Any]:
     """The App Home view for views.publish: the answer's blocks, at most 100."""
-    from slack_sdk.models.views import View
-
     blocks = as_dicts(getattr(reply, "blocks", None)) or text_blocks(reply.text)
     view = View(type="home", blocks=capped(blocks, HOME_BLOCK_LIMIT))
     return view.to_dict()

@@ -5,39 +5,46 @@ The scheduler emits `(event, context)` after its transaction commits (`scheduler
 adapter looks the session up, finds its Slack thread, renders `templates/slack/session_<event>.j2`
 with the session and the whole context, and posts it there. Sessions not born in Slack, and
 events with no Slack template (GitHub's, the simulator's), post nothing. The lookup, rendering
-and Web API call run on the edge's pool when one is given, so a slow or rate-limited Slack never
-stalls the scheduler thread that emitted the notice.
+and Web API call run through `submit` when one is given (the Slack edge's work pool), so a slow
+or rate-limited Slack never stalls the scheduler thread that emitted the notice.
 
     started | held | paused | done | failed | archived | queued
         session_id; the rest (sentence, retry_at, reason, error, output, …) reaches the template.
         The thread is Session.source["slack"] = {"channel": C, "thread_ts": TS}, as
         `thread_source(event)` builds it at intake. A `held` notice carries "Make this session
-        priority".
+        priority" (action id SESSION_PRIORITY).
     queue_hold
         hold: the QueueHold (reason, sentence, since, resumes_at, group); resumable: whether
-        Resume can work. Posted in PACER_OPS_CHANNEL, with Resume only where it can work.
+        Resume can work. Posted in the ops channel, with Resume (QUEUE_RESUME) only where it
+        can work.
+
+The two action ids are the contract with the listener that runs them (`bot/slack/actions.py`).
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from slack_sdk import WebClient
 from slack_sdk.models.blocks import ActionsBlock, ButtonElement, MarkdownTextObject, SectionBlock
+from sqlalchemy import Engine
 
-from bot.render import render
-from bot.runtime import Pacer
-from integrations.slack.actions import QUEUE_RESUME, SESSION_PRIORITY
-from integrations.slack.edge import SlackEdge
 from integrations.slack.messages import text_blocks
+from scheduler.db import session_scope
 from scheduler.models import Session
+from templates import render
 
 log = logging.getLogger("pacer.slack")
 
 SESSION_EVENTS = frozenset({"queued", "held", "started", "paused", "done", "failed", "archived"})
 QUEUE_HOLD = "queue_hold"
+QUEUE_RESUME = "pacer.queue_resume"
+SESSION_PRIORITY = "pacer.session_priority"
+
+# Runs `func(*args)` later, off the caller's thread; `what` names the work in a log line.
+Submit = Callable[..., object]
 
 
 def thread_source(event: Mapping[str, Any]) -> dict[str, Any]:
@@ -61,11 +68,11 @@ def thread_of(source: Mapping[str, Any] | None) -> tuple[str, str] | None:
 class SlackNotifier:
     """Posts session news into the session's thread and queue-hold news into the ops channel."""
 
-    def __init__(self, pacer: Pacer, client: WebClient, *, ops_channel: str | None, edge: SlackEdge | None = None) -> None:
-        self._pacer = pacer
+    def __init__(self, engine: Engine, client: WebClient, *, ops_channel: str | None, submit: Submit | None = None) -> None:
+        self._engine = engine
         self._client = client
         self._ops_channel = ops_channel
-        self._edge = edge
+        self._submit = submit
 
     def notify(self, event: str, context: Mapping[str, Any]) -> None:
         if event in SESSION_EVENTS and context.get("session_id") is not None:
@@ -100,14 +107,14 @@ class SlackNotifier:
 
     def _session(self, session_id: int) -> dict[str, Any] | None:
         """A plain snapshot, so rendering never touches a row outside its transaction."""
-        with self._pacer.db() as db:
+        with session_scope(self._engine) as db:
             row = db.get(Session, session_id)
             if row is None:
                 return None
             return {"id": row.id, "title": row.title, "genesis": row.genesis, "requester": row.requester, "source": dict(row.source or {})}
 
     def _later(self, what: str, func: Any, *args: Any) -> None:
-        if self._edge is None:
+        if self._submit is None:
             func(*args)
         else:
-            self._edge.submit(what, func, *args)
+            self._submit(what, func, *args)

@@ -5,7 +5,7 @@ exactly as if the person had typed it — same roles, same errors, same template
 back ephemerally: through the message's response_url, or as an ephemeral in the channel, or —
 from the App Home, which has neither — as a direct message, after which the Home is republished.
 
-The contract with the blocks `bot.chat` builds (action_id → the value it carries):
+The contract with the blocks `bot.blocks` and the notifier build (action_id → the value it carries):
 
     pacer.queue_row          overflow; option values "promote:42" "start:42" "demote_top:42" "archive:42"
     pacer.hold_release       button; value: the operator hold id, "7"
@@ -23,19 +23,16 @@ from typing import Any
 from slack_bolt import Ack, App, Respond
 from slack_sdk import WebClient
 
+from bot.blocks import HOLD_RELEASE, QUEUE_ROW
 from bot.render import render
 from bot.runtime import Pacer
+from bot.slack.edge import SlackEdge, ask
+from bot.slack.home import publish_home
 from integrations.slack import messages
-from integrations.slack.edge import SlackEdge
-from integrations.slack.home import publish_home
+from integrations.slack.notifier import QUEUE_RESUME, SESSION_PRIORITY
 from scheduler.errors import InvalidInput
 
 log = logging.getLogger("pacer.slack")
-
-QUEUE_ROW = "pacer.queue_row"
-HOLD_RELEASE = "pacer.hold_release"
-QUEUE_RESUME = "pacer.queue_resume"
-SESSION_PRIORITY = "pacer.session_priority"
 
 # Overflow option verb -> the command text it runs, given the session id.
 ROW_COMMANDS = {
@@ -93,7 +90,7 @@ def run_action(pacer: Pacer, body: Mapping[str, Any], action: Mapping[str, Any],
         log.warning("slack: action from %s carries no Pacer command: %s", user, exc)
         _tell(client, body, respond, user, {"text": render("slack/action_invalid.j2", problem=str(exc))})
         return
-    reply = messages.ask(pacer, actor=user, text=text, surface=SURFACE)
+    reply = ask(pacer, actor=user, text=text, surface=SURFACE)
     _tell(client, body, respond, user, messages.message(reply))
     if _mapping(body.get("container")).get("type") == "view" or _mapping(body.get("view")).get("type") == "home":
         publish_home(pacer, client, user)

@@ -1,4 +1,4 @@
-"""Reading a request body under a size limit, shared by the Slack and GitHub edges."""
+"""Reading a request body under a size limit, shared by the Slack and GitHub edges and the API."""
 
 from __future__ import annotations
 

@@ -3,7 +3,7 @@
 Sync Bolt, not AsyncApp. Everything a listener calls — `bot.chat.answer`, SQLModel sessions, the
 scheduler — is synchronous, and the built-in Socket Mode handler is synchronous and needs no extra
 dependency, so one style runs end to end. `App.dispatch` blocks, so the ASGI side runs it in a
-thread pool (`integrations/slack/http.py`), never on the event loop.
+thread pool (`bot/slack/http.py`), never on the event loop.
 
 `process_before_response=True`: every listener here only acks and hands its work to the edge's
 pool (microseconds), so Bolt runs it inline on the dispatching thread and answers as soon as it
@@ -17,27 +17,15 @@ import logging
 
 from slack_bolt import App, BoltResponse
 from slack_bolt.error import BoltError
-from slack_sdk import WebClient
-from slack_sdk.http_retry.builtin_handlers import RateLimitErrorRetryHandler
 
 from bot.render import render
 from bot.runtime import Pacer
-from integrations.slack import actions, commands, events
-from integrations.slack.edge import SlackEdge
+from bot.slack import actions, commands, events
+from bot.slack.edge import SlackEdge
+from integrations.slack.client import web_client
 from scheduler.errors import ConfigError
 
 log = logging.getLogger("pacer.slack")
-
-WEB_API_TIMEOUT_SECONDS = 10
-
-
-def build_web_client(pacer: Pacer) -> WebClient:
-    """The bot's Web API client: the configured base URL, retried on 429 as Slack asks."""
-    settings = pacer.settings
-    client = WebClient(token=settings.slack_bot_token, base_url=settings.slack_api_url, timeout=WEB_API_TIMEOUT_SECONDS)
-    # Keep the default connection-error retry and add Slack's Retry-After handling.
-    client.retry_handlers.append(RateLimitErrorRetryHandler(max_retry_count=2))
-    return client
 
 
 def build_bolt_app(pacer: Pacer, *, edge: SlackEdge | None = None, verify_token: bool = True) -> App:
@@ -56,7 +44,7 @@ def build_bolt_app(pacer: Pacer, *, edge: SlackEdge | None = None, verify_token:
     try:
         app = App(
             signing_secret=settings.slack_signing_secret,
-            client=build_web_client(pacer),
+            client=web_client(token=settings.slack_bot_token, base_url=settings.slack_api_url),
             token_verification_enabled=verify_token,
             request_verification_enabled=True,
             process_before_response=True,

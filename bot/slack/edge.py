@@ -1,4 +1,5 @@
-"""What every Slack listener needs besides Bolt's own arguments: the runtime and a work pool.
+"""What every Slack listener needs besides Bolt's own arguments: the runtime, a work pool and
+one way to ask `bot.chat`.
 
 A listener acks and hands the real work — asking `bot.chat`, reading the database, calling the
 Web API — to this pool, so the ack never waits on an answer: a burst of slow answers queues here
@@ -12,8 +13,11 @@ from collections.abc import Callable
 from concurrent.futures import Future
 from typing import Any
 
+from bot import chat
 from bot.runtime import Pacer
+from bot.slack_intake import slack_message
 from integrations.tracked_pool import TrackedPool
+from templates import render
 
 log = logging.getLogger("pacer.slack")
 
@@ -38,11 +42,10 @@ class SlackEdge:
         *,
         work_threads: int = DEFAULT_WORK_THREADS,
         listener_threads: int = DEFAULT_LISTENER_THREADS,
-        intake: Callable[[Pacer, dict[str, Any]], None] | None = None,
+        intake: Callable[[Pacer, dict[str, Any]], object] = slack_message,
     ) -> None:
         self.pacer = pacer
-        # Where a fresh Slack message goes; None: `bot.intake.slack_message`, found at call time.
-        self.intake = intake
+        self.intake = intake  # where a fresh Slack message goes
         self.listeners = TrackedPool(listener_threads, "slack-listener")
         self._pool = TrackedPool(work_threads, "slack-work")
 
@@ -68,3 +71,12 @@ class SlackEdge:
         self.drain(timeout)
         self.listeners.shutdown(wait=False, cancel_futures=True)
         self._pool.shutdown(wait=False, cancel_futures=True)
+
+
+def ask(pacer: Pacer, *, actor: str, text: str, surface: str) -> chat.Reply:
+    """`bot.chat.answer`, with a crash turned into a one-line reply (the trace goes to the log)."""
+    try:
+        return chat.answer(pacer, actor=actor, text=text, surface=surface)
+    except Exception:
+        log.exception("slack: answering %r for %s failed", text[:80], actor)
+        return chat.Reply(text=render("slack/command_failed.j2"), blocks=[], in_channel=False, ok=False)

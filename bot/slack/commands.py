@@ -12,8 +12,8 @@ from typing import Any
 from slack_bolt import Ack, App, Respond
 
 from bot.runtime import Pacer
+from bot.slack.edge import SlackEdge, ask
 from integrations.slack import messages
-from integrations.slack.edge import SlackEdge
 
 log = logging.getLogger("pacer.slack")
 
@@ -32,10 +32,10 @@ def register(app: App, edge: SlackEdge) -> None:
 def answer_command(pacer: Pacer, command: dict[str, Any], respond: Respond) -> None:
     """Ask chat for the answer as the person who typed it, and post it where they typed it."""
     user = str(command.get("user_id") or "")
-    reply = messages.ask(pacer, actor=user, text=str(command.get("text") or ""), surface=SURFACE)
+    reply = ask(pacer, actor=user, text=str(command.get("text") or ""), surface=SURFACE)
     sent = respond(
         **messages.message(reply),
-        response_type="in_channel" if getattr(reply, "in_channel", False) else "ephemeral",
+        response_type="in_channel" if reply.in_channel else "ephemeral",
     )
     if sent.status_code != 200:
         log.warning("slack: response_url refused the /pacer answer for %s (HTTP %s)", user, sent.status_code)

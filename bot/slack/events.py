@@ -12,11 +12,8 @@ as an ephemeral message nobody else sees.
 
 from __future__ import annotations
 
-import importlib
-import importlib.util
 import logging
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
 from typing import Any
 
 from slack_bolt import App
@@ -24,20 +21,13 @@ from slack_sdk import WebClient
 from sqlalchemy.exc import IntegrityError
 
 from bot.runtime import Pacer
-from integrations.slack.edge import SlackEdge
-from integrations.slack.home import publish_home
+from bot.slack.edge import SlackEdge
+from bot.slack.home import publish_home
+from bot.slack_intake import SenderNotice
 from scheduler.bounds import clean_text, clean_tree
 from scheduler.models import SlackEvent
 
 log = logging.getLogger("pacer.slack")
-
-
-@dataclass(frozen=True)
-class SenderNotice:
-    """What intake asks this edge to tell a message's sender: one rendered sentence."""
-
-    text: str
-
 
 # Returns a SenderNotice when the sender must be told something; anything else is not shown.
 Intake = Callable[[Pacer, dict[str, Any]], object]
@@ -47,7 +37,7 @@ def register(app: App, edge: SlackEdge) -> None:
     def on_message(body: dict[str, Any], event: dict[str, Any], client: WebClient) -> None:
         if is_ignored(event):
             return
-        edge.submit("message intake", take_message, edge.pacer, body, edge.intake or intake(), client)
+        edge.submit("message intake", take_message, edge.pacer, body, edge.intake, client)
 
     def on_home_opened(event: dict[str, Any], client: WebClient) -> None:
         if event.get("tab", "home") != "home":  # the Messages tab fires this event too
@@ -102,18 +92,3 @@ def tell_sender(client: WebClient, event: Mapping[str, Any], text: str) -> None:
     else:
         client.chat_postEphemeral(channel=channel, user=user, text=text, thread_ts=thread_ts)
 
-
-def intake() -> Intake:
-    """`bot.intake.slack_message` once intake provides it; until then, `log_message`."""
-    if importlib.util.find_spec("bot.intake") is None:
-        return log_message
-    handler: Intake | None = getattr(importlib.import_module("bot.intake"), "slack_message", None)
-    return handler or log_message
-
-
-def log_message(pacer: Pacer, event: dict[str, Any]) -> None:
-    """Stand-in intake: the event is already recorded; say what arrived, start nothing."""
-    log.info(
-        "slack: message from %s in %s (%s, thread %s) recorded; no intake installed yet",
-        event.get("user"), event.get("channel"), event.get("channel_type", "channel"), event.get("thread_ts") or "-",
-    )

@@ -28,14 +28,14 @@ from slack_bolt.adapter.starlette.handler import to_bolt_request, to_starlette_r
 from slack_bolt.request.internals import parse_body
 from slack_sdk.errors import SlackApiError
 
+from bot.http_body import read_bounded
 from bot.notify import CompositeNotifier
 from bot.render import render
 from bot.runtime import Pacer
-from integrations.http_body import read_bounded
-from integrations.slack.app import UNREADABLE, build_bolt_app
-from integrations.slack.edge import SlackEdge
+from bot.slack.app import UNREADABLE, build_bolt_app
+from bot.slack.edge import SlackEdge
+from bot.slack.socket import SocketMode
 from integrations.slack.notifier import SlackNotifier
-from integrations.slack.socket import SocketMode
 from scheduler.errors import ConfigError
 
 log = logging.getLogger("pacer.slack")
@@ -95,7 +95,7 @@ def register(app: FastAPI, pacer: Pacer, *, verify_token: bool = True) -> SlackS
     settings = pacer.settings
     edge = SlackEdge(pacer)
     bolt = build_bolt_app(pacer, edge=edge, verify_token=verify_token)
-    notifier = SlackNotifier(pacer, bolt.client, ops_channel=settings.ops_channel, edge=edge)
+    notifier = SlackNotifier(pacer.engine, bolt.client, ops_channel=settings.ops_channel, submit=edge.submit)
     socket = SocketMode(bolt, settings.slack_app_token) if settings.slack_app_token else None
     surface = SlackSurface(bolt=bolt, edge=edge, notifier=notifier, socket=socket)
     install_notifier(pacer, notifier)
