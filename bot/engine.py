@@ -19,7 +19,8 @@ from bot.commands import command as c
 from bot.commands.times import resolve
 from bot.context import Answer, Context
 from bot.runtime import Pacer
-from scheduler.context import Context as SchedulerContext
+from scheduler.admit import blocked as admission_block
+from scheduler.attempt import Work
 from scheduler.db import session_scope
 from scheduler.errors import PacerError
 from scheduler.explain import explain
@@ -119,7 +120,7 @@ def whatif(ctx: Context, command: c.WhatIf) -> Answer:
             asking = asking_for(session, sctx, policy)
             subject = {"id": session.id, "scheduling_class": class_of(session, policy).value, "status": session.status}
             asleep_until = session.wake_at if is_asleep(session, ctx.now) else None
-            blocked = _first_block(sctx, db, session, ctx)
+            blocked = admission_block(Work(db, sctx, ctx.now), session)
         decision = decide(snapshot, asking, ctx.now)
         db.rollback()
     text = explain(decision, ctx.now)
@@ -135,19 +136,6 @@ def whatif(ctx: Context, command: c.WhatIf) -> Answer:
             "asleep_until": asleep_until,
         },
     )
-
-
-def _first_block(sctx: SchedulerContext, db: DBSession, session: Any, ctx: Context) -> Any:
-    """The first admission check (operator hold, queue hold, group, prerequisite) that says no."""
-    for check in sctx.admission_checks:
-        try:
-            block = check(db, session, ctx.now)
-        except Exception:  # a check that cannot be read fails open, as admission does
-            log.exception("whatif: admission check failed; failing open")
-            continue
-        if block is not None:
-            return block
-    return None
 
 
 def start_promoted(pacer: Pacer, ids: Sequence[int], actor: str) -> list[str]:

@@ -61,10 +61,6 @@ def fits(load: float, weight: float, budget: float) -> bool:
     return load + weight <= budget + TOLERANCE
 
 
-def slots(policy: PolicyView, agent_workers: int) -> int:
-    return min(policy.max_sessions, agent_workers)
-
-
 def occupied(db: DBSession, ctx: Context, *, exclude_id: int | None = None) -> tuple[float, int]:
     """(weighted load, sessions) of the running turns that spend quota — the gate's population."""
     load, count = 0.0, 0
@@ -83,7 +79,7 @@ def admission_check(ctx: Context) -> Callable[[DBSession, Session, datetime], Bl
         gated = policy.gating_enabled and is_spot(session, policy) and ctx.runtime(session.runtime).spends_quota
         if not (explicit or gated):
             return None
-        budget_slots = slots(policy, ctx.agent_workers)
+        budget_slots = policy.slots(ctx.agent_workers)
         load, count = occupied(db, ctx, exclude_id=session.id)
         if gated and count >= budget_slots:
             return None  # the gate's own slot check refuses it: one reason, fleet_at_cap
@@ -138,7 +134,7 @@ def deference_check(ctx: Context) -> Callable[[DBSession, Session, datetime], Bl
             return None  # priority work never defers
         if policy.gating_enabled and ctx.runtime(session.runtime).spends_quota:
             _load, count = occupied(db, ctx, exclude_id=session.id)
-            if count >= slots(policy, ctx.agent_workers):
+            if count >= policy.slots(ctx.agent_workers):
                 return None  # not eligible: the gate holds it for the slot, and no window runs
         better = arrivals(db, session, policy, now, window)
         if not better:

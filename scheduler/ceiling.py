@@ -141,25 +141,9 @@ def _stopped(snapshot: Snapshot, ctx: Context, session_id: int, runtime: str, no
     return spends and decide(snapshot, asking, now).stops_running_work
 
 
-def waived_not_passed(decision: Decision, snapshot: Snapshot) -> bool:
-    """True when the idle-fleet waiver let the session through a pace it would have failed.
-    In fraction mode the curve is the straight line to the spot budget; with no figures to tell,
-    the answer is yes — a batch of one is the safe direction."""
-    if not decision.waiver_applied:
-        return False
-    periods = {w.name: w.period for w in snapshot.windows or ()}
-    for w in decision.windows:
-        if w.calibrated:
-            if w.sustainable_rate is not None and (w.fleet_burn or 0.0) + decision.own_burn > w.sustainable_rate:
-                return True
-            continue
-        period = periods.get(w.name)
-        if period is None or period.total_seconds() <= 0:
-            return True
-        elapsed = 1.0 - (w.minutes_left * 60.0) / period.total_seconds()
-        if w.spent > w.spot_budget * max(min(elapsed, 1.0), 0.0):
-            return True
-    return False
+def waived_not_passed(decision: Decision) -> bool:
+    """True when the idle-fleet waiver let the session through a pace it would have failed."""
+    return decision.waiver_applied and not all(w.pace_passed for w in decision.windows)
 
 
 def _running_quota_turns(db: DBSession, ctx: Context, policy: PolicyView) -> int:
@@ -168,7 +152,7 @@ def _running_quota_turns(db: DBSession, ctx: Context, policy: PolicyView) -> int
 
 def _resume_dormant(work: Work, policy: PolicyView, report: SweepReport) -> None:
     db, ctx, now = work.db, work.ctx, work.now
-    slots = min(policy.max_sessions, ctx.agent_workers)
+    slots = policy.slots(ctx.agent_workers)
     free = max(slots - _running_quota_turns(db, ctx, policy), 0)
     batch = min(MAX_RESUMES_PER_SWEEP, free)
     spot_resumed = 0
@@ -196,8 +180,7 @@ def _resume_dormant(work: Work, policy: PolicyView, report: SweepReport) -> None
             report.resumed.append(sid)
             spot_resumed += 1
             if spot_resumed == 1 and outcome.decision is not None:
-                snapshot = build_snapshot(db, ctx, policy, work.reading)
-                if waived_not_passed(outcome.decision, snapshot):
+                if waived_not_passed(outcome.decision):
                     # The waiver's contract is a duty cycle, not a burst: one goes back, which
                     # puts spot work in flight, and the next pass is paced normally.
                     batch = 1

@@ -69,6 +69,7 @@ class WindowFigures:
     within_cap: bool
     within_pace: bool
     pace_unneeded: bool = False  # a shorter window's caps cannot spend this one out before its rollover
+    pace_passed: bool = True  # the pace's own answer, before the idle-fleet waiver or an unneeded pace
 
 
 @dataclass(frozen=True)
@@ -189,10 +190,11 @@ def _figures(w: WindowState, reserve_pct: float, asked: _Asked, now: datetime) -
         projected = burn * projection_minutes(minutes_left)
         within_cap = w.spent + projected <= spot_budget
         sustainable = spot_left / minutes_left if minutes_left > 0 else None
-        within_pace = pace_waived or pace_unneeded or sustainable is None or burn <= sustainable
+        passed = sustainable is None or burn <= sustainable
+        within_pace = pace_waived or pace_unneeded or passed
         return WindowFigures(
             w.name, w.label, True, w.capacity, w.spent, reserved, spot_budget, spot_left,
-            minutes_left, w.resets_at, sustainable, fleet_burn, projected, within_cap, within_pace, pace_unneeded,
+            minutes_left, w.resets_at, sustainable, fleet_burn, projected, within_cap, within_pace, pace_unneeded, passed,
         )
     # Fraction mode: no burn projection. The cap is the spent fraction against the non-reserved
     # fraction; the pace is the straight line that reaches the spot budget at the rollover.
@@ -204,6 +206,7 @@ def _figures(w: WindowState, reserve_pct: float, asked: _Asked, now: datetime) -
     return WindowFigures(
         w.name, w.label, False, w.capacity, w.spent, reserved, spot_budget, spot_left,
         minutes_left, w.resets_at, sustainable, None, 0.0, within_cap, pace_waived or on_curve,
+        pace_passed=on_curve and period_min > 0,
     )
 
 

@@ -46,6 +46,11 @@ class PolicyView:
     def reserve_pct(self, window: str) -> float:
         return self.reserve_7d_pct if window == "7d" else self.reserve_5h_pct
 
+    def slots(self, agent_workers: int) -> int:
+        """The slots that bind: the worker pool bounds the ceiling whatever the setting says
+        (seed 001, "What the ceiling counts": min(configured, the pool))."""
+        return min(self.max_sessions, agent_workers)
+
 
 def ensure_policy(db: DBSession, defaults: Mapping[str, Any] | None = None) -> Policy:
     row = db.get(Policy, 1)

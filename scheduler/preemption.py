@@ -33,8 +33,7 @@ from typing import Any
 from sqlmodel import Session as DBSession
 from sqlmodel import col, func, select
 
-from scheduler.attempt import PASS_THROUGH
-from scheduler.attempt import Work
+from scheduler.attempt import PASS_THROUGH, Work
 from scheduler.context import Context
 from scheduler.effects import Effects
 from scheduler.fleet import running_fleet
@@ -59,10 +58,6 @@ class MarkReport:
     released: list[int] = field(default_factory=list)  # the fleet came back under its cap
     stale: list[int] = field(default_factory=list)  # older than STALE_MARK_AGE: provenance broke
     halted: list[int] = field(default_factory=list)  # past GRACE and still at cap
-
-
-def slots_of(ctx: Context, policy: PolicyView) -> int:
-    return min(policy.max_sessions, ctx.agent_workers)
 
 
 def _quota_fleet(db: DBSession, ctx: Context, policy: PolicyView, *, excluding: int | None = None) -> list[tuple[Session, Turn]]:
@@ -137,7 +132,7 @@ def _preempt(db: DBSession, ctx: Context, session: Session, now: datetime, notic
         return  # switched off (or no ceiling to keep): the fleet runs one over, as it did before
     fleet = _quota_fleet(db, ctx, policy, excluding=session.id)
     standing = sum(1 for s, _t in fleet if is_standing(s))
-    slots = slots_of(ctx, policy)
+    slots = policy.slots(ctx.agent_workers)
     if len(fleet) - standing < slots:
         return  # a slot is free, or already promised by a standing mark
     turns = {s.id: t for s, t in fleet}
@@ -207,7 +202,7 @@ def resolve_marks(db: DBSession, ctx: Context, policy: PolicyView, now: datetime
     marked = list(db.exec(select(Session).where(col(Session.preempt_mark_at).is_not(None)).order_by(col(Session.preempt_mark_at))))
     if not marked:
         return report
-    slots = slots_of(ctx, policy)
+    slots = policy.slots(ctx.agent_workers)
     # Every quota-spending turn a worker runs, the marked ones included: a marked session keeps
     # its turn and so its place in the count. At or over the cap, the slot is still wanted.
     running = len(_quota_fleet(db, ctx, policy))

@@ -61,7 +61,7 @@ class Snapshot:
 
     @property
     def effective_slots(self) -> int:
-        return min(self.policy.max_sessions, self.agent_workers)
+        return self.policy.slots(self.agent_workers)
 
     @property
     def slots_unreachable(self) -> bool:

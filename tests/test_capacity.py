@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 from sqlmodel import SQLModel
 
 from scheduler import db as dbmod
-from scheduler.capacity import deference_window, fits, occupied, slots
+from scheduler.capacity import deference_window, fits, occupied
 from scheduler.clock import VirtualClock
 from scheduler.db import session_scope
 from scheduler.errors import InvalidInput
@@ -178,7 +178,7 @@ def _fitting_waiters(ctx) -> list[int]:
     """Held sessions that the rules say could start now: a slot free by the gate's count, and
     its claim fitting its own budget beside the weighted load."""
     with session_scope(ctx.engine) as db:
-        budget_slots = slots(load_policy(db), ctx.agent_workers)
+        budget_slots = load_policy(db).slots(ctx.agent_workers)
         load, count = occupied(db, ctx)
         waiting = db.exec(
             Session.__table__.select().where(Session.status == "waiting", Session.hold_reason.is_not(None))  # type: ignore[attr-defined]
@@ -194,7 +194,7 @@ def test_admission_never_exceeds_the_weighted_budget_and_never_blocks_a_fitting_
 
     def watch(work, session, decision) -> None:
         load, _count = occupied(work.db, work.ctx, exclude_id=session.id)
-        admitted.append((load, session.weight, _budget(session, slots(load_policy(work.db), work.ctx.agent_workers))))
+        admitted.append((load, session.weight, _budget(session, load_policy(work.db).slots(work.ctx.agent_workers))))
 
     ctx.hooks.setdefault("before_start", []).append(watch)
     minutes = {}
