@@ -35,7 +35,7 @@ from sqlmodel import Session as DBSession
 from sqlmodel import col, select
 
 from bench.serve import free_port, start_pacer
-from integrations.github.webhook import signature
+from bot.github.webhook import signature
 from scheduler import db as dbmod
 from scheduler.models import Session, Trigger, Turn
 

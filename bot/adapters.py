@@ -5,6 +5,7 @@ an adapter takes. `integrations/` never reads settings; `bot.runtime` builds thr
     workers = build_pool(settings)                  # ThreadWorkerPool over it
     runtimes = runtimes_from_settings(settings)     # for scheduler.context.Context.runtimes
     source = build_quota_source(settings, engine)   # the ledger, or the pool calibrated on it
+    comments = github_comments(settings)            # PyGithub with a token or an App, or None
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from datetime import datetime
 from sqlalchemy import Engine
 
 from bot.settings import SECRET_NAMES, Settings
+from integrations.github.comments import PyGithubComments
 from integrations.quota import LedgerSource, PoolSource
 from integrations.runners import (
     ECHO_RUNTIME,
@@ -90,3 +92,13 @@ def build_quota_source(settings: Settings, engine: Engine) -> QuotaSource:
     if settings.pool_url:
         return PoolSource(url=settings.pool_url, spent_since=ledger.spent_since)
     return PoolSource(file=settings.pool_file, spent_since=ledger.spent_since)
+
+
+def github_comments(settings: Settings) -> PyGithubComments | None:
+    """PyGithub as a GitHub App when one is configured, else with GITHUB_TOKEN; None with neither."""
+    if settings.github_app_id and settings.github_app_private_key:
+        return PyGithubComments(base_url=settings.github_api_url, app_id=settings.github_app_id,
+                                private_key=settings.github_app_private_key)
+    if settings.github_token:
+        return PyGithubComments(base_url=settings.github_api_url, token=settings.github_token)
+    return None

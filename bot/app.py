@@ -46,7 +46,7 @@ def create_app(pacer: Pacer, *, start_scheduler: bool = True) -> FastAPI:
     # GITHUB_WEBHOOK_SECRET is set. Status comments join the notifier when a token or App is set.
     # Mounted before the REST API: routes match in order, and a burst of deliveries should not
     # pay for trying the API's routes first.
-    from integrations.github import webhook as github_webhook
+    from bot.github import webhook as github_webhook
 
     github_webhook.register(app, pacer)
 

@@ -38,7 +38,7 @@ from sqlalchemy import select as core_select
 from sqlmodel import Session as DBSession
 from sqlmodel import col, select
 
-from integrations.github.events import (
+from bot.github.events import (
     HOLD_LABEL,
     PRIORITY_LABEL,
     TRUSTED_ASSOCIATIONS,

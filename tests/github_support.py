@@ -21,7 +21,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
-from integrations.github.webhook import signature
+from bot.github.webhook import signature
 
 SECRET = "It's a Secret to Everybody"
 FIXTURES = Path(__file__).parent / "fixtures" / "github"
@@ -73,8 +73,8 @@ def make_pacer(engine: Any, clock: Any, deferrer: Any, **env: str) -> Any:
     from bot.runtime import Pacer
     from bot.settings import load
     from scheduler import wiring
-    from scheduler.jobs import targets
     from scheduler.context import Context
+    from scheduler.jobs import targets
     from scheduler.simworkers import VirtualWorkerPool
 
     settings = load({"GITHUB_WEBHOOK_SECRET": SECRET, "PACER_MAX_BODY_BYTES": "131072", **env}, toml_path=None)

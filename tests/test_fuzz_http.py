@@ -45,9 +45,9 @@ from sqlalchemy import text
 from bot import runtime
 from bot.app import create_app
 from bot.commands.grammar import NAMES
+from bot.github.webhook import signature
 from bot.render import render
 from bot.settings import _database_url, load
-from integrations.github.webhook import signature
 from scheduler import bounds
 from tests.api_client import Server
 from tests.conftest import _fresh_postgres, _postgres_url

@@ -12,9 +12,10 @@ from sqlalchemy import Engine
 from sqlmodel import Session as DBSession
 from sqlmodel import select
 
+from bot.github.events import IntakeEvent, parse
+from bot.github.webhook import install_status_comments
 from bot.github_intake import github_event
-from integrations.github.comments import PyGithubComments, StatusComments, install
-from integrations.github.events import IntakeEvent, parse
+from integrations.github.comments import PyGithubComments, StatusComments
 from integrations.github.status import MARKER, StatusView, read_status, render_body, status_view
 from scheduler.db import session_scope
 from scheduler.genesis import SchedulingClass
@@ -97,7 +98,7 @@ def test_a_comment_deleted_on_github_is_made_again(engine: Engine, clock: Any, f
 
 def test_notices_reach_github_off_the_request_and_coalesce(engine: Engine, clock: Any, deferrer: Any, fake: FakeGithub) -> None:
     pacer = make_pacer(engine, clock, deferrer)
-    status = install(pacer, port=_port(fake))
+    status = install_status_comments(pacer, port=_port(fake))
     assert status is not None
     _issue_trigger(engine, clock)
     (session_id,) = github_event(pacer, _event())  # emits "started" through the runtime's notifier
@@ -115,7 +116,7 @@ def test_notices_reach_github_off_the_request_and_coalesce(engine: Engine, clock
 
 def test_the_hold_label_shows_on_the_comment_and_leaves_it_when_removed(engine: Engine, clock: Any, deferrer: Any, fake: FakeGithub) -> None:
     pacer = make_pacer(engine, clock, deferrer)
-    status = install(pacer, port=_port(fake))
+    status = install_status_comments(pacer, port=_port(fake))
     assert status is not None
     with session_scope(engine) as db:  # a busy repository: the issue's session waits its turn
         db.add(Trigger(name="issues", kind="github_issue", prompt_template="{{ title }}", created_at=clock.now()))
@@ -134,7 +135,7 @@ def test_the_hold_label_shows_on_the_comment_and_leaves_it_when_removed(engine: 
 
 def test_without_a_token_or_app_the_comments_are_off(engine: Engine, clock: Any, deferrer: Any) -> None:
     pacer = make_pacer(engine, clock, deferrer)
-    assert install(pacer) is None
+    assert install_status_comments(pacer) is None
 
 
 def test_a_held_spot_session_reports_its_place_in_the_spot_queue(engine: Engine, clock: Any) -> None:

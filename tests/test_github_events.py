@@ -11,7 +11,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from integrations.github.events import (
+from bot.github.events import (
     Control,
     Ignored,
     IntakeEvent,

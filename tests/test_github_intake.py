@@ -10,8 +10,8 @@ from sqlalchemy import Engine
 from sqlmodel import Session as DBSession
 from sqlmodel import col, select
 
+from bot.github.events import IntakeEvent, Kind, parse
 from bot.github_intake import IntakeSettings, github_event, github_trigger_mismatch, record_github
-from integrations.github.events import IntakeEvent, Kind, parse
 from scheduler import wiring
 from scheduler.db import session_scope
 from scheduler.models import OperatorHold, Prerequisite, Session, Trigger

@@ -19,8 +19,8 @@ from sqlmodel import Session as DBSession
 from sqlmodel import func, select
 
 from bot.app import create_app
+from bot.github.webhook import is_signed, signature
 from bot.github_intake import INTAKE_HOOK_ID
-from integrations.github.webhook import is_signed, signature
 from scheduler.models import Session, Trigger, Turn, WebhookDelivery
 from tests.github_support import (
     SECRET,

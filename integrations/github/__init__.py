@@ -1,3 +1,3 @@
-"""Pacer's GitHub edge: webhook verification and the delivery record (`webhook`), payloads read
-into typed intake events (`events`, pure), and the sticky status comment written back through
-PyGithub off the webhook path (`comments`). Deciding what an event starts is `bot.intake`'s."""
+"""Pacer's outbound GitHub adapter: the sticky status comment, read from a session's row
+(`status`) and written back through PyGithub off the webhook path (`comments`). The webhook that
+receives GitHub's deliveries is the face's: `bot/github/`."""

@@ -109,15 +109,6 @@ def _edited(comment: Any, body: str) -> int:
     return int(comment.id)
 
 
-def client_from_settings(settings: Any) -> PyGithubComments | None:
-    if settings.github_app_id and settings.github_app_private_key:
-        return PyGithubComments(base_url=settings.github_api_url, app_id=settings.github_app_id,
-                                private_key=settings.github_app_private_key)
-    if settings.github_token:
-        return PyGithubComments(base_url=settings.github_api_url, token=settings.github_token)
-    return None
-
-
 class StatusComments:
     """The GitHub side of the Notifier port: notices in, sticky comments out, on one thread."""
 
@@ -190,19 +181,3 @@ def _stored(db: DBSession, where: Where) -> StatusComment | None:
     stmt = select(StatusComment).where(StatusComment.repository == where.repository, StatusComment.number == where.number)
     return db.exec(stmt).first()
 
-
-def install(pacer: Any, *, port: CommentPort | None = None) -> StatusComments | None:
-    """Add the status comments to the runtime's notifier. Off (with one log line) when no GitHub
-    token or App is configured."""
-    port = port or client_from_settings(pacer.settings)
-    if port is None:
-        log.info("github: no GITHUB_TOKEN or GitHub App configured; sticky status comments are off")
-        return None
-    status = StatusComments(pacer.engine, port, clock=pacer.clock)
-    notifier = pacer.ctx.notifier
-    if hasattr(notifier, "add"):
-        notifier.add(status)
-    else:
-        pacer.ctx.hooks.setdefault("*", []).append(status.notify)
-    pacer.extras["github_status"] = status
-    return status

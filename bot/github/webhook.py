@@ -43,10 +43,12 @@ from fastapi.responses import JSONResponse, Response
 from sqlalchemy import insert
 from sqlalchemy.exc import IntegrityError
 
+from bot.adapters import github_comments
+from bot.github import events
 from bot.github_intake import GithubPlan, IntakeSettings, finish_github, record_github
-from bot.runtime import Pacer
-from integrations.github import events
 from bot.http_body import read_bounded
+from bot.runtime import Pacer
+from integrations.github.comments import CommentPort, StatusComments
 from integrations.tracked_pool import TrackedPool
 from scheduler.db import session_scope
 from scheduler.models import WebhookDelivery
@@ -227,12 +229,10 @@ def register(app: FastAPI, pacer: Pacer) -> GithubEdge:
     """Mount POST /github/webhook. Without GITHUB_WEBHOOK_SECRET the route answers 503 and why.
 
     The sticky status comments are installed on the scheduler's notifier when a GitHub token or
-    App is configured (`integrations.github.comments.install`); their worker stops with the app.
+    App is configured (`install_status_comments`); their worker stops with the app.
     """
-    from integrations.github import comments
-
     edge = GithubEdge(pacer)
-    status = comments.install(pacer)
+    status = install_status_comments(pacer)
     limit: int = pacer.settings.max_body_bytes
 
     @asynccontextmanager
@@ -266,3 +266,20 @@ def register(app: FastAPI, pacer: Pacer) -> GithubEdge:
     app.include_router(router)
     app.state.github = edge
     return edge
+
+
+def install_status_comments(pacer: Pacer, *, port: CommentPort | None = None) -> StatusComments | None:
+    """Add the sticky status comments to the runtime's notifier. Off (with one log line) when no
+    GitHub token or App is configured."""
+    port = port or github_comments(pacer.settings)
+    if port is None:
+        log.info("github: no GITHUB_TOKEN or GitHub App configured; sticky status comments are off")
+        return None
+    status = StatusComments(pacer.engine, port, clock=pacer.clock)
+    notifier = pacer.ctx.notifier
+    if hasattr(notifier, "add"):
+        notifier.add(status)
+    else:
+        pacer.ctx.hooks.setdefault("*", []).append(status.notify)
+    pacer.extras["github_status"] = status
+    return status
