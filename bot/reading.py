@@ -16,7 +16,8 @@ from bot.render import render
 from scheduler.holds_view import all_holds
 from scheduler.models import Session
 from scheduler.policy import audit_log, load_policy
-from scheduler.sessions import class_of, get_session
+from scheduler.session_view import session_view
+from scheduler.sessions import get_session
 from scheduler.waiting import Mechanism, waiting_reason
 
 TEXT_ROWS = 50  # the console and API list this many rows before "and N more"
@@ -98,7 +99,7 @@ def why_answer(ctx: StoreContext, command: c.Why) -> Answer:
     return Answer(
         "why",
         {
-            "session": _plain_session(session, class_of(session, policy).value),
+            "session": session_view(session, policy),
             "headline": reason.headline,
             "others": list(reason.others),
             "now": ctx.now,
@@ -119,13 +120,3 @@ def policy_answer(ctx: StoreContext, command: c.PolicyShow) -> Answer:
     )
 
 
-def _plain_session(session: Session, scheduling_class: str) -> dict[str, Any]:
-    return {
-        "id": session.id,
-        "title": session.title,
-        "status": session.status,
-        "genesis": session.genesis,
-        "scheduling_class": scheduling_class,
-        "precedence": session.precedence,
-        "requester": session.requester,
-    }

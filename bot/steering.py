@@ -18,6 +18,7 @@ from scheduler import precedence as prec
 from scheduler.errors import InvalidInput, Refused
 from scheduler.models import Session, Status
 from scheduler.policy import PolicyView, change_policy, ensure_policy, load_policy
+from scheduler.session_view import session_view
 from scheduler.sessions import (
     QueueFilter,
     change_class,
@@ -35,14 +36,7 @@ FINISHED = (Status.DONE.value, Status.ARCHIVED.value)
 
 
 def _plain(ctx: StoreContext, session: Session) -> dict[str, Any]:
-    return {
-        "id": session.id,
-        "title": session.title,
-        "status": session.status,
-        "genesis": session.genesis,
-        "scheduling_class": class_of(session, load_policy(ctx.db)).value,
-        "precedence": session.precedence,
-    }
+    return session_view(session, load_policy(ctx.db))
 
 
 def _open(session: Session, what: str) -> None:

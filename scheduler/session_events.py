@@ -29,6 +29,7 @@ from scheduler.errors import InvalidInput, Refused
 from scheduler.firing import Fired, TriggerEvent, fire
 from scheduler.models import Session, Status, Trigger, Turn
 from scheduler.policy import load_policy
+from scheduler.session_view import session_view
 from scheduler.sessions import class_of
 
 log = logging.getLogger("pacer.session_events")
@@ -125,14 +126,9 @@ def session_facts(db: DBSession, session: Session, new_status: str) -> dict[str,
     trigger = db.get(Trigger, session.trigger_id) if session.trigger_id is not None else None
     output = (last.output if last is not None else "")[:OUTPUT_CHARS]
     facts = {
-        "id": session.id,
-        "title": session.title,
+        **session_view(session, policy),
         "status": new_status,
-        "genesis": session.genesis,
-        "scheduling_class": class_of(session, policy).value,
-        "precedence": session.precedence,
         "trigger": trigger.name if trigger is not None else None,
-        "requester": session.requester,
         "prompt": session.prompt,
         "output": output,
         "error": (last.error or "") if last is not None else "",

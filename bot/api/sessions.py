@@ -30,7 +30,7 @@ from bot.api.models import (
     SessionPatch,
     StartNowOut,
 )
-from bot.api.views import context, session_detail, session_out, start_now_out, submission_out
+from bot.api.views import context, session_detail, start_now_out, submission_out
 from scheduler import precedence as prec
 from scheduler.context import Context
 from scheduler.db import session_scope
@@ -39,6 +39,7 @@ from scheduler.genesis import SchedulingClass, parse_class
 from scheduler.lifecycle import archive
 from scheduler.models import Session, Status
 from scheduler.policy import load_policy
+from scheduler.session_view import session_view
 from scheduler.sessions import (
     NewSession,
     QueueFilter,
@@ -149,7 +150,7 @@ def list_sessions(
             if genesis:
                 stmt = stmt.where(Session.genesis == genesis)
             rows = list(db.exec(stmt.order_by(col(Session.created_at).desc(), col(Session.id).desc()).limit(limit)))
-        sessions = [session_out(row, policy) for row in rows]
+        sessions = [session_view(row, policy) for row in rows]
     return {"order": order, "count": len(sessions), "sessions": sessions}
 
 

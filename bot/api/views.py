@@ -20,7 +20,7 @@ from scheduler.context import Context
 from scheduler.explain import explain
 from scheduler.models import EnqueuedMessage, Session
 from scheduler.policy import PolicyView
-from scheduler.sessions import class_of
+from scheduler.session_view import session_view
 from scheduler.start_now import StartNowResult
 from scheduler.waiting import Mechanism, waiting_reason
 from templates import render
@@ -35,42 +35,12 @@ def context(request: Request) -> Context:
     return ctx  # type: ignore[no-any-return]
 
 
-def class_source(session: Session) -> str:
-    if session.scheduling_class is None:
-        return "genesis"
-    return "trigger" if session.class_from_trigger else "session"
-
-
-def session_out(session: Session, policy: PolicyView) -> dict[str, Any]:
-    return {
-        "id": session.id,
-        "title": session.title,
-        "status": session.status,
-        "genesis": session.genesis,
-        "scheduling_class": class_of(session, policy).value,
-        "class_source": class_source(session),
-        "precedence": session.precedence,
-        "trigger_id": session.trigger_id,
-        "parent_session_id": session.parent_id,
-        "forked_from": session.forked_from_id,
-        "runtime": session.runtime,
-        "weight": session.weight,
-        "capacity": session.capacity,
-        "concurrency_group": session.concurrency_group,
-        "requester": session.requester,
-        "created_at": session.created_at,
-        "updated_at": session.updated_at,
-        "started_at": session.started_at,
-        "finished_at": session.finished_at,
-    }
-
-
 def _mechanism(m: Mechanism) -> dict[str, Any]:
     return {"kind": m.kind, "reason": m.reason, "stamp": m.stamp, "sentence": m.sentence, "retry_at": m.retry_at, "owner": m.owner}
 
 
 def session_detail(db: DBSession, session: Session, policy: PolicyView, now: datetime, extra: list[Mechanism] | None = None) -> dict[str, Any]:
-    out = session_out(session, policy)
+    out = session_view(session, policy)
     reason = waiting_reason(session, now, extra or [])
     waiting = None
     if reason.headline is not None:
