@@ -1,33 +1,43 @@
 """The composition root's state: settings, database, clock, deferrer, workers and the Context the
 scheduler runs on, built once per process.
 
-APScheduler pickles a job as a reference to `bot.jobs.run` plus a target name and ids, so jobs
-find the live Context through `current()` rather than carrying it.
+APScheduler pickles a job as a reference to `bot.jobs.run` plus a target name and ids, so `build`
+installs the Context in `bot.jobs`, and adds the face's own periodic targets (burn rates, cron
+jobs for triggers) to the scheduler's table rather than giving APScheduler functions of its own.
 """
 
 from __future__ import annotations
 
 import logging
-import threading
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 from sqlalchemy import Engine
 
+from bot import jobs, triggers_file
+from bot.adapters import build_pool, build_quota_source, fallback_burn, runtimes_from_settings
+from bot.leader import Leadership
 from bot.notify import CompositeNotifier, LogNotifier
 from bot.settings import Settings
+from integrations.apscheduler_deferrer import APSchedulerDeferrer, build_scheduler
+from integrations.quota.history import load_burn_table
+from integrations.schedules import sync_schedules
 from scheduler import db as dbmod
+from scheduler import wiring
 from scheduler.clock import SystemClock
 from scheduler.context import Context, WorkerPool
+from scheduler.lifecycle import recover
 from scheduler.policy import ensure_policy
 from scheduler.ports import Clock, Deferrer
+from scheduler.sweeps import hold_sweep
 
 log = logging.getLogger("pacer")
 
-_current: Pacer | None = None
-_lock = threading.Lock()
-
+BURN_REFRESH = "burn_refresh"
 BURN_REFRESH_MINUTES = 5
+TRIGGER_RESYNC = "trigger_resync"
+TRIGGER_RESYNC_MINUTES = 1
 
 
 @dataclass
@@ -62,9 +72,6 @@ def build(
     workers: WorkerPool | None = None,
     migrate: bool = True,
 ) -> Pacer:
-    from bot.adapters import build_pool, build_quota_source, runtimes_from_settings
-    from scheduler import wiring
-
     engine = dbmod.make_engine(settings.database_url)
     if migrate:
         dbmod.migrate(settings.database_url)
@@ -73,9 +80,6 @@ def build(
     scheduler = None
     job_runner = None
     if deferrer is None:
-        from bot import jobs
-        from integrations.apscheduler_deferrer import APSchedulerDeferrer, build_scheduler
-
         scheduler = build_scheduler(engine)
         deferrer = APSchedulerDeferrer(scheduler)
         job_runner = jobs.run
@@ -93,15 +97,28 @@ def build(
     refresh_burn(ctx, settings)
     wiring.install(ctx)
     pacer = Pacer(settings=settings, engine=engine, clock=ctx.clock, deferrer=deferrer, ctx=ctx, scheduler=scheduler)
-    install(pacer)
+    ctx.jobs = {**ctx.jobs, **periodic_targets(pacer)}
+    jobs.install(ctx)
     return pacer
+
+
+def periodic_targets(pacer: Pacer) -> dict[str, Callable[[Context], None]]:
+    """The face's alarm targets, run through `bot.jobs.run` beside the scheduler's own."""
+
+    def burn_refresh(ctx: Context) -> None:
+        refresh_burn(ctx, pacer.settings)
+
+    def trigger_resync(ctx: Context) -> None:
+        # Triggers written on another replica (which runs no scheduler) reach the cron jobs
+        # within one interval.
+        if pacer.scheduler is not None:
+            sync_schedules(pacer.scheduler, ctx.engine)
+
+    return {BURN_REFRESH: burn_refresh, TRIGGER_RESYNC: trigger_resync}
 
 
 def refresh_burn(ctx: Context, settings: Settings) -> None:
     """Burn rates from the turn history; the configured echo rate until there is history."""
-    from bot.adapters import fallback_burn
-    from integrations.quota.history import load_burn_table
-
     try:
         with dbmod.session_scope(ctx.engine) as db:
             ctx.burn = load_burn_table(db, fallback_burn(settings))
@@ -109,15 +126,8 @@ def refresh_burn(ctx: Context, settings: Settings) -> None:
         log.exception("burn rates could not be read; keeping the previous table")
 
 
-def refresh_burn_job() -> None:
-    pacer = current()
-    refresh_burn(pacer.ctx, pacer.settings)
-
-
 def start(pacer: Pacer) -> None:
     """Become the scheduler's leader (or stand by), then run its alarms and sweeps."""
-    from bot.leader import Leadership
-
     leadership = Leadership(pacer.engine, lambda: lead(pacer))
     pacer.extras["leadership"] = leadership
     leadership.start()
@@ -125,28 +135,23 @@ def start(pacer: Pacer) -> None:
 
 def lead(pacer: Pacer) -> None:
     """Start the alarms and sweeps, then repair what a crash left behind."""
-    from bot import jobs
-    from scheduler.lifecycle import recover
-    from scheduler.sweeps import hold_sweep
-    from scheduler.wiring import PERIODIC
-
     if pacer.scheduler is not None:
         pacer.scheduler.start()
-        for name, interval in PERIODIC.items():
-            pacer.scheduler.add_job(jobs.run, "interval", args=[name], id=f"periodic:{name}",
-                                    replace_existing=True, seconds=interval.total_seconds())
-        pacer.scheduler.add_job(refresh_burn_job, "interval", id="periodic:burn_refresh",
-                                replace_existing=True, minutes=BURN_REFRESH_MINUTES)
-        from bot import triggers, triggers_file
-
+        for name, interval in wiring.PERIODIC.items():
+            _every(pacer, name, seconds=interval.total_seconds())
+        _every(pacer, BURN_REFRESH, minutes=BURN_REFRESH_MINUTES)
         # Triggers as code, once the scheduler runs (an unchanged cron job keeps its stored
         # next run); then triggers written on a standby replica reach the cron jobs each minute.
         triggers_file.install(pacer)
-        pacer.scheduler.add_job(triggers.resync_job, "interval", id="periodic:trigger_resync",
-                                replace_existing=True, minutes=1)
-        log.info("scheduler started with sweeps: %s", ", ".join(sorted(PERIODIC)))
+        _every(pacer, TRIGGER_RESYNC, minutes=TRIGGER_RESYNC_MINUTES)
+        log.info("scheduler started with sweeps: %s", ", ".join(sorted(wiring.PERIODIC)))
     recover(pacer.ctx)
     hold_sweep(pacer.ctx)
+
+
+def _every(pacer: Pacer, name: str, **interval: float) -> None:
+    """Run the alarm target `name` through `bot.jobs.run` at a fixed interval."""
+    pacer.scheduler.add_job(jobs.run, "interval", args=[name], id=f"periodic:{name}", replace_existing=True, **interval)
 
 
 def stop(pacer: Pacer) -> None:
@@ -159,15 +164,3 @@ def stop(pacer: Pacer) -> None:
     shutdown = getattr(pacer.ctx.workers, "shutdown", None)
     if shutdown is not None:
         shutdown(wait=False)
-
-
-def install(pacer: Pacer) -> None:
-    global _current
-    with _lock:
-        _current = pacer
-
-
-def current() -> Pacer:
-    if _current is None:
-        raise RuntimeError("Pacer's runtime is not built in this process")
-    return _current

@@ -23,6 +23,7 @@ from typing import Any
 
 from jinja2 import TemplateError, TemplateSyntaxError
 
+from integrations.schedules import cron_trigger
 from scheduler import bounds
 from scheduler.errors import InvalidInput
 from scheduler.genesis import Genesis, parse_class
@@ -216,8 +217,6 @@ def _github_label(config: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def _schedule(config: Mapping[str, Any]) -> dict[str, Any]:
-    from integrations.schedules import cron_trigger
-
     if "cron" not in config:
         raise InvalidInput("config.cron: required for schedule (a crontab line, e.g. '0 9 * * 1-5')", field="config.cron")
     cron = _string(config["cron"], "cron")

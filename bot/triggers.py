@@ -27,6 +27,7 @@ from bot.trigger_spec import (
     check_precedence,
     check_template,
 )
+from integrations.schedules import sync_schedules
 from scheduler.context import Context
 from scheduler.errors import InvalidInput, Refused
 from scheduler.models import Session, Trigger
@@ -170,20 +171,7 @@ def after_write(ctx: Context | None, scheduler: Any, engine: Any, writes: Sequen
         for trigger_id, promoted in writes:
             arm_release(ctx, trigger_id, promoted)
     if scheduler is not None:
-        from integrations.schedules import sync_schedules
-
         sync_schedules(scheduler, engine)
-
-
-def resync_job() -> None:
-    """A periodic job for the leader: triggers written on another replica (which runs no
-    scheduler) reach the cron jobs within one interval. Module-level, so APScheduler can store it."""
-    from bot import runtime
-    from integrations.schedules import sync_schedules
-
-    pacer = runtime.current()
-    if pacer.scheduler is not None:
-        sync_schedules(pacer.scheduler, pacer.engine)
 
 
 def plain(trigger: Trigger, *, sessions: int | None = None) -> dict[str, Any]:

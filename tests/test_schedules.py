@@ -11,7 +11,7 @@ import pytest
 from apscheduler.schedulers.background import BackgroundScheduler
 from sqlmodel import select
 
-from bot import runtime
+from bot import jobs, runtime
 from bot import triggers as store
 from bot.runtime import Pacer
 from bot.trigger_spec import check_spec
@@ -125,11 +125,10 @@ def test_jobs_survive_a_restart_in_the_same_job_store(engine, clock, aps: Backgr
 
 
 def test_a_fire_creates_a_schedule_session_from_the_template(engine, clock, aps: BackgroundScheduler) -> None:
-    ctx, deferrer, _workers, _quota = build(engine, clock)
+    ctx, *_ = build(engine, clock)
     tid = add(engine, clock, "sweep", "0 3 * * *", precedence=7)
     sync_schedules(aps, engine)
-    previous = runtime._current
-    runtime.install(Pacer(settings=settings_for(engine), engine=engine, clock=clock, deferrer=deferrer, ctx=ctx))
+    previous = jobs.install(ctx)
     try:
         aps.modify_job(job_id(tid), next_run_time=datetime.now(UTC))  # due now: the real job runs
         deadline = time.monotonic() + 5
@@ -139,8 +138,7 @@ def test_a_fire_creates_a_schedule_session_from_the_template(engine, clock, aps:
             with session_scope(engine) as db:
                 rows = list(db.exec(select(Session)))
     finally:
-        if previous is not None:
-            runtime.install(previous)
+        jobs.install(previous)
     assert len(rows) == 1
     s = rows[0]
     assert s.genesis == "schedule" and s.trigger_id == tid and s.precedence == 7
@@ -175,13 +173,13 @@ def test_the_api_keeps_the_jobs_in_line_with_its_trigger_writes(engine, clock, a
 
 def test_the_leaders_resync_job_picks_up_triggers_written_elsewhere(engine, clock, aps: BackgroundScheduler) -> None:
     ctx, deferrer, *_ = build(engine, clock)
-    previous = runtime._current
-    runtime.install(Pacer(settings=settings_for(engine), engine=engine, clock=clock, deferrer=deferrer, ctx=ctx, scheduler=aps))
+    pacer = Pacer(settings=settings_for(engine), engine=engine, clock=clock, deferrer=deferrer, ctx=ctx, scheduler=aps)
+    ctx.jobs = {**ctx.jobs, **runtime.periodic_targets(pacer)}
+    previous = jobs.install(ctx)
     try:
         tid = add(engine, clock, "written-on-a-replica", "0 6 * * *")
         assert aps.get_job(job_id(tid)) is None
-        store.resync_job()
+        jobs.run(runtime.TRIGGER_RESYNC)  # what the leader's periodic job runs
         assert aps.get_job(job_id(tid)) is not None
     finally:
-        if previous is not None:
-            runtime.install(previous)
+        jobs.install(previous)
