@@ -22,7 +22,7 @@ from typing import Any
 from sqlalchemy.exc import InterfaceError, OperationalError
 from sqlmodel import Session as DBSession
 
-from bot import engine, reading, steering
+from bot import engine, holding, reading, steering
 from bot.commands import command as c
 from bot.commands import parse, usage_of, verb
 from bot.commands.grammar import GENERAL_USAGE
@@ -67,21 +67,16 @@ STORE: dict[str, StoreHandler] = {
     "trigger precedence": steering.trigger_precedence,
 }
 
-# Not here yet, so they answer "not available": hold, release, resume (operator and queue
-# holds) and reply (a human message on a session). `pause … queue` answers so from its handler.
 ENGINE: dict[str, EngineHandler] = {
     "start": engine.start,
-    "pause": engine.pause,
+    "pause": holding.pause,
     "new": engine.new,
     "whatif": engine.whatif,
+    "hold": holding.hold,
+    "release": holding.release,
+    "resume": holding.resume,
+    "reply": holding.reply,
 }
-
-
-def register(name: str, handler: EngineHandler) -> EngineHandler | None:
-    """Install the engine handler for a command name (`hold`, `release`, …); returns the old one."""
-    previous = ENGINE.get(name)
-    ENGINE[name] = handler
-    return previous
 
 
 def available(name: str) -> bool:
@@ -148,6 +143,3 @@ def _ownership(db: DBSession, command: c.Command) -> tuple[Mapping[int, str | No
 def _refusal(flavour: str, message: str, usage: str) -> Reply:
     return Reply(text=render(f"{flavour}/command_error.j2", message=message, usage=usage), ok=False)
 
-
-# Hold, release, resume, pause … queue and reply register themselves on ENGINE.
-import bot.holding  # noqa: E402,F401

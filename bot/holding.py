@@ -1,6 +1,6 @@
 """The chat commands that place and lift holds, park sessions and speak in a thread: `hold`,
 `release`, `resume`, `pause <id> queue` and `reply`. Thin calls into `scheduler`
-(operator_holds, queue_holds, parking, promotion), registered on `bot.chat`'s engine table.
+(operator_holds, queue_holds, parking, promotion), listed in `bot.chat`'s engine table.
 """
 
 from __future__ import annotations
@@ -46,12 +46,3 @@ def reply(ctx: Context, command: c.ThreadReply) -> Answer:
                                    roster=ctx.pacer.settings.roster)
     return Answer("replied", {"session_id": command.session_id, "message_id": message.id})
 
-
-def install() -> None:
-    from bot import chat
-
-    for name, handler in (("hold", hold), ("release", release), ("resume", resume), ("pause", pause), ("reply", reply)):
-        chat.register(name, handler)  # type: ignore[arg-type]
-
-
-install()

@@ -410,12 +410,11 @@ def test_an_unreadable_database_is_one_line_and_no_trace(pacer) -> None:
     assert (reply.ok, reply.text) == (False, "Pacer could not read its database just now; nothing changed. Try again in a moment.")
 
 
-def test_register_installs_an_engine_handler(pacer, monkeypatch) -> None:
+def test_an_engine_handler_answers_from_the_table(pacer, monkeypatch) -> None:
     from bot.context import Answer
 
-    monkeypatch.setattr(chat, "ENGINE", dict(chat.ENGINE))
-    assert chat.register("resume", lambda ctx, command: Answer("started", {"sentence": f"resumed {command.group}"})) is not None
     assert chat.available("resume")
+    monkeypatch.setitem(chat.ENGINE, "resume", lambda ctx, command: Answer("started", {"sentence": f"resumed {command.group}"}))
     assert ask(pacer, "resume acme/web").text == "resumed acme/web"
 
 

@@ -12,7 +12,7 @@ import re
 from collections.abc import Callable
 from datetime import timedelta
 
-from bot.commands import command as c
+import bot.commands.command as c
 from bot.commands.cursor import ID_PATTERN, INT_PATTERN, Cursor, Token, shown
 from bot.commands.times import parse_duration, parse_time
 from scheduler import bounds
