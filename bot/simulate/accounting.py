@@ -7,32 +7,34 @@ report counts it.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from datetime import datetime
-from typing import TYPE_CHECKING
 
+from sqlalchemy import Engine
 from sqlmodel import col, select
 
+from bot.simulate.demand import Tracked
+from bot.simulate.workers import SimWorkerPool
 from scheduler.db import session_scope
+from scheduler.deferrer import VirtualDeferrer
 from scheduler.models import EnqueuedMessage, Session, Status, Turn
 from scheduler.records import hold_job_id
 
-if TYPE_CHECKING:
-    from bot.simulate.engine import Simulation
 
-
-def account(sim: Simulation, now: datetime) -> dict[int, str]:
-    pool = sim.pool
+def account(
+    engine: Engine, deferrer: VirtualDeferrer, pool: SimWorkerPool, tracked: Mapping[int, Tracked], now: datetime
+) -> dict[int, str]:
     open_items: dict[int, int] = {}
     for item in pool.work.items.values():
         if item.done_at is None:
             open_items[item.session_id] = open_items.get(item.session_id, 0) + 1
     running = {span.session_id for tid, span in pool.spans.items() if tid in pool.running}
     states: dict[int, str] = {}
-    with session_scope(sim.engine) as db:
+    with session_scope(engine) as db:
         rows = {s.id: s for s in db.exec(select(Session))}
         queued = {sid for sid in db.exec(select(EnqueuedMessage.session_id).where(col(EnqueuedMessage.delivered_at).is_(None)))}
         running_rows = {sid for sid in db.exec(select(Turn.session_id).where(Turn.status == "running"))}
-    for sid, track in sim.tracked.items():
+    for sid, track in tracked.items():
         row = rows.get(sid)
         if row is None:
             states[sid] = "lost:no row"
@@ -48,11 +50,11 @@ def account(sim: Simulation, now: datetime) -> dict[int, str]:
         elif row.status == Status.WAITING.value and row.pause_reason is not None:
             states[sid] = "paused"
         elif row.status == Status.WAITING.value and row.hold_reason is not None:
-            armed = sim.deferrer.next_run(hold_job_id(sid)) is not None
+            armed = deferrer.next_run(hold_job_id(sid)) is not None
             states[sid] = "held" if armed or row.hold_retry_at is not None else "lost:held with no re-check"
         elif sid in queued:
             states[sid] = "queued"
-        elif sim.deferrer.next_run(f"sim-follow-up:{sid}") is not None:
+        elif deferrer.next_run(f"sim-follow-up:{sid}") is not None:
             states[sid] = "pending"  # its next turn is the simulated requester's to send
         elif row.status == Status.WAITING.value and row.wake_at is not None and row.wake_at > now:
             states[sid] = "asleep"

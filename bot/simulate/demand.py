@@ -1,13 +1,13 @@
 """The demand a scenario describes, as one list of sessions to create: each batch arrival
 expanded to its members, each Poisson generator drawn from the scenario's seed. Pure and
 deterministic: the same scenario always yields the same demand, which is what lets three
-policies be compared on exactly the same week.
+policies be compared on exactly the same week. A `Tracked` is one demand once it is a session.
 """
 
 from __future__ import annotations
 
 import random
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
 from bot.simulate.scenario import ArrivalSpec, GeneratorSpec, Scenario
@@ -26,6 +26,21 @@ class Demand:
     durations: tuple[timedelta, ...]  # the first turn, then each follow-up
     replies: tuple[datetime, ...] = ()  # when a person replies in its thread
     title: str = ""
+
+
+@dataclass
+class Tracked:
+    """A session the simulator created, and what it still owes it."""
+
+    demand: Demand
+    session_id: int
+    scheduling_class: str
+    created_at: datetime
+    planned: int  # turns planned (first + follow-ups)
+    submitted: int = 0  # planned turns handed to submit_turn
+    replies_due: int = 0  # replies inside the simulated span
+    replies_sent: int = 0
+    refused: list[str] = field(default_factory=list)
 
 
 def expand(scenario: Scenario) -> list[Demand]:

@@ -18,7 +18,7 @@ import time
 from collections import Counter, defaultdict
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -28,7 +28,8 @@ from sqlmodel import SQLModel, col
 
 import scheduler.models  # noqa: F401  (the tables)
 from bot.simulate import policies
-from bot.simulate.demand import Demand, expand
+from bot.simulate.accounting import account
+from bot.simulate.demand import Demand, Tracked, expand
 from bot.simulate.meter import build_meter
 from bot.simulate.scenario import Scenario
 from bot.simulate.trace import Sampler, Trace
@@ -42,6 +43,7 @@ from scheduler.errors import PacerError
 from scheduler.jobs import targets
 from scheduler.models import SESSIONS, Session, Status
 from scheduler.policy import ensure_policy, load_policy
+from scheduler.promotion import record_human_message
 from scheduler.sessions import NewSession, class_from, insert_session
 from scheduler.turns import submit_turn
 
@@ -50,21 +52,6 @@ SAMPLE_EVERY = timedelta(minutes=1)
 FOLLOW_UP_POLL = timedelta(minutes=1)
 FOLLOW_UP_POLL_MAX = timedelta(minutes=5)
 ACTOR = "simulated-human"
-
-
-@dataclass
-class Tracked:
-    """A session the simulator created, and what it still owes it."""
-
-    demand: Demand
-    session_id: int
-    scheduling_class: str
-    created_at: datetime
-    planned: int  # turns planned (first + follow-ups)
-    submitted: int = 0  # planned turns handed to submit_turn
-    replies_due: int = 0  # replies inside the simulated span
-    replies_sent: int = 0
-    refused: list[str] = field(default_factory=list)
 
 
 @dataclass
@@ -119,7 +106,7 @@ class Simulation:
         self.ctx.admission_checks.extend(policies.admission_checks(policy, self.ctx, scenario.policy))
         self.ctx.hooks.setdefault("*", []).append(self._notice)
         self.tracked: dict[int, Tracked] = {}
-        self.sampler = Sampler(self)
+        self.sampler = Sampler(scenario, self.engine, self.pool, self.meter, self.tracked)
 
     # ------------------------------------------------------------------ the outside world
 
@@ -201,8 +188,6 @@ class Simulation:
         prompt = f"[sim] session {sid} reply {j}"
         self.pool.work.add(prompt, Item(sid, -1, track.demand.durations[0], self.clock.now()))
         track.replies_sent += 1
-        from scheduler.promotion import record_human_message
-
         try:
             record_human_message(self.ctx, sid, ACTOR, prompt, "console", roster=True)
         except PacerError as exc:
@@ -231,15 +216,10 @@ class Simulation:
             self.timings["sampling"] += time.perf_counter() - sampled
             if progress is not None and (t - scenario.start) % timedelta(hours=6) == timedelta(0):
                 progress(t)
-        states = self._account(t)
+        states = account(self.engine, self.deferrer, self.pool, self.tracked, t)
         wall, cpu = time.perf_counter() - began, time.process_time() - cpu
         return Run(scenario, self.policy, self.tracked, self.sampler.trace, self.pool, self.jobs, self.notices,
                    self.marks, self.released, self.sweeps, states, self.timings, wall, t, cpu)
-
-    def _account(self, now: datetime) -> dict[int, str]:
-        from bot.simulate.accounting import account
-
-        return account(self, now)
 
     def close(self) -> None:
         self.engine.dispose()

@@ -18,6 +18,7 @@ from typing import Any
 
 from sqlmodel import col, select
 
+from bot.adapters import runtimes_from_settings
 from bot.simulate.scenario import (
     ArrivalSpec,
     PolicySpec,
@@ -27,6 +28,7 @@ from bot.simulate.scenario import (
     WindowSpec,
     parse_instant,
 )
+from integrations.quota.history import load_burn_table
 from integrations.quota.ledger import window_bounds
 from scheduler import db as dbmod
 from scheduler.models import HumanMessage, Session, Turn
@@ -126,9 +128,6 @@ def scenario_from_db(settings: Any, base: Scenario | None, *, since: str | None 
 def _burns(db: Any, settings: Any) -> dict[str, tuple[float, bool]]:
     """Each runtime's measured burn (the same table the gate reads), its configured rate when
     nothing is measured, and whether it spends quota."""
-    from bot.adapters import runtimes_from_settings
-    from integrations.quota.history import load_burn_table
-
     configured = runtimes_from_settings(settings)
     table = load_burn_table(db, {name: r.default_burn_per_min for name, r in configured.items()})
     seen = {row[0] for row in db.exec(select(Turn.runtime).distinct())} | set(configured)

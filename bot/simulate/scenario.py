@@ -8,14 +8,10 @@ runs on a scenario that did not validate. The format is documented in docs/simul
 
 from __future__ import annotations
 
-import math
 import re
-from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
-
-from scheduler.genesis import Genesis, SchedulingClass
 
 POLICIES = ("pacer", "fifo", "flat-target")  # bot/simulate/policies.py says what each one is
 WINDOW_NAMES = ("5h", "7d")  # the policy's two reserves are keyed by these names
@@ -173,87 +169,3 @@ def parse_instant(where: str, value: Any, start: datetime | None) -> datetime:
     if parsed.tzinfo is None:
         raise ScenarioError(f"{where}: must be {rule} (got {value!r}, which has no offset)")
     return parsed
-
-
-def _number(where: str, value: Any, *, low: float = 0.0, high: float | None = None, above: bool = False) -> float:
-    bound = f"above {low:g}" if above else f">= {low:g}"
-    rule = f"a number {bound}" + (f" and <= {high:g}" if high is not None else "")
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or math.isnan(value) or math.isinf(value):
-        raise ScenarioError(f"{where}: must be {rule} (got {value!r})")
-    if (value <= low if above else value < low) or (high is not None and value > high):
-        raise ScenarioError(f"{where}: must be {rule} (got {value!r})")
-    return float(value)
-
-
-def _whole(where: str, value: Any, *, low: int = 0, high: int | None = None) -> int:
-    rule = f"a whole number >= {low}" + (f" and <= {high}" if high is not None else "")
-    if isinstance(value, bool) or not isinstance(value, int) or value < low or (high is not None and value > high):
-        raise ScenarioError(f"{where}: must be {rule} (got {value!r})")
-    return value
-
-
-def _integer(where: str, value: Any) -> int:
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise ScenarioError(f"{where}: must be a whole number (got {value!r})")
-    return value
-
-
-def _flag(where: str, value: Any) -> bool:
-    if not isinstance(value, bool):
-        raise ScenarioError(f"{where}: must be true or false (got {value!r})")
-    return value
-
-
-def _text(where: str, value: Any) -> str:
-    if not isinstance(value, str) or not value.strip():
-        raise ScenarioError(f"{where}: must be a non-empty string (got {value!r})")
-    return value.strip()
-
-
-def _genesis(where: str, value: Any) -> str:
-    allowed = [g.value for g in Genesis]
-    if value not in allowed:
-        raise ScenarioError(f"{where}: must be one of {', '.join(allowed)} (got {value!r})")
-    return str(value)
-
-
-def _class(where: str, value: Any) -> str | None:
-    if value is None:
-        return None
-    allowed = [c.value for c in SchedulingClass]
-    if value not in allowed:
-        raise ScenarioError(f"{where}: must be one of {', '.join(allowed)} (got {value!r})")
-    return str(value)
-
-
-def _table(where: str, value: Any, allowed: Sequence[str], required: Sequence[str] = ()) -> Mapping[str, Any]:
-    if not isinstance(value, Mapping):
-        raise ScenarioError(f"{where}: must be a table (got {value!r})")
-    for key in value:
-        if key not in allowed:
-            raise ScenarioError(f"{where}.{key}: is not a key here; allowed: {', '.join(allowed)}")
-    for key in required:
-        if key not in value:
-            raise ScenarioError(f"{where}.{key}: is required")
-    return value
-
-
-def _array(where: str, value: Any) -> list[Any]:
-    if value is None:
-        return []
-    if not isinstance(value, list):
-        raise ScenarioError(f"{where}: must be an array of tables ([[{where}]]) (got {value!r})")
-    return value
-
-
-def _range(where: str, value: Any, parse: Any) -> tuple[Any, Any]:
-    """A fixed value, or [low, high]."""
-    if isinstance(value, list):
-        if len(value) != 2:
-            raise ScenarioError(f"{where}: must be one value or a [low, high] pair (got {value!r})")
-        low, high = parse(f"{where}[0]", value[0]), parse(f"{where}[1]", value[1])
-        if high < low:
-            raise ScenarioError(f"{where}: the high end must not be below the low end (got {value!r})")
-        return low, high
-    one = parse(where, value)
-    return one, one

@@ -17,6 +17,7 @@ from typing import Any
 from bot.simulate.engine import Run
 from bot.simulate.scenario import Scenario
 from integrations.quota.ledger import window_bounds
+from scheduler.preemption import COOLDOWN
 from scheduler.wiring import PERIODIC
 
 MINUTE = timedelta(minutes=1)
@@ -170,8 +171,6 @@ def interruptions_report(run: Run) -> dict[str, Any]:
         marks = getattr(report, "marks", None)
         halted += len(getattr(marks, "halted", [])) if marks is not None else 0
         slept += len(getattr(marks, "slept", [])) if marks is not None else 0
-    from scheduler.preemption import COOLDOWN
-
     released = set(run.released_marks)
     by_session: dict[int, list[datetime]] = defaultdict(list)
     repreempted = 0

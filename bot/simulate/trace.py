@@ -8,23 +8,24 @@ pause, a mark — or a ceiling-style sweep, which settles marks without one).
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from sqlalchemy import bindparam, func, union_all
+from sqlalchemy import Engine, bindparam, func, union_all
 from sqlalchemy import select as sa_select
 
+from bot.simulate.demand import Tracked
+from bot.simulate.meter import Meter
 from bot.simulate.scenario import Scenario
+from bot.simulate.workers import SimWorkerPool
 from scheduler.db import core, session_scope
 from scheduler.gate import projection_minutes
 from scheduler.genesis import SchedulingClass
 from scheduler.models import SESSIONS, Status
 from scheduler.policy import load_policy
 from scheduler.sessions import class_from
-
-if TYPE_CHECKING:
-    from bot.simulate.engine import Simulation
 
 
 @dataclass
@@ -72,12 +73,13 @@ _WAITING = _waiting_stmt()  # built once: it runs most simulated minutes
 
 
 class Sampler:
-    def __init__(self, sim: Simulation) -> None:
-        self.sim = sim
+    def __init__(
+        self, scenario: Scenario, engine: Engine, pool: SimWorkerPool, meter: Meter, tracked: Mapping[int, Tracked]
+    ) -> None:
+        self.scenario, self.engine, self.pool, self.meter, self.tracked = scenario, engine, pool, meter, tracked
         self.trace = Trace()
         self.dirty = True
         self._waiting = (0, 0, 0)
-        scenario: Scenario = sim.scenario
         self.slots = min(scenario.policy.max_sessions, scenario.policy.agent_workers)
         spot_runtimes = {r.name: r for r in scenario.runtimes if r.spends_quota}
         burns = [r.burn_usd_per_min for r in spot_runtimes.values() if r.burn_usd_per_min > 0]
@@ -87,7 +89,7 @@ class Sampler:
         """One grouped query; the class is resolved here from (stored class, genesis), the same
         rule `class_of` applies, so the query stays a handful of result rows. A running session
         marked to yield counts as paused, so marked rows come in the same query."""
-        with session_scope(self.sim.engine) as db:
+        with session_scope(self.engine) as db:
             policy = load_policy(db)
             rows = core(db, _WAITING, {"now": now}).all()
         held = paused = spot_waiting = 0
@@ -106,8 +108,7 @@ class Sampler:
         return held, paused, spot_waiting
 
     def sample(self, now: datetime) -> None:
-        sim = self.sim
-        pool = sim.pool
+        pool = self.pool
         if self.dirty or pool.changed:
             self._waiting = self._count_waiting(now)
             self.dirty = pool.changed = False
@@ -117,7 +118,7 @@ class Sampler:
         quota_running = 0
         for turn_id in pool.running:
             span = pool.spans[turn_id]
-            track = sim.tracked.get(span.session_id)
+            track = self.tracked.get(span.session_id)
             if not span.spends_quota:
                 running_free += 1
                 continue
@@ -127,7 +128,7 @@ class Sampler:
                 running_spot += 1
             else:
                 running_priority += 1
-        reading = sim.meter.read(now)
+        reading = self.meter.read(now)
         windows: dict[str, WindowSample] = {}
         budget_left = True
         for w in reading.windows if reading is not None else ():
@@ -135,7 +136,7 @@ class Sampler:
             spent = float(w.spent_usd or 0.0)
             period = w.period_seconds
             windows[w.name] = WindowSample(spent, capacity, w.resets_at - timedelta(seconds=period), w.resets_at)
-            spot_budget = capacity * (1 - sim.scenario.policy.reserve_pct(w.name) / 100.0)
+            spot_budget = capacity * (1 - self.scenario.policy.reserve_pct(w.name) / 100.0)
             horizon = projection_minutes((w.resets_at - now).total_seconds() / 60.0)  # the gate's cap
             if spent + (burn + self.one_session_burn) * horizon > spot_budget:
                 budget_left = False
