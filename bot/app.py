@@ -9,7 +9,9 @@ from contextlib import asynccontextmanager
 from fastapi import FastAPI
 from fastapi.responses import JSONResponse
 
+from bot import api as rest_api
 from bot import runtime
+from bot.github import webhook as github_webhook
 from bot.runtime import Pacer
 from scheduler import db as dbmod
 
@@ -46,17 +48,13 @@ def create_app(pacer: Pacer, *, start_scheduler: bool = True) -> FastAPI:
     # GITHUB_WEBHOOK_SECRET is set. Status comments join the notifier when a token or App is set.
     # Mounted before the REST API: routes match in order, and a burst of deliveries should not
     # pay for trying the API's routes first.
-    from bot.github import webhook as github_webhook
-
     github_webhook.register(app, pacer)
 
     # The REST API: /api/v1 sessions, triggers, policy, holds, chat; bearer PACER_API_TOKEN.
-    from bot import api as rest_api
-
     rest_api.register(app)
 
     # Slack: /slack/events, Socket Mode and the thread notifier, only when both credentials are
-    # configured. Its lifespan joins this app's.
+    # configured (and Bolt is imported only then). Its lifespan joins this app's.
     if pacer.settings.slack_signing_secret and pacer.settings.slack_bot_token:
         from bot.slack import http as slack_http
 

@@ -12,9 +12,11 @@ import sys
 from typing import TextIO
 
 from bot import chat, runtime
+from bot.leader import Leadership
 from bot.render import render
 from bot.runtime import Pacer
 from bot.settings import Settings
+from scheduler import db as dbmod
 
 SURFACE = "console"
 QUIT = frozenset({"quit", "exit"})
@@ -28,10 +30,8 @@ def run_console(settings: Settings, *, user: str | None = None, stdin: TextIO = 
     """Lead the scheduler in this process when nothing else does (alarms, sweeps and turns run
     here while the console is open); when a `pacer serve` leads, speak to it over its API, so
     its scheduler — the only one on this database — runs what the console asks for."""
-    from bot.leader import Leadership
-
     who = user or settings.console_user
-    probe = Leadership(runtime.dbmod.make_engine(settings.database_url), lambda: None)
+    probe = Leadership(dbmod.make_engine(settings.database_url), lambda: None)
     if not probe.start():
         probe.stop()
         return _forward(settings, who, stdin, stdout)

@@ -53,6 +53,7 @@ from scheduler.context import Context
 from scheduler.db import session_scope
 from scheduler.errors import InvalidInput, PacerError
 from scheduler.firing import render_trigger_prompt
+from scheduler.lifecycle import archive
 from scheduler.models import (
     ACTIVE_STATUSES,
     OperatorHold,
@@ -61,8 +62,11 @@ from scheduler.models import (
     Trigger,
     WebhookDelivery,
 )
-from scheduler.prerequisites import parse_prerequisites, record_prerequisites
+from scheduler.operator_holds import place_hold, release_hold
+from scheduler.prerequisites import parse_prerequisites, record_prerequisites, set_issue_state
 from scheduler.sessions import NewSession, change_class, insert_session
+from scheduler.start_now import start_now
+from scheduler.turns import submit_turn
 from templates import render
 
 log = logging.getLogger("pacer.intake")
@@ -165,12 +169,6 @@ def record_github(db: DBSession, event: IntakeEvent, *, now: datetime, settings:
 def finish_github(ctx: Context, plan: GithubPlan) -> None:
     """The slow half, after the commit. Each step stands alone: one failure is logged, not spread.
     Holds go first, so a session born under `pacer:hold` is held at its first ask."""
-    from scheduler.lifecycle import archive
-    from scheduler.operator_holds import place_hold, release_hold
-    from scheduler.prerequisites import set_issue_state
-    from scheduler.start_now import start_now
-    from scheduler.turns import submit_turn
-
     reason = render("text/github_hold_reason.j2", label=HOLD_LABEL, issue=plan.issue, actor=plan.actor)
     for session_id in plan.place_holds:
         _guarded(f"hold on session #{session_id}", place_hold, ctx, "session", [str(session_id)], armer=plan.actor, reason=reason)

@@ -8,7 +8,7 @@ import logging
 
 import uvicorn
 
-from bot import runtime
+from bot import runtime, triggers_file
 from bot.app import create_app
 from bot.settings import Settings
 
@@ -16,8 +16,6 @@ log = logging.getLogger("pacer.server")
 
 
 def serve(settings: Settings, *, host: str | None = None, port: int | None = None, demo: bool = False) -> int:
-    from bot import triggers_file
-
     triggers_file.check(settings)  # a bad triggers.toml stops start-up with its one line
     pacer = runtime.build(settings, migrate=True)
     bind_host = host or settings.host

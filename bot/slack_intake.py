@@ -22,6 +22,7 @@ from integrations.slack.notifier import thread_source
 from scheduler.db import session_scope
 from scheduler.errors import PacerError
 from scheduler.models import Session, Trigger
+from scheduler.promotion import record_human_message
 from scheduler.sessions import NewSession, create_session
 from scheduler.turns import submit_turn
 from templates import render, render_prompt
@@ -101,8 +102,6 @@ def slack_message(pacer: Any, event: Mapping[str, Any]) -> int | SenderNotice | 
 
 
 def _reply(pacer: Any, session_id: int, user: str, text: str, roster: Mapping[str, str]) -> int | None:
-    from scheduler.promotion import record_human_message
-
     if user not in roster:
         log.info("slack: %s is not on the roster; their reply in session #%s's thread is not a human message", user, session_id)
         return None

@@ -35,7 +35,7 @@ from scheduler import precedence as prec
 from scheduler.context import Context
 from scheduler.db import session_scope
 from scheduler.errors import InvalidInput, PacerError, Refused
-from scheduler.genesis import SchedulingClass, parse_class
+from scheduler.genesis import Genesis, SchedulingClass, parse_class
 from scheduler.lifecycle import archive
 from scheduler.models import Session, Status
 from scheduler.policy import load_policy
@@ -129,11 +129,8 @@ def list_sessions(
     bad = [s for s in statuses if s not in STATUSES]
     if bad:
         raise InvalidInput(f"status: {bad[0]!r} is not a status; use {', '.join(STATUSES)}", field="status")
-    if genesis is not None:
-        from scheduler.genesis import Genesis
-
-        if genesis not in {g.value for g in Genesis}:
-            raise InvalidInput(f"genesis: {genesis!r} is not a genesis kind; use {', '.join(g.value for g in Genesis)}", field="genesis")
+    if genesis is not None and genesis not in {g.value for g in Genesis}:
+        raise InvalidInput(f"genesis: {genesis!r} is not a genesis kind; use {', '.join(g.value for g in Genesis)}", field="genesis")
     with session_scope(ctx.engine) as db:
         policy = load_policy(db)
         if order == "precedence":
