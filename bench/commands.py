@@ -106,7 +106,9 @@ def main(argv: list[str] | None = None) -> int:
     try:
         results, wall = send_all(f"http://127.0.0.1:{port}", mock, args.requests, args.concurrency)
         answered = mock.wait_for(
-            lambda calls: [c for c in calls if c.path.startswith("/response/bench")] if sum(c.path.startswith("/response/bench") for c in calls) >= args.requests else [],
+            lambda calls: [c for c in calls if c.path.startswith("/response/bench")]
+            if sum(c.path.startswith("/response/bench") for c in calls) >= args.requests
+            else [],
             timeout=300,
         )
     finally:

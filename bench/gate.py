@@ -103,7 +103,10 @@ def main() -> None:
         print(f"gate benchmark: {args.waiting} waiting, {args.running} running, {args.history} finished turns (SQLite)")
         print(f"  decision: {decision.reason} ({len(snapshot.fleet)} turns in the fleet)")
         for label, (samples, *_rest) in (("every decision reads the ledger", cold), ("reading reused for 5 s (production)", warm)):
-            print(f"  quota read + snapshot from DB + decision, {label}: median {statistics.median(samples):.2f} ms, p99 {pct(samples, 0.99):.2f} ms  (target < 20 ms)")
+            print(
+                f"  quota read + snapshot from DB + decision, {label}: "
+                f"median {statistics.median(samples):.2f} ms, p99 {pct(samples, 0.99):.2f} ms  (target < 20 ms)"
+            )
         print(f"  pure decision alone: median {statistics.median(pure) * 1000:.1f} us, p99 {pct(pure, 0.99) * 1000:.1f} us  (target < 1 ms)")
 
 

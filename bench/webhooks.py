@@ -187,7 +187,10 @@ def main(argv: list[str] | None = None) -> int:
     with DBSession(engine) as db:
         keys = db.exec(select(func.count(func.distinct(col(Session.title)))).where(col(Session.title).startswith("bench-org/"))).one()
     p50, p99 = statistics.median(latencies), percentile(latencies, 99)
-    print(f"requests     {len(results)} ({args.deliveries} deliveries + {args.redeliveries} redeliveries), concurrency {args.concurrency}, after {WARM_UP} warm-up deliveries")
+    print(
+        f"requests     {len(results)} ({args.deliveries} deliveries + {args.redeliveries} redeliveries), "
+        f"concurrency {args.concurrency}, after {WARM_UP} warm-up deliveries"
+    )
     print(f"throughput   {len(results) / wall:.0f} requests/s ({wall:.2f} s)")
     print(f"latency      p50 {p50:.1f} ms   p99 {p99:.1f} ms   max {max(latencies):.1f} ms   (target p99 < {TARGET_P99_MS:.0f} ms)")
     print(f"server CPU   {server_cpu * 1000 / len(results):.1f} ms per request during the burst (all of pacer serve's threads)")

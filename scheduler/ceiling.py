@@ -179,12 +179,11 @@ def _resume_dormant(work: Work, policy: PolicyView, report: SweepReport) -> None
         if outcome.started:
             report.resumed.append(sid)
             spot_resumed += 1
-            if spot_resumed == 1 and outcome.decision is not None:
-                if waived_not_passed(outcome.decision):
-                    # The waiver's contract is a duty cycle, not a burst: one goes back, which
-                    # puts spot work in flight, and the next pass is paced normally.
-                    batch = 1
-                    report.waived = True
+            if spot_resumed == 1 and outcome.decision is not None and waived_not_passed(outcome.decision):
+                # The waiver's contract is a duty cycle, not a burst: one goes back, which
+                # puts spot work in flight, and the next pass is paced normally.
+                batch = 1
+                report.waived = True
         elif outcome.decision is not None:
             # The budget, the pace and the slots are the fleet's: whoever is behind this session
             # would be refused the same, and must not overtake it.

@@ -145,7 +145,10 @@ def _preempt(db: DBSession, ctx: Context, session: Session, now: datetime, notic
             victim = candidate
             break
     if victim is None:
-        log.info("priority session #%s starts into a full fleet (%s of %s) with no eligible spot session to yield: the fleet runs one over", session.id, len(fleet), slots)
+        log.info(
+            "priority session #%s starts into a full fleet (%s of %s) with no eligible spot session to yield: the fleet runs one over",
+            session.id, len(fleet), slots,
+        )
         notices.append(("preempt_none", {"session_id": session.id, "running": len(fleet), "slots": slots}))
         return
     victim.preempt_mark_at = now

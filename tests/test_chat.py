@@ -113,10 +113,14 @@ def test_queue_ranks_priority_above_spot_with_ladder_pill_and_reason(pacer) -> N
     assert "Priority" not in spot and f"#{c} high · waiting · #2 of 3 · 1 ahead" in spot  # the ladder ignores the filter
     assert f"#{a}" in ask(pacer, "queue genesis:slack", actor="UMEM").text
     assert f"#{b}" not in ask(pacer, "queue genesis:slack", actor="UMEM").text
-    assert ask(pacer, "queue priority", actor="UMEM").text.splitlines()[2] == f"  #{a} answer the customer · waiting · #1 of 3 · 0 ahead · [slack · priority] · p0"
+    first = ask(pacer, "queue priority", actor="UMEM").text.splitlines()[2]
+    assert first == f"  #{a} answer the customer · waiting · #1 of 3 · 0 ahead · [slack · priority] · p0"
     edit(pacer, c, status="running")  # a running row has no place; those behind it move up
     issue = ask(pacer, "queue genesis:github_issue", actor="UMEM").text.splitlines()
-    assert issue[2:] == [f"  #{c} high · running · [github_issue · spot] · p9", f"  #{b} low · waiting · #2 of 2 · 1 ahead · [github_issue · spot] · p1 · held: at_utilization_limit, re-check 2026-11-02 09:10 UTC"]
+    assert issue[2:] == [
+        f"  #{c} high · running · [github_issue · spot] · p9",
+        f"  #{b} low · waiting · #2 of 2 · 1 ahead · [github_issue · spot] · p1 · held: at_utilization_limit, re-check 2026-11-02 09:10 UTC",
+    ]
 
 
 def test_queue_all_shows_every_status(pacer) -> None:
@@ -181,7 +185,8 @@ def test_holds_lists_queue_holds_operator_holds_and_held_sessions(pacer) -> None
         "  hold 1 · genesis schedule · by UOP since 2026-11-02 09:00 UTC · until released · noisy <cron>",
         "Held, paused and parked sessions",
         f"  #{sid} waits",
-        "      held: fleet_at_cap, re-check 2026-11-02 09:10 UTC (since 2026-11-02 09:00 UTC) — Every slot is taken. [resumed by its re-check on the hold ladder]",
+        "      held: fleet_at_cap, re-check 2026-11-02 09:10 UTC (since 2026-11-02 09:00 UTC) — Every slot is taken. "
+        "[resumed by its re-check on the hold ladder]",
     ]
     slack = ask(pacer, "holds", actor="UMEM", surface="slack")
     assert "noisy &lt;cron&gt;" in slack.text
@@ -233,7 +238,8 @@ def test_promote_makes_priority_and_starts_it_now(pacer) -> None:
 
 def test_promote_refusals_change_nothing(pacer) -> None:
     theirs = add(pacer, 0, genesis="github_issue", requester="UTWO")
-    refused(pacer, f"promote {theirs}", "UMEM", f"`promote #{theirs}` needs the operator role unless #{theirs} is yours (it was requested by UTWO); you are a member", USAGE["promote"])
+    refused(pacer, f"promote {theirs}", "UMEM",
+            f"`promote #{theirs}` needs the operator role unless #{theirs} is yours (it was requested by UTWO); you are a member", USAGE["promote"])
     refused(pacer, "promote", "UMEM", "missing session <id>", USAGE["promote"])
     refused(pacer, "promote 4242", "UOP", "session #4242 does not exist", USAGE["promote"])
     edit(pacer, theirs, status="done")
@@ -246,7 +252,8 @@ def test_demote_top_lands_above_the_spot_queue(pacer) -> None:
     assert ask(pacer, f"demote {sid} top", actor="UMEM").text == f"#{sid} chat is now spot (was priority), at the head of the spot queue with precedence 35."
     assert ask(pacer, f"demote {sid}", actor="UMEM").text.startswith(f"#{sid} chat is already spot; nothing changed.")
     refused(pacer, f"demote {sid} bottom", "UMEM", "option: 'bottom' is not allowed here; the only option is top", USAGE["demote"])
-    refused(pacer, f"demote {sid}", "UTWO", f"`demote #{sid}` needs the operator role unless #{sid} is yours (it was requested by UMEM); you are a member", USAGE["demote"])
+    refused(pacer, f"demote {sid}", "UTWO",
+            f"`demote #{sid}` needs the operator role unless #{sid} is yours (it was requested by UMEM); you are a member", USAGE["demote"])
 
 
 def test_rank_by_value_top_and_neighbours(pacer) -> None:
@@ -257,7 +264,9 @@ def test_rank_by_value_top_and_neighbours(pacer) -> None:
     assert ask(pacer, f"rank {me} top", actor="UMEM").text == f"#{me} me: precedence 7 → 26, now #1 on the ladder."
     # Dropped between adjacent 21 and 20: the neighbours are nudged to 22 and 19.
     text = ask(pacer, f"rank {me} between {lo} {hi}", actor="UMEM").text
-    assert text.splitlines() == [f"#{me} me: precedence 26 → 20, now #2 on the ladder.", f"#{hi} was nudged to 22 to make room.", f"#{lo} was nudged to 19 to make room."]
+    assert text.splitlines() == [
+        f"#{me} me: precedence 26 → 20, now #2 on the ladder.", f"#{hi} was nudged to 22 to make room.", f"#{lo} was nudged to 19 to make room.",
+    ]
     ask(pacer, f"rank {me} below {lo}", actor="UMEM")
     assert get(pacer, me).precedence == 14
     ask(pacer, f"rank {me} above {hi}", actor="UMEM")
@@ -268,10 +277,13 @@ def test_rank_refusals_change_nothing(pacer) -> None:
     me = add(pacer, 0, genesis="github_issue")
     prio = add(pacer, 1, genesis="slack")
     other = add(pacer, 2, genesis="github_issue", requester="UTWO")
-    refused(pacer, f"rank {me} above {prio}", "UMEM", f"above: #{prio} is not in the spot queue (it is waiting, priority); name a queued spot session", USAGE["rank"])
+    refused(pacer, f"rank {me} above {prio}", "UMEM",
+            f"above: #{prio} is not in the spot queue (it is waiting, priority); name a queued spot session", USAGE["rank"])
     refused(pacer, f"rank {me} below 999", "UMEM", "session #999 does not exist", USAGE["rank"])
-    refused(pacer, f"rank {other} 5", "UMEM", f"`rank #{other}` needs the operator role unless #{other} is yours (it was requested by UTWO); you are a member", USAGE["rank"])
-    refused(pacer, f"rank {me} first", "UMEM", "place: 'first' is not a place; use a whole number, top, above <id>, below <id> or between <id> <id>", USAGE["rank"])
+    refused(pacer, f"rank {other} 5", "UMEM",
+            f"`rank #{other}` needs the operator role unless #{other} is yours (it was requested by UTWO); you are a member", USAGE["rank"])
+    refused(pacer, f"rank {me} first", "UMEM",
+            "place: 'first' is not a place; use a whole number, top, above <id>, below <id> or between <id> <id>", USAGE["rank"])
     assert ask(pacer, f"rank {other} 5", actor="UOP").ok  # an operator ranks any session
 
 
@@ -283,7 +295,8 @@ def test_archive_only_from_waiting_needs_input_or_failed(pacer) -> None:
     edit(pacer, running, status="running")
     refused(pacer, f"archive {running}", "UOP", f"#{running} is running; only waiting, needs_input or failed sessions can be archived", USAGE["archive"])
     theirs = add(pacer, 2, requester="UTWO")
-    refused(pacer, f"archive {theirs}", "UMEM", f"`archive #{theirs}` needs the operator role unless #{theirs} is yours (it was requested by UTWO); you are a member", USAGE["archive"])
+    refused(pacer, f"archive {theirs}", "UMEM",
+            f"`archive #{theirs}` needs the operator role unless #{theirs} is yours (it was requested by UTWO); you are a member", USAGE["archive"])
     refused(pacer, "archive #", "UMEM", "id: '#' is not an id; use a number like 42 or #42", USAGE["archive"])
 
 
@@ -324,7 +337,9 @@ def test_policy_shows_and_an_operator_sets_it_with_one_audit_line(pacer) -> None
         audits = db.exec(select(PolicyAudit).order_by(PolicyAudit.id)).all()  # type: ignore[arg-type]
         policy = load_policy(db)
     assert (audits[-1].surface, audits[-1].actor) == ("slack:/pacer", "UOP")
-    assert audits[-1].line == "[FleetPolicy] changed via slack:/pacer by UOP: gating_enabled on -> off, reserve_5h_pct 20 -> 25, genesis_class_overrides {} -> {'command': 'spot'}"
+    assert audits[-1].line == (
+        "[FleetPolicy] changed via slack:/pacer by UOP: gating_enabled on -> off, reserve_5h_pct 20 -> 25, genesis_class_overrides {} -> {'command': 'spot'}"
+    )
     assert not policy.gating_enabled and str(policy.overrides) == "{<Genesis.COMMAND: 'command'>: <SchedulingClass.SPOT: 'spot'>}"
     again = ask(pacer, "policy set gating=off", actor="UOP")
     assert again.text == "Nothing changed: those values are already in force." and not again.in_channel
@@ -336,9 +351,12 @@ def test_policy_shows_and_an_operator_sets_it_with_one_audit_line(pacer) -> None
 
 def test_policy_set_refusals_change_nothing(pacer) -> None:
     refused(pacer, "policy set gating=off", "UMEM", "`policy set` needs the operator role; you are a member", USAGE["policy"])
-    refused(pacer, "policy set gating=off", "console", "`policy set` needs the operator role; you (console) are not on the roster — an operator adds you with PACER_ROSTER=console=member", USAGE["policy"])
+    refused(pacer, "policy set gating=off", "console",
+            "`policy set` needs the operator role; you (console) are not on the roster — an operator adds you with PACER_ROSTER=console=member",
+            USAGE["policy"])
     refused(pacer, "policy set reserve_7d=101", "UOP", "reserve_7d: '101' must be a percentage between 0 and 100", USAGE["policy"])
-    refused(pacer, "policy set gating=off speed=3", "UOP", "key: 'speed' is not a policy key; use gating, preemption, reserve_5h, reserve_7d, max_sessions, override:<genesis>", USAGE["policy"])
+    refused(pacer, "policy set gating=off speed=3", "UOP",
+            "key: 'speed' is not a policy key; use gating, preemption, reserve_5h, reserve_7d, max_sessions, override:<genesis>", USAGE["policy"])
 
 
 # --------------------------------------------------------------------------- the engine's commands
@@ -349,7 +367,8 @@ def test_start_takes_the_session_now(pacer) -> None:
     assert ask(pacer, f"start {sid}", actor="UMEM").text == f"#{sid} started now — its first turn."
     assert get(pacer, sid).status == "running"
     theirs = add(pacer, 1, requester="UTWO")
-    refused(pacer, f"start {theirs}", "UMEM", f"`start #{theirs}` needs the operator role unless #{theirs} is yours (it was requested by UTWO); you are a member", USAGE["start"])
+    refused(pacer, f"start {theirs}", "UMEM",
+            f"`start #{theirs}` needs the operator role unless #{theirs} is yours (it was requested by UTWO); you are a member", USAGE["start"])
     refused(pacer, "start soon", "UMEM", "id: 'soon' is not an id; use a number like 42 or #42", USAGE["start"])
 
 
@@ -359,7 +378,8 @@ def test_pause_until_sleeps_the_session(pacer) -> None:
     assert text.startswith(f"#{sid} sleeps until 2026-11-02 11:00 UTC")
     assert get(pacer, sid).wake_at == T0 + timedelta(hours=2)
     refused(pacer, f"pause {sid} until 2026-01-01T00:00Z", "UMEM", "until: 2026-01-01 00:00 UTC is in the past", USAGE["pause"])
-    refused(pacer, f"pause {sid} until never", "UMEM", "until: 'never' is not a clock time like 15:30 (UTC), a duration like 2h, 90m or 1d, or an ISO-8601 instant", USAGE["pause"])
+    refused(pacer, f"pause {sid} until never", "UMEM",
+            "until: 'never' is not a clock time like 15:30 (UTC), a duration like 2h, 90m or 1d, or an ISO-8601 instant", USAGE["pause"])
 
 
 def test_new_creates_a_command_session_for_the_actor(pacer) -> None:
@@ -369,7 +389,9 @@ def test_new_creates_a_command_session_for_the_actor(pacer) -> None:
     assert (s.genesis, s.scheduling_class, s.requester, s.title, s.prompt) == ("command", "spot", "UMEM", "tidy the README", "tidy the README\nand the docs")
     assert text.splitlines() == [f"Created #{s.id} tidy the README · [command · spot] · p5, at the top of the spot queue.", "It started now."]
     refused(pacer, "new", "UMEM", "missing <prompt>: say what the agent should do", USAGE["new"])
-    refused(pacer, "new do it", "USTRANGER", "`new` needs the member or operator role; you (USTRANGER) are not on the roster — an operator adds you with PACER_ROSTER=USTRANGER=member", USAGE["new"])
+    refused(pacer, "new do it", "USTRANGER",
+            "`new` needs the member or operator role; you (USTRANGER) are not on the roster — an operator adds you with PACER_ROSTER=USTRANGER=member",
+            USAGE["new"])
 
 
 def test_whatif_answers_without_changing_anything(pacer) -> None:

@@ -397,7 +397,8 @@ MESSAGES = [
     {"type": "message", "channel": "C0WORK", "channel_type": "channel", "user": "UMEM", "text": "please fix the build", "ts": "1790000000.000100"},
     {"type": "message", "channel": "D0DM", "channel_type": "im", "user": "UOPS", "text": "run the nightly", "ts": "1790000001.000100"},
     {"type": "message", "channel": "D0DM", "channel_type": "im", "user": "USTRANGER", "text": "let me in", "ts": "1790000002.000100"},
-    {"type": "message", "channel": "D0DM", "channel_type": "im", "user": "UOPS", "text": "also the docs", "ts": "1790000003.000100", "thread_ts": "1790000001.000100"},
+    {"type": "message", "channel": "D0DM", "channel_type": "im", "user": "UOPS", "text": "also the docs", "ts": "1790000003.000100",
+     "thread_ts": "1790000001.000100"},
     {"type": "app_home_opened", "user": "UOPS", "tab": "home", "channel": "D0DM"},
 ]
 RESPONSE_URL = "{response_url}"  # the mock's, filled in when sent: Slack signs it, so it is never mutated

@@ -83,17 +83,23 @@ CASES = [
     ("priority burn still counts against the cap",
      snap(w5=window(spent=36.0), fleet=[prio_turn(1, burn=0.5)]), asking(burn=0.01), Reason.AT_UTILIZATION_LIMIT, Ceiling.SPOT_BUDGET),
     ("every slot taken: fleet_at_cap",
-     snap(w5=window(spent=0.0, capacity=5000), w7=window("7d", spent=0.0, capacity=50000), fleet=[spot_turn(i, 0.001) for i in range(10)]), asking(burn=0.001), Reason.FLEET_AT_CAP, Ceiling.FLEET_CAP),
+     snap(w5=window(spent=0.0, capacity=5000), w7=window("7d", spent=0.0, capacity=50000),
+          fleet=[spot_turn(i, 0.001) for i in range(10)]), asking(burn=0.001), Reason.FLEET_AT_CAP, Ceiling.FLEET_CAP),
     ("priority sessions take slots too: ten priority turns leave no spot slot",
-     snap(w5=window(spent=0.0, capacity=5000), w7=window("7d", spent=0.0, capacity=50000), fleet=[prio_turn(i, 0.001) for i in range(10)]), asking(burn=0.001), Reason.FLEET_AT_CAP, Ceiling.FLEET_CAP),
+     snap(w5=window(spent=0.0, capacity=5000), w7=window("7d", spent=0.0, capacity=50000),
+          fleet=[prio_turn(i, 0.001) for i in range(10)]), asking(burn=0.001), Reason.FLEET_AT_CAP, Ceiling.FLEET_CAP),
     ("an already-running session is exempt from fleet_at_cap only",
-     snap(w5=window(spent=0.0, capacity=5000), w7=window("7d", spent=0.0, capacity=50000), fleet=[spot_turn(i, 0.001) for i in range(9)] + [spot_turn(99, 0.001)]), asking(running=True, burn=0.001), Reason.WITHIN_LIMITS, None),
+     snap(w5=window(spent=0.0, capacity=5000), w7=window("7d", spent=0.0, capacity=50000),
+          fleet=[spot_turn(i, 0.001) for i in range(9)] + [spot_turn(99, 0.001)]), asking(running=True, burn=0.001), Reason.WITHIN_LIMITS, None),
     ("runtimes that spend no quota take no slot",
-     snap(w5=window(spent=0.0, capacity=5000), w7=window("7d", spent=0.0, capacity=50000), fleet=[spot_turn(i, 0.0, spends=False) for i in range(10)]), asking(burn=0.001), Reason.WITHIN_LIMITS, None),
+     snap(w5=window(spent=0.0, capacity=5000), w7=window("7d", spent=0.0, capacity=50000),
+          fleet=[spot_turn(i, 0.0, spends=False) for i in range(10)]), asking(burn=0.001), Reason.WITHIN_LIMITS, None),
     ("the slot ceiling is min(max sessions, workers)",
-     snap(w5=window(spent=0.0, capacity=5000), w7=window("7d", spent=0.0, capacity=50000), fleet=[prio_turn(i, 0.001) for i in range(4)], workers=4), asking(burn=0.001), Reason.FLEET_AT_CAP, Ceiling.FLEET_CAP),
+     snap(w5=window(spent=0.0, capacity=5000), w7=window("7d", spent=0.0, capacity=50000),
+          fleet=[prio_turn(i, 0.001) for i in range(4)], workers=4), asking(burn=0.001), Reason.FLEET_AT_CAP, Ceiling.FLEET_CAP),
     ("a spent budget outranks the pace as the ceiling (the stricter one)",
-     snap(w5=window(spent=40.0, hours_left=1), w7=window("7d", spent=4000.0, capacity=6000.0, hours_left=1), fleet=[spot_turn(1, burn=1.0)]), asking(), Reason.AT_UTILIZATION_LIMIT, Ceiling.SPOT_BUDGET),
+     snap(w5=window(spent=40.0, hours_left=1), w7=window("7d", spent=4000.0, capacity=6000.0, hours_left=1),
+          fleet=[spot_turn(1, burn=1.0)]), asking(), Reason.AT_UTILIZATION_LIMIT, Ceiling.SPOT_BUDGET),
     ("the cap counts spend inside the window: ten minutes of burn would cross, the burn to a rollover four minutes out does not",
      snap(w5=window(spent=38.0, hours_left=4 / 60), fleet=[spot_turn(1, burn=0.2)]), asking(burn=0.2), Reason.WITHIN_LIMITS, None),
     ("inside its last ten minutes the window's burn to the rollover is still capped",
@@ -110,9 +116,12 @@ CASES = [
      snap(w5=window(spent=0.0, capacity=300.0, hours_left=4), w7=window("7d", spent=9598.0, capacity=12000.0, hours_left=3),
           fleet=[spot_turn(1, burn=0.25)]), asking(burn=0.25), Reason.AT_UTILIZATION_LIMIT, Ceiling.SPOT_BUDGET),
     ("fraction mode: the cap compares the used fraction with the spot share",
-     snap(w5=window(spent=0.85, capacity=1.0, calibrated=False), w7=window("7d", spent=0.1, capacity=1.0, calibrated=False)), asking(), Reason.AT_UTILIZATION_LIMIT, Ceiling.SPOT_BUDGET),
+     snap(w5=window(spent=0.85, capacity=1.0, calibrated=False),
+          w7=window("7d", spent=0.1, capacity=1.0, calibrated=False)), asking(), Reason.AT_UTILIZATION_LIMIT, Ceiling.SPOT_BUDGET),
     ("fraction mode: ahead of the straight line to the spot budget is paced",
-     snap(w5=window(spent=0.5, capacity=1.0, hours_left=4, calibrated=False), w7=window("7d", spent=0.01, capacity=1.0, hours_left=160, calibrated=False), fleet=[spot_turn(1)]), asking(), Reason.AT_UTILIZATION_LIMIT, Ceiling.PACING_CURVE),
+     snap(w5=window(spent=0.5, capacity=1.0, hours_left=4, calibrated=False),
+          w7=window("7d", spent=0.01, capacity=1.0, hours_left=160, calibrated=False),
+          fleet=[spot_turn(1)]), asking(), Reason.AT_UTILIZATION_LIMIT, Ceiling.PACING_CURVE),
 ]
 
 
@@ -126,12 +135,14 @@ def test_gate_rules(rule, snapshot, who, reason, ceiling) -> None:
 def test_only_a_spent_budget_stops_running_work() -> None:
     spent = evaluate(snap(w5=window(spent=41.0)), asking(), NOW)
     paced = evaluate(snap(w5=window(spent=30.0, hours_left=2), fleet=[spot_turn(1, burn=0.2)]), asking(), NOW)
-    full = evaluate(snap(w5=window(spent=0, capacity=5000), w7=window("7d", spent=0, capacity=50000), fleet=[spot_turn(i, 0.001) for i in range(10)]), asking(burn=0.001), NOW)
+    full = evaluate(snap(w5=window(spent=0, capacity=5000), w7=window("7d", spent=0, capacity=50000),
+                         fleet=[spot_turn(i, 0.001) for i in range(10)]), asking(burn=0.001), NOW)
     assert spent.stops_running_work and not paced.stops_running_work and not full.stops_running_work
 
 
 def test_budget_spent_windows_names_only_the_spent_one() -> None:
-    d = evaluate(snap(w5=window(spent=41.0, hours_left=0.5), w7=window("7d", spent=4780.0, capacity=6000.0, hours_left=1), fleet=[spot_turn(1, burn=1.0)]), asking(), NOW)
+    d = evaluate(snap(w5=window(spent=41.0, hours_left=0.5), w7=window("7d", spent=4780.0, capacity=6000.0, hours_left=1),
+                      fleet=[spot_turn(1, burn=1.0)]), asking(), NOW)
     assert d.ceiling is Ceiling.SPOT_BUDGET and d.budget_spent_windows == ("5h",) and "7d" in d.paced_windows
     text = explain(d, NOW)
     assert "5-hour window has no non-reserved budget" in text.why and "weekly" not in text.until
@@ -210,13 +221,16 @@ def test_decide_falls_open_on_any_error() -> None:
 @pytest.mark.parametrize(
     ("name", "snapshot", "who", "why", "until"),
     [
-        ("fleet cap", snap(w5=window(spent=0, capacity=5000), w7=window("7d", spent=0, capacity=50000), fleet=[spot_turn(i, 0.001) for i in range(10)]), asking(burn=0.001),
+        ("fleet cap", snap(w5=window(spent=0, capacity=5000), w7=window("7d", spent=0, capacity=50000),
+                           fleet=[spot_turn(i, 0.001) for i in range(10)]), asking(burn=0.001),
          "every session slot is taken (10 of 10 running)", "Held until a running session finishes and frees a slot."),
         ("pacing", snap(w5=window(spent=30.0, hours_left=2), fleet=[spot_turn(1, burn=0.07)]), asking(burn=0.02),
-         "spending faster than the 5-hour window can carry", "Held until the fleet's burn falls to or below $0.06/min; the budget and a free slot still have to hold."),
+         "spending faster than the 5-hour window can carry",
+         "Held until the fleet's burn falls to or below $0.06/min; the budget and a free slot still have to hold."),
         ("nothing fits", snap(w5=window(spent=30.0, hours_left=2), fleet=[spot_turn(1, burn=0.01)]), asking(burn=0.5),
          "spending faster", "nothing fits beside the work already running"),
-        ("budget", snap(w5=window(spent=41.0)), asking(), "window has no non-reserved budget left", "Held until the 5-hour window rolls over at 2026-11-02 11:30 UTC"),
+        ("budget", snap(w5=window(spent=41.0)), asking(),
+         "window has no non-reserved budget left", "Held until the 5-hour window rolls over at 2026-11-02 11:30 UTC"),
     ],
 )
 def test_the_two_sentences(name, snapshot, who, why, until) -> None:

@@ -145,7 +145,8 @@ _json = st.recursive(
     max_leaves=20,
 )
 _named = st.fixed_dictionaries({}, optional={"name": st.sampled_from(["pacer", "pacer:hold", "pacer:priority"]) | _json}) | _json
-_person = st.fixed_dictionaries({}, optional={"login": st.sampled_from(["alice", "pacer[bot]"]) | _json, "type": st.sampled_from(["User", "Bot"]) | _json}) | _json
+_person = st.fixed_dictionaries({}, optional={"login": st.sampled_from(["alice", "pacer[bot]"]) | _json,
+                                              "type": st.sampled_from(["User", "Bot"]) | _json}) | _json
 _item = st.fixed_dictionaries({}, optional={
     "number": st.integers(-2, 10**12) | _json, "title": _json, "body": _json, "user": _person, "html_url": _json,
     "labels": st.lists(_named, max_size=3) | _json, "author_association": st.sampled_from(["OWNER", "NONE"]) | _json,

@@ -226,7 +226,8 @@ def test_a_control_with_no_session_for_the_issue_changes_nothing(ctx: Any, clock
         ({}, {"precedence": 12, "weight": 0.5, "capacity": 2, "runtime": "claude"}),
     ],
 )
-def test_the_intake_insert_writes_the_row_create_session_writes(any_engine: Engine, clock: Any, trigger_fields: dict[str, Any], request_fields: dict[str, Any]) -> None:
+def test_the_intake_insert_writes_the_row_create_session_writes(any_engine: Engine, clock: Any,
+                                                                trigger_fields: dict[str, Any], request_fields: dict[str, Any]) -> None:
     """The webhook writes its sessions with one Core INSERT (`insert_session`), not through the
     ORM's create_session: the two must not drift apart, column for column."""
     from scheduler.sessions import NewSession, create_session, insert_session

@@ -259,7 +259,7 @@ def test_recovery_after_a_crash_replays_running_turns_and_first_turns(engine, cl
     ctx, deferrer, workers, quota = build(engine, clock)
     running = new(ctx)
     submit_turn(ctx, running, "was running")
-    never = new(ctx, prompt="never started")
+    new(ctx, prompt="never started")
     # The process dies: the in-memory pool and alarms are gone; the rows remain.
     ctx2, deferrer2, workers2, _ = build(engine, clock)
     counts = recover(ctx2)

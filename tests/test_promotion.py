@@ -209,7 +209,7 @@ def test_the_three_refusals_demote_nobody(rule, promoted_count, candidates, coun
 
 
 def test_the_starvation_exemption_is_a_day_exactly() -> None:
-    assert STARVATION_EXEMPTION == timedelta(hours=24)
+    assert timedelta(hours=24) == STARVATION_EXEMPTION
     at_edge = choose_demotion(1, [candidate(1, age_hours=24)], {}, {}, floor=-5, now=T0)
     assert at_edge.demoted_id == 1 and at_edge.refusal is None
 

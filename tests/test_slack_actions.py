@@ -50,7 +50,8 @@ def _message_click(user: str, action: dict[str, Any], response_url: str) -> dict
 
 
 def _overflow(value: str) -> dict[str, Any]:
-    return {"type": "overflow", "action_id": QUEUE_ROW, "block_id": "row", "selected_option": {"value": value, "text": {"type": "plain_text", "text": "x"}}, "action_ts": "1.1"}
+    return {"type": "overflow", "action_id": QUEUE_ROW, "block_id": "row",
+            "selected_option": {"value": value, "text": {"type": "plain_text", "text": "x"}}, "action_ts": "1.1"}
 
 
 def _button(action_id: str, value: str) -> dict[str, Any]:

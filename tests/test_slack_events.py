@@ -28,7 +28,8 @@ class Handoff:
 
 
 def _message(**extra: Any) -> dict[str, Any]:
-    return {"type": "message", "channel": "C0WORK", "user": "UMEM", "text": "please fix the flaky test", "ts": "1790000000.000100", "channel_type": "channel", **extra}
+    return {"type": "message", "channel": "C0WORK", "user": "UMEM", "text": "please fix the flaky test", "ts": "1790000000.000100",
+            "channel_type": "channel", **extra}
 
 
 def _stored(engine: Engine) -> list[str]:

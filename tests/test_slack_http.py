@@ -76,7 +76,8 @@ def test_a_signed_body_that_is_not_json_is_400_not_500(slack) -> None:
 
 
 def test_url_verification_is_answered_with_the_challenge(slack) -> None:
-    response = slack.post('{"token":"t","challenge":"3eZbrw1aBm2rZgRNFdxV2595E9CY3gmdALWMmHkvFXO7tYXAYM8P","type":"url_verification"}', content_type="application/json")
+    response = slack.post('{"token":"t","challenge":"3eZbrw1aBm2rZgRNFdxV2595E9CY3gmdALWMmHkvFXO7tYXAYM8P","type":"url_verification"}',
+                          content_type="application/json")
     assert response.status_code == 200
     assert response.json() == {"challenge": "3eZbrw1aBm2rZgRNFdxV2595E9CY3gmdALWMmHkvFXO7tYXAYM8P"}
 

@@ -67,13 +67,15 @@ def test_thread_source_keeps_a_reply_in_its_parent_thread() -> None:
     [
         ("started", {"turn_id": 1, "kind": "first"}, "has started."),
         ("paused", {"reason": "budget_ceiling"}, "is paused (budget_ceiling)."),
-        ("done", {"turn_id": 1, "cost_usd": 0.05, "output": "All 12 tests pass & the flake is gone."}, "is done.\n> All 12 tests pass &amp; the flake is gone."),
+        ("done", {"turn_id": 1, "cost_usd": 0.05, "output": "All 12 tests pass & the flake is gone."},
+         "is done.\n> All 12 tests pass &amp; the flake is gone."),
         ("failed", {"error": "exit 2 & no output", "outcome": "failed"}, "failed.\nexit 2 &amp; no output"),
         ("failed", {"error": "timeout", "retry_exhausted": True}, "is blocked after six failures in a row."),
         ("archived", {"actor": "UOPS"}, "was archived; it will not run."),
     ],
 )
-def test_session_news_goes_into_the_sessions_thread(pacer: Pacer, notifier: SlackNotifier, mock: MockSlack, event: str, context: dict[str, Any], expected: str) -> None:
+def test_session_news_goes_into_the_sessions_thread(pacer: Pacer, notifier: SlackNotifier, mock: MockSlack,
+                                                    event: str, context: dict[str, Any], expected: str) -> None:
     sid = _slack_session(pacer)
     notifier.notify(event, {"session_id": sid, **context})
     (call,) = mock.calls_to("chat.postMessage")
@@ -89,7 +91,8 @@ def _emoji(event: str) -> str:
 
 def test_a_held_notice_carries_its_sentence_and_make_this_session_priority(pacer: Pacer, notifier: SlackNotifier, mock: MockSlack) -> None:
     sid = _slack_session(pacer)
-    notifier.notify("held", {"session_id": sid, "reason": "spot_budget", "sentence": "Spot budget for this 5-hour window is spent.", "retry_at": datetime(2026, 11, 2, 9, 10, tzinfo=UTC), "title": "x"})
+    notifier.notify("held", {"session_id": sid, "reason": "spot_budget", "sentence": "Spot budget for this 5-hour window is spent.",
+                             "retry_at": datetime(2026, 11, 2, 9, 10, tzinfo=UTC), "title": "x"})
     (call,) = mock.calls_to("chat.postMessage")
     assert "is held (spot_budget).\nSpot budget for this 5-hour window is spent.\nPacer checks again at 2026-11-02 09:10 UTC." in call.body["text"]
     (button,) = call.body["blocks"][-1]["elements"]
@@ -112,7 +115,8 @@ def test_events_without_a_slack_notice_are_left_alone(pacer: Pacer, notifier: Sl
 
 
 def test_a_queue_hold_is_announced_in_the_ops_channel_with_resume_where_it_can_work(notifier: SlackNotifier, mock: MockSlack) -> None:
-    hold = QueueHold(id=3, reason="rate_limit", sentence="The provider rate-limited Pacer; it retries after the stated reset.", since=T0, resumes_at=datetime(2026, 11, 2, 9, 35, tzinfo=UTC))
+    hold = QueueHold(id=3, reason="rate_limit", sentence="The provider rate-limited Pacer; it retries after the stated reset.",
+                     since=T0, resumes_at=datetime(2026, 11, 2, 9, 35, tzinfo=UTC))
     notifier.notify("queue_hold", {"hold": hold, "resumable": True})
     notifier.notify("queue_hold", {"hold": QueueHold(id=4, reason="auth", group="o/r", since=T0), "resumable": False})
     first, second = mock.calls_to("chat.postMessage")
