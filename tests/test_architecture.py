@@ -1,0 +1,233 @@
+"""The import graph, read from the source with `ast`: the arrows between packages point one way,
+no package imports itself in a circle, and no module reaches into another's private names.
+
+    bot -> integrations -> scheduler -> templates        (and bot -> scheduler, anything -> templates)
+
+An import counts wherever it is written: at the top, inside a function, or as a literal
+`importlib.import_module("x")` / `find_spec("x")`; an import inside a function that only hides a
+cycle is the cycle. Only `if TYPE_CHECKING:` blocks are left out, since they never run.
+`from pkg import name` reads `pkg` (its `__init__` runs and is asked for `name`) and, when `name`
+is a submodule, that module as well.
+"""
+
+from __future__ import annotations
+
+import ast
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+PACKAGES = ("scheduler", "integrations", "bot", "templates")
+# What each package may import from the others.
+ALLOWED = {
+    "bot": {"integrations", "scheduler", "templates"},
+    "integrations": {"scheduler", "templates"},
+    "scheduler": {"templates"},
+    "templates": set(),
+}
+IMPORTLIB_CALLS = {"import_module", "find_spec"}
+
+
+@dataclass(frozen=True)
+class Edge:
+    source: str
+    target: str
+    line: int
+    names: tuple[str, ...] = ()  # what a `from target import …` takes
+
+
+def module_name(path: Path) -> str:
+    parts = list(path.relative_to(ROOT).with_suffix("").parts)
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def modules() -> dict[str, Path]:
+    found: dict[str, Path] = {}
+    for package in PACKAGES:
+        for path in sorted((ROOT / package).rglob("*.py")):
+            found[module_name(path)] = path
+    return found
+
+
+def is_type_checking(node: ast.If) -> bool:
+    test = node.test
+    return (isinstance(test, ast.Name) and test.id == "TYPE_CHECKING") or (
+        isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING"
+    )
+
+
+def statements(nodes: Iterable[ast.AST]) -> Iterator[ast.AST]:
+    """Every node that runs, at any depth, leaving out `if TYPE_CHECKING:` bodies."""
+    for node in nodes:
+        if isinstance(node, ast.If) and is_type_checking(node):
+            yield from statements(node.orelse)
+        else:
+            yield node
+            yield from statements(ast.iter_child_nodes(node))
+
+
+def imports(source: str, name: str, *, is_package: bool = False) -> Iterator[tuple[str, int, tuple[str, ...]]]:
+    """(imported module path, line, names taken from it) for each import `name` makes."""
+    for node in statements([ast.parse(source)]):
+        if isinstance(node, ast.Import):
+            for alias in node.names:
+                yield alias.name, node.lineno, ()
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                here = name.split(".") if is_package else name.split(".")[:-1]
+                here = here[: len(here) - (node.level - 1)]
+                base = ".".join([*here, *([node.module] if node.module else [])])
+            yield base, node.lineno, tuple(alias.name for alias in node.names)
+        elif isinstance(node, ast.Call) and _called(node.func) in IMPORTLIB_CALLS and (named := _literal(node.args)):
+            yield named, node.lineno, ()
+
+
+def _literal(args: list[ast.expr]) -> str | None:
+    """The module a call names as a string literal, as in `import_module("scheduler.promotion")`."""
+    first = args[0] if args else None
+    return first.value if isinstance(first, ast.Constant) and isinstance(first.value, str) else None
+
+
+def _called(func: ast.expr) -> str:
+    return func.attr if isinstance(func, ast.Attribute) else func.id if isinstance(func, ast.Name) else ""
+
+
+def resolve(dotted: str, known: dict[str, Path]) -> str | None:
+    """The module of ours that `dotted` names, or its nearest package; None for anything else."""
+    while dotted and dotted not in known:
+        dotted = dotted.rpartition(".")[0]
+    return dotted or None
+
+
+def edges(known: dict[str, Path]) -> list[Edge]:
+    out: list[Edge] = []
+    for name, path in known.items():
+        for dotted, line, names in imports(path.read_text(), name, is_package=path.name == "__init__.py"):
+            target = resolve(dotted, known)
+            if target is not None and target != name:
+                out.append(Edge(name, target, line, names))
+            for imported in names:
+                submodule = f"{dotted}.{imported}"
+                if submodule in known and submodule != name:
+                    out.append(Edge(name, submodule, line))
+    return out
+
+
+def cycles(nodes: set[str], graph: list[Edge]) -> list[list[str]]:
+    """Each set of modules that import one another in a circle (Tarjan's strongly connected
+    components with more than one member)."""
+    after: dict[str, set[str]] = {n: set() for n in nodes}
+    for e in graph:
+        if e.source in nodes and e.target in nodes:
+            after[e.source].add(e.target)
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    found: list[list[str]] = []
+
+    def visit(v: str) -> None:
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        on_stack.add(v)
+        for w in sorted(after[v]):
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in on_stack:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            members = []
+            while True:
+                w = stack.pop()
+                on_stack.discard(w)
+                members.append(w)
+                if w == v:
+                    break
+            if len(members) > 1:
+                found.append(sorted(members))
+
+    for v in sorted(nodes):
+        if v not in index:
+            visit(v)
+    return found
+
+
+KNOWN = modules()
+GRAPH = edges(KNOWN)
+
+
+def package_of(module: str) -> str:
+    return module.split(".")[0]
+
+
+def where(e: Edge) -> str:
+    return f"{KNOWN[e.source].relative_to(ROOT)}:{e.line}"
+
+
+@pytest.mark.parametrize("package", PACKAGES)
+def test_no_import_cycle_within_a_package(package: str) -> None:
+    members = {m for m in KNOWN if package_of(m) == package}
+    found = cycles(members, GRAPH)
+    lines = []
+    for cycle in found:
+        lines.append(f"cycle among {', '.join(cycle)}:")
+        lines += [f"  {where(e)} {e.source} imports {e.target}" for e in GRAPH if e.source in cycle and e.target in cycle]
+    if found:
+        pytest.fail("\n".join(lines), pytrace=False)
+
+
+@pytest.mark.parametrize("package", PACKAGES)
+def test_a_package_imports_only_the_packages_below_it(package: str) -> None:
+    wrong = [
+        f"{where(e)} {e.source} imports {e.target}"
+        for e in GRAPH
+        if package_of(e.source) == package and package_of(e.target) not in ALLOWED[package] | {package}
+    ]
+    if wrong:
+        pytest.fail(f"{package} may import only {sorted(ALLOWED[package]) or 'itself'}:\n" + "\n".join(wrong), pytrace=False)
+
+
+@pytest.mark.parametrize("package", PACKAGES)
+def test_no_module_imports_another_modules_private_names(package: str) -> None:
+    wrong = [
+        f"{where(e)} {e.source} imports {name} from {e.target}"
+        for e in GRAPH
+        if package_of(e.source) == package
+        for name in e.names
+        if name.startswith("_") and not name.startswith("__")
+    ]
+    if wrong:
+        pytest.fail("a private name is its module's own; make it public or move the code that needs it:\n" + "\n".join(wrong), pytrace=False)
+
+
+def test_the_reader_sees_every_kind_of_import() -> None:
+    source = '''
+from typing import TYPE_CHECKING
+import a.b as ab
+from .sibling import thing
+from . import other
+
+if TYPE_CHECKING:
+    from hidden import Type
+else:
+    import shown
+
+def later():
+    from deep.inside import helper
+    importlib.import_module("by.name")
+'''
+    found = {(dotted, names) for dotted, _line, names in imports(source, "pkg.mod")}
+    assert found == {
+        ("typing", ("TYPE_CHECKING",)), ("a.b", ()), ("pkg.sibling", ("thing",)), ("pkg", ("other",)),
+        ("shown", ()), ("deep.inside", ("helper",)), ("by.name", ()),
+    }
+
+
+def test_a_cycle_is_reported_with_its_members() -> None:
+    graph = [Edge("p.a", "p.b", 1), Edge("p.b", "p.c", 1), Edge("p.c", "p.a", 1), Edge("p.c", "p.d", 1)]
+    assert cycles({"p.a", "p.b", "p.c", "p.d"}, graph) == [["p.a", "p.b", "p.c"]]
