@@ -24,9 +24,8 @@ from scheduler.genesis import SchedulingClass
 from scheduler.models import Status
 from scheduler.pause import PREEMPTED, USER_SPOT_QUEUE, banner, record_pause
 from scheduler.policy import load_policy
-from scheduler.records import lock, running_turn
+from scheduler.records import lock, running_turn, wake_job_id
 from scheduler.sessions import change_class, class_of
-from scheduler.sleep import wake_job_id
 from templates import render
 
 log = logging.getLogger("pacer.parking")
