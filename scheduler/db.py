@@ -40,7 +40,8 @@ def _track_transactions(engine: Engine) -> None:
     def depth() -> dict[int, int]:
         if not hasattr(_open, "depth"):
             _open.depth = {}
-        return _open.depth  # type: ignore[no-any-return]
+        table: dict[int, int] = _open.depth
+        return table
 
     key = id(engine)
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import datetime
 
-from sqlalchemy import func
+from sqlalchemy import ColumnElement, func
 from sqlmodel import Session as DBSession
 from sqlmodel import col, select
 
@@ -78,8 +78,8 @@ class GateCard:
         }
 
 
-def _count(db: DBSession, *where: object) -> int:
-    return int(db.exec(select(func.count()).select_from(Session).where(*where)).one())  # type: ignore[arg-type]
+def _count(db: DBSession, *where: ColumnElement[bool] | bool) -> int:
+    return int(db.exec(select(func.count()).select_from(Session).where(*where)).one())
 
 
 def build_card(db: DBSession, ctx: Context, reading: QuotaReading | None, now: datetime, *, runtime: str | None = None) -> GateCard:

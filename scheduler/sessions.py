@@ -220,6 +220,7 @@ def insert_session(
     """The row `create_session` writes, with its first prompt, in one Core INSERT: for intake
     that needs no ORM object and takes bursts (a webhook relabel of a thousand issues). Returns
     the new session's id."""
+    # pydantic types default_factory as possibly taking the validated data; Session's take none.
     row: dict[str, Any] = {name: factory() for name, factory in _FACTORY_DEFAULTS}  # type: ignore[call-arg]
     row.update(new_row(db, req, now=now, fallback=fallback, trigger=trigger))
     if prompt is not None:

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from datetime import timedelta
+from datetime import datetime, timedelta
 
 from scheduler.clock import VirtualClock
 from scheduler.deferrer import VirtualDeferrer
@@ -20,7 +20,7 @@ class VirtualWorkerPool:
     duration: Callable[[TurnRequest], timedelta] = lambda _r: timedelta(minutes=20)
     burn_per_min: Callable[[TurnRequest], float] = lambda _r: 0.5
     outcome: Callable[[TurnRequest], Outcome] = lambda _r: Outcome.SUCCESS
-    running: dict[int, tuple[TurnRequest, Callable[[TurnResult], None], object]] = field(default_factory=dict)
+    running: dict[int, tuple[TurnRequest, Callable[[TurnResult], None], datetime]] = field(default_factory=dict)
     submitted: list[TurnRequest] = field(default_factory=list)
 
     def submit(self, request: TurnRequest, on_done: Callable[[TurnResult], None]) -> None:
@@ -41,7 +41,7 @@ class VirtualWorkerPool:
         if entry is None:
             return
         request, on_done, started = entry
-        minutes = (self.clock.now() - started).total_seconds() / 60.0  # type: ignore[operator]
+        minutes = (self.clock.now() - started).total_seconds() / 60.0
         outcome = forced or self.outcome(request)
         on_done(TurnResult(outcome, cost_usd=minutes * self.burn_per_min(request), output=f"simulated {minutes:.1f} min",
                            duration_ms=int(minutes * 60000), agent_session_id=f"sim-{request.session_id}"))

@@ -60,7 +60,7 @@ def hold_sweep(ctx: Context) -> list[int]:
                     update(Session)
                     .where(col(Session.id) == session_id, col(Session.hold_retry_at) == stamp)
                     .values(hold_retry_at=due)
-                ).rowcount  # type: ignore[attr-defined]
+                ).rowcount  # type: ignore[attr-defined]  # an UPDATE gives a CursorResult; SQLAlchemy types it Result
                 if moved == 1:
                     rearmed.append(session_id)
                     log.warning("session #%s: its re-check was lost; re-armed for %s", session_id, due.isoformat())
