@@ -8,17 +8,18 @@ a block an admission check raises, and the answer a door gives.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
-
-from sqlmodel import Session as DBSession
 
 from scheduler.context import Context
 from scheduler.effects import Effects
 from scheduler.gate import Decision
 from scheduler.ports import QuotaReading
+from sqlmodel import Session as DBSession
 
 PASS_THROUGH = frozenset({"clone_only", "monitoring"})  # spend nothing: never gated
 TURN_KINDS = frozenset(
@@ -68,3 +69,24 @@ class Submission:
     sentence: str = ""
     retry_at: datetime | None = None
     decision: Decision | None = None
+
+
+# A manual start is not the auto-queue. Seed 002: pressing Run "ignores position order,
+# prerequisites, the interference check, the cost budget and a rate limit wait. Only the
+# auto-queue honours those" — but never the one-run-per-group rule. StartNow marks its admission
+# with `manual_start()`, and the checks that a person's press overrides read `is_manual()`.
+_MANUAL: ContextVar[bool] = ContextVar("pacer_manual_start", default=False)
+
+
+@contextmanager
+def manual_start() -> Iterator[None]:
+    """Mark the admissions inside as a person's direct start (StartNow)."""
+    token = _MANUAL.set(True)
+    try:
+        yield
+    finally:
+        _MANUAL.reset(token)
+
+
+def is_manual() -> bool:
+    return _MANUAL.get()

@@ -8,13 +8,14 @@ from __future__ import annotations
 
 from typing import Any
 
-from scheduler.admission import present
 from scheduler.context import Context
 from scheduler.db import session_scope
 from scheduler.effects import Effects
+
 from scheduler.operator_holds import live_holds, notice_deadlocks, prune
 from scheduler.prerequisites import reconcile
 from scheduler.queue_holds import lift_expired
+from scheduler.store import present
 
 
 def sweep(ctx: Context) -> dict[str, Any]:

@@ -9,16 +9,16 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import select as sa_select
-from sqlmodel import Session as DBSession
-from sqlmodel import col, select
-
-from scheduler.admission import cached, invalidated_by, kept
 from scheduler.bounds import MAX_SESSIONS
 from scheduler.db import core
 from scheduler.errors import InvalidInput
 from scheduler.genesis import Genesis, SchedulingClass, validate_overrides
 from scheduler.models import Policy, PolicyAudit
+from sqlalchemy import select as sa_select
+from sqlmodel import Session as DBSession
+from sqlmodel import col, select
+
+from scheduler.store import cached, invalidated_by, kept
 
 log = logging.getLogger("pacer.policy")
 
@@ -81,7 +81,7 @@ _ROW = sa_select(*_COLUMNS).where(col(Policy.id) == 1)  # built once: it is read
 
 def load_policy(db: DBSession) -> PolicyView:
     """The policy as this transaction sees it: read once, and again after the row is written;
-    kept across transactions until a commit writes it (see `admission.kept`)."""
+    kept across transactions until a commit writes it (see `store.kept`)."""
     return cached(db, "policy", lambda: kept(db, "policy", (Policy,), lambda: _read(db)))
 
 

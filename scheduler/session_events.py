@@ -19,18 +19,18 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from sqlmodel import Session as DBSession
-from sqlmodel import col, select
-
-from scheduler.admission import kept
 from scheduler.context import Context
 from scheduler.db import session_scope
 from scheduler.errors import InvalidInput, Refused
 from scheduler.firing import Fired, TriggerEvent, fire
 from scheduler.models import Session, Status, Trigger, Turn
-from scheduler.policy import load_policy
 from scheduler.session_view import session_view
 from scheduler.sessions import class_of
+from sqlmodel import Session as DBSession
+from sqlmodel import col, select
+
+from scheduler.policy import load_policy
+from scheduler.store import kept
 
 log = logging.getLogger("pacer.session_events")
 
@@ -96,7 +96,7 @@ def _watchers(db: DBSession) -> list[Trigger]:
 def listener(ctx: Context) -> Callable[[str, Mapping[str, Any]], None]:
     """The `ctx.hooks["*"]` listener: arm a `session_event` alarm when some trigger could care.
     Which states any trigger watches is asked on every notice and changes rarely: it is kept
-    until a trigger is written (`admission.kept`)."""
+    until a trigger is written (`store.kept`)."""
 
     def watched() -> frozenset[str]:
         with session_scope(ctx.engine) as db:

@@ -6,13 +6,13 @@ from __future__ import annotations
 from datetime import timedelta
 
 import pytest
-from sqlmodel import select
-
-from scheduler.capacity import arrivals, occupied
 from scheduler.context import Context
 from scheduler.effects import Effects
 from scheduler.groups import occupying
 from scheduler.models import OperatorHold, Prerequisite, QueueHold, Session, Turn
+from sqlmodel import select
+
+from scheduler.capacity import arrivals, occupied
 from scheduler.operator_holds import list_holds, live_holds
 from scheduler.policy import load_policy
 from scheduler.prerequisites import (
@@ -131,7 +131,7 @@ def test_arrivals_are_better_ranked_unstarted_unparked_and_recent(any_db, clock)
 def test_a_store_that_cannot_be_read_fails_open_and_the_transaction_goes_on(any_db, clock, caplog) -> None:
     from sqlalchemy import text
 
-    from scheduler.admission import read_or_fail_open
+    from scheduler.store import read_or_fail_open
 
     kept = add(any_db, clock, title="written before the failed read")
     assert read_or_fail_open(any_db, "the hold store", lambda: any_db.exec(text("SELECT * FROM no_such_table")).all(), ["open"]) == ["open"]

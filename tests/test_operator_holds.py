@@ -9,13 +9,17 @@ from datetime import UTC, datetime, timedelta
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from sqlalchemy import text
-from sqlmodel import SQLModel, func, select
-
-from scheduler import db as dbmod
 from scheduler.db import session_scope
 from scheduler.errors import Forbidden, InvalidInput, NotFound, Refused
 from scheduler.models import OperatorHold, Session, Trigger
+from scheduler.turns import submit_turn
+from scheduler.wiring import run_periodic
+from sqlalchemy import text
+from sqlmodel import SQLModel, func, select
+from tests.harness import new, row
+from tests.holdkit import holds, holds_text, wired
+
+from scheduler import db as dbmod
 from scheduler.operator_holds import (
     SELECTOR_KINDS,
     admission_check,
@@ -28,10 +32,6 @@ from scheduler.operator_holds import (
 from scheduler.policy import ensure_policy, load_policy
 from scheduler.prerequisites import record_prerequisites
 from scheduler.start_now import start_now
-from scheduler.turns import submit_turn
-from scheduler.wiring import run_periodic
-from tests.harness import new, row
-from tests.holdkit import holds, holds_text, wired
 
 pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")
 
@@ -189,7 +189,7 @@ def test_a_hold_store_that_cannot_be_read_fails_open_with_a_log_line(engine, clo
     place_hold(ctx, "all", armer="U_ANN")
     with engine.begin() as conn:
         conn.execute(text("DROP TABLE operator_holds"))
-    with caplog.at_level(logging.WARNING, logger="pacer.admission"):
+    with caplog.at_level(logging.WARNING, logger="pacer.store"):
         sub = submit_turn(ctx, new(ctx), "go")
     assert sub.outcome == "started"
     assert "the operator hold store could not be read (OperationalError); admission ignores it this time" in caplog.text

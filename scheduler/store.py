@@ -1,25 +1,21 @@
-"""What the admission checks beyond the gate share: the manual-start flag, fail-open reads and
-a per-transaction cache.
+"""The read store's caches, in one place: fail-open reads, a per-transaction memo, presence
+(which hold stores have rows at all) and reads kept across transactions while their tables are
+unchanged (`scheduler.versions`).
 
-The checks (operator holds, queue holds, prerequisites, concurrency groups, weighted capacity,
-the deference window) are registered on `Context.admission_checks` by `scheduler.wiring`, in
-that order: the first that says no names the reason a session waits.
-
-A manual start is not the auto-queue. Seed 002: pressing Run "ignores position order,
-prerequisites, the interference check, the cost budget and a rate limit wait. Only the
-auto-queue honours those" — but never the one-run-per-group rule. StartNow marks its admission
-with `manual_start()`, and the checks that a person's press overrides read `is_manual()`.
+The domain asks its questions (`operator_holds.live_holds`, `fleet.running_fleet`,
+`policy.load_policy`); those answer through these, so a cache is never the domain's concern
+beyond `forget` after a write inside the same transaction.
 """
 
 from __future__ import annotations
 
 import logging
 import weakref
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
-from contextvars import ContextVar
+from collections.abc import Callable
 from typing import Any, TypeVar
 
+from scheduler.db import core
+from scheduler.models import StoreVersion
 from sqlalchemy import event, literal, union_all
 from sqlalchemy import select as sa_select
 from sqlalchemy.exc import SQLAlchemyError
@@ -28,28 +24,9 @@ from sqlalchemy.sql import Select
 from sqlmodel import Session as DBSession
 from sqlmodel import col, select
 
-from scheduler.db import core
-from scheduler.models import StoreVersion
-
-log = logging.getLogger("pacer.admission")
+log = logging.getLogger("pacer.store")
 
 T = TypeVar("T")
-
-_MANUAL: ContextVar[bool] = ContextVar("pacer_manual_start", default=False)
-
-
-@contextmanager
-def manual_start() -> Iterator[None]:
-    """Mark the admissions inside as a person's direct start (StartNow)."""
-    token = _MANUAL.set(True)
-    try:
-        yield
-    finally:
-        _MANUAL.reset(token)
-
-
-def is_manual() -> bool:
-    return _MANUAL.get()
 
 
 def read_or_fail_open(db: DBSession, what: str, read: Callable[[], T], fallback: T) -> T:
@@ -71,7 +48,7 @@ def read_or_fail_open(db: DBSession, what: str, read: Callable[[], T], fallback:
 
 def cached(db: DBSession, key: str, load: Callable[[], T]) -> T:
     """One read per transaction: a queue pass asks every candidate, the rows do not change."""
-    store = db.info.setdefault("pacer.admission", {})
+    store = db.info.setdefault("pacer.memo", {})
     if key not in store:
         store[key] = load()
     return store[key]  # type: ignore[no-any-return]
@@ -79,7 +56,7 @@ def cached(db: DBSession, key: str, load: Callable[[], T]) -> T:
 
 def forget(db: DBSession, key: str) -> None:
     """Drop a cached read after this transaction changed what it read."""
-    db.info.get("pacer.admission", {}).pop(key, None)
+    db.info.get("pacer.memo", {}).pop(key, None)
 
 
 # --------------------------------------------------------------------------- presence
@@ -140,7 +117,7 @@ def wrote(db: ORMSession, *models: type) -> None:
     """Record that this transaction wrote `models` rows: its cached reads of them are dropped
     now, and kept reads at commit. A flush records itself; a Core write says so here."""
     db.info.setdefault("pacer.written", set()).update(models)
-    store = db.info.get("pacer.admission")
+    store = db.info.get("pacer.memo")
     if not store:
         return
     for model in models:
