@@ -140,10 +140,12 @@ def lead(pacer: Pacer) -> None:
         for name, interval in wiring.PERIODIC.items():
             _every(pacer, name, seconds=interval.total_seconds())
         _every(pacer, BURN_REFRESH, minutes=BURN_REFRESH_MINUTES)
-        # Triggers as code, once the scheduler runs (an unchanged cron job keeps its stored
-        # next run); then triggers written on a standby replica reach the cron jobs each minute.
-        triggers_file.install(pacer)
+        # Triggers written on a standby replica reach the cron jobs each minute.
         _every(pacer, TRIGGER_RESYNC, minutes=TRIGGER_RESYNC_MINUTES)
+        # Triggers as code, once the scheduler runs (an unchanged cron job keeps its stored
+        # next run). Reading the cron jobs reads every stored job, so every periodic one is
+        # rewritten first, whatever function an earlier version stored it under.
+        triggers_file.install(pacer)
         log.info("scheduler started with sweeps: %s", ", ".join(sorted(wiring.PERIODIC)))
     recover(pacer.ctx)
     hold_sweep(pacer.ctx)
