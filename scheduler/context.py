@@ -72,11 +72,24 @@ class Context:
     # given by whoever builds the context (the composition root knows every module).
     jobs: Mapping[str, Callable[..., Any]] = field(default_factory=dict)
 
+    # The alarms this process is running now, as (target, args): APScheduler takes a one-shot
+    # alarm out of its job store when it starts running it, so "no alarm stored" alone cannot
+    # tell a lost re-check from one in flight (the hold sweep asks both).
+    running_alarms: set[tuple[str, str]] = field(default_factory=set)
+
     def run_job(self, name: str, *args: Any) -> Any:
         target = self.jobs.get(name)
         if target is None:
             raise LookupError(f"no alarm target {name!r}: build the Context with jobs=scheduler.jobs.targets()")
-        return target(self, *args)
+        key = (name, repr(args))  # args may be unhashable (a session event's facts)
+        self.running_alarms.add(key)
+        try:
+            return target(self, *args)
+        finally:
+            self.running_alarms.discard(key)
+
+    def is_running_alarm(self, name: str, *args: Any) -> bool:
+        return (name, repr(args)) in self.running_alarms
 
     def _outside_transaction(self, what: str) -> None:
         if in_transaction(self.engine):

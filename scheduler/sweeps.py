@@ -91,7 +91,7 @@ def _lost_holds(ctx: Context, now: datetime) -> list[tuple[int, datetime]]:
         after = (page[-1][1], int(page[-1][0] or 0))
         for row_id, stamp in page:
             session_id = int(row_id or 0)
-            if ctx.alarm_at(hold_job_id(session_id)) is None:
+            if ctx.alarm_at(hold_job_id(session_id)) is None and not ctx.is_running_alarm("recheck", session_id):
                 lost.append((session_id, stamp))
                 if len(lost) >= REARM_PER_PASS:
                     break

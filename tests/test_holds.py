@@ -176,6 +176,28 @@ def test_the_sweep_leaves_a_late_but_armed_hold_alone(engine, clock) -> None:
     assert hold_sweep(ctx) == []
 
 
+def test_the_sweep_leaves_a_recheck_running_now_alone(engine, clock) -> None:
+    """APScheduler takes a one-shot alarm out of its store when it starts running it: at start-up
+    every overdue re-check is in flight while the first sweep looks for lost ones."""
+    ctx, deferrer, workers, quota = build(engine, clock)
+    quota.spend_out()
+    sid = new(ctx)
+    submit_turn(ctx, sid, "x")
+    deferrer.cancel(hold_job_id(sid))  # taken out of the store: it is running now
+    clock.advance(timedelta(minutes=25))
+    seen: list[list[int]] = []
+    recheck = ctx.jobs["recheck"]
+
+    def running(ctx_, session_id):  # the sweep runs while this re-check is in flight
+        seen.append(hold_sweep(ctx_))
+        return recheck(ctx_, session_id)
+
+    ctx.jobs = {**ctx.jobs, "recheck": running}
+    ctx.run_job("recheck", sid)
+    assert seen == [[]]
+    assert deferrer.pending().count(hold_job_id(sid)) == 1  # the re-check re-armed itself, once
+
+
 def test_the_sweep_rearms_at_most_ten_a_pass_spread_over_three_minutes(engine, clock) -> None:
     ctx, deferrer, workers, quota = build(engine, clock)
     quota.spend_out()
