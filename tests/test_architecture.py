@@ -231,3 +231,35 @@ def later():
 def test_a_cycle_is_reported_with_its_members() -> None:
     graph = [Edge("p.a", "p.b", 1), Edge("p.b", "p.c", 1), Edge("p.c", "p.a", 1), Edge("p.c", "p.d", 1)]
     assert cycles({"p.a", "p.b", "p.c", "p.d"}, graph) == [["p.a", "p.b", "p.c"]]
+
+
+MAX_MODULE_LINES = 400
+MAX_PARAMETERS = 6
+
+
+def production_modules() -> Iterator[tuple[str, Path]]:
+    for name, path in modules().items():
+        if ".migrations." not in f".{name}." and name.split(".")[0] in ("scheduler", "integrations", "bot"):
+            yield name, path
+
+
+def test_no_production_module_is_over_400_lines() -> None:
+    long = {name: n for name, path in production_modules() if (n := len(path.read_text().splitlines())) > MAX_MODULE_LINES}
+    assert long == {}, f"modules over {MAX_MODULE_LINES} lines (a module is one idea): {long}"
+
+
+def parameters(node: ast.FunctionDef | ast.AsyncFunctionDef) -> int:
+    a = node.args
+    count = len(a.posonlyargs) + len(a.args) + len(a.kwonlyargs) + (a.vararg is not None) + (a.kwarg is not None)
+    first = (a.posonlyargs + a.args)[:1]
+    return count - (1 if first and first[0].arg in ("self", "cls") else 0)
+
+
+def test_no_scheduler_function_takes_more_than_six_parameters() -> None:
+    wide = [
+        f"{name}.{node.name} ({parameters(node)})"
+        for name, path in production_modules() if name.startswith("scheduler")
+        for node in ast.walk(ast.parse(path.read_text()))
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef) and parameters(node) > MAX_PARAMETERS
+    ]
+    assert wide == [], f"functions with more than {MAX_PARAMETERS} parameters (pass one value that names the thing): {wide}"
