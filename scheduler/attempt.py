@@ -15,11 +15,12 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
+from sqlmodel import Session as DBSession
+
 from scheduler.context import Context
 from scheduler.effects import Effects
 from scheduler.gate import Decision
 from scheduler.ports import QuotaReading
-from sqlmodel import Session as DBSession
 
 PASS_THROUGH = frozenset({"clone_only", "monitoring"})  # spend nothing: never gated
 TURN_KINDS = frozenset(

@@ -33,17 +33,17 @@ from __future__ import annotations
 from collections.abc import Callable
 from datetime import datetime, timedelta
 
-from scheduler.context import Context
-from scheduler.genesis import SchedulingClass
-from scheduler.models import Session, Status
-from scheduler.sessions import class_of, is_spot
 from sqlmodel import Session as DBSession
 from sqlmodel import col, select
-from templates import render
 
 from scheduler.attempt import Block, is_manual
+from scheduler.context import Context
 from scheduler.fleet import running_rows
+from scheduler.genesis import SchedulingClass
+from scheduler.models import Session, Status
 from scheduler.policy import PolicyView, load_policy
+from scheduler.sessions import class_of, is_spot
+from templates import render
 
 TOLERANCE = 1e-9  # weights are floats: 0.1 + 0.2 must fit a budget of 0.3
 DEFAULT_PRECEDENCE = 0

@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass, field
-from functools import partial
 from datetime import datetime
+from functools import partial
 from typing import TYPE_CHECKING, Any
 
 from scheduler.ports import TurnRequest

@@ -14,18 +14,18 @@ import logging
 from datetime import datetime, timedelta
 from typing import Any
 
-from scheduler.context import Context
-from scheduler.db import core
-from scheduler.genesis import SchedulingClass
-from scheduler.models import Session, Turn
-from scheduler.ports import QuotaReading
-from scheduler.sessions import class_from, is_spot
-from scheduler.snapshot import Asking, FleetTurn, Snapshot, WindowState
 from sqlalchemy import select as sa_select
 from sqlmodel import Session as DBSession
 from sqlmodel import col, select
 
+from scheduler.context import Context
+from scheduler.db import core
+from scheduler.genesis import SchedulingClass
+from scheduler.models import Session, Turn
 from scheduler.policy import PolicyView
+from scheduler.ports import QuotaReading
+from scheduler.sessions import class_from, is_spot
+from scheduler.snapshot import Asking, FleetTurn, Snapshot, WindowState
 from scheduler.store import cached, invalidated_by
 
 log = logging.getLogger("pacer.fleet")

@@ -11,7 +11,6 @@ from typing import Any
 from scheduler.context import Context
 from scheduler.db import session_scope
 from scheduler.effects import Effects
-
 from scheduler.operator_holds import live_holds, notice_deadlocks, prune
 from scheduler.prerequisites import reconcile
 from scheduler.queue_holds import lift_expired

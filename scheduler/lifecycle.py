@@ -11,13 +11,13 @@ from datetime import datetime
 
 from sqlmodel import col, select
 
+from scheduler.attempt import Block, TurnAttempt, Work
 from scheduler.context import Context
 from scheduler.db import session_scope
 from scheduler.effects import Effects
 from scheduler.errors import Refused
 from scheduler.models import Session, Status, Turn
 from scheduler.preemption import release_after_crash
-from scheduler.attempt import Block, TurnAttempt, Work
 from scheduler.records import hold, lock, running_turn
 from scheduler.turns import submit_turn
 from templates import render

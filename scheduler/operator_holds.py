@@ -22,22 +22,22 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
+from sqlalchemy import or_
+from sqlmodel import Session as DBSession
+from sqlmodel import col, select
+
+from scheduler.attempt import Block
 from scheduler.context import Context
 from scheduler.db import session_scope
 from scheduler.effects import Effects
 from scheduler.errors import Forbidden, InvalidInput, NotFound, Refused
 from scheduler.genesis import Genesis, SchedulingClass
 from scheduler.models import ACTIVE_STATUSES, OperatorHold, Prerequisite, Session, Status, Trigger
-from scheduler.sessions import class_of
-from sqlalchemy import or_
-from sqlmodel import Session as DBSession
-from sqlmodel import col, select
-from templates import render
-
-from scheduler.attempt import Block
 from scheduler.policy import PolicyView, load_policy
 from scheduler.prerequisites import repository_of, target_sessions, waits_on
+from scheduler.sessions import class_of
 from scheduler.store import cached, forget, present, read_or_fail_open, register_presence
+from templates import render
 
 log = logging.getLogger("pacer.operator_holds")
 

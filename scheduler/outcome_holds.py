@@ -14,16 +14,15 @@ from collections.abc import Callable
 from datetime import datetime, timedelta
 from typing import Any
 
-from scheduler.failures import NextStep
-from scheduler.models import QueueHold, Session, Status, Turn
-from scheduler.ports import Outcome, TurnResult
 from sqlalchemy import func
 from sqlmodel import Session as DBSession
 from sqlmodel import col, select
-from templates import render
 
 from scheduler import failures, ladder
 from scheduler.attempt import Block, TurnAttempt, Work
+from scheduler.failures import NextStep
+from scheduler.models import QueueHold, Session, Status, Turn
+from scheduler.ports import Outcome, TurnResult
 from scheduler.queue_holds import (
     AUTH,
     BLOCK_REASON,
@@ -40,6 +39,7 @@ from scheduler.queue_holds import (
 )
 from scheduler.records import hold
 from scheduler.store import present
+from templates import render
 
 log = logging.getLogger("pacer.queue_holds")
 

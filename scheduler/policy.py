@@ -9,15 +9,15 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
+from sqlalchemy import select as sa_select
+from sqlmodel import Session as DBSession
+from sqlmodel import col, select
+
 from scheduler.bounds import MAX_SESSIONS
 from scheduler.db import core
 from scheduler.errors import InvalidInput
 from scheduler.genesis import Genesis, SchedulingClass, validate_overrides
 from scheduler.models import Policy, PolicyAudit
-from sqlalchemy import select as sa_select
-from sqlmodel import Session as DBSession
-from sqlmodel import col, select
-
 from scheduler.store import cached, invalidated_by, kept
 
 log = logging.getLogger("pacer.policy")

@@ -29,20 +29,20 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
+from sqlalchemy import String, cast, func, or_
+from sqlmodel import Session as DBSession
+from sqlmodel import col, select
+
+from scheduler import queue_holds
+from scheduler.attempt import Block, is_manual
 from scheduler.context import Context
 from scheduler.db import session_scope
 from scheduler.effects import Effects
 from scheduler.errors import InvalidInput
 from scheduler.models import Prerequisite, Session, Status
-from sqlalchemy import String, cast, func, or_
-from sqlmodel import Session as DBSession
-from sqlmodel import col, select
-from templates import render
-
-from scheduler import queue_holds
-from scheduler.attempt import Block, is_manual
 from scheduler.queue_pass import kick
 from scheduler.store import cached, present, read_or_fail_open, register_presence
+from templates import render
 
 log = logging.getLogger("pacer.prerequisites")
 

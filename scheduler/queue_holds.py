@@ -34,18 +34,18 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
+from sqlalchemy import or_
+from sqlmodel import Session as DBSession
+from sqlmodel import col, select
+
+from scheduler.attempt import Block, is_manual
 from scheduler.context import Context
 from scheduler.db import session_scope
 from scheduler.effects import Effects
 from scheduler.errors import InvalidInput, Refused
 from scheduler.models import QueueHold, Session
-from sqlalchemy import or_
-from sqlmodel import Session as DBSession
-from sqlmodel import col, select
-from templates import render
-
-from scheduler.attempt import Block, is_manual
 from scheduler.store import cached, forget, present, read_or_fail_open, register_presence
+from templates import render
 
 log = logging.getLogger("pacer.queue_holds")
 

@@ -19,26 +19,26 @@ from datetime import datetime
 from functools import lru_cache
 from typing import Any, Protocol
 
-from scheduler.admit import admit, blocked
-from scheduler.context import Context
-from scheduler.db import core, session_scope
-from scheduler.explain import explain
-from scheduler.gate import RESUME_MARGIN_PCT, Decision, Reason, decide
-from scheduler.genesis import SchedulingClass
-from scheduler.models import Session, Status
-from scheduler.pause import Dormant, front_paused, is_dormant_paused, resume_paused
-from scheduler.sessions import class_defaults, class_expr_for, class_from, is_spot, queue_order
-from scheduler.snapshot import Asking
 from sqlalchemy import bindparam
 from sqlalchemy import select as sa_select
 from sqlmodel import Session as DBSession
 from sqlmodel import col
 
 from scheduler import failures
+from scheduler.admit import admit, blocked
 from scheduler.attempt import Block, Submission, TurnAttempt, Work, is_manual
+from scheduler.context import Context
+from scheduler.db import core, session_scope
+from scheduler.explain import explain
 from scheduler.fleet import asking_for, build_snapshot, burn_rate, read_quota
+from scheduler.gate import RESUME_MARGIN_PCT, Decision, Reason, decide
+from scheduler.genesis import SchedulingClass
+from scheduler.models import Session, Status
+from scheduler.pause import Dormant, front_paused, is_dormant_paused, resume_paused
 from scheduler.policy import PolicyView, load_policy
 from scheduler.records import hold, is_asleep, is_peeked, is_running, lock, peek, replay, start
+from scheduler.sessions import class_defaults, class_expr_for, class_from, is_spot, queue_order
+from scheduler.snapshot import Asking
 from scheduler.store import present
 
 log = logging.getLogger("pacer.queue_pass")

@@ -12,20 +12,20 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+from sqlalchemy import bindparam, inspect, update
+from sqlalchemy import select as sa_select
+from sqlmodel import Session as DBSession
+from sqlmodel import col, select
+
+from scheduler import ladder
+from scheduler.attempt import Block, Submission, TurnAttempt, Work
 from scheduler.db import core
 from scheduler.errors import NotFound
 from scheduler.gate import Decision
 from scheduler.models import SESSIONS, EnqueuedMessage, Session, Status, Turn
 from scheduler.ports import TurnRequest
-from sqlalchemy import bindparam, inspect, update
-from sqlalchemy import select as sa_select
-from sqlmodel import Session as DBSession
-from sqlmodel import col, select
-from templates import render
-
-from scheduler import ladder
-from scheduler.attempt import Block, Submission, TurnAttempt, Work
 from scheduler.store import wrote
+from templates import render
 
 
 def hold_job_id(session_id: int) -> str:

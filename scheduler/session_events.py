@@ -19,17 +19,17 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
+from sqlmodel import Session as DBSession
+from sqlmodel import col, select
+
 from scheduler.context import Context
 from scheduler.db import session_scope
 from scheduler.errors import InvalidInput, Refused
 from scheduler.firing import Fired, TriggerEvent, fire
 from scheduler.models import Session, Status, Trigger, Turn
+from scheduler.policy import load_policy
 from scheduler.session_view import session_view
 from scheduler.sessions import class_of
-from sqlmodel import Session as DBSession
-from sqlmodel import col, select
-
-from scheduler.policy import load_policy
 from scheduler.store import kept
 
 log = logging.getLogger("pacer.session_events")

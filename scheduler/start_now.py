@@ -13,19 +13,19 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from sqlalchemy.exc import SQLAlchemyError
+from sqlmodel import col, func, select
+
 from scheduler.admit import admit
+from scheduler.attempt import Submission, TurnAttempt, Work, manual_start
 from scheduler.context import Context
 from scheduler.db import session_scope
 from scheduler.errors import Refused
+from scheduler.fleet import read_quota
 from scheduler.models import EnqueuedMessage, Status, Turn
 from scheduler.pause import resume_paused
-from sqlalchemy.exc import SQLAlchemyError
-from sqlmodel import col, func, select
-from templates import render
-
-from scheduler.attempt import Submission, TurnAttempt, Work, manual_start
-from scheduler.fleet import read_quota
 from scheduler.records import is_asleep, is_running, lock, replay
+from templates import render
 
 
 @dataclass(frozen=True)

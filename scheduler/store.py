@@ -14,8 +14,6 @@ import weakref
 from collections.abc import Callable
 from typing import Any, TypeVar
 
-from scheduler.db import core
-from scheduler.models import StoreVersion
 from sqlalchemy import event, literal, union_all
 from sqlalchemy import select as sa_select
 from sqlalchemy.exc import SQLAlchemyError
@@ -23,6 +21,9 @@ from sqlalchemy.orm import Session as ORMSession
 from sqlalchemy.sql import Select
 from sqlmodel import Session as DBSession
 from sqlmodel import col, select
+
+from scheduler.db import core
+from scheduler.models import StoreVersion
 
 log = logging.getLogger("pacer.store")
 

@@ -9,18 +9,18 @@ from collections.abc import Iterator
 from datetime import UTC, datetime
 
 import pytest
-import scheduler.models  # noqa: F401
-from scheduler.clock import VirtualClock
-from scheduler.deferrer import VirtualDeferrer
-from scheduler.versions import seed
 from sqlalchemy import Engine, text
 from sqlmodel import Session as DBSession
 from sqlmodel import SQLModel
-from tests.slack_mock import MockSlack, serving
 
+import scheduler.models  # noqa: F401
 from scheduler import db as dbmod
+from scheduler.clock import VirtualClock
+from scheduler.deferrer import VirtualDeferrer
 from scheduler.policy import ensure_policy
 from scheduler.store import forget_kept
+from scheduler.versions import seed
+from tests.slack_mock import MockSlack, serving
 
 T0 = datetime(2026, 11, 2, 9, 0, tzinfo=UTC)
 

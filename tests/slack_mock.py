@@ -283,8 +283,8 @@ def make_pacer(engine: Any, clock: Any, deferrer: Any, settings: Any) -> Any:
     notifier chain (so the Slack notifier is wired exactly as `pacer serve` wires it)."""
     from bot.notify import CompositeNotifier, LogNotifier
     from bot.runtime import Pacer
-    from scheduler.jobs import targets
     from scheduler.context import Context
+    from scheduler.jobs import targets
     from scheduler.simworkers import VirtualWorkerPool
 
     ctx = Context(jobs=targets(), engine=engine, clock=clock, deferrer=deferrer, workers=VirtualWorkerPool(clock, deferrer), notifier=CompositeNotifier(LogNotifier()))

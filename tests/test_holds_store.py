@@ -6,13 +6,13 @@ from __future__ import annotations
 from datetime import timedelta
 
 import pytest
+from sqlmodel import select
+
+from scheduler.capacity import arrivals, occupied
 from scheduler.context import Context
 from scheduler.effects import Effects
 from scheduler.groups import occupying
 from scheduler.models import OperatorHold, Prerequisite, QueueHold, Session, Turn
-from sqlmodel import select
-
-from scheduler.capacity import arrivals, occupied
 from scheduler.operator_holds import list_holds, live_holds
 from scheduler.policy import load_policy
 from scheduler.prerequisites import (

@@ -9,17 +9,13 @@ from datetime import UTC, datetime, timedelta
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from sqlalchemy import text
+from sqlmodel import SQLModel, func, select
+
+from scheduler import db as dbmod
 from scheduler.db import session_scope
 from scheduler.errors import Forbidden, InvalidInput, NotFound, Refused
 from scheduler.models import OperatorHold, Session, Trigger
-from scheduler.turns import submit_turn
-from scheduler.wiring import run_periodic
-from sqlalchemy import text
-from sqlmodel import SQLModel, func, select
-from tests.harness import new, row
-from tests.holdkit import holds, holds_text, wired
-
-from scheduler import db as dbmod
 from scheduler.operator_holds import (
     SELECTOR_KINDS,
     admission_check,
@@ -32,6 +28,10 @@ from scheduler.operator_holds import (
 from scheduler.policy import ensure_policy, load_policy
 from scheduler.prerequisites import record_prerequisites
 from scheduler.start_now import start_now
+from scheduler.turns import submit_turn
+from scheduler.wiring import run_periodic
+from tests.harness import new, row
+from tests.holdkit import holds, holds_text, wired
 
 pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")
 

@@ -7,18 +7,18 @@ from __future__ import annotations
 from datetime import timedelta
 
 import pytest
-from scheduler.db import make_engine, session_scope
-from scheduler.models import OperatorHold
-from scheduler.turns import submit_turn
 from sqlalchemy import event, insert, text
-from tests.harness import build, new, row
 
 from scheduler import queue_pass as queue_pass_module
 from scheduler import store, wiring
+from scheduler.db import make_engine, session_scope
+from scheduler.models import OperatorHold
 from scheduler.operator_holds import REASON, place_hold
 from scheduler.policy import change_policy, load_policy
 from scheduler.queue_pass import recheck
 from scheduler.records import hold_job_id
+from scheduler.turns import submit_turn
+from tests.harness import build, new, row
 
 pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")
 
