@@ -77,7 +77,9 @@ def start_now(ctx: Context, session_id: int, *, actor: str | None = None) -> Sta
             sub = admit(work, session, TurnAttempt(session.prompt or render("text/continue_nudge.j2"), session.attachments, "first"))
         elif queued:
             message = db.exec(
-                select(EnqueuedMessage).where(EnqueuedMessage.session_id == session_id, col(EnqueuedMessage.delivered_at).is_(None)).order_by(col(EnqueuedMessage.id))
+                select(EnqueuedMessage)
+                .where(EnqueuedMessage.session_id == session_id, col(EnqueuedMessage.delivered_at).is_(None))
+                .order_by(col(EnqueuedMessage.id))
             ).first()
             assert message is not None
             message.delivered_at = now

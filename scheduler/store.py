@@ -91,7 +91,9 @@ def register_presence(key: str, model: type, rows: Callable[[], Select[Any]]) ->
 
 def present(db: DBSession, key: str) -> bool:
     """Whether the store behind `key` has anything for its check to read (True when unknown)."""
-    found: set[str] | None = cached(db, "presence", lambda: kept(db, "presence", tuple(_PRESENCE_MODELS), lambda: read_or_fail_open(db, "the hold stores", lambda: _presence(db), None)))
+    found: set[str] | None = cached(
+        db, "presence", lambda: kept(db, "presence", tuple(_PRESENCE_MODELS), lambda: read_or_fail_open(db, "the hold stores", lambda: _presence(db), None))
+    )
     return found is None or key not in _PRESENCE or key in found
 
 

@@ -48,7 +48,9 @@ class SetQuota:
         self.spent_5h = self.capacity_5h
 
 
-def build(engine: Engine, clock: VirtualClock, *, max_sessions: int = 2, turn_minutes: float = 20, burn: float = 0.1, seed: int = 7) -> tuple[Context, VirtualDeferrer, VirtualWorkerPool, SetQuota]:
+def build(
+    engine: Engine, clock: VirtualClock, *, max_sessions: int = 2, turn_minutes: float = 20, burn: float = 0.1, seed: int = 7,
+) -> tuple[Context, VirtualDeferrer, VirtualWorkerPool, SetQuota]:
     deferrer = VirtualDeferrer(clock)
     workers = VirtualWorkerPool(clock, deferrer, duration=lambda _r: timedelta(minutes=turn_minutes), burn_per_min=lambda _r: burn)
     quota = SetQuota(clock)

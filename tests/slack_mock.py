@@ -130,7 +130,8 @@ class MockSlack:
             return 200, {"ok": False, "error": self.errors[method]}
         ts = f"{1_790_000_000 + next(self._ts)}.000100"
         if method == "auth.test":
-            return 200, {"ok": True, "url": "https://pacer-test.slack.com/", "team": "Pacer Test", "user": "pacer", "team_id": TEAM_ID, "user_id": BOT_USER_ID, "bot_id": BOT_ID}
+            return 200, {"ok": True, "url": "https://pacer-test.slack.com/", "team": "Pacer Test", "user": "pacer",
+                         "team_id": TEAM_ID, "user_id": BOT_USER_ID, "bot_id": BOT_ID}
         if method == "apps.connections.open" and self.socket_url:
             return 200, {"ok": True, "url": self.socket_url}
         if method == "chat.postMessage":
@@ -257,7 +258,10 @@ class SlackClient:
         self.mock = mock
         self.pacer: Any = None
 
-    def post(self, body: str, *, content_type: str = "application/x-www-form-urlencoded", timestamp: int | None = None, secret: str = SIGNING_SECRET, retry_num: int | None = None) -> Any:
+    def post(
+        self, body: str, *, content_type: str = "application/x-www-form-urlencoded", timestamp: int | None = None,
+        secret: str = SIGNING_SECRET, retry_num: int | None = None,
+    ) -> Any:
         headers = signed_headers(secret, body, timestamp=timestamp, content_type=content_type, retry_num=retry_num)
         return self.http.post("/slack/events", content=body.encode(), headers=headers)
 
@@ -287,7 +291,8 @@ def make_pacer(engine: Any, clock: Any, deferrer: Any, settings: Any) -> Any:
     from scheduler.jobs import targets
     from scheduler.simworkers import VirtualWorkerPool
 
-    ctx = Context(jobs=targets(), engine=engine, clock=clock, deferrer=deferrer, workers=VirtualWorkerPool(clock, deferrer), notifier=CompositeNotifier(LogNotifier()))
+    ctx = Context(jobs=targets(), engine=engine, clock=clock, deferrer=deferrer, workers=VirtualWorkerPool(clock, deferrer),
+                  notifier=CompositeNotifier(LogNotifier()))
     return Pacer(settings=settings, engine=engine, clock=clock, deferrer=deferrer, ctx=ctx)
 
 

@@ -265,7 +265,8 @@ def _shared_engine():
 )
 def test_an_expired_operator_hold_never_holds_anything(kind, ago, released, genesis, label) -> None:
     engine = _shared_engine()
-    value = {"session": "1", "genesis": genesis, "trigger": "1", "repository": "acme/api", "label": label, "class": "priority" if genesis == "command" else "spot", "all": ""}[kind]
+    value = {"session": "1", "genesis": genesis, "trigger": "1", "repository": "acme/api", "label": label,
+             "class": "priority" if genesis == "command" else "spot", "all": ""}[kind]
     with dbmod.session_scope(engine) as db:
         hold = OperatorHold(
             selector_kind=kind, selector_value=value, armer="U", created_at=_NOW - timedelta(days=41),
