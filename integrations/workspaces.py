@@ -1,0 +1,158 @@
+"""Workspaces: a git mirror per repository and a worktree per session, on its own branch.
+
+    spaces = Workspaces(root, GitRemote("https://github.com/{repository}.git", token=...))
+    space = spaces.open(session_id=42, repository="acme/api", title="Fix the flaky login test")
+    space.path      # the runner's {workdir}: a checkout of the default branch
+    space.branch    # pacer/42-fix-the-flaky-login-test
+
+Later turns of the session reuse its worktree. The token reaches git only for the one command
+that talks to the remote (fetch, push), as configuration passed in that command's environment
+(GIT_CONFIG_COUNT/KEY/VALUE): never in a remote URL, never in the mirror's or the worktree's
+config, never on a command line, never in the agent's environment (seed of this rule:
+PRACTICES.md, "Agents and git").
+"""
+
+from __future__ import annotations
+
+import base64
+import logging
+import os
+import re
+import shutil
+import subprocess
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+log = logging.getLogger("pacer.workspaces")
+
+REPOSITORY = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*/[A-Za-z0-9][A-Za-z0-9_.-]*$")
+SLUG_CHARS = 40
+GIT_TIMEOUT_SECONDS = 600
+
+
+class WorkspaceError(Exception):
+    """A git step failed; the message names the step and what git said (never the token)."""
+
+
+@dataclass(frozen=True)
+class GitRemote:
+    """Where a repository is fetched from, and the credential that fetch and push may use."""
+
+    template: str = "https://github.com/{repository}.git"
+    token: str | None = field(default=None, repr=False)
+
+    def url(self, repository: str) -> str:
+        return self.template.format(repository=repository)
+
+    def credential_env(self) -> dict[str, str]:
+        """Git configuration for one command, in its environment only: an Authorization header
+        for HTTP remotes (GitHub accepts a token as the password of x-access-token)."""
+        if not self.token:
+            return {}
+        basic = base64.b64encode(f"x-access-token:{self.token}".encode()).decode()
+        return {"GIT_CONFIG_COUNT": "1", "GIT_CONFIG_KEY_0": "http.extraHeader", "GIT_CONFIG_VALUE_0": f"Authorization: Basic {basic}"}
+
+
+@dataclass(frozen=True)
+class Workspace:
+    session_id: int
+    repository: str
+    path: Path
+    branch: str
+    created: bool  # False: an earlier turn's worktree, reused
+
+
+def slug(title: str) -> str:
+    words = re.sub(r"[^a-z0-9]+", "-", title.lower()).strip("-")
+    return words[:SLUG_CHARS].rstrip("-") or "session"
+
+
+def branch_name(session_id: int, title: str) -> str:
+    return f"pacer/{session_id}-{slug(title)}"
+
+
+class Workspaces:
+    def __init__(self, root: str | Path, remote: GitRemote, *, git: str = "git") -> None:
+        self.root = Path(root)
+        self.remote = remote
+        self.git = git
+
+    def mirror_path(self, repository: str) -> Path:
+        return self.root / "mirrors" / f"{repository}.git"
+
+    def worktree_path(self, session_id: int) -> Path:
+        return self.root / "sessions" / f"session-{session_id}"
+
+    def _run(self, args: Sequence[str], *, step: str, cwd: Path | None = None, remote: bool = False) -> str:
+        env = {k: v for k, v in os.environ.items() if not k.startswith("GIT_CONFIG_")}
+        env["GIT_TERMINAL_PROMPT"] = "0"  # never wait for a password on a terminal nobody watches
+        if remote:
+            env.update(self.remote.credential_env())
+        done = subprocess.run([self.git, *args], cwd=cwd, env=env, capture_output=True, text=True, timeout=GIT_TIMEOUT_SECONDS, check=False)
+        if done.returncode != 0:
+            lines = (done.stderr or done.stdout).strip().splitlines()
+            said = self._redact([line for line in lines if line.startswith(("fatal:", "error:"))][:1] or lines[-1:] or [""])
+            raise WorkspaceError(f"git {step} failed ({done.returncode}): {said}")
+        return done.stdout
+
+    def _redact(self, lines: Sequence[str]) -> str:
+        text = " ".join(lines)
+        return text.replace(self.remote.token, "***") if self.remote.token else text
+
+    def sync(self, repository: str) -> Path:
+        """The repository's mirror, cloned the first time and fetched after."""
+        if not REPOSITORY.match(repository) or ".." in repository:
+            raise WorkspaceError(f"repository {repository!r} is not owner/name")
+        mirror = self.mirror_path(repository)
+        if not (mirror / "HEAD").exists():
+            mirror.parent.mkdir(parents=True, exist_ok=True)
+            self._run(["clone", "--bare", self.remote.url(repository), str(mirror)], step="clone", remote=True)
+        # Into origin/*, never into local branches: a session's branch is checked out in its
+        # worktree, and git refuses to move a branch a worktree has checked out.
+        self._run(["--git-dir", str(mirror), "fetch", "--prune", "origin", "+refs/heads/*:refs/remotes/origin/*"], step="fetch", remote=True)
+        return mirror
+
+    def open(self, *, session_id: int, repository: str, title: str, base: str | None = None) -> Workspace:
+        """The session's worktree: reused when an earlier turn made it, else made from `base`
+        (a pull request's branch) or the default branch, on the session's own branch."""
+        path = self.worktree_path(session_id)
+        mirror = self.mirror_path(repository)
+        if (path / ".git").exists():
+            branch = self._run(["rev-parse", "--abbrev-ref", "HEAD"], step="rev-parse", cwd=path).strip()
+            return Workspace(session_id, repository, path, branch, created=False)
+        self.sync(repository)
+        branch = branch_name(session_id, title)
+        start = "origin/" + (base or self._run(["--git-dir", str(mirror), "symbolic-ref", "--short", "HEAD"], step="default branch").strip())
+        path.parent.mkdir(parents=True, exist_ok=True)
+        self._run(["--git-dir", str(mirror), "worktree", "add", "-b", branch, str(path), start], step="worktree add")
+        log.info("session #%s works in %s on %s (from %s)", session_id, path, branch, start)
+        return Workspace(session_id, repository, path, branch, created=True)
+
+    def remove(self, session_id: int, repository: str) -> bool:
+        """Remove the session's worktree (its branch stays in the mirror); False when none."""
+        path = self.worktree_path(session_id)
+        if not path.exists():
+            return False
+        mirror = self.mirror_path(repository)
+        try:
+            self._run(["--git-dir", str(mirror), "worktree", "remove", "--force", str(path)], step="worktree remove")
+        except WorkspaceError:
+            shutil.rmtree(path, ignore_errors=True)  # a worktree whose mirror is gone is only files
+            self._run(["--git-dir", str(mirror), "worktree", "prune"], step="worktree prune")
+        return True
+
+    def usage(self) -> Mapping[str, int]:
+        """Bytes on disk: every mirror together, and each session's worktree."""
+        found = {"mirrors": _size(self.root / "mirrors")}
+        sessions = self.root / "sessions"
+        if sessions.exists():
+            for child in sorted(sessions.iterdir()):
+                found[child.name] = _size(child)
+        return found
+
+
+def _size(path: Path) -> int:
+    if not path.exists():
+        return 0
+    return sum(p.stat().st_size for p in path.rglob("*") if p.is_file() and not p.is_symlink())
