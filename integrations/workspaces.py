@@ -108,9 +108,11 @@ class Workspaces:
         if not (mirror / "HEAD").exists():
             mirror.parent.mkdir(parents=True, exist_ok=True)
             self._run(["clone", "--bare", self.remote.url(repository), str(mirror)], step="clone", remote=True)
+            # Remote-tracking refs, so a session's branch can track the one it started from.
+            self._run(["--git-dir", str(mirror), "config", "remote.origin.fetch", "+refs/heads/*:refs/remotes/origin/*"], step="config")
         # Into origin/*, never into local branches: a session's branch is checked out in its
         # worktree, and git refuses to move a branch a worktree has checked out.
-        self._run(["--git-dir", str(mirror), "fetch", "--prune", "origin", "+refs/heads/*:refs/remotes/origin/*"], step="fetch", remote=True)
+        self._run(["--git-dir", str(mirror), "fetch", "--prune", "origin"], step="fetch", remote=True)
         return mirror
 
     def open(self, *, session_id: int, repository: str, title: str, base: str | None = None) -> Workspace:
@@ -126,8 +128,21 @@ class Workspaces:
         start = "origin/" + (base or self._run(["--git-dir", str(mirror), "symbolic-ref", "--short", "HEAD"], step="default branch").strip())
         path.parent.mkdir(parents=True, exist_ok=True)
         self._run(["--git-dir", str(mirror), "worktree", "add", "-b", branch, str(path), start], step="worktree add")
+        self._run(["branch", f"--set-upstream-to={start}"], step="upstream", cwd=path)
         log.info("session #%s works in %s on %s (from %s)", session_id, path, branch, start)
         return Workspace(session_id, repository, path, branch, created=True)
+
+    def new_commits(self, space: Workspace) -> int:
+        """Commits on the session's branch that its upstream lacks: the branch it started from
+        until its first push, its own copy on the remote after. Zero: nothing to push."""
+        return int(self._run(["rev-list", "--count", "@{upstream}..HEAD"], step="rev-list", cwd=space.path).strip() or 0)
+
+    def push(self, space: Workspace) -> None:
+        """Push the session's branch. A rejected push (the branch moved on the remote) raises
+        with git's words; it is reported, never retried blindly or forced."""
+        self._run(["push", "origin", f"{space.branch}:refs/heads/{space.branch}"], step="push", cwd=space.path, remote=True)
+        self._run(["fetch", "origin", f"+refs/heads/{space.branch}:refs/remotes/origin/{space.branch}"], step="fetch", cwd=space.path, remote=True)
+        self._run(["branch", f"--set-upstream-to=origin/{space.branch}"], step="upstream", cwd=space.path)
 
     def remove(self, session_id: int, repository: str) -> bool:
         """Remove the session's worktree (its branch stays in the mirror); False when none."""

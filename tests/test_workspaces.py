@@ -99,3 +99,41 @@ def test_slugs() -> None:
     assert slug("!!!") == "session"
     assert len(slug("x" * 200)) == 40
     assert branch_name(9, "Hi there") == "pacer/9-hi-there"
+
+
+def commit(space_path: Path, name: str) -> None:
+    (space_path / name).write_text(name)
+    git("add", name, cwd=space_path)
+    git("-c", "user.name=agent", "-c", "user.email=agent@example.com", "commit", "-q", "-m", f"add {name}", cwd=space_path)
+
+
+def test_commits_are_counted_and_pushed_to_the_sessions_branch(tmp_path: Path, remote: Path) -> None:
+    spaces = Workspaces(tmp_path / "ws", GitRemote(f"file://{remote}/{{repository}}.git", token=TOKEN))
+    space = spaces.open(session_id=3, repository="acme/api", title="Add a file")
+    assert spaces.new_commits(space) == 0  # nothing to push for a session without commits
+    commit(space.path, "a.txt")
+    commit(space.path, "b.txt")
+    assert spaces.new_commits(space) == 2
+    spaces.push(space)
+    bare = remote / "acme" / "api.git"
+    assert "add b.txt" in git("--git-dir", str(bare), "log", "--oneline", space.branch)
+    assert spaces.new_commits(space) == 0
+    commit(space.path, "c.txt")  # a later turn pushes to the same branch
+    assert spaces.new_commits(space) == 1
+    spaces.push(space)
+    assert "add c.txt" in git("--git-dir", str(bare), "log", "--oneline", space.branch)
+
+
+def test_a_rejected_push_is_reported_not_forced(tmp_path: Path, remote: Path) -> None:
+    spaces = Workspaces(tmp_path / "ws", GitRemote(f"file://{remote}/{{repository}}.git"))
+    space = spaces.open(session_id=4, repository="acme/api", title="race")
+    commit(space.path, "mine.txt")
+    spaces.push(space)
+    other = tmp_path / "other"
+    git("clone", "-q", "-b", space.branch, str(remote / "acme" / "api.git"), str(other))
+    commit(other, "theirs.txt")
+    git("push", "-q", "origin", space.branch, cwd=other)
+    commit(space.path, "mine2.txt")
+    with pytest.raises(WorkspaceError, match="git push failed"):
+        spaces.push(space)
+    assert "theirs.txt" in git("--git-dir", str(remote / "acme" / "api.git"), "log", "--stat", space.branch)
