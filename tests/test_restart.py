@@ -26,6 +26,7 @@ from apscheduler.triggers.date import DateTrigger
 from sqlalchemy import Engine, text, update
 from sqlmodel import col
 
+from bot.demo import wait_until_up
 from scheduler import db as dbmod
 from scheduler.models import Session
 
@@ -65,15 +66,8 @@ def _serve(tmp: Path, port: int, url: str, echo_seconds: str, log: Path) -> subp
     }
     proc = subprocess.Popen([sys.executable, "-m", "bot.cli", "serve"], cwd=tmp, env=env,
                             stdout=log.open("ab"), stderr=subprocess.STDOUT)
-    deadline = time.monotonic() + 25
-    while time.monotonic() < deadline:
-        assert proc.poll() is None, log.read_text()
-        try:
-            if httpx.get(f"http://127.0.0.1:{port}/healthz", timeout=1).status_code == 200:
-                return proc
-        except httpx.TransportError:
-            pass
-        time.sleep(0.2)
+    if wait_until_up(f"http://127.0.0.1:{port}", 25, alive=lambda: proc.poll() is None):
+        return proc
     proc.kill()
     raise AssertionError(log.read_text())
 
