@@ -71,7 +71,7 @@ def _lift_auth(work: Work, turn: Turn) -> None:
         return
     for current in in_force(work.db, work.now):
         runtime = (current.detail or {}).get("runtime")
-        if current.reason == AUTH and current.since <= work.now and runtime in (None, turn.runtime):
+        if current.reason == AUTH and runtime in (None, turn.runtime):
             release(work.db, current, work.now, by=f"a {turn.runtime} turn that authenticated", fx=work.fx)
 
 

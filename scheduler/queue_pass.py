@@ -36,7 +36,7 @@ from scheduler.genesis import SchedulingClass
 from scheduler.models import Session, Status
 from scheduler.pause import Dormant, front_paused, is_dormant_paused, resume_paused
 from scheduler.policy import PolicyView, load_policy
-from scheduler.records import hold, is_asleep, is_peeked, is_running, lock, peek, replay, start
+from scheduler.records import hold, hold_job_id, is_asleep, is_peeked, is_running, lock, peek, replay, start
 from scheduler.sessions import class_defaults, class_expr_for, class_from, is_spot, queue_order
 from scheduler.snapshot import Asking
 from scheduler.store import present
@@ -149,6 +149,13 @@ def _is_due(session: Session, now: datetime) -> bool:
         log.info("session #%s is asleep until %s: its re-check stands down", session.id, session.wake_at)
         return False
     return is_dormant_hold(session, now)
+
+
+def _retry_floor(session: Session, now: datetime) -> datetime | None:
+    """When a failed turn held on its retry backoff may be asked again, while that time has not
+    come; else None (seed 002: six attempts are attempts over time)."""
+    at = session.hold_retry_at
+    return at if session.hold_reason in failures.RETRY_HOLD_REASONS and at is not None and at > now else None
 
 
 def _stops(decision: Decision) -> bool:
@@ -309,6 +316,12 @@ def queue_pass(ctx: Context, *, due_session: int | None = None) -> list[int]:
         work = Work(db, ctx, now, reading=reading)
         walk = _Pass(work, load_policy(db))
         due = peek(db, due_session) if due_session is not None else None
+        retry_at = _retry_floor(due, now) if due is not None else None
+        if due is not None and retry_at is not None:
+            # Woken early (a wake, a hand-run alarm): the retry's time is a floor. Its own
+            # alarm goes back at that time, since one that fired while it slept stood down.
+            work.fx.alarm(hold_job_id(due.id or 0), retry_at, "recheck", due.id)
+            due = None
         if due is not None and not _is_due(due, now):
             due = None
         waiting: list[Candidate] = []

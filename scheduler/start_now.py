@@ -27,6 +27,8 @@ from scheduler.pause import resume_paused
 from scheduler.records import is_asleep, is_running, lock, replay
 from templates import render
 
+STOPPED = (Status.BLOCKED.value, Status.FAILED.value)
+
 
 @dataclass(frozen=True)
 class StartNowResult:
@@ -49,6 +51,8 @@ def start_now(ctx: Context, session_id: int, *, actor: str | None = None) -> Sta
                 f"session #{session_id} is asleep until {session.wake_at:%Y-%m-%d %H:%M UTC}; "
                 "its wake is its next event — take the next candidate, or cancel the wake first"
             )
+        if session.status in STOPPED:
+            session.consecutive_failures = 0  # a person starts it again: six fresh attempts (seed 002)
         if is_running(db, session_id):
             return StartNowResult("running", None, render("text/start_now.j2", shape="running", session=session, sub=None))
         try:

@@ -37,6 +37,11 @@ _OVERDUE = (  # built once: the sweep runs every five minutes and almost always 
         col(Session.hold_reason).is_not(None),
         col(Session.hold_retry_at) < bindparam("late"),
         col(Session.status) == Status.WAITING.value,
+        # Asleep, paused or parked: its alarm stood down on purpose, and the wake or the resume
+        # asks again; calling it lost would re-arm it every pass until then.
+        col(Session.pause_reason).is_(None),
+        col(Session.park_reason).is_(None),
+        col(Session.wake_at).is_(None) | (col(Session.wake_at) <= bindparam("now")),
     )
     .order_by(col(Session.hold_retry_at), col(Session.id))
     .limit(PAGE)
@@ -82,9 +87,9 @@ def _lost_holds(ctx: Context, now: datetime) -> list[tuple[int, datetime]]:
     while len(lost) < REARM_PER_PASS and scanned < SCAN_LIMIT:
         with session_scope(ctx.engine) as db:
             if after[0] is None:
-                page = core(db, _OVERDUE, {"late": now - OVERDUE}).all()
+                page = core(db, _OVERDUE, {"late": now - OVERDUE, "now": now}).all()
             else:
-                page = core(db, _OVERDUE_AFTER, {"late": now - OVERDUE, "stamp": after[0], "sid": after[1]}).all()
+                page = core(db, _OVERDUE_AFTER, {"late": now - OVERDUE, "now": now, "stamp": after[0], "sid": after[1]}).all()
         if not page:
             break
         scanned += len(page)

@@ -62,6 +62,8 @@ def submit_turn(
             result = Submission("queued", session_id, reason=waits)
             work.fx.kick = waits == "paused"  # the queue pass resumes the front paused session, margin and all
         else:
+            if kind in TAKES_OVER and session.status in (Status.BLOCKED.value, Status.FAILED.value):
+                session.consecutive_failures = 0  # someone took a stopped session up again: six fresh attempts
             if is_asleep(session, now):  # a person taking the session over consumes its wake
                 session.wake_at = None
                 session.wake_prompt = None

@@ -20,6 +20,10 @@ from scheduler.db import session_scope
 from scheduler.deferrer import VirtualDeferrer
 from scheduler.models import QueueHold, Turn
 from scheduler.ports import Outcome, TurnRequest, TurnResult
+from scheduler.queue_holds import resume_queue
+from scheduler.records import hold_job_id
+from scheduler.sleep import wake_me_up_later
+from scheduler.start_now import start_now
 from scheduler.turns import submit_turn
 from tests.harness import new, row
 from tests.holdkit import finish, holds, wired
@@ -165,3 +169,33 @@ def test_an_auth_hold_lifts_when_a_later_turn_authenticates(engine, clock) -> No
     lifted = heard.of("queue_hold_lifted")
     assert [n["by"] for n in lifted] == ["a claude turn that authenticated"]
     assert row(ctx, rejected).status == "running" and row(ctx, waiting).status == "running"
+
+
+def test_a_stopped_session_started_again_gets_six_fresh_attempts(engine, clock) -> None:
+    ctx, deferrer, workers, _quota, _heard = wired(engine, clock, max_sessions=4, turn_minutes=1)
+    flaky = new(ctx, title="Flaky", concurrency_group="repo:acme/api")
+    workers.outcome = lambda r: Outcome.FAILED_RETRYABLE if r.session_id == flaky else Outcome.SUCCESS
+    submit_turn(ctx, flaky, "fix the build")
+    deferrer.advance(timedelta(hours=1))
+    assert row(ctx, flaky).status == "blocked" and row(ctx, flaky).consecutive_failures == 6
+    resume_queue(ctx, "repo:acme/api", actor="U_OPS")  # "Resume to try again", then start it
+    assert start_now(ctx, flaky, actor="U_OPS").submission is not None
+    finish(ctx, workers, deferrer, flaky, Outcome.FAILED_RETRYABLE, error="connection reset")
+    s = row(ctx, flaky)
+    assert (s.status, s.hold_reason, s.consecutive_failures) == ("waiting", "failed_retryable", 1)  # a retry, not blocked again
+
+
+def test_a_wake_does_not_lift_the_retry_floor(engine, clock) -> None:
+    ctx, deferrer, workers, _quota, _heard = wired(engine, clock, max_sessions=4, turn_minutes=1)
+    sid = new(ctx)
+    workers.outcome = lambda r: Outcome.FAILED_RETRYABLE
+    submit_turn(ctx, sid, "x")
+    while row(ctx, sid).consecutive_failures < 5:  # the next retry waits 16 minutes
+        deferrer.advance(timedelta(seconds=30))
+    retry_at = row(ctx, sid).hold_retry_at
+    workers.outcome = lambda r: Outcome.SUCCESS
+    wake_me_up_later(ctx, sid, clock.now() + timedelta(minutes=1))
+    deferrer.advance(timedelta(minutes=1, seconds=1))
+    assert row(ctx, sid).status == "waiting" and deferrer.next_run(hold_job_id(sid)) == retry_at
+    deferrer.run_until(retry_at)
+    assert row(ctx, sid).status == "running"

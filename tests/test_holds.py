@@ -198,6 +198,20 @@ def test_the_sweep_leaves_a_recheck_running_now_alone(engine, clock) -> None:
     assert deferrer.pending().count(hold_job_id(sid)) == 1  # the re-check re-armed itself, once
 
 
+def test_the_sweep_leaves_a_held_session_asleep_on_a_wake_alone(engine, clock) -> None:
+    """Its alarm stood down on purpose; the wake asks again. Calling it lost re-armed it every pass."""
+    ctx, deferrer, _workers, _quota = build(engine, clock, max_sessions=1, turn_minutes=600)
+    busy, held = new(ctx), new(ctx)
+    submit_turn(ctx, busy, "x")
+    assert submit_turn(ctx, held, "y").outcome == "held"
+    wake_me_up_later(ctx, held, clock.now() + timedelta(hours=3))
+    rearmed: list[int] = []
+    for _ in range(30):  # the five-minute sweep for two and a half hours
+        deferrer.advance(timedelta(minutes=5))
+        rearmed += hold_sweep(ctx)
+    assert held not in rearmed
+
+
 def test_the_sweep_rearms_at_most_ten_a_pass_spread_over_three_minutes(engine, clock) -> None:
     ctx, deferrer, workers, quota = build(engine, clock)
     quota.spend_out()
