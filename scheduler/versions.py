@@ -45,6 +45,10 @@ def ddl(dialect: str) -> list[str]:
                 f"CREATE TRIGGER store_version_{table} AFTER INSERT OR UPDATE OR DELETE ON {table} "
                 f"FOR EACH STATEMENT EXECUTE FUNCTION pacer_bump_store_version('{table}')"
             )
+            statements.append(  # a TRUNCATE fires no row or INSERT/UPDATE/DELETE trigger
+                f"CREATE TRIGGER store_version_{table}_truncate AFTER TRUNCATE ON {table} "
+                f"FOR EACH STATEMENT EXECUTE FUNCTION pacer_bump_store_version('{table}')"
+            )
         return statements
     for table in KEPT_TABLES:
         for operation in ("INSERT", "UPDATE", "DELETE"):
@@ -57,7 +61,7 @@ def ddl(dialect: str) -> list[str]:
 
 def drop_ddl(dialect: str) -> list[str]:
     if dialect == "postgresql":
-        return [f"DROP TRIGGER IF EXISTS store_version_{t} ON {t}" for t in KEPT_TABLES] + [
+        return [f"DROP TRIGGER IF EXISTS store_version_{t}{kind} ON {t}" for t in KEPT_TABLES for kind in ("", "_truncate")] + [
             "DROP FUNCTION IF EXISTS pacer_bump_store_version()"
         ]
     return [f"DROP TRIGGER IF EXISTS store_version_{t}_{op}" for t in KEPT_TABLES for op in ("insert", "update", "delete")]
