@@ -87,6 +87,17 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+SIGPIPE_EXIT = 128 + 13  # the status a shell shows for a writer ended by SIGPIPE
+
+
+def _discard_stdout() -> None:
+    """Point stdout at /dev/null, so the interpreter's last flush of what the reader never took
+    does not raise a second BrokenPipeError on the way out."""
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, sys.stdout.fileno())
+    os.close(devnull)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
@@ -101,7 +112,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     logging.getLogger("alembic").setLevel(logging.WARNING)
     try:
-        return int(args.func(args) or 0)
+        code = int(args.func(args) or 0)
+        sys.stdout.flush()  # a reader that stopped early (`| head`) fails here, not at interpreter exit
+        return code
+    except BrokenPipeError:
+        _discard_stdout()
+        return SIGPIPE_EXIT
     except ConfigError as exc:
         print(f"pacer: configuration error: {exc}", file=sys.stderr)
         return 2
