@@ -25,11 +25,12 @@ def cmd_serve(args: argparse.Namespace) -> int:
 
 
 def cmd_migrate(args: argparse.Namespace) -> int:
+    from bot.settings import redact_url
     from scheduler import db
 
     settings = _settings(args)
     db.migrate(settings.database_url)
-    print(f"database at head: {settings.database_url.split('@')[-1]}")
+    print(f"database at head: {redact_url(settings.database_url)}")
     return 0
 
 
@@ -41,12 +42,12 @@ def cmd_console(args: argparse.Namespace) -> int:
 
 
 def cmd_config(args: argparse.Namespace) -> int:
-    from bot.settings import documented
+    from bot.settings import in_force
 
     settings = _settings(args)
-    for name, default, meaning in documented():
-        print(f"{name:28} default={default or '(unset)':24} {meaning}")
-    print(repr(settings))
+    for row in in_force(settings):
+        print(f"{row.name:28} = {row.value}")
+        print(f"{'':4}{row.meaning} (default: {row.default or 'unset'})")
     return 0
 
 
@@ -78,7 +79,8 @@ def build_parser() -> argparse.ArgumentParser:
     console.set_defaults(func=cmd_console)
 
     config = sub.add_parser("config", help="list every setting and the values in force", description=
-        "Validate the configuration and print every variable with its default and meaning.")
+        "Validate the configuration and print every variable's value in force (secrets and URL "
+        "passwords as ***), its meaning and its default.")
     config.set_defaults(func=cmd_config)
 
     from bot import cli_extra

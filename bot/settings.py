@@ -10,7 +10,8 @@ import tomllib
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
+from urllib.parse import urlsplit, urlunsplit
 
 from scheduler.bounds import MAX_SESSIONS
 from scheduler.errors import ConfigError
@@ -215,10 +216,7 @@ class Settings:
         raise AttributeError(item)
 
     def __repr__(self) -> str:
-        shown = {
-            k: ("***" if k in SECRET_NAMES and v else v) for k, v in sorted(self.values.items())
-        }
-        return f"Settings({shown})"
+        return f"Settings({ {row.name: row.value for row in in_force(self)} })"
 
     @property
     def effective_slots(self) -> int:
@@ -274,9 +272,50 @@ def load(environ: Mapping[str, str], *, toml_path: str | Path | None = None) -> 
     return Settings(values=values, roster=roster, toml=toml_data)
 
 
+def redact_url(value: str) -> str:
+    """The URL with its password, if any, shown as ***: `scheme://user:***@host/...`."""
+    try:
+        parts = urlsplit(value)
+        has_password = parts.password is not None
+    except ValueError:
+        return value
+    if not has_password:
+        return value
+    host = parts.netloc.rpartition("@")[2]
+    return urlunsplit(parts._replace(netloc=f"{parts.username or ''}:***@{host}"))
+
+
+class Shown(NamedTuple):
+    name: str
+    value: str
+    default: str
+    meaning: str
+
+
+def in_force(settings: Settings) -> list[Shown]:
+    """Every variable with the value in force, as a person may read it: secrets as ***, a URL's
+    password hidden, the roster merged from PACER_ROSTER and pacer.toml's [roster]."""
+    return [Shown(var.name, _shown_value(var.name, settings), var.default or "", var.meaning) for var in VARIABLES]
+
+
+def _shown_value(name: str, settings: Settings) -> str:
+    if name == "PACER_ROSTER":
+        return ",".join(f"{user}={role}" for user, role in sorted(settings.roster.items())) or "(empty)"
+    value = settings.values.get(name)
+    if value is None:
+        return "(unset)"
+    if name in SECRET_NAMES:
+        return "***"
+    if isinstance(value, bool):
+        return str(value).lower()
+    if isinstance(value, float) and value.is_integer():
+        return str(int(value))
+    return redact_url(str(value))
+
+
 def documented() -> list[tuple[str, str, str]]:
     """(name, default, meaning) rows, for the README table and `pacer config`."""
     return [(v.name, v.default or "", v.meaning) for v in VARIABLES]
 
 
-__all__ = ["Settings", "load", "documented", "VARIABLES"]
+__all__ = ["Settings", "load", "documented", "in_force", "redact_url", "VARIABLES"]
