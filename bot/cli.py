@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import argparse
-import logging
 import os
 import sys
 from collections.abc import Sequence
 
+from bot import logs
 from scheduler.errors import ConfigError
 
 
@@ -106,13 +106,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     if not getattr(args, "func", None):
         parser.print_help()
         return 2
-    logging.basicConfig(
-        level=os.environ.get("PACER_LOG_LEVEL", "INFO").upper()
-        if os.environ.get("PACER_LOG_LEVEL", "INFO").upper() in {"DEBUG", "INFO", "WARNING", "ERROR"}
-        else "INFO",
-        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
-    )
-    logging.getLogger("alembic").setLevel(logging.WARNING)
+    # Before the settings are read, so their own errors and the first lines share the format.
+    logs.configure(os.environ.get("PACER_LOG_LEVEL", "INFO"), os.environ.get("PACER_LOG_FORMAT", "text"))
     try:
         code = int(args.func(args) or 0)
         sys.stdout.flush()  # a reader that stopped early (`| head`) fails here, not at interpreter exit

@@ -8,7 +8,7 @@ import logging
 
 import uvicorn
 
-from bot import runtime, triggers_file
+from bot import logs, runtime, triggers_file
 from bot.app import create_app
 from bot.settings import Settings
 
@@ -32,7 +32,7 @@ def serve(settings: Settings, *, host: str | None = None, port: int | None = Non
         settings.effective_slots, settings.max_sessions, settings.agent_workers,
     )
     uvicorn.run(app, host=bind_host, port=bind_port, log_level=settings.log_level.lower(), lifespan="on",
-                access_log=settings.access_log)
+                access_log=settings.access_log, log_config=logs.config(settings.log_level, settings.log_format))
     return 0
 
 

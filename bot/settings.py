@@ -143,6 +143,12 @@ def _roster(name: str, raw: str) -> dict[str, str]:
     return roster
 
 
+def _log_format(name: str, raw: str) -> str:
+    if raw not in {"text", "json"}:
+        raise ConfigError(f"{name}={raw!r}: must be 'text' or 'json'")
+    return raw
+
+
 def _log_level(name: str, raw: str) -> str:
     upper = raw.upper()
     if upper not in {"DEBUG", "INFO", "WARNING", "ERROR"}:
@@ -155,7 +161,8 @@ VARIABLES: tuple[Variable, ...] = (
     Variable("PACER_HOST", "127.0.0.1", "Address the HTTP server binds", _str),
     Variable("PACER_PORT", "8080", "Port the HTTP server binds", _port),
     Variable("PACER_API_TOKEN", None, "Bearer token for /api/v1 (unset: the API answers 401 to everyone)", _secret),
-    Variable("PACER_LOG_LEVEL", "INFO", "Log level", _log_level),
+    Variable("PACER_LOG_LEVEL", "INFO", "Log level (APScheduler and HTTP clients log at WARNING unless this is DEBUG)", _log_level),
+    Variable("PACER_LOG_FORMAT", "text", "Log format: text, or json (one object a line: time, level, logger, message)", _log_format),
     Variable("PACER_ACCESS_LOG", "false", "Log every HTTP request (uvicorn's access log); off by default, it costs CPU under a burst", _bool),
     Variable("PACER_MAX_SESSIONS", "10", "Max sessions at once (slots); priority never waits on it", _int_at_least(1, MAX_SESSIONS)),
     Variable("PACER_AGENT_WORKERS", "12", "Worker threads executing turns; the effective slot ceiling is min(max sessions, workers)", _int_at_least(1)),
