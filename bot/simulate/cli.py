@@ -134,7 +134,7 @@ def register(sub: Any) -> None:
     sim.add_argument("--policy", choices=POLICIES, default="pacer", help="the admission policy to replay under (default pacer)")
     sim.add_argument("--compare", action="store_true", help="run pacer, fifo and flat-target and print them side by side")
     sim.add_argument("--json", metavar="OUT", help="write the report (or the three, with --compare) as JSON")
-    sim.add_argument("--plot", metavar="OUT.png", help="draw a timeline per window (needs pacer[plot]: matplotlib)")
+    sim.add_argument("--plot", metavar="OUT.png", help="draw a timeline per window (needs matplotlib)")
     sim.add_argument("--from-db", action="store_true", help="replay the arrivals recorded in DATABASE_URL")
     sim.add_argument("--since", metavar="ISO-8601", help="with --from-db: replay sessions created from this instant")
     sim.set_defaults(func=cmd_simulate)

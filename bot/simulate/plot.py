@@ -2,7 +2,7 @@
 current window against the pacing curve, the non-reserved line and the capacity), and a panel
 of the fleet (running sessions by class, held and paused counts).
 
-matplotlib is the optional extra `pacer[plot]` (installed with `dev` too): a chatops server does
+matplotlib is the optional extra `plot` of this project (installed with `dev` too): a chatops server does
 not need a plotting stack, and `pacer simulate` without --plot never imports it.
 """
 
@@ -20,7 +20,8 @@ def require_matplotlib() -> str | None:
     try:
         import matplotlib  # noqa: F401
     except ImportError:
-        return "matplotlib is not installed; install the extra: pip install 'pacer[plot]'"
+        # Not the extra by the package's name: the `pacer` on the package index is an unrelated project.
+        return "matplotlib is not installed; install it with `pip install matplotlib` (or `pip install -e '.[plot]'` in Pacer's checkout)"
     return None
 
 

@@ -1,0 +1,41 @@
+"""What a newcomer meets first: the README's opening, the licence, and install hints that name
+packages which exist (the `pacer` on the package index is someone else's project)."""
+
+from __future__ import annotations
+
+import re
+import sys
+from pathlib import Path
+
+import pytest
+
+from bot.simulate.plot import require_matplotlib
+
+ROOT = Path(__file__).resolve().parents[1]
+README = (ROOT / "README.md").read_text()
+
+
+def test_the_readme_keeps_its_two_commands_and_says_what_they_need() -> None:
+    block = README.split("```sh\n", 1)[1].split("```", 1)[0].splitlines()
+    assert block[0].startswith("python3 -m pip install . && pacer serve ")
+    assert block[1].startswith('python3 -m pip install -e ".[dev]" && python3 -m pytest ')  # .ci/run calls this verbatim
+    opening = README.split("```sh\n", 1)[0]
+    assert "Python 3.11" in opening and "python3 -m venv .venv" in opening
+
+
+def test_the_licence_is_the_one_pyproject_names() -> None:
+    text = (ROOT / "LICENSE").read_text()
+    assert text.startswith("MIT License") and "the Pacer authors" in text
+    assert 'license = { text = "MIT" }' in (ROOT / "pyproject.toml").read_text()
+
+
+def test_no_hint_installs_pacer_from_the_package_index() -> None:
+    paths = [ROOT / "README.md", *(ROOT / "docs").rglob("*.md"), *(ROOT / "bot").rglob("*.py")]
+    offenders = [str(p.relative_to(ROOT)) for p in paths if re.search(r"pacer\[plot\]", p.read_text())]
+    assert offenders == []
+
+
+def test_without_matplotlib_the_plot_says_to_install_matplotlib(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setitem(sys.modules, "matplotlib", None)  # import matplotlib now raises ImportError
+    missing = require_matplotlib()
+    assert missing is not None and "pip install matplotlib" in missing and "-e '.[plot]'" in missing
