@@ -21,6 +21,10 @@ def cmd_serve(args: argparse.Namespace) -> int:
     from bot.server import serve
 
     settings = _settings(args)
+    if args.demo:
+        from bot.demo import own_database
+
+        settings = own_database(settings, os.environ)
     return serve(settings, host=args.host, port=args.port, demo=args.demo)
 
 
@@ -65,7 +69,7 @@ def build_parser() -> argparse.ArgumentParser:
         "database is migrated on start.")
     serve.add_argument("--host", help="bind address (default: PACER_HOST)")
     serve.add_argument("--port", type=int, help="bind port (default: PACER_PORT)")
-    serve.add_argument("--demo", action="store_true", help="add sample triggers and feed sample events")
+    serve.add_argument("--demo", action="store_true", help="add sample triggers and feed sample events, on a temporary database unless DATABASE_URL is set")
     serve.set_defaults(func=cmd_serve)
 
     migrate = sub.add_parser("migrate", help="bring the database schema to head", description=

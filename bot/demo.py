@@ -12,26 +12,32 @@ log and in `pacer console`.
      when GITHUB_WEBHOOK_SECRET is set (API sessions otherwise), a priority request, spot work at
      three ranks and one placed at the top of the spot queue, and the schedule invoked by hand.
 Every event goes over HTTP into the same routes production serves; nothing is written around them.
+`own_database(settings, environ)` — called before `runtime.build` — keeps all of it off
+./var/pacer.db unless DATABASE_URL names a database.
 """
 
 from __future__ import annotations
 
+import atexit
 import hashlib
 import hmac
 import json
 import logging
 import secrets
+import shutil
+import tempfile
 import threading
 import time
 import uuid
-from collections.abc import Callable
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, replace
 from typing import Any
 
 import httpx
 
 from bot import triggers as store
 from bot.api.guard import DEMO_TOKEN_KEY
+from bot.settings import Settings
 from bot.trigger_spec import check_spec
 
 log = logging.getLogger("pacer.demo")
@@ -59,6 +65,20 @@ class Sent:
     what: str
     status: int
     summary: str
+
+
+def own_database(settings: Settings, environ: Mapping[str, str]) -> Settings:
+    """`settings` with a database of the demo's own: DATABASE_URL when it is set (environment or
+    pacer.toml), else a fresh SQLite file in a temporary directory removed at exit, so the demo's
+    triggers (an hourly schedule among them), policy and sessions never land in ./var/pacer.db."""
+    in_toml = any(str(key).upper() == "DATABASE_URL" for key in settings.toml.get("settings", {}))
+    if "DATABASE_URL" in environ or in_toml:
+        return settings
+    folder = tempfile.mkdtemp(prefix="pacer-demo-")
+    atexit.register(shutil.rmtree, folder, ignore_errors=True)
+    url = f"sqlite:///{folder}/pacer.db"
+    log.info("demo: on a database of its own, removed at exit; to watch it: DATABASE_URL=%s pacer console", url)
+    return replace(settings, values={**settings.values, "DATABASE_URL": url})
 
 
 def install_demo(pacer: Any, *, base_url: str | None = None, pace_seconds: float = 1.0) -> None:
