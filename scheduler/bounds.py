@@ -29,6 +29,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from scheduler.errors import InvalidInput
+from templates import error_text
 
 MAX_ID = 2**31 - 1
 MAX_PRECEDENCE = 1_000_000_000
@@ -46,15 +47,13 @@ def text_problem(value: str) -> str | None:
     found = _UNSTORABLE.search(value)
     if found is None:
         return None
-    char = found.group()
-    what = "a NUL character" if char == "\x00" else f"a lone UTF-16 surrogate (U+{ord(char):04X})"
-    return f"contains {what} at position {found.start()}; text may hold neither NUL nor lone surrogates"
+    return error_text("bounds/unstorable_text", code=ord(found.group()), position=found.start())
 
 
 def check_text(value: str, field: str) -> str:
     problem = text_problem(value)
     if problem is not None:
-        raise InvalidInput(f"{field}: {problem}", field=field)
+        raise InvalidInput(error_text("bounds/field_problem", field=field, problem=problem), field=field)
     return value
 
 
@@ -70,13 +69,13 @@ def is_blank(value: str) -> bool:
 def int_problem(value: int, low: int, high: int) -> str | None:
     if low <= value <= high:
         return None
-    return f"{value} is out of range; it must be between {low:,} and {high:,}"
+    return error_text("bounds/out_of_range", value=value, low=low, high=high)
 
 
 def check_int(value: int, field: str, low: int, high: int) -> int:
     problem = int_problem(value, low, high)
     if problem is not None:
-        raise InvalidInput(f"{field}: {problem}", field=field)
+        raise InvalidInput(error_text("bounds/field_problem", field=field, problem=problem), field=field)
     return value
 
 

@@ -25,7 +25,7 @@ from scheduler.errors import InvalidInput, Refused
 from scheduler.models import Trigger
 from scheduler.sessions import NewSession, create_session, get_trigger
 from scheduler.turns import submit_turn
-from templates import render_prompt
+from templates import error_text, render_prompt
 
 log = logging.getLogger("pacer.triggers")
 
@@ -53,12 +53,11 @@ def render_trigger_prompt(trigger: Trigger, facts: Mapping[str, Any]) -> str:
         return render_prompt(trigger.prompt_template, **context)
     except TemplateSyntaxError as exc:
         raise InvalidInput(
-            f"trigger {trigger.name!r}: prompt_template line {exc.lineno}: {exc.message}", field="prompt_template"
+            error_text("firing/prompt_syntax", name=trigger.name, line=exc.lineno, message=exc.message), field="prompt_template"
         ) from None
     except TemplateError as exc:
-        available = ", ".join(sorted(context))
         raise InvalidInput(
-            f"trigger {trigger.name!r}: prompt_template cannot render ({exc}); it may read: {available}",
+            error_text("firing/prompt_cannot_render", name=trigger.name, error=exc, available=sorted(context)),
             field="prompt_template",
         ) from None
 
@@ -85,16 +84,13 @@ def fire(ctx: Context, trigger_id: int, event: TriggerEvent, *, by_hand: bool = 
     with session_scope(ctx.engine) as db:
         trigger = get_trigger(db, trigger_id)
         if not trigger.enabled and not by_hand:
-            raise Refused(f"trigger {trigger.name!r} is disabled; enable it or invoke it by hand")
+            raise Refused(error_text("firing/trigger_disabled", name=trigger.name))
         prompt = render_trigger_prompt(trigger, facts)
         if not prompt:
-            raise InvalidInput(
-                f"trigger {trigger.name!r}: prompt_template rendered an empty prompt for this event",
-                field="prompt_template",
-            )
+            raise InvalidInput(error_text("firing/prompt_empty", name=trigger.name), field="prompt_template")
         problem = bounds.text_problem(prompt)
         if problem is not None:
-            raise InvalidInput(f"trigger {trigger.name!r}: the rendered prompt {problem}", field="prompt_template")
+            raise InvalidInput(error_text("firing/prompt_unstorable", name=trigger.name, problem=problem), field="prompt_template")
         request = NewSession(
             title=(title or _title(prompt, trigger))[:200],
             genesis=genesis,

@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from enum import StrEnum
 
 from scheduler.errors import InvalidInput
+from templates import error_text
 
 
 class Genesis(StrEnum):
@@ -65,9 +66,7 @@ def parse_class(value: str | None, *, field: str = "scheduling_class") -> Schedu
     try:
         return SchedulingClass(value)
     except ValueError:
-        raise InvalidInput(
-            f"{field}: {value!r} is not a class; use priority, spot or default", field=field
-        ) from None
+        raise InvalidInput(error_text("policy/class_unknown", field=field, value=value), field=field) from None
 
 
 def validate_overrides(overrides: Mapping[str, str]) -> dict[Genesis, SchedulingClass]:
@@ -77,14 +76,10 @@ def validate_overrides(overrides: Mapping[str, str]) -> dict[Genesis, Scheduling
         try:
             genesis = Genesis(key)
         except ValueError:
-            raise InvalidInput(
-                f"genesis_class_overrides: {key!r} is not a genesis kind", field="genesis"
-            ) from None
+            raise InvalidInput(error_text("policy/override_genesis_unknown", key=key), field="genesis") from None
         if genesis not in OVERRIDABLE:
             raise InvalidInput(
-                f"genesis_class_overrides: {genesis} sessions take their class from their trigger; "
-                f"only {', '.join(sorted(OVERRIDABLE))} can be overridden",
-                field="genesis",
+                error_text("policy/override_not_allowed", genesis=genesis, overridable=[g.value for g in OVERRIDABLE]), field="genesis"
             )
         cls = parse_class(value, field=f"genesis_class_overrides.{key}")
         if cls is not None:

@@ -27,7 +27,7 @@ from scheduler.attempt import Block
 from scheduler.context import Context
 from scheduler.errors import InvalidInput
 from scheduler.models import Session, Status, Trigger, Turn
-from templates import render
+from templates import error_text, render
 
 log = logging.getLogger("pacer.groups")
 
@@ -44,11 +44,7 @@ def repository_group(repository: str) -> str:
 def parse_group_limit(value: Any) -> int:
     """A trigger's `group_limit`, validated (trigger editors call this before saving)."""
     if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= MAX_LIMIT:
-        raise InvalidInput(
-            f"group_limit: {value!r} is not allowed; give a whole number from 1 to {MAX_LIMIT} "
-            "(how many sessions of one concurrency group may run at once)",
-            field="group_limit",
-        )
+        raise InvalidInput(error_text("groups/limit_range", value=value, max_limit=MAX_LIMIT), field="group_limit")
     return value
 
 

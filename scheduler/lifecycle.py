@@ -20,7 +20,7 @@ from scheduler.models import Session, Status, Turn
 from scheduler.preemption import release_after_crash
 from scheduler.records import hold, lock, running_turn
 from scheduler.turns import submit_turn
-from templates import render
+from templates import error_text, render
 
 log = logging.getLogger("pacer.lifecycle")
 
@@ -38,9 +38,9 @@ def archive(ctx: Context, session_id: int, *, actor: str | None = None) -> str:
     with session_scope(ctx.engine) as db:
         session = lock(db, session_id)
         if session.status == Status.ARCHIVED.value:
-            raise Refused(f"session #{session_id} is already archived")
+            raise Refused(error_text("lifecycle/already_archived", session_id=session_id))
         if session.status not in ARCHIVABLE:
-            raise Refused(f"session #{session_id} is {session.status} and cannot be archived")
+            raise Refused(error_text("lifecycle/cannot_archive", session_id=session_id, status=session.status))
         turn = running_turn(db, session_id)
         if turn is not None:
             fx.halt.append(turn.id or 0)

@@ -37,7 +37,7 @@ from scheduler.policy import PolicyView, load_policy
 from scheduler.prerequisites import repository_of, target_sessions, waits_on
 from scheduler.sessions import class_of
 from scheduler.store import cached, forget, present, read_or_fail_open, register_presence
-from templates import render
+from templates import error_text, render
 
 log = logging.getLogger("pacer.operator_holds")
 
@@ -105,48 +105,48 @@ def applies(hold: OperatorHold, session: Session, now: datetime, policy: PolicyV
 
 def _normalize(db: DBSession, kind: str, values: Sequence[str]) -> str:
     if kind not in SELECTOR_KINDS:
-        raise InvalidInput(f"selector: {kind!r} is not a selector; use one of {', '.join(SELECTOR_KINDS)}", field="selector")
+        raise InvalidInput(error_text("operator_holds/selector_unknown", kind=kind, kinds=SELECTOR_KINDS), field="selector")
     items = [str(v).strip() for v in values if str(v).strip()]
     if kind == "all":
         if items:
-            raise InvalidInput("selector: all takes no value", field="selector")
+            raise InvalidInput(error_text("operator_holds/all_takes_no_value"), field="selector")
         return ""
     if kind == "session":
         if not items:
-            raise InvalidInput("selector: session needs at least one session id, e.g. #12", field="selector")
+            raise InvalidInput(error_text("operator_holds/session_needs_id"), field="selector")
         ids: list[int] = []
         for item in items:
             digits = item.lstrip("#")
             if not digits.isdigit() or int(digits) < 1:
-                raise InvalidInput(f"selector: {item!r} is not a session id; use a number such as #12", field="selector")
+                raise InvalidInput(error_text("operator_holds/not_a_session_id", item=item), field="selector")
             if db.get(Session, int(digits)) is None:
-                raise NotFound(f"session #{digits} does not exist")
+                raise NotFound(error_text("sessions/not_found", session_id=digits))
             if int(digits) not in ids:
                 ids.append(int(digits))
         return ",".join(str(i) for i in ids)
     if len(items) != 1:
-        raise InvalidInput(f"selector: {kind} takes exactly one value", field="selector")
+        raise InvalidInput(error_text("operator_holds/one_value", kind=kind), field="selector")
     value = items[0]
     if kind == "genesis":
         if value not in {g.value for g in Genesis}:
-            raise InvalidInput(f"selector: genesis {value!r} is not a genesis; use one of {', '.join(g.value for g in Genesis)}", field="selector")
+            raise InvalidInput(error_text("operator_holds/genesis_unknown", value=value, geneses=[g.value for g in Genesis]), field="selector")
         return value
     if kind == "class":
         if value not in {c.value for c in SchedulingClass}:
-            raise InvalidInput(f"selector: class {value!r} is not a class; use priority or spot", field="selector")
+            raise InvalidInput(error_text("operator_holds/class_unknown", value=value), field="selector")
         return value
     if kind == "trigger":
         found = db.get(Trigger, int(value.lstrip("#"))) if value.lstrip("#").isdigit() else db.exec(select(Trigger).where(Trigger.name == value)).first()
         if found is None:
-            raise NotFound(f"trigger {value} does not exist")
+            raise NotFound(error_text("operator_holds/trigger_not_found", value=value))
         return str(found.id)
     if kind == "repository":
         repo = value.lower()
         if not _REPOSITORY.match(repo):
-            raise InvalidInput(f"selector: repository {value!r} is not owner/name", field="selector")
+            raise InvalidInput(error_text("operator_holds/repository_shape", value=value), field="selector")
         return repo
     if len(value) > 100:
-        raise InvalidInput("selector: a label is at most 100 characters", field="selector")
+        raise InvalidInput(error_text("operator_holds/label_too_long"), field="selector")
     return value.lower()
 
 
@@ -156,11 +156,11 @@ def place_hold(
     """Hold every session `kind`/`values` selects. `armer` is who placed it (a chat id, or
     `session:<id>`); `ttl` None holds until released. Nothing is written on a bad argument."""
     if not armer or not armer.strip():
-        raise InvalidInput("armer: say who places the hold", field="armer")
+        raise InvalidInput(error_text("operator_holds/armer_missing"), field="armer")
     if len(reason) > MAX_REASON:
-        raise InvalidInput(f"reason: at most {MAX_REASON} characters", field="reason")
+        raise InvalidInput(error_text("operator_holds/reason_too_long", limit=MAX_REASON), field="reason")
     if ttl is not None and not timedelta(0) < ttl <= MAX_TTL:
-        raise InvalidInput("ttl: give a duration above zero and at most 30 days, or none to hold until released", field="ttl")
+        raise InvalidInput(error_text("operator_holds/ttl_range"), field="ttl")
     now = ctx.clock.now()
     fx = Effects()
     with session_scope(ctx.engine) as db:
@@ -187,13 +187,13 @@ def release_hold(ctx: Context, hold_id: int, *, actor: str, actor_role: str | No
     with session_scope(ctx.engine) as db:
         hold = db.get(OperatorHold, hold_id, with_for_update=True)
         if hold is None:
-            raise NotFound(f"hold {hold_id} does not exist")
+            raise NotFound(error_text("operator_holds/not_found", hold_id=hold_id))
         if hold.armer != actor and (actor_role or "") != OPERATOR_ROLE:
-            raise Forbidden(f"hold {hold_id} was placed by {hold.armer}; releasing another person's hold needs the operator role")
+            raise Forbidden(error_text("operator_holds/not_yours", hold_id=hold_id, armer=hold.armer))
         if hold.released_at is not None:
-            raise Refused(f"hold {hold_id} was already released by {hold.released_by or 'someone'} at {hold.released_at:%Y-%m-%d %H:%M UTC}")
+            raise Refused(error_text("operator_holds/already_released", hold_id=hold_id, by=hold.released_by, at=hold.released_at))
         if not is_live(hold, now):
-            raise Refused(f"hold {hold_id} already expired at {hold.expires_at:%Y-%m-%d %H:%M UTC}; it holds nothing")
+            raise Refused(error_text("operator_holds/already_expired", hold_id=hold_id, at=hold.expires_at))
         _end(db, hold, now, actor, fx)
     fx.apply(ctx)
     log.warning("operator hold %s released by %s", hold_id, actor)
@@ -256,7 +256,7 @@ def show_hold(db: DBSession, hold_id: int, now: datetime) -> OperatorHoldView:
     """One hold's full detail, released or not; `held` lists the sessions it holds now."""
     hold = db.get(OperatorHold, hold_id)
     if hold is None:
-        raise NotFound(f"hold {hold_id} does not exist")
+        raise NotFound(error_text("operator_holds/not_found", hold_id=hold_id))
     return _view(db, hold, now)
 
 

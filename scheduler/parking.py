@@ -26,7 +26,7 @@ from scheduler.pause import PREEMPTED, USER_SPOT_QUEUE, banner, record_pause
 from scheduler.policy import load_policy
 from scheduler.records import lock, running_turn, wake_job_id
 from scheduler.sessions import change_class, class_of
-from templates import render
+from templates import error_text, render
 
 log = logging.getLogger("pacer.parking")
 
@@ -47,10 +47,10 @@ def _validated_prompt(resume_prompt: str | None) -> str | None:
     if resume_prompt is None:
         return None
     if not isinstance(resume_prompt, str) or not resume_prompt.strip():
-        raise InvalidInput("resume_prompt: give the text to deliver when the session resumes, or leave it out", field="resume_prompt")
+        raise InvalidInput(error_text("parking/prompt_missing"), field="resume_prompt")
     if len(resume_prompt) > MAX_RESUME_PROMPT_CHARS:
         raise InvalidInput(
-            f"resume_prompt: {len(resume_prompt)} characters is over the limit of {MAX_RESUME_PROMPT_CHARS}", field="resume_prompt"
+            error_text("parking/prompt_too_long", length=len(resume_prompt), limit=MAX_RESUME_PROMPT_CHARS), field="resume_prompt"
         )
     return resume_prompt
 
@@ -60,13 +60,13 @@ def pause_into_spot_queue(ctx: Context, session_id: int, *, resume_prompt: str |
     its end; `halt=True` stops the turn where it stands instead (and that pause is counted)."""
     prompt = _validated_prompt(resume_prompt)
     if not isinstance(halt, bool):
-        raise InvalidInput(f"halt: {halt!r} must be true or false", field="halt")
+        raise InvalidInput(error_text("parking/halt_not_bool", halt=halt), field="halt")
     now = ctx.clock.now()
     fx = Effects()
     with session_scope(ctx.engine) as db:
         session = lock(db, session_id)
         if session.status == Status.ARCHIVED.value:
-            raise Refused(f"session #{session_id} is archived; restore it before parking it in the spot queue")
+            raise Refused(error_text("parking/archived", session_id=session_id))
         policy = load_policy(db)
         was_priority = class_of(session, policy) is not SchedulingClass.SPOT
         if was_priority:

@@ -19,6 +19,7 @@ from scheduler.errors import InvalidInput
 from scheduler.genesis import Genesis, SchedulingClass, validate_overrides
 from scheduler.models import Policy, PolicyAudit
 from scheduler.store import cached, invalidated_by, kept
+from templates import error_text
 
 log = logging.getLogger("pacer.policy")
 
@@ -108,7 +109,7 @@ def _coerce(key: str, raw: Any) -> Any:
             return True
         if lowered in {"0", "false", "no", "off"}:
             return False
-        raise InvalidInput(f"{key}: {value!r} must be on or off", field=key)
+        raise InvalidInput(error_text("policy/not_on_off", key=key, value=value), field=key)
 
     if key in {"gating_enabled", "preemption_enabled"}:
         return as_bool(raw)
@@ -116,12 +117,12 @@ def _coerce(key: str, raw: Any) -> Any:
         try:
             value = float(str(raw).rstrip("%"))
         except ValueError:
-            raise InvalidInput(f"{key}: {raw!r} must be a percentage between 0 and 100", field=key) from None
+            raise InvalidInput(error_text("policy/not_percentage", key=key, raw=raw), field=key) from None
         if not 0 <= value <= 100:
-            raise InvalidInput(f"{key}: {raw!r} must be a percentage between 0 and 100", field=key)
+            raise InvalidInput(error_text("policy/not_percentage", key=key, raw=raw), field=key)
         return value
     if key == "max_sessions":
-        rule = f"max_sessions: {raw!r} must be a whole number >= 1, at most {MAX_SESSIONS:,}"
+        rule = error_text("policy/max_sessions_range", raw=raw, max_sessions=MAX_SESSIONS)
         if isinstance(raw, bool) or not isinstance(raw, int | str):
             raise InvalidInput(rule, field=key)
         try:
@@ -133,10 +134,9 @@ def _coerce(key: str, raw: Any) -> Any:
         return value
     if key == "genesis_class_overrides":
         if not isinstance(raw, Mapping):
-            raise InvalidInput("genesis_class_overrides: must map genesis -> priority|spot", field=key)
+            raise InvalidInput(error_text("policy/overrides_not_mapping"), field=key)
         return {str(g): str(c) for g, c in validate_overrides(raw).items()}
-    allowed = ", ".join(FLEET_POLICY_ATTRIBUTES)
-    raise InvalidInput(f"{key!r} is not a policy setting; settable: {allowed}", field=key)
+    raise InvalidInput(error_text("policy/not_a_setting", key=key, allowed=FLEET_POLICY_ATTRIBUTES), field=key)
 
 
 ALIASES = {

@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from scheduler.errors import InvalidInput
+from templates import error_text
 
 SLOT_GAP = 5
 DEFAULT_PRECEDENCE = 0
@@ -36,13 +37,10 @@ def resolve_placement(
 ) -> str | int | None:
     """`place` and `precedence` are two answers to one question: both is an error."""
     if precedence is not None and place is not None:
-        raise InvalidInput(
-            "give either precedence or place, not both: they are two answers to the same question",
-            field=field,
-        )
+        raise InvalidInput(error_text("precedence/precedence_and_place"), field=field)
     if place is not None:
         if place != TOP_OF_SPOT:
-            raise InvalidInput(f"{field}: {place!r} is not a placement; the only one is top_of_spot", field=field)
+            raise InvalidInput(error_text("precedence/place_unknown", field=field, place=place), field=field)
         return TOP_OF_SPOT
     return precedence
 
@@ -78,10 +76,7 @@ def between(upper: int | None, lower: int | None) -> Reorder:
     if lower is None:
         return Reorder(upper - SLOT_GAP, None, None)
     if upper < lower:
-        raise InvalidInput(
-            f"between: the row above ({upper}) must rank at or above the row below ({lower})",
-            field="between",
-        )
+        raise InvalidInput(error_text("precedence/between_inverted", upper=upper, lower=lower), field="between")
     if upper - lower >= 2:
         return Reorder(lower + (upper - lower) // 2, None, None)
     new_upper, new_lower = upper + 1, lower - 1

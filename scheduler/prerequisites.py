@@ -42,7 +42,7 @@ from scheduler.errors import InvalidInput
 from scheduler.models import Prerequisite, Session, Status
 from scheduler.queue_pass import kick
 from scheduler.store import cached, present, read_or_fail_open, register_presence
-from templates import render
+from templates import error_text, render
 
 log = logging.getLogger("pacer.prerequisites")
 
@@ -272,7 +272,7 @@ def set_issue_state(ctx: Context, repository: str, number: int, state: str) -> i
     """An issue opened or closed (intake calls this from the webhook): record it on every session
     that names the issue, and kick the queue when it closed. Returns the sessions updated."""
     if state not in ("open", "closed"):
-        raise InvalidInput(f"state: {state!r} is not an issue state; use open or closed", field="state")
+        raise InvalidInput(error_text("prerequisites/state_unknown", state=state), field="state")
     now = ctx.clock.now()
     with session_scope(ctx.engine) as db:
         sessions = issue_sessions(db, repository, number)

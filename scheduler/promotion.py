@@ -36,6 +36,7 @@ from scheduler.records import lock
 from scheduler.sessions import class_expr, is_spot, set_precedence
 from scheduler.start_now import start_now
 from scheduler.turns import submit_turn
+from templates import error_text
 
 log = logging.getLogger("pacer.promotion")
 
@@ -63,20 +64,20 @@ def record_human_message(
     re-ranking. `roster` is whether the actor is an established user: True/False from a caller
     that already resolved it, or the roster itself (user -> operator|member)."""
     if not isinstance(actor, str) or not actor.strip():
-        raise InvalidInput("actor: name who is speaking (a roster user id)", field="actor")
+        raise InvalidInput(error_text("promotion/actor_missing"), field="actor")
     if surface not in SURFACES:
-        raise InvalidInput(f"surface: {surface!r} is not a surface a human message comes from; use one of {', '.join(SURFACES)}", field="surface")
+        raise InvalidInput(error_text("promotion/surface_unknown", surface=surface, surfaces=SURFACES), field="surface")
     if not isinstance(text, str) or not text.strip():
-        raise InvalidInput("text: a human message needs some text", field="text")
+        raise InvalidInput(error_text("promotion/text_missing"), field="text")
     if len(text) > MAX_MESSAGE_CHARS:
-        raise InvalidInput(f"text: {len(text)} characters is over the limit of {MAX_MESSAGE_CHARS}", field="text")
+        raise InvalidInput(error_text("promotion/text_too_long", length=len(text), limit=MAX_MESSAGE_CHARS), field="text")
     if not is_rostered(actor, roster):
-        raise Forbidden(f"speaking to session #{session_id} as a human needs the member or operator role; {actor} is not on the roster")
+        raise Forbidden(error_text("promotion/not_rostered", session_id=session_id, actor=actor))
     now = ctx.clock.now()
     with session_scope(ctx.engine) as db:
         session = lock(db, session_id)
         if session.status == Status.ARCHIVED.value:
-            raise Refused(f"session #{session_id} is archived; it takes no more messages")
+            raise Refused(error_text("promotion/archived", session_id=session_id))
         message = HumanMessage(session_id=session_id, actor=actor, surface=surface, text=text, created_at=now)
         db.add(message)
         db.flush()
@@ -111,7 +112,7 @@ def promote_after_message(ctx: Context, message_id: int) -> Promotion:
         with session_scope(ctx.engine) as db:
             message = db.get(HumanMessage, message_id)
             if message is None:
-                raise NotFound(f"human message #{message_id} does not exist")
+                raise NotFound(error_text("promotion/message_not_found", message_id=message_id))
             session_id = message.session_id
             session = lock(db, session_id)
             policy = load_policy(db)

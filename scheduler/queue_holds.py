@@ -45,7 +45,7 @@ from scheduler.effects import Effects
 from scheduler.errors import InvalidInput, Refused
 from scheduler.models import QueueHold, Session
 from scheduler.store import cached, forget, present, read_or_fail_open, register_presence
-from templates import render
+from templates import error_text, render
 
 log = logging.getLogger("pacer.queue_holds")
 
@@ -142,7 +142,7 @@ def record(db: DBSession, fx: Effects, spec: NewHold, now: datetime) -> QueueHol
     """Put a hold in force for a scope. The same reason again updates it quietly; a different
     reason replaces it and, like any new hold, announces itself once."""
     if spec.reason not in REASONS:
-        raise InvalidInput(f"reason: {spec.reason!r} is not a queue hold reason; use one of {', '.join(REASONS)}", field="reason")
+        raise InvalidInput(error_text("queue_holds/reason_unknown", reason=spec.reason, reasons=REASONS), field="reason")
     current = live_hold(db, spec.group, now)
     if current is not None and current.reason == spec.reason:
         current.sentence = spec.sentence
@@ -215,16 +215,11 @@ def resume_queue(ctx: Context, group: str | None = None, *, actor: str) -> Resum
         hold = live_hold(db, group, now)
         if hold is None:
             others = sorted({h.group or "the whole queue" for h in in_force(db, now)})
-            scope = f"group {group}" if group else "the whole queue"
             if not others:
-                raise Refused(f"nothing to resume: no queue hold is in force on {scope}")
-            raise Refused(f"nothing to resume on {scope}; held now: {', '.join(others)} — resume one of those by name")
+                raise Refused(error_text("queue_holds/nothing_held", group=group))
+            raise Refused(error_text("queue_holds/held_elsewhere", group=group, others=others))
         if hold.reason not in RESUMABLE:
-            targets = ", ".join((hold.detail or {}).get("targets", [])) or "its prerequisites"
-            raise Refused(
-                f"Resume cannot lift a prerequisite hold: it would re-apply at once. The queue moves by "
-                f"itself when {targets} is done, canceled or closed."
-            )
+            raise Refused(error_text("queue_holds/prerequisite_hold", targets=(hold.detail or {}).get("targets", [])))
         release(db, hold, now, by=actor, fx=fx)
         result = ResumeResult(view(hold), render("text/queue_resumed.j2", hold=view(hold), actor=actor))
     fx.apply(ctx)

@@ -25,7 +25,7 @@ from scheduler.gate import Decision
 from scheduler.models import SESSIONS, EnqueuedMessage, Session, Status, Turn
 from scheduler.ports import TurnRequest
 from scheduler.store import wrote
-from templates import render
+from templates import error_text, render
 
 
 def hold_job_id(session_id: int) -> str:
@@ -39,7 +39,7 @@ def wake_job_id(session_id: int) -> str:
 def lock(db: DBSession, session_id: int) -> Session:
     row = db.get(Session, session_id, with_for_update=True)
     if row is None:
-        raise NotFound(f"session #{session_id} does not exist")
+        raise NotFound(error_text("sessions/not_found", session_id=session_id))
     return row
 
 

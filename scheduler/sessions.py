@@ -30,6 +30,7 @@ from scheduler.genesis import (
 )
 from scheduler.models import ACTIVE_STATUSES, SESSIONS, Session, Status, Trigger
 from scheduler.policy import PolicyView, load_policy
+from templates import error_text
 
 
 def class_of(session: Session, policy: PolicyView) -> SchedulingClass:
@@ -71,14 +72,14 @@ def class_expr_for(defaults: tuple[SchedulingClass, ...]) -> ColumnElement[str]:
 def get_session(db: DBSession, session_id: int) -> Session:
     row = db.get(Session, session_id)
     if row is None:
-        raise NotFound(f"session #{session_id} does not exist")
+        raise NotFound(error_text("sessions/not_found", session_id=session_id))
     return row
 
 
 def get_trigger(db: DBSession, trigger_id: int) -> Trigger:
     row = db.get(Trigger, trigger_id)
     if row is None:
-        raise NotFound(f"trigger #{trigger_id} does not exist")
+        raise NotFound(error_text("sessions/trigger_not_found", trigger_id=trigger_id))
     return row
 
 
@@ -123,23 +124,20 @@ class NewSession:
 
 def validate_new(req: NewSession) -> None:
     if req.genesis is not None and req.genesis not in {g.value for g in Genesis}:
-        allowed = ", ".join(g.value for g in Genesis)
-        raise InvalidInput(f"genesis: {req.genesis!r} is not a genesis kind; use one of {allowed}", field="genesis")
+        allowed = [g.value for g in Genesis]
+        raise InvalidInput(error_text("sessions/genesis_unknown", genesis=req.genesis, allowed=allowed), field="genesis")
     parse_class(req.scheduling_class)
     prec.resolve_placement(precedence=req.precedence, place=req.place)
     if req.precedence is not None:
         bounds.check_int(req.precedence, "precedence", -bounds.MAX_PRECEDENCE, bounds.MAX_PRECEDENCE)
     if not 0 <= req.weight <= bounds.MAX_WEIGHT:  # NaN fails both comparisons
-        raise InvalidInput(f"weight: must be a finite number >= 0, at most {bounds.MAX_WEIGHT:,.0f}", field="weight")
+        raise InvalidInput(error_text("sessions/weight_range", max_weight=bounds.MAX_WEIGHT), field="weight")
     if req.capacity is not None and req.capacity < 1:
-        raise InvalidInput(
-            "capacity: must be a whole number >= 1 (capacity 0 was the old run-alone spelling; use capacity=1)",
-            field="capacity",
-        )
+        raise InvalidInput(error_text("sessions/capacity_below_one"), field="capacity")
     if req.capacity is not None:
         bounds.check_int(req.capacity, "capacity", 1, bounds.MAX_CAPACITY)
     if req.parent_id is not None and req.forked_from_id is not None:
-        raise InvalidInput("give parent_session_id or forked_from, not both", field="parent_id")
+        raise InvalidInput(error_text("sessions/parent_and_fork"), field="parent_id")
 
 
 def new_row(
@@ -238,7 +236,7 @@ def set_precedence(db: DBSession, session: Session, value: int | str, *, now: da
     elif isinstance(value, int):
         session.precedence = bounds.check_int(value, "precedence", -bounds.MAX_PRECEDENCE, bounds.MAX_PRECEDENCE)
     else:
-        raise InvalidInput(f"precedence: {value!r} must be a whole number or top_of_spot", field="precedence")
+        raise InvalidInput(error_text("sessions/precedence_kind", value=value), field="precedence")
     session.updated_at = now
     db.add(session)
     db.flush()
@@ -252,7 +250,7 @@ def reorder_between(
     upper = get_session(db, upper_id) if upper_id is not None else None
     lower = get_session(db, lower_id) if lower_id is not None else None
     if session.id in {upper_id, lower_id}:
-        raise InvalidInput("between: a session cannot be placed beside itself", field="between")
+        raise InvalidInput(error_text("sessions/beside_itself"), field="between")
     result = prec.between(upper.precedence if upper else None, lower.precedence if lower else None)
     if upper is not None and result.upper_neighbour is not None:
         upper.precedence = result.upper_neighbour

@@ -17,6 +17,7 @@ from scheduler.models import EnqueuedMessage, Status
 from scheduler.queue_pass import recheck
 from scheduler.records import is_running, lock, wake_job_id
 from scheduler.turns import submit_turn
+from templates import error_text
 
 DEFAULT_WAKE_PROMPT = "It is the time you asked to be woken at: continue."
 
@@ -24,14 +25,14 @@ DEFAULT_WAKE_PROMPT = "It is the time you asked to be woken at: continue."
 def wake_me_up_later(ctx: Context, session_id: int, at: datetime, prompt: str | None = None) -> datetime:
     now = ctx.clock.now()
     if at.tzinfo is None:
-        raise InvalidInput("at: needs a timezone (UTC), e.g. 2026-12-01T15:30:00+00:00", field="at")
+        raise InvalidInput(error_text("sleep/at_naive"), field="at")
     if at <= now:
-        raise InvalidInput(f"at: {at.isoformat()} is not in the future", field="at")
+        raise InvalidInput(error_text("sleep/at_past", at=at), field="at")
     fx = Effects()
     with session_scope(ctx.engine) as db:
         session = lock(db, session_id)
         if session.status in (Status.ARCHIVED.value, Status.DONE.value, Status.FAILED.value):
-            raise Refused(f"session #{session_id} is {session.status}; it cannot be put to sleep")
+            raise Refused(error_text("sleep/cannot_sleep", session_id=session_id, status=session.status))
         session.wake_at = at
         session.wake_prompt = prompt or DEFAULT_WAKE_PROMPT
         if is_running(db, session_id):

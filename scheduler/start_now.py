@@ -25,7 +25,7 @@ from scheduler.fleet import read_quota
 from scheduler.models import EnqueuedMessage, Status, Turn
 from scheduler.pause import resume_paused
 from scheduler.records import is_asleep, is_running, lock, replay
-from templates import render
+from templates import error_text, render
 
 STOPPED = (Status.BLOCKED.value, Status.FAILED.value)
 
@@ -45,12 +45,9 @@ def start_now(ctx: Context, session_id: int, *, actor: str | None = None) -> Sta
         work = Work(db, ctx, now, reading=reading)
         session = lock(db, session_id)
         if session.status == Status.ARCHIVED.value:
-            raise Refused(f"session #{session_id} is archived; restore it before starting it")
+            raise Refused(error_text("start_now/archived", session_id=session_id))
         if is_asleep(session, now):
-            raise Refused(
-                f"session #{session_id} is asleep until {session.wake_at:%Y-%m-%d %H:%M UTC}; "
-                "its wake is its next event — take the next candidate, or cancel the wake first"
-            )
+            raise Refused(error_text("start_now/asleep", session_id=session_id, wake_at=session.wake_at))
         if session.status in STOPPED:
             session.consecutive_failures = 0  # a person starts it again: six fresh attempts (seed 002)
         if is_running(db, session_id):
@@ -65,7 +62,7 @@ def start_now(ctx: Context, session_id: int, *, actor: str | None = None) -> Sta
         except SQLAlchemyError as exc:
             # An unreadable queue looks exactly like an empty one; starting on that would build
             # the second turn the whole design exists to avoid.
-            raise Refused(f"session #{session_id}: its queue could not be read ({type(exc).__name__}); nothing was started") from exc
+            raise Refused(error_text("start_now/queue_unreadable", session_id=session_id, error=type(exc).__name__)) from exc
         if session.pause_reason is not None:
             # Before the hold: a paused session's hold is inert (the queue pass skips it), and
             # the pause's own resume replays the held turn itself — one door, the sweep's.

@@ -22,6 +22,7 @@ from scheduler.fleet import read_quota
 from scheduler.models import EnqueuedMessage, Session, Status
 from scheduler.queue_pass import admit_in_queue
 from scheduler.records import is_asleep, is_running, lock, wake_job_id
+from templates import error_text
 
 TAKES_OVER = frozenset({"follow_up", "human", "restart"})  # addressed to the session by someone
 
@@ -44,14 +45,14 @@ def submit_turn(
 ) -> Submission:
     """The one door every turn comes through: first start, follow-up, wake, poll, restart."""
     if kind not in TURN_KINDS:
-        raise InvalidInput(f"kind: {kind!r} is not a turn kind; use one of {', '.join(sorted(TURN_KINDS))}", field="kind")
+        raise InvalidInput(error_text("turns/kind_unknown", kind=kind, kinds=TURN_KINDS), field="kind")
     now = ctx.clock.now()
     reading = read_quota(ctx, now)
     with session_scope(ctx.engine) as db:
         work = Work(db, ctx, now, reading=reading)
         session = lock(db, session_id)
         if session.status == Status.ARCHIVED.value:
-            raise Refused(f"session #{session_id} is archived; it takes no more turns")
+            raise Refused(error_text("turns/archived", session_id=session_id))
         waits = None if kind in PASS_THROUGH else _waits_behind(session, kind, is_running(db, session_id), now)
         if waits is not None:
             # Two jobs racing one session would drop one prompt: the later one waits in the

@@ -41,13 +41,24 @@ def environment() -> Environment:
         keep_trailing_newline=False,
         auto_reload=False,  # the files ship with the package: no stat() per sentence rendered
     )
-    env.filters.update(slack=slack_escape, money=_money, pct=_pct, when=_when)
+    env.filters.update(slack=slack_escape, money=_money, pct=_pct, when=_when, repr=repr)
     return env
 
 
 def render(name: str, **context: Any) -> str:
     """Render `templates/<name>` and strip the trailing whitespace a block leaves."""
     return environment().get_template(name).render(**context).strip()
+
+
+def error_text(name: str, /, **context: Any) -> str:
+    """The sentence an error carries: `name` is "<module>/<macro>", a macro in `templates/errors/<module>.j2`.
+
+    One file per module keeps a module's sentences side by side; a macro's parameters are the
+    values the sentence names, so a missing or misspelt one fails loudly.
+    """
+    module, _, macro = name.partition("/")
+    sentence = getattr(environment().get_template(f"errors/{module}.j2").module, macro)
+    return str(sentence(**context)).strip()
 
 
 _sandbox = SandboxedEnvironment(undefined=StrictUndefined, autoescape=False)

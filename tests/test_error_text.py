@@ -1,0 +1,51 @@
+"""`error_text`: the sentences errors carry, one file of macros per module under templates/errors/."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from pathlib import Path
+
+import pytest
+from jinja2 import UndefinedError
+
+from templates import environment, error_text
+
+ERRORS = Path(__file__).resolve().parent.parent / "templates" / "errors"
+
+
+@pytest.mark.parametrize("path", sorted(ERRORS.glob("*.j2")), ids=lambda p: p.stem)
+def test_every_error_file_compiles(path: Path) -> None:
+    assert environment().get_template(f"errors/{path.name}").module is not None
+
+
+@pytest.mark.parametrize(
+    ("name", "context", "sentence"),
+    [
+        ("sessions/not_found", {"session_id": 7}, "session #7 does not exist"),
+        ("sessions/weight_range", {"max_weight": 10000.0}, "weight: must be a finite number >= 0, at most 10,000"),
+        ("sessions/genesis_unknown", {"genesis": "x", "allowed": ["api", "command"]}, "genesis: 'x' is not a genesis kind; use one of api, command"),
+        (
+            "operator_holds/already_released",
+            {"hold_id": 3, "by": None, "at": datetime(2026, 12, 1, 15, 30, tzinfo=UTC)},
+            "hold 3 was already released by someone at 2026-12-01 15:30 UTC",
+        ),
+        (
+            "bounds/unstorable_text",
+            {"code": 0xD801, "position": 4},
+            "contains a lone UTF-16 surrogate (U+D801) at position 4; text may hold neither NUL nor lone surrogates",
+        ),
+        ("queue_holds/nothing_held", {"group": None}, "nothing to resume: no queue hold is in force on the whole queue"),
+    ],
+)
+def test_sentence_renders_as_written(name: str, context: dict[str, object], sentence: str) -> None:
+    assert error_text(name, **context) == sentence
+
+
+def test_a_missing_value_fails_loudly() -> None:
+    with pytest.raises(UndefinedError):
+        error_text("sessions/not_found")
+
+
+def test_a_misspelt_value_fails_loudly() -> None:
+    with pytest.raises(TypeError):
+        error_text("sessions/not_found", session=7)
