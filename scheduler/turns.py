@@ -45,7 +45,7 @@ def submit_turn(
 ) -> Submission:
     """The one door every turn comes through: first start, follow-up, wake, poll, restart."""
     if kind not in TURN_KINDS:
-        raise InvalidInput(error_text("turns/kind_unknown", kind=kind, kinds=TURN_KINDS), field="kind")
+        raise InvalidInput(error_text("turns/kind_unknown", kind=kind, kinds=sorted(TURN_KINDS)), field="kind")
     now = ctx.clock.now()
     reading = read_quota(ctx, now)
     with session_scope(ctx.engine) as db:
