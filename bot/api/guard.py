@@ -33,6 +33,7 @@ from starlette.types import Message
 from bot.http_body import read_bounded
 from bot.roles import Role, role_of
 from scheduler.errors import Forbidden, InvalidInput, NotFound, Refused
+from templates import error_text
 
 log = logging.getLogger("pacer.api")
 
@@ -68,14 +69,13 @@ class Caller:
 
     def require_operator(self, what: str) -> None:
         if self.actor is not None and self.role is not Role.OPERATOR:
-            raise Forbidden(f"{what} needs the operator role; {self.actor} is a {self.role.value if self.role else 'guest'}")
+            raise Forbidden(error_text("api/needs_operator", what=what, actor=self.actor, role=self.role.value if self.role else None))
 
     def require_owner(self, what: str, requester: str | None) -> None:
         """A member may steer only the sessions they requested; an operator, any."""
         if self.actor is None or self.role is Role.OPERATOR or requester == self.actor:
             return
-        whose = f"it was requested by {requester}" if requester else "it has no requester"
-        raise Forbidden(f"{what} needs the operator role unless the session is yours ({whose}); {self.actor} is a member")
+        raise Forbidden(error_text("api/needs_owner", what=what, requester=requester, actor=self.actor))
 
 
 def error_body(status: int, error: str, message: str, *, field: str | None = None, errors: list[dict[str, Any]] | None = None) -> JSONResponse:
@@ -110,7 +110,7 @@ def authenticate(request: Request) -> Caller:
     actor = actor.strip()
     role = role_of(request.app.state.pacer.settings.roster, actor)
     if role is None:
-        raise Forbidden(f"{ACTOR_HEADER}: {actor!r} is not on the roster; an operator adds them with PACER_ROSTER={actor}=member")
+        raise Forbidden(error_text("api/not_rostered", header=ACTOR_HEADER, actor=actor))
     return Caller(actor, role)
 
 

@@ -30,6 +30,7 @@ from scheduler.models import OperatorHold, Policy, QueueHold, Session, Status
 from scheduler.policy import audit_log, change_policy, ensure_policy
 from scheduler.queue_pass import kick
 from scheduler.waiting import waiting_reason
+from templates import error_text
 
 router = APIRouter(route_class=GuardedRoute, tags=["policy"])
 
@@ -70,11 +71,7 @@ def patch_policy(body: PolicyPatch, request: Request, who: CallerDep) -> dict[st
     ctx = context(request)
     changes: dict[str, Any] = body.model_dump(exclude_unset=True)
     if not changes:
-        raise InvalidInput(
-            "give at least one of gating_enabled, reserve_5h_pct, reserve_7d_pct, max_sessions, "
-            "preemption_enabled, genesis_class_overrides",
-            field="body",
-        )
+        raise InvalidInput(error_text("api/nothing_to_set"), field="body")
     with session_scope(ctx.engine) as db:
         if "genesis_class_overrides" in changes:
             if changes["genesis_class_overrides"] is None:

@@ -51,6 +51,7 @@ from scheduler.sessions import (
 )
 from scheduler.start_now import start_now
 from scheduler.turns import submit_turn
+from templates import error_text
 
 router = APIRouter(route_class=GuardedRoute, tags=["sessions"])
 
@@ -69,14 +70,14 @@ def _detail(ctx: Context, session_id: int) -> dict[str, Any]:
 def _check_prompt(request: Request, text: str, field: str) -> None:
     limit = int(request.app.state.pacer.settings.max_prompt_chars)
     if len(text) > limit:
-        raise InvalidInput(f"{field}: {len(text)} characters; the limit is {limit} (PACER_MAX_PROMPT_CHARS)", field=field)
+        raise InvalidInput(error_text("api/prompt_too_long", field=field, length=len(text), limit=limit), field=field)
 
 
 def _runtime(request: Request, ctx: Context, asked: str | None) -> str:
     settings = request.app.state.pacer.settings
     name = asked or ("echo" if settings.runner == "echo" else settings.runtime_name)
     if name not in ctx.runtimes:
-        raise InvalidInput(f"runtime: {name!r} is not configured here; use one of {', '.join(sorted(ctx.runtimes))}", field="runtime")
+        raise InvalidInput(error_text("api/runtime_unknown", name=name, runtimes=sorted(ctx.runtimes)), field="runtime")
     return name
 
 
@@ -84,7 +85,7 @@ def _lineage_exists(ctx: Context, body: SessionCreate) -> None:
     with session_scope(ctx.engine) as db:
         for field, sid in (("parent_session_id", body.parent_session_id), ("forked_from", body.forked_from)):
             if sid is not None and db.get(Session, sid) is None:
-                raise InvalidInput(f"{field}: session #{sid} does not exist", field=field)
+                raise InvalidInput(error_text("api/lineage_not_found", field=field, session_id=sid), field=field)
 
 
 @router.post("/sessions", response_model=SessionCreated, status_code=201, summary="Create a session and submit its first turn")
@@ -93,7 +94,7 @@ def create(body: SessionCreate, request: Request, who: CallerDep) -> dict[str, A
     _check_prompt(request, body.prompt, "prompt")
     prec.resolve_placement(precedence=body.precedence, place=body.place)
     if body.parent_session_id is not None and body.forked_from is not None:
-        raise InvalidInput("give parent_session_id or forked_from, not both", field="forked_from")
+        raise InvalidInput(error_text("sessions/parent_and_fork"), field="forked_from")
     runtime = _runtime(request, ctx, body.runtime)
     _lineage_exists(ctx, body)
     request_ = NewSession(
@@ -128,9 +129,9 @@ def list_sessions(
     statuses = [s for item in (status or []) for s in item.split(",") if s]
     bad = [s for s in statuses if s not in STATUSES]
     if bad:
-        raise InvalidInput(f"status: {bad[0]!r} is not a status; use {', '.join(STATUSES)}", field="status")
+        raise InvalidInput(error_text("api/status_unknown", status=bad[0], statuses=STATUSES), field="status")
     if genesis is not None and genesis not in {g.value for g in Genesis}:
-        raise InvalidInput(f"genesis: {genesis!r} is not a genesis kind; use {', '.join(g.value for g in Genesis)}", field="genesis")
+        raise InvalidInput(error_text("api/genesis_unknown", genesis=genesis, geneses=[g.value for g in Genesis]), field="genesis")
     with session_scope(ctx.engine) as db:
         policy = load_policy(db)
         if order == "precedence":
@@ -161,7 +162,7 @@ def patch(session_id: SessionId, body: SessionPatch, request: Request, who: Call
     ctx = context(request)
     fields = body.model_dump(exclude_unset=True)
     if not fields:
-        raise InvalidInput("give at least one of scheduling_class, precedence, place", field="body")
+        raise InvalidInput(error_text("api/nothing_to_rank"), field="body")
     place = prec.resolve_placement(precedence=fields.get("precedence"), place=fields.get("place"))
     now = ctx.clock.now()
     changed: dict[str, list[Any]] = {}
@@ -170,7 +171,7 @@ def patch(session_id: SessionId, body: SessionPatch, request: Request, who: Call
         session = get_session(db, session_id)
         who.require_owner(f"changing session #{session_id}", session.requester)
         if session.status in FINISHED:
-            raise Refused(f"session #{session_id} is {session.status}; only unfinished sessions can be reclassified or ranked")
+            raise Refused(error_text("api/cannot_rank", session_id=session_id, status=session.status))
         before_rank = session.precedence
         if "scheduling_class" in fields:
             parse_class(fields["scheduling_class"])
@@ -226,7 +227,7 @@ def post_message(session_id: SessionId, body: MessageCreate, request: Request, w
     with session_scope(ctx.engine) as db:
         session = get_session(db, session_id)
         if session.status == Status.ARCHIVED.value:
-            raise Refused(f"session #{session_id} is archived; it takes no more turns")
+            raise Refused(error_text("turns/archived", session_id=session_id))
     promotion = _promotion() if who.actor is not None else None
     if promotion is not None:
         # A rostered human speaking to a session: recorded, delivered as its next turn, and the

@@ -35,6 +35,7 @@ from scheduler.firing import TriggerEvent, fire
 from scheduler.models import Trigger
 from scheduler.policy import load_policy
 from scheduler.sessions import get_session, get_trigger
+from templates import error_text
 
 router = APIRouter(route_class=GuardedRoute, tags=["triggers"])
 
@@ -59,7 +60,7 @@ def create(body: TriggerCreate, request: Request, who: CallerDep) -> dict[str, A
 @router.get("/triggers", response_model=TriggerList, summary="List triggers")
 def list_triggers(request: Request, kind: Annotated[str | None, Query(description=", ".join(KINDS))] = None) -> dict[str, Any]:
     if kind is not None and kind not in KINDS:
-        raise InvalidInput(f"kind: {kind!r} is not a trigger kind; use one of {', '.join(KINDS)}", field="kind")
+        raise InvalidInput(error_text("api/trigger_kind_unknown", kind=kind, kinds=KINDS), field="kind")
     ctx = context(request)
     with session_scope(ctx.engine) as db:
         stmt = select(Trigger).order_by(col(Trigger.id))
@@ -82,7 +83,7 @@ def patch(trigger_id: TriggerId, body: TriggerPatch, request: Request, who: Call
     ctx = context(request)
     changes = body.model_dump(exclude_unset=True)
     if not changes:
-        raise InvalidInput("give at least one field to change", field="body")
+        raise InvalidInput(error_text("api/nothing_to_change"), field="body")
     with session_scope(ctx.engine) as db:
         write = store.update_trigger(db, get_trigger(db, trigger_id), changes, now=ctx.clock.now())
         out = store.plain(write.trigger, sessions=store.session_count(db, trigger_id))
