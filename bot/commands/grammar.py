@@ -18,6 +18,7 @@ from bot.commands.times import parse_duration, parse_time
 from scheduler import bounds
 from scheduler.errors import CommandError
 from scheduler.genesis import OVERRIDABLE, Genesis
+from templates import error_text
 
 MAX_CHARS = 4000
 
@@ -369,21 +370,19 @@ def _known_name(word: str, usage: str, *, field: str = "command") -> str:
     if word in PARSERS:
         return word
     nearest = difflib.get_close_matches(word, NAMES, n=1, cutoff=0.5)
-    hint = f"did you mean {nearest[0]}?" if nearest else "try help"
-    prefix = f"{field}: " if field != "command" else ""
-    raise CommandError(f"{prefix}{shown(word)} is not a command; {hint}", usage)
+    raise CommandError(error_text("grammar/not_a_command", field=field, word=shown(word), nearest=nearest[0] if nearest else None), usage)
 
 
 def parse(text: str) -> c.Command:
     """Text -> Command, or CommandError(message, usage). Empty text (a bare `/pacer`) is help."""
     if len(text) > MAX_CHARS:
-        raise CommandError(f"command is {len(text):,} characters; the limit is {MAX_CHARS:,}", GENERAL_USAGE)
+        raise CommandError(error_text("grammar/too_long", length=len(text), limit=MAX_CHARS), GENERAL_USAGE)
     bad = _CONTROL.search(text)
     if bad is not None:
-        raise CommandError(f"command contains the control character {bad.group()!r}; remove it", GENERAL_USAGE)
+        raise CommandError(error_text("grammar/control_character", char=bad.group()), GENERAL_USAGE)
     problem = bounds.text_problem(text)
     if problem is not None:
-        raise CommandError(f"command {problem}", GENERAL_USAGE)
+        raise CommandError(error_text("grammar/unstorable", problem=problem), GENERAL_USAGE)
     tokens = [Token(m.group(), m.start()) for m in _TOKEN.finditer(text)]
     if tokens and tokens[0].text.lower() == "/pacer":
         tokens = tokens[1:]

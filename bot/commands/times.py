@@ -10,11 +10,10 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
 from scheduler.errors import InvalidInput
+from templates import error_text
 
 # A duration past a year is a typo, and the bound keeps timedelta arithmetic from overflowing.
 MAX_DURATION = timedelta(days=366)
-TIME_FORMS = "a clock time like 15:30 (UTC), a duration like 2h, 90m or 1d, or an ISO-8601 instant"
-DURATION_FORMS = "a duration like 2h, 90m, 1d or 1h30m"
 
 _DURATION = re.compile(r"(?:(\d{1,6})d)?(?:(\d{1,6})h)?(?:(\d{1,6})m)?", re.ASCII | re.IGNORECASE)
 _CLOCK = re.compile(r"([01]?\d|2[0-3]):([0-5]\d)", re.ASCII)
@@ -74,15 +73,15 @@ def parse_duration(token: str, *, field: str) -> timedelta:
     """`2h`, `90m`, `1d`, `1h30m`: positive and at most MAX_DURATION."""
     match = _DURATION.fullmatch(token)
     if not token or match is None or not any(match.groups()):
-        raise InvalidInput(f"{field}: {_shown(token)} is not {DURATION_FORMS}", field=field)
+        raise InvalidInput(error_text("times/not_a_duration", field=field, token=_shown(token)), field=field)
     days, hours, minutes = (int(g) if g else 0 for g in match.groups())
     if days > MAX_DURATION.days or hours > MAX_DURATION.days * 24 or minutes > MAX_DURATION.days * 1440:
-        raise InvalidInput(f"{field}: {_shown(token)} is longer than {MAX_DURATION.days} days", field=field)
+        raise InvalidInput(error_text("times/too_long", field=field, token=_shown(token), days=MAX_DURATION.days), field=field)
     delta = timedelta(days=days, hours=hours, minutes=minutes)
     if delta <= timedelta(0):
-        raise InvalidInput(f"{field}: {_shown(token)} must be longer than zero", field=field)
+        raise InvalidInput(error_text("times/not_positive", field=field, token=_shown(token)), field=field)
     if delta > MAX_DURATION:
-        raise InvalidInput(f"{field}: {_shown(token)} is longer than {MAX_DURATION.days} days", field=field)
+        raise InvalidInput(error_text("times/too_long", field=field, token=_shown(token), days=MAX_DURATION.days), field=field)
     return delta
 
 
@@ -98,18 +97,18 @@ def parse_time(token: str, *, field: str) -> TimeSpec:
         try:
             when = datetime.fromisoformat(token.upper())
         except ValueError:
-            raise InvalidInput(f"{field}: {_shown(token)} is not a valid date or time", field=field) from None
+            raise InvalidInput(error_text("times/not_a_date", field=field, token=_shown(token)), field=field) from None
         return Instant(when.replace(tzinfo=UTC) if when.tzinfo is None else when.astimezone(UTC))
-    raise InvalidInput(f"{field}: {_shown(token)} is not {TIME_FORMS}", field=field)
+    raise InvalidInput(error_text("times/not_a_time", field=field, token=_shown(token)), field=field)
 
 
 def resolve(spec: TimeSpec, now: datetime, *, field: str) -> datetime:
     """The instant `spec` names, which must lie ahead of `now` and within MAX_DURATION of it."""
     when = spec.at(now)
     if when <= now:
-        raise InvalidInput(f"{field}: {spec} is in the past", field=field)
+        raise InvalidInput(error_text("times/in_the_past", field=field, spec=spec), field=field)
     if when - now > MAX_DURATION:
-        raise InvalidInput(f"{field}: {spec} is more than {MAX_DURATION.days} days away", field=field)
+        raise InvalidInput(error_text("times/too_far", field=field, spec=spec, days=MAX_DURATION.days), field=field)
     return when
 
 
