@@ -18,6 +18,7 @@ from enum import StrEnum
 from bot.commands import command as c
 from bot.commands.command import Command, verb
 from scheduler.errors import Forbidden
+from templates import error_text
 
 
 class Role(StrEnum):
@@ -79,31 +80,24 @@ def authorize(
     if isinstance(command, c.Help) or (is_read_only(command) and (role is not None or open_reads)):
         return
     if role is None:
-        needed = "the operator role" if _needs_operator(command, actor, owners, hold_armer) else "the member or operator role"
-        raise Forbidden(
-            f"`{name}` needs {needed}; you ({actor}) are not on the roster — "
-            f"an operator adds you with PACER_ROSTER={actor}=member"
-        )
+        operator = _needs_operator(command, actor, owners, hold_armer)
+        raise Forbidden(error_text("roles/not_rostered", name=name, operator=operator, actor=actor))
     if role is Role.OPERATOR:
         return
     if isinstance(command, (*READ_ONLY, *ANY_MEMBER)):
         return
     if isinstance(command, OPERATOR_ONLY):
-        raise Forbidden(f"`{name}` needs the operator role; you are a member")
+        raise Forbidden(error_text("roles/operator_only", name=name))
     if isinstance(command, c.Release):
         if hold_armer == actor:
             return
-        raise Forbidden(
-            f"`release {command.hold_id}` needs the operator role: hold {command.hold_id} was placed by "
-            f"{hold_armer or 'someone else'}, not you; you are a member"
-        )
+        raise Forbidden(error_text("roles/release_not_yours", hold_id=command.hold_id, armer=hold_armer))
     if isinstance(command, c.Hold) and command.selector.kind != "session":
-        raise Forbidden(f"`{name}` needs the operator role (a member may hold only their own sessions); you are a member")
+        raise Forbidden(error_text("roles/hold_beyond_own", name=name))
     others = [i for i in subjects(command) if owners.get(i) != actor]
     if others:
         first = others[0]
-        whose = f"it was requested by {owners[first]}" if owners.get(first) else "it has no requester"
-        raise Forbidden(f"`{name}` needs the operator role unless #{first} is yours ({whose}); you are a member")
+        raise Forbidden(error_text("roles/not_your_session", name=name, session_id=first, requester=owners.get(first)))
 
 
 def _needs_operator(command: Command, actor: str, owners: Mapping[int, str | None], armer: str | None) -> bool:

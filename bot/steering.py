@@ -30,6 +30,7 @@ from scheduler.sessions import (
     reorder_between,
     set_precedence,
 )
+from templates import error_text
 
 ARCHIVABLE = (Status.WAITING.value, Status.NEEDS_INPUT.value, Status.FAILED.value)
 FINISHED = (Status.DONE.value, Status.ARCHIVED.value)
@@ -41,7 +42,7 @@ def _plain(ctx: StoreContext, session: Session) -> dict[str, Any]:
 
 def _open(session: Session, what: str) -> None:
     if session.status in FINISHED:
-        raise Refused(f"#{session.id} is {session.status}; only unfinished sessions can be {what}")
+        raise Refused(error_text("steering/finished", session_id=session.id, status=session.status, what=what))
 
 
 def promote(ctx: StoreContext, command: c.Promote) -> Answer:
@@ -106,9 +107,9 @@ def _neighbours(ctx: StoreContext, session: Session, command: c.Rank) -> tuple[S
     target = get_session(ctx.db, target_id)
     policy = load_policy(ctx.db)
     if target.status not in QueueFilter.statuses or class_of(target, policy).value != "spot":
+        scheduling_class = class_of(target, policy).value
         raise InvalidInput(
-            f"{command.place}: #{target_id} is not in the spot queue (it is {target.status}, "
-            f"{class_of(target, policy).value}); name a queued spot session",
+            error_text("steering/not_in_spot_queue", place=command.place, target_id=target_id, status=target.status, scheduling_class=scheduling_class),
             field=command.place,
         )
     if command.place == "above":
@@ -149,9 +150,7 @@ def archive(ctx: StoreContext, command: c.Archive) -> Answer:
         .values(status=Status.ARCHIVED.value, updated_at=ctx.now)
     )
     if not moved.rowcount:  # type: ignore[attr-defined]
-        raise Refused(
-            f"#{command.session_id} is {session.status}; only waiting, needs_input or failed sessions can be archived"
-        )
+        raise Refused(error_text("steering/cannot_archive", session_id=command.session_id, status=session.status))
     ctx.db.refresh(session)
     return Answer("archived", {"session": _plain(ctx, session)})
 
