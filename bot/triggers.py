@@ -33,6 +33,7 @@ from scheduler.errors import InvalidInput, Refused
 from scheduler.models import Session, Trigger
 from scheduler.sessions import Reclassification, change_trigger_class
 from scheduler.trigger_release import arm_release
+from templates import error_text
 
 log = logging.getLogger("pacer.triggers")
 
@@ -63,7 +64,7 @@ def by_name(db: DBSession, name: str) -> Trigger | None:
 def _unique_name(db: DBSession, name: str, own_id: int | None = None) -> None:
     other = by_name(db, name)
     if other is not None and other.id != own_id:
-        raise Refused(f"name: a trigger named {name!r} already exists (#{other.id}); names are unique")
+        raise Refused(error_text("triggers/name_taken", name=name, other_id=other.id))
 
 
 def create_trigger(db: DBSession, spec: TriggerSpec, *, now: datetime) -> TriggerWrite:
@@ -83,13 +84,12 @@ def check_changes(trigger: Trigger, changes: Mapping[str, Any]) -> dict[str, Any
     """Validate a partial update against the trigger's kind; nothing is written here."""
     if "kind" in changes and changes["kind"] != trigger.kind:
         raise InvalidInput(
-            f"kind: a trigger's kind cannot change ({trigger.kind} -> {changes['kind']}); its sessions carry "
-            "that genesis — create a new trigger instead",
+            error_text("triggers/kind_change", old=trigger.kind, new=changes["kind"]),
             field="kind",
         )
     unknown = [k for k in changes if k not in (*CHANGEABLE, "kind")]
     if unknown:
-        raise InvalidInput(f"{unknown[0]}: not a trigger field; changeable: {', '.join(CHANGEABLE)}", field=unknown[0])
+        raise InvalidInput(error_text("triggers/not_a_field", key=unknown[0], changeable=CHANGEABLE), field=unknown[0])
     checked: dict[str, Any] = {}
     for key, value in changes.items():
         if key == "name":
@@ -106,7 +106,7 @@ def check_changes(trigger: Trigger, changes: Mapping[str, Any]) -> dict[str, Any
             checked[key] = check_group(value)
         elif key == "enabled":
             if not isinstance(value, bool):
-                raise InvalidInput("enabled: must be true or false", field="enabled")
+                raise InvalidInput(error_text("triggers/enabled_not_bool"), field="enabled")
             checked[key] = value
     return checked
 
@@ -140,7 +140,7 @@ def upsert(db: DBSession, spec: TriggerSpec, *, now: datetime) -> TriggerWrite:
         return create_trigger(db, spec, now=now)
     if existing.kind != spec.kind:
         raise InvalidInput(
-            f"kind: trigger {spec.name!r} exists as {existing.kind}; a trigger's kind cannot change — rename it",
+            error_text("triggers/kind_differs", name=spec.name, kind=existing.kind),
             field="kind",
         )
     changes = {key: getattr(spec, key) for key in CHANGEABLE if key != "name"}

@@ -31,6 +31,7 @@ from bot.trigger_spec import SPEC_FIELDS, TriggerSpec, check_spec
 from scheduler.context import Context
 from scheduler.db import session_scope
 from scheduler.errors import ConfigError, InvalidInput, Refused
+from templates import error_text
 
 log = logging.getLogger("pacer.triggers_file")
 
@@ -76,36 +77,36 @@ def parse(path: Path) -> list[TriggerSpec]:
     try:
         text = path.read_text()
     except OSError as exc:
-        raise ConfigError(f"PACER_TRIGGERS_FILE={str(path)!r}: cannot be read ({exc.strerror or exc})") from None
+        raise ConfigError(error_text("triggers_file/unreadable", path=path, reason=exc.strerror or exc)) from None
     try:
         data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
-        raise ConfigError(f"{path}: not valid TOML ({exc})") from None
+        raise ConfigError(error_text("triggers_file/not_toml", path=path, problem=exc)) from None
     unknown = [k for k in data if k != TABLE]
     if unknown:
-        raise ConfigError(f"{path}: top-level key {unknown[0]!r} is not allowed; the file holds [[trigger]] tables only")
+        raise ConfigError(error_text("triggers_file/top_level_key", path=path, key=unknown[0]))
     entries = data.get(TABLE, [])
     if not isinstance(entries, list):
-        raise ConfigError(f"{path}: 'trigger' must be an array of tables, written [[trigger]]")
+        raise ConfigError(error_text("triggers_file/not_an_array", path=path))
     starts = _blocks(text)
     specs: list[TriggerSpec] = []
     seen: dict[str, int] = {}
     for index, entry in enumerate(entries):
         start = starts[index] if index < len(starts) else None
-        label = f"trigger #{index + 1}" + (f" {entry.get('name')!r}" if isinstance(entry.get("name"), str) else "")
+        label = error_text("triggers_file/label", number=index + 1, name=entry.get("name"))
         extra = [k for k in entry if k not in SPEC_FIELDS]
         if extra:
-            raise ConfigError(
-                f"{_where(path, _line_of(text, start, extra[0]))}: {label}: key {extra[0]!r} is not a trigger field; "
-                f"allowed: {', '.join(SPEC_FIELDS)}"
-            )
+            where = _where(path, _line_of(text, start, extra[0]))
+            raise ConfigError(error_text("triggers_file/not_a_field", where=where, label=label, key=extra[0], allowed=SPEC_FIELDS))
         try:
             spec = check_spec(entry)
         except InvalidInput as exc:
             key = exc.field or ""
-            raise ConfigError(f"{_where(path, _line_of(text, start, key))}: {label}: {key or 'entry'}: {_rule(exc, key)}") from None
+            where = _where(path, _line_of(text, start, key))
+            raise ConfigError(error_text("triggers_file/bad_entry", where=where, label=label, key=key, rule=_rule(exc, key))) from None
         if spec.name in seen:
-            raise ConfigError(f"{_where(path, start)}: {label}: name {spec.name!r} is already used by trigger #{seen[spec.name]}; names are unique")
+            where = _where(path, start)
+            raise ConfigError(error_text("triggers_file/name_reused", where=where, label=label, name=spec.name, first=seen[spec.name]))
         seen[spec.name] = index + 1
         specs.append(spec)
     return specs
@@ -122,7 +123,7 @@ def load(ctx: Context, path: str | Path, *, scheduler: Any = None) -> Loaded:
     promoted and re-sync the cron jobs. Any bad entry raises ConfigError and writes nothing."""
     source = Path(path)
     if not source.is_file():
-        raise ConfigError(f"PACER_TRIGGERS_FILE={str(source)!r}: file does not exist")
+        raise ConfigError(error_text("triggers_file/missing", path=source))
     specs = parse(source)
     result = Loaded(str(source))
     writes: list[tuple[int, tuple[int, ...]]] = []
@@ -136,7 +137,7 @@ def load(ctx: Context, path: str | Path, *, scheduler: Any = None) -> Loaded:
                     result.reclassified[spec.name] = write.moved
                     writes.append((write.trigger.id or 0, write.promoted))
     except (InvalidInput, Refused) as exc:  # the kind of an existing trigger, say
-        raise ConfigError(f"{source}: {exc}") from None
+        raise ConfigError(error_text("triggers_file/refused", path=source, problem=exc)) from None
     store.after_write(ctx, scheduler, ctx.engine, writes)
     log.info("%s: %d created, %d updated, %d unchanged", source, len(result.created), len(result.updated), len(result.unchanged))
     return result
@@ -149,7 +150,7 @@ def check(settings: Any) -> list[TriggerSpec]:
     if not path:
         return []
     if not Path(path).is_file():
-        raise ConfigError(f"PACER_TRIGGERS_FILE={str(path)!r}: file does not exist")
+        raise ConfigError(error_text("triggers_file/missing", path=path))
     return parse(Path(path))
 
 
