@@ -28,6 +28,7 @@ from scheduler import bounds
 from scheduler.errors import InvalidInput
 from scheduler.genesis import Genesis, parse_class
 from scheduler.session_events import FILTER_KEYS, STATES
+from templates import error_text
 from templates.render import compile_prompt, render_prompt
 
 KINDS: tuple[str, ...] = ("slack", "github_issue", "github_label", "schedule", "ao_event")
@@ -52,14 +53,14 @@ class TriggerSpec:
 
 def check_kind(kind: Any) -> str:
     if kind not in KINDS:
-        raise InvalidInput(f"kind: {kind!r} is not a trigger kind; use one of {', '.join(KINDS)}", field="kind")
+        raise InvalidInput(error_text("trigger_spec/kind_unknown", kind=kind, kinds=KINDS), field="kind")
     return str(kind)
 
 
 def check_name(name: Any) -> str:
     if not isinstance(name, str) or not NAME.match(name):
         raise InvalidInput(
-            f"name: {name!r} must be 1-100 characters of letters, digits, space and . _ : / -, starting with a letter or digit",
+            error_text("trigger_spec/bad_name", name=name),
             field="name",
         )
     return name
@@ -67,7 +68,7 @@ def check_name(name: Any) -> str:
 
 def check_class(value: Any) -> str | None:
     if value is not None and not isinstance(value, str):
-        raise InvalidInput(f"scheduling_class: {value!r} must be priority, spot or default", field="scheduling_class")
+        raise InvalidInput(error_text("trigger_spec/bad_class", value=value), field="scheduling_class")
     cls = parse_class(value)
     return cls.value if cls else None
 
@@ -79,8 +80,7 @@ def check_precedence(value: Any) -> int | None:
         return None
     if isinstance(value, bool) or not isinstance(value, int):
         raise InvalidInput(
-            f"precedence: {value!r} is not allowed; a trigger takes a whole number only (top_of_spot is a "
-            "placement, resolved once, and would be a stale number by the trigger's first spawn)",
+            error_text("trigger_spec/precedence_placement", value=value),
             field="precedence",
         )
     return bounds.check_int(value, "precedence", -bounds.MAX_PRECEDENCE, bounds.MAX_PRECEDENCE)
@@ -90,7 +90,7 @@ def check_group(value: Any) -> str | None:
     if value is None or value == "":
         return None
     if not isinstance(value, str) or len(value) > 200:
-        raise InvalidInput("concurrency_group: must be a name of at most 200 characters", field="concurrency_group")
+        raise InvalidInput(error_text("trigger_spec/bad_group"), field="concurrency_group")
     return bounds.check_text(value, "concurrency_group")
 
 
@@ -115,14 +115,14 @@ def _sample_facts(kind: str) -> dict[str, Any] | None:
 
 def check_template(source: Any, kind: str) -> str:
     if not isinstance(source, str) or not source.strip():
-        raise InvalidInput("prompt_template: must be a non-empty Jinja2 template", field="prompt_template")
+        raise InvalidInput(error_text("trigger_spec/template_empty"), field="prompt_template")
     if len(source) > TEMPLATE_CHARS:
-        raise InvalidInput(f"prompt_template: at most {TEMPLATE_CHARS} characters", field="prompt_template")
+        raise InvalidInput(error_text("trigger_spec/template_too_long", limit=TEMPLATE_CHARS), field="prompt_template")
     bounds.check_text(source, "prompt_template")
     try:
         compile_prompt(source)
     except TemplateSyntaxError as exc:
-        raise InvalidInput(f"prompt_template: line {exc.lineno}: {exc.message}", field="prompt_template") from None
+        raise InvalidInput(error_text("trigger_spec/template_syntax", line=exc.lineno, message=exc.message), field="prompt_template") from None
     facts = _sample_facts(kind)
     if facts is not None:
         context = {**facts, "trigger": {"id": 1, "name": "sample", "kind": kind}}
@@ -130,13 +130,12 @@ def check_template(source: Any, kind: str) -> str:
             rendered = render_prompt(source, **context)
         except TemplateError as exc:
             raise InvalidInput(
-                f"prompt_template: cannot render for a {kind} trigger ({exc}); it may read: {', '.join(sorted(context))}",
+                error_text("trigger_spec/template_unrenderable", kind=kind, problem=exc, names=sorted(context)),
                 field="prompt_template",
             ) from None
         if not rendered:
             raise InvalidInput(
-                f"prompt_template: renders an empty prompt for a {kind} trigger; write the prompt itself "
-                f"(it may read: {', '.join(sorted(context))})",
+                error_text("trigger_spec/template_renders_empty", kind=kind, names=sorted(context)),
                 field="prompt_template",
             )
     return source
@@ -147,16 +146,16 @@ def check_template(source: Any, kind: str) -> str:
 
 def _strings(value: Any, key: str, *, pattern: re.Pattern[str] | None = None, what: str = "") -> list[str]:
     if not isinstance(value, list) or not all(isinstance(v, str) and v for v in value):
-        raise InvalidInput(f"config.{key}: must be a list of non-empty strings", field=f"config.{key}")
+        raise InvalidInput(error_text("trigger_spec/not_strings", key=key), field=f"config.{key}")
     for v in value:
         if pattern is not None and not pattern.match(v):
-            raise InvalidInput(f"config.{key}: {v!r} is not {what}", field=f"config.{key}")
+            raise InvalidInput(error_text("trigger_spec/not_pattern", key=key, value=v, what=what), field=f"config.{key}")
     return list(value)
 
 
 def _string(value: Any, key: str) -> str:
     if not isinstance(value, str) or not value.strip():
-        raise InvalidInput(f"config.{key}: must be a non-empty string", field=f"config.{key}")
+        raise InvalidInput(error_text("trigger_spec/not_a_string", key=key), field=f"config.{key}")
     return value
 
 
@@ -166,10 +165,10 @@ def _slack(config: Mapping[str, Any]) -> dict[str, Any]:
         out["channels"] = _strings(config["channels"], "channels")
     if "dms" in config:
         if not isinstance(config["dms"], bool):
-            raise InvalidInput("config.dms: must be true or false", field="config.dms")
+            raise InvalidInput(error_text("trigger_spec/not_bool", field="config.dms"), field="config.dms")
         out["dms"] = config["dms"]
     if not out.get("channels") and not out.get("dms"):
-        raise InvalidInput("config: a slack trigger needs channels (channel ids) or dms = true", field="config.channels")
+        raise InvalidInput(error_text("trigger_spec/slack_needs_source"), field="config.channels")
     return out
 
 
@@ -187,8 +186,7 @@ def _github_common(config: Mapping[str, Any]) -> dict[str, Any]:
         bad = [v for v in values if v.upper() not in ASSOCIATIONS]
         if bad or not values:
             raise InvalidInput(
-                f"config.trusted_associations: {bad[0] if bad else '[]'!r} is not a GitHub author association; "
-                f"use {', '.join(ASSOCIATIONS)}",
+                error_text("trigger_spec/bad_association", value=bad[0] if bad else "[]", associations=ASSOCIATIONS),
                 field="config.trusted_associations",
             )
         out["trusted_associations"] = [v.upper() for v in values]
@@ -209,16 +207,16 @@ def _github_label(config: Mapping[str, Any]) -> dict[str, Any]:
     for key in ("issues", "pull_requests"):
         if key in config:
             if not isinstance(config[key], bool):
-                raise InvalidInput(f"config.{key}: must be true or false", field=f"config.{key}")
+                raise InvalidInput(error_text("trigger_spec/not_bool", field=f"config.{key}"), field=f"config.{key}")
             out[key] = config[key]
     if out.get("issues") is False and out.get("pull_requests") is False:
-        raise InvalidInput("config: issues and pull_requests are both false, so this trigger could never fire", field="config.issues")
+        raise InvalidInput(error_text("trigger_spec/never_fires"), field="config.issues")
     return out
 
 
 def _schedule(config: Mapping[str, Any]) -> dict[str, Any]:
     if "cron" not in config:
-        raise InvalidInput("config.cron: required for schedule (a crontab line, e.g. '0 9 * * 1-5')", field="config.cron")
+        raise InvalidInput(error_text("trigger_spec/cron_required"), field="config.cron")
     cron = _string(config["cron"], "cron")
     timezone = _string(config.get("timezone", "UTC"), "timezone")
     cron_trigger(cron, timezone)
@@ -230,45 +228,45 @@ def _ao_event(config: Mapping[str, Any]) -> dict[str, Any]:
     has_session, has_filter = "session_id" in config, "filter" in config
     if has_session == has_filter:
         raise InvalidInput(
-            "config: an ao_event trigger watches one session (session_id) or a filter ({genesis, trigger, scheduling_class}), exactly one",
+            error_text("trigger_spec/session_or_filter"),
             field="config.session_id",
         )
     if has_session:
         sid = config["session_id"]
         if not bounds.is_id(sid):
-            raise InvalidInput(f"config.session_id: must be a session id (a whole number from 1 to {bounds.MAX_ID:,})", field="config.session_id")
+            raise InvalidInput(error_text("trigger_spec/bad_session_id", max_id=bounds.MAX_ID), field="config.session_id")
         out["session_id"] = sid
     else:
         out["filter"] = _filter(config["filter"])
     states = config.get("states")
     if not isinstance(states, list) or not states or not all(isinstance(s, str) for s in states):
-        raise InvalidInput(f"config.states: required, a non-empty list of {', '.join(STATES)}", field="config.states")
+        raise InvalidInput(error_text("trigger_spec/states_required", states=STATES), field="config.states")
     bad = [s for s in states if s not in STATES]
     if bad:
-        raise InvalidInput(f"config.states: {bad[0]!r} is not a state; use {', '.join(STATES)}", field="config.states")
+        raise InvalidInput(error_text("trigger_spec/state_unknown", state=bad[0], states=STATES), field="config.states")
     out["states"] = list(dict.fromkeys(states))
     return out
 
 
 def _filter(flt: Any) -> dict[str, Any]:
     if not isinstance(flt, Mapping) or not flt:
-        raise InvalidInput(f"config.filter: must be a table with at least one of {', '.join(FILTER_KEYS)}", field="config.filter")
+        raise InvalidInput(error_text("trigger_spec/filter_empty", keys=FILTER_KEYS), field="config.filter")
     unknown = [k for k in flt if k not in FILTER_KEYS]
     if unknown:
-        raise InvalidInput(f"config.filter.{unknown[0]}: not a filter key; use {', '.join(FILTER_KEYS)}", field=f"config.filter.{unknown[0]}")
+        raise InvalidInput(error_text("trigger_spec/filter_key_unknown", key=unknown[0], keys=FILTER_KEYS), field=f"config.filter.{unknown[0]}")
     out: dict[str, Any] = {}
     if "genesis" in flt:
         if flt["genesis"] not in {g.value for g in Genesis}:
-            raise InvalidInput(f"config.filter.genesis: {flt['genesis']!r} is not a genesis kind; use {', '.join(g.value for g in Genesis)}", field="config.filter.genesis")
+            raise InvalidInput(error_text("trigger_spec/filter_genesis", genesis=flt["genesis"], geneses=[g.value for g in Genesis]), field="config.filter.genesis")
         out["genesis"] = flt["genesis"]
     if "scheduling_class" in flt:
         if flt["scheduling_class"] not in ("priority", "spot"):
-            raise InvalidInput("config.filter.scheduling_class: must be priority or spot", field="config.filter.scheduling_class")
+            raise InvalidInput(error_text("trigger_spec/filter_class"), field="config.filter.scheduling_class")
         out["scheduling_class"] = flt["scheduling_class"]
     if "trigger" in flt:
         value = flt["trigger"]
         if isinstance(value, bool) or not isinstance(value, (int, str)) or value == "" or (isinstance(value, int) and not bounds.is_id(value)):
-            raise InvalidInput(f"config.filter.trigger: a trigger name or id (1 to {bounds.MAX_ID:,})", field="config.filter.trigger")
+            raise InvalidInput(error_text("trigger_spec/filter_trigger", max_id=bounds.MAX_ID), field="config.filter.trigger")
         out["trigger"] = value
     return out
 
@@ -292,15 +290,15 @@ _CONFIG_CHECKS: Mapping[str, Callable[[Mapping[str, Any]], dict[str, Any]]] = {
 def check_config(kind: str, config: Any) -> dict[str, Any]:
     """The kind's config, normalized; an unknown key is an error naming the allowed ones."""
     if not isinstance(config, Mapping):
-        raise InvalidInput("config: must be an object (a table in TOML)", field="config")
+        raise InvalidInput(error_text("trigger_spec/config_not_object"), field="config")
     problem = bounds.tree_problem(config)
     if problem is not None:
-        raise InvalidInput(f"config: {problem}", field="config")
+        raise InvalidInput(error_text("trigger_spec/config_problem", problem=problem), field="config")
     allowed = CONFIG_KEYS[kind]
     unknown = [k for k in config if k not in allowed]
     if unknown:
         raise InvalidInput(
-            f"config.{unknown[0]}: not a {kind} setting; a {kind} trigger takes {', '.join(allowed)}",
+            error_text("trigger_spec/config_key_unknown", key=unknown[0], kind=kind, allowed=allowed),
             field=f"config.{unknown[0]}",
         )
     return _CONFIG_CHECKS[kind](config)
@@ -310,7 +308,7 @@ def check_spec(values: Mapping[str, Any]) -> TriggerSpec:
     """Every field of a whole trigger (create, or a file entry)."""
     kind = check_kind(values.get("kind"))
     if "prompt_template" not in values:
-        raise InvalidInput("prompt_template: required (the Jinja2 template a fire renders the prompt from)", field="prompt_template")
+        raise InvalidInput(error_text("trigger_spec/template_required"), field="prompt_template")
     return TriggerSpec(
         name=check_name(values.get("name")),
         kind=kind,
@@ -325,7 +323,7 @@ def check_spec(values: Mapping[str, Any]) -> TriggerSpec:
 
 def _enabled(value: Any) -> bool:
     if not isinstance(value, bool):
-        raise InvalidInput("enabled: must be true or false", field="enabled")
+        raise InvalidInput(error_text("trigger_spec/not_bool", field="enabled"), field="enabled")
     return value
 
 

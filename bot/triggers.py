@@ -106,7 +106,7 @@ def check_changes(trigger: Trigger, changes: Mapping[str, Any]) -> dict[str, Any
             checked[key] = check_group(value)
         elif key == "enabled":
             if not isinstance(value, bool):
-                raise InvalidInput(error_text("triggers/enabled_not_bool"), field="enabled")
+                raise InvalidInput(error_text("trigger_spec/not_bool", field="enabled"), field="enabled")
             checked[key] = value
     return checked
 
