@@ -180,15 +180,8 @@ def forget_kept(engine: Any) -> None:
 # A savepoint's release or rollback fires these events too: only the outer transaction's end
 # counts. The versions and this transaction's own writes are the transaction's, never the next's.
 @event.listens_for(ORMSession, "after_commit")
-def _committed(db: ORMSession) -> None:
-    if db.in_nested_transaction():
-        return
-    db.info.pop("pacer.written", None)
-    db.info.pop("pacer.versions", None)
-
-
 @event.listens_for(ORMSession, "after_rollback")
-def _rolled_back(db: ORMSession) -> None:
+def _ended(db: ORMSession) -> None:
     if db.in_nested_transaction():
         return
     db.info.pop("pacer.written", None)
