@@ -51,7 +51,7 @@ def admit(work: Work, session: Session, attempt: TurnAttempt, ahead: Ahead | Non
     """Admit one turn, or hold it. `ahead`: the queue ranked ahead of this session goes first
     (a queue pass's own loop); None for the sweep's resume, which is itself the front of the
     queue, and for a person's direct start."""
-    db, ctx, now, fx = work.db, work.ctx, work.now, work.fx
+    db, ctx, now, effects = work.db, work.ctx, work.now, work.effects
     policy = load_policy(db)
     if attempt.kind in PASS_THROUGH:
         turn = start(work, session, attempt)
@@ -68,7 +68,7 @@ def admit(work: Work, session: Session, attempt: TurnAttempt, ahead: Ahead | Non
         session.updated_at = now
         db.add(session)
         sentence = explain(decision, now).why
-        fx.notice("refused", session_id=session.id, sentence=sentence)
+        effects.notice("refused", session_id=session.id, sentence=sentence)
         return Submission("refused", session.id or 0, reason=decision.reason, sentence=sentence, decision=decision)
     if decision.allowed and ahead is not None and not session.bookkeeping and ahead(work, policy, session):
         # What the queue ahead left is asked whole: a session it started may hold this one's

@@ -1,8 +1,8 @@
 """The values the turn engine passes around: a turn attempt, the unit of work it is decided in,
-a block an admission check raises, and the answer a door gives.
+a block an admission check raises, and the answer an entry point gives.
 
     attempt = TurnAttempt(prompt, attachments, kind)        # what is asked to run
-    work = Work(db, ctx, now, fx, reading)                  # one transaction deciding it
+    work = Work(db, ctx, now, effects, reading)                  # one transaction deciding it
     submission = admit(work, session, attempt)              # started | held | queued | refused
 """
 
@@ -46,7 +46,7 @@ class Work:
     db: DBSession
     ctx: Context
     now: datetime
-    fx: Effects = field(default_factory=Effects)
+    effects: Effects = field(default_factory=Effects)
     reading: QuotaReading | None = None
 
 

@@ -1,6 +1,6 @@
 """Completion: a worker reports a turn's result, and the session moves on — done, the next queued
 message, a retry on its backoff, a pause's sleep, or what a queue hold decides (seed 002,
-"The holds", through `scheduler.failures`). A turn ending can free a slot, so it kicks the queue.
+"The holds", through `scheduler.failures`). A turn ending can free a slot, so it asks for a queue pass.
 """
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ def complete_turn(ctx: Context, turn_id: int, result: TurnResult) -> None:
     now = ctx.clock.now()
     reading = read_quota(ctx, now)  # before the transaction: a quota source may read the database
     with session_scope(ctx.engine) as db:
-        work = Work(db, ctx, now, Effects(kick=True), reading)  # a turn ending can free a slot
+        work = Work(db, ctx, now, Effects(queue_pass=True), reading)  # a turn ending can free a slot
         turn = db.get(Turn, turn_id, with_for_update=True)
         if turn is None or turn.status != "running":
             return  # reported twice, or recovered already
@@ -50,14 +50,14 @@ def complete_turn(ctx: Context, turn_id: int, result: TurnResult) -> None:
                 break  # a hook (queue holds) took charge of the session
         else:
             settle(work, session, turn, result, step)
-    work.fx.apply(ctx)
+    work.effects.apply(ctx)
 
 
 def settle(work: Work, session: Session, turn: Turn, result: TurnResult, step: failures.NextStep) -> None:
     """The session's next state after its turn, as `failures.next_step` decided it. With
     `wiring.install`, `queue_holds.on_turn_finished` takes charge first of every step that places
     a queue hold; the requeue, block and fail branches here serve a context without it."""
-    db, now, fx = work.db, work.now, work.fx
+    db, now, effects = work.db, work.now, work.effects
     if session.status == Status.ARCHIVED.value:
         return
     db.add(session)
@@ -77,13 +77,13 @@ def settle(work: Work, session: Session, turn: Turn, result: TurnResult, step: f
     if step.action in (failures.BLOCK, failures.FAIL):
         session.status = Status.FAILED.value if step.action == failures.FAIL else Status.BLOCKED.value
         session.finished_at = now
-        fx.notice("failed", session_id=session.id, error=result.error, outcome=result.outcome.value,
+        effects.notice("failed", session_id=session.id, error=result.error, outcome=result.outcome.value,
                   retry_exhausted=step.queue_hold == "retry_exhausted", title=session.title)
         return
     if session.pending_sleep:
         session.status = Status.WAITING.value
         session.pending_sleep = False
-        fx.notice("paused", session_id=session.id, reason=session.pause_reason)
+        effects.notice("paused", session_id=session.id, reason=session.pause_reason)
         return
     queued_id = next_queued_id(db, session.id or 0)
     queued = db.get(EnqueuedMessage, queued_id) if queued_id is not None else None
@@ -96,4 +96,4 @@ def settle(work: Work, session: Session, turn: Turn, result: TurnResult, step: f
         return
     session.status = Status.DONE.value
     session.finished_at = now
-    fx.notice("done", session_id=session.id, turn_id=turn.id, cost_usd=result.cost_usd, output=result.output[:500], title=session.title)
+    effects.notice("done", session_id=session.id, turn_id=turn.id, cost_usd=result.cost_usd, output=result.output[:500], title=session.title)

@@ -20,6 +20,13 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("pacer.effects")
 
+QUEUE_PASS_JOB = "queue_pass"  # one id: requests made while one is pending coalesce into that pass
+
+
+def request_queue_pass(ctx: Context) -> None:
+    """Something changed that could free work: the queue looks again now."""
+    ctx.schedule(QUEUE_PASS_JOB, ctx.clock.now(), "queue_pass")
+
 
 @dataclass
 class Effects:
@@ -28,7 +35,7 @@ class Effects:
     disarm: list[str] = field(default_factory=list)
     halt: list[int] = field(default_factory=list)
     notices: list[tuple[str, dict[str, Any]]] = field(default_factory=list)
-    kick: bool = False
+    queue_pass: bool = False  # after commit, ask for a queue pass: something changed that could free work
 
     def alarm(self, job_id: str, at: datetime, job: str, *args: Any) -> None:
         self.disarm = [j for j in self.disarm if j != job_id]
@@ -54,5 +61,5 @@ class Effects:
             ctx.workers.submit(request, partial(ctx.run_job, "turn_done", request.turn_id))
         for event, context in self.notices:
             ctx.emit(event, **context)
-        if self.kick:  # something changed that could free work: the queue looks again now
-            ctx.schedule("kick", ctx.clock.now(), "kick")
+        if self.queue_pass:
+            request_queue_pass(ctx)

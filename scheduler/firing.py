@@ -3,7 +3,7 @@
 The session is tagged with the genesis the caller names (`schedule` for a cron fire, `ao_event`
 for a session-state change, `api` for a fire by hand), carries the trigger's id so its class and
 precedence stamp and a later reclassification can find it, and gets its prompt from the
-trigger's template rendered in the sandbox. Its first turn goes through the one door,
+trigger's template rendered in the sandbox. Its first turn goes through the one entry point,
 `submit_turn`, after the row is committed.
 """
 

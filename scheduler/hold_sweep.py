@@ -26,10 +26,10 @@ def sweep(ctx: Context) -> dict[str, Any]:
         return {"pruned": [], "queue_holds_lifted": [], "deadlocks": []}
     pruned = prune(ctx)
     lifted = lift_expired(ctx)
-    reconcile(ctx)  # a queue that came to wait on prerequisites without a kick says so here
+    reconcile(ctx)  # a queue that came to wait on prerequisites without a requested pass says so here
     now = ctx.clock.now()
-    fx = Effects()
+    effects = Effects()
     with session_scope(ctx.engine) as db:
-        raised = notice_deadlocks(ctx, db, live_holds(db, now), now, fx)
-    fx.apply(ctx)
+        raised = notice_deadlocks(ctx, db, live_holds(db, now), now, effects)
+    effects.apply(ctx)
     return {"pruned": pruned, "queue_holds_lifted": lifted, "deadlocks": raised}

@@ -29,8 +29,8 @@ from scheduler.context import Context
 log = logging.getLogger("pacer.jobs")
 
 
-def kick(ctx: Context) -> list[int]:
-    """A kick: one queue pass, then whether every candidate now waits on a prerequisite."""
+def queue_pass_and_report(ctx: Context) -> list[int]:
+    """A requested queue pass, then whether every candidate now waits on a prerequisite."""
     started = queue_pass.queue_pass(ctx)
     try:
         prerequisites.reconcile(ctx)
@@ -43,7 +43,9 @@ def targets() -> dict[str, Callable[..., Any]]:
     return {
         "turn_done": completion.complete_turn,
         "recheck": queue_pass.recheck,
-        "kick": kick,
+        "queue_pass": queue_pass_and_report,
+        # Alarms a job store already holds under the name this target had before keep firing.
+        "kick": queue_pass_and_report,
         "wake": sleep.wake,
         "hold_sweep": sweeps.hold_sweep,
         "operator_hold_sweep": hold_sweep.sweep,

@@ -34,7 +34,7 @@ ARCHIVABLE = {Status.WAITING.value, Status.RUNNING.value, Status.NEEDS_INPUT.val
 
 def archive(ctx: Context, session_id: int, *, actor: str | None = None) -> str:
     now = ctx.clock.now()
-    fx = Effects(kick=True)
+    effects = Effects(queue_pass=True)
     with session_scope(ctx.engine) as db:
         session = lock(db, session_id)
         if session.status == Status.ARCHIVED.value:
@@ -43,13 +43,13 @@ def archive(ctx: Context, session_id: int, *, actor: str | None = None) -> str:
             raise Refused(error_text("lifecycle/cannot_archive", session_id=session_id, status=session.status))
         turn = running_turn(db, session_id)
         if turn is not None:
-            fx.halt.append(turn.id or 0)
+            effects.halt.append(turn.id or 0)
         previous = session.status
         session.status = Status.ARCHIVED.value
         session.updated_at = now
         db.add(session)
-        fx.notice("archived", session_id=session_id, actor=actor, title=session.title)
-    fx.apply(ctx)
+        effects.notice("archived", session_id=session_id, actor=actor, title=session.title)
+    effects.apply(ctx)
     return previous
 
 
@@ -59,7 +59,7 @@ def recover(ctx: Context) -> dict[str, int]:
     would make the hold a pause with no re-check); a session that never got its first turn
     gets it."""
     now = ctx.clock.now()
-    fx = Effects()
+    effects = Effects()
     counts = {"interrupted": 0, "first_turns": 0}
     never_started: list[tuple[int, str, list[dict[str, object]]]] = []
     with session_scope(ctx.engine) as db:
@@ -75,7 +75,7 @@ def recover(ctx: Context) -> dict[str, int]:
             session.status = Status.WAITING.value
             if release_after_crash(session):
                 log.warning("session #%s: its preemption mark is released; the crash freed its slot", session.id)
-            hold(Work(db, ctx, now, fx), session, TurnAttempt(turn.prompt, turn.attachments, turn.kind), _interrupted(now))
+            hold(Work(db, ctx, now, effects), session, TurnAttempt(turn.prompt, turn.attachments, turn.kind), _interrupted(now))
             counts["interrupted"] += 1
         orphans = db.exec(
             select(Session).where(
@@ -91,7 +91,7 @@ def recover(ctx: Context) -> dict[str, int]:
             has_turn = db.exec(select(Turn.id).where(Turn.session_id == session.id)).first() is not None
             if not has_turn and session.prompt:
                 never_started.append((session.id or 0, session.prompt, session.attachments))
-    fx.apply(ctx)
+    effects.apply(ctx)
     for session_id, prompt, attachments in never_started:
         submit_turn(ctx, session_id, prompt, attachments, kind="first")
         counts["first_turns"] += 1

@@ -6,7 +6,7 @@ Selectors: `session` (ids), `genesis`, `trigger` (id or name, stored as the id),
 The armer is a person (their chat id) or a session (`session:<id>`). A hold ends when it is
 released (by its armer, or by an operator for anyone's), when its TTL passes, or when its
 armer session ends. Expired and armer-ended holds are pruned by the sweep, and their alarm
-kicks the queue; until then admission already ignores them.
+asks for a queue pass; until then admission already ignores them.
 
 Holds fail open: a hold store that cannot be read is ignored by admission, with a log line,
 rather than stranding waiters. A held session and the session or person its hold waits on,
@@ -162,7 +162,7 @@ def place_hold(
     if ttl is not None and not timedelta(0) < ttl <= MAX_TTL:
         raise InvalidInput(error_text("operator_holds/ttl_range"), field="ttl")
     now = ctx.clock.now()
-    fx = Effects()
+    effects = Effects()
     with session_scope(ctx.engine) as db:
         value = _normalize(db, kind, values)
         hold = OperatorHold(
@@ -172,10 +172,10 @@ def place_hold(
         db.add(hold)
         db.flush()
         if hold.expires_at is not None:
-            fx.alarm(expiry_job_id(hold.id or 0), hold.expires_at, "operator_hold_expired", hold.id)
-        notice_deadlocks(ctx, db, [hold], now, fx)
-        fx.notice("operator_hold", hold_id=hold.id, armer=hold.armer, selector_kind=kind, selector_value=value)
-    fx.apply(ctx)
+            effects.alarm(expiry_job_id(hold.id or 0), hold.expires_at, "operator_hold_expired", hold.id)
+        notice_deadlocks(ctx, db, [hold], now, effects)
+        effects.notice("operator_hold", hold_id=hold.id, armer=hold.armer, selector_kind=kind, selector_value=value)
+    effects.apply(ctx)
     log.warning("operator hold %s placed by %s on %s %s", hold.id, hold.armer, kind, value)
     return hold
 
@@ -183,7 +183,7 @@ def place_hold(
 def release_hold(ctx: Context, hold_id: int, *, actor: str, actor_role: str | None = None) -> OperatorHold:
     """Release a hold. Another person's hold needs the operator role."""
     now = ctx.clock.now()
-    fx = Effects(kick=True)  # the held sessions are admitted on the next pass if capacity allows
+    effects = Effects(queue_pass=True)  # the held sessions are admitted on the next pass if capacity allows
     with session_scope(ctx.engine) as db:
         hold = db.get(OperatorHold, hold_id, with_for_update=True)
         if hold is None:
@@ -194,19 +194,19 @@ def release_hold(ctx: Context, hold_id: int, *, actor: str, actor_role: str | No
             raise Refused(error_text("operator_holds/already_released", hold_id=hold_id, by=hold.released_by, at=hold.released_at))
         if not is_live(hold, now):
             raise Refused(error_text("operator_holds/already_expired", hold_id=hold_id, at=hold.expires_at))
-        _end(db, hold, now, actor, fx)
-    fx.apply(ctx)
+        _end(db, hold, now, actor, effects)
+    effects.apply(ctx)
     log.warning("operator hold %s released by %s", hold_id, actor)
     return hold
 
 
-def _end(db: DBSession, hold: OperatorHold, at: datetime, by: str, fx: Effects) -> None:
+def _end(db: DBSession, hold: OperatorHold, at: datetime, by: str, effects: Effects) -> None:
     hold.released_at = at
     hold.released_by = by
     db.add(hold)
     db.flush()
     forget(db, "operator_holds")
-    fx.cancel(expiry_job_id(hold.id or 0))
+    effects.cancel(expiry_job_id(hold.id or 0))
 
 
 # --------------------------------------------------------------------------- reading
@@ -303,37 +303,37 @@ def admission_check(ctx: Context) -> Callable[[DBSession, Session, datetime], Bl
 def expired(ctx: Context, hold_id: int) -> None:
     """The TTL alarm: the hold ends and the queue looks again."""
     now = ctx.clock.now()
-    fx = Effects()
+    effects = Effects()
     with session_scope(ctx.engine) as db:
         hold = db.get(OperatorHold, hold_id, with_for_update=True)
         if hold is None or hold.released_at is not None or hold.expires_at is None:
             return
         if hold.expires_at > now:
-            fx.alarm(expiry_job_id(hold_id), hold.expires_at, "operator_hold_expired", hold_id)
+            effects.alarm(expiry_job_id(hold_id), hold.expires_at, "operator_hold_expired", hold_id)
         else:
-            _end(db, hold, hold.expires_at, "its TTL passed", fx)
-            fx.kick = True
-    fx.apply(ctx)
+            _end(db, hold, hold.expires_at, "its TTL passed", effects)
+            effects.queue_pass = True
+    effects.apply(ctx)
 
 
 def prune(ctx: Context) -> list[int]:
-    """End holds whose TTL passed or whose armer session ended; kick the queue if any did."""
+    """End holds whose TTL passed or whose armer session ended; ask for a queue pass if any did."""
     now = ctx.clock.now()
-    fx = Effects()
+    effects = Effects()
     pruned: list[int] = []
     with session_scope(ctx.engine) as db:
         open_rows = list(db.exec(select(OperatorHold).where(col(OperatorHold.released_at).is_(None))))
         ended = _ended_armers(db, open_rows)
         for hold in open_rows:
             if hold.expires_at is not None and hold.expires_at <= now:
-                _end(db, hold, hold.expires_at, "its TTL passed", fx)
+                _end(db, hold, hold.expires_at, "its TTL passed", effects)
             elif hold.armer in ended:
-                _end(db, hold, now, "its armer ended", fx)
+                _end(db, hold, now, "its armer ended", effects)
             else:
                 continue
             pruned.append(hold.id or 0)
-        fx.kick = bool(pruned)
-    fx.apply(ctx)
+        effects.queue_pass = bool(pruned)
+    effects.apply(ctx)
     if pruned:
         log.info("pruned operator holds %s", pruned)
     return pruned
@@ -372,7 +372,7 @@ def deadlocks(db: DBSession, holds: Sequence[OperatorHold], now: datetime) -> li
     return found
 
 
-def notice_deadlocks(ctx: Context, db: DBSession, holds: Sequence[OperatorHold], now: datetime, fx: Effects) -> list[Deadlock]:
+def notice_deadlocks(ctx: Context, db: DBSession, holds: Sequence[OperatorHold], now: datetime, effects: Effects) -> list[Deadlock]:
     noticed: set[tuple[int, int, int]] = ctx.__dict__.setdefault("_hold_deadlocks_noticed", set())
     raised = []
     for pair in deadlocks(db, holds, now):
@@ -383,7 +383,7 @@ def notice_deadlocks(ctx: Context, db: DBSession, holds: Sequence[OperatorHold],
         raised.append(pair)
         held = db.get(Session, pair.held_id)
         sentence = render("text/hold_deadlock.j2", d=pair, held=held)
-        fx.notice("hold_deadlock", hold_id=pair.hold_id, armer=pair.armer, held_session_id=pair.held_id,
+        effects.notice("hold_deadlock", hold_id=pair.hold_id, armer=pair.armer, held_session_id=pair.held_id,
                   waiting_session_id=pair.waiter_id, sentence=sentence)
         log.warning("hold deadlock: %s", sentence)
     return raised

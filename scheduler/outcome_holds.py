@@ -72,7 +72,7 @@ def _lift_auth(work: Work, turn: Turn) -> None:
     for current in in_force(work.db, work.now):
         runtime = (current.detail or {}).get("runtime")
         if current.reason == AUTH and runtime in (None, turn.runtime):
-            release(work.db, current, work.now, by=f"a {turn.runtime} turn that authenticated", fx=work.fx)
+            release(work.db, current, work.now, by=f"a {turn.runtime} turn that authenticated", effects=work.effects)
 
 
 def _archived(session: Session) -> bool:
@@ -110,7 +110,7 @@ def _rate_limited(work: Work, session: Session, turn: Turn, result: TurnResult, 
     if current is not None and current.reason == RATE_LIMIT and current.resumes_at is not None:
         resumes_at = max(resumes_at, current.resumes_at)
     sentence = render("text/queue_hold_rate_limit.j2", **_facts(session, result))
-    placed = record(db, work.fx, NewHold(None, RATE_LIMIT, sentence, resumes_at, attempt, _facts(session, result)), now)
+    placed = record(db, work.effects, NewHold(None, RATE_LIMIT, sentence, resumes_at, attempt, _facts(session, result)), now)
     if _archived(session):
         return
     # Back to the queue with no retry spent: the failure count is left as it was.
@@ -119,7 +119,7 @@ def _rate_limited(work: Work, session: Session, turn: Turn, result: TurnResult, 
 
 def _auth_rejected(work: Work, session: Session, turn: Turn, result: TurnResult, step: NextStep) -> None:
     sentence = render("text/queue_hold_auth.j2", **_facts(session, result))
-    placed = record(work.db, work.fx, NewHold(None, AUTH, sentence, detail=_facts(session, result)), work.now)
+    placed = record(work.db, work.effects, NewHold(None, AUTH, sentence, detail=_facts(session, result)), work.now)
     if _archived(session):
         return
     _requeue(work, session, turn, placed)
@@ -127,18 +127,18 @@ def _auth_rejected(work: Work, session: Session, turn: Turn, result: TurnResult,
 
 def _credits_exhausted(work: Work, session: Session, turn: Turn, result: TurnResult, step: NextStep) -> None:
     sentence = render("text/queue_hold_credits.j2", **_facts(session, result))
-    record(work.db, work.fx, NewHold(None, CREDITS, sentence, detail=_facts(session, result)), work.now)
+    record(work.db, work.effects, NewHold(None, CREDITS, sentence, detail=_facts(session, result)), work.now)
     if _archived(session):
         return
     _end(session, Status.BLOCKED, work.now)
-    work.fx.notice("failed", session_id=session.id, error=result.error, outcome=result.outcome.value, title=session.title)
+    work.effects.notice("failed", session_id=session.id, error=result.error, outcome=result.outcome.value, title=session.title)
 
 
 def _retry_exhausted(work: Work, session: Session, turn: Turn, result: TurnResult, step: NextStep) -> None:
     if _archived(session):
         return
     _end(session, Status.BLOCKED, work.now)
-    work.fx.notice("failed", session_id=session.id, error=result.error, retry_exhausted=True, title=session.title)
+    work.effects.notice("failed", session_id=session.id, error=result.error, retry_exhausted=True, title=session.title)
     facts = {**_facts(session, result), "group": session.concurrency_group, "failures": step.failures}
     _hold_own_queue(work, session, RETRY_EXHAUSTED, render("text/queue_hold_retry_exhausted.j2", **facts), facts)
 
@@ -148,7 +148,7 @@ def _task_failed(work: Work, session: Session, turn: Turn, result: TurnResult, s
         return
     unreachable = result.outcome is Outcome.UNREACHABLE
     _end(session, Status.BLOCKED if unreachable else Status.FAILED, work.now)
-    work.fx.notice("failed", session_id=session.id, error=result.error, outcome=result.outcome.value, title=session.title)
+    work.effects.notice("failed", session_id=session.id, error=result.error, outcome=result.outcome.value, title=session.title)
     facts = {**_facts(session, result), "group": session.concurrency_group, "unreachable": unreachable, "failures": step.failures}
     _hold_own_queue(work, session, TASK_FAILED, render("text/queue_hold_task_failed.j2", **facts), facts)
 
@@ -159,7 +159,7 @@ def _hold_own_queue(work: Work, session: Session, reason: str, sentence: str, fa
     if session.concurrency_group is None:
         log.warning("session #%s stopped (%s): %s", session.id, reason, sentence)
         return
-    record(work.db, work.fx, NewHold(session.concurrency_group, reason, sentence, detail=facts), work.now)
+    record(work.db, work.effects, NewHold(session.concurrency_group, reason, sentence, detail=facts), work.now)
 
 
 def _requeue(work: Work, session: Session, turn: Turn, placed: QueueHold) -> None:

@@ -62,7 +62,7 @@ def pause_into_spot_queue(ctx: Context, session_id: int, *, resume_prompt: str |
     if not isinstance(halt, bool):
         raise InvalidInput(error_text("parking/halt_not_bool", halt=halt), field="halt")
     now = ctx.clock.now()
-    fx = Effects()
+    effects = Effects()
     with session_scope(ctx.engine) as db:
         session = lock(db, session_id)
         if session.status == Status.ARCHIVED.value:
@@ -77,7 +77,7 @@ def pause_into_spot_queue(ctx: Context, session_id: int, *, resume_prompt: str |
             # transactions would start the session and consume the park on its way past.
             session.wake_at = None
             session.wake_prompt = None
-            fx.cancel(wake_job_id(session_id))
+            effects.cancel(wake_job_id(session_id))
         if session.preempt_mark_at is not None and session.pause_reason == PREEMPTED:
             # A person's park supersedes a standing mark: the preemption never happened.
             session.preemption_count = max(session.preemption_count - 1, 0)
@@ -91,7 +91,7 @@ def pause_into_spot_queue(ctx: Context, session_id: int, *, resume_prompt: str |
         if turn is not None:
             session.pending_sleep = True  # its own turn end carries it to waiting
             if halt:
-                fx.halt.append(turn.id or 0)
+                effects.halt.append(turn.id or 0)
         else:
             session.pending_sleep = False
             session.status = Status.WAITING.value
@@ -99,8 +99,8 @@ def pause_into_spot_queue(ctx: Context, session_id: int, *, resume_prompt: str |
         db.flush()
         sentence = render("text/parked.j2", session=session, was_priority=was_priority, running=turn is not None,
                           halted=halt, cancelled_wake=cancelled, resume_prompt=prompt is not None)
-        fx.notice("paused", session_id=session_id, reason=USER_SPOT_QUEUE, sentence=banner(session, now), title=session.title)
+        effects.notice("paused", session_id=session_id, reason=USER_SPOT_QUEUE, sentence=banner(session, now), title=session.title)
         log.info("session #%s parked in the spot queue: %s", session_id, sentence)
         result = Parked(session_id, was_priority, turn is not None, halt and turn is not None, cancelled, sentence)
-    fx.apply(ctx)
+    effects.apply(ctx)
     return result

@@ -3,10 +3,10 @@
 
 Three things put a session in this dormancy — the budget ceiling interrupting a turn, a
 priority session taking its slot, a person parking it on purpose — and all three write the
-same record (`paused_by = spot_quota`) and come back through the same door, `resume_paused`:
+same record (`paused_by = spot_quota`) and come back through the same function, `resume_paused`:
 the ceiling sweep calls it, StartNow calls it, and a queue pass calls it for the one session the
-scheduler interrupted that stands at the front of the queue (`front_paused`, `turns._in_order`),
-so that work arriving between sweeps does not take its room. One door, one decision (the resume
+scheduler interrupted that stands at the front of the queue (`first_paused`, `queue_pass._Pass.in_order`),
+so that work arriving between sweeps does not take its room. One path, one decision (the resume
 margin), one record: the seed's "exactly one resume owner" is kept in what it protects — no
 mechanism has a resume rule or a park of its own — and each caller locks the row, skipping one
 another transaction holds, and re-checks it is still paused before resuming it.
@@ -50,7 +50,7 @@ PREEMPTED = "preempted_by_priority"
 USER_SPOT_QUEUE = "user_spot_queue"
 INTERRUPTED = frozenset({AT_UTILIZATION_LIMIT, PREEMPTED})  # pauses the scheduler made, not a person
 # A session preempted within this is not eligible again (seed 001, "Thrash is bounded by a
-# cooldown"); nor does a queue pass resume it inside it (`front_paused`).
+# cooldown"); nor does a queue pass resume it inside it (`first_paused`).
 COOLDOWN = timedelta(minutes=30)
 PAUSE_REASONS = (AT_UTILIZATION_LIMIT, PREEMPTED, USER_SPOT_QUEUE)
 
@@ -103,7 +103,7 @@ def is_dormant_paused(session: Session) -> bool:
     return session.status == Status.WAITING.value and session.pause_reason is not None and session.paused_by == PAUSED_BY
 
 
-FRONT_LOOKAHEAD = 8  # paused rows read to find the front spot one past priority and asleep ones
+PAUSED_LOOKAHEAD = 8  # paused rows read to find the front spot one past priority and asleep ones
 
 
 @dataclass(frozen=True)
@@ -125,14 +125,14 @@ class Dormant:
         return self.spot
 
 
-def front_paused(db: DBSession, policy: PolicyView, now: datetime) -> Dormant | None:
+def first_paused(db: DBSession, policy: PolicyView, now: datetime) -> Dormant | None:
     """The spot session the scheduler interrupted (the ceiling, or a priority session taking its
     slot) that is next in the sweep's resume order: a queue pass offers it the room before held
-    spot work ranked below it (`turns.pump`). Not a priority sleeper (the sweep resumes those
+    spot work ranked below it (`queue_pass.queue_pass`). Not a priority sleeper (the sweep resumes those
     whatever the windows say), not one asleep on a wake, not one a person parked into the spot
     queue (it waits there, as asked), and not a preemption victim inside the cooldown: its
     preemptor's next follow-up would only take the slot back."""
-    for dormant in dormant_paused(db, policy, FRONT_LOOKAHEAD):
+    for dormant in dormant_paused(db, policy, PAUSED_LOOKAHEAD):
         asleep = dormant.wake_at is not None and dormant.wake_at > now
         if not dormant.spot or asleep or dormant.reason not in INTERRUPTED:
             continue
@@ -249,6 +249,6 @@ def resume_paused(work: Work, session: Session, *, margin: float = RESUME_MARGIN
     db.flush()
     sub = admit(work, session, attempt)
     if sub.outcome == "started":
-        work.fx.notice("resumed", session_id=sid, reason=reason)
+        work.effects.notice("resumed", session_id=sid, reason=reason)
         log.info("session #%s resumed from its %s pause", sid, reason)
     return Resume(sub, decision)

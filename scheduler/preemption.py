@@ -110,7 +110,7 @@ def rank_victims(candidates: list[Session], involvement: dict[int, int]) -> list
 
 def before_start(work: Work, session: Session, decision: Decision) -> None:
     """The `before_start` hook. Never raises: every failure is logged and the start goes on."""
-    db, ctx, now, fx = work.db, work.ctx, work.now, work.fx
+    db, ctx, now, effects = work.db, work.ctx, work.now, work.effects
     if decision.reason is not Reason.PRIORITY:
         return  # a spot start only ever takes a free slot: nothing to decide, nothing to read
     notices: list[tuple[str, dict[str, Any]]] = []
@@ -121,7 +121,7 @@ def before_start(work: Work, session: Session, decision: Decision) -> None:
         log.exception("preemption for session #%s failed; the start goes on without it", session.id)
         return
     for event, context in notices:
-        fx.notice(event, **context)
+        effects.notice(event, **context)
 
 
 def _preempt(db: DBSession, ctx: Context, session: Session, now: datetime, notices: list[tuple[str, dict[str, Any]]]) -> None:
@@ -186,7 +186,7 @@ def _release(session: Session, *, uncharge: bool) -> None:
     clear_pause(session)
 
 
-def resolve_marks(db: DBSession, ctx: Context, policy: PolicyView, now: datetime, fx: Effects) -> MarkReport:
+def resolve_marks(db: DBSession, ctx: Context, policy: PolicyView, now: datetime, effects: Effects) -> MarkReport:
     """The ceiling sweep's pass over the marks, oldest first (seed 001's table):
 
       the turn ended, still marked      slept into the queue (or, nothing left to run, finished)
@@ -214,7 +214,7 @@ def resolve_marks(db: DBSession, ctx: Context, policy: PolicyView, now: datetime
         assert session.preempt_mark_at is not None
         turn = running_turn(db, sid)
         if turn is None or not is_standing(session):
-            _settle_taken(db, session, now, fx, report)
+            _settle_taken(db, session, now, effects, report)
             continue
         age = now - session.preempt_mark_at
         if age > STALE_MARK_AGE:
@@ -225,22 +225,22 @@ def resolve_marks(db: DBSession, ctx: Context, policy: PolicyView, now: datetime
             _release(session, uncharge=True)
             report.released.append(sid)
             log.warning("session #%s: the fleet is back under its cap (%s of %s running); its preemption mark is released and un-charged", sid, running, slots)
-            fx.notice("preempt_released", session_id=sid)
+            effects.notice("preempt_released", session_id=sid)
         elif age > GRACE:
             session.last_preempted_at = session.preempt_mark_at
             session.preempt_mark_at = None
-            fx.halt.append(turn.id or 0)
+            effects.halt.append(turn.id or 0)
             running -= 1
             report.halted.append(sid)
             sentence = banner(session, now)
             log.warning("session #%s halted: past its %s grace with the fleet still at its cap (%s of %s) — %s", sid, GRACE, running + 1, slots, sentence)
-            fx.notice("paused", session_id=sid, reason=PREEMPTED, sentence=sentence, title=session.title)
+            effects.notice("paused", session_id=sid, reason=PREEMPTED, sentence=sentence, title=session.title)
         db.add(session)
     db.flush()
     return report
 
 
-def _settle_taken(db: DBSession, session: Session, now: datetime, fx: Effects, report: MarkReport) -> None:
+def _settle_taken(db: DBSession, session: Session, now: datetime, effects: Effects, report: MarkReport) -> None:
     """The victim's turn has ended (or something else took the session over): the mark is taken.
     Its turn end normally slept it already; the only thing left may be the transition."""
     sid = session.id or 0

@@ -16,8 +16,8 @@ closed when any such session carries `source["issue_state"] == "closed"` (`set_i
 records it); it is done when that newest session is done, or canceled (archived).
 
 When every candidate in the queue waits on a prerequisite, the queue holds with the prerequisite
-reason, naming what it waits for (`reconcile`, run after every kick's queue pass). Finishing a
-prerequisite moves the queue by itself: a turn ending and an archive both kick the queue.
+reason, naming what it waits for (`reconcile`, run after every requested queue pass). Finishing a
+prerequisite moves the queue by itself: a turn ending and an archive both ask for a queue pass.
 """
 
 from __future__ import annotations
@@ -37,10 +37,9 @@ from scheduler import queue_holds
 from scheduler.attempt import Block, is_manual
 from scheduler.context import Context
 from scheduler.db import session_scope
-from scheduler.effects import Effects
+from scheduler.effects import Effects, request_queue_pass
 from scheduler.errors import InvalidInput
 from scheduler.models import Prerequisite, Session, Status
-from scheduler.queue_pass import kick
 from scheduler.store import cached, present, read_or_fail_open, register_presence
 from templates import error_text, render
 
@@ -251,7 +250,7 @@ def hold_sentence(waits: Sequence[Pending]) -> str:
 def reconcile(ctx: Context) -> None:
     """Record, update or lift the queue-level prerequisite hold (announced once when new)."""
     now = ctx.clock.now()
-    fx = Effects()
+    effects = Effects()
     with session_scope(ctx.engine) as db:
         if not (present(db, "queue_holds") or present(db, "prerequisite_sessions")):
             return  # no queue hold to lift, no prerequisite anyone could wait on
@@ -261,16 +260,16 @@ def reconcile(ctx: Context) -> None:
         waits = queue_waits_on(db, now)
         if waits is None:
             if live is not None:
-                queue_holds.release(db, live, now, by="prerequisites satisfied", fx=fx)
+                queue_holds.release(db, live, now, by="prerequisites satisfied", effects=effects)
         else:
             spec = queue_holds.NewHold(None, REASON, hold_sentence(waits), detail={"targets": [p.target for p in waits]})
-            queue_holds.record(db, fx, spec, now)
-    fx.apply(ctx)
+            queue_holds.record(db, effects, spec, now)
+    effects.apply(ctx)
 
 
 def set_issue_state(ctx: Context, repository: str, number: int, state: str) -> int:
     """An issue opened or closed (intake calls this from the webhook): record it on every session
-    that names the issue, and kick the queue when it closed. Returns the sessions updated."""
+    that names the issue, and ask for a queue pass when it closed. Returns the sessions updated."""
     if state not in ("open", "closed"):
         raise InvalidInput(error_text("prerequisites/state_unknown", state=state), field="state")
     now = ctx.clock.now()
@@ -283,6 +282,6 @@ def set_issue_state(ctx: Context, repository: str, number: int, state: str) -> i
             session.updated_at = now
             db.add(session)
     if state == "closed" and sessions:
-        kick(ctx)
+        request_queue_pass(ctx)
     return len(sessions)
 

@@ -23,7 +23,7 @@ whole queue; a failed session holds its own concurrency group (the working tree 
 half-done), and nothing beyond itself when it has none (`scheduler.failures`). One hold is in force per scope. Every hold
 gates admission only: running turns are never stopped by one. A hold announces itself once,
 when it is new, and a change of reason counts as new. A hold whose "Resumes at" has passed has
-lifted by itself: its alarm releases it and kicks the queue, and admission ignores it meanwhile.
+lifted by itself: its alarm releases it and asks for a queue pass, and admission ignores it meanwhile.
 """
 
 from __future__ import annotations
@@ -114,15 +114,15 @@ def live_hold(db: DBSession, group: str | None, now: datetime) -> QueueHold | No
     return db.exec(stmt).first()
 
 
-def release(db: DBSession, hold: QueueHold, now: datetime, *, by: str, fx: Effects, kick_queue: bool = True) -> None:
+def release(db: DBSession, hold: QueueHold, now: datetime, *, by: str, effects: Effects, kick_queue: bool = True) -> None:
     hold.released_at = now
     hold.detail = {**(hold.detail or {}), "released_by": by}
     db.add(hold)
     db.flush()
     forget(db, "queue_holds")
-    fx.cancel(job_id(hold.id or 0))
-    fx.notice("queue_hold_lifted", hold=view(hold), by=by)
-    fx.kick = fx.kick or kick_queue
+    effects.cancel(job_id(hold.id or 0))
+    effects.notice("queue_hold_lifted", hold=view(hold), by=by)
+    effects.queue_pass = effects.queue_pass or kick_queue
 
 
 @dataclass(frozen=True)
@@ -138,7 +138,7 @@ class NewHold:
     detail: dict[str, Any] = field(default_factory=dict)
 
 
-def record(db: DBSession, fx: Effects, spec: NewHold, now: datetime) -> QueueHold:
+def record(db: DBSession, effects: Effects, spec: NewHold, now: datetime) -> QueueHold:
     """Put a hold in force for a scope. The same reason again updates it quietly; a different
     reason replaces it and, like any new hold, announces itself once."""
     if spec.reason not in REASONS:
@@ -153,10 +153,10 @@ def record(db: DBSession, fx: Effects, spec: NewHold, now: datetime) -> QueueHol
         db.flush()
         forget(db, "queue_holds")
         if spec.resumes_at is not None:
-            fx.alarm(job_id(current.id or 0), spec.resumes_at, "queue_hold_due", current.id)
+            effects.alarm(job_id(current.id or 0), spec.resumes_at, "queue_hold_due", current.id)
         return current
     if current is not None:
-        release(db, current, now, by=f"replaced by {spec.reason}", fx=fx, kick_queue=False)  # still held, newly
+        release(db, current, now, by=f"replaced by {spec.reason}", effects=effects, kick_queue=False)  # still held, newly
     hold = QueueHold(
         group=spec.group, reason=spec.reason, sentence=spec.sentence, detail=dict(spec.detail), since=now,
         resumes_at=spec.resumes_at, attempt=spec.attempt, announced_at=now,
@@ -165,8 +165,8 @@ def record(db: DBSession, fx: Effects, spec: NewHold, now: datetime) -> QueueHol
     db.flush()
     forget(db, "queue_holds")
     if spec.resumes_at is not None:
-        fx.alarm(job_id(hold.id or 0), spec.resumes_at, "queue_hold_due", hold.id)
-    fx.notice("queue_hold", hold=view(hold), resumable=spec.reason in RESUMABLE)
+        effects.alarm(job_id(hold.id or 0), spec.resumes_at, "queue_hold_due", hold.id)
+    effects.notice("queue_hold", hold=view(hold), resumable=spec.reason in RESUMABLE)
     log.warning("queue hold %s on %s: %s", spec.reason, spec.group or "the whole queue", spec.sentence)
     return hold
 
@@ -174,27 +174,27 @@ def record(db: DBSession, fx: Effects, spec: NewHold, now: datetime) -> QueueHol
 def due(ctx: Context, hold_id: int) -> None:
     """The "Resumes at" alarm: the hold lifts by itself and the queue looks again."""
     now = ctx.clock.now()
-    fx = Effects()
+    effects = Effects()
     with session_scope(ctx.engine) as db:
         hold = db.get(QueueHold, hold_id, with_for_update=True)
         if hold is None or hold.released_at is not None:
             return
         if hold.resumes_at is not None and hold.resumes_at > now:
-            fx.alarm(job_id(hold_id), hold.resumes_at, "queue_hold_due", hold_id)  # extended since armed
+            effects.alarm(job_id(hold_id), hold.resumes_at, "queue_hold_due", hold_id)  # extended since armed
         else:
-            release(db, hold, now, by="its time passed", fx=fx)
-    fx.apply(ctx)
+            release(db, hold, now, by="its time passed", effects=effects)
+    effects.apply(ctx)
 
 
 def lift_expired(ctx: Context) -> list[int]:
     """Release holds whose "Resumes at" passed but whose alarm was lost (the sweep calls this)."""
     now = ctx.clock.now()
-    fx = Effects()
+    effects = Effects()
     with session_scope(ctx.engine) as db:
         stale = list(db.exec(select(QueueHold).where(col(QueueHold.released_at).is_(None), col(QueueHold.resumes_at) <= now)))
         for hold in stale:
-            release(db, hold, now, by="its time passed", fx=fx)
-    fx.apply(ctx)
+            release(db, hold, now, by="its time passed", effects=effects)
+    effects.apply(ctx)
     return [h.id or 0 for h in stale]
 
 
@@ -210,7 +210,7 @@ class ResumeResult:
 def resume_queue(ctx: Context, group: str | None = None, *, actor: str) -> ResumeResult:
     """Resume a held queue (`group` None: the whole queue). Refused where Resume cannot work."""
     now = ctx.clock.now()
-    fx = Effects()
+    effects = Effects()
     with session_scope(ctx.engine) as db:
         hold = live_hold(db, group, now)
         if hold is None:
@@ -220,9 +220,9 @@ def resume_queue(ctx: Context, group: str | None = None, *, actor: str) -> Resum
             raise Refused(error_text("queue_holds/held_elsewhere", group=group, others=others))
         if hold.reason not in RESUMABLE:
             raise Refused(error_text("queue_holds/prerequisite_hold", targets=(hold.detail or {}).get("targets", [])))
-        release(db, hold, now, by=actor, fx=fx)
+        release(db, hold, now, by=actor, effects=effects)
         result = ResumeResult(view(hold), render("text/queue_resumed.j2", hold=view(hold), actor=actor))
-    fx.apply(ctx)
+    effects.apply(ctx)
     log.warning("queue hold %s on %s resumed by %s", hold.reason, hold.group or "the whole queue", actor)
     return result
 
@@ -231,12 +231,12 @@ def sign_in_verified(ctx: Context, *, actor: str = "a verified sign-in") -> int:
     """A new sign-in verified: the auth hold lifts and the queue resumes on its own (seed 002).
     The credential's owner (the quota/auth integration) calls this; returns holds lifted."""
     now = ctx.clock.now()
-    fx = Effects()
+    effects = Effects()
     with session_scope(ctx.engine) as db:
         holds = [h for h in in_force(db, now) if h.reason == AUTH]
         for hold in holds:
-            release(db, hold, now, by=actor, fx=fx)
-    fx.apply(ctx)
+            release(db, hold, now, by=actor, effects=effects)
+    effects.apply(ctx)
     return len(holds)
 
 

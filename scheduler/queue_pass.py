@@ -3,9 +3,9 @@ a held session's alarm), the queue looks again, and precedence, not the timing o
 alarm, decides who takes a freed slot (seed 001, "Precedence", "A pause outranks precedence";
 seed 000, "non-fitting waiters are skipped").
 
-The same order holds at every door: a spot turn the gate would admit first offers the room to the
+The same order holds on every path a turn takes: a spot turn the gate would admit first offers the room to the
 spot work ranked ahead of it (`offer_ahead`), and a session the scheduler paused mid-run keeps its
-place at the front — a pass resumes it, through the sweep's own resume and its margin, before held
+place at the front of the queue — a pass resumes it, through the sweep's own resume and its margin, before held
 work of its rank or below. A person's StartNow is the exception: it ignores position order
 (seed 002).
 """
@@ -34,9 +34,9 @@ from scheduler.fleet import asking_for, build_snapshot, burn_rate, read_quota
 from scheduler.gate import RESUME_MARGIN_PCT, Decision, Reason, decide
 from scheduler.genesis import SchedulingClass
 from scheduler.models import Session, Status
-from scheduler.pause import Dormant, front_paused, is_dormant_paused, resume_paused
+from scheduler.pause import Dormant, first_paused, is_dormant_paused, resume_paused
 from scheduler.policy import PolicyView, load_policy
-from scheduler.records import hold, hold_job_id, is_asleep, is_peeked, is_running, lock, peek, replay, start
+from scheduler.records import hold, hold_job_id, is_asleep, is_copy, is_running, lock, locked_copy, replay, start
 from scheduler.sessions import class_defaults, class_expr_for, class_from, is_spot, queue_order
 from scheduler.snapshot import Asking
 from scheduler.store import present
@@ -113,7 +113,7 @@ def outranks(a: _Ranked, b: _Ranked) -> bool:
 
 
 # Rows a pass acts on are locked, skipping any another transaction holds (PostgreSQL; SQLite's
-# BEGIN IMMEDIATE already serialises writers): two passes — a kick, an alarm, a turn arriving —
+# BEGIN IMMEDIATE already serialises writers): two passes — a requested pass, an alarm, a turn arriving —
 # never start one session twice, and never wait on each other's rows in different orders.
 _LOCK_UNLESS_TAKEN = (  # built once: `Session.get` with a lock builds its statement every call
     sa_select(Session)
@@ -238,7 +238,7 @@ class _Pass:
             return "held", not block.skip_only
         decision = self.gate.decide(session)
         if decision.allowed:
-            if is_peeked(session):
+            if is_copy(session):
                 # Refused a moment ago, admitted now (a burn table refreshed between the two asks):
                 # a start changes the row, so it goes through the tracked one (locked already).
                 session = lock(work.db, session.id or 0)
@@ -253,18 +253,18 @@ class _Pass:
             hold(work, session, held, Block(decision.reason, text.sentence()), decision)
         return "held", _stops(decision)
 
-    def in_order(self, waiting: Sequence[Candidate], front: Dormant | None, due: Session | None = None, due_session: int | None = None) -> Session | None:
+    def in_order(self, waiting: Sequence[Candidate], paused: Dormant | None, due: Session | None = None, due_session: int | None = None) -> Session | None:
         """Admit `waiting` (held sessions, in queue order) while the gate allows, the paused
-        session at the front (`front`) in its place among them. Returns the due session if it was
+        session first in the sweep's resume order (`paused`) in its place among them. Returns the due session if it was
         not reached."""
         db, now = self.work.db, self.work.now
         # With a hold store in use, a refused candidate is still read whole: its own check may
         # now say why it waits (an operator hold placed over it), and that is restated.
         restate = any(present(db, key) for key in ("operator_holds", "queue_holds", "prerequisite_sessions"))
         for cand in waiting:
-            if front is not None and cand.is_spot(self.policy) and outranks(front, cand):
-                self.resume_front(front)
-                front = None
+            if paused is not None and cand.is_spot(self.policy) and outranks(paused, cand):
+                self.resume_first_paused(paused)
+                paused = None
             if due is not None and cand.id == due.id:
                 due = None  # examined in its place in the queue
             elif cand.id != due_session and not restate:
@@ -281,24 +281,24 @@ class _Pass:
                 self.started.append(cand.id)
             if stop:
                 break
-        if front is not None:  # no held spot work ranked below it was examined
-            self.resume_front(front)
+        if paused is not None:  # no held spot work ranked below it was examined
+            self.resume_first_paused(paused)
         return due
 
-    def resume_front(self, front: Dormant) -> None:
+    def resume_first_paused(self, paused: Dormant) -> None:
         """A session paused mid-run goes back before held spot work of its precedence or below
         takes the room (seed 001, "What brings it back": paused sessions keep their place at the
         front). Without this the ceiling sweep, every five minutes, finds the room a turn's end
-        freed already taken by the held work the kick admitted, and a paused session can wait
+        freed already taken by the held work that pass admitted, and a paused session can wait
         days. The resume is the sweep's own (`pause.resume_paused`): against the reserve widened
         by the resume margin, one per pass — a freed slot, not a batch."""
-        if not self.gate.decide_for(front, margin=RESUME_MARGIN_PCT).allowed:
+        if not self.gate.decide_for(paused, margin=RESUME_MARGIN_PCT).allowed:
             return  # the resume's own question, from columns: nothing is locked or rendered for a no
-        session = locked_unless_taken(self.work.db, front.id)
+        session = locked_unless_taken(self.work.db, paused.id)
         if session is None or not is_dormant_paused(session):
             return  # another transaction has it, or resumed it a moment ago
         if resume_paused(self.work, session).started:
-            self.started.append(front.id)
+            self.started.append(paused.id)
             self.gate.fleet_changed()
 
 
@@ -315,22 +315,22 @@ def queue_pass(ctx: Context, *, due_session: int | None = None) -> list[int]:
     with session_scope(ctx.engine) as db:
         work = Work(db, ctx, now, reading=reading)
         walk = _Pass(work, load_policy(db))
-        due = peek(db, due_session) if due_session is not None else None
+        due = locked_copy(db, due_session) if due_session is not None else None
         retry_at = _retry_floor(due, now) if due is not None else None
         if due is not None and retry_at is not None:
             # Woken early (a wake, a hand-run alarm): the retry's time is a floor. Its own
             # alarm goes back at that time, since one that fired while it slept stood down.
-            work.fx.alarm(hold_job_id(due.id or 0), retry_at, "recheck", due.id)
+            work.effects.alarm(hold_job_id(due.id or 0), retry_at, "recheck", due.id)
             due = None
         if due is not None and not _is_due(due, now):
             due = None
         waiting: list[Candidate] = []
-        front = None
+        paused = None
         if due is not None and not walk.gate.decide(due).allowed:
             # The gate refuses the session whose alarm fired: its ladder advances and the queue
             # is not scanned. Those asking otherwise (priority, a smaller burn) have alarms of
             # their own, and whatever frees room (a turn ending, a release, a policy change)
-            # kicks a full pass.
+            # asks for a full pass.
             if walk.attempt(due, advance=True)[0] == "started":
                 walk.started.append(due.id or 0)  # refused, then admitted on the second ask
             due = None
@@ -338,12 +338,12 @@ def queue_pass(ctx: Context, *, due_session: int | None = None) -> list[int]:
             if due is not None:
                 due = db.get(Session, due.id)  # it may start: the tracked row (locked above)
             waiting = candidates(db, walk.policy, now)
-            front = front_paused(db, walk.policy, now)
-        if waiting or front is not None:
-            due = walk.in_order(waiting, front, due, due_session)
+            paused = first_paused(db, walk.policy, now)
+        if waiting or paused is not None:
+            due = walk.in_order(waiting, paused, due, due_session)
         if due is not None:  # beyond the examined slice, or the pass stopped above it
             walk.attempt(due, advance=True)
-    work.fx.apply(ctx)
+    work.effects.apply(ctx)
     return walk.started
 
 
@@ -361,13 +361,13 @@ def offer_ahead(work: Work, policy: PolicyView, session: Session) -> bool:
         return False
     db, now = work.db, work.now
     ahead = [c for c in candidates(db, policy, now) if c.id != session.id and c.is_spot(policy) and outranks(c, session)]
-    front = front_paused(db, policy, now)
-    if front is not None and (front.id == session.id or not outranks(front, session)):
-        front = None
-    if not ahead and front is None:
+    paused = first_paused(db, policy, now)
+    if paused is not None and (paused.id == session.id or not outranks(paused, session)):
+        paused = None
+    if not ahead and paused is None:
         return False
     walk = _Pass(work, policy)
-    walk.in_order(ahead, front)
+    walk.in_order(ahead, paused)
     return bool(walk.started)
 
 
@@ -379,8 +379,3 @@ def admit_in_queue(work: Work, session: Session, attempt: TurnAttempt) -> Submis
 def recheck(ctx: Context, session_id: int) -> list[int]:
     """The alarm of one held session: the queue looks again, this session among it."""
     return queue_pass(ctx, due_session=session_id)
-
-
-def kick(ctx: Context) -> None:
-    """Something changed that could free work: look again now (coalesced under one id)."""
-    ctx.schedule("kick", ctx.clock.now(), "kick")

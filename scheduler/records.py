@@ -1,5 +1,5 @@
 """The session row as the turn engine writes it: the hold record, the start of a turn, and the
-reads every door makes (seed 001, "What hold does", "Consecutive holds back off").
+reads every path into a turn makes (seed 001, "What hold does", "Consecutive holds back off").
 
 The session row is the durable truth: the hold record carries the refused prompt and its
 attachments, and the alarm (`recheck:<id>`) is only the clock that asks again.
@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from sqlalchemy import bindparam, inspect, update
+from sqlalchemy.orm.attributes import set_committed_value
 from sqlalchemy import select as sa_select
 from sqlmodel import Session as DBSession
 from sqlmodel import col, select
@@ -46,7 +47,7 @@ def lock(db: DBSession, session_id: int) -> Session:
 _ROW = sa_select(*SESSIONS.c).where(SESSIONS.c.id == bindparam("id")).with_for_update()
 
 
-def peek(db: DBSession, session_id: int) -> Session | None:
+def locked_copy(db: DBSession, session_id: int) -> Session | None:
     """The session's row, locked like `lock` but read as a detached, read-only copy: no ORM
     identity, no change tracking. A held session's re-check reads it, and when the gate still
     refuses, `hold` writes the next rung back as one UPDATE — about a third of what loading,
@@ -57,7 +58,7 @@ def peek(db: DBSession, session_id: int) -> Session | None:
     return Session.model_construct(**row._mapping) if row is not None else None
 
 
-def is_peeked(session: Session) -> bool:
+def is_copy(session: Session) -> bool:
     return inspect(session, raiseerr=False) is None
 
 
@@ -135,7 +136,7 @@ def is_asleep(session: Session, now: datetime) -> bool:
 def start(work: Work, session: Session, attempt: TurnAttempt) -> Turn:
     """Start the turn: the session runs it, its hold and any pause are cleared, and the worker
     gets it once the transaction commits."""
-    db, now, fx = work.db, work.now, work.fx
+    db, now, effects = work.db, work.now, work.effects
     attachments = attempt.attachments
     turn = Turn(
         session_id=session.id or 0, kind=attempt.kind, prompt=attempt.prompt or "", attachments=[dict(a) for a in attachments],
@@ -156,21 +157,21 @@ def start(work: Work, session: Session, attempt: TurnAttempt) -> Turn:
     session.updated_at = now
     db.add(session)
     db.flush()
-    fx.dispatch.append(
+    effects.dispatch.append(
         TurnRequest(
             session_id=session.id or 0, turn_id=turn.id or 0, prompt=attempt.prompt or "", attachments=tuple(attachments),
             agent_session_id=session.agent_session_id, workdir=session.workdir, runtime=session.runtime,
         )
     )
-    fx.cancel(hold_job_id(session.id or 0))  # one turn, one alarm: a started turn needs none
-    fx.notice("started", session_id=session.id, turn_id=turn.id, kind=attempt.kind, title=session.title)
+    effects.cancel(hold_job_id(session.id or 0))  # one turn, one alarm: a started turn needs none
+    effects.notice("started", session_id=session.id, turn_id=turn.id, kind=attempt.kind, title=session.title)
     return turn
 
 
 def hold(work: Work, session: Session, attempt: TurnAttempt, block: Block, decision: Decision | None = None) -> Submission:
     """Hold the turn: its prompt and attachments go on the row, and the alarm asks again at the
     block's own time or the ladder's next rung."""
-    db, now, fx = work.db, work.now, work.fx
+    db, now, effects = work.db, work.now, work.effects
     reason, sentence = block.reason, block.sentence
     new = session.hold_reason != reason
     count = session.hold_count + 1
@@ -182,17 +183,21 @@ def hold(work: Work, session: Session, attempt: TurnAttempt, block: Block, decis
     }
     if session.status != Status.ARCHIVED.value:
         record["status"] = Status.WAITING.value  # dormant, not needs_input: nobody has to act
-    if is_peeked(session):  # a re-check's read-only copy: the record goes back as one UPDATE
-        core(db, _hold_update(tuple(record)), {"row_id": session.id, **{f"v_{k}": v for k, v in record.items()}})
-        wrote(db, Session)
-    else:
-        for name, value in record.items():
-            setattr(session, name, value)
-        db.add(session)
-        db.flush()
-    fx.alarm(hold_job_id(session.id or 0), due, "recheck", session.id)
+    # One write whichever copy the caller holds: the record goes back as one UPDATE, and a tracked
+    # row takes it as its committed state, so no later flush writes it a second time.
+    copy = is_copy(session)
+    if not copy:
+        db.flush()  # the caller's own pending changes land first; the record overrides them
+    core(db, _hold_update(tuple(record)), {"row_id": session.id, **{f"v_{k}": v for k, v in record.items()}})
+    wrote(db, Session)
+    for name, value in record.items():
+        if copy:
+            session.__dict__[name] = value  # a plain value object: no instrumentation to go through
+        else:
+            set_committed_value(session, name, value)
+    effects.alarm(hold_job_id(session.id or 0), due, "recheck", session.id)
     if new:  # a hold announces itself once; a change of reason counts as new
-        fx.notice("held", session_id=session.id, reason=reason, sentence=sentence, retry_at=due, title=session.title)
+        effects.notice("held", session_id=session.id, reason=reason, sentence=sentence, retry_at=due, title=session.title)
     return Submission("held", session.id or 0, reason=reason, sentence=sentence, retry_at=due, decision=decision)
 
 

@@ -28,7 +28,7 @@ def wake_me_up_later(ctx: Context, session_id: int, at: datetime, prompt: str | 
         raise InvalidInput(error_text("sleep/at_naive"), field="at")
     if at <= now:
         raise InvalidInput(error_text("sleep/at_past", at=at), field="at")
-    fx = Effects()
+    effects = Effects()
     with session_scope(ctx.engine) as db:
         session = lock(db, session_id)
         if session.status in (Status.ARCHIVED.value, Status.DONE.value, Status.FAILED.value):
@@ -41,8 +41,8 @@ def wake_me_up_later(ctx: Context, session_id: int, at: datetime, prompt: str | 
             session.status = Status.WAITING.value
         session.updated_at = now
         db.add(session)
-        fx.alarm(wake_job_id(session_id), at, "wake", session_id)
-    fx.apply(ctx)
+        effects.alarm(wake_job_id(session_id), at, "wake", session_id)
+    effects.apply(ctx)
     return at
 
 

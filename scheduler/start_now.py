@@ -1,5 +1,5 @@
 """StartNow (seed 001, "Starting a queued session now"): the one operation behind Start now and
-every promotion. A waiting session is dormant in one of a few shapes, each with its own door:
+every promotion. A waiting session is dormant in one of a few shapes, each with its own way back:
 
   held by the gate          its own held turn is asked again now — one turn, never a second job;
                             a still-spot session may be held again, and the answer says so
@@ -65,7 +65,7 @@ def start_now(ctx: Context, session_id: int, *, actor: str | None = None) -> Sta
             raise Refused(error_text("start_now/queue_unreadable", session_id=session_id, error=type(exc).__name__)) from exc
         if session.pause_reason is not None:
             # Before the hold: a paused session's hold is inert (the queue pass skips it), and
-            # the pause's own resume replays the held turn itself — one door, the sweep's.
+            # the pause's own resume replays the held turn itself — one way back, the sweep's.
             shape = "paused"
             sub = resume_paused(work, session).submission
         elif session.hold_reason is not None:
@@ -91,5 +91,5 @@ def start_now(ctx: Context, session_id: int, *, actor: str | None = None) -> Sta
             shape = "stranded"
             sub = admit(work, session, TurnAttempt(render("text/continue_nudge.j2"), [], "nudge"))
         sentence = render("text/start_now.j2", shape=shape, session=session, sub=sub)
-    work.fx.apply(ctx)
+    work.effects.apply(ctx)
     return StartNowResult(shape, sub, sentence)

@@ -1,4 +1,4 @@
-"""The one door every turn comes through: a first start, a follow-up, a wake, a poll, a restart,
+"""The one entry point every turn comes through: a first start, a follow-up, a wake, a poll, a restart,
 a person's message (seed 001, "Every turn is gated, not just the first").
 
     submit_turn(ctx, session_id, prompt, attachments, kind=...)  -> Submission
@@ -34,7 +34,7 @@ def _waits_behind(session: Session, kind: str, busy: bool, now: datetime) -> str
     if session.hold_reason is not None:
         return "behind_held_turn"
     if session.pause_reason is not None and kind != "wake":
-        return "paused"  # a wake that came due is the one other door (seed 001, "A pause outranks precedence")
+        return "paused"  # a wake that came due is the one other way in (seed 001, "A pause outranks precedence")
     if is_asleep(session, now) and kind not in TAKES_OVER:
         return "asleep"
     return None
@@ -43,7 +43,7 @@ def _waits_behind(session: Session, kind: str, busy: bool, now: datetime) -> str
 def submit_turn(
     ctx: Context, session_id: int, prompt: str, attachments: Sequence[Mapping[str, Any]] = (), *, kind: str = "first",
 ) -> Submission:
-    """The one door every turn comes through: first start, follow-up, wake, poll, restart."""
+    """The one entry point every turn comes through: first start, follow-up, wake, poll, restart."""
     if kind not in TURN_KINDS:
         raise InvalidInput(error_text("turns/kind_unknown", kind=kind, kinds=sorted(TURN_KINDS)), field="kind")
     now = ctx.clock.now()
@@ -61,14 +61,14 @@ def submit_turn(
             # the session's next event. The hold, the pause and the wake are left alone.
             db.add(EnqueuedMessage(session_id=session_id, prompt=prompt, attachments=[dict(a) for a in attachments], kind=kind, created_at=now))
             result = Submission("queued", session_id, reason=waits)
-            work.fx.kick = waits == "paused"  # the queue pass resumes the front paused session, margin and all
+            work.effects.queue_pass = waits == "paused"  # the queue pass resumes the front paused session, margin and all
         else:
             if kind in TAKES_OVER and session.status in (Status.BLOCKED.value, Status.FAILED.value):
                 session.consecutive_failures = 0  # someone took a stopped session up again: six fresh attempts
             if is_asleep(session, now):  # a person taking the session over consumes its wake
                 session.wake_at = None
                 session.wake_prompt = None
-                work.fx.cancel(wake_job_id(session_id))
+                work.effects.cancel(wake_job_id(session_id))
             result = admit_in_queue(work, session, TurnAttempt(prompt, attachments, kind))
-    work.fx.apply(ctx)
+    work.effects.apply(ctx)
     return result

@@ -94,7 +94,7 @@ class Api:
         self.server.stop()
 
     def settle(self) -> int:
-        """Run the alarms that are due now (releases, session events, kicks)."""
+        """Run the alarms that are due now (releases, session events, queue passes)."""
         return self.deferrer.advance(timedelta(0))
 
 

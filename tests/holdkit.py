@@ -53,7 +53,7 @@ def finish(ctx: Context, workers: VirtualWorkerPool, deferrer: VirtualDeferrer, 
     workers.running.pop(turn_id)
     deferrer.cancel(f"turn-end:{turn_id}")
     complete_turn(ctx, turn_id, TurnResult(outcome, **result))
-    deferrer.advance(timedelta(0))  # the kick the completion armed
+    deferrer.advance(timedelta(0))  # the queue pass the completion requested
 
 
 def holds(ctx: Context) -> HoldsView:

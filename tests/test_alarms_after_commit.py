@@ -21,7 +21,7 @@ def test_an_alarm_inside_a_transaction_is_refused_and_after_commit_is_armed(engi
         db.get(Session, 1)  # the transaction is open once it has read
         assert in_transaction(engine)
         with pytest.raises(AlarmInTransaction, match="after commit"):
-            ctx.schedule("recheck:1", clock.now(), "kick")
+            ctx.schedule("recheck:1", clock.now(), "queue_pass")
         with pytest.raises(AlarmInTransaction):
             ctx.cancel_alarm("recheck:1")
         with pytest.raises(AlarmInTransaction):
@@ -29,7 +29,7 @@ def test_an_alarm_inside_a_transaction_is_refused_and_after_commit_is_armed(engi
         with pytest.raises(AlarmInTransaction):
             ctx.emit("done", session_id=1)
     assert not in_transaction(engine)
-    ctx.schedule("recheck:1", clock.now() + timedelta(minutes=1), "kick")
+    ctx.schedule("recheck:1", clock.now() + timedelta(minutes=1), "queue_pass")
     assert ctx.alarm_at("recheck:1") == clock.now() + timedelta(minutes=1)
     assert ctx.cancel_alarm("recheck:1") is True
 
@@ -40,4 +40,4 @@ def test_a_rolled_back_transaction_is_closed_too(engine, clock) -> None:
         db.get(Session, 1)
         raise RuntimeError("boom")
     assert not in_transaction(engine)
-    ctx.schedule("kick", clock.now(), "kick")
+    ctx.schedule("queue_pass", clock.now(), "queue_pass")

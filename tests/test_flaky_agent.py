@@ -108,7 +108,7 @@ def test_an_agent_that_cannot_connect_five_times_retries_on_the_backoff_and_succ
     t0 = clock.now()
     assert submit_turn(ctx, flaky, "fix the build").outcome == "started"
 
-    # Other work keeps arriving and finishing every minute: every turn's end kicks the queue,
+    # Other work keeps arriving and finishing every minute: every turn's end asks for a queue pass,
     # and none of those passes may start the flaky session before its retry time.
     started_meanwhile = []
     for minute in range(1, 40):

@@ -159,7 +159,7 @@ def test_blocked_does_not_satisfy_a_prerequisite_and_canceled_does(engine, clock
     deferrer.advance(timedelta(minutes=1))
     assert row(ctx, target).status == "blocked" and row(ctx, waiter).status == "waiting"
     assert row(ctx, waiter).hold_sentence == f"Waits on #{target} (blocked) until it is done, canceled or closed."
-    archive(ctx, target)  # canceled: the archive kicks the queue by itself
+    archive(ctx, target)  # canceled: the archive asks for a queue pass by itself
     deferrer.advance(timedelta(0))
     assert row(ctx, waiter).status == "running"
 

@@ -86,15 +86,15 @@ def test_live_operator_holds_exclude_released_expired_and_armer_ended(any_db, cl
 
 def test_one_queue_hold_per_scope_and_a_new_reason_replaces_it(any_db, clock) -> None:
     now = clock.now()
-    fx = Effects()
-    g = record(any_db, fx, NewHold("repo:a/b", "task_failed", "s1"), now)
-    whole = record(any_db, fx, NewHold(None, "rate_limit", "s2", now + timedelta(minutes=5)), now)
-    same = record(any_db, fx, NewHold(None, "rate_limit", "s3", now + timedelta(minutes=10)), now)
+    effects = Effects()
+    g = record(any_db, effects, NewHold("repo:a/b", "task_failed", "s1"), now)
+    whole = record(any_db, effects, NewHold(None, "rate_limit", "s2", now + timedelta(minutes=5)), now)
+    same = record(any_db, effects, NewHold(None, "rate_limit", "s3", now + timedelta(minutes=10)), now)
     assert same.id == whole.id and same.sentence == "s3"
-    assert [e for e, _ in fx.notices].count("queue_hold") == 2  # the update was not announced
+    assert [e for e, _ in effects.notices].count("queue_hold") == 2  # the update was not announced
     assert [h.id for h in in_force(any_db, now)] == [whole.id, g.id]  # the whole queue first
     assert in_force(any_db, now + timedelta(minutes=10)) == [g]  # its "Resumes at" passed
-    replaced = record(any_db, fx, NewHold(None, "auth", "s4"), now)
+    replaced = record(any_db, effects, NewHold(None, "auth", "s4"), now)
     assert replaced.id != whole.id and live_hold(any_db, None, now).id == replaced.id
     assert any_db.get(QueueHold, whole.id).released_at == now
     assert live_hold(any_db, "repo:a/b", now).id == g.id and live_hold(any_db, "repo:x/y", now) is None

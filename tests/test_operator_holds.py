@@ -170,7 +170,7 @@ def test_releasing_another_persons_hold_needs_the_operator_role(engine, clock) -
         release_hold(ctx, hold.id, actor="U_BOB", actor_role="member")
     assert row(ctx, sid).status == "waiting"
     release_hold(ctx, hold.id, actor="U_OPS", actor_role="operator")
-    deferrer.advance(timedelta(0))  # the release kicks the queue
+    deferrer.advance(timedelta(0))  # the release asks for a queue pass
     assert row(ctx, sid).status == "running"
     with pytest.raises(Refused, match=f"hold {hold.id} was already released by U_OPS"):
         release_hold(ctx, hold.id, actor="U_ANN")

@@ -161,7 +161,7 @@ def test_graceful_the_victim_sleeps_at_its_turn_end_into_the_queue(engine, clock
     assert [t.status for t in scene.turns(b)] == ["done"]  # nothing interrupted: no tool call lost
     assert "waits in the spot queue for a free slot and a quota window under both targets" in waiting_reason(v, clock.now()).headline.sentence
     scene.advance(minutes=120)  # slots free again (the other turns end, then the priority one):
-    # the queue pass a turn's end kicks offers the room to b first, the paused session at the
+    # the queue pass a turn's end requests offers the room to b first, the paused session at the
     # front once past the cooldown, and it goes back with the message it was holding
     assert "b's next message" in [r.prompt for r in scene.workers.submitted if r.session_id == b]
     assert scene.row(b).pause_reason is None and scene.sweep().resumed == []  # nothing left for the sweep

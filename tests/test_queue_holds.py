@@ -202,7 +202,7 @@ def test_every_candidate_waiting_on_a_prerequisite_is_a_hold_resume_cannot_lift(
             record_prerequisites(db, db.get(Session, w), f"depends on #{base}")
     for w in waiters:
         assert submit_turn(ctx, w, "go").reason == "prerequisite"
-    run_periodic(ctx, "operator_hold_sweep")  # no kick came: the sweep reports the queue-level hold
+    run_periodic(ctx, "operator_hold_sweep")  # no queue pass was requested: the sweep reports the queue-level hold
     hold = only_queue_hold(ctx)
     sentence = f"Every queued session waits on a prerequisite: #{base} (running). The queue moves by itself once it is done, canceled or closed."
     assert (hold.label, hold.sentence, hold.resumes_at, hold.resume_offered) == ("waiting on a prerequisite", sentence, None, False)

@@ -1,4 +1,4 @@
-"""The queue's order holds at every door (seed 001, "What brings it back"; the ranked queue): a
+"""The queue's order holds on every path into a turn (seed 001, "What brings it back"; the ranked queue): a
 spot turn the gate would admit does not overtake spot work ranked ahead of it — the held
 sessions above it, and a session the scheduler paused mid-run at the front — and a turn's end
 offers the room it frees to that paused session before held work of its rank or below.
@@ -43,7 +43,7 @@ def test_a_new_spot_turn_takes_its_place_in_the_queue(engine, clock, precedence,
     scene.start(cls="priority")
     (held,) = held_behind_a_full_fleet(scene, 1)
     scene.advance(minutes=1)
-    scene.policy(max_sessions=slots)  # room frees without a kick: the next door decides who takes it
+    scene.policy(max_sessions=slots)  # room frees without a requested pass: the next turn to ask decides who takes it
     new = scene.session(precedence=precedence)
     sub = submit_turn(scene.ctx, new, "newer work")
     assert (sub.outcome, scene.row(held).status) == (newcomer, older)
@@ -72,7 +72,7 @@ def test_the_paused_session_at_the_front_goes_back_before_newer_work_one_per_pas
     scene.quota.spent_5h = 0  # the rollover
     newer = scene.session()
     assert submit_turn(scene.ctx, newer, "newer work").outcome == "started"  # room for it too
-    # Its door offered the room to the session at the front first (oldest pause, then id) — one
+    # Its admission offered the room to the session at the front first (oldest pause, then id) — one
     # resume a pass, as a freed slot is one slot; the sweep's batch brings back the rest.
     assert scene.row(first).status == "running" and scene.row(first).pause_reason is None
     assert scene.row(second).pause_reason == "at_utilization_limit"
@@ -106,7 +106,7 @@ def test_what_the_queue_ahead_left_is_asked_whole_its_group_included(engine, clo
     assert scene.row(child).precedence > scene.row(parent).precedence
     assert submit_turn(scene.ctx, child, "child work").reason == "concurrency_group"
     assert submit_turn(scene.ctx, parent, "parent follow-up").outcome == "queued"
-    scene.advance(minutes=31)  # the parent's turn ends; its queued follow-up comes to the door
+    scene.advance(minutes=31)  # the parent's turn ends; its queued follow-up asks for a turn
     assert child in scene.running_ids() and parent not in scene.running_ids()
     assert scene.row(parent).hold_reason == "concurrency_group" and scene.row(parent).hold_prompt == "parent follow-up"
 

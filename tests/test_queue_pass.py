@@ -1,5 +1,5 @@
-"""The queue pass's shortcuts keep its answers (seed 001, "Consecutive holds back off"; the
-kick): a refused alarm re-arms only itself, a candidate the gate refuses is not read whole, and
+"""The queue pass's shortcuts keep its answers (seed 001, "Consecutive holds back off"; a
+requested pass): a refused alarm re-arms only itself, a candidate the gate refuses is not read whole, and
 the reads kept across transactions see every write this process commits."""
 
 from __future__ import annotations
@@ -203,7 +203,7 @@ def test_an_asleep_candidate_is_not_examined(engine, clock) -> None:
         s.wake_at = clock.now() + timedelta(hours=3)
         db.add(s)
     clock.advance(timedelta(minutes=31))
-    ctx.run_job("kick")
+    ctx.run_job("queue_pass")
     assert row(ctx, sid).status == "waiting"
 
 
@@ -249,5 +249,5 @@ def test_an_operator_hold_over_held_sessions_is_restated_by_the_next_pass(engine
     first, second = held(ctx, 2)
     assert row(ctx, first).hold_reason == "fleet_at_cap"
     place_hold(ctx, "all", armer="U1", reason="freeze")
-    ctx.run_job("kick")
+    ctx.run_job("queue_pass")
     assert row(ctx, first).hold_reason == REASON and row(ctx, second).hold_reason == REASON

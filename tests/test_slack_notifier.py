@@ -1,6 +1,6 @@
 """The Slack notifier: a session's news in its own thread, queue holds in the ops channel.
 
-Notices have the shape the scheduler emits after commit (`fx.notice("held", session_id=…, …)`);
+Notices have the shape the scheduler emits after commit (`effects.notice("held", session_id=…, …)`);
 the sessions are real rows, the Web API the loopback mock.
 """
 

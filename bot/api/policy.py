@@ -23,12 +23,12 @@ from bot.api.guard import CallerDep, GuardedRoute
 from bot.api.models import HoldsOut, PolicyChanged, PolicyOut, PolicyPatch
 from bot.api.views import context
 from scheduler.db import session_scope
+from scheduler.effects import request_queue_pass
 from scheduler.errors import InvalidInput
 from scheduler.fleet import read_quota
 from scheduler.gate_card import build_card
 from scheduler.models import OperatorHold, Policy, QueueHold, Session, Status
 from scheduler.policy import audit_log, change_policy, ensure_policy
-from scheduler.queue_pass import kick
 from scheduler.waiting import waiting_reason
 from templates import error_text
 
@@ -89,7 +89,7 @@ def patch_policy(body: PolicyPatch, request: Request, who: CallerDep) -> dict[st
         audit = change_policy(db, changes, surface="api", actor=who.name, now=ctx.clock.now())
         row = _row(ensure_policy(db))
     if audit is not None:
-        kick(ctx)  # a wider reserve, more slots or gating off can free held work now
+        request_queue_pass(ctx)  # a wider reserve, more slots or gating off can free held work now
     return {"policy": row, "audit": audit.line if audit is not None else None}
 
 

@@ -1,7 +1,7 @@
 """The Slack side of `scheduler.ports.Notifier`: a session's news in its thread, queue holds in ops.
 
 The scheduler emits `(event, context)` after its transaction commits (`scheduler/effects.py`):
-`fx.notice("held", session_id=…, reason=…, sentence=…, retry_at=…, title=…)` and the like. This
+`effects.notice("held", session_id=…, reason=…, sentence=…, retry_at=…, title=…)` and the like. This
 adapter looks the session up, finds its Slack thread, renders `templates/slack/session_<event>.j2`
 with the session and the whole context, and posts it there. Sessions not born in Slack, and
 events with no Slack template (GitHub's, the simulator's), post nothing. The lookup, rendering
