@@ -85,10 +85,10 @@ def ceiling_sweep(ctx: Context) -> SweepReport:
     with session_scope(ctx.engine) as db:
         work = Work(db, ctx, now, reading=reading)
         policy = load_policy(db)
-        report.marks = preemption.resolve_marks(db, ctx, policy, now, work.fx)
+        report.marks = preemption.resolve_marks(db, ctx, policy, now, work.effects)
         _pause_running(work, policy, report)
         _resume_dormant(work, policy, report)
-    work.fx.apply(ctx)
+    work.effects.apply(ctx)
     if report.paused or report.resumed:
         log.info("ceiling sweep: paused %s, resumed %s", report.paused, report.resumed)
     return report
@@ -106,7 +106,7 @@ def is_pausable(session: Session, ctx: Context, policy: PolicyView, turn_kind: s
 
 
 def _pause_running(work: Work, policy: PolicyView, report: SweepReport) -> None:
-    db, ctx, now, fx = work.db, work.ctx, work.now, work.fx
+    db, ctx, now, effects = work.db, work.ctx, work.now, work.effects
     snapshot = build_snapshot(db, ctx, policy, work.reading)
     if not any(_stopped(snapshot, ctx, sid, runtime, now) for sid, spot, runtime in fleet_columns(db, policy) if spot):
         return  # nothing running would be paused: the whole rows are not read
@@ -125,9 +125,9 @@ def _pause_running(work: Work, policy: PolicyView, report: SweepReport) -> None:
         record_pause(session, AT_UTILIZATION_LIMIT, why, now, costs=True)
         session.pending_sleep = True  # a turn that ends on its own before the halt lands still sleeps
         db.add(session)
-        fx.halt.append(turn.id or 0)
+        effects.halt.append(turn.id or 0)
         sentence = banner(session, now)
-        fx.notice("paused", session_id=session.id, reason=AT_UTILIZATION_LIMIT, sentence=sentence, title=session.title)
+        effects.notice("paused", session_id=session.id, reason=AT_UTILIZATION_LIMIT, sentence=sentence, title=session.title)
         log.warning("session #%s paused mid-run: %s", session.id, sentence)
         report.paused.append(session.id or 0)
     db.flush()
@@ -150,19 +150,46 @@ def _running_quota_turns(db: DBSession, ctx: Context, policy: PolicyView) -> int
     return sum(1 for _sid, _spot, runtime in fleet_columns(db, policy) if ctx.runtime(runtime).spends_quota)
 
 
+@dataclass
+class ResumeBatch:
+    """How many spot sessions one sweep resumes (seed 001, "What brings it back"): never more
+    than MAX_RESUMES_PER_SWEEP nor the free slots; one when the first went back on the idle-fleet
+    waiver rather than a passed pace, since the waiver's contract is a duty cycle, not a burst;
+    and none after the fleet refuses one, since the budget, the pace and the slots are the
+    fleet's and whoever is behind would be refused the same. Pure: the sweep reports each
+    outcome and asks `has_room` before the next."""
+
+    size: int
+    resumed: int = 0
+    stopped: bool = False
+    waived: bool = False
+
+    @classmethod
+    def for_free_slots(cls, free: int) -> ResumeBatch:
+        return cls(size=max(min(MAX_RESUMES_PER_SWEEP, free), 0))
+
+    def has_room(self) -> bool:
+        return not self.stopped and self.resumed < self.size
+
+    def resumed_one(self, *, pace_waived: bool) -> None:
+        self.resumed += 1
+        if self.resumed == 1 and pace_waived:
+            self.size, self.waived = 1, True
+
+    def refused_by_fleet(self) -> None:
+        self.stopped = True
+
+
 def _resume_dormant(work: Work, policy: PolicyView, report: SweepReport) -> None:
     db, ctx, now = work.db, work.ctx, work.now
     slots = policy.slots(ctx.agent_workers)
-    free = max(slots - _running_quota_turns(db, ctx, policy), 0)
-    batch = min(MAX_RESUMES_PER_SWEEP, free)
-    spot_resumed = 0
-    spot_stopped = False
+    batch = ResumeBatch.for_free_slots(slots - _running_quota_turns(db, ctx, policy))
     for dormant in dormant_paused(db, policy, CANDIDATES_PER_PASS):
         sid = dormant.id
         if dormant.wake_at is not None and dormant.wake_at > now:
             report.held.append(sid)  # asleep: its wake is its next event; nothing starts it before then
             continue
-        if dormant.spot and (spot_stopped or spot_resumed >= batch):
+        if dormant.spot and not batch.has_room():
             report.deferred.append(sid)
             continue
         session = locked_unless_taken(db, sid)
@@ -178,22 +205,13 @@ def _resume_dormant(work: Work, policy: PolicyView, report: SweepReport) -> None
         outcome = resume_paused(work, session)
         if outcome.started:
             report.resumed.append(sid)
-            spot_resumed += 1
-            if spot_resumed == 1 and outcome.decision is not None and waived_not_passed(outcome.decision):
-                # The waiver's contract is a duty cycle, not a burst: one goes back, which
-                # puts spot work in flight, and the next pass is paced normally.
-                batch = 1
-                report.waived = True
+            batch.resumed_one(pace_waived=outcome.decision is not None and waived_not_passed(outcome.decision))
         elif outcome.decision is not None:
-            # The budget, the pace and the slots are the fleet's: whoever is behind this session
-            # would be refused the same, and must not overtake it.
             report.held.append(sid)
-            spot_stopped = True
+            batch.refused_by_fleet()
         else:
             report.held.append(sid)  # a block of its own (an operator hold, its group): skip it
-    report.batch = batch
-
-
+    report.batch, report.waived = batch.size, batch.waived
 
 
 def paused_figures(db: DBSession) -> dict[str, int]:
