@@ -78,6 +78,7 @@ def new(ctx: Context, command: c.New) -> Answer:
         runtime="echo" if settings.runner == "echo" else settings.runtime_name,
         requester=ctx.actor,
         source={"surface": ctx.surface},
+        repository=command.repository,
     )
     with session_scope(sctx.engine) as db:
         session = create_session(db, request, now=ctx.now)

@@ -281,6 +281,7 @@ def _create(db: DBSession, trigger: Trigger, event: IntakeEvent, now: datetime, 
         concurrency_group=trigger.concurrency_group or f"repo:{event.repository}",
         requester=f"{GITHUB_ACTOR_PREFIX}{event.actor}",
         source=github_source(event, trigger),
+        repository=event.repository,
     )
     session_id = insert_session(db, request, now=now, prompt=prompt, trigger=trigger)
     db.connection().execute(_KEY, {"hook_id": INTAKE_HOOK_ID, "delivery_id": intake_key(trigger.id or 0, event.issue_key),

@@ -5,12 +5,15 @@ Each rule raises InvalidInput naming the field (`config.cron`, `prompt_template`
 is allowed; nothing is written before every field has passed.
 
     kind           config keys (required*)
-    slack          channels (channel ids), dms (bool) — at least one of the two
+    slack          channels (channel ids), dms (bool) — at least one of the two; repository
     github_issue   repositories ("owner/name"; absent: any), labels, authors, trusted_associations
     github_label   label (default pacer), repositories, authors, issues, pull_requests (bool),
                    trusted_associations (default OWNER, MEMBER, COLLABORATOR)
-    schedule       cron* (crontab line), timezone (IANA name, default UTC)
-    ao_event       session_id* or filter* ({genesis, trigger, scheduling_class}), states*
+    schedule       cron* (crontab line), timezone (IANA name, default UTC); repository
+    ao_event       session_id* or filter* ({genesis, trigger, scheduling_class}), states*; repository
+
+`repository` ("owner/name") is the repository the trigger's sessions work in; GitHub triggers
+take it from the event instead.
 """
 
 from __future__ import annotations
@@ -272,11 +275,11 @@ def _filter(flt: Any) -> dict[str, Any]:
 
 
 CONFIG_KEYS: Mapping[str, tuple[str, ...]] = {
-    "slack": ("channels", "dms"),
+    "slack": ("channels", "dms", "repository"),
     "github_issue": ("repositories", "labels", "authors", "trusted_associations"),
     "github_label": ("label", "repositories", "authors", "issues", "pull_requests", "trusted_associations"),
-    "schedule": ("cron", "timezone"),
-    "ao_event": ("session_id", "filter", "states"),
+    "schedule": ("cron", "timezone", "repository"),
+    "ao_event": ("session_id", "filter", "states", "repository"),
 }
 _CONFIG_CHECKS: Mapping[str, Callable[[Mapping[str, Any]], dict[str, Any]]] = {
     "slack": _slack,
@@ -301,7 +304,10 @@ def check_config(kind: str, config: Any) -> dict[str, Any]:
             error_text("trigger_spec/config_key_unknown", key=unknown[0], kind=kind, allowed=allowed),
             field=f"config.{unknown[0]}",
         )
-    return _CONFIG_CHECKS[kind](config)
+    checked = _CONFIG_CHECKS[kind](config)
+    if "repository" in config:
+        checked["repository"] = bounds.check_repository(config["repository"], "config.repository")
+    return checked
 
 
 def check_spec(values: Mapping[str, Any]) -> TriggerSpec:

@@ -11,6 +11,10 @@ Numbers follow the columns that store them (INTEGER, 32 bits signed):
     capacity        1 .. 10,000                       a session's own slot budget
     weight          0 .. 10,000, finite
 
+A repository is "owner/name" as GitHub spells them (`check_repository`): letters, digits, '-',
+'_' and '.', the owner not starting with '.' or '-', no '..', at most 100 characters each, so it is safe as
+a path under the workspaces and inside a remote URL.
+
 Text: PostgreSQL cannot store NUL, and a lone UTF-16 surrogate is not UTF-8 at all, so neither
 database takes it. What a person or an API caller sends with either is refused, naming the field
 (`check_text`); what GitHub or Slack delivers is cleaned instead (`clean_text`: each becomes
@@ -38,6 +42,7 @@ MAX_CAPACITY = MAX_SESSIONS
 MAX_WEIGHT = float(MAX_SESSIONS)
 MAX_DEPTH = 32
 
+REPOSITORY = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]{0,99}/[A-Za-z0-9_.][A-Za-z0-9_.-]{0,99}", re.ASCII)
 REPLACEMENT = "\ufffd"
 _UNSTORABLE = re.compile("[\x00\ud800-\udfff]")
 
@@ -76,6 +81,13 @@ def check_int(value: int, field: str, low: int, high: int) -> int:
     problem = int_problem(value, low, high)
     if problem is not None:
         raise InvalidInput(error_text("bounds/field_problem", field=field, problem=problem), field=field)
+    return value
+
+
+def check_repository(value: Any, field: str = "repository") -> str:
+    """`value` when it is a repository "owner/name"; otherwise InvalidInput naming `field`."""
+    if not isinstance(value, str) or REPOSITORY.fullmatch(value) is None or ".." in value or value.endswith((".", "/")):
+        raise InvalidInput(error_text("bounds/not_a_repository", field=field, value=str(value)[:120]), field=field)
     return value
 
 

@@ -104,6 +104,7 @@ class Session(SQLModel, table=True):
     requester: str | None = None
     agent_session_id: str | None = None
     workdir: str | None = None
+    repository: str | None = None  # "owner/name": its turns run in a worktree of it (integrations.workspaces)
     source: dict[str, Any] = json_column({})  # where it came from: issue, channel, thread, labels
     thread_key: str | None = Field(default=None, index=True)  # "<channel>:<thread ts>" of its Slack thread
     prompt: str = ""  # the first turn's prompt, durable so a lost first start can be rebuilt

@@ -120,6 +120,7 @@ class NewSession:
     concurrency_group: str | None = None
     requester: str | None = None
     source: dict[str, Any] | None = None
+    repository: str | None = None  # "owner/name"; None: the trigger's, else none
 
 
 def validate_new(req: NewSession) -> None:
@@ -138,6 +139,8 @@ def validate_new(req: NewSession) -> None:
         bounds.check_int(req.capacity, "capacity", 1, bounds.MAX_CAPACITY)
     if req.parent_id is not None and req.forked_from_id is not None:
         raise InvalidInput(error_text("sessions/parent_and_fork"), field="parent_id")
+    if req.repository is not None:
+        bounds.check_repository(req.repository)
 
 
 def new_row(
@@ -189,11 +192,18 @@ def new_row(
         "concurrency_group": req.concurrency_group or (trigger.concurrency_group if trigger else None),
         "requester": req.requester,
         "source": dict(req.source or {}),
+        "repository": req.repository or _trigger_repository(trigger),
         "status": Status.WAITING.value,
         "precedence": precedence,
         "created_at": now,
         "updated_at": now,
     }
+
+
+def _trigger_repository(trigger: Trigger | None) -> str | None:
+    """The repository a trigger's sessions work in (`config.repository`, checked when written)."""
+    found = (trigger.config or {}).get("repository") if trigger is not None else None
+    return found if isinstance(found, str) else None
 
 
 def create_session(db: DBSession, req: NewSession, *, now: datetime, fallback: Genesis = Genesis.UNKNOWN) -> Session:

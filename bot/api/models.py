@@ -86,6 +86,7 @@ class SessionCreate(Request):
     weight: float = Field(1.0, ge=0, le=bounds.MAX_WEIGHT, allow_inf_nan=False, description="Capacity claim; 0 allowed")
     capacity: int | None = Field(None, ge=1, le=bounds.MAX_CAPACITY, description="Per-session capacity budget (1: run alone)")
     concurrency_group: Text | None = Field(None, max_length=200)
+    repository: Text | None = Field(None, max_length=201, description="owner/name: its turns work in a worktree of it")
 
 
 class SessionPatch(Request):

@@ -111,6 +111,7 @@ def create(body: SessionCreate, request: Request, who: CallerDep) -> dict[str, A
         concurrency_group=body.concurrency_group,
         requester=who.actor,
         source={"surface": "api", "caller": who.name},
+        repository=body.repository,
     )
     fired = intake.api_session(ctx, request_, body.prompt)
     return {"session": _detail(ctx, fired.session_id), "submission": submission_out(fired.submission, ctx.clock.now())}

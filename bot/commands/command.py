@@ -169,6 +169,7 @@ class New:
     name: ClassVar[str] = "new"
     prompt: str
     spot: bool = False
+    repository: str | None = None
 
 
 @dataclass(frozen=True)

@@ -41,6 +41,13 @@ class Cursor:
     def fail(self, message: str) -> CommandError:
         return CommandError(message, self.usage)
 
+    def repository(self, value: str, field: str) -> str:
+        """`value` as "owner/name" (`bounds.check_repository`), or this command's error."""
+        try:
+            return bounds.check_repository(value, field)
+        except InvalidInput as exc:
+            raise self.fail(str(exc)) from None
+
     def peek(self) -> str | None:
         return self.tokens[self.position].text if self.position < len(self.tokens) else None
 

@@ -38,7 +38,7 @@ USAGE: dict[str, str] = {
     "resume": "resume [<group>]",
     "policy": "policy [set gating=on|off preemption=on|off reserve_5h=<pct> reserve_7d=<pct> max_sessions=<n> override:<genesis>=priority|spot|default]",
     "trigger": "trigger <id> class priority|spot|default  |  trigger <id> precedence <n>",
-    "new": "new [--spot] <prompt>",
+    "new": "new [--spot] [repo:<owner/name>] <prompt>",
     "whatif": "whatif <id>|--spot",
     "reply": "reply <id> <text>",
 }
@@ -320,10 +320,13 @@ def _new(cur: Cursor) -> c.New:
             raise cur.fail(f"option: {shown(token)} is not an option; the only one is --spot")
         cur.take("--spot")
         spot = True
+    repository = None
+    if (token := cur.peek()) is not None and token.lower().startswith("repo:"):
+        repository = cur.repository(cur.take("repo:<owner/name>")[len("repo:"):], "repo")
     prompt = cur.rest()
     if not prompt:
         raise cur.fail("missing <prompt>: say what the agent should do")
-    return c.New(prompt, spot=spot)
+    return c.New(prompt, spot=spot, repository=repository)
 
 
 def _whatif(cur: Cursor) -> c.WhatIf:
