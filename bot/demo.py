@@ -30,7 +30,7 @@ import threading
 import time
 import uuid
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Any
 
 import httpx
@@ -71,14 +71,13 @@ def own_database(settings: Settings, environ: Mapping[str, str]) -> Settings:
     """`settings` with a database of the demo's own: DATABASE_URL when it is set (environment or
     pacer.toml), else a fresh SQLite file in a temporary directory removed at exit, so the demo's
     triggers (an hourly schedule among them), policy and sessions never land in ./var/pacer.db."""
-    in_toml = any(str(key).upper() == "DATABASE_URL" for key in settings.toml.get("settings", {}))
-    if "DATABASE_URL" in environ or in_toml:
+    if "DATABASE_URL" in environ or settings.origin("DATABASE_URL") != "default":
         return settings
     folder = tempfile.mkdtemp(prefix="pacer-demo-")
     atexit.register(shutil.rmtree, folder, ignore_errors=True)
     url = f"sqlite:///{folder}/pacer.db"
     log.info("demo: on a database of its own, removed at exit; to watch it: DATABASE_URL=%s pacer console", url)
-    return replace(settings, values={**settings.values, "DATABASE_URL": url})
+    return settings.replaced(DATABASE_URL=url)
 
 
 def install_demo(pacer: Any, *, base_url: str | None = None, pace_seconds: float = 1.0) -> None:

@@ -1,20 +1,28 @@
-"""Settings, read once from an injected mapping (the environment) plus an optional pacer.toml.
+"""Settings: pydantic-settings fields, read from an injected mapping (the environment) over an
+optional pacer.toml over the defaults.
 
-Every bad value stops start-up with one line that names the variable and the rule it broke.
-Secrets are redacted from the repr so a logged Settings never leaks a token.
+`load(os.environ)` in production, `load({...})` in tests: the mapping is passed in, never read
+from `os.environ` behind the caller's back (starlette's `Config(environ=...)` idea), so the
+class's only source is its init arguments and `load` layers them. Every bad value stops start-up
+with one line that names the variable and what it allows (`templates/errors/settings.j2`);
+`pacer config` shows each value in force, where it came from, secrets as ***.
 """
 
 from __future__ import annotations
 
 import tomllib
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import Annotated, Any, NamedTuple
 from urllib.parse import urlsplit, urlunsplit
 
+from pydantic import BeforeValidator, Field, PrivateAttr, ValidationError, ValidationInfo, model_validator
+from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
+
+from bot import settings_rules as rules
 from scheduler.bounds import MAX_SESSIONS
 from scheduler.errors import ConfigError
+from templates import error_text
 
 SECRET_NAMES = frozenset(
     {
@@ -27,203 +35,132 @@ SECRET_NAMES = frozenset(
         "GITHUB_APP_PRIVATE_KEY",
     }
 )
+# Where a value in force came from, as `pacer config` names it.
+FROM_ENV, FROM_DEFAULT = "env", "default"
 
 
-@dataclass(frozen=True)
-class Variable:
-    name: str
-    default: str | None
-    meaning: str
-    parse: Callable[[str, str], Any]
+def _rule(check: Callable[[str, str], Any]) -> BeforeValidator:
+    """Run `check(NAME, raw text)` before pydantic's own type check; None (unset) passes through."""
+
+    def run(value: Any, info: ValidationInfo) -> Any:
+        if value is None:
+            return None
+        return check(_ENV_NAMES[str(info.field_name)], rules.as_text(value))
+
+    return BeforeValidator(run)
 
 
-def _str(name: str, raw: str) -> str:
-    return raw
+Text = Annotated[str, _rule(lambda name, raw: raw)]
+Secret = Annotated[str | None, _rule(rules.secret)]
+Flag = Annotated[bool, _rule(rules.boolean)]
+Url = Annotated[str, _rule(rules.http_url)]
+Count = Annotated[int, _rule(rules.whole(1))]
+Dollars = Annotated[float, _rule(rules.number(0.01))]
+Amount = Annotated[float, _rule(rules.number(0.0))]
+Percent = Annotated[float, _rule(rules.percent)]
 
 
-def _secret(name: str, raw: str) -> str:
-    # An empty value means unset; whitespace alone is a paste gone wrong, and used as a key it
-    # would let anyone sign GitHub deliveries with it or make Slack's verifier fail every request.
-    if not raw.strip():
-        raise ConfigError(f"{name}: is only whitespace; set the real secret, or leave {name} unset")
-    return raw
+def _field(name: str, default: str | None, meaning: str) -> Any:
+    # Defaults are the text a person would write, validated like any other value, so the
+    # default `pacer config` prints and the value in force are one string.
+    return Field(default, alias=name, description=meaning)
 
 
-def _int_at_least(minimum: int, maximum: int | None = None) -> Callable[[str, str], int]:
-    rule = f"a whole number >= {minimum}" if maximum is None else f"a whole number from {minimum} to {maximum}"
+class Settings(BaseSettings):
+    """Every setting, by its environment variable; the attribute drops a leading `PACER_`."""
 
-    def parse(name: str, raw: str) -> int:
-        try:
-            value = int(raw)
-        except ValueError:
-            raise ConfigError(f"{name}={raw!r}: must be {rule}") from None
-        if value < minimum or (maximum is not None and value > maximum):
-            raise ConfigError(f"{name}={raw!r}: must be {rule}")
-        return value
+    model_config = SettingsConfigDict(case_sensitive=True, frozen=True, extra="forbid", validate_default=True, populate_by_name=False)
 
-    return parse
-
-
-def _float_at_least(minimum: float) -> Callable[[str, str], float]:
-    def parse(name: str, raw: str) -> float:
-        try:
-            value = float(raw)
-        except ValueError:
-            raise ConfigError(f"{name}={raw!r}: must be a number >= {minimum:g}") from None
-        if value != value or value < minimum:
-            raise ConfigError(f"{name}={raw!r}: must be a number >= {minimum:g}")
-        return value
-
-    return parse
-
-
-def _percent(name: str, raw: str) -> float:
-    value = _float_at_least(0.0)(name, raw)
-    if value > 100:
-        raise ConfigError(f"{name}={raw!r}: must be a percentage between 0 and 100")
-    return value
-
-
-def _bool(name: str, raw: str) -> bool:
-    lowered = raw.strip().lower()
-    if lowered in {"1", "true", "yes", "on"}:
-        return True
-    if lowered in {"0", "false", "no", "off"}:
-        return False
-    raise ConfigError(f"{name}={raw!r}: must be one of true/false, yes/no, on/off, 1/0")
-
-
-def _port(name: str, raw: str) -> int:
-    value = _int_at_least(1)(name, raw)
-    if value > 65535:
-        raise ConfigError(f"{name}={raw!r}: must be a TCP port between 1 and 65535")
-    return value
-
-
-def _url(name: str, raw: str) -> str:
-    if not raw.startswith(("http://", "https://")):
-        raise ConfigError(f"{name}={raw!r}: must be an http:// or https:// URL")
-    return raw.rstrip("/") + "/"
-
-
-def _database_url(name: str, raw: str) -> str:
-    """Accept Fly's postgres:// form and rewrite it to the psycopg 3 driver."""
-    if raw.startswith("postgres://"):
-        return "postgresql+psycopg://" + raw[len("postgres://") :]
-    if raw.startswith("postgresql://"):
-        return "postgresql+psycopg://" + raw[len("postgresql://") :]
-    if raw.startswith(("postgresql+psycopg://", "sqlite://", "sqlite+pysqlite://")):
-        return raw
-    raise ConfigError(
-        f"{name}: must start with sqlite:///, postgres:// or postgresql:// (got a {raw.split(':', 1)[0]!r} URL)"
+    database_url: Annotated[str, _rule(rules.database_url)] = _field(
+        "DATABASE_URL", "sqlite:///./var/pacer.db", "Database URL: SQLite file or PostgreSQL (postgres:// is rewritten for psycopg)"
     )
+    host: Text = _field("PACER_HOST", "127.0.0.1", "Address the HTTP server binds")
+    port: Annotated[int, _rule(rules.port)] = _field("PACER_PORT", "8080", "Port the HTTP server binds")
+    api_token: Secret = _field("PACER_API_TOKEN", None, "Bearer token for /api/v1 (unset: the API answers 401 to everyone)")
+    log_level: Annotated[str, _rule(rules.log_level)] = _field(
+        "PACER_LOG_LEVEL", "INFO", "Log level (APScheduler and HTTP clients log at WARNING unless this is DEBUG)"
+    )
+    log_format: Annotated[str, _rule(rules.one_of("text", "json"))] = _field(
+        "PACER_LOG_FORMAT", "text", "Log format: text, or json (one object a line: time, level, logger, message)"
+    )
+    access_log: Flag = _field("PACER_ACCESS_LOG", "false", "Log every HTTP request (uvicorn's access log); off by default, it costs CPU under a burst")
+    max_sessions: Annotated[int, _rule(rules.whole(1, MAX_SESSIONS))] = _field(
+        "PACER_MAX_SESSIONS", "10", "Max sessions at once (slots); priority never waits on it"
+    )
+    agent_workers: Count = _field("PACER_AGENT_WORKERS", "12", "Worker threads executing turns; the effective slot ceiling is min(max sessions, workers)")
+    gating: Flag = _field("PACER_GATING", "true", "Spot gating on/off (initial policy; later changes are audited in the database)")
+    reserve_5h_pct: Percent = _field("PACER_RESERVE_5H_PCT", "20", "Priority reserve of the 5-hour window, percent")
+    reserve_7d_pct: Percent = _field("PACER_RESERVE_7D_PCT", "20", "Priority reserve of the 7-day window, percent")
+    preemption: Flag = _field("PACER_PREEMPTION", "true", "Let a priority start take a slot from a running spot session")
+    window_5h_usd: Dollars = _field("PACER_WINDOW_5H_USD", "50", "Ledger quota: dollars a 5-hour window is worth")
+    window_7d_usd: Dollars = _field("PACER_WINDOW_7D_USD", "600", "Ledger quota: dollars a 7-day window is worth")
+    window_anchor: Annotated[str, _rule(rules.instant)] = _field(
+        "PACER_WINDOW_ANCHOR", "2026-01-05T00:00:00+00:00", "Ledger quota: an instant at which both windows reset (ISO-8601)"
+    )
+    quota_source: Annotated[str, _rule(rules.one_of("ledger", "pool"))] = _field(
+        "PACER_QUOTA_SOURCE", "ledger", "Where window readings come from: ledger (own turn costs) or pool (account readings)"
+    )
+    pool_file: Text | None = _field("PACER_POOL_FILE", None, "Pool quota source: JSON file of per-account readings")
+    pool_url: Text | None = _field("PACER_POOL_URL", None, "Pool quota source: HTTP endpoint returning the same JSON")
+    runner: Annotated[str, _rule(rules.one_of("echo", "command"))] = _field(
+        "PACER_RUNNER", "echo", "Turn runner: echo (built-in, no account) or command (a CLI agent)"
+    )
+    runner_command: Text = _field("PACER_RUNNER_COMMAND", "claude -p {prompt} --output-format json", "Command template for the command runner")
+    runner_resume_args: Text = _field("PACER_RUNNER_RESUME_ARGS", "--resume {agent_session_id}", "Arguments appended on later turns of a session")
+    runtime_name: Text = _field("PACER_RUNTIME_NAME", "claude_code", "Name of the command runner's runtime")
+    runtime_spends_quota: Flag = _field("PACER_RUNTIME_SPENDS_QUOTA", "true", "Whether the command runtime spends quota (takes a slot)")
+    turn_timeout_seconds: Count = _field("PACER_TURN_TIMEOUT_SECONDS", "3600", "Longest a command-runner turn may run before it is killed")
+    workdir: Text = _field("PACER_WORKDIR", "./var/work", "Per-session working directories live under here")
+    workspaces: Text = _field("PACER_WORKSPACES", "./var/workspaces", "Git workspaces: a mirror per repository, a worktree per session that names one")
+    git_remote: Text = _field("PACER_GIT_REMOTE", "https://github.com/{repository}.git", "Where a session's repository is fetched from and pushed to ({repository} is owner/name)")
+    workspace_ttl: Count = _field("PACER_WORKSPACE_TTL", "72", "Hours a finished session's worktree is kept before it is removed")
+    echo_seconds: Amount = _field("PACER_ECHO_SECONDS", "2", "Echo agent: seconds a turn takes")
+    echo_cost_usd: Amount = _field("PACER_ECHO_COST_USD", "0.05", "Echo agent: dollars a turn reports")
+    roster: Annotated[dict[str, str], _rule(rules.roster)] = _field(
+        "PACER_ROSTER", "", "Who may steer Pacer: U012AB=operator,U034CD=member (also [roster] in pacer.toml)"
+    )
+    console_user: Text = _field("PACER_CONSOLE_USER", "console", "The roster user the console speaks as")
+    ops_channel: Text | None = _field("PACER_OPS_CHANNEL", None, "Slack channel where queue holds announce themselves")
+    max_body_bytes: Annotated[int, _rule(rules.whole(1024))] = _field("PACER_MAX_BODY_BYTES", "1048576", "Largest HTTP request body accepted")
+    max_prompt_chars: Count = _field("PACER_MAX_PROMPT_CHARS", "100000", "Longest prompt accepted")
+    triggers_file: Text | None = _field("PACER_TRIGGERS_FILE", None, "triggers.toml loaded at start (triggers as code)")
+    slack_bot_token: Secret = _field("SLACK_BOT_TOKEN", None, "Slack bot token (xoxb-…)")
+    slack_signing_secret: Secret = _field("SLACK_SIGNING_SECRET", None, "Slack signing secret, verifies every request (HTTP mode; Socket Mode needs none)")
+    slack_app_token: Secret = _field("SLACK_APP_TOKEN", None, "Slack app-level token (xapp-…): enables Socket Mode")
+    slack_api_url: Url = _field("SLACK_API_URL", "https://slack.com/api/", "Base URL of Slack's Web API (point at a local mock in tests)")
+    github_webhook_secret: Secret = _field("GITHUB_WEBHOOK_SECRET", None, "Secret GitHub signs webhook deliveries with")
+    github_token: Secret = _field("GITHUB_TOKEN", None, "GitHub token for status comments (or use a GitHub App)")
+    github_app_id: Text | None = _field("GITHUB_APP_ID", None, "GitHub App id (with GITHUB_APP_PRIVATE_KEY)")
+    github_app_private_key: Secret = _field("GITHUB_APP_PRIVATE_KEY", None, "GitHub App private key, PEM")
+    github_api_url: Url = _field("GITHUB_API_URL", "https://api.github.com/", "Base URL of GitHub's REST API")
+    github_bot_login: Text = _field("GITHUB_BOT_LOGIN", "pacer[bot]", "Pacer's own GitHub login; its events are ignored")
 
+    _origins: dict[str, str] = PrivateAttr(default_factory=dict)
+    _toml: dict[str, Any] = PrivateAttr(default_factory=dict)
 
-def _runner(name: str, raw: str) -> str:
-    if raw not in {"echo", "command"}:
-        raise ConfigError(f"{name}={raw!r}: must be 'echo' or 'command'")
-    return raw
+    @classmethod
+    def settings_customise_sources(
+        cls,
+        settings_cls: type[BaseSettings],
+        init_settings: PydanticBaseSettingsSource,
+        env_settings: PydanticBaseSettingsSource,
+        dotenv_settings: PydanticBaseSettingsSource,
+        file_secret_settings: PydanticBaseSettingsSource,
+    ) -> tuple[PydanticBaseSettingsSource, ...]:
+        return (init_settings,)  # `load` layers the injected environment over pacer.toml
 
-
-def _quota_source(name: str, raw: str) -> str:
-    if raw not in {"ledger", "pool"}:
-        raise ConfigError(f"{name}={raw!r}: must be 'ledger' or 'pool'")
-    return raw
-
-
-def _roster(name: str, raw: str) -> dict[str, str]:
-    roster: dict[str, str] = {}
-    for item in filter(None, (part.strip() for part in raw.split(","))):
-        user, sep, role = item.partition("=")
-        if not sep or not user.strip() or role.strip() not in {"operator", "member"}:
-            raise ConfigError(
-                f"{name}: entry {item!r} must be USER=operator or USER=member, comma-separated"
-            )
-        roster[user.strip()] = role.strip()
-    return roster
-
-
-def _log_format(name: str, raw: str) -> str:
-    if raw not in {"text", "json"}:
-        raise ConfigError(f"{name}={raw!r}: must be 'text' or 'json'")
-    return raw
-
-
-def _log_level(name: str, raw: str) -> str:
-    upper = raw.upper()
-    if upper not in {"DEBUG", "INFO", "WARNING", "ERROR"}:
-        raise ConfigError(f"{name}={raw!r}: must be DEBUG, INFO, WARNING or ERROR")
-    return upper
-
-
-VARIABLES: tuple[Variable, ...] = (
-    Variable("DATABASE_URL", "sqlite:///./var/pacer.db", "Database URL: SQLite file or PostgreSQL (postgres:// is rewritten for psycopg)", _database_url),
-    Variable("PACER_HOST", "127.0.0.1", "Address the HTTP server binds", _str),
-    Variable("PACER_PORT", "8080", "Port the HTTP server binds", _port),
-    Variable("PACER_API_TOKEN", None, "Bearer token for /api/v1 (unset: the API answers 401 to everyone)", _secret),
-    Variable("PACER_LOG_LEVEL", "INFO", "Log level (APScheduler and HTTP clients log at WARNING unless this is DEBUG)", _log_level),
-    Variable("PACER_LOG_FORMAT", "text", "Log format: text, or json (one object a line: time, level, logger, message)", _log_format),
-    Variable("PACER_ACCESS_LOG", "false", "Log every HTTP request (uvicorn's access log); off by default, it costs CPU under a burst", _bool),
-    Variable("PACER_MAX_SESSIONS", "10", "Max sessions at once (slots); priority never waits on it", _int_at_least(1, MAX_SESSIONS)),
-    Variable("PACER_AGENT_WORKERS", "12", "Worker threads executing turns; the effective slot ceiling is min(max sessions, workers)", _int_at_least(1)),
-    Variable("PACER_GATING", "true", "Spot gating on/off (initial policy; later changes are audited in the database)", _bool),
-    Variable("PACER_RESERVE_5H_PCT", "20", "Priority reserve of the 5-hour window, percent", _percent),
-    Variable("PACER_RESERVE_7D_PCT", "20", "Priority reserve of the 7-day window, percent", _percent),
-    Variable("PACER_PREEMPTION", "true", "Let a priority start take a slot from a running spot session", _bool),
-    Variable("PACER_WINDOW_5H_USD", "50", "Ledger quota: dollars a 5-hour window is worth", _float_at_least(0.01)),
-    Variable("PACER_WINDOW_7D_USD", "600", "Ledger quota: dollars a 7-day window is worth", _float_at_least(0.01)),
-    Variable("PACER_WINDOW_ANCHOR", "2026-01-05T00:00:00+00:00", "Ledger quota: an instant at which both windows reset (ISO-8601)", _str),
-    Variable("PACER_QUOTA_SOURCE", "ledger", "Where window readings come from: ledger (own turn costs) or pool (account readings)", _quota_source),
-    Variable("PACER_POOL_FILE", None, "Pool quota source: JSON file of per-account readings", _str),
-    Variable("PACER_POOL_URL", None, "Pool quota source: HTTP endpoint returning the same JSON", _str),
-    Variable("PACER_RUNNER", "echo", "Turn runner: echo (built-in, no account) or command (a CLI agent)", _runner),
-    Variable("PACER_RUNNER_COMMAND", "claude -p {prompt} --output-format json", "Command template for the command runner", _str),
-    Variable("PACER_RUNNER_RESUME_ARGS", "--resume {agent_session_id}", "Arguments appended on later turns of a session", _str),
-    Variable("PACER_RUNTIME_NAME", "claude_code", "Name of the command runner's runtime", _str),
-    Variable("PACER_RUNTIME_SPENDS_QUOTA", "true", "Whether the command runtime spends quota (takes a slot)", _bool),
-    Variable("PACER_TURN_TIMEOUT_SECONDS", "3600", "Longest a command-runner turn may run before it is killed", _int_at_least(1)),
-    Variable("PACER_WORKDIR", "./var/work", "Per-session working directories live under here", _str),
-    Variable("PACER_ECHO_SECONDS", "2", "Echo agent: seconds a turn takes", _float_at_least(0.0)),
-    Variable("PACER_ECHO_COST_USD", "0.05", "Echo agent: dollars a turn reports", _float_at_least(0.0)),
-    Variable("PACER_ROSTER", "", "Who may steer Pacer: U012AB=operator,U034CD=member (also [roster] in pacer.toml)", _roster),
-    Variable("PACER_CONSOLE_USER", "console", "The roster user the console speaks as", _str),
-    Variable("PACER_OPS_CHANNEL", None, "Slack channel where queue holds announce themselves", _str),
-    Variable("PACER_MAX_BODY_BYTES", "1048576", "Largest HTTP request body accepted", _int_at_least(1024)),
-    Variable("PACER_MAX_PROMPT_CHARS", "100000", "Longest prompt accepted", _int_at_least(1)),
-    Variable("PACER_TRIGGERS_FILE", None, "triggers.toml loaded at start (triggers as code)", _str),
-    Variable("SLACK_BOT_TOKEN", None, "Slack bot token (xoxb-…)", _secret),
-    Variable("SLACK_SIGNING_SECRET", None, "Slack signing secret, verifies every request", _secret),
-    Variable("SLACK_APP_TOKEN", None, "Slack app-level token (xapp-…): enables Socket Mode", _secret),
-    Variable("SLACK_API_URL", "https://slack.com/api/", "Base URL of Slack's Web API (point at a local mock in tests)", _url),
-    Variable("GITHUB_WEBHOOK_SECRET", None, "Secret GitHub signs webhook deliveries with", _secret),
-    Variable("GITHUB_TOKEN", None, "GitHub token for status comments (or use a GitHub App)", _secret),
-    Variable("GITHUB_APP_ID", None, "GitHub App id (with GITHUB_APP_PRIVATE_KEY)", _str),
-    Variable("GITHUB_APP_PRIVATE_KEY", None, "GitHub App private key, PEM", _secret),
-    Variable("GITHUB_API_URL", "https://api.github.com/", "Base URL of GitHub's REST API", _url),
-    Variable("GITHUB_BOT_LOGIN", "pacer[bot]", "Pacer's own GitHub login; its events are ignored", _str),
-)
-
-_BY_NAME = {v.name: v for v in VARIABLES}
-
-
-def _attr(name: str) -> str:
-    return name.lower().removeprefix("pacer_")
-
-
-@dataclass(frozen=True)
-class Settings:
-    values: Mapping[str, Any]
-    roster: Mapping[str, str] = field(default_factory=dict)
-    toml: Mapping[str, Any] = field(default_factory=dict)
-
-    def __getattr__(self, item: str) -> Any:
-        for name, value in self.values.items():
-            if _attr(name) == item:
-                return value
-        raise AttributeError(item)
+    @model_validator(mode="after")
+    def _pairs(self) -> Settings:
+        if self.github_app_id and not self.github_app_private_key:
+            raise rules.refuse("needs_too", name="GITHUB_APP_ID", other="GITHUB_APP_PRIVATE_KEY")
+        if self.quota_source == "pool" and not (self.pool_file or self.pool_url):
+            raise rules.refuse("pool_without_source")
+        return self
 
     def __repr__(self) -> str:
         return f"Settings({ {row.name: row.value for row in in_force(self)} })"
+
+    __str__ = __repr__
 
     @property
     def effective_slots(self) -> int:
@@ -231,52 +168,103 @@ class Settings:
 
     @property
     def sqlite(self) -> bool:
-        return str(self.database_url).startswith("sqlite")
+        return self.database_url.startswith("sqlite")
+
+    @property
+    def toml(self) -> Mapping[str, Any]:
+        """pacer.toml as read (its [settings], [roster] and any other table), {} without one."""
+        return self._toml
+
+    def origin(self, name: str) -> str:
+        """Where NAME's value in force came from: "env", the pacer.toml path, or "default"."""
+        return self._origins.get(name, FROM_DEFAULT)
+
+    def replaced(self, **by_name: str) -> Settings:
+        """These settings with some variables set anew (by NAME), validated like the rest."""
+        raw = {name: value for name, value in _raw_values(self).items() if name not in by_name}
+        fresh = _validated({**raw, **by_name})
+        fresh._origins = {**self._origins, **dict.fromkeys(by_name, FROM_ENV)}
+        fresh._toml = self._toml
+        return fresh
 
 
-def load(environ: Mapping[str, str], *, toml_path: str | Path | None = None) -> Settings:
-    """Read and validate every variable. A bad value raises ConfigError naming it."""
-    toml_data: dict[str, Any] = {}
+_ENV_NAMES: dict[str, str] = {attr: str(info.alias) for attr, info in Settings.model_fields.items()}
+_ATTRS: dict[str, str] = {name: attr for attr, name in _ENV_NAMES.items()}
+
+
+class Variable(NamedTuple):
+    name: str
+    default: str | None
+    meaning: str
+
+
+VARIABLES: tuple[Variable, ...] = tuple(
+    Variable(str(info.alias), info.default, str(info.description)) for info in Settings.model_fields.values()
+)
+
+
+def _validated(raw: Mapping[str, Any]) -> Settings:
+    try:
+        return Settings(**raw)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        if first["type"] == rules.REFUSED:
+            raise ConfigError(str(first.get("ctx", {}).get("sentence", first["msg"]))) from None
+        name = _ENV_NAMES.get(str(first["loc"][0]), str(first["loc"][0])) if first["loc"] else "settings"
+        raise ConfigError(error_text("settings/not_a_value", name=name, raw=rules.as_text(first.get("input")))) from None
+
+
+def _read_toml(environ: Mapping[str, str], toml_path: str | Path | None) -> tuple[Path, dict[str, Any]]:
     path = Path(toml_path or environ.get("PACER_CONFIG", "pacer.toml"))
     if path.is_file():
         try:
-            toml_data = tomllib.loads(path.read_text())
+            return path, tomllib.loads(path.read_text())
         except tomllib.TOMLDecodeError as exc:
-            raise ConfigError(f"{path}: not valid TOML ({exc})") from None
-    elif toml_path is not None or "PACER_CONFIG" in environ:
-        raise ConfigError(f"PACER_CONFIG={str(path)!r}: file does not exist")
+            raise ConfigError(error_text("settings/not_toml", path=path, detail=exc)) from None
+    if toml_path is not None or "PACER_CONFIG" in environ:
+        raise ConfigError(error_text("settings/no_config_file", path=str(path)))
+    return path, {}
+
+
+def load(environ: Mapping[str, str], *, toml_path: str | Path | None = None) -> Settings:
+    """Read and validate every variable: `environ` over pacer.toml's [settings] over the defaults.
+    A bad value raises ConfigError naming it."""
+    path, toml_data = _read_toml(environ, toml_path)
     from_file = {str(k).upper(): v for k, v in toml_data.get("settings", {}).items()}
-    unknown = sorted(set(from_file) - set(_BY_NAME))
+    unknown = sorted(set(from_file) - set(_ATTRS))
     if unknown:
-        raise ConfigError(f"{path} [settings]: unknown setting {unknown[0]!r}")
-
-    values: dict[str, Any] = {}
+        raise ConfigError(error_text("settings/unknown_setting", path=path, name=unknown[0]))
+    raw: dict[str, Any] = {}
+    origins: dict[str, str] = {}
     for var in VARIABLES:
-        raw = environ.get(var.name)
-        if raw is None and var.name in from_file:
-            raw = str(from_file[var.name]).lower() if isinstance(from_file[var.name], bool) else str(from_file[var.name])
-        if raw is None or (raw == "" and var.default is None):
-            raw = var.default
-        values[var.name] = None if raw is None else var.parse(var.name, raw)
-
-    roster = dict(values["PACER_ROSTER"])
+        for source, layer in ((FROM_ENV, environ), (str(path), from_file)):
+            value = layer.get(var.name)
+            # An empty value means unset: the default, which for a secret is "none".
+            if value is not None and not (value == "" and var.default is None):
+                raw[var.name], origins[var.name] = value, source
+                break
+    settings = _validated(raw)
+    roster = dict(settings.roster)
     for user, role in dict(toml_data.get("roster", {})).items():
         if role not in {"operator", "member"}:
-            raise ConfigError(f"{path} [roster]: {user} = {role!r} must be 'operator' or 'member'")
+            raise ConfigError(error_text("settings/toml_roster_role", path=path, user=user, role=role))
         roster.setdefault(str(user), str(role))
-    if values["GITHUB_APP_ID"] and not values["GITHUB_APP_PRIVATE_KEY"]:
-        raise ConfigError("GITHUB_APP_ID is set: GITHUB_APP_PRIVATE_KEY must be set too")
-    if values["PACER_QUOTA_SOURCE"] == "pool" and not (values["PACER_POOL_FILE"] or values["PACER_POOL_URL"]):
-        raise ConfigError("PACER_QUOTA_SOURCE=pool: set PACER_POOL_FILE or PACER_POOL_URL")
-    from datetime import datetime
+    if roster != settings.roster:
+        origins["PACER_ROSTER"] = f"{origins['PACER_ROSTER']} + {path}" if "PACER_ROSTER" in origins else str(path)
+        settings = settings.model_copy(update={"roster": roster})
+    settings._origins, settings._toml = origins, toml_data
+    return settings
 
-    try:
-        anchor = datetime.fromisoformat(values["PACER_WINDOW_ANCHOR"])
-    except ValueError:
-        raise ConfigError(f"PACER_WINDOW_ANCHOR={values['PACER_WINDOW_ANCHOR']!r}: must be an ISO-8601 instant") from None
-    if anchor.tzinfo is None:
-        raise ConfigError("PACER_WINDOW_ANCHOR: must carry a UTC offset, e.g. 2026-01-05T00:00:00+00:00")
-    return Settings(values=values, roster=roster, toml=toml_data)
+
+def _raw_values(settings: Settings) -> dict[str, Any]:
+    """The values in force as init arguments (by NAME), for `Settings.replaced`."""
+    out: dict[str, Any] = {}
+    for attr, name in _ENV_NAMES.items():
+        value = getattr(settings, attr)
+        if value is None:
+            continue
+        out[name] = ",".join(f"{u}={r}" for u, r in value.items()) if name == "PACER_ROSTER" else rules.as_text(value)
+    return out
 
 
 def redact_url(value: str) -> str:
@@ -297,18 +285,22 @@ class Shown(NamedTuple):
     value: str
     default: str
     meaning: str
+    origin: str
 
 
 def in_force(settings: Settings) -> list[Shown]:
     """Every variable with the value in force, as a person may read it: secrets as ***, a URL's
     password hidden, the roster merged from PACER_ROSTER and pacer.toml's [roster]."""
-    return [Shown(var.name, _shown_value(var.name, settings), var.default or "", var.meaning) for var in VARIABLES]
+    return [
+        Shown(var.name, _shown_value(var.name, settings), var.default or "", var.meaning, settings.origin(var.name))
+        for var in VARIABLES
+    ]
 
 
 def _shown_value(name: str, settings: Settings) -> str:
     if name == "PACER_ROSTER":
         return ",".join(f"{user}={role}" for user, role in sorted(settings.roster.items())) or "(empty)"
-    value = settings.values.get(name)
+    value = getattr(settings, _ATTRS[name])
     if value is None:
         return "(unset)"
     if name in SECRET_NAMES:
@@ -325,4 +317,4 @@ def documented() -> list[tuple[str, str, str]]:
     return [(v.name, v.default or "", v.meaning) for v in VARIABLES]
 
 
-__all__ = ["Settings", "load", "documented", "in_force", "redact_url", "VARIABLES"]
+__all__ = ["Settings", "load", "documented", "in_force", "redact_url", "VARIABLES", "SECRET_NAMES"]

@@ -40,9 +40,9 @@ def _fresh_postgres() -> Engine:
     if not url:
         pytest.skip("PostgreSQL not configured (set PACER_TEST_DATABASE_URL)")
     if _pg_engine is None:
-        from bot.settings import _database_url
+        from bot.settings_rules import database_url
 
-        full = _database_url("PACER_TEST_DATABASE_URL", url)
+        full = database_url("PACER_TEST_DATABASE_URL", url)
         engine = dbmod.make_engine(full)
         with engine.begin() as conn:
             conn.execute(text("DROP SCHEMA public CASCADE"))

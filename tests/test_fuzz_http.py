@@ -47,7 +47,8 @@ from bot.app import create_app
 from bot.commands.grammar import NAMES
 from bot.github.webhook import signature
 from bot.render import render
-from bot.settings import _database_url, load
+from bot.settings import load
+from bot.settings_rules import database_url
 from scheduler import bounds
 from tests.api_client import Server
 from tests.conftest import _fresh_postgres, _postgres_url
@@ -148,7 +149,7 @@ def served(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFact
         engine = _fresh_postgres()
         with engine.begin() as conn:
             conn.execute(text("DROP TABLE IF EXISTS apscheduler_jobs"))
-        url = _database_url("PACER_TEST_DATABASE_URL", raw)
+        url = database_url("PACER_TEST_DATABASE_URL", raw)
     mock = MockSlack().start()
     pacer = runtime.build(load(_environ(url, mock, tmp / "work"), toml_path=None))
     app = create_app(pacer)

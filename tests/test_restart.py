@@ -44,9 +44,9 @@ def database_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str
         if os.environ.get("PACER_REQUIRE_POSTGRES") == "1":
             pytest.fail("PACER_REQUIRE_POSTGRES=1 but PACER_TEST_DATABASE_URL is not set")
         pytest.skip("PostgreSQL not configured (set PACER_TEST_DATABASE_URL)")
-    from bot.settings import _database_url
+    from bot.settings_rules import database_url as driver_url
 
-    admin = dbmod.make_engine(_database_url("PACER_TEST_DATABASE_URL", base))
+    admin = dbmod.make_engine(driver_url("PACER_TEST_DATABASE_URL", base))
     name = f"pacer_restart_{uuid.uuid4().hex[:8]}"
     with admin.connect().execution_options(isolation_level="AUTOCOMMIT") as conn:
         conn.execute(text(f'CREATE DATABASE "{name}"'))
@@ -73,9 +73,9 @@ def _serve(tmp: Path, port: int, url: str, echo_seconds: str, log: Path) -> subp
 
 
 def _engine(url: str) -> Engine:
-    from bot.settings import _database_url
+    from bot.settings_rules import database_url as driver_url
 
-    return dbmod.make_engine(_database_url("DATABASE_URL", url))
+    return dbmod.make_engine(driver_url("DATABASE_URL", url))
 
 
 def _overdue(engine: Engine, session_id: int, at: datetime, *, keep_alarm: bool) -> None:

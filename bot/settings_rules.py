@@ -1,0 +1,136 @@
+"""The rules a setting's text must follow, each turning it into the value in force or refusing
+it with one line that names the variable and what it allows (`templates/errors/settings.j2`).
+
+A rule takes (NAME, raw text); `bot.settings` runs it before pydantic's own type check.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from datetime import datetime
+from typing import Any
+
+from pydantic_core import PydanticCustomError
+
+from templates import error_text
+
+# The error type pydantic carries a refusal under; its context holds the sentence.
+REFUSED = "pacer_setting"
+
+
+def refuse(macro: str, **values: Any) -> PydanticCustomError:
+    sentence = error_text(f"settings/{macro}", **values)
+    return PydanticCustomError(REFUSED, "{sentence}", {"sentence": sentence})
+
+
+def as_text(value: Any) -> str:
+    """A TOML value as the environment would spell it (`true`, `4`, `0.5`)."""
+    return str(value).lower() if isinstance(value, bool) else str(value)
+
+
+def secret(name: str, raw: str) -> str:
+    # An empty value means unset; whitespace alone is a paste gone wrong, and used as a key it
+    # would let anyone sign GitHub deliveries with it or make Slack's verifier fail every request.
+    if not raw.strip():
+        raise refuse("only_whitespace", name=name)
+    return raw
+
+
+def whole(minimum: int, maximum: int | None = None) -> Callable[[str, str], int]:
+    def parse(name: str, raw: str) -> int:
+        try:
+            value = int(raw)
+        except ValueError:
+            raise refuse("whole_number", name=name, raw=raw, minimum=minimum, maximum=maximum) from None
+        if value < minimum or (maximum is not None and value > maximum):
+            raise refuse("whole_number", name=name, raw=raw, minimum=minimum, maximum=maximum)
+        return value
+
+    return parse
+
+
+def number(minimum: float) -> Callable[[str, str], float]:
+    def parse(name: str, raw: str) -> float:
+        try:
+            value = float(raw)
+        except ValueError:
+            value = float("nan")
+        if value != value or value < minimum:
+            raise refuse("number", name=name, raw=raw, minimum=f"{minimum:g}")
+        return value
+
+    return parse
+
+
+def percent(name: str, raw: str) -> float:
+    value = number(0.0)(name, raw)
+    if value > 100:
+        raise refuse("percentage", name=name, raw=raw)
+    return value
+
+
+def boolean(name: str, raw: str) -> bool:
+    lowered = raw.strip().lower()
+    if lowered in {"1", "true", "yes", "on"}:
+        return True
+    if lowered in {"0", "false", "no", "off"}:
+        return False
+    raise refuse("boolean", name=name, raw=raw)
+
+
+def port(name: str, raw: str) -> int:
+    value = whole(1)(name, raw)
+    if value > 65535:
+        raise refuse("port", name=name, raw=raw)
+    return value
+
+
+def http_url(name: str, raw: str) -> str:
+    if not raw.startswith(("http://", "https://")):
+        raise refuse("http_url", name=name, raw=raw)
+    return raw.rstrip("/") + "/"
+
+
+def database_url(name: str, raw: str) -> str:
+    """Accept Fly's postgres:// form and rewrite it to the psycopg 3 driver."""
+    for plain in ("postgres://", "postgresql://"):
+        if raw.startswith(plain):
+            return "postgresql+psycopg://" + raw[len(plain) :]
+    if raw.startswith(("postgresql+psycopg://", "sqlite://", "sqlite+pysqlite://")):
+        return raw
+    raise refuse("database_url", name=name, scheme=raw.split(":", 1)[0])
+
+
+def one_of(*allowed: str) -> Callable[[str, str], str]:
+    def parse(name: str, raw: str) -> str:
+        if raw not in allowed:
+            raise refuse("one_of", name=name, raw=raw, allowed=allowed)
+        return raw
+
+    return parse
+
+
+def log_level(name: str, raw: str) -> str:
+    if raw.upper() not in {"DEBUG", "INFO", "WARNING", "ERROR"}:
+        raise refuse("log_level", name=name, raw=raw)
+    return raw.upper()
+
+
+def roster(name: str, raw: str) -> dict[str, str]:
+    roster: dict[str, str] = {}
+    for item in filter(None, (part.strip() for part in raw.split(","))):
+        user, sep, role = item.partition("=")
+        if not sep or not user.strip() or role.strip() not in {"operator", "member"}:
+            raise refuse("roster_entry", name=name, item=item)
+        roster[user.strip()] = role.strip()
+    return roster
+
+
+def instant(name: str, raw: str) -> str:
+    try:
+        anchor = datetime.fromisoformat(raw)
+    except ValueError:
+        raise refuse("instant", name=name, raw=raw) from None
+    if anchor.tzinfo is None:
+        raise refuse("instant_offset", name=name)
+    return raw
