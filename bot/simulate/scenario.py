@@ -13,6 +13,8 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
+from templates import error_text
+
 POLICIES = ("pacer", "fifo", "flat-target")  # bot/simulate/policies.py says what each one is
 WINDOW_NAMES = ("5h", "7d")  # the policy's two reserves are keyed by these names
 ACCOUNT_STATUSES = ("active", "quota_exceeded", "needs_reauth")
@@ -139,22 +141,16 @@ class Scenario:
 
 def parse_duration(where: str, value: Any, *, allow_zero: bool = False) -> timedelta:
     """`90m`, `5h`, `7d`, `1h30m`, `45s`."""
-    rule = "a duration such as 90m, 5h, 7d or 1h30m" + ("" if allow_zero else " (above zero)")
-    if not isinstance(value, str) or not value.strip():
-        raise ScenarioError(f"{where}: must be {rule} (got {value!r})")
-    text = value.strip()
+    text = value.strip() if isinstance(value, str) else ""
     parts = _PART.findall(text)
-    if not parts or "".join(n + u for n, u in parts) != text:
-        raise ScenarioError(f"{where}: must be {rule} (got {value!r})")
     seconds = sum(float(n) * _UNITS[u] for n, u in parts)
-    if seconds <= 0 and not (allow_zero and seconds == 0):
-        raise ScenarioError(f"{where}: must be {rule} (got {value!r})")
+    if not parts or "".join(n + u for n, u in parts) != text or (seconds <= 0 and not (allow_zero and seconds == 0)):
+        raise ScenarioError(error_text("simulate_scenario/not_duration", where=where, allow_zero=allow_zero, value=value))
     return timedelta(seconds=seconds)
 
 
 def parse_instant(where: str, value: Any, start: datetime | None) -> datetime:
     """`+90m` (from the simulation's start) or an ISO-8601 instant with a UTC offset."""
-    rule = "+<duration> from the start (e.g. +90m) or an ISO-8601 instant with an offset"
     if isinstance(value, datetime):
         parsed = value
     elif isinstance(value, str) and value.strip().startswith("+") and start is not None:
@@ -163,9 +159,9 @@ def parse_instant(where: str, value: Any, start: datetime | None) -> datetime:
         try:
             parsed = datetime.fromisoformat(value.strip())
         except ValueError:
-            raise ScenarioError(f"{where}: must be {rule} (got {value!r})") from None
+            raise ScenarioError(error_text("simulate_scenario/not_instant", where=where, value=value)) from None
     else:
-        raise ScenarioError(f"{where}: must be {rule} (got {value!r})")
+        raise ScenarioError(error_text("simulate_scenario/not_instant", where=where, value=value))
     if parsed.tzinfo is None:
-        raise ScenarioError(f"{where}: must be {rule} (got {value!r}, which has no offset)")
+        raise ScenarioError(error_text("simulate_scenario/not_instant", where=where, value=value, offset_missing=True))
     return parsed

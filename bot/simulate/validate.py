@@ -29,6 +29,7 @@ from bot.simulate.scenario import (
     parse_instant,
 )
 from scheduler.genesis import Genesis, SchedulingClass
+from templates import error_text
 
 TOP = ("simulation", "policy", "windows", "runtimes", "arrivals", "generators", "accounts")
 SIMULATION = ("start", "duration", "seed", "resume_overhead", "name")
@@ -55,11 +56,11 @@ def parse_scenario(data: Mapping[str, Any], *, name: str = "scenario") -> Scenar
     windows = _windows(top["windows"], start, accounts_mode=bool(accounts))
     runtimes = tuple(_runtime(f"runtimes[{i}]", r) for i, r in enumerate(_array("runtimes", top["runtimes"])))
     if not runtimes:
-        raise ScenarioError("runtimes: name at least one runtime ([[runtimes]] name, burn_usd_per_min)")
+        raise ScenarioError(error_text("simulate_scenario/no_runtimes"))
     names = [r.name for r in runtimes]
     for i, n in enumerate(names):
         if n in names[:i]:
-            raise ScenarioError(f"runtimes[{i}].name: {n!r} appears more than once")
+            raise ScenarioError(error_text("simulate_scenario/repeated", where=f"runtimes[{i}].name", value=n))
     arrivals = tuple(_arrival(f"arrivals[{i}]", a, start, names) for i, a in enumerate(_array("arrivals", top.get("arrivals"))))
     generators = tuple(
         _generator(f"generators[{i}]", g, start, names) for i, g in enumerate(_array("generators", top.get("generators")))
@@ -85,22 +86,22 @@ def _policy(raw: Any) -> PolicySpec:
 def _windows(raw: Any, start: datetime, *, accounts_mode: bool) -> tuple[WindowSpec, ...]:
     items = _array("windows", raw)
     if not items:
-        raise ScenarioError("windows: name at least one window ([[windows]] name = \"5h\" or \"7d\")")
+        raise ScenarioError(error_text("simulate_scenario/no_windows"))
     windows: list[WindowSpec] = []
     for i, item in enumerate(items):
         at = f"windows[{i}]"
         required = ("name", "period", "first_reset") + (() if accounts_mode else ("budget_usd",))
         w = _table(at, item, WINDOW, required=required)
         if w["name"] not in WINDOW_NAMES:
-            raise ScenarioError(f"{at}.name: must be one of {', '.join(WINDOW_NAMES)} (the policy's reserves are keyed by them) (got {w['name']!r})")
+            raise ScenarioError(error_text("simulate_scenario/window_name", where=f"{at}.name", names=WINDOW_NAMES, value=w["name"]))
         if any(x.name == w["name"] for x in windows):
-            raise ScenarioError(f"{at}.name: {w['name']!r} appears more than once")
+            raise ScenarioError(error_text("simulate_scenario/repeated", where=f"{at}.name", value=w["name"]))
         if accounts_mode and "budget_usd" in w:
-            raise ScenarioError(f"{at}.budget_usd: leave it out with [[accounts]]: the pool's capacity is the accounts' sum")
+            raise ScenarioError(error_text("simulate_scenario/budget_with_accounts", where=f"{at}.budget_usd"))
         period = parse_duration(f"{at}.period", w["period"])
         first = parse_instant(f"{at}.first_reset", w["first_reset"], start)
         if not start < first <= start + period:
-            raise ScenarioError(f"{at}.first_reset: must fall after the start and within one period of it (got {w['first_reset']!r})")
+            raise ScenarioError(error_text("simulate_scenario/first_reset", where=f"{at}.first_reset", value=w["first_reset"]))
         budget = None if accounts_mode else _number(f"{at}.budget_usd", w["budget_usd"], above=True)
         windows.append(WindowSpec(str(w["name"]), period, budget, first))
     return tuple(windows)
@@ -117,7 +118,7 @@ def _runtime(at: str, raw: Any) -> RuntimeSpec:
 
 def _runtime_name(where: str, value: Any, names: list[str]) -> str:
     if value not in names:
-        raise ScenarioError(f"{where}: must name a [[runtimes]] entry: {', '.join(names)} (got {value!r})")
+        raise ScenarioError(error_text("simulate_scenario/runtime_unknown", where=where, names=names, value=value))
     return str(value)
 
 
@@ -128,20 +129,20 @@ def _arrival(at: str, raw: Any, start: datetime, runtimes: list[str]) -> Arrival
     raw_duration = a.get("duration", "30m")
     if isinstance(raw_duration, list):
         if "turns" in a:
-            raise ScenarioError(f"{at}.turns: leave it out when duration lists every turn's length")
+            raise ScenarioError(error_text("simulate_scenario/turns_with_list", where=f"{at}.turns"))
         if not raw_duration:
-            raise ScenarioError(f"{at}.duration: a list must name at least the first turn's length")
+            raise ScenarioError(error_text("simulate_scenario/empty_duration_list", where=f"{at}.duration"))
         durations = tuple(parse_duration(f"{at}.duration[{j}]", d) for j, d in enumerate(raw_duration))
     else:
         turns = _whole(f"{at}.turns", a.get("turns", 0), low=0, high=MAX_TURNS)
         durations = (parse_duration(f"{at}.duration", raw_duration),) * (turns + 1)
     replies = a.get("replies", [])
     if not isinstance(replies, list):
-        raise ScenarioError(f"{at}.replies: must be a list of offsets from the arrival, e.g. [\"+20m\"] (got {replies!r})")
+        raise ScenarioError(error_text("simulate_scenario/replies_not_list", where=f"{at}.replies", value=replies))
     offsets = []
     for j, r in enumerate(replies):
         if not isinstance(r, str) or not r.startswith("+"):
-            raise ScenarioError(f"{at}.replies[{j}]: must be an offset from the arrival such as +20m (got {r!r})")
+            raise ScenarioError(error_text("simulate_scenario/reply_not_offset", where=f"{at}.replies[{j}]", value=r))
         offsets.append(parse_duration(f"{at}.replies[{j}]", r[1:], allow_zero=True))
     return ArrivalSpec(
         at=parse_instant(f"{at}.at", a["at"], start),
@@ -164,7 +165,7 @@ def _generator(at: str, raw: Any, start: datetime, runtimes: list[str]) -> Gener
     begin = parse_instant(f"{at}.start", g["start"], start) if "start" in g else None
     end = parse_instant(f"{at}.end", g["end"], start) if "end" in g else None
     if begin is not None and end is not None and end <= begin:
-        raise ScenarioError(f"{at}.end: must be after {at}.start")
+        raise ScenarioError(error_text("simulate_scenario/end_before_start", end=f"{at}.end", start=f"{at}.start"))
     return GeneratorSpec(
         genesis=_genesis(f"{at}.genesis", g["genesis"]),
         rate_per_hour=_number(f"{at}.rate_per_hour", g["rate_per_hour"], above=True, high=100_000),
@@ -188,7 +189,7 @@ def _account(at: str, raw: Any, start: datetime) -> AccountSpec:
         r = _table(where, item, READING, required=("at",))
         status = r.get("status", "active")
         if status not in ACCOUNT_STATUSES:
-            raise ScenarioError(f"{where}.status: must be one of {', '.join(ACCOUNT_STATUSES)} (got {status!r})")
+            raise ScenarioError(error_text("simulate_scenario/not_one_of", where=f"{where}.status", allowed=ACCOUNT_STATUSES, value=status))
         readings.append(AccountReadingSpec(
             parse_instant(f"{where}.at", r["at"], start),
             str(status),
@@ -207,44 +208,42 @@ def _account(at: str, raw: Any, start: datetime) -> AccountSpec:
 
 
 def _number(where: str, value: Any, *, low: float = 0.0, high: float | None = None, above: bool = False) -> float:
-    bound = f"above {low:g}" if above else f">= {low:g}"
-    rule = f"a number {bound}" + (f" and <= {high:g}" if high is not None else "")
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or math.isnan(value) or math.isinf(value):
-        raise ScenarioError(f"{where}: must be {rule} (got {value!r})")
-    if (value <= low if above else value < low) or (high is not None and value > high):
-        raise ScenarioError(f"{where}: must be {rule} (got {value!r})")
+    if (
+        isinstance(value, bool) or not isinstance(value, (int, float)) or math.isnan(value) or math.isinf(value)
+        or (value <= low if above else value < low) or (high is not None and value > high)
+    ):
+        raise ScenarioError(error_text("simulate_scenario/not_number", where=where, low=low, high=high, above=above, value=value))
     return float(value)
 
 
 def _whole(where: str, value: Any, *, low: int = 0, high: int | None = None) -> int:
-    rule = f"a whole number >= {low}" + (f" and <= {high}" if high is not None else "")
     if isinstance(value, bool) or not isinstance(value, int) or value < low or (high is not None and value > high):
-        raise ScenarioError(f"{where}: must be {rule} (got {value!r})")
+        raise ScenarioError(error_text("simulate_scenario/not_whole", where=where, low=low, high=high, value=value))
     return value
 
 
 def _integer(where: str, value: Any) -> int:
     if isinstance(value, bool) or not isinstance(value, int):
-        raise ScenarioError(f"{where}: must be a whole number (got {value!r})")
+        raise ScenarioError(error_text("simulate_scenario/not_integer", where=where, value=value))
     return value
 
 
 def _flag(where: str, value: Any) -> bool:
     if not isinstance(value, bool):
-        raise ScenarioError(f"{where}: must be true or false (got {value!r})")
+        raise ScenarioError(error_text("simulate_scenario/not_flag", where=where, value=value))
     return value
 
 
 def _text(where: str, value: Any) -> str:
     if not isinstance(value, str) or not value.strip():
-        raise ScenarioError(f"{where}: must be a non-empty string (got {value!r})")
+        raise ScenarioError(error_text("simulate_scenario/not_text", where=where, value=value))
     return value.strip()
 
 
 def _genesis(where: str, value: Any) -> str:
     allowed = [g.value for g in Genesis]
     if value not in allowed:
-        raise ScenarioError(f"{where}: must be one of {', '.join(allowed)} (got {value!r})")
+        raise ScenarioError(error_text("simulate_scenario/not_one_of", where=where, allowed=allowed, value=value))
     return str(value)
 
 
@@ -253,19 +252,19 @@ def _class(where: str, value: Any) -> str | None:
         return None
     allowed = [c.value for c in SchedulingClass]
     if value not in allowed:
-        raise ScenarioError(f"{where}: must be one of {', '.join(allowed)} (got {value!r})")
+        raise ScenarioError(error_text("simulate_scenario/not_one_of", where=where, allowed=allowed, value=value))
     return str(value)
 
 
 def _table(where: str, value: Any, allowed: Sequence[str], required: Sequence[str] = ()) -> Mapping[str, Any]:
     if not isinstance(value, Mapping):
-        raise ScenarioError(f"{where}: must be a table (got {value!r})")
+        raise ScenarioError(error_text("simulate_scenario/not_table", where=where, value=value))
     for key in value:
         if key not in allowed:
-            raise ScenarioError(f"{where}.{key}: is not a key here; allowed: {', '.join(allowed)}")
+            raise ScenarioError(error_text("simulate_scenario/key_unknown", where=where, key=key, allowed=allowed))
     for key in required:
         if key not in value:
-            raise ScenarioError(f"{where}.{key}: is required")
+            raise ScenarioError(error_text("simulate_scenario/key_required", where=where, key=key))
     return value
 
 
@@ -273,7 +272,7 @@ def _array(where: str, value: Any) -> list[Any]:
     if value is None:
         return []
     if not isinstance(value, list):
-        raise ScenarioError(f"{where}: must be an array of tables ([[{where}]]) (got {value!r})")
+        raise ScenarioError(error_text("simulate_scenario/not_array", where=where, value=value))
     return value
 
 
@@ -281,10 +280,10 @@ def _range(where: str, value: Any, parse: Any) -> tuple[Any, Any]:
     """A fixed value, or [low, high]."""
     if isinstance(value, list):
         if len(value) != 2:
-            raise ScenarioError(f"{where}: must be one value or a [low, high] pair (got {value!r})")
+            raise ScenarioError(error_text("simulate_scenario/not_range", where=where, value=value))
         low, high = parse(f"{where}[0]", value[0]), parse(f"{where}[1]", value[1])
         if high < low:
-            raise ScenarioError(f"{where}: the high end must not be below the low end (got {value!r})")
+            raise ScenarioError(error_text("simulate_scenario/range_reversed", where=where, value=value))
         return low, high
     one = parse(where, value)
     return one, one
