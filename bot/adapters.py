@@ -1,11 +1,12 @@
 """The outbound adapters, built from the settings: the one place a setting becomes the plain value
 an adapter takes. `integrations/` never reads settings; `bot.runtime` builds through here.
 
-    runner = build_runner(settings)                 # EchoRunner or CommandRunner
-    workers = build_pool(settings)                  # ThreadWorkerPool over it
+    runner = build_runner(settings, engine=engine)  # EchoRunner, or CommandRunner in workspaces
+    workers = build_pool(settings, engine=engine)   # ThreadWorkerPool over it
     runtimes = runtimes_from_settings(settings)     # for scheduler.context.Context.runtimes
     source = build_quota_source(settings, engine)   # the ledger, or the pool calibrated on it
     comments = github_comments(settings)            # PyGithub with a token or an App, or None
+    spaces = build_workspaces(settings)             # a mirror per repository, a worktree per session
 """
 
 from __future__ import annotations
@@ -17,7 +18,10 @@ from datetime import datetime
 from sqlalchemy import Engine
 
 from bot.settings import SECRET_NAMES, Settings
+from integrations.github.client import GithubClients
 from integrations.github.comments import PyGithubComments
+from integrations.github.publish import Publisher
+from integrations.github.pulls import PyGithubPulls
 from integrations.quota import LedgerSource, PoolSource
 from integrations.runners import (
     ECHO_RUNTIME,
@@ -26,6 +30,8 @@ from integrations.runners import (
     ThreadWorkerPool,
     echo_burn_per_min,
 )
+from integrations.runners.workspace import WorkspaceRunner
+from integrations.workspaces import GitRemote, Workspaces
 from scheduler.burn import fallback_rates
 from scheduler.context import Runtime
 from scheduler.ports import QuotaSource, Runner
@@ -34,12 +40,14 @@ from scheduler.ports import QuotaSource, Runner
 WITHHELD_FROM_AGENTS = frozenset(SECRET_NAMES | {"DATABASE_URL"})
 
 
-def build_runner(settings: Settings, environ: Mapping[str, str] | None = None) -> Runner:
+def build_runner(settings: Settings, environ: Mapping[str, str] | None = None, *, engine: Engine | None = None) -> Runner:
     """The runner PACER_RUNNER names. `environ` is what a command agent inherits (minus
-    WITHHELD_FROM_AGENTS); it defaults to this process's environment."""
+    WITHHELD_FROM_AGENTS); it defaults to this process's environment. With `engine`, a command
+    agent works in its session's worktree when the session names a repository, and its commits
+    go back as a branch and a draft pull request."""
     if settings.runner == "echo":
         return EchoRunner(settings.echo_seconds, settings.echo_cost_usd)
-    return CommandRunner(
+    runner = CommandRunner(
         settings.runner_command,
         settings.runner_resume_args or "",
         settings.runtime_name,
@@ -48,11 +56,23 @@ def build_runner(settings: Settings, environ: Mapping[str, str] | None = None) -
         env=os.environ if environ is None else environ,
         withheld=WITHHELD_FROM_AGENTS,
     )
+    if engine is None:
+        return runner
+    spaces = build_workspaces(settings)
+    clients = github_clients(settings)
+    publish = Publisher(spaces, PyGithubPulls(clients) if clients is not None else None)
+    return WorkspaceRunner(runner, spaces, engine, publish=publish)
 
 
-def build_pool(settings: Settings, runner: Runner | None = None) -> ThreadWorkerPool:
-    """PACER_AGENT_WORKERS threads over `runner` (default: build_runner(settings))."""
-    return ThreadWorkerPool(runner or build_runner(settings), settings.agent_workers)
+def build_pool(settings: Settings, runner: Runner | None = None, *, engine: Engine | None = None) -> ThreadWorkerPool:
+    """PACER_AGENT_WORKERS threads over `runner` (default: build_runner(settings, engine=engine))."""
+    return ThreadWorkerPool(runner or build_runner(settings, engine=engine), settings.agent_workers)
+
+
+def build_workspaces(settings: Settings) -> Workspaces:
+    """Workspaces under PACER_WORKSPACES, fetched from PACER_GIT_REMOTE; git's fetch and push use
+    GITHUB_TOKEN, passed to those commands alone."""
+    return Workspaces(settings.workspaces, GitRemote(settings.git_remote, token=settings.github_token))
 
 
 def runtimes_from_settings(settings: Settings) -> dict[str, Runtime]:
@@ -94,11 +114,17 @@ def build_quota_source(settings: Settings, engine: Engine) -> QuotaSource:
     return PoolSource(file=settings.pool_file, spent_since=ledger.spent_since)
 
 
-def github_comments(settings: Settings) -> PyGithubComments | None:
+def github_clients(settings: Settings) -> GithubClients | None:
     """PyGithub as a GitHub App when one is configured, else with GITHUB_TOKEN; None with neither."""
     if settings.github_app_id and settings.github_app_private_key:
-        return PyGithubComments(base_url=settings.github_api_url, app_id=settings.github_app_id,
-                                private_key=settings.github_app_private_key)
+        return GithubClients(base_url=settings.github_api_url, app_id=settings.github_app_id,
+                             private_key=settings.github_app_private_key)
     if settings.github_token:
-        return PyGithubComments(base_url=settings.github_api_url, token=settings.github_token)
+        return GithubClients(base_url=settings.github_api_url, token=settings.github_token)
     return None
+
+
+def github_comments(settings: Settings) -> PyGithubComments | None:
+    """The sticky status comments' port, over `github_clients`; None without credentials."""
+    clients = github_clients(settings)
+    return PyGithubComments(clients) if clients is not None else None

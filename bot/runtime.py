@@ -11,17 +11,19 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from datetime import timedelta
 from typing import Any
 
 from sqlalchemy import Engine
 
 from bot import jobs, triggers_file
-from bot.adapters import build_pool, build_quota_source, fallback_burn, runtimes_from_settings
+from bot.adapters import build_pool, build_quota_source, build_workspaces, fallback_burn, runtimes_from_settings
 from bot.leader import Leadership
 from bot.notify import CompositeNotifier, LogNotifier
 from bot.settings import Settings
 from integrations.apscheduler_deferrer import APSchedulerDeferrer, build_scheduler
 from integrations.quota.history import load_burn_table
+from integrations.runners.workspace import WorkspaceJanitor, sweep
 from integrations.schedules import sync_schedules
 from scheduler import db as dbmod
 from scheduler import wiring
@@ -38,6 +40,8 @@ BURN_REFRESH = "burn_refresh"
 BURN_REFRESH_MINUTES = 5
 TRIGGER_RESYNC = "trigger_resync"
 TRIGGER_RESYNC_MINUTES = 1
+WORKSPACE_SWEEP = "workspace_sweep"
+WORKSPACE_SWEEP_MINUTES = 60
 
 
 @dataclass
@@ -83,13 +87,16 @@ def build(
         scheduler = build_scheduler(engine)
         deferrer = APSchedulerDeferrer(scheduler)
         job_runner = jobs.run
+    notifier = CompositeNotifier(LogNotifier())
+    if settings.runner != "echo":
+        notifier.add(WorkspaceJanitor(engine, build_workspaces(settings)))  # an archived session's worktree goes
     ctx = Context(
         engine=engine,
         clock=clock or SystemClock(),
         deferrer=deferrer,
-        workers=workers or build_pool(settings),
+        workers=workers or build_pool(settings, engine=engine),
         quota=build_quota_source(settings, engine),
-        notifier=CompositeNotifier(LogNotifier()),
+        notifier=notifier,
         agent_workers=settings.agent_workers,
         runtimes=runtimes_from_settings(settings),
         job_runner=job_runner,
@@ -114,7 +121,11 @@ def periodic_targets(pacer: Pacer) -> dict[str, Callable[[Context], None]]:
         if pacer.scheduler is not None:
             sync_schedules(pacer.scheduler, ctx.engine)
 
-    return {BURN_REFRESH: burn_refresh, TRIGGER_RESYNC: trigger_resync}
+    def workspace_sweep(ctx: Context) -> None:
+        ttl = timedelta(hours=pacer.settings.workspace_ttl)
+        sweep(ctx.engine, build_workspaces(pacer.settings), ctx.clock.now(), ttl)
+
+    return {BURN_REFRESH: burn_refresh, TRIGGER_RESYNC: trigger_resync, WORKSPACE_SWEEP: workspace_sweep}
 
 
 def refresh_burn(ctx: Context, settings: Settings) -> None:
@@ -142,6 +153,8 @@ def lead(pacer: Pacer) -> None:
         _every(pacer, BURN_REFRESH, minutes=BURN_REFRESH_MINUTES)
         # Triggers written on a standby replica reach the cron jobs each minute.
         _every(pacer, TRIGGER_RESYNC, minutes=TRIGGER_RESYNC_MINUTES)
+        if pacer.settings.runner != "echo":  # worktrees of finished sessions go after PACER_WORKSPACE_TTL
+            _every(pacer, WORKSPACE_SWEEP, minutes=WORKSPACE_SWEEP_MINUTES)
         # Triggers as code, once the scheduler runs (an unchanged cron job keeps its stored
         # next run). Reading the cron jobs reads every stored job, so every periodic one is
         # rewritten first, whatever function an earlier version stored it under.

@@ -24,6 +24,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from scheduler.errors import ConfigError
+from templates import error_text
+
 log = logging.getLogger("pacer.workspaces")
 
 REPOSITORY = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*/[A-Za-z0-9][A-Za-z0-9_.-]*$")
@@ -41,6 +44,10 @@ class GitRemote:
 
     template: str = "https://github.com/{repository}.git"
     token: str | None = field(default=None, repr=False)
+
+    def __post_init__(self) -> None:
+        if "{repository}" not in self.template or self.template.replace("{repository}", "").count("{"):
+            raise ConfigError(error_text("workspaces/remote_template", template=self.template))
 
     def url(self, repository: str) -> str:
         return self.template.format(repository=repository)
@@ -124,13 +131,28 @@ class Workspaces:
             branch = self._run(["rev-parse", "--abbrev-ref", "HEAD"], step="rev-parse", cwd=path).strip()
             return Workspace(session_id, repository, path, branch, created=False)
         self.sync(repository)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        self._run(["--git-dir", str(mirror), "worktree", "prune"], step="worktree prune")  # a worktree removed by hand
+        kept = self._session_branch(mirror, session_id)
+        if kept is not None:
+            # Its worktree was removed (archive, TTL) and a new turn came: its branch, with its
+            # commits and its upstream, is still in the mirror.
+            self._run(["--git-dir", str(mirror), "worktree", "add", str(path), kept], step="worktree add")
+            log.info("session #%s works in %s on %s again", session_id, path, kept)
+            return Workspace(session_id, repository, path, kept, created=True)
         branch = branch_name(session_id, title)
         start = "origin/" + (base or self._run(["--git-dir", str(mirror), "symbolic-ref", "--short", "HEAD"], step="default branch").strip())
-        path.parent.mkdir(parents=True, exist_ok=True)
         self._run(["--git-dir", str(mirror), "worktree", "add", "-b", branch, str(path), start], step="worktree add")
         self._run(["branch", f"--set-upstream-to={start}"], step="upstream", cwd=path)
         log.info("session #%s works in %s on %s (from %s)", session_id, path, branch, start)
         return Workspace(session_id, repository, path, branch, created=True)
+
+    def _session_branch(self, mirror: Path, session_id: int) -> str | None:
+        """The branch an earlier worktree of the session made, if the mirror has one."""
+        found = self._run(["--git-dir", str(mirror), "branch", "--list", "--format=%(refname:short)", f"pacer/{session_id}-*"],
+                          step="branch list")
+        names = found.split()
+        return names[0] if names else None
 
     def new_commits(self, space: Workspace) -> int:
         """Commits on the session's branch that its upstream lacks: the branch it started from

@@ -2,8 +2,9 @@
 in virtual time, and a small fake of GitHub's REST API on loopback.
 
 The fake implements only what PyGithub calls for the sticky comment — get a repository, get an
-issue, list its comments, create one, get one, edit one — and records every request, so a test
-can assert exactly which calls Pacer made.
+issue, list its comments, create one, get one, edit one — and for a session's pull request —
+list the open ones from a head branch, create one, edit one — and records every request, so a
+test can assert exactly which calls Pacer made.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
+from urllib.parse import parse_qs
 
 from bot.github.webhook import signature
 
@@ -117,11 +119,13 @@ class Call:
 
 @dataclass
 class FakeGithub:
-    """GitHub's REST API, the five calls of a sticky comment, on a free loopback port."""
+    """GitHub's REST API, the calls of a sticky comment and of a pull request, on a free loopback port."""
 
     calls: list[Call] = field(default_factory=list)
     comments: dict[int, dict[str, Any]] = field(default_factory=dict)  # id -> {issue, body}
+    pulls: dict[int, dict[str, Any]] = field(default_factory=dict)  # number -> {repository, head, base, title, body, draft}
     _ids: Iterator[int] = field(default_factory=lambda: itertools.count(9001))
+    _numbers: Iterator[int] = field(default_factory=lambda: itertools.count(100))
     _server: ThreadingHTTPServer | None = None
 
     @property
@@ -161,9 +165,9 @@ class FakeGithub:
         length = int(handler.headers.get("Content-Length") or 0)
         raw = handler.rfile.read(length) if length else b""
         body = json.loads(raw) if raw else None
-        path = handler.path.split("?")[0]
+        path, _, query = handler.path.partition("?")
         self.calls.append(Call(method, path, body))
-        status, answer = self._route(method, path, body)
+        status, answer = self._route(method, path, body, {k: v[0] for k, v in parse_qs(query).items()})
         data = json.dumps(answer).encode()
         handler.send_response(status)
         handler.send_header("Content-Type", "application/json; charset=utf-8")
@@ -171,11 +175,21 @@ class FakeGithub:
         handler.end_headers()
         handler.wfile.write(data)
 
-    def _route(self, method: str, path: str, body: dict[str, Any] | None) -> tuple[int, Any]:
+    def _route(self, method: str, path: str, body: dict[str, Any] | None, query: dict[str, str]) -> tuple[int, Any]:
         base = self.url
         if m := re.fullmatch(r"/repos/([^/]+/[^/]+)", path):
             repo = m.group(1)
-            return 200, {"id": 1, "name": repo.split("/")[1], "full_name": repo, "url": f"{base}/repos/{repo}"}
+            return 200, {"id": 1, "name": repo.split("/")[1], "full_name": repo, "url": f"{base}/repos/{repo}",
+                         "default_branch": "main", "owner": {"login": repo.split("/")[0]}}
+        if m := re.fullmatch(r"/repos/([^/]+/[^/]+)/pulls", path):
+            return self._pulls(method, m.group(1), body, query)
+        if m := re.fullmatch(r"/repos/([^/]+/[^/]+)/pulls/(\d+)", path):
+            number = int(m.group(2))
+            if number not in self.pulls:
+                return 404, {"message": "Not Found"}
+            if method == "PATCH" and body is not None:
+                self.pulls[number].update({k: body[k] for k in ("title", "body") if k in body})
+            return 200, self._pull(number)
         if m := re.fullmatch(r"/repos/([^/]+/[^/]+)/issues/(\d+)", path):
             repo, number = m.group(1), int(m.group(2))
             return 200, {"id": number, "number": number, "title": "t", "state": "open", "url": f"{base}/repos/{repo}/issues/{number}"}
@@ -194,6 +208,25 @@ class FakeGithub:
                 self.comments[comment_id]["body"] = body["body"]
             return 200, self._comment(m.group(1), comment_id)
         return 404, {"message": f"the fake GitHub does not serve {method} {path}"}
+
+    def _pulls(self, method: str, repo: str, body: dict[str, Any] | None, query: dict[str, str]) -> tuple[int, Any]:
+        if method == "POST" and body is not None:
+            if any(p["repository"] == repo and p["head"] == body["head"] for p in self.pulls.values()):
+                return 422, {"message": "Validation Failed", "errors": [{"message": f"A pull request already exists for {body['head']}."}]}
+            number = next(self._numbers)
+            self.pulls[number] = {"repository": repo, **{k: body.get(k) for k in ("head", "base", "title", "body", "draft")}}
+            return 201, self._pull(number)
+        head = query.get("head", "")
+        branch = head.partition(":")[2] or head
+        found = [n for n, p in self.pulls.items() if p["repository"] == repo and (not branch or p["head"] == branch)]
+        return 200, [self._pull(n) for n in found]
+
+    def _pull(self, number: int) -> dict[str, Any]:
+        pull = self.pulls[number]
+        repo = pull["repository"]
+        return {"id": number, "number": number, "state": "open", "title": pull["title"], "body": pull["body"], "draft": pull["draft"],
+                "head": {"ref": pull["head"]}, "base": {"ref": pull["base"]}, "url": f"{self.url}/repos/{repo}/pulls/{number}",
+                "html_url": f"https://github.com/{repo}/pull/{number}"}
 
     def _comment(self, repo: str, comment_id: int) -> dict[str, Any]:
         return {"id": comment_id, "body": self.comments[comment_id]["body"], "user": {"login": "pacer[bot]"},

@@ -15,6 +15,7 @@ from sqlmodel import select
 from bot.github.events import IntakeEvent, parse
 from bot.github.webhook import install_status_comments
 from bot.github_intake import github_event
+from integrations.github.client import GithubClients
 from integrations.github.comments import PyGithubComments, StatusComments
 from integrations.github.status import MARKER, StatusView, read_status, render_body, status_view
 from scheduler.db import session_scope
@@ -32,7 +33,7 @@ def fake() -> Iterator[FakeGithub]:
 
 
 def _port(fake: FakeGithub) -> PyGithubComments:
-    return PyGithubComments(base_url=fake.url + "/", token="ghp_test", throttle=False)
+    return PyGithubComments(GithubClients(base_url=fake.url + "/", token="ghp_test", throttle=False))
 
 
 def _event(number: int = 7, action: str = "opened", **kw: Any) -> IntakeEvent:

@@ -12,8 +12,8 @@ and the network can fail after GitHub acted:
     and skips GitHub when the stored body is the same. Otherwise `PyGithubComments.upsert`
     edits the comment it knows, or finds one by the hidden marker, and creates one only when
     neither exists; the id is kept in `status_comments`.
-  * PyGithub is bounded: a few retries, never a POST retried blind (a create is re-found by its
-    marker instead), and `max_rate_limit_wait` caps any sleep for a rate limit.
+  * PyGithub is bounded (`integrations.github.client`): a create is never retried blind; it is
+    found again by its marker instead.
 """
 
 from __future__ import annotations
@@ -28,6 +28,7 @@ from sqlalchemy.exc import IntegrityError
 from sqlmodel import Session as DBSession
 from sqlmodel import select
 
+from integrations.github.client import GithubClients
 from integrations.github.status import MARKER, Where, read_status, render_body
 from integrations.tracked_pool import TrackedPool
 from scheduler.db import session_scope
@@ -37,9 +38,6 @@ from scheduler.ports import Clock
 log = logging.getLogger("pacer.github")
 
 NOTICES = frozenset({"started", "held", "paused", "done", "failed", "archived", "refused", "github_control"})
-MAX_RATE_LIMIT_WAIT_SECONDS = 60
-RETRIES = 3
-TIMEOUT_SECONDS = 10
 
 
 class CommentPort(Protocol):
@@ -51,23 +49,13 @@ class CommentPort(Protocol):
 class PyGithubComments:
     """`CommentPort` over PyGithub, with a personal token or a GitHub App's installation."""
 
-    def __init__(
-        self, *, base_url: str, token: str | None = None, app_id: str | None = None, private_key: str | None = None,
-        throttle: bool = True,
-    ) -> None:
-        if not token and not (app_id and private_key):
-            raise ValueError("PyGithubComments needs a token, or an App id and private key")
-        self._base_url = base_url.rstrip("/")
-        self._token = token
-        self._app = (app_id, private_key) if app_id and private_key else None
-        self._throttle = throttle
-        self._clients: dict[int | None, Any] = {}
-        self._lock = threading.Lock()
+    def __init__(self, clients: GithubClients) -> None:
+        self.clients = clients
 
     def upsert(self, where: Where, body: str, *, comment_id: int | None) -> int:
         from github import UnknownObjectException
 
-        issue = self._client(where.installation_id).get_repo(where.repository).get_issue(where.number)
+        issue = self.clients.client(where.installation_id).get_repo(where.repository).get_issue(where.number)
         if comment_id is not None:
             try:
                 known = issue.get_comment(comment_id)
@@ -80,27 +68,6 @@ class PyGithubComments:
                 return _edited(comment, body)
         created = issue.create_comment(body)
         return int(created.id)
-
-    def _client(self, installation_id: int | None) -> Any:
-        from github import Auth, Github, GithubRetry
-
-        key = installation_id if self._app else None
-        with self._lock:
-            if key in self._clients:
-                return self._clients[key]
-            if self._app is not None:
-                if installation_id is None:
-                    raise LookupError("a GitHub App needs the installation id the event came with; this session has none")
-                auth: Any = Auth.AppAuth(self._app[0], self._app[1]).get_installation_auth(installation_id)
-            else:
-                auth = Auth.Token(str(self._token))
-            # No blind POST retry: a create that failed after GitHub acted is found by its marker.
-            retry = GithubRetry(total=RETRIES, max_rate_limit_wait=MAX_RATE_LIMIT_WAIT_SECONDS,
-                                allowed_methods=frozenset({"GET", "HEAD", "PATCH"}))
-            spacing: dict[str, Any] = {} if self._throttle else {"seconds_between_requests": None, "seconds_between_writes": None}
-            client = Github(base_url=self._base_url, auth=auth, retry=retry, timeout=TIMEOUT_SECONDS, **spacing)
-            self._clients[key] = client
-            return client
 
 
 def _edited(comment: Any, body: str) -> int:

@@ -1,0 +1,183 @@
+"""Turns in the session's worktree: the runner edge where a session with a repository gets its
+workspace before a turn, and its commits go back after it.
+
+    runner = WorkspaceRunner(CommandRunner(...), Workspaces(root, remote), engine, publish=publisher)
+
+Before a turn, a session whose row names a repository gets its worktree (`Workspaces.open`: made
+on the first turn, reused after) and the turn runs there: it is the command's `{workdir}`. After
+the turn, `publish` (integrations.github.publish) pushes new commits and opens or updates the
+pull request, and what it did (branch, pull request, a rejected push) is recorded on the row's
+`source["workspace"]`, where the status comment and the Slack thread read it. A session without
+a repository runs as before, in its plain working directory.
+
+The scheduler never runs git: all of this happens on the worker thread, in the runner's place,
+before the result is reported. A workspace that cannot be made fails the turn with git's words,
+as a retryable failure (a fetch is usually a network away from working).
+
+`WorkspaceJanitor` removes a session's worktree when it is archived, and `sweep` removes those of
+sessions done for longer than PACER_WORKSPACE_TTL and reports the disk every workspace uses.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, replace
+from datetime import datetime, timedelta
+from typing import Any
+
+from sqlalchemy import Engine
+from sqlmodel import Session as DBSession
+
+from integrations.tracked_pool import TrackedPool
+from integrations.workspaces import Workspace, WorkspaceError, Workspaces
+from scheduler.db import session_scope
+from scheduler.models import Session, Status
+from scheduler.ports import Outcome, Runner, TurnRequest, TurnResult
+from templates import render
+
+log = logging.getLogger("pacer.workspaces")
+
+RECORD_KEY = "workspace"  # source["workspace"]: branch, pull_request, push_error
+_SESSION_DIR = re.compile(r"session-(\d+)")
+FINISHED = frozenset({Status.DONE.value, Status.FAILED.value, Status.BLOCKED.value})
+
+
+@dataclass(frozen=True)
+class SessionWork:
+    """What a turn's workspace needs to know of its session, read from the row."""
+
+    session_id: int
+    repository: str
+    title: str  # without the "owner/name#12 " GitHub intake puts first
+    issue: int | None = None  # the issue or pull request it came from, for "Refs #n"
+    base: str | None = None  # the pull request's branch, when it came from one
+    installation_id: int | None = None
+    record: Mapping[str, Any] | None = None  # what earlier turns recorded
+
+
+def read_work(engine: Engine, session_id: int) -> SessionWork | None:
+    """The session's repository and what goes with it; None when it names no repository."""
+    with DBSession(engine) as db:
+        session = db.get(Session, session_id)
+        if session is None or not session.repository:
+            return None
+        source = session.source if isinstance(session.source, dict) else {}
+    same_repository = str(source.get("repository") or "").lower() == session.repository.lower()
+    number = source.get("number") if same_repository else None
+    base = source.get("head_ref") if same_repository and source.get("is_pull_request") else None
+    installation = source.get("installation_id")
+    record = source.get(RECORD_KEY)
+    title = session.title
+    if isinstance(number, int) and title.lower().startswith(prefix := f"{session.repository}#{number} ".lower()):
+        title = title[len(prefix):]  # intake's "owner/name#12 " says nothing a branch or pull request needs
+    return SessionWork(
+        session_id, session.repository, title,
+        issue=number if isinstance(number, int) else None, base=base if isinstance(base, str) else None,
+        installation_id=installation if isinstance(installation, int) else None,
+        record=record if isinstance(record, dict) else None,
+    )
+
+
+def record_work(engine: Engine, session_id: int, workdir: str, record: Mapping[str, Any]) -> None:
+    """Write the worktree's path and what the turn's publish did onto the session's row."""
+    with session_scope(engine) as db:
+        session = db.get(Session, session_id, with_for_update=True)
+        if session is None:
+            return
+        session.workdir = workdir
+        session.source = {**(session.source or {}), RECORD_KEY: dict(record)}  # reassigned: JSON is not tracked in place
+        db.add(session)
+
+
+Publish = Callable[[SessionWork, Workspace, TurnResult], Mapping[str, Any]]
+
+
+class WorkspaceRunner:
+    """Runner port: `inner` runs each turn in its session's worktree when the session has one."""
+
+    def __init__(self, inner: Runner, spaces: Workspaces, engine: Engine, *, publish: Publish | None = None) -> None:
+        self.inner = inner
+        self.spaces = spaces
+        self.engine = engine
+        self.publish = publish
+
+    def halt(self, turn_id: int) -> bool:
+        return self.inner.halt(turn_id)
+
+    def run(self, request: TurnRequest) -> TurnResult:
+        work = read_work(self.engine, request.session_id)
+        if work is None:
+            return self.inner.run(request)
+        try:
+            space = self.spaces.open(session_id=work.session_id, repository=work.repository, title=work.title, base=work.base)
+        except (WorkspaceError, OSError) as exc:
+            log.warning("session #%s: no workspace for %s: %s", work.session_id, work.repository, exc)
+            error = render("text/runner_error.j2", kind="workspace", repository=work.repository, message=str(exc))
+            return TurnResult(outcome=Outcome.FAILED_RETRYABLE, error=error, agent_session_id=request.agent_session_id)
+        result = self.inner.run(replace(request, workdir=str(space.path)))
+        record: dict[str, Any] = {**(work.record or {}), "branch": space.branch}
+        if self.publish is not None:
+            try:
+                record.update(self.publish(work, space, result))
+            except Exception as exc:  # the turn's result is reported whatever befell its publishing
+                log.exception("session #%s: publishing %s failed", work.session_id, space.branch)
+                record["push_error"] = f"{type(exc).__name__}: {exc}"[:500]
+        record_work(self.engine, work.session_id, str(space.path), record)
+        return replace(result, extra={**result.extra, RECORD_KEY: record})
+
+
+class WorkspaceJanitor:
+    """Notifier: an archived session's worktree is removed, off the notifying thread."""
+
+    def __init__(self, engine: Engine, spaces: Workspaces) -> None:
+        self.engine = engine
+        self.spaces = spaces
+        self._pool = TrackedPool(1, "workspace-janitor")
+
+    def notify(self, event: str, context: Mapping[str, Any]) -> None:
+        session_id = context.get("session_id")
+        if event == "archived" and isinstance(session_id, int):
+            self._pool.submit(self._remove, session_id)
+
+    def _remove(self, session_id: int) -> None:
+        with DBSession(self.engine) as db:
+            session = db.get(Session, session_id)
+            repository = session.repository if session is not None else None
+        if repository:
+            try:
+                if self.spaces.remove(session_id, repository):
+                    log.info("session #%s archived: its worktree is removed", session_id)
+            except WorkspaceError as exc:
+                log.warning("session #%s archived, but its worktree stays: %s", session_id, exc)
+
+    def drain(self, timeout: float = 30.0) -> bool:
+        return self._pool.drain(timeout)
+
+
+def sweep(engine: Engine, spaces: Workspaces, now: datetime, ttl: timedelta) -> Mapping[str, int]:
+    """Remove the worktrees of sessions archived, or finished longer than `ttl` ago; returns
+    the bytes each workspace left uses (`Workspaces.usage`), which it also logs."""
+    sessions_dir = spaces.root / "sessions"
+    found = [int(m.group(1)) for p in (sessions_dir.iterdir() if sessions_dir.exists() else ()) if (m := _SESSION_DIR.fullmatch(p.name))]
+    removed = []
+    with DBSession(engine) as db:
+        rows = {sid: db.get(Session, sid) for sid in found}
+    for session_id, session in sorted(rows.items()):
+        if session is None or not session.repository:
+            continue
+        finished = session.finished_at or session.updated_at
+        if session.status == Status.ARCHIVED.value or (session.status in FINISHED and finished is not None and finished + ttl <= now):
+            try:
+                if spaces.remove(session_id, session.repository):
+                    removed.append(session_id)
+            except WorkspaceError as exc:
+                log.warning("session #%s: its worktree stays: %s", session_id, exc)
+    usage = spaces.usage()
+    log.info("workspaces: %d worktrees removed (%s); %s bytes in use: %s", len(removed), ", ".join(f"#{i}" for i in removed) or "none",
+             f"{sum(usage.values()):,}", ", ".join(f"{k}={v:,}" for k, v in usage.items()))
+    return usage
+
+
+__all__ = ["RECORD_KEY", "SessionWork", "WorkspaceJanitor", "WorkspaceRunner", "read_work", "record_work", "sweep"]

@@ -1,0 +1,141 @@
+"""The work loop end to end, with real git, real processes and real HTTP: a signed `issues.labeled`
+delivery becomes a session whose agent (a stand-in script) commits in its worktree; the branch
+reaches the remote (a bare repository on disk, over file://), one draft pull request refers to
+the issue on a loopback stand-in for GitHub's REST API, and the status comment holds the whole
+result. The token reaches neither the worktree's git config nor the agent's environment."""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+from sqlalchemy import Engine
+from sqlmodel import Session as DBSession
+from sqlmodel import col, select
+
+from bot.adapters import build_pool, build_runner, runtimes_from_settings
+from bot.app import create_app
+from bot.notify import CompositeNotifier, LogNotifier
+from bot.runtime import Pacer
+from bot.settings import load
+from scheduler import wiring
+from scheduler.clock import SystemClock, VirtualClock
+from scheduler.context import Context
+from scheduler.deferrer import VirtualDeferrer
+from scheduler.jobs import targets
+from scheduler.models import Session, Trigger, Turn
+from tests.conftest import T0
+from tests.github_support import SECRET, FakeGithub, headers, issue_payload, serving
+from tests.test_workspaces import git
+
+TOKEN = "ghs_work_loop_sekret_0123456789"
+AGENT = Path(__file__).parent / "fixtures" / "agents" / "commit_agent.py"
+RESULT_CHARS = 6000
+
+
+@pytest.fixture
+def github() -> Iterator[FakeGithub]:
+    fake = FakeGithub().start()
+    yield fake
+    fake.stop()
+
+
+@pytest.fixture
+def remote(tmp_path: Path) -> Path:
+    """acme/api.git on disk, one commit on main."""
+    seed = tmp_path / "seed"
+    seed.mkdir()
+    git("init", "-q", "-b", "main", cwd=seed)
+    (seed / "README.md").write_text("hello\n")
+    git("add", ".", cwd=seed)
+    git("commit", "-q", "-m", "first", cwd=seed)
+    git("clone", "-q", "--bare", str(seed), str(tmp_path / "remotes" / "acme" / "api.git"))
+    return tmp_path / "remotes"
+
+
+def _pacer(engine: Engine, tmp_path: Path, github: FakeGithub, remote: Path) -> Pacer:
+    settings = load({
+        "GITHUB_WEBHOOK_SECRET": SECRET, "GITHUB_TOKEN": TOKEN, "GITHUB_API_URL": github.url + "/",
+        "PACER_RUNNER": "command", "PACER_RUNNER_COMMAND": f"{sys.executable} {AGENT} {{prompt}} {tmp_path / 'seen'}",
+        "PACER_WORKSPACES": str(tmp_path / "ws"), "PACER_GIT_REMOTE": f"file://{remote}/{{repository}}.git",
+        "PACER_WORKDIR": str(tmp_path / "work"), "PACER_MAX_BODY_BYTES": "131072",
+    }, toml_path=None)
+    # The agent inherits a process environment that holds the token, as production's would.
+    runner = build_runner(settings, {**os.environ, "GITHUB_TOKEN": TOKEN, "HOME": str(tmp_path)}, engine=engine)
+    ctx = Context(jobs=targets(), engine=engine, clock=SystemClock(), deferrer=VirtualDeferrer(VirtualClock(T0)),
+                  workers=build_pool(settings, runner), notifier=CompositeNotifier(LogNotifier()),
+                  runtimes=runtimes_from_settings(settings))
+    wiring.install(ctx)
+    with DBSession(engine) as db:
+        db.add(Trigger(name="label", kind="github_label", prompt_template="Fix {{ repository }}#{{ number }}: {{ title }}",
+                       created_at=ctx.clock.now()))
+        db.commit()
+    return Pacer(settings=settings, engine=engine, clock=ctx.clock, deferrer=ctx.deferrer, ctx=ctx)
+
+
+def _wait(what: str, check: Callable[[], Any], seconds: float = 60) -> Any:
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        found = check()
+        if found:
+            return found
+        time.sleep(0.1)
+    raise AssertionError(f"waited {seconds}s for {what}")
+
+
+def _session(engine: Engine) -> Session:
+    with DBSession(engine) as db:
+        return db.exec(select(Session).order_by(col(Session.id))).one()
+
+
+def test_a_label_becomes_a_branch_a_draft_pull_request_and_the_whole_answer(
+    engine: Engine, tmp_path: Path, github: FakeGithub, remote: Path
+) -> None:
+    pacer = _pacer(engine, tmp_path, github, remote)
+    app = create_app(pacer, start_scheduler=False)
+    payload = issue_payload("labeled", label="pacer", repository="acme/api", number=7, title="Record every turn")
+    body = json.dumps(payload).encode()
+    with serving(app) as url, httpx.Client(base_url=url, timeout=10) as client:
+        answer = client.post("/github/webhook", content=body, headers=headers("issues", body))
+        assert answer.status_code == 202, answer.text
+        comment = _wait("the status comment with the result",
+                        lambda: next((c for c in github.comments.values() if "END OF RESULT" in c["body"]), None))
+    session = _session(engine)
+    assert session.repository == "acme/api" and session.status == "done"
+    branch = "pacer/1-record-every-turn"
+    assert session.source["workspace"]["branch"] == branch
+
+    # The branch is on the remote, with the agent's commit on top of main.
+    bare = remote / "acme" / "api.git"
+    assert git("--git-dir", str(bare), "log", "--format=%s", branch).splitlines() == ["Record turn 1", "first"]
+
+    # One draft pull request from the branch, referring to the issue.
+    (number, pull), = github.pulls.items()
+    assert (pull["repository"], pull["head"], pull["base"], pull["draft"]) == ("acme/api", branch, "main", True)
+    assert pull["title"] == "Record every turn" and pull["body"].startswith("Refs #7\n")
+    assert session.source["workspace"]["pull_request"] == {"number": number, "url": f"https://github.com/acme/api/pull/{number}"}
+
+    # The status comment holds the whole result, the facts and the links.
+    with DBSession(engine) as db:
+        output = db.exec(select(Turn.output)).one()
+    assert len(output) == RESULT_CHARS and output in comment["body"]
+    assert comment["issue"] == "acme/api#7" and "<details open>" in comment["body"]
+    for fact in ("$0.42", "61.0 s", f"[`{branch}`](https://github.com/acme/api/tree/{branch})",
+                 f"[#{number}](https://github.com/acme/api/pull/{number})"):
+        assert fact in comment["body"], fact
+
+    # The token reached git for the push alone: not the worktree's config, not the agent.
+    seen = tmp_path / "seen"
+    environment = json.loads((seen / "env-1.json").read_text())
+    assert environment["PACER_SESSION_ID"] == "1"
+    assert (tmp_path / "ws" / "sessions" / "session-1" / "CHANGES.md").read_text().startswith("turn 1: Fix acme/api#7")
+    assert not any(TOKEN in value for value in environment.values()) and "GITHUB_TOKEN" not in environment
+    assert TOKEN not in (seen / "git-config-1.txt").read_text()
+    assert all(TOKEN not in p.read_text(errors="replace") for p in (tmp_path / "ws").rglob("config") if p.is_file())
