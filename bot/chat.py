@@ -40,6 +40,7 @@ from scheduler.errors import (
 )
 from scheduler.models import OperatorHold
 from scheduler.sessions import get_session
+from templates import error_text
 
 log = logging.getLogger("pacer.chat")
 
@@ -135,7 +136,7 @@ def _ownership(db: DBSession, command: c.Command) -> tuple[Mapping[int, str | No
     if isinstance(command, c.Release):
         hold = db.get(OperatorHold, command.hold_id)
         if hold is None:
-            raise NotFound(f"hold {command.hold_id} does not exist")
+            raise NotFound(error_text("operator_holds/not_found", hold_id=command.hold_id))
         armer = hold.armer
     return owners, armer
 

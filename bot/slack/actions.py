@@ -31,6 +31,7 @@ from bot.slack.home import publish_home
 from integrations.slack import messages
 from integrations.slack.notifier import QUEUE_RESUME, SESSION_PRIORITY
 from scheduler.errors import InvalidInput
+from templates import error_text
 
 log = logging.getLogger("pacer.slack")
 
@@ -61,7 +62,7 @@ def command_for(action: Mapping[str, Any]) -> str:
         value = str(_mapping(action.get("selected_option")).get("value") or "")
         verb, _, target = value.partition(":")
         if verb not in ROW_COMMANDS:
-            raise InvalidInput(f"menu option {value!r}: the verb must be one of {', '.join(sorted(ROW_COMMANDS))}", field="value")
+            raise InvalidInput(error_text("slack/menu_verb_unknown", value=value, verbs=sorted(ROW_COMMANDS)), field="value")
         return ROW_COMMANDS[verb].format(id=_session_id(target))
     if action_id == HOLD_RELEASE:
         return f"release {_session_id(str(action.get('value') or ''), what='hold id')}"
@@ -69,12 +70,12 @@ def command_for(action: Mapping[str, Any]) -> str:
         return "resume"
     if action_id == SESSION_PRIORITY:
         return f"promote {_session_id(str(action.get('value') or ''))}"
-    raise InvalidInput(f"action_id {action_id!r} is not one of Pacer's buttons", field="action_id")
+    raise InvalidInput(error_text("slack/action_unknown", action_id=action_id), field="action_id")
 
 
 def _session_id(raw: str, *, what: str = "session id") -> str:
     if not _ID.match(raw):
-        raise InvalidInput(f"{what} {raw!r}: must be a positive whole number", field="value")
+        raise InvalidInput(error_text("slack/not_an_id", what=what, raw=raw), field="value")
     return raw
 
 

@@ -24,6 +24,7 @@ from bot.slack import actions, commands, events
 from bot.slack.edge import SlackEdge
 from integrations.slack.client import web_client
 from scheduler.errors import ConfigError
+from templates import error_text
 
 log = logging.getLogger("pacer.slack")
 
@@ -38,9 +39,9 @@ def build_bolt_app(pacer: Pacer, *, edge: SlackEdge | None = None, verify_token:
     settings = pacer.settings
     edge = edge or SlackEdge(pacer)
     if not settings.slack_signing_secret:
-        raise ConfigError("SLACK_SIGNING_SECRET: must be set to receive Slack requests")
+        raise ConfigError(error_text("slack/signing_secret_missing"))
     if not settings.slack_bot_token:
-        raise ConfigError("SLACK_BOT_TOKEN: must be set to answer in Slack")
+        raise ConfigError(error_text("slack/bot_token_missing"))
     try:
         app = App(
             signing_secret=settings.slack_signing_secret,
@@ -52,9 +53,9 @@ def build_bolt_app(pacer: Pacer, *, edge: SlackEdge | None = None, verify_token:
             name="pacer",
         )
     except BoltError as exc:
-        raise ConfigError(f"SLACK_BOT_TOKEN: Slack's auth.test refused it ({_reason(exc)})") from None
+        raise ConfigError(error_text("slack/token_refused", code=_reason(exc))) from None
     except OSError as exc:  # unreachable Web API: say where we looked, never with the token
-        raise ConfigError(f"SLACK_API_URL={settings.slack_api_url!r}: auth.test got no answer ({type(exc).__name__})") from None
+        raise ConfigError(error_text("slack/api_unreachable", url=settings.slack_api_url, problem=type(exc).__name__)) from None
     commands.register(app, edge)
     events.register(app, edge)
     actions.register(app, edge)
@@ -77,10 +78,10 @@ def on_error(error: Exception) -> BoltResponse:
     return BoltResponse(status=500, body="")
 
 
-def _reason(exc: BoltError) -> str:
+def _reason(exc: BoltError) -> str | None:
     # Bolt's message embeds the API response; keep only Slack's error code, never the token.
     text = str(exc)
     for code in ("invalid_auth", "not_authed", "account_inactive", "token_revoked", "token_expired"):
         if code in text:
             return code
-    return "see Pacer's log"
+    return None

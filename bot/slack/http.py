@@ -37,6 +37,7 @@ from bot.slack.edge import SlackEdge
 from bot.slack.socket import SocketMode
 from integrations.slack.notifier import SlackNotifier
 from scheduler.errors import ConfigError
+from templates import error_text
 
 log = logging.getLogger("pacer.slack")
 
@@ -81,7 +82,7 @@ class SlackSurface:
         try:
             self.socket.start()
         except SlackApiError as exc:
-            raise ConfigError(f"SLACK_APP_TOKEN: Slack refused the Socket Mode connection ({exc.response.get('error')})") from None
+            raise ConfigError(error_text("slack/socket_refused", code=exc.response.get("error"))) from None
 
     def stop(self) -> None:
         if self.socket is not None:
