@@ -25,6 +25,7 @@ from bot.app import create_app
 from bot.notify import CompositeNotifier, LogNotifier
 from bot.runtime import Pacer
 from bot.settings import load
+from integrations.slack.messages import thread_messages
 from scheduler import wiring
 from scheduler.clock import SystemClock, VirtualClock
 from scheduler.context import Context
@@ -33,6 +34,7 @@ from scheduler.jobs import targets
 from scheduler.models import Session, Trigger, Turn
 from tests.conftest import T0
 from tests.github_support import SECRET, FakeGithub, headers, issue_payload, serving
+from tests.slack_mock import BOT_TOKEN, SIGNING_SECRET, MockSlack, PacerServer, SlackClient
 from tests.test_workspaces import git
 
 TOKEN = "ghs_work_loop_sekret_0123456789"
@@ -60,12 +62,12 @@ def remote(tmp_path: Path) -> Path:
     return tmp_path / "remotes"
 
 
-def _pacer(engine: Engine, tmp_path: Path, github: FakeGithub, remote: Path) -> Pacer:
+def _pacer(engine: Engine, tmp_path: Path, github: FakeGithub, remote: Path, **extra: str) -> Pacer:
     settings = load({
         "GITHUB_WEBHOOK_SECRET": SECRET, "GITHUB_TOKEN": TOKEN, "GITHUB_API_URL": github.url + "/",
         "PACER_RUNNER": "command", "PACER_RUNNER_COMMAND": f"{sys.executable} {AGENT} {{prompt}} {tmp_path / 'seen'}",
         "PACER_WORKSPACES": str(tmp_path / "ws"), "PACER_GIT_REMOTE": f"file://{remote}/{{repository}}.git",
-        "PACER_WORKDIR": str(tmp_path / "work"), "PACER_MAX_BODY_BYTES": "131072",
+        "PACER_WORKDIR": str(tmp_path / "work"), "PACER_MAX_BODY_BYTES": "131072", **extra,
     }, toml_path=None)
     # The agent inherits a process environment that holds the token, as production's would.
     runner = build_runner(settings, {**os.environ, "GITHUB_TOKEN": TOKEN, "HOME": str(tmp_path)}, engine=engine)
@@ -75,6 +77,8 @@ def _pacer(engine: Engine, tmp_path: Path, github: FakeGithub, remote: Path) -> 
     wiring.install(ctx)
     with DBSession(engine) as db:
         db.add(Trigger(name="label", kind="github_label", prompt_template="Fix {{ repository }}#{{ number }}: {{ title }}",
+                       created_at=ctx.clock.now()))
+        db.add(Trigger(name="work", kind="slack", prompt_template="{{ text }}", config={"channels": ["C0WORK"], "repository": "acme/api"},
                        created_at=ctx.clock.now()))
         db.commit()
     return Pacer(settings=settings, engine=engine, clock=ctx.clock, deferrer=ctx.deferrer, ctx=ctx)
@@ -139,3 +143,43 @@ def test_a_label_becomes_a_branch_a_draft_pull_request_and_the_whole_answer(
     assert not any(TOKEN in value for value in environment.values()) and "GITHUB_TOKEN" not in environment
     assert TOKEN not in (seen / "git-config-1.txt").read_text()
     assert all(TOKEN not in p.read_text(errors="replace") for p in (tmp_path / "ws").rglob("config") if p.is_file())
+
+
+def test_a_slack_message_gets_the_whole_answer_in_its_thread(
+    engine: Engine, tmp_path: Path, github: FakeGithub, remote: Path, mock: MockSlack
+) -> None:
+    env = {"SLACK_BOT_TOKEN": BOT_TOKEN, "SLACK_SIGNING_SECRET": SIGNING_SECRET, "SLACK_API_URL": mock.api_url, "PACER_ROSTER": "UMEM=member"}
+    pacer = _pacer(engine, tmp_path, github, remote, **env)
+    app = create_app(pacer, start_scheduler=False)
+    server = PacerServer(app).start()
+    client = SlackClient(server.url, app.state.slack, mock)
+    try:
+        message = {"type": "message", "channel": "C0WORK", "user": "UMEM", "text": "Record every turn", "ts": "1790000000.000100",
+                   "channel_type": "channel"}
+        assert client.event(message, event_id="Ev0WORK1").status_code == 200
+        posts = _wait("the answer in the thread", lambda: [c for c in mock.calls_to("chat.postMessage") if "is done." in c.body["text"]]
+                      and mock.calls_to("chat.postMessage"))
+    finally:
+        client.close()
+        server.stop()
+    session = _session(engine)
+    assert session.repository == "acme/api" and session.status == "done"
+    with DBSession(engine) as db:
+        output = db.exec(select(Turn.output)).one()
+    thread = [c.body for c in posts if c.body.get("thread_ts") == "1790000000.000100"]
+    done = thread[[i for i, body in enumerate(thread) if "is done." in body["text"]][0]:]
+    assert sum(len(body["blocks"]) for body in done) >= 3  # 6,000 characters and the facts: three sections at least
+    assert all(len(block["text"]["text"]) <= 3000 for body in done for block in body["blocks"])
+    lines = "\n".join(body["text"] for body in done).splitlines()
+    answer = "\n".join(line.removeprefix("> ") for line in lines if line.startswith("> "))
+    assert len(output) == RESULT_CHARS and answer == output.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+    (number,) = github.pulls
+    assert f"<https://github.com/acme/api/pull/{number}|pull request #{number}>" in done[-1]["text"]
+
+
+def test_an_answer_longer_than_a_message_goes_whole_over_several() -> None:
+    text = "".join(f"{i:05d} " + "x" * 94 + "\n" for i in range(1000))  # 101,000 characters
+    messages = thread_messages(text)
+    assert len(messages) == 4 and all(len(m["blocks"]) <= 10 and len(m["text"]) <= 30_000 for m in messages)
+    assert all(len(block["text"]["text"]) <= 3000 for m in messages for block in m["blocks"])
+    assert "\n".join(m["text"] for m in messages) == text.rstrip("\n")

@@ -13,7 +13,7 @@ arriving late, twice or out of order still end on the comment that matches the d
 Below the state, once a turn has finished, a collapsible section holds the latest result in full
 (the agent's final message, or the turn's error) with its cost, duration, the session's turns,
 and links to its branch and pull request (`WorkView`, read from the turns and the workspace
-record `integrations.runners.workspace` keeps on the row).
+record `integrations.runners.workspace` keeps on the row: `integrations.latest_result`).
 """
 
 from __future__ import annotations
@@ -26,6 +26,7 @@ from sqlalchemy import and_, func, or_
 from sqlmodel import Session as DBSession
 from sqlmodel import col, select
 
+from integrations.latest_result import LatestResult, read_latest_result
 from scheduler.genesis import SchedulingClass
 from scheduler.models import Session, Status, Turn
 from scheduler.operator_holds import applies, live_holds
@@ -56,24 +57,7 @@ class StatusView:
     why: str | None = None
     until: datetime | None = None
     operator_hold: str | None = None
-    work: WorkView | None = None
-
-
-@dataclass(frozen=True)
-class WorkView:
-    """The latest finished turn and where its work went."""
-
-    output: str
-    error: str | None
-    cost_usd: float
-    duration_ms: int | None
-    turns: int
-    cost_total_usd: float
-    branch: str | None = None
-    branch_url: str | None = None
-    pull_request_number: int | None = None
-    pull_request_url: str | None = None
-    push_error: str | None = None
+    work: LatestResult | None = None
 
 
 RESULT_CHARS = 60_000  # GitHub takes 65,536 characters in a comment; the rest is the frame
@@ -137,30 +121,7 @@ def read_status(db: DBSession, session_id: int, now: datetime) -> tuple[Where, S
     if session.status in (Status.FAILED.value, Status.BLOCKED.value):
         error = db.exec(select(Turn.error).where(Turn.session_id == session_id).order_by(col(Turn.id).desc())).first()
     view = status_view(session, cls, now, position=position, queued=queued, operator_hold=on_hold, error=error)
-    return where, replace(view, work=read_work_view(db, session))
-
-
-def read_work_view(db: DBSession, session: Session) -> WorkView | None:
-    """The latest finished turn of the session with its totals and links; None before the first."""
-    finished = select(Turn).where(Turn.session_id == session.id, col(Turn.finished_at).is_not(None))
-    latest = db.exec(finished.order_by(col(Turn.finished_at).desc(), col(Turn.id).desc())).first()
-    if latest is None:
-        return None
-    turns, total = db.exec(
-        select(func.count(), func.coalesce(func.sum(Turn.cost_usd), 0.0)).where(Turn.session_id == session.id, col(Turn.finished_at).is_not(None))
-    ).one()
-    source = session.source if isinstance(session.source, dict) else {}
-    found = source.get("workspace")
-    record: dict[str, Any] = found if isinstance(found, dict) else {}
-    pull: dict[str, Any] = record["pull_request"] if isinstance(record.get("pull_request"), dict) else {}
-    branch = record.get("branch") if isinstance(record.get("branch"), str) else None
-    pages = str(source.get("url") or "").split("/issues/")[0].split("/pull/")[0]  # https://github.com/owner/name
-    return WorkView(
-        output=latest.output or "", error=latest.error, cost_usd=latest.cost_usd, duration_ms=latest.duration_ms,
-        turns=int(turns), cost_total_usd=float(total), branch=branch,
-        branch_url=f"{pages}/tree/{branch}" if branch and pages.startswith("http") else None,
-        pull_request_number=pull.get("number"), pull_request_url=pull.get("url"), push_error=record.get("push_error"),
-    )
+    return where, replace(view, work=read_latest_result(db, session))
 
 
 def render_body(view: StatusView) -> str:

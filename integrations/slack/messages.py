@@ -2,7 +2,7 @@
 
 An answer is anything with `text` and optional `blocks` (a `bot.chat.Reply`, a notice). This
 module only fits it into Slack's limits: 50 blocks in a message, 100 in App Home, 3,000
-characters in a section.
+characters in a section; an answer longer than one message goes as several (`thread_messages`).
 """
 
 from __future__ import annotations
@@ -19,6 +19,7 @@ MESSAGE_BLOCK_LIMIT = 50
 HOME_BLOCK_LIMIT = 100
 SECTION_TEXT_LIMIT = 3000
 FALLBACK_TEXT_LIMIT = 3000  # the notification preview; the blocks carry the full answer
+THREAD_MESSAGE_SECTIONS = 10  # 30,000 characters a message when a long answer is split
 
 
 def as_dicts(blocks: Sequence[Block | Mapping[str, Any]] | None) -> list[dict[str, Any]]:
@@ -58,6 +59,18 @@ def text_blocks(text: str) -> list[dict[str, Any]]:
     if current or not chunks:
         chunks.append(current or " ")
     return [SectionBlock(text=MarkdownTextObject(text=chunk)).to_dict() for chunk in chunks]
+
+
+def thread_messages(text: str, *, sections: int = THREAD_MESSAGE_SECTIONS) -> list[dict[str, Any]]:
+    """`text` whole, as `text` and `blocks` for as many chat.postMessage calls as it needs: at
+    most `sections` sections of 3,000 characters in each, so no message nears Slack's limits
+    (50 blocks, 40,000 characters of text) and nothing is cut."""
+    blocks = text_blocks(text)
+    out = []
+    for start in range(0, len(blocks), sections):
+        part = blocks[start : start + sections]
+        out.append({"text": "\n".join(block["text"]["text"] for block in part), "blocks": part})
+    return out
 
 
 def message(reply: Any, *, limit: int = MESSAGE_BLOCK_LIMIT) -> dict[str, Any]:

@@ -10,6 +10,8 @@ or rate-limited Slack never stalls the scheduler thread that emitted the notice.
 
     started | held | paused | done | failed | archived | queued
         session_id; the rest (sentence, retry_at, reason, error, output, …) reaches the template.
+        done and failed also get `result`, the latest result in full with its facts and links
+        (`integrations.latest_result`), split over as many messages as Slack's limits need.
         The thread is Session.source["slack"] = {"channel": C, "thread_ts": TS}, as
         `thread_source(event)` builds it at intake. A `held` notice carries "Make this session
         priority" (action id SESSION_PRIORITY).
@@ -31,7 +33,8 @@ from slack_sdk import WebClient
 from slack_sdk.models.blocks import ActionsBlock, ButtonElement, MarkdownTextObject, SectionBlock
 from sqlalchemy import Engine
 
-from integrations.slack.messages import text_blocks
+from integrations.latest_result import read_latest_result
+from integrations.slack.messages import thread_messages
 from scheduler.db import session_scope
 from scheduler.models import Session
 from templates import render
@@ -39,6 +42,7 @@ from templates import render
 log = logging.getLogger("pacer.slack")
 
 SESSION_EVENTS = frozenset({"queued", "held", "started", "paused", "done", "failed", "archived"})
+RESULT_STATUSES = frozenset({"done", "failed", "blocked"})  # a finished session's news carries its latest result
 QUEUE_HOLD = "queue_hold"
 QUEUE_RESUME = "pacer.queue_resume"
 SESSION_PRIORITY = "pacer.session_priority"
@@ -86,13 +90,14 @@ class SlackNotifier:
         if session is None or where is None:
             return
         channel, thread_ts = where
-        text = render(f"slack/session_{event}.j2", **{**context, "session": session})
-        blocks = text_blocks(text)
+        text = render(f"slack/session_{event}.j2", **{**context, "session": session, "result": session["result"]})
+        messages = thread_messages(text)  # a long answer in full, over as many messages as it takes
         if event == "held":
             label = render("slack/label_make_priority.j2")
             button = ButtonElement(text=label, action_id=SESSION_PRIORITY, value=str(session["id"]))
-            blocks.append(ActionsBlock(elements=[button]).to_dict())
-        self._client.chat_postMessage(channel=channel, thread_ts=thread_ts, text=text, blocks=blocks, unfurl_links=False)
+            messages[-1]["blocks"].append(ActionsBlock(elements=[button]).to_dict())
+        for message in messages:
+            self._client.chat_postMessage(channel=channel, thread_ts=thread_ts, unfurl_links=False, **message)
 
     def post_queue_hold(self, context: Mapping[str, Any]) -> None:
         if not self._ops_channel:
@@ -111,7 +116,9 @@ class SlackNotifier:
             row = db.get(Session, session_id)
             if row is None:
                 return None
-            return {"id": row.id, "title": row.title, "genesis": row.genesis, "requester": row.requester, "source": dict(row.source or {})}
+            result = read_latest_result(db, row) if row.status in RESULT_STATUSES else None
+            return {"id": row.id, "title": row.title, "genesis": row.genesis, "requester": row.requester, "source": dict(row.source or {}),
+                    "result": result}
 
     def _later(self, what: str, func: Any, *args: Any) -> None:
         if self._submit is None:
