@@ -17,6 +17,7 @@ from apscheduler.executors.pool import ThreadPoolExecutor
 from apscheduler.jobstores.base import JobLookupError
 from apscheduler.jobstores.sqlalchemy import SQLAlchemyJobStore
 from apscheduler.schedulers.background import BackgroundScheduler
+from apscheduler.schedulers.base import STATE_STOPPED
 from apscheduler.triggers.date import DateTrigger
 from sqlalchemy import Engine
 
@@ -25,8 +26,30 @@ log = logging.getLogger(__name__)
 JOB_TABLE = "apscheduler_jobs"
 
 
+class StoppingScheduler(BackgroundScheduler):  # type: ignore[misc]  # APScheduler 3 ships no types
+    """APScheduler's background scheduler, made safe to stop right after an alarm was armed.
+
+    `shutdown` marks the scheduler stopped, then shuts the executors under the job-store lock.
+    A pass that alarm woke either reaches the lock after them — and would hand the due job to a
+    shut executor — or already holds it and, seeing the stopped state, looks for the fired
+    one-shot job among the pending ones and raises; either way the scheduler's thread dies with a
+    traceback. Here such a pass stands down: the alarm stays in the job store for the next
+    leader, and running it twice is harmless (every alarm target re-reads its rows)."""
+
+    def _process_jobs(self) -> float | None:
+        with self._jobstores_lock:
+            if self.state == STATE_STOPPED:
+                return None
+            try:
+                return super()._process_jobs()  # type: ignore[no-any-return]
+            except JobLookupError:
+                if self.state == STATE_STOPPED:
+                    return None
+                raise
+
+
 def build_scheduler(engine: Engine, *, threads: int = 4) -> BackgroundScheduler:
-    return BackgroundScheduler(
+    return StoppingScheduler(
         jobstores={"default": SQLAlchemyJobStore(engine=engine, tablename=JOB_TABLE)},
         executors={"default": ThreadPoolExecutor(threads)},
         job_defaults={"misfire_grace_time": None, "coalesce": True, "max_instances": 1},
