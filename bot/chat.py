@@ -22,7 +22,7 @@ from typing import Any
 from sqlalchemy.exc import InterfaceError, OperationalError
 from sqlmodel import Session as DBSession
 
-from bot import engine, holding, reading, steering
+from bot import changing, engine, holding, reading, steering
 from bot.commands import command as c
 from bot.commands import parse, usage_of, verb
 from bot.commands.grammar import GENERAL_USAGE
@@ -62,14 +62,14 @@ STORE: dict[str, StoreHandler] = {
     "promote": steering.promote,
     "demote": steering.demote,
     "rank": steering.rank,
-    "archive": steering.archive,
-    "policy set": steering.policy_set,
-    "trigger class": steering.trigger_class,
-    "trigger precedence": steering.trigger_precedence,
 }
 
 ENGINE: dict[str, EngineHandler] = {
     "start": engine.start,
+    "archive": changing.archive,
+    "policy set": changing.policy_set,
+    "trigger class": changing.trigger_class,
+    "trigger precedence": changing.trigger_precedence,
     "pause": holding.pause,
     "new": engine.new,
     "whatif": engine.whatif,

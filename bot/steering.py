@@ -1,14 +1,13 @@
-"""The commands that steer the queue without the turn engine: promote, demote, rank, archive,
-policy set and the trigger settings. Each is a thin shell over `scheduler.sessions` /
-`scheduler.policy`: load, call the rule, report what moved. A refusal raises, and `bot.chat`
-rolls the transaction back, so a refused command changes nothing.
+"""The commands that steer the queue without the turn engine: promote, demote and rank. Each is
+a thin shell over `scheduler.sessions`: load, call the rule, report what moved. A refusal
+raises, and `bot.chat` rolls the transaction back, so a refused command changes nothing.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from sqlalchemy import and_, or_, update
+from sqlalchemy import and_, or_
 from sqlmodel import col, select
 
 from bot import queue_view
@@ -17,16 +16,14 @@ from bot.context import Answer, StoreContext
 from scheduler import precedence as prec
 from scheduler.errors import InvalidInput, Refused
 from scheduler.models import Session, Status
-from scheduler.policy import PolicyView, change_policy, ensure_policy, load_policy
+from scheduler.policy import PolicyView, load_policy
 from scheduler.session_view import session_view
 from scheduler.sessions import (
     QueueFilter,
     change_class,
-    change_trigger_class,
     class_expr,
     class_of,
     get_session,
-    get_trigger,
     reorder_between,
     set_precedence,
 )
@@ -139,73 +136,3 @@ def _adjacent(ctx: StoreContext, policy: PolicyView, target: Session, moving: Se
         .limit(1)
     )
     return ctx.db.exec(stmt).first()
-
-
-def archive(ctx: StoreContext, command: c.Archive) -> Answer:
-    session = get_session(ctx.db, command.session_id)
-    # A conditional update, so a session that started meanwhile is not archived under it.
-    moved = ctx.db.execute(
-        update(Session)
-        .where(col(Session.id) == command.session_id, col(Session.status).in_(ARCHIVABLE))
-        .values(status=Status.ARCHIVED.value, updated_at=ctx.now)
-    )
-    if not moved.rowcount:  # type: ignore[attr-defined]
-        raise Refused(error_text("steering/cannot_archive", session_id=command.session_id, status=session.status))
-    ctx.db.refresh(session)
-    return Answer("archived", {"session": _plain(ctx, session)})
-
-
-def policy_set(ctx: StoreContext, command: c.PolicySet) -> Answer:
-    changes: dict[str, Any] = dict(command.changes)
-    if command.overrides:
-        overrides = dict(ensure_policy(ctx.db).genesis_class_overrides or {})
-        for genesis, cls in command.overrides:
-            if cls is None:
-                overrides.pop(genesis, None)
-            else:
-                overrides[genesis] = cls
-        changes["genesis_class_overrides"] = overrides
-    audit = change_policy(ctx.db, changes, surface=ctx.audit_surface, actor=ctx.actor, now=ctx.now)
-    moved = [(key, _shown(old), _shown(new)) for key, (old, new) in (audit.changes if audit else {}).items()]
-    return Answer("policy_set", {"moved": moved, "line": audit.line if audit else None}, in_channel=bool(moved))
-
-
-def _shown(value: Any) -> str:
-    if isinstance(value, bool):
-        return "on" if value else "off"
-    if isinstance(value, float) and value.is_integer():
-        return str(int(value))
-    if isinstance(value, dict):
-        return ", ".join(f"{k}={v}" for k, v in sorted(value.items())) or "none"
-    return str(value)
-
-
-def trigger_class(ctx: StoreContext, command: c.TriggerClass) -> Answer:
-    trigger = get_trigger(ctx.db, command.trigger_id)
-    before = trigger.scheduling_class
-    result = change_trigger_class(ctx.db, trigger, command.scheduling_class, now=ctx.now)
-    return Answer(
-        "trigger_class",
-        {
-            "trigger": {"id": trigger.id, "name": trigger.name},
-            "before": before or "default",
-            "after": command.scheduling_class or "default",
-            "rewritten": result.rewritten,
-            "moved": result.moved,
-            "promoted": list(result.promoted_ids),
-        },
-        in_channel=result.moved > 0,
-        start_now=result.promoted_ids,
-    )
-
-
-def trigger_precedence(ctx: StoreContext, command: c.TriggerPrecedence) -> Answer:
-    trigger = get_trigger(ctx.db, command.trigger_id)
-    before = trigger.precedence
-    trigger.precedence = command.precedence
-    ctx.db.add(trigger)
-    ctx.db.flush()
-    return Answer(
-        "trigger_precedence",
-        {"trigger": {"id": trigger.id, "name": trigger.name}, "before": before, "after": command.precedence},
-    )

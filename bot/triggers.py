@@ -29,9 +29,10 @@ from bot.trigger_spec import (
 )
 from integrations.schedules import sync_schedules
 from scheduler.context import Context
+from scheduler.db import session_scope
 from scheduler.errors import InvalidInput, Refused
 from scheduler.models import Session, Trigger
-from scheduler.sessions import Reclassification, change_trigger_class
+from scheduler.sessions import Reclassification, change_trigger_class, get_trigger
 from scheduler.trigger_release import arm_release
 from templates import error_text
 
@@ -172,6 +173,28 @@ def after_write(ctx: Context | None, scheduler: Any, engine: Any, writes: Sequen
             arm_release(ctx, trigger_id, promoted)
     if scheduler is not None:
         sync_schedules(scheduler, engine)
+
+
+@dataclass(frozen=True)
+class TriggerChange:
+    """A committed change to one trigger: its plain form before and after, and the write."""
+
+    before: dict[str, Any]
+    after: dict[str, Any]
+    write: TriggerWrite
+
+
+def change_trigger(ctx: Context, scheduler: Any, trigger_id: int, changes: Mapping[str, Any]) -> TriggerChange:
+    """The one trigger change every surface makes: validate and write in one transaction, then,
+    once it has committed, release the sessions a promotion moved (through the alarm, which
+    leaves paused and parked ones alone) and bring the cron jobs in line."""
+    with session_scope(ctx.engine) as db:
+        trigger = get_trigger(db, trigger_id)
+        before = plain(trigger)
+        write = update_trigger(db, trigger, changes, now=ctx.clock.now())
+        after = plain(write.trigger, sessions=session_count(db, trigger_id))
+    after_write(ctx, scheduler, ctx.engine, [(trigger_id, write.promoted)])
+    return TriggerChange(before, after, write)
 
 
 def plain(trigger: Trigger, *, sessions: int | None = None) -> dict[str, Any]:

@@ -14,7 +14,9 @@ from sqlmodel import Session as DBSession
 from sqlmodel import col, select
 
 from scheduler.bounds import MAX_SESSIONS
-from scheduler.db import core
+from scheduler.context import Context
+from scheduler.db import core, session_scope
+from scheduler.effects import request_queue_pass
 from scheduler.errors import InvalidInput
 from scheduler.genesis import Genesis, SchedulingClass, validate_overrides
 from scheduler.models import Policy, PolicyAudit
@@ -177,6 +179,35 @@ def change_policy(
     db.flush()
     # WARN on purpose: a legitimate change records itself where INFO would be dropped.
     log.warning(line)
+    return audit
+
+
+def set_policy(
+    ctx: Context,
+    changes: Mapping[str, Any],
+    *,
+    overrides: Mapping[str, str | None] | None = None,
+    surface: str,
+    actor: str | None,
+) -> PolicyAudit | None:
+    """The one policy change every surface makes: validate, write, audit, and — when anything
+    moved — ask for a queue pass, since more slots, a smaller reserve, gating off or a genesis
+    made priority can each free held work at once. `overrides` (genesis -> class, None meaning
+    back to the genesis default) are merged onto the ones in force; a `genesis_class_overrides`
+    in `changes` replaces them whole."""
+    with session_scope(ctx.engine) as db:
+        wanted = dict(changes)
+        if overrides:
+            merged = dict(wanted.get("genesis_class_overrides", ensure_policy(db).genesis_class_overrides) or {})
+            for genesis, cls in overrides.items():
+                if cls is None:
+                    merged.pop(genesis, None)
+                else:
+                    merged[genesis] = cls
+            wanted["genesis_class_overrides"] = merged
+        audit = change_policy(db, wanted, surface=surface, actor=actor, now=ctx.clock.now())
+    if audit is not None:
+        request_queue_pass(ctx)
     return audit
 
 

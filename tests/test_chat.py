@@ -287,13 +287,15 @@ def test_rank_refusals_change_nothing(pacer) -> None:
     assert ask(pacer, f"rank {other} 5", actor="UOP").ok  # an operator ranks any session
 
 
-def test_archive_only_from_waiting_needs_input_or_failed(pacer) -> None:
+def test_archive_is_the_engine_archive_on_every_status_but_archived(pacer) -> None:
     sid = add(pacer, 0, title="old")
     assert ask(pacer, f"archive {sid}", actor="UMEM").text == f"#{sid} old is archived and has left the queue."
     assert get(pacer, sid).status == "archived"
+    refused(pacer, f"archive {sid}", "UOP", f"session #{sid} is already archived", USAGE["archive"])
     running = add(pacer, 1)
     edit(pacer, running, status="running")
-    refused(pacer, f"archive {running}", "UOP", f"#{running} is running; only waiting, needs_input or failed sessions can be archived", USAGE["archive"])
+    assert ask(pacer, f"archive {running}", actor="UOP").ok  # the same archive the API's Trash posts to
+    assert get(pacer, running).status == "archived"
     theirs = add(pacer, 2, requester="UTWO")
     refused(pacer, f"archive {theirs}", "UMEM",
             f"`archive #{theirs}` needs the operator role unless #{theirs} is yours (it was requested by UTWO); you are a member", USAGE["archive"])
@@ -309,8 +311,11 @@ def test_trigger_class_reports_how_many_moved_and_starts_the_promoted(pacer) -> 
     assert lines == [
         "Trigger 1 (nightly): class default → priority.",
         f"1 waiting session took the new class; 1 moved between priority and spot (#{waiting} now priority).",
-        f"#{waiting} started now — its first turn.",
+        "Each is started now, as Start now would; one that is paused or parked keeps waiting for its own resume.",
     ]
+    assert get(pacer, waiting).status == "waiting"  # the release alarm starts it, once the change committed
+    pacer.deferrer.advance(timedelta(0))
+    assert get(pacer, waiting).status == "running"
     reply = ask(pacer, "trigger 1 class priority")
     assert reply.text.splitlines()[1] == "No waiting session carried its class: sessions moved by hand, running or finished keep theirs."
     refused(pacer, "trigger 1 class spot", "UMEM", "`trigger class` needs the operator role; you are a member", USAGE["trigger"])

@@ -1,0 +1,80 @@
+"""The chat commands that archive a session, set the policy and change a trigger. Each calls the
+one function the REST API calls for the same action, in that function's own transaction, so a
+`/pacer` command, a button, the console and the API change the same rows, emit the same events,
+request the same queue pass and write the same audit:
+
+    archive             scheduler.lifecycle.archive: the row, the `archived` event, a queue pass
+    policy set          scheduler.policy.set_policy: the row, the audit line, a queue pass
+    trigger class       bot.triggers.change_trigger: the reclassification, then the release alarm
+    trigger precedence  bot.triggers.change_trigger
+
+Listed in `bot.chat`'s engine table: they run after the authorizing transaction has closed.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from bot.commands import command as c
+from bot.context import Answer, Context
+from bot.triggers import change_trigger
+from scheduler.db import session_scope
+from scheduler.lifecycle import archive as archive_session
+from scheduler.policy import load_policy, set_policy
+from scheduler.session_view import session_view
+from scheduler.sessions import get_session
+
+
+def archive(ctx: Context, command: c.Archive) -> Answer:
+    sctx = ctx.pacer.ctx
+    archive_session(sctx, command.session_id, actor=ctx.actor)
+    with session_scope(sctx.engine) as db:
+        view = session_view(get_session(db, command.session_id), load_policy(db))
+    return Answer("archived", {"session": view})
+
+
+def policy_set(ctx: Context, command: c.PolicySet) -> Answer:
+    audit = set_policy(ctx.pacer.ctx, dict(command.changes), overrides=dict(command.overrides),
+                       surface=ctx.audit_surface, actor=ctx.actor)
+    moved = [(key, shown(old), shown(new)) for key, (old, new) in (audit.changes if audit else {}).items()]
+    return Answer("policy_set", {"moved": moved, "line": audit.line if audit else None}, in_channel=bool(moved))
+
+
+def shown(value: Any) -> str:
+    """A policy value as a sentence shows it."""
+    if isinstance(value, bool):
+        return "on" if value else "off"
+    if isinstance(value, float) and value.is_integer():
+        return str(int(value))
+    if isinstance(value, dict):
+        return ", ".join(f"{k}={v}" for k, v in sorted(value.items())) or "none"
+    return str(value)
+
+
+def trigger_class(ctx: Context, command: c.TriggerClass) -> Answer:
+    change = change_trigger(ctx.pacer.ctx, ctx.pacer.scheduler, command.trigger_id, {"scheduling_class": command.scheduling_class})
+    write = change.write
+    return Answer(
+        "trigger_class",
+        {
+            "trigger": {"id": command.trigger_id, "name": change.after["name"]},
+            "before": change.before["scheduling_class"],
+            "after": change.after["scheduling_class"],
+            "rewritten": write.reclassified.rewritten if write.reclassified is not None else 0,
+            "moved": write.moved,
+            "promoted": list(write.promoted),
+        },
+        in_channel=write.moved > 0,
+    )
+
+
+def trigger_precedence(ctx: Context, command: c.TriggerPrecedence) -> Answer:
+    change = change_trigger(ctx.pacer.ctx, ctx.pacer.scheduler, command.trigger_id, {"precedence": command.precedence})
+    return Answer(
+        "trigger_precedence",
+        {
+            "trigger": {"id": command.trigger_id, "name": change.after["name"]},
+            "before": change.before["precedence"],
+            "after": change.after["precedence"],
+        },
+    )
