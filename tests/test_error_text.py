@@ -35,6 +35,25 @@ def test_every_error_file_compiles(path: Path) -> None:
             "contains a lone UTF-16 surrogate (U+D801) at position 4; text may hold neither NUL nor lone surrogates",
         ),
         ("queue_holds/nothing_held", {"group": None}, "nothing to resume: no queue hold is in force on the whole queue"),
+        (
+            "simulate_scenario/not_number",
+            {"where": "policy.reserve_5h_pct", "low": 0.0, "high": 100, "above": False, "value": 120},
+            "policy.reserve_5h_pct: must be a number >= 0 and <= 100 (got 120)",
+        ),
+        (
+            "simulate_scenario/not_instant",
+            {"where": "arrivals[0].at", "value": "2026-11-02T03:00:00", "offset_missing": True},
+            "arrivals[0].at: must be +<duration> from the start (e.g. +90m) or an ISO-8601 instant with an offset"
+            " (got '2026-11-02T03:00:00', which has no offset)",
+        ),
+        ("simulate/nothing_recorded", {"since": None}, "--from-db: the database holds no sessions to replay"),
+        ("slack/token_refused", {"code": None}, "SLACK_BOT_TOKEN: Slack's auth.test refused it (see Pacer's log)"),
+        ("slack/token_refused", {"code": "invalid_auth"}, "SLACK_BOT_TOKEN: Slack's auth.test refused it (invalid_auth)"),
+        (
+            "simulate/plot_unwritable",
+            {"path": "out.xyz", "problem": "format", "parent": ".", "suffix": ".xyz", "formats": ["pdf", "png"]},
+            "--plot: cannot write out.xyz: .xyz is not an image format matplotlib writes; end the name with one of .pdf, .png",
+        ),
     ],
 )
 def test_sentence_renders_as_written(name: str, context: dict[str, object], sentence: str) -> None:

@@ -12,6 +12,8 @@ from __future__ import annotations
 from importlib import import_module
 from typing import Any
 
+from templates import error_text
+
 _WHERE = {
     "load_scenario": "bot.simulate.cli",
     "Run": "bot.simulate.engine",
@@ -27,5 +29,5 @@ __all__ = ["Run", "Scenario", "ScenarioError", "Simulation", "load_scenario", "p
 
 def __getattr__(name: str) -> Any:
     if name not in _WHERE:
-        raise AttributeError(f"module 'bot.simulate' has no attribute {name!r}")
+        raise AttributeError(error_text("simulate/no_such_name", name=name))
     return getattr(import_module(_WHERE[name]), name)

@@ -19,6 +19,9 @@ from scheduler.db import session_scope
 from scheduler.deferrer import VirtualDeferrer
 from scheduler.models import EnqueuedMessage, Session, Status, Turn
 from scheduler.records import hold_job_id
+from templates import error_text
+
+LOST = "lost:"  # the state's prefix; the report counts the states by what comes before the colon
 
 
 def account(
@@ -37,21 +40,21 @@ def account(
     for sid, track in tracked.items():
         row = rows.get(sid)
         if row is None:
-            states[sid] = "lost:no row"
+            states[sid] = LOST + error_text("simulate/lost_no_row")
             continue
         if track.refused:
-            states[sid] = "lost:refused " + "; ".join(track.refused)
+            states[sid] = LOST + error_text("simulate/lost_refused", refusals=track.refused)
             continue
         complete = track.submitted == track.planned and track.replies_sent == track.replies_due and not open_items.get(sid)
         if complete and row.status == Status.DONE.value:
             states[sid] = "done"
         elif sid in running or sid in running_rows:
-            states[sid] = "running" if (sid in running) == (sid in running_rows) else "lost:running row without a worker"
+            states[sid] = "running" if (sid in running) == (sid in running_rows) else LOST + error_text("simulate/lost_running_without_worker")
         elif row.status == Status.WAITING.value and row.pause_reason is not None:
             states[sid] = "paused"
         elif row.status == Status.WAITING.value and row.hold_reason is not None:
             armed = deferrer.next_run(hold_job_id(sid)) is not None
-            states[sid] = "held" if armed or row.hold_retry_at is not None else "lost:held with no re-check"
+            states[sid] = "held" if armed or row.hold_retry_at is not None else LOST + error_text("simulate/lost_held_unarmed")
         elif sid in queued:
             states[sid] = "queued"
         elif deferrer.next_run(f"sim-follow-up:{sid}") is not None:
@@ -59,5 +62,5 @@ def account(
         elif row.status == Status.WAITING.value and row.wake_at is not None and row.wake_at > now:
             states[sid] = "asleep"
         else:
-            states[sid] = f"lost:{row.status} with {open_items.get(sid, 0)} open turn(s)"
+            states[sid] = LOST + error_text("simulate/lost_stranded", status=row.status, open_turns=open_items.get(sid, 0))
     return states

@@ -10,14 +10,19 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import sys
 import tomllib
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
 # Kept light: `pacer serve` builds this parser too, so the simulation stack loads only when run.
 from bot.simulate.scenario import POLICIES, Scenario, ScenarioError
+from templates import error_text, render
 
 
 def load_scenario(path: str) -> Scenario:
@@ -28,13 +33,15 @@ def load_scenario(path: str) -> Scenario:
     try:
         data = tomllib.loads(file.read_text())
     except OSError as exc:
-        raise ScenarioError(f"{path}: cannot be read ({exc.strerror or exc})") from None
+        raise ScenarioError(error_text("simulate/unreadable", path=path, reason=exc.strerror or exc)) from None
     except tomllib.TOMLDecodeError as exc:
-        raise ScenarioError(f"{path}: is not valid TOML ({exc})") from None
+        raise ScenarioError(error_text("simulate/not_toml", path=path, problem=exc)) from None
     return parse_scenario(data, name=file.stem)
 
 
-def compare_rows(reports: list[dict[str, Any]]) -> list[tuple[str, list[str]]]:
+def compare_rows(reports: list[dict[str, Any]]) -> list[tuple[str, str | None, list[str]]]:
+    """The side-by-side table's rows: (what the row measures, its window or None, one cell per
+    report). text/simulate_compare.j2 words each row."""
     binding = reports[0]["binding_window"]
 
     def cell(value: Any, fmt: str = "{}") -> str:
@@ -43,25 +50,25 @@ def compare_rows(reports: list[dict[str, Any]]) -> list[tuple[str, list[str]]]:
     def each(get: Any, fmt: str = "{}") -> list[str]:
         return [cell(get(r), fmt) for r in reports]
 
-    rows = [
-        (f"{binding} budget spent by rollover, min %", each(lambda r: r["windows"][binding]["min_spent_pct"], "{:.1f}")),
-        (f"{binding} budget spent by rollover, mean %", each(lambda r: r["windows"][binding]["mean_spent_pct"], "{:.1f}")),
-        (f"{binding} budget used (capped at 100%), mean %", each(lambda r: r["windows"][binding]["mean_used_pct"], "{:.1f}")),
+    rows: list[tuple[str, str | None, list[str]]] = [
+        ("min_spent", binding, each(lambda r: r["windows"][binding]["min_spent_pct"], "{:.1f}")),
+        ("mean_spent", binding, each(lambda r: r["windows"][binding]["mean_spent_pct"], "{:.1f}")),
+        ("mean_used", binding, each(lambda r: r["windows"][binding]["mean_used_pct"], "{:.1f}")),
     ]
     for name in reports[0]["windows"]:
-        rows.append((f"{name} reserve breaches by spot work", each(lambda r, n=name: r["windows"][n]["breaches"])))
-        rows.append((f"{name} spot overshoot, worst window $", each(lambda r, n=name: r["windows"][n]["max_spot_overshoot_usd"], "{:.2f}")))
+        rows.append(("breaches", name, each(lambda r, n=name: r["windows"][n]["breaches"])))
+        rows.append(("overshoot", name, each(lambda r, n=name: r["windows"][n]["max_spot_overshoot_usd"], "{:.2f}")))
     rows += [
-        ("total spent $", each(lambda r: r["spent_usd"], "{:.2f}")),
-        ("idle while holding, minutes", each(lambda r: r["idle_while_holding"]["minutes"])),
-        ("priority start delay max, min", each(lambda r: r["priority_start_delay_minutes"]["max"])),
-        ("spot wait p50 / p95, min", [f"{r['spot_wait_all_minutes']['p50']:.0f} / {r['spot_wait_all_minutes']['p95']:.0f}" for r in reports]),
-        ("spot sessions not started by the end", each(lambda r: r["spot_wait_all_minutes"]["not_started"])),
-        ("re-checks executed", each(lambda r: r["rechecks"])),
-        ("pauses / resumes", [f"{r['pauses']} / {r['resumes']}" for r in reports]),
-        ("preemptions (re-preempted in cooldown)", [f"{r['preemptions']} ({r['repreemptions_inside_cooldown']})" for r in reports]),
-        ("sessions lost", each(lambda r: r["lost"])),
-        ("wall seconds", each(lambda r: r["wall_seconds"])),
+        ("spent", None, each(lambda r: r["spent_usd"], "{:.2f}")),
+        ("idle", None, each(lambda r: r["idle_while_holding"]["minutes"])),
+        ("priority_delay", None, each(lambda r: r["priority_start_delay_minutes"]["max"])),
+        ("spot_wait", None, each(lambda r: (r["spot_wait_all_minutes"]["p50"], r["spot_wait_all_minutes"]["p95"]), "{0[0]:.0f} / {0[1]:.0f}")),
+        ("not_started", None, each(lambda r: r["spot_wait_all_minutes"]["not_started"])),
+        ("rechecks", None, each(lambda r: r["rechecks"])),
+        ("pauses", None, each(lambda r: (r["pauses"], r["resumes"]), "{0[0]} / {0[1]}")),
+        ("preemptions", None, each(lambda r: (r["preemptions"], r["repreemptions_inside_cooldown"]), "{0[0]} ({0[1]})")),
+        ("lost", None, each(lambda r: r["lost"])),
+        ("wall", None, each(lambda r: r["wall_seconds"])),
     ]
     return rows
 
@@ -70,25 +77,37 @@ def run_policy(scenario: Scenario, policy: str) -> tuple[dict[str, Any], Any]:
     from bot.simulate.engine import simulate
     from bot.simulate.scoring import score
 
-    run = simulate(scenario, policy)
+    with progress_bar(scenario, policy) as progress:
+        run = simulate(scenario, policy, progress=progress)
     return score(run), run
 
 
-def cmd_simulate(args: argparse.Namespace) -> int:
-    from templates import render
+@contextmanager
+def progress_bar(scenario: Scenario, policy: str) -> Iterator[Callable[[datetime], None] | None]:
+    """A bar of simulated hours on stderr, only when stderr is a terminal: the report on stdout,
+    and any stderr that is a file or a pipe, stay exactly as they were."""
+    if not sys.stderr.isatty():
+        yield None
+        return
+    from tqdm import tqdm
 
+    hour = timedelta(hours=1)
+    with tqdm(total=math.ceil(scenario.duration / hour), desc=error_text("simulate/progress", policy=policy),
+              unit="h", file=sys.stderr, leave=False, dynamic_ncols=True) as bar:
+        yield lambda now: bar.update(int((now - scenario.start) / hour) - bar.n)
+
+
+def cmd_simulate(args: argparse.Namespace) -> int:
     try:
         scenario = _scenario(args)
     except ScenarioError as exc:
-        print(f"pacer simulate: {exc}", file=sys.stderr)
-        return 2
+        return _refuse(str(exc))
     if args.plot:
-        from bot.simulate.plot import require_matplotlib
+        from bot.simulate.plot import check_plot_path, require_matplotlib
 
-        missing = require_matplotlib()
-        if missing:
-            print(f"pacer simulate: --plot: {missing}", file=sys.stderr)
-            return 2
+        problem = require_matplotlib() or check_plot_path(args.plot)
+        if problem:
+            return _refuse(problem)
     policies = list(POLICIES) if args.compare else [args.policy]
     reports, runs = [], []
     for policy in policies:
@@ -104,11 +123,21 @@ def cmd_simulate(args: argparse.Namespace) -> int:
         body = reports[0] if len(reports) == 1 else {"scenario": scenario.name, "reports": reports}
         Path(args.json).write_text(json.dumps(body, indent=2))
     if args.plot:
-        from bot.simulate.plot import plot_run
+        from bot.simulate.plot import plot_runs
 
-        plot_run(runs[0], args.plot)
-        print(f"plot written to {args.plot} ({runs[0].policy})")
+        try:
+            plot_runs(runs, reports, args.plot)
+        except OSError as exc:
+            print(error_text("simulate/refused", problem=error_text("simulate/plot_failed", path=args.plot, reason=exc.strerror or exc)),
+                  file=sys.stderr)
+            return 1
+        print(error_text("simulate/plot_written", path=args.plot, policies=policies))
     return 0
+
+
+def _refuse(problem: str) -> int:
+    print(error_text("simulate/refused", problem=problem), file=sys.stderr)
+    return 2
 
 
 def _scenario(args: argparse.Namespace) -> Scenario:
@@ -120,7 +149,7 @@ def _scenario(args: argparse.Namespace) -> Scenario:
         base = load_scenario(args.scenario) if args.scenario else None
         return scenario_from_db(settings, base, since=args.since)
     if not args.scenario:
-        raise ScenarioError("SCENARIO: name a scenario file (see examples/scenarios/), or pass --from-db")
+        raise ScenarioError(error_text("simulate/no_scenario"))
     return load_scenario(args.scenario)
 
 
@@ -134,7 +163,8 @@ def register(sub: Any) -> None:
     sim.add_argument("--policy", choices=POLICIES, default="pacer", help="the admission policy to replay under (default pacer)")
     sim.add_argument("--compare", action="store_true", help="run pacer, fifo and flat-target and print them side by side")
     sim.add_argument("--json", metavar="OUT", help="write the report (or the three, with --compare) as JSON")
-    sim.add_argument("--plot", metavar="OUT.png", help="draw a timeline per window (needs matplotlib)")
+    sim.add_argument("--plot", metavar="OUT.png", help="draw spend against the budget line per window, the fleet and what binds; "
+                     "with --compare, a column per policy (needs matplotlib)")
     sim.add_argument("--from-db", action="store_true", help="replay the arrivals recorded in DATABASE_URL")
     sim.add_argument("--since", metavar="ISO-8601", help="with --from-db: replay sessions created from this instant")
     sim.set_defaults(func=cmd_simulate)

@@ -46,11 +46,13 @@ from scheduler.policy import ensure_policy, load_policy
 from scheduler.promotion import record_human_message
 from scheduler.sessions import NewSession, class_from, insert_session
 from scheduler.turns import submit_turn
+from templates import error_text
 
 _STATUS = sa_select(col(Session.status)).where(col(Session.id) == bindparam("sid"))
 SAMPLE_EVERY = timedelta(minutes=1)
 FOLLOW_UP_POLL = timedelta(minutes=1)
 FOLLOW_UP_POLL_MAX = timedelta(minutes=5)
+PROGRESS_EVERY = timedelta(hours=1)  # of simulated time: a week is 168 steps of a progress bar
 ACTOR = "simulated-human"
 
 
@@ -76,7 +78,7 @@ class Run:
 class Simulation:
     def __init__(self, scenario: Scenario, policy: str = "pacer", *, database_url: str = "sqlite://") -> None:
         if policy not in policies.POLICIES:
-            raise ValueError(f"policy: {policy!r} is not one of {', '.join(policies.POLICIES)}")
+            raise ValueError(error_text("simulate/policy_unknown", policy=policy, policies=policies.POLICIES))
         self.scenario, self.policy = scenario, policy
         self.engine = dbmod.make_engine(database_url)  # in memory unless a test wants to read it after
         SQLModel.metadata.create_all(self.engine)
@@ -163,7 +165,7 @@ class Simulation:
         try:
             submit_turn(self.ctx, track.session_id, prompt, kind=kind)
         except PacerError as exc:
-            track.refused.append(f"turn {turn}: {exc}")
+            track.refused.append(error_text("simulate/turn_refused", turn=turn, problem=exc))
 
     def _item_done(self, item: Item) -> None:
         track = self.tracked.get(item.session_id)
@@ -181,7 +183,7 @@ class Simulation:
         elif status in (Status.WAITING.value, Status.RUNNING.value, Status.NEEDS_INPUT.value):
             self.deferrer.schedule(f"sim-follow-up:{sid}", self.clock.now() + poll, self._follow_up, sid, turn, min(poll * 2, FOLLOW_UP_POLL_MAX))
         else:
-            self.tracked[sid].refused.append(f"turn {turn}: session is {status}")
+            self.tracked[sid].refused.append(error_text("simulate/turn_not_continued", turn=turn, status=status))
 
     def _reply(self, sid: int, j: int) -> None:
         track = self.tracked[sid]
@@ -191,7 +193,7 @@ class Simulation:
         try:
             record_human_message(self.ctx, sid, ACTOR, prompt, "console", roster=True)
         except PacerError as exc:
-            track.refused.append(f"reply {j}: {exc}")
+            track.refused.append(error_text("simulate/reply_refused", reply=j, problem=exc))
 
     # ------------------------------------------------------------------ the run
 
@@ -214,7 +216,7 @@ class Simulation:
             sampled = time.perf_counter()
             self.sampler.sample(t)
             self.timings["sampling"] += time.perf_counter() - sampled
-            if progress is not None and (t - scenario.start) % timedelta(hours=6) == timedelta(0):
+            if progress is not None and (t - scenario.start) % PROGRESS_EVERY == timedelta(0):
                 progress(t)
         states = account(self.engine, self.deferrer, self.pool, self.tracked, t)
         wall, cpu = time.perf_counter() - began, time.process_time() - cpu
@@ -244,10 +246,11 @@ def _prompt(sid: int, turn: int) -> str:
     return f"[sim] session {sid} turn {turn}"
 
 
-def simulate(scenario: Scenario, policy: str = "pacer") -> Run:
-    """Run one policy over the scenario and clean up its store."""
+def simulate(scenario: Scenario, policy: str = "pacer", *, progress: Callable[[datetime], None] | None = None) -> Run:
+    """Run one policy over the scenario and clean up its store; `progress` hears the simulated
+    time every PROGRESS_EVERY."""
     sim = Simulation(scenario, policy)
     try:
-        return sim.run()
+        return sim.run(progress=progress)
     finally:
         sim.close()

@@ -1,6 +1,14 @@
-"""`--plot`: a PNG timeline of one run — a panel per quota window (the spend the gate saw in the
-current window against the pacing curve, the non-reserved line and the capacity), and a panel
-of the fleet (running sessions by class, held and paused counts).
+"""`--plot`: an image of one run, or of each policy side by side with `--compare` (a column per
+policy, the rows shared so the columns compare at a glance):
+
+- a panel per quota window: the spend the gate saw in the current window (a shaded area) against
+  the pacing curve (dashed, drawn over it: under Pacer the two coincide by design, so the area
+  keeps both visible), the non-reserved budget line and the capacity;
+- the fleet: running sessions by class against the slots on the left axis, and the waiting
+  (held, paused) on the right axis, since a backlog is ten times the slots; the minutes in which
+  the budget binds are shaded, so slots standing free while sessions wait read as what they are;
+- what binds: of the minutes spot work waited, how many the budget bound (by window), how many
+  every slot was taken, and how many neither — with the binding window's spend by rollover.
 
 matplotlib is the optional extra `plot` of this project (installed with `dev` too): a chatops server does
 not need a plotting stack, and `pacer simulate` without --plot never imports it.
@@ -8,11 +16,24 @@ not need a plotting stack, and `pacer simulate` without --plot never imports it.
 
 from __future__ import annotations
 
-from datetime import datetime
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
+
+from templates import environment, error_text
+
+HEADROOM = 1.45  # each panel's scale runs this far above its data, so the legend covers little of it
+CLIP = 2.0  # a window panel's scale stops at this many times the capacity: past that, a run is just "far over"
 
 if TYPE_CHECKING:
     from bot.simulate.engine import Run
+    from bot.simulate.trace import Sample
+
+
+def _say(name: str, **values: Any) -> str:
+    """A phrase of text/simulate_plot.j2."""
+    return str(getattr(environment().get_template("text/simulate_plot.j2").module, name)(**values)).strip()
 
 
 def require_matplotlib() -> str | None:
@@ -20,12 +41,68 @@ def require_matplotlib() -> str | None:
     try:
         import matplotlib  # noqa: F401
     except ImportError:
-        # Not the extra by the package's name: the `pacer` on the package index is an unrelated project.
-        return "matplotlib is not installed; install it with `pip install matplotlib` (or `pip install -e '.[plot]'` in Pacer's checkout)"
+        return error_text("simulate/matplotlib_missing")
     return None
 
 
-def _pace(samples: list[Any], name: str, spot_budget: float) -> list[float]:
+def check_plot_path(path: str) -> str | None:
+    """None when the image can be written at `path`, else the one-line reason — checked before a
+    run, so a bad path costs no simulation and leaves nothing behind."""
+    from matplotlib.figure import Figure
+
+    target = Path(path)
+    formats = sorted(Figure().canvas.get_supported_filetypes())
+    suffix = target.suffix[1:].lower()
+    if target.is_dir():
+        problem = "directory"
+    elif not target.parent.is_dir():
+        problem = "no_parent"
+    elif not os.access(target.parent, os.W_OK):
+        problem = "read_only"
+    elif suffix and suffix not in formats:
+        problem = "format"
+    else:
+        return None
+    return error_text("simulate/plot_unwritable", path=path, problem=problem, parent=str(target.parent),
+                      suffix=target.suffix, formats=formats)
+
+
+@dataclass
+class Waiting:
+    """What kept spot work waiting, counted in simulated minutes (one sample each)."""
+
+    minutes: int = 0
+    waited: int = 0
+    slots_full: int = 0
+    cap: dict[str, int] = field(default_factory=dict)  # by the first window without room
+    pace: dict[str, int] = field(default_factory=dict)  # by the first window whose curve it outran
+    idle: int = 0
+    other: int = 0
+
+
+def what_binds(samples: list[Sample], slots: int) -> Waiting:
+    """Each minute spot work waited, the first of: every slot taken (then more budget would not
+    start anything), a window's cap, a window's pace; else neither — idle while holding, or
+    waiting for a re-check while other spot work runs."""
+    out = Waiting(minutes=len(samples))
+    for s in samples:
+        if s.spot_waiting <= 0:
+            continue
+        out.waited += 1
+        if s.running_spot + s.running_priority >= slots:
+            out.slots_full += 1
+        elif s.budget_binds is not None:
+            out.cap[s.budget_binds] = out.cap.get(s.budget_binds, 0) + 1
+        elif s.pace_binds is not None:
+            out.pace[s.pace_binds] = out.pace.get(s.pace_binds, 0) + 1
+        elif s.idle_while_holding:
+            out.idle += 1
+        else:
+            out.other += 1
+    return out
+
+
+def _pace(samples: list[Sample], name: str, spot_budget: float) -> list[float]:
     """Where spend would be on the pacing curve: the straight line from the window's start to
     the non-reserved budget at its rollover (the rate the curve sustains from an empty window)."""
     out = []
@@ -36,44 +113,92 @@ def _pace(samples: list[Any], name: str, spot_budget: float) -> list[float]:
     return out
 
 
-def plot_run(run: Run, path: str) -> None:
-    import matplotlib
+def _window_panel(ax: Any, run: Run, samples: list[Sample], name: str, *, legend: bool) -> None:
+    times = [s.at for s in samples]
+    capacity = samples[0].windows[name].capacity
+    reserve = run.scenario.policy.reserve_pct(name)
+    spot_budget = capacity * (1 - reserve / 100.0)
+    spent = [s.windows[name].spent for s in samples]
+    ax.fill_between(times, spent, color="tab:blue", alpha=0.3, lw=0)
+    ax.plot(times, spent, color="tab:blue", lw=1.0, label=_say("spent"))
+    ax.plot(times, _pace(samples, name, spot_budget), color="black", lw=0.8, ls=(0, (4, 3)), zorder=3, label=_say("curve"))
+    ax.axhline(spot_budget, color="tab:orange", lw=1.4, label=_say("budget_line", reserve_pct=reserve))
+    ax.axhline(capacity, color="tab:red", lw=0.8, ls=":", label=_say("capacity"))
+    ax.set_title(_say("window_title", policy=run.policy, window=name), fontsize=10)
+    ax.set_ylabel(_say("dollars"))
+    ax.grid(alpha=0.3)
+    if legend:
+        ax.legend(loc="upper left", fontsize=7, framealpha=0.9, ncol=2)
 
-    matplotlib.use("Agg")
+
+def _fleet_panel(ax: Any, run: Run, samples: list[Sample], waiting_top: float, *, legend: bool) -> None:
+    times = [s.at for s in samples]
+    slots = min(run.scenario.policy.max_sessions, run.scenario.policy.agent_workers)
+    ax.fill_between(times, 0, 1, where=[s.budget_binds is not None for s in samples], step="post",
+                    transform=ax.get_xaxis_transform(), color="tab:orange", alpha=0.2, lw=0, label=_say("cap_binds"))
+    ax.fill_between(times, 0, 1, where=[s.budget_binds is None and s.pace_binds is not None for s in samples], step="post",
+                    transform=ax.get_xaxis_transform(), color="tab:olive", alpha=0.2, lw=0, label=_say("pace_binds"))
+    ax.fill_between(times, 0, 1, where=[s.idle_while_holding for s in samples], step="post",
+                    transform=ax.get_xaxis_transform(), color="tab:red", alpha=0.35, lw=0, label=_say("idle"))
+    ax.stackplot(times, [s.running_priority for s in samples], [s.running_spot for s in samples],
+                 colors=["tab:purple", "tab:cyan"], alpha=0.7, labels=[_say("running_priority"), _say("running_spot")])
+    ax.axhline(slots, color="black", lw=0.9, ls="--", label=_say("slots", count=slots))
+    ax.set_ylim(0, slots * HEADROOM + 1)
+    ax.set_ylabel(_say("running_axis"))
+    ax.set_title(_say("fleet_title", policy=run.policy), fontsize=10)
+    ax.grid(alpha=0.3)
+    waiting = ax.twinx()
+    waiting.plot(times, [s.held for s in samples], color="tab:gray", lw=1, label=_say("held"))
+    waiting.plot(times, [s.paused for s in samples], color="tab:brown", lw=1, label=_say("paused"))
+    waiting.set_ylim(0, waiting_top * HEADROOM)
+    waiting.set_ylabel(_say("waiting_axis"))
+    if legend:
+        handles, labels = ax.get_legend_handles_labels()
+        more, more_labels = waiting.get_legend_handles_labels()
+        ax.legend(handles + more, labels + more_labels, loc="upper left", fontsize=7, ncol=2, framealpha=0.9)
+
+
+def _binds_panel(ax: Any, run: Run, samples: list[Sample], report: dict[str, Any]) -> None:
+    slots = min(run.scenario.policy.max_sessions, run.scenario.policy.agent_workers)
+    w = what_binds(samples, slots)
+    text = _say("binds", waiting=w, report=report)
+    ax.axis("off")
+    ax.set_title(_say("binds_title", policy=run.policy), fontsize=10, loc="left")
+    ax.text(0.0, 1.0, text, transform=ax.transAxes, va="top", ha="left", fontsize=8)
+
+
+def plot_runs(runs: list[Run], reports: list[dict[str, Any]], path: str) -> None:
+    """Draw each run (with its score) in a column of its own and write the image to `path`."""
+    figure(runs, reports).savefig(path, dpi=90)
+
+
+def figure(runs: list[Run], reports: list[dict[str, Any]]) -> Any:
+    """The matplotlib Figure of `plot_runs`, drawn without pyplot (so nothing global holds it)."""
     import matplotlib.dates as mdates
-    import matplotlib.pyplot as plt
+    from matplotlib.figure import Figure
 
-    scenario = run.scenario
-    samples = [s for s in run.trace.samples if s.windows]
-    names = [w.name for w in scenario.windows if samples and w.name in samples[0].windows]
-    times: list[datetime] = [s.at for s in samples]
-    fig, axes = plt.subplots(len(names) + 1, 1, figsize=(13, 3.4 * (len(names) + 1)), sharex=True, squeeze=False)
-    for ax, name in zip(axes[:, 0], names):
-        capacity = samples[0].windows[name].capacity
-        spot_budget = capacity * (1 - scenario.policy.reserve_pct(name) / 100.0)
-        ax.plot(times, [s.windows[name].spent for s in samples], color="tab:blue", lw=1.2, label="spent in window (gate's view)")
-        ax.plot(times, _pace(samples, name, spot_budget), color="tab:green", lw=1, ls="--", label="pacing curve (even spend to the non-reserved budget)")
-        ax.axhline(spot_budget, color="tab:orange", lw=1.2, label=f"non-reserved budget (reserve {scenario.policy.reserve_pct(name):g}%)")
-        ax.axhline(capacity, color="tab:red", lw=0.8, ls=":", label="window capacity")
-        ax.set_ylabel("dollars")
-        ax.set_title(f"{name} window — {run.policy}: spend against the pacing curve and the reserve line")
-        ax.legend(loc="upper left", fontsize=8)
-        ax.grid(alpha=0.3)
-    fleet = axes[-1, 0]
-    fleet.stackplot(times, [s.running_priority for s in samples], [s.running_spot for s in samples],
-                    colors=["tab:purple", "tab:cyan"], alpha=0.6, labels=["running priority", "running spot"])
-    fleet.plot(times, [s.held for s in samples], color="tab:gray", lw=1, label="held")
-    fleet.plot(times, [s.paused for s in samples], color="tab:red", lw=1, label="paused or marked")
-    slots = min(scenario.policy.max_sessions, scenario.policy.agent_workers)
-    fleet.axhline(slots, color="black", lw=0.8, ls="--", label=f"slots ({slots})")
-    fleet.set_ylabel("sessions")
-    fleet.set_xlabel("simulated time (UTC)")
-    fleet.set_title("fleet: running sessions by class, held and paused")
-    fleet.legend(loc="upper left", fontsize=8, ncol=3)
-    fleet.grid(alpha=0.3)
-    fleet.xaxis.set_major_formatter(mdates.DateFormatter("%m-%d %H:%M"))  # type: ignore[no-untyped-call]
-    fig.suptitle(f"pacer simulate: {scenario.name} under {run.policy}")
-    fig.autofmt_xdate()
-    fig.tight_layout()
-    fig.savefig(path, dpi=90)
-    plt.close(fig)
+    scenario = runs[0].scenario
+    traces = [[s for s in run.trace.samples if s.windows] for run in runs]
+    names = [w.name for w in scenario.windows if traces[0] and w.name in traces[0][0].windows]
+    rows, cols = len(names) + 2, len(runs)
+    fig = Figure(figsize=(max(13.0, 7.0 * cols), 3.3 * len(names) + 6.0), layout="constrained")
+    axes = fig.subplots(rows, cols, sharex="col", squeeze=False, gridspec_kw={"height_ratios": [3.0] * len(names) + [3.0, 1.5]})
+    waiting_top = max((max(s.held, s.paused) for samples in traces for s in samples), default=0) * 1.1 + 1
+    for col, (run, report, samples) in enumerate(zip(runs, reports, traces)):
+        first = col == 0
+        for row, name in enumerate(names):
+            _window_panel(axes[row, col], run, samples, name, legend=first)
+        _fleet_panel(axes[-2, col], run, samples, waiting_top, legend=first)
+        axes[-2, col].set_xlabel(_say("time_axis"))
+        locator = mdates.AutoDateLocator(maxticks=8)  # type: ignore[no-untyped-call]
+        axes[-2, col].xaxis.set_major_locator(locator)
+        axes[-2, col].xaxis.set_major_formatter(mdates.ConciseDateFormatter(locator))  # type: ignore[no-untyped-call]
+        axes[-2, col].tick_params(axis="x", labelbottom=True)  # the panel below it is text
+        _binds_panel(axes[-1, col], run, samples, report)
+    for row, name in enumerate(names):  # one dollar scale per window, so the columns compare
+        capacity = traces[0][0].windows[name].capacity
+        top = min(max(ax.get_ylim()[1] for ax in axes[row]), capacity * CLIP) * HEADROOM
+        for ax in axes[row]:
+            ax.set_ylim(0, top)
+    fig.suptitle(_say("suptitle", scenario=scenario.name, policies=[run.policy for run in runs]))
+    return fig

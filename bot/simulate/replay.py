@@ -34,6 +34,7 @@ from scheduler import db as dbmod
 from scheduler.models import HumanMessage, Session, Turn
 from scheduler.policy import load_policy
 from scheduler.sessions import class_of
+from templates import error_text
 
 DEFAULT_TURN = timedelta(minutes=30)
 TAIL = timedelta(days=1)  # simulated past the last arrival, so the backlog can drain
@@ -94,7 +95,7 @@ def scenario_from_db(settings: Any, base: Scenario | None, *, since: str | None 
     finally:
         engine.dispose()
     if not sessions:
-        raise ScenarioError("--from-db: the database holds no sessions to replay" + (f" since {since}" if since else ""))
+        raise ScenarioError(error_text("simulate/nothing_recorded", since=since))
     known = [d for s in sessions for d in work_of(turns[s.id or 0])]
     typical = sorted(known)[len(known) // 2] if known else DEFAULT_TURN
     start = sessions[0].created_at.replace(second=0, microsecond=0)
@@ -119,7 +120,7 @@ def scenario_from_db(settings: Any, base: Scenario | None, *, since: str | None 
     )
     windows = base.windows if base else _windows(settings, start)
     return Scenario(
-        name=f"replay of {len(sessions)} recorded sessions", start=start, duration=end - start,
+        name=error_text("simulate/replay_name", count=len(sessions)), start=start, duration=end - start,
         seed=base.seed if base else 1, policy=base.policy if base else policy_spec, windows=windows,
         runtimes=tuple(runtimes), arrivals=arrivals, accounts=base.accounts if base else (),
     )

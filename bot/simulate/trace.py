@@ -21,11 +21,12 @@ from bot.simulate.meter import Meter
 from bot.simulate.scenario import Scenario
 from bot.simulate.workers import SimWorkerPool
 from scheduler.db import core, session_scope
-from scheduler.gate import projection_minutes
+from scheduler.gate import pace_unneeded, projection_minutes
 from scheduler.genesis import SchedulingClass
 from scheduler.models import SESSIONS, Status
 from scheduler.policy import load_policy
 from scheduler.sessions import class_from
+from scheduler.snapshot import WindowState
 
 
 @dataclass
@@ -48,6 +49,11 @@ class Sample:
     fleet_burn: float  # dollars per minute, quota-spending turns
     idle_while_holding: bool
     windows: dict[str, WindowSample] = field(default_factory=dict)
+    # What would keep one more spot session out, window by window, as the gate reckons it (the
+    # first window where it does, else None): no room under the cap for its projection on top
+    # of the fleet's, or the fleet with it burning faster than the pacing curve sustains.
+    budget_binds: str | None = None
+    pace_binds: str | None = None
 
 
 @dataclass
@@ -130,17 +136,25 @@ class Sampler:
                 running_priority += 1
         reading = self.meter.read(now)
         windows: dict[str, WindowSample] = {}
-        budget_left = True
-        for w in reading.windows if reading is not None else ():
-            capacity = float(w.capacity_usd or 0.0)
-            spent = float(w.spent_usd or 0.0)
-            period = w.period_seconds
-            windows[w.name] = WindowSample(spent, capacity, w.resets_at - timedelta(seconds=period), w.resets_at)
-            spot_budget = capacity * (1 - self.scenario.policy.reserve_pct(w.name) / 100.0)
-            horizon = projection_minutes((w.resets_at - now).total_seconds() / 60.0)  # the gate's cap
-            if spent + (burn + self.one_session_burn) * horizon > spot_budget:
-                budget_left = False
-        idle = spot_waiting > 0 and running_spot == 0 and quota_running < self.slots and budget_left
+        states = [
+            WindowState(w.name, timedelta(seconds=w.period_seconds), w.resets_at, float(w.capacity_usd or 0.0), float(w.spent_usd or 0.0), True)
+            for w in (reading.windows if reading is not None else ())
+        ]
+        reserves = {w.name: self.scenario.policy.reserve_pct(w.name) for w in states}
+        unpaced = pace_unneeded(states, reserves, now) if running_spot else frozenset(w.name for w in states)
+        budget_binds: str | None = None
+        pace_binds: str | None = None
+        with_one_more = burn + self.one_session_burn
+        for w in states:
+            windows[w.name] = WindowSample(w.spent, w.capacity, w.resets_at - w.period, w.resets_at)
+            spot_budget = w.capacity * (1 - reserves[w.name] / 100.0)
+            minutes_left = (w.resets_at - now).total_seconds() / 60.0
+            if budget_binds is None and w.spent + with_one_more * projection_minutes(minutes_left) > spot_budget:  # the gate's cap
+                budget_binds = w.name
+            # The gate's pace; waived with no spot work in flight, and where it protects nothing.
+            if pace_binds is None and w.name not in unpaced and minutes_left > 0 and with_one_more > (spot_budget - w.spent) / minutes_left:
+                pace_binds = w.name
+        idle = spot_waiting > 0 and running_spot == 0 and quota_running < self.slots and budget_binds is None
         self.trace.samples.append(Sample(
-            now, running_spot, running_priority, running_free, held, paused, spot_waiting, burn, idle, windows,
+            now, running_spot, running_priority, running_free, held, paused, spot_waiting, burn, idle, windows, budget_binds, pace_binds,
         ))

@@ -1,0 +1,142 @@
+"""`pacer simulate --plot`: a column per policy with --compare, the panel saying what binds, and a
+bad image path refused in one line before anything runs (docs/simulate.md)."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import pytest
+
+from bot.simulate.trace import Sample
+
+pytest.importorskip("matplotlib")
+
+TINY = """
+[simulation]
+start = "2026-11-02T00:00:00Z"
+duration = "50m"
+seed = 3
+
+[policy]
+max_sessions = 2
+
+[[windows]]
+name = "5h"
+period = "5h"
+budget_usd = 6
+first_reset = "+20m"
+
+[[windows]]
+name = "7d"
+period = "7d"
+budget_usd = 1000
+first_reset = "+7d"
+
+[[runtimes]]
+name = "claude_code"
+burn_usd_per_min = 0.2
+
+[[arrivals]]
+at = "+2m"
+genesis = "github_label"
+duration = "15m"
+count = 6
+every = "1m"
+
+[[arrivals]]
+at = "+10m"
+genesis = "command"
+duration = "10m"
+"""
+
+PNG = b"\x89PNG\r\n\x1a\n"
+
+
+@pytest.fixture
+def scenario(tmp_path: Path) -> Path:
+    path = tmp_path / "tiny.toml"
+    path.write_text(TINY)
+    return path
+
+
+def test_compare_draws_one_column_per_policy_with_what_binds(scenario: Path) -> None:
+    from bot.simulate.cli import load_scenario, run_policy
+    from bot.simulate.plot import figure
+    from bot.simulate.scenario import POLICIES
+
+    loaded = load_scenario(str(scenario))
+    scored = [run_policy(loaded, policy) for policy in POLICIES]
+    fig = figure([run for _, run in scored], [report for report, _ in scored])
+    titles = [ax.get_title(loc) for ax in fig.axes for loc in ("center", "left") if ax.get_title(loc)]
+    for policy in POLICIES:
+        mine = [t for t in titles if t.startswith(f"{policy} · ")]
+        # a panel per window, the fleet, and what binds
+        assert mine == [f"{policy} · 5h window: spend against the budget line", f"{policy} · 7d window: spend against the budget line",
+                        f"{policy} · fleet: running by class (left), waiting (right)", f"{policy} · what binds"]
+    binds = [t.get_text() for ax in fig.axes for t in ax.texts]
+    assert len(binds) == len(POLICIES) and all("Binding window 5h" in text for text in binds)
+    assert fig.get_suptitle() == "pacer simulate: tiny under pacer, fifo, flat-target"
+
+
+def test_the_cli_writes_the_compare_image(scenario: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from bot.cli import main
+
+    png = tmp_path / "compare.png"
+    assert main(["simulate", str(scenario), "--compare", "--plot", str(png)]) == 0
+    assert png.read_bytes()[:8] == PNG
+    out, err = capsys.readouterr()
+    assert out.endswith(f"plot written to {png} (pacer, fifo, flat-target)\n")
+    assert err == ""  # no progress bar when stderr is not a terminal
+
+
+@pytest.mark.parametrize(
+    ("where", "reason"),
+    [
+        ("missing/out.png", "there is no directory {tmp}/missing"),
+        (".", "it is a directory"),
+        ("out.xyz", ".xyz is not an image format matplotlib writes; end the name with one of ."),
+    ],
+)
+def test_a_bad_plot_path_is_one_line_and_nothing_runs(
+    scenario: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str], where: str, reason: str
+) -> None:
+    from bot.cli import main
+
+    target = tmp_path / where
+    before = sorted(tmp_path.rglob("*"))
+    assert main(["simulate", str(scenario), "--compare", "--plot", str(target)]) == 2
+    out, err = capsys.readouterr()
+    assert out == ""  # refused before any simulation: no report
+    assert err.count("\n") == 1 and err.startswith(f"pacer simulate: --plot: cannot write {target}: {reason.format(tmp=tmp_path)}")
+    assert sorted(tmp_path.rglob("*")) == before
+    if where.endswith(".xyz"):
+        assert ", .png, " in err
+
+
+def _sample(minute: int, *, waiting: int = 3, running: int = 0, cap: str | None = None, pace: str | None = None,
+            idle: bool = False) -> Sample:
+    at = datetime(2026, 11, 2, tzinfo=UTC) + timedelta(minutes=minute)
+    return Sample(at, running, 0, 0, waiting, 0, waiting, 0.0, idle, {}, cap, pace)
+
+
+@pytest.mark.parametrize(
+    ("sample", "counted"),
+    [
+        (_sample(0, waiting=0, cap="5h"), "nothing"),  # nobody waited: nothing bound
+        (_sample(0, running=2, cap="5h", pace="7d"), "slots_full"),  # every slot taken comes first
+        (_sample(0, running=1, cap="5h", pace="7d"), "cap"),
+        (_sample(0, running=1, pace="7d"), "pace"),
+        (_sample(0, idle=True), "idle"),
+        (_sample(0, running=1), "other"),
+    ],
+)
+def test_what_binds_names_the_first_reason_each_minute(sample: Sample, counted: str) -> None:
+    from bot.simulate.plot import what_binds
+
+    w = what_binds([sample, _sample(1, waiting=0)], slots=2)
+    assert w.minutes == 2
+    found = {"slots_full": w.slots_full, "cap": sum(w.cap.values()), "pace": sum(w.pace.values()), "idle": w.idle, "other": w.other}
+    assert w.waited == (0 if counted == "nothing" else 1)
+    assert found == {k: int(k == counted) for k in found}
+    assert w.cap == ({"5h": 1} if counted == "cap" else {}) and w.pace == ({"7d": 1} if counted == "pace" else {})
