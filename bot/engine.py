@@ -79,6 +79,7 @@ def new(ctx: Context, command: c.New) -> Answer:
         requester=ctx.actor,
         source={"surface": ctx.surface},
         repository=command.repository,
+        declares=command.prompt,
     )
     with session_scope(sctx.engine) as db:
         session = create_session(db, request, now=ctx.now)

@@ -13,6 +13,7 @@ first turn through `scheduler.turns.submit_turn`.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from dataclasses import replace
 from typing import Any
 
 from scheduler import firing, session_events
@@ -32,6 +33,8 @@ def api_session(
     """An API caller's session: `api` genesis when it declares none and names no parent or
     fork (a child inherits its parent's genesis verbatim)."""
     now = ctx.clock.now()
+    if not request.declares:
+        request = replace(request, declares=prompt)  # its prompt may say what it depends on
     with session_scope(ctx.engine) as db:
         session = create_session(db, request, now=now, fallback=Genesis.API)
         session.prompt = prompt

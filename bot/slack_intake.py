@@ -89,7 +89,7 @@ def slack_message(pacer: Any, event: Mapping[str, Any]) -> int | SenderNotice | 
         session = create_session(
             db,
             NewSession(title=text.splitlines()[0][:TITLE_CHARS], genesis="slack", trigger_id=trigger.id if trigger else None,
-                       requester=user, source=source),
+                       requester=user, source=source, declares=text),
             now=now,
         )
         session.prompt = prompt

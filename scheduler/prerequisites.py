@@ -3,8 +3,8 @@ says `depends on #12` or `@#12` waits until that issue or session is done, cance
 
 Blocked does not satisfy a prerequisite, and neither does failed: both are work left
 half-done. A mention of something that does not exist counts for nothing rather than blocking
-for ever. Only the text intake passes in is read (an issue's title and body, a Slack message):
-comments are not prerequisites.
+for ever. Only the text that starts the work is read — an issue's title and body, a Slack
+message, a `/pacer new` or API prompt (`NewSession.declares`): comments are not prerequisites.
 
 What a reference means:
   `owner/repo#12`   issue 12 of that repository

@@ -30,6 +30,7 @@ from scheduler.genesis import (
 )
 from scheduler.models import ACTIVE_STATUSES, SESSIONS, Session, Status, Trigger
 from scheduler.policy import PolicyView, load_policy
+from scheduler.prerequisites import parse_prerequisites, record_prerequisites
 from templates import error_text
 
 
@@ -121,6 +122,9 @@ class NewSession:
     requester: str | None = None
     source: dict[str, Any] | None = None
     repository: str | None = None  # "owner/name"; None: the trigger's, else none
+    # What a person wrote to start it (a Slack message, `/pacer new`, an API prompt): its
+    # `depends on #n` and `@#n` are the session's prerequisites (seed 002).
+    declares: str = ""
 
 
 def validate_new(req: NewSession) -> None:
@@ -210,6 +214,8 @@ def create_session(db: DBSession, req: NewSession, *, now: datetime, fallback: G
     session = Session(**new_row(db, req, now=now, fallback=fallback))
     db.add(session)
     db.flush()
+    if req.declares and parse_prerequisites(req.declares):  # most declare none: spare two queries
+        record_prerequisites(db, session, req.declares)
     return session
 
 
