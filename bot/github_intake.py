@@ -13,6 +13,11 @@ the webhook can make its promise ("each session exactly once, none lost") before
                              record the issue's state for the prerequisites that name it.
   github_event(ctx, event)   both in one go, for callers that are not the webhook.
 
+A comment by someone with write access on a session's issue, or on the pull request Pacer opened
+for it, is a human message on that session (`bot.github_sessions.comment_session`), delivered in
+`finish_github` as a Slack thread reply is: the session's next turn, and a jump in the spot queue.
+Prow's `/hold` and `/hold cancel` lines place and lift the same hold the `pacer:hold` label does.
+
 A crash between the two loses nothing: a committed session with a prompt and no turn gets its
 first turn from `scheduler.lifecycle.recover` at the next start.
 
@@ -28,7 +33,7 @@ are serial anyway). GitHub's hook ids are numbers, so the two kinds of row canno
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
@@ -48,6 +53,7 @@ from bot.github.events import (
     is_trusted,
     who_acted,
 )
+from bot.github_sessions import comment_session, sessions_of_issue
 from scheduler.bounds import clean_text
 from scheduler.context import Context
 from scheduler.db import session_scope
@@ -64,6 +70,7 @@ from scheduler.models import (
 )
 from scheduler.operator_holds import place_hold, release_hold
 from scheduler.prerequisites import parse_prerequisites, record_prerequisites, set_issue_state
+from scheduler.promotion import record_human_message
 from scheduler.sessions import NewSession, change_class, insert_session
 from scheduler.start_now import start_now
 from scheduler.turns import submit_turn
@@ -71,10 +78,10 @@ from templates import render
 
 log = logging.getLogger("pacer.intake")
 
-GITHUB_GENESES = (Kind.GITHUB_ISSUE.value, Kind.GITHUB_LABEL.value)
 DEFAULT_TRIGGER_LABEL = "pacer"
 GITHUB_ACTOR_PREFIX = "github:"
 INTAKE_HOOK_ID = "pacer:intake"
+COMMENT_SURFACE = "github_comment"
 ACTIVE = frozenset(s.value for s in ACTIVE_STATUSES)
 
 # Built once: every delivery runs these, and building a statement costs more than running it.
@@ -115,6 +122,8 @@ class GithubPlan:
     promoted: list[int] = field(default_factory=list)  # sessions pacer:priority moved
     released: list[int] = field(default_factory=list)  # sessions whose label hold ends
     issue_state: str | None = None  # open | closed, for the prerequisites naming the issue
+    messages: list[tuple[int, str]] = field(default_factory=list)  # (session id, a trusted comment)
+    hold_command: bool = False  # the hold came from a `/hold` comment, not the label
 
     @property
     def created_ids(self) -> list[int]:
@@ -126,7 +135,7 @@ class GithubPlan:
 
     @property
     def is_empty(self) -> bool:
-        return not (self.created or self.steered_ids or self.release_holds or self.issue_state)
+        return not (self.created or self.steered_ids or self.release_holds or self.issue_state or self.messages)
 
 
 def github_event(pacer_or_ctx: Any, event: IntakeEvent, *, settings: IntakeSettings | None = None) -> list[int]:
@@ -143,7 +152,13 @@ def github_event(pacer_or_ctx: Any, event: IntakeEvent, *, settings: IntakeSetti
 def record_github(db: DBSession, event: IntakeEvent, *, now: datetime, settings: IntakeSettings) -> GithubPlan:
     plan = GithubPlan(actor=f"{GITHUB_ACTOR_PREFIX}{event.actor}", issue=event.issue_key)
     if event.kind is Kind.CONTROL:
+        plan.hold_command = event.comment is not None
         _control(db, event, now, plan)
+        return plan
+    if event.kind is Kind.COMMENT:
+        session_id = comment_session(db, event)
+        if session_id is not None:
+            plan.messages.append((session_id, event.comment or ""))
         return plan
     for trigger in db.exec(_TRIGGERS, params={"kind": event.kind.value}).all():
         mismatch = github_trigger_mismatch(trigger.kind, trigger.config or {}, event)
@@ -169,11 +184,13 @@ def record_github(db: DBSession, event: IntakeEvent, *, now: datetime, settings:
 def finish_github(ctx: Context, plan: GithubPlan) -> None:
     """The slow half, after the commit. Each step stands alone: one failure is logged, not spread.
     Holds go first, so a session born under `pacer:hold` is held at its first ask."""
-    reason = render("text/github_hold_reason.j2", label=HOLD_LABEL, issue=plan.issue, actor=plan.actor)
+    reason = render("text/github_hold_reason.j2", label=HOLD_LABEL, issue=plan.issue, actor=plan.actor, command=plan.hold_command)
     for session_id in plan.place_holds:
         _guarded(f"hold on session #{session_id}", place_hold, ctx, "session", [str(session_id)], armer=plan.actor, reason=reason)
     for session_id, prompt in plan.created:
         _guarded(f"first turn of session #{session_id}", submit_turn, ctx, session_id, prompt, kind="first")
+    for session_id, text in plan.messages:  # trusted already: write access, judged at record time
+        _guarded(f"comment on session #{session_id}", record_human_message, ctx, session_id, plan.actor, text, COMMENT_SURFACE, roster=True)
     for session_id in plan.start_now:
         _guarded(f"start now of session #{session_id}", start_now, ctx, session_id, actor=plan.actor)
     for session_id in plan.archive:
@@ -303,7 +320,7 @@ def _control(db: DBSession, event: IntakeEvent, now: datetime, plan: GithubPlan)
         return
     if event.control in (Control.CLOSE, Control.REOPEN):
         plan.issue_state = "closed" if event.control is Control.CLOSE else "open"
-    sessions = [s for s in _issue_sessions(db, event.issue_key) if s.status in ACTIVE]
+    sessions = [s for s in sessions_of_issue(db, event.issue_key) if s.status in ACTIVE]
     for session in sessions:
         session_id = session.id or 0
         if event.control is Control.PRIORITY:
@@ -334,15 +351,6 @@ def intake_key(trigger_id: int, issue_key: str) -> str:
 def _taken(db: DBSession, trigger_id: int, issue_key: str) -> bool:
     found = db.connection().execute(_TAKEN, {"hook_id": INTAKE_HOOK_ID, "key": intake_key(trigger_id, issue_key)}).first()
     return found is not None
-
-
-def _issue_sessions(db: DBSession, issue_key: str) -> Sequence[Session]:
-    """Every GitHub session of one issue, for the label controls (rare: a scan is fine)."""
-    stmt = select(Session).where(
-        col(Session.genesis).in_(GITHUB_GENESES),
-        col(Session.source)["issue_key"].as_string() == issue_key,
-    )
-    return db.exec(stmt.order_by(col(Session.id))).all()
 
 
 def _label_holds(session_id: int) -> Any:

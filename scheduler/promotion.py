@@ -40,7 +40,7 @@ from templates import error_text
 
 log = logging.getLogger("pacer.promotion")
 
-SURFACES = ("slack_thread", "console", "api")
+SURFACES = ("slack_thread", "github_comment", "console", "api")
 ROLES = ("operator", "member")
 STARVATION_EXEMPTION = timedelta(hours=24)
 MAX_MESSAGE_CHARS = 100_000

@@ -69,6 +69,19 @@ def issue_payload(
     return payload
 
 
+def comment_payload(
+    body: str, *, number: int = 7, repository: str = "octo/app", commenter: str = "alice", association: str = "MEMBER",
+    pull_request: bool = False, sender_type: str = "User",
+) -> dict[str, Any]:
+    """An `issue_comment.created` payload: a comment on an issue, or on a pull request's conversation."""
+    payload = issue_payload("created", number=number, repository=repository)
+    if pull_request:
+        payload["issue"]["pull_request"] = {"url": f"https://api.github.com/repos/{repository}/pulls/{number}"}
+    payload["comment"] = {"id": 5001, "body": body, "user": {"login": commenter, "type": sender_type}, "author_association": association}
+    payload["sender"] = {"login": commenter, "type": sender_type}
+    return payload
+
+
 def make_pacer(engine: Any, clock: Any, deferrer: Any, **env: str) -> Any:
     """A Pacer runtime in virtual time with the production notifier chain and wiring."""
     from bot.notify import CompositeNotifier, LogNotifier

@@ -33,7 +33,7 @@ from scheduler.deferrer import VirtualDeferrer
 from scheduler.jobs import targets
 from scheduler.models import Session, Trigger, Turn
 from tests.conftest import T0
-from tests.github_support import SECRET, FakeGithub, headers, issue_payload, serving
+from tests.github_support import SECRET, FakeGithub, comment_payload, headers, issue_payload, serving
 from tests.slack_mock import BOT_TOKEN, SIGNING_SECRET, MockSlack, PacerServer, SlackClient
 from tests.test_workspaces import git
 
@@ -94,9 +94,36 @@ def _wait(what: str, check: Callable[[], Any], seconds: float = 60) -> Any:
     raise AssertionError(f"waited {seconds}s for {what}")
 
 
+def comment_text(github: FakeGithub) -> str:
+    return "".join(c["body"] for c in github.comments.values())
+
+
 def _session(engine: Engine) -> Session:
     with DBSession(engine) as db:
         return db.exec(select(Session).order_by(col(Session.id))).one()
+
+
+BRANCH = "pacer/1-record-every-turn"
+
+
+def first_turn(engine: Engine, github: FakeGithub, remote: Path, comment: dict[str, Any]) -> None:
+    """What the first turn left: the branch on the remote, one draft pull request, the whole answer."""
+    session = _session(engine)
+    assert session.repository == "acme/api" and session.status == "done"
+    assert session.source["workspace"]["branch"] == BRANCH
+    bare = remote / "acme" / "api.git"
+    assert git("--git-dir", str(bare), "log", "--format=%s", BRANCH).splitlines() == ["Record turn 1", "first"]
+    (number, pull), = github.pulls.items()
+    assert (pull["repository"], pull["head"], pull["base"], pull["draft"]) == ("acme/api", BRANCH, "main", True)
+    assert pull["title"] == "Record every turn" and pull["body"].startswith("Refs #7\n")
+    assert session.source["workspace"]["pull_request"] == {"number": number, "url": f"https://github.com/acme/api/pull/{number}"}
+    with DBSession(engine) as db:
+        output = db.exec(select(Turn.output)).one()
+    assert len(output) == RESULT_CHARS and output in comment["body"]
+    assert comment["issue"] == "acme/api#7" and "<details open>" in comment["body"]
+    for fact in ("$0.42", "61.0 s", f"[`{BRANCH}`](https://github.com/acme/api/tree/{BRANCH})",
+                 f"[#{number}](https://github.com/acme/api/pull/{number})"):
+        assert fact in comment["body"], fact
 
 
 def test_a_label_becomes_a_branch_a_draft_pull_request_and_the_whole_answer(
@@ -111,29 +138,22 @@ def test_a_label_becomes_a_branch_a_draft_pull_request_and_the_whole_answer(
         assert answer.status_code == 202, answer.text
         comment = _wait("the status comment with the result",
                         lambda: next((c for c in github.comments.values() if "END OF RESULT" in c["body"]), None))
-    session = _session(engine)
-    assert session.repository == "acme/api" and session.status == "done"
-    branch = "pacer/1-record-every-turn"
-    assert session.source["workspace"]["branch"] == branch
+        first_turn(engine, github, remote, comment)
 
-    # The branch is on the remote, with the agent's commit on top of main.
+        # A trusted comment on the issue is the next turn, on the same branch, in the same pull
+        # request; an untrusted one does nothing.
+        for who, association in (("eve", "NONE"), ("bob", "COLLABORATOR")):
+            said = json.dumps(comment_payload(f"{who}: also log it", repository="acme/api", number=7, commenter=who,
+                                              association=association)).encode()
+            assert client.post("/github/webhook", content=said, headers=headers("issue_comment", said)).status_code == 202
+        _wait("the second turn's result", lambda: "Turn 2 done" in comment_text(github))
     bare = remote / "acme" / "api.git"
-    assert git("--git-dir", str(bare), "log", "--format=%s", branch).splitlines() == ["Record turn 1", "first"]
-
-    # One draft pull request from the branch, referring to the issue.
-    (number, pull), = github.pulls.items()
-    assert (pull["repository"], pull["head"], pull["base"], pull["draft"]) == ("acme/api", branch, "main", True)
-    assert pull["title"] == "Record every turn" and pull["body"].startswith("Refs #7\n")
-    assert session.source["workspace"]["pull_request"] == {"number": number, "url": f"https://github.com/acme/api/pull/{number}"}
-
-    # The status comment holds the whole result, the facts and the links.
+    assert git("--git-dir", str(bare), "log", "--format=%s", BRANCH).splitlines() == ["Record turn 2", "Record turn 1", "first"]
+    (number,) = github.pulls
+    assert "Turn 2 done" in github.pulls[number]["body"]
     with DBSession(engine) as db:
-        output = db.exec(select(Turn.output)).one()
-    assert len(output) == RESULT_CHARS and output in comment["body"]
-    assert comment["issue"] == "acme/api#7" and "<details open>" in comment["body"]
-    for fact in ("$0.42", "61.0 s", f"[`{branch}`](https://github.com/acme/api/tree/{branch})",
-                 f"[#{number}](https://github.com/acme/api/pull/{number})"):
-        assert fact in comment["body"], fact
+        assert [t.prompt for t in db.exec(select(Turn).order_by(col(Turn.id)))] == ["Fix acme/api#7: Record every turn", "bob: also log it"]
+    assert "| Turns | 2 |" in comment_text(github) and len(github.comments) == 1
 
     # The token reached git for the push alone: not the worktree's config, not the agent.
     seen = tmp_path / "seen"
@@ -141,7 +161,7 @@ def test_a_label_becomes_a_branch_a_draft_pull_request_and_the_whole_answer(
     assert environment["PACER_SESSION_ID"] == "1"
     assert (tmp_path / "ws" / "sessions" / "session-1" / "CHANGES.md").read_text().startswith("turn 1: Fix acme/api#7")
     assert not any(TOKEN in value for value in environment.values()) and "GITHUB_TOKEN" not in environment
-    assert TOKEN not in (seen / "git-config-1.txt").read_text()
+    assert all(TOKEN not in (seen / f"git-config-{n}.txt").read_text() for n in (1, 2))
     assert all(TOKEN not in p.read_text(errors="replace") for p in (tmp_path / "ws").rglob("config") if p.is_file())
 
 

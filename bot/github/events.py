@@ -12,6 +12,9 @@ payload can make `parse` raise. Routing is on the `X-GitHub-Event` header plus `
     issues.closed, pull_request.closed         control: close (archive a session still waiting;
                                                prerequisites naming the issue are satisfied)
     issues.reopened, pull_request.reopened     control: reopen
+    issue_comment.created                      comment (a human message on the session of that
+                                               issue or of the pull request Pacer opened)
+        ... with a line `/hold`                control: hold (Prow's; `/hold cancel`: release)
     anything else, and Pacer's own events      Ignored
 
 Text is read as it can be stored: a NUL or a lone surrogate (JSON can escape both) becomes U+FFFD,
@@ -19,7 +22,8 @@ so a delivery is never refused, nor redelivered for ever, for one bad character 
 An issue number past what a row holds, or a repository name GitHub would never send, is Ignored.
 
 Trust follows the label- and mention-triggered agents: only people with write access start
-work, read from `author_association` (OWNER, MEMBER, COLLABORATOR). A label event carries no
+work, read from `author_association` (OWNER, MEMBER, COLLABORATOR); a comment is judged by its
+own author's association. A label event carries no
 association for the person who labeled, so it is inferred: labelling your own issue is judged by
 your association as its author; labelling someone else's needs triage access or more, which
 GitHub grants only to collaborators and members; another bot's label counts as nobody's.
@@ -44,13 +48,15 @@ INFERRED_LABELER_ASSOCIATION = "COLLABORATOR"
 # GitHub's own rule for owner and repository names.
 REPOSITORY = re.compile(r"[A-Za-z0-9_.-]{1,100}/[A-Za-z0-9_.-]{1,100}", re.ASCII)
 MAX_INSTALLATION_ID = 2**63 - 1
-
+# Prow's hold commands: a line of their own anywhere in a comment.
+HOLD_COMMAND = re.compile(r"^/hold(\s+cancel)?\s*$", re.IGNORECASE | re.MULTILINE)
 
 
 class Kind(StrEnum):
     GITHUB_ISSUE = "github_issue"
     GITHUB_LABEL = "github_label"
     CONTROL = "control"
+    COMMENT = "comment"
 
 
 class Control(StrEnum):
@@ -81,6 +87,9 @@ class IntakeEvent:
     state: str = "open"
     sender: str = ""
     installation_id: int | None = None
+    comment: str | None = None  # issue_comment: what the comment says
+    commenter: str | None = None
+    commenter_association: str | None = None
 
     @property
     def issue_key(self) -> str:
@@ -89,7 +98,7 @@ class IntakeEvent:
 
     @property
     def actor(self) -> str:
-        return self.labeler or self.sender or self.author
+        return self.commenter or self.labeler or self.sender or self.author
 
 
 @dataclass(frozen=True)
@@ -106,18 +115,20 @@ def parse(event: str, payload: Mapping[str, Any], *, bot_login: str) -> IntakeEv
     sender = _mapping(payload.get("sender"))
     if is_own(sender, bot_login):
         return Ignored(f"{name} was sent by Pacer itself ({_text(sender.get('login'))})")
-    if event not in {"issues", "pull_request"}:
+    if event not in {"issues", "pull_request", "issue_comment"}:
         return Ignored(f"{event} events start nothing")
-    item = payload.get("issue" if event == "issues" else "pull_request")
+    noun = "pull_request" if event == "pull_request" else "issue"
+    item = payload.get(noun)
     repo = payload.get("repository")
     if not isinstance(item, Mapping) or not isinstance(repo, Mapping):
-        return Ignored(f"{name} carries no {event.rstrip('s')} or repository")
+        return Ignored(f"{name} carries no {noun} or repository")
     number = item.get("number")
     full_name = _text(repo.get("full_name"))
     if not isinstance(number, int) or isinstance(number, bool) or not 1 <= number <= MAX_ID or REPOSITORY.fullmatch(full_name) is None:
         return Ignored(f"{name} carries no issue number or repository name")
     label = _label_name(payload.get("label"))
-    kind, control = _route(event, action, label)
+    comment = _mapping(payload.get("comment"))
+    kind, control = _route(event, action, label, _text(comment.get("body")))
     if kind is None:
         return Ignored(f"{name}{f' ({label})' if label else ''} starts nothing")
     user = _mapping(item.get("user"))
@@ -145,11 +156,24 @@ def parse(event: str, payload: Mapping[str, Any], *, bot_login: str) -> IntakeEv
         state=_text(item.get("state")) or "open",
         sender=sender_login,
         installation_id=_int(installation.get("id")) if isinstance(installation, Mapping) else None,
+        **_commented(comment) if event == "issue_comment" else {},
     )
 
 
-def _route(event: str, action: str, label: str) -> tuple[Kind | None, Control | None]:
+def _commented(comment: Mapping[str, Any]) -> dict[str, Any]:
+    return {"comment": _text(comment.get("body")), "commenter": _text(_mapping(comment.get("user")).get("login")),
+            "commenter_association": _text(comment.get("author_association")).upper() or "NONE"}
+
+
+def _route(event: str, action: str, label: str, comment: str = "") -> tuple[Kind | None, Control | None]:
     lowered = label.lower()
+    if event == "issue_comment":
+        if action != "created" or not comment.strip():
+            return None, None
+        hold = HOLD_COMMAND.search(comment)
+        if hold is not None:
+            return Kind.CONTROL, Control.RELEASE if hold.group(1) else Control.HOLD
+        return Kind.COMMENT, None
     if action == "opened" and event == "issues":
         return Kind.GITHUB_ISSUE, None
     if action == "labeled":
@@ -192,6 +216,8 @@ def is_trusted(event: IntakeEvent, trusted: frozenset[str] = TRUSTED_ASSOCIATION
     """
     if event.control in (Control.CLOSE, Control.REOPEN):
         return True
+    if event.commenter is not None:
+        return (event.commenter_association or "NONE") in trusted
     if event.labeler is not None:
         return (event.labeler_association or "NONE") in trusted
     return event.author_association in trusted
@@ -199,6 +225,8 @@ def is_trusted(event: IntakeEvent, trusted: frozenset[str] = TRUSTED_ASSOCIATION
 
 def who_acted(event: IntakeEvent) -> tuple[str, str]:
     """(login, association) of the person trust was judged on, for the log line."""
+    if event.commenter is not None:
+        return event.commenter, event.commenter_association or "NONE"
     if event.labeler is not None:
         return event.labeler, event.labeler_association or "NONE"
     return event.author, event.author_association
