@@ -90,6 +90,14 @@ def test_the_cli_writes_the_compare_image(scenario: Path, tmp_path: Path, capsys
     assert err == ""  # no progress bar when stderr is not a terminal
 
 
+def test_a_plot_named_without_an_ending_is_a_png_at_that_name(scenario: Path, tmp_path: Path) -> None:
+    from bot.cli import main
+
+    target = tmp_path / "timeline"
+    assert main(["simulate", str(scenario), "--policy", "fifo", "--plot", str(target)]) == 0
+    assert target.read_bytes()[:8] == PNG and not (tmp_path / "timeline.png").exists()
+
+
 @pytest.mark.parametrize(
     ("where", "reason"),
     [

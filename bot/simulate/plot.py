@@ -1,17 +1,20 @@
 """`--plot`: an image of one run, or of each policy side by side with `--compare` (a column per
-policy, the rows shared so the columns compare at a glance):
+policy, each row on one scale so the columns compare at a glance):
 
 - a panel per quota window: the spend the gate saw in the current window (a shaded area) against
   the pacing curve (dashed, drawn over it: under Pacer the two coincide by design, so the area
   keeps both visible), the non-reserved budget line and the capacity;
 - the fleet: running sessions by class against the slots on the left axis, and the waiting
-  (held, paused) on the right axis, since a backlog is ten times the slots; the minutes in which
-  the budget binds are shaded, so slots standing free while sessions wait read as what they are;
-- what binds: of the minutes spot work waited, how many the budget bound (by window), how many
-  every slot was taken, and how many neither — with the binding window's spend by rollover.
+  (held, paused) on the right axis, since a backlog is often ten times the slots; the minutes in
+  which the budget binds — a window's cap or its pace — are shaded, so slots standing free while
+  sessions wait read as what they are;
+- what binds: of the minutes spot work waited, how many every slot was taken, how many a
+  window's cap or pace bound (by window), and how many neither — with the binding window's spend
+  by rollover.
 
-matplotlib is the optional extra `plot` of this project (installed with `dev` too): a chatops server does
-not need a plotting stack, and `pacer simulate` without --plot never imports it.
+The figure is drawn without pyplot and written by matplotlib's Agg renderer, so no display is
+needed. matplotlib is the optional extra `plot` of this project (installed with `dev` too): a
+chatops server does not need a plotting stack, and `pacer simulate` without --plot never imports it.
 """
 
 from __future__ import annotations
@@ -23,12 +26,12 @@ from typing import TYPE_CHECKING, Any
 
 from templates import environment, error_text
 
-HEADROOM = 1.45  # each panel's scale runs this far above its data, so the legend covers little of it
-CLIP = 2.0  # a window panel's scale stops at this many times the capacity: past that, a run is just "far over"
-
 if TYPE_CHECKING:
     from bot.simulate.engine import Run
     from bot.simulate.trace import Sample
+
+HEADROOM = 1.45  # each panel's scale runs this far above its data, so the legend covers little of it
+CLIP = 2.0  # a window panel's scale stops at this many times the capacity: past that, a run is just "far over"
 
 
 def _say(name: str, **values: Any) -> str:
@@ -168,8 +171,9 @@ def _binds_panel(ax: Any, run: Run, samples: list[Sample], report: dict[str, Any
 
 
 def plot_runs(runs: list[Run], reports: list[dict[str, Any]], path: str) -> None:
-    """Draw each run (with its score) in a column of its own and write the image to `path`."""
-    figure(runs, reports).savefig(path, dpi=90)
+    """Draw each run (with its score) in a column of its own and write the image to `path`: in
+    the format its ending names, PNG when it names none (matplotlib would add ".png" to the name)."""
+    figure(runs, reports).savefig(path, dpi=90, format=Path(path).suffix[1:].lower() or "png")
 
 
 def figure(runs: list[Run], reports: list[dict[str, Any]]) -> Any:
