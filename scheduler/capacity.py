@@ -31,6 +31,7 @@ A full fleet is not a moment to defer in: the gate holds the waiter for the slot
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from sqlmodel import Session as DBSession
@@ -60,6 +61,28 @@ def fits(load: float, weight: float, budget: float) -> bool:
     return load + weight <= budget + TOLERANCE
 
 
+@dataclass(frozen=True)
+class Claim:
+    """What a session asks of the slot budget: its weight, its own authored capacity, and whether
+    the gate counts it (a spot session spending quota, gating on)."""
+
+    weight: float
+    capacity: int | None
+    gated: bool
+
+    def budget(self, slots: int) -> float:
+        return float(self.capacity) if self.capacity is not None else float(slots)
+
+    def refused(self, load: float, count: int, slots: int) -> bool:
+        """Seed 000's admission rule beside `load` (`count` sessions) already running. Silent
+        where the gate's own slot check refuses it: one reason, fleet_at_cap."""
+        if self.capacity is None and not self.gated:
+            return False
+        if self.gated and count >= slots:
+            return False
+        return not fits(load, self.weight, self.budget(slots))
+
+
 def occupied(db: DBSession, ctx: Context, *, exclude_id: int | None = None) -> tuple[float, int]:
     """(weighted load, sessions) of the running turns that spend quota — the gate's population."""
     load, count = 0.0, 0
@@ -80,11 +103,10 @@ def admission_check(ctx: Context) -> Callable[[DBSession, Session, datetime], Bl
             return None
         budget_slots = policy.slots(ctx.agent_workers)
         load, count = occupied(db, ctx, exclude_id=session.id)
-        if gated and count >= budget_slots:
-            return None  # the gate's own slot check refuses it: one reason, fleet_at_cap
-        budget = float(session.capacity) if session.capacity is not None else float(budget_slots)
-        if fits(load, session.weight, budget):
+        claim = Claim(session.weight, session.capacity, gated)
+        if not claim.refused(load, count, budget_slots):
             return None
+        budget = claim.budget(budget_slots)
         sentence = render(
             "text/capacity_block.j2", weight=session.weight, free=max(budget - load, 0.0), load=load,
             budget=budget, explicit=explicit,

@@ -19,7 +19,7 @@ from collections.abc import Callable
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import and_, or_
+from sqlalchemy import and_, func, or_
 from sqlmodel import Session as DBSession
 from sqlmodel import col, select
 
@@ -61,19 +61,49 @@ def group_limit(db: DBSession, session: Session) -> int:
         return DEFAULT_LIMIT
 
 
-def occupying(db: DBSession, group: str, now: datetime, *, exclude_id: int | None = None) -> list[Session]:
-    """The sessions holding a group's claim: those running a turn, and those asleep on a
-    declared wait after having run. Oldest start first."""
+def _claims(now: datetime) -> Any:
+    """A session holding its group's claim: running a turn, or asleep on a declared wait after
+    having run."""
     running = select(Turn.session_id).where(Turn.status == "running")
     asleep_after_running = and_(
         col(Session.status) == Status.WAITING.value,
         col(Session.wake_at) > now,
         col(Session.started_at).is_not(None),
     )
-    stmt = select(Session).where(Session.concurrency_group == group, or_(col(Session.id).in_(running), asleep_after_running))
+    return or_(col(Session.id).in_(running), asleep_after_running)
+
+
+def occupying(db: DBSession, group: str, now: datetime, *, exclude_id: int | None = None) -> list[Session]:
+    """The sessions holding a group's claim, oldest start first."""
+    stmt = select(Session).where(Session.concurrency_group == group, _claims(now))
     if exclude_id is not None:
         stmt = stmt.where(col(Session.id) != exclude_id)
     return list(db.exec(stmt.order_by(col(Session.started_at), col(Session.id))))
+
+
+def occupancy(db: DBSession, now: datetime) -> dict[str, int]:
+    """How many sessions hold each group's claim now, for the groups with any: one read, so a
+    queue pass can pass over the waiters of a full group without asking for each of them."""
+    stmt = (
+        select(Session.concurrency_group, func.count())
+        .where(col(Session.concurrency_group).is_not(None), _claims(now))
+        .group_by(col(Session.concurrency_group))
+    )
+    return {str(group): int(count) for group, count in db.exec(stmt)}
+
+
+def declared_limits(db: DBSession) -> dict[int, int]:
+    """Trigger id -> its valid `group_limit`, for the triggers that declare one; every other
+    session's limit is DEFAULT_LIMIT (`group_limit`)."""
+    limits = {}
+    for trigger_id, config in db.exec(select(Trigger.id, Trigger.config)):
+        if trigger_id is None or "group_limit" not in (config or {}):
+            continue
+        try:
+            limits[int(trigger_id)] = parse_group_limit(config["group_limit"])
+        except InvalidInput:
+            continue  # `group_limit` says why, and uses the default
+    return limits
 
 
 def admission_check(ctx: Context) -> Callable[[DBSession, Session, datetime], Block | None]:

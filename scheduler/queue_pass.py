@@ -13,103 +13,37 @@ work of its rank or below. A person's StartNow is the exception: it ignores posi
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Iterable, Iterator
 from datetime import datetime
-from functools import lru_cache
-from typing import Any, Protocol
+from typing import Any
 
 from sqlalchemy import bindparam
 from sqlalchemy import select as sa_select
 from sqlmodel import Session as DBSession
 from sqlmodel import col
 
-from scheduler import failures
+from scheduler import capacity, failures, groups
 from scheduler.admit import admit, blocked
 from scheduler.attempt import Block, Submission, TurnAttempt, Work, is_manual
+from scheduler.candidates import PAGE, Candidate, Passed, outranks, page
 from scheduler.context import Context
-from scheduler.db import core, session_scope
+from scheduler.db import session_scope
 from scheduler.explain import explain
 from scheduler.fleet import asking_for, build_snapshot, burn_rate, read_quota
 from scheduler.gate import RESUME_MARGIN_PCT, Decision, Reason, decide
-from scheduler.genesis import SchedulingClass
 from scheduler.models import Session, Status
 from scheduler.pause import Dormant, first_paused, is_dormant_paused, resume_paused
 from scheduler.policy import PolicyView, load_policy
 from scheduler.records import hold, hold_job_id, is_asleep, is_copy, is_running, lock, locked_copy, replay, start
-from scheduler.sessions import class_defaults, class_expr_for, class_from, is_spot, queue_order
+from scheduler.sessions import is_spot
 from scheduler.snapshot import Asking
 from scheduler.store import present
 
 log = logging.getLogger("pacer.queue_pass")
 
-CANDIDATE_LIMIT = 25  # candidates examined per queue pass: bounds the cost of a pass
+PAGE_LIMIT = 20  # pages read per pass: with `EXAMINE_LIMIT`, bounds the cost of a pass
+EXAMINE_LIMIT = 25  # candidates read whole and asked every check, per pass
 GLOBAL_REASONS = frozenset({Reason.FLEET_AT_CAP})
-
-
-@dataclass(frozen=True)
-class Candidate:
-    """What a queue pass needs to ask the gate about a held session: a few columns, not the row.
-    The whole row is read only for a candidate the gate would admit."""
-
-    id: int
-    scheduling_class: str | None
-    genesis: str
-    runtime: str
-    precedence: int
-    created_at: datetime
-
-    def is_spot(self, policy: PolicyView) -> bool:
-        return class_from(self.scheduling_class, self.genesis, policy) is SchedulingClass.SPOT
-
-
-_CANDIDATE_COLUMNS: tuple[Any, ...] = (
-    Session.id, Session.scheduling_class, Session.genesis, Session.runtime, Session.precedence, Session.created_at, Session.wake_at,
-)
-
-
-def candidates(db: DBSession, policy: PolicyView, now: datetime, limit: int = CANDIDATE_LIMIT) -> list[Candidate]:
-    """Dormant held sessions, in queue order: priority above, then precedence, then age. A failed
-    turn waiting out its retry backoff is not one until its retry time: that time is a floor
-    (seed 002's six attempts are attempts over time), lifted only by its own alarm."""
-    return [
-        Candidate(int(sid or 0), own, str(genesis), str(runtime), int(precedence), created_at)
-        for sid, own, genesis, runtime, precedence, created_at, wake_at in core(db, _candidates_stmt(class_defaults(policy), limit), {"now": now})
-        if wake_at is None or wake_at <= now  # asleep: every automatic path declines it
-    ]
-
-
-@lru_cache(maxsize=16)
-def _candidates_stmt(defaults: tuple[SchedulingClass, ...], limit: int) -> Any:
-    """Built once per set of class defaults: every queue pass runs it."""
-    resolved = class_expr_for(defaults)
-    return (
-        sa_select(*_CANDIDATE_COLUMNS)
-        .where(
-            col(Session.status) == Status.WAITING.value,
-            col(Session.hold_reason).is_not(None),
-            col(Session.pause_reason).is_(None),
-            col(Session.park_reason).is_(None),
-            col(Session.hold_reason).not_in(sorted(failures.RETRY_HOLD_REASONS)) | (col(Session.hold_retry_at) <= bindparam("now")),
-        )
-        .order_by(*queue_order(resolved))
-        .limit(limit)
-    )
-
-
-class _Ranked(Protocol):
-    @property
-    def id(self) -> int | None: ...
-    @property
-    def precedence(self) -> int: ...
-    @property
-    def created_at(self) -> datetime: ...
-
-
-def outranks(a: _Ranked, b: _Ranked) -> bool:
-    """The queue's order between two spot sessions (`sessions.queue_order`): higher precedence
-    first, then the older, then the lower id."""
-    return (-a.precedence, a.created_at, a.id or 0) < (-b.precedence, b.created_at, b.id or 0)
 
 
 # Rows a pass acts on are locked, skipping any another transaction holds (PostgreSQL; SQLite's
@@ -219,13 +153,58 @@ class PassGate:
 
 
 class _Pass:
-    """One walk down the queue inside one transaction: what it has started so far, and the gate
-    it asks."""
+    """One walk down the queue inside one transaction: what it has started so far, the gate it
+    asks, and what it knows cannot start without asking (a full group, a claim that does not fit)."""
 
     def __init__(self, work: Work, policy: PolicyView) -> None:
         self.work, self.policy = work, policy
         self.gate = PassGate(work, policy)
         self.started: list[int] = []
+        self.examined = 0
+        self._occupancy: dict[str, int] | None = None
+        self._limits: dict[int, int] | None = None
+
+    def _groups(self) -> tuple[dict[str, int], dict[int, int]]:
+        if self._occupancy is None:
+            self._occupancy = groups.occupancy(self.work.db, self.work.now)
+        if self._limits is None:
+            self._limits = groups.declared_limits(self.work.db)
+        return self._occupancy, self._limits
+
+    def _started(self, session_id: int) -> None:
+        self.started.append(session_id)
+        self.gate.fleet_changed()
+        self._occupancy = None  # its group has one more claim now
+
+    def cannot_start(self, cand: Candidate) -> bool:
+        """From its columns alone: its group is full, or its weighted claim does not fit beside
+        the fleet (seed 000: non-fitting waiters are skipped). Both only fill up during a pass."""
+        group = cand.concurrency_group
+        if group is not None:
+            occupancy, limits = self._groups()
+            if occupancy.get(group, 0) >= limits.get(cand.trigger_id or 0, groups.DEFAULT_LIMIT):
+                return True
+        ctx, policy = self.work.ctx, self.policy
+        gated = policy.gating_enabled and cand.is_spot(policy) and ctx.runtime(cand.runtime).spends_quota
+        claim = capacity.Claim(cand.weight, cand.capacity, gated)
+        if claim.capacity is None and not claim.gated:
+            return False
+        load, count = capacity.occupied(self.work.db, ctx)
+        return claim.refused(load, count, policy.slots(ctx.agent_workers))
+
+    def queue(self) -> Iterator[Candidate]:
+        """The held sessions in queue order, a page at a time; each page leaves out the rows read
+        already and the waiters of the groups full now, so a long run of blocked work ahead costs
+        a page read, not a fitting session's start."""
+        passed = Passed()  # the first page leaves out nothing: most passes need no other
+        for _ in range(PAGE_LIMIT):
+            awake, ids = page(self.work.db, self.policy, self.work.now, PAGE, passed)
+            yield from awake
+            if len(ids) < PAGE:
+                return
+            occupancy, limits = self._groups()
+            full = tuple(g for g, n in occupancy.items() if n >= groups.DEFAULT_LIMIT)
+            passed = Passed((*passed.seen, *ids), full, tuple(limits))
 
     def attempt(self, session: Session, *, advance: bool) -> tuple[str, bool]:
         """Ask once for a held session. Returns (outcome, stop the pass?)."""
@@ -246,6 +225,7 @@ class _Pass:
                 hook(work, session, decision)
             start(work, session, turn)
             self.gate.fleet_changed()
+            self._occupancy = None
             return "started", False
         if advance:
             text = explain(decision, work.now)
@@ -253,7 +233,7 @@ class _Pass:
             hold(work, session, held, Block(decision.reason, text.sentence()), decision)
         return "held", _stops(decision)
 
-    def in_order(self, waiting: Sequence[Candidate], paused: Dormant | None, due: Session | None = None, due_session: int | None = None) -> Session | None:
+    def in_order(self, waiting: Iterable[Candidate], paused: Dormant | None, due: Session | None = None, due_session: int | None = None) -> Session | None:
         """Admit `waiting` (held sessions, in queue order) while the gate allows, the paused
         session first in the sweep's resume order (`paused`) in its place among them. Returns the due session if it was
         not reached."""
@@ -265,14 +245,20 @@ class _Pass:
             if paused is not None and cand.is_spot(self.policy) and outranks(paused, cand):
                 self.resume_first_paused(paused)
                 paused = None
+            if self.examined >= EXAMINE_LIMIT:
+                break
             if due is not None and cand.id == due.id:
                 due = None  # examined in its place in the queue
-            elif cand.id != due_session and not restate:
-                decision = self.gate.decide_for(cand)
-                if not decision.allowed:  # the same answer every candidate asking alike gets
-                    if _stops(decision):
-                        break
+            elif cand.id != due_session:
+                if self.cannot_start(cand):
                     continue
+                if not restate:
+                    decision = self.gate.decide_for(cand)
+                    if not decision.allowed:  # the same answer every candidate asking alike gets
+                        if _stops(decision):
+                            break
+                        continue
+            self.examined += 1
             session = locked_unless_taken(db, cand.id)
             if session is None or not _still_held(session, now):
                 continue  # another transaction has it (PostgreSQL): it is that pass's to admit or re-hold
@@ -298,8 +284,7 @@ class _Pass:
         if session is None or not is_dormant_paused(session):
             return  # another transaction has it, or resumed it a moment ago
         if resume_paused(self.work, session).started:
-            self.started.append(paused.id)
-            self.gate.fleet_changed()
+            self._started(paused.id)
 
 
 def queue_pass(ctx: Context, *, due_session: int | None = None) -> list[int]:
@@ -324,7 +309,7 @@ def queue_pass(ctx: Context, *, due_session: int | None = None) -> list[int]:
             due = None
         if due is not None and not _is_due(due, now):
             due = None
-        waiting: list[Candidate] = []
+        waiting: Iterable[Candidate] = ()
         paused = None
         if due is not None and not walk.gate.decide(due).allowed:
             # The gate refuses the session whose alarm fired: its ladder advances and the queue
@@ -337,9 +322,8 @@ def queue_pass(ctx: Context, *, due_session: int | None = None) -> list[int]:
         else:
             if due is not None:
                 due = db.get(Session, due.id)  # it may start: the tracked row (locked above)
-            waiting = candidates(db, walk.policy, now)
+            waiting = walk.queue()
             paused = first_paused(db, walk.policy, now)
-        if waiting or paused is not None:
             due = walk.in_order(waiting, paused, due, due_session)
         if due is not None:  # beyond the examined slice, or the pass stopped above it
             walk.attempt(due, advance=True)
@@ -359,16 +343,23 @@ def offer_ahead(work: Work, policy: PolicyView, session: Session) -> bool:
     order (seed 002)."""
     if is_manual() or not is_spot(session, policy):
         return False
-    db, now = work.db, work.now
-    ahead = [c for c in candidates(db, policy, now) if c.id != session.id and c.is_spot(policy) and outranks(c, session)]
-    paused = first_paused(db, policy, now)
+    paused = first_paused(work.db, policy, work.now)
     if paused is not None and (paused.id == session.id or not outranks(paused, session)):
         paused = None
-    if not ahead and paused is None:
-        return False
     walk = _Pass(work, policy)
-    walk.in_order(ahead, paused)
+    walk.in_order(_ahead(walk.queue(), policy, session), paused)
     return bool(walk.started)
+
+
+def _ahead(queue: Iterable[Candidate], policy: PolicyView, session: Session) -> Iterator[Candidate]:
+    """The spot candidates ranked ahead of `session`: the queue is in rank order, so the first
+    spot candidate it outranks ends them."""
+    for cand in queue:
+        if cand.id == session.id or not cand.is_spot(policy):
+            continue
+        if not outranks(cand, session):
+            return
+        yield cand
 
 
 def admit_in_queue(work: Work, session: Session, attempt: TurnAttempt) -> Submission:
