@@ -4,16 +4,32 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import Any
+
 from fastapi import APIRouter, FastAPI, Security
 from fastapi.security import HTTPBearer
 
 from bot.api import chat, policy, sessions, triggers
+from bot.api.guard import ACTOR_HEADER
 
 PREFIX = "/api/v1"
 
 # Documents the bearer scheme in the OpenAPI document; the check itself runs in GuardedRoute,
 # before the body is parsed.
 bearer = HTTPBearer(auto_error=False, description="PACER_API_TOKEN")
+
+
+# GuardedRoute reads X-Pacer-Actor before the body is parsed, so it is no route's parameter;
+# the document states it on every operation.
+ACTOR = {
+    "name": ACTOR_HEADER,
+    "in": "header",
+    "required": False,
+    "schema": {"type": "string"},
+    "description": "A rostered human the token holder speaks for (403 if off the roster); without it, the token "
+    "holder acts with the operator's reach",
+}
 
 
 def router() -> APIRouter:
@@ -27,6 +43,35 @@ def router() -> APIRouter:
 
 def register(app: FastAPI) -> None:
     app.include_router(router())
+    app.openapi = document(app)  # type: ignore[method-assign]
+
+
+def document(app: FastAPI) -> Callable[[], dict[str, Any]]:
+    """FastAPI's OpenAPI document with X-Pacer-Actor on every operation and this deployment's
+    own limits: the longest prompt (PACER_MAX_PROMPT_CHARS) and the runtimes configured here,
+    so a request the document calls valid is one this server takes."""
+    build = app.openapi
+
+    def openapi() -> dict[str, Any]:
+        if app.openapi_schema is not None:
+            return app.openapi_schema
+        found = build()
+        for path, operations in found.get("paths", {}).items():
+            if path.startswith(PREFIX):
+                for operation in operations.values():
+                    operation.setdefault("parameters", []).append(dict(ACTOR))
+        pacer = app.state.pacer
+        schemas = found.get("components", {}).get("schemas", {})
+        for model, field in (("SessionCreate", "prompt"), ("MessageCreate", "text")):
+            if field in schemas.get(model, {}).get("properties", {}):
+                schemas[model]["properties"][field]["maxLength"] = int(pacer.settings.max_prompt_chars)
+        ctx = getattr(pacer, "ctx", None) or pacer.extras.get("scheduler_context")
+        runtime = schemas.get("SessionCreate", {}).get("properties", {}).get("runtime")
+        if ctx is not None and runtime is not None:
+            runtime["anyOf"] = [{"enum": sorted(ctx.runtimes), "type": "string"}, {"type": "null"}]
+        return found
+
+    return openapi
 
 
 __all__ = ["PREFIX", "register", "router"]

@@ -8,8 +8,9 @@ from fastapi import APIRouter, Request
 from pydantic import BaseModel, Field
 
 from bot import chat
+from bot.api.fields import Text
 from bot.api.guard import CallerDep, GuardedRoute
-from bot.api.models import Text
+from bot.api.refusals import refusals
 from bot.commands.grammar import MAX_CHARS
 
 router = APIRouter(route_class=GuardedRoute, tags=["chat"])
@@ -26,7 +27,7 @@ class ChatOut(BaseModel):
     text: str
 
 
-@router.post("/chat", response_model=ChatOut,
+@router.post("/chat", response_model=ChatOut, responses=refusals(422),
              summary="Run a /pacer command as the caller (X-Pacer-Actor; without it, with the operator's reach)")
 def post_chat(body: ChatIn, request: Request, who: CallerDep) -> ChatOut:
     reply = chat.answer(request.app.state.pacer, who.name, body.text, surface="api", role=who.reach)

@@ -9,6 +9,9 @@ size limit, and the one place a raised error becomes a JSON answer.
     ApiError(413 too_large)        the body is over PACER_MAX_BODY_BYTES, by its Content-Length or,
                                    chunked, by the bytes read (reading stops there)
     ApiError(400 disconnected)     the client left before its body arrived
+    ApiError(503 unavailable)      the scheduler is not running in this process
+
+`bot.api.refusals` states each of these bodies in the OpenAPI document.
 
 The route class runs the token check before the body is parsed, so a caller without the token
 learns nothing about the API's shapes, and its errors never reach the other surfaces' routes.
@@ -18,7 +21,7 @@ from __future__ import annotations
 
 import hmac
 import logging
-from collections.abc import Callable, Coroutine
+from collections.abc import Callable, Coroutine, Mapping
 from dataclasses import dataclass
 from typing import Annotated, Any
 
@@ -97,13 +100,13 @@ def _configured_token(request: Request) -> str | None:
 def authenticate(request: Request) -> Caller:
     token = _configured_token(request)
     if not token:
-        raise ApiError(401, "unauthorized", "the API token is not configured: set PACER_API_TOKEN to enable the REST API")
+        raise ApiError(401, "unauthorized", error_text("api/token_not_configured"))
     header = request.headers.get("authorization", "")
     scheme, _, given = header.partition(" ")
     if scheme.lower() != "bearer" or not given.strip():
-        raise ApiError(401, "unauthorized", "missing bearer token: send 'Authorization: Bearer <PACER_API_TOKEN>'")
+        raise ApiError(401, "unauthorized", error_text("api/token_missing"))
     if not hmac.compare_digest(given.strip().encode(), token.encode()):
-        raise ApiError(401, "unauthorized", "the bearer token is not valid")
+        raise ApiError(401, "unauthorized", error_text("api/token_wrong"))
     actor = request.headers.get(ACTOR_HEADER)
     if actor is None or not actor.strip():
         return Caller(None, None)
@@ -128,21 +131,28 @@ def _location(loc: tuple[Any, ...] | list[Any]) -> str:
     return ".".join(parts) or "body"
 
 
+def _problem(item: Mapping[str, Any]) -> dict[str, Any]:
+    """One pydantic error as {field, message, allowed?}; pydantic's own wording, except where
+    it names its internals rather than the request."""
+    loc = tuple(item.get("loc", ()))
+    kind = item.get("type")
+    ctx = item.get("ctx") or {}
+    if kind == "json_invalid":  # loc is ("body", <character position>)
+        return {"field": "body", "message": error_text("api/not_json", problem=str(ctx.get("error", "")))}
+    if kind == "model_attributes_type" and loc == ("body",):
+        return {"field": "body", "message": error_text("api/not_an_object")}
+    entry: dict[str, Any] = {"field": _location(loc), "message": item.get("msg", "invalid")}
+    if kind == "extra_forbidden":
+        entry["message"] = error_text("api/not_a_field")
+    if ctx.get("expected"):
+        entry["allowed"] = str(ctx["expected"])
+    return entry
+
+
 def validation_body(exc: RequestValidationError) -> JSONResponse:
-    errors = []
-    for item in exc.errors():
-        where = _location(item.get("loc", ()))
-        entry: dict[str, Any] = {"field": where, "message": item.get("msg", "invalid")}
-        expected = (item.get("ctx") or {}).get("expected")
-        if expected:
-            entry["allowed"] = str(expected)
-        errors.append(entry)
-    first = errors[0] if errors else {"field": "body", "message": "invalid request"}
-    if first["message"] == "Extra inputs are not permitted":
-        first["message"] = "not a field of this request"
-    message = f"{first['field']}: {first['message']}"
-    if "allowed" in first and first["allowed"] not in message:
-        message += f" (allowed: {first['allowed']})"
+    errors = [_problem(item) for item in exc.errors()] or [{"field": "body", "message": error_text("api/not_an_object")}]
+    first = errors[0]
+    message = error_text("api/field_problem", field=first["field"], message=first["message"], allowed=first.get("allowed"))
     return error_body(422, "invalid_input", message, field=first["field"], errors=errors)
 
 
@@ -157,7 +167,7 @@ class GuardedRoute(APIRoute):
                 limit = int(request.app.state.pacer.settings.max_body_bytes)
                 length = request.headers.get("content-length")
                 if length is not None and length.isdigit() and int(length) > limit:
-                    raise ApiError(413, "too_large", f"the request body is {length} bytes; the limit is {limit} (PACER_MAX_BODY_BYTES)")
+                    raise ApiError(413, "too_large", error_text("api/body_too_large", length=length, limit=limit))
                 request.state.caller = authenticate(request)
                 return await handler(await bounded(request, limit))
             except ApiError as exc:
@@ -177,7 +187,7 @@ class GuardedRoute(APIRoute):
                     raise
                 # FastAPI's answer to a body json cannot read at all (nested past Python's
                 # recursion limit): unparsable, as a body that is not JSON is.
-                return error_body(422, "invalid_input", "body: not JSON this API can read (nested too deep)", field="body")
+                return error_body(422, "invalid_input", error_text("api/nested_too_deep"), field="body")
 
         return guarded
 
@@ -188,9 +198,9 @@ async def bounded(request: Request, limit: int) -> Request:
     try:
         body = await read_bounded(request, limit)
     except ClientDisconnect:
-        raise ApiError(400, "disconnected", "the client went away before its body arrived") from None
+        raise ApiError(400, "disconnected", error_text("api/disconnected")) from None
     if body is None:
-        raise ApiError(413, "too_large", f"the request body passes {limit} bytes, the limit (PACER_MAX_BODY_BYTES)")
+        raise ApiError(413, "too_large", error_text("api/body_past_limit", limit=limit))
     delivered = False
 
     async def replay() -> Message:

@@ -1,8 +1,10 @@
 """The REST API's request and response shapes: plain pydantic models, never the SQLModel tables.
 
 Requests forbid unknown fields, so a misspelt field is a 422 naming it rather than a silent
-no-op. Values the scheduler rules on (class, placement, genesis) are checked again there; the
-models state the shape and the OpenAPI document shows it.
+no-op. Closed sets are enums and every bound is in the schema, so the OpenAPI document calls a
+request valid only when the server takes it; what it cannot state (a row a field names, a
+configured runtime, a trigger's config and template, which the server checks) is a 422 naming
+the field. Values the scheduler rules on (class, placement, genesis) are checked again there.
 """
 
 from __future__ import annotations
@@ -10,70 +12,40 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Annotated, Any, Literal
 
-from fastapi import Path
-from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field
 from pydantic_core import PydanticCustomError
 
+from bot.api.fields import (
+    Capacity,
+    Change,
+    ClassChoice,
+    GenesisName,
+    JsonObject,
+    MaxSessions,
+    OverrideKey,
+    Place,
+    Precedence,
+    Prompt,
+    Repository,
+    Request,
+    RowId,
+    StatusName,
+    Template,
+    Text,
+    TriggerKind,
+    TriggerName,
+    exclusive,
+    whole,
+)
 from scheduler import bounds
-
-ClassChoice = Literal["priority", "spot", "default"]
-GenesisName = Literal["command", "slack", "github_issue", "github_label", "schedule", "ao_event", "api", "unknown"]
-TriggerKind = Literal["slack", "github_issue", "github_label", "schedule", "ao_event"]
-Place = Literal["top_of_spot"]
-
-
-class Request(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-
-
-# --------------------------------------------------------------------------- bounds
-# The shared bounds (`scheduler.bounds`) as field types: a value past them is a 422 naming the
-# field, before any row is read or written.
-
-
-def _storable(value: str) -> str:
-    problem = bounds.text_problem(value)
-    if problem is not None:
-        raise PydanticCustomError("unstorable_text", problem)
-    return value
-
-
-def _not_blank(value: str) -> str:
-    if bounds.is_blank(value):
-        raise PydanticCustomError("blank_text", "must not be blank: it holds only whitespace")
-    return value
-
-
-def _storable_tree(value: dict[str, Any]) -> dict[str, Any]:
-    problem = bounds.tree_problem(value)
-    if problem is not None:
-        raise PydanticCustomError("unstorable_json", problem)
-    return value
-
-
-Text = Annotated[str, AfterValidator(_storable)]
-Prompt = Annotated[str, Field(min_length=1), AfterValidator(_storable), AfterValidator(_not_blank)]
-JsonObject = Annotated[dict[str, Any], AfterValidator(_storable_tree)]
-RowId = Annotated[int, Field(ge=1, le=bounds.MAX_ID)]
-Precedence = Annotated[int, Field(ge=-bounds.MAX_PRECEDENCE, le=bounds.MAX_PRECEDENCE)]
-SessionId = Annotated[int, Path(ge=1, le=bounds.MAX_ID, description="A session id")]
-TriggerId = Annotated[int, Path(ge=1, le=bounds.MAX_ID, description="A trigger id")]
-
-
-# --------------------------------------------------------------------------- errors
-
-
-class ErrorBody(BaseModel):
-    error: str = Field(description="unauthorized | forbidden | not_found | invalid_input | conflict | too_large")
-    message: str = Field(description="What is wrong and, where there is one, the fix")
-    field: str | None = Field(None, description="The request field at fault, when one is")
-    errors: list[dict[str, Any]] | None = Field(None, description="Every field at fault, for a 422")
-
+from templates import error_text
 
 # --------------------------------------------------------------------------- sessions
 
 
 class SessionCreate(Request):
+    model_config = ConfigDict(json_schema_extra={"allOf": [exclusive("precedence", "place"), exclusive("parent_session_id", "forked_from")]})
+
     prompt: Prompt = Field(description="The first turn's prompt")
     title: Text | None = Field(None, max_length=200, description="Defaults to the prompt's first line")
     scheduling_class: ClassChoice | None = Field(None, description="Omit or 'default' to derive it from genesis")
@@ -84,12 +56,14 @@ class SessionCreate(Request):
     genesis: GenesisName | None = Field(None, description="Declared genesis; default api (or the parent's)")
     runtime: Text | None = Field(None, max_length=100, description="A configured runtime; default the server's")
     weight: float = Field(1.0, ge=0, le=bounds.MAX_WEIGHT, allow_inf_nan=False, description="Capacity claim; 0 allowed")
-    capacity: int | None = Field(None, ge=1, le=bounds.MAX_CAPACITY, description="Per-session capacity budget (1: run alone)")
+    capacity: Capacity | None = Field(None, description="Per-session capacity budget (1: run alone)")
     concurrency_group: Text | None = Field(None, max_length=200)
-    repository: Text | None = Field(None, max_length=201, description="owner/name: its turns work in a worktree of it")
+    repository: Repository | None = Field(None, max_length=201, description="owner/name: its turns work in a worktree of it")
 
 
-class SessionPatch(Request):
+class SessionPatch(Change):
+    model_config = ConfigDict(json_schema_extra=exclusive("precedence", "place"))
+
     scheduling_class: ClassChoice | None = Field(None, description="priority, spot, or default (derive again)")
     precedence: Precedence | None = None
     place: Place | None = None
@@ -140,8 +114,8 @@ class WaitingOut(BaseModel):
 class SessionOut(BaseModel):
     id: int
     title: str
-    status: str
-    genesis: str
+    status: StatusName
+    genesis: GenesisName
     scheduling_class: Literal["priority", "spot"] = Field(description="Resolved: own > trigger > genesis")
     class_source: Literal["session", "trigger", "genesis"]
     precedence: int
@@ -219,23 +193,19 @@ class MessagePosted(BaseModel):
 
 
 def _integer_precedence(value: Any) -> Any:
+    value = whole(value)
     if value is None or (isinstance(value, int) and not isinstance(value, bool)):
         return value
-    raise PydanticCustomError(
-        "trigger_precedence",
-        "a trigger takes a whole number only; top_of_spot is a placement, resolved once, and would be a stale "
-        "number by the trigger's first spawn (got {value!r})",
-        {"value": value},
-    )
+    raise PydanticCustomError("trigger_precedence", error_text("api/trigger_precedence_whole", value=value))
 
 
 TriggerPrecedence = Annotated[Precedence | None, BeforeValidator(_integer_precedence)]
 
 
 class TriggerCreate(Request):
-    name: Text = Field(min_length=1, max_length=100)
+    name: TriggerName = Field(min_length=1, max_length=100)
     kind: TriggerKind
-    prompt_template: Text = Field(min_length=1, description="Jinja2, rendered in a sandbox at every fire")
+    prompt_template: Template = Field(description="Jinja2, rendered in a sandbox at every fire")
     config: JsonObject = Field(default_factory=dict, description="Kind-specific; see the trigger kinds")
     scheduling_class: ClassChoice | None = None
     precedence: TriggerPrecedence = Field(None, description="A whole number only: a trigger never takes top_of_spot")
@@ -243,10 +213,10 @@ class TriggerCreate(Request):
     enabled: bool = True
 
 
-class TriggerPatch(Request):
-    name: Text | None = Field(None, min_length=1, max_length=100)
+class TriggerPatch(Change):
+    name: TriggerName | None = Field(None, min_length=1, max_length=100)
     kind: TriggerKind | None = Field(None, description="Cannot change; accepted only when it matches")
-    prompt_template: Text | None = Field(None, min_length=1)
+    prompt_template: Template | None = None
     config: JsonObject | None = None
     scheduling_class: ClassChoice | None = None
     precedence: TriggerPrecedence = None
@@ -257,7 +227,7 @@ class TriggerPatch(Request):
 class TriggerOut(BaseModel):
     id: int
     name: str
-    kind: str
+    kind: TriggerKind
     scheduling_class: Literal["priority", "spot", "default"]
     precedence: int | None
     prompt_template: str
@@ -298,13 +268,13 @@ class TriggerInvoked(BaseModel):
 # --------------------------------------------------------------------------- policy and holds
 
 
-class PolicyPatch(Request):
+class PolicyPatch(Change):
     gating_enabled: bool | None = None
-    reserve_5h_pct: float | None = Field(None, ge=0, le=100)
-    reserve_7d_pct: float | None = Field(None, ge=0, le=100)
-    max_sessions: int | None = Field(None, ge=1, le=bounds.MAX_SESSIONS)
+    reserve_5h_pct: float | None = Field(None, ge=0, le=100, allow_inf_nan=False)
+    reserve_7d_pct: float | None = Field(None, ge=0, le=100, allow_inf_nan=False)
+    max_sessions: MaxSessions | None = None
     preemption_enabled: bool | None = None
-    genesis_class_overrides: dict[str, Literal["priority", "spot"] | None] | None = Field(
+    genesis_class_overrides: dict[OverrideKey, Literal["priority", "spot"] | None] | None = Field(
         None, description="command / api / unknown -> priority | spot; null removes an override"
     )
 

@@ -21,16 +21,15 @@ from sqlmodel import col, or_, select
 
 from bot.api.guard import CallerDep, GuardedRoute
 from bot.api.models import HoldsOut, PolicyChanged, PolicyOut, PolicyPatch
+from bot.api.refusals import refusals
 from bot.api.views import context
 from scheduler.db import session_scope
 from scheduler.effects import request_queue_pass
-from scheduler.errors import InvalidInput
 from scheduler.fleet import read_quota
 from scheduler.gate_card import build_card
 from scheduler.models import OperatorHold, Policy, QueueHold, Session, Status
 from scheduler.policy import audit_log, change_policy, ensure_policy
 from scheduler.waiting import waiting_reason
-from templates import error_text
 
 router = APIRouter(route_class=GuardedRoute, tags=["policy"])
 
@@ -53,7 +52,8 @@ def _default_runtime(request: Request) -> str:
     return "echo" if settings.runner == "echo" else str(settings.runtime_name)
 
 
-@router.get("/policy", response_model=PolicyOut, summary="The policy and what the gate would decide for a spot session now")
+@router.get("/policy", response_model=PolicyOut, responses=refusals(503),
+            summary="The policy and what the gate would decide for a spot session now")
 def read_policy(request: Request) -> dict[str, Any]:
     ctx = context(request)
     now = ctx.clock.now()
@@ -65,13 +65,11 @@ def read_policy(request: Request) -> dict[str, Any]:
     return {"policy": row, "gate": card.as_dict(), "audit": audit}
 
 
-@router.patch("/policy", response_model=PolicyChanged, summary="Change the policy (audited)")
+@router.patch("/policy", response_model=PolicyChanged, responses=refusals(422, 503), summary="Change the policy (audited)")
 def patch_policy(body: PolicyPatch, request: Request, who: CallerDep) -> dict[str, Any]:
     who.require_operator("changing the policy")
     ctx = context(request)
     changes: dict[str, Any] = body.model_dump(exclude_unset=True)
-    if not changes:
-        raise InvalidInput(error_text("api/nothing_to_set"), field="body")
     with session_scope(ctx.engine) as db:
         if "genesis_class_overrides" in changes:
             if changes["genesis_class_overrides"] is None:
@@ -145,7 +143,7 @@ def _holds_view() -> Any | None:
     return module if hasattr(module, "all_holds") else None
 
 
-@router.get("/holds", response_model=HoldsOut, summary="Every hold: queue holds, operator holds, held sessions")
+@router.get("/holds", response_model=HoldsOut, responses=refusals(503), summary="Every hold: queue holds, operator holds, held sessions")
 def list_holds(request: Request) -> dict[str, Any]:
     ctx = context(request)
     now = ctx.clock.now()

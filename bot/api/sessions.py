@@ -16,6 +16,7 @@ from fastapi import APIRouter, Query, Request
 from sqlmodel import col, select
 
 from bot import intake
+from bot.api.fields import Documented, GenesisName, SessionId
 from bot.api.guard import CallerDep, GuardedRoute
 from bot.api.models import (
     Archived,
@@ -25,17 +26,17 @@ from bot.api.models import (
     SessionCreate,
     SessionCreated,
     SessionDetail,
-    SessionId,
     SessionList,
     SessionPatch,
     StartNowOut,
 )
+from bot.api.refusals import refusals
 from bot.api.views import context, session_detail, start_now_out, submission_out
 from scheduler import precedence as prec
 from scheduler.context import Context
 from scheduler.db import session_scope
 from scheduler.errors import InvalidInput, PacerError, Refused
-from scheduler.genesis import Genesis, SchedulingClass, parse_class
+from scheduler.genesis import SchedulingClass, parse_class
 from scheduler.lifecycle import archive
 from scheduler.models import Session, Status
 from scheduler.policy import load_policy
@@ -59,6 +60,8 @@ STATUSES = tuple(s.value for s in Status)
 LIST_LIMIT = 500
 TITLE_CHARS = 80
 FINISHED = (Status.DONE.value, Status.ARCHIVED.value)
+_ONE_STATUS = "|".join(STATUSES)
+STATUS_LIST = f"^({_ONE_STATUS})(,({_ONE_STATUS}))*$"
 
 
 def _detail(ctx: Context, session_id: int) -> dict[str, Any]:
@@ -88,7 +91,8 @@ def _lineage_exists(ctx: Context, body: SessionCreate) -> None:
                 raise InvalidInput(error_text("api/lineage_not_found", field=field, session_id=sid), field=field)
 
 
-@router.post("/sessions", response_model=SessionCreated, status_code=201, summary="Create a session and submit its first turn")
+@router.post("/sessions", response_model=SessionCreated, status_code=201, responses=refusals(409, 422, 503),
+             summary="Create a session and submit its first turn")
 def create(body: SessionCreate, request: Request, who: CallerDep) -> dict[str, Any]:
     ctx = context(request)
     _check_prompt(request, body.prompt, "prompt")
@@ -117,22 +121,23 @@ def create(body: SessionCreate, request: Request, who: CallerDep) -> dict[str, A
     return {"session": _detail(ctx, fired.session_id), "submission": submission_out(fired.submission, ctx.clock.now())}
 
 
-@router.get("/sessions", response_model=SessionList, summary="List sessions; order=precedence is the ranked queue")
+@router.get("/sessions", response_model=SessionList, responses=refusals(422, 503),
+            summary="List sessions; order=precedence is the ranked queue")
 def list_sessions(
     request: Request,
-    status: Annotated[list[str] | None, Query(description=f"Repeat or comma-separate: {', '.join(STATUSES)}")] = None,
+    status: Annotated[
+        list[Annotated[str, Documented(pattern=STATUS_LIST)]] | None, Query(description=f"Repeat or comma-separate: {', '.join(STATUSES)}")
+    ] = None,
     scheduling_class: Annotated[Literal["priority", "spot"] | None, Query(alias="class")] = None,
-    genesis: Annotated[str | None, Query()] = None,
+    genesis: Annotated[GenesisName | None, Query()] = None,
     order: Annotated[Literal["created", "precedence"], Query(description="precedence: priority above, spot by rank")] = "created",
     limit: Annotated[int, Query(ge=1, le=LIST_LIMIT)] = 100,
 ) -> dict[str, Any]:
     ctx = context(request)
-    statuses = [s for item in (status or []) for s in item.split(",") if s]
+    statuses = [s for item in (status or []) for s in item.split(",")]
     bad = [s for s in statuses if s not in STATUSES]
     if bad:
         raise InvalidInput(error_text("api/status_unknown", status=bad[0], statuses=STATUSES), field="status")
-    if genesis is not None and genesis not in {g.value for g in Genesis}:
-        raise InvalidInput(error_text("api/genesis_unknown", genesis=genesis, geneses=[g.value for g in Genesis]), field="genesis")
     with session_scope(ctx.engine) as db:
         policy = load_policy(db)
         if order == "precedence":
@@ -153,17 +158,17 @@ def list_sessions(
     return {"order": order, "count": len(sessions), "sessions": sessions}
 
 
-@router.get("/sessions/{session_id}", response_model=SessionDetail, summary="A session, with why it is waiting")
+@router.get("/sessions/{session_id}", response_model=SessionDetail, responses=refusals(404, 422, 503),
+            summary="A session, with why it is waiting")
 def read(session_id: SessionId, request: Request) -> dict[str, Any]:
     return _detail(context(request), session_id)
 
 
-@router.patch("/sessions/{session_id}", response_model=SessionChanged, summary="Change a session's class or rank")
+@router.patch("/sessions/{session_id}", response_model=SessionChanged, responses=refusals(404, 409, 422, 503),
+              summary="Change a session's class or rank")
 def patch(session_id: SessionId, body: SessionPatch, request: Request, who: CallerDep) -> dict[str, Any]:
     ctx = context(request)
     fields = body.model_dump(exclude_unset=True)
-    if not fields:
-        raise InvalidInput(error_text("api/nothing_to_rank"), field="body")
     place = prec.resolve_placement(precedence=fields.get("precedence"), place=fields.get("place"))
     now = ctx.clock.now()
     changed: dict[str, list[Any]] = {}
@@ -196,7 +201,8 @@ def patch(session_id: SessionId, body: SessionPatch, request: Request, who: Call
     return {"session": _detail(ctx, session_id), "changed": changed, "start_now": started}
 
 
-@router.post("/sessions/{session_id}/start_now", response_model=StartNowOut, summary="Start a queued session now")
+@router.post("/sessions/{session_id}/start_now", response_model=StartNowOut, responses=refusals(404, 409, 422, 503),
+             summary="Start a queued session now")
 def start(session_id: SessionId, request: Request, who: CallerDep) -> dict[str, Any]:
     ctx = context(request)
     with session_scope(ctx.engine) as db:
@@ -204,7 +210,8 @@ def start(session_id: SessionId, request: Request, who: CallerDep) -> dict[str, 
     return start_now_out(start_now(ctx, session_id, actor=who.name), ctx.clock.now())
 
 
-@router.post("/sessions/{session_id}/archive", response_model=Archived, summary="Archive a session")
+@router.post("/sessions/{session_id}/archive", response_model=Archived, responses=refusals(404, 409, 422, 503),
+             summary="Archive a session")
 def archive_session(session_id: SessionId, request: Request, who: CallerDep) -> dict[str, Any]:
     ctx = context(request)
     with session_scope(ctx.engine) as db:
@@ -221,7 +228,8 @@ def _promotion() -> Any | None:
     return module if hasattr(module, "record_human_message") else None
 
 
-@router.post("/sessions/{session_id}/messages", response_model=MessagePosted, summary="Post a follow-up message")
+@router.post("/sessions/{session_id}/messages", response_model=MessagePosted, responses=refusals(404, 409, 422, 503),
+             summary="Post a follow-up message")
 def post_message(session_id: SessionId, body: MessageCreate, request: Request, who: CallerDep) -> dict[str, Any]:
     ctx = context(request)
     _check_prompt(request, body.text, "text")

@@ -15,27 +15,26 @@ from fastapi import APIRouter, Query, Request
 from sqlmodel import col, select
 
 from bot import triggers as store
+from bot.api.fields import TriggerId, TriggerKind
 from bot.api.guard import CallerDep, GuardedRoute
 from bot.api.models import (
     TriggerChanged,
     TriggerCreate,
     TriggerDeleted,
-    TriggerId,
     TriggerInvoke,
     TriggerInvoked,
     TriggerList,
     TriggerOut,
     TriggerPatch,
 )
+from bot.api.refusals import refusals
 from bot.api.views import context, session_detail, submission_out
-from bot.trigger_spec import KINDS, check_spec
+from bot.trigger_spec import check_spec
 from scheduler.db import session_scope
-from scheduler.errors import InvalidInput
 from scheduler.firing import TriggerEvent, fire
 from scheduler.models import Trigger
 from scheduler.policy import load_policy
 from scheduler.sessions import get_session, get_trigger
-from templates import error_text
 
 router = APIRouter(route_class=GuardedRoute, tags=["triggers"])
 
@@ -45,7 +44,7 @@ def _after(request: Request, writes: Sequence[tuple[int, Sequence[int]]] = ()) -
     store.after_write(context(request), pacer.scheduler, pacer.engine, writes)
 
 
-@router.post("/triggers", response_model=TriggerOut, status_code=201, summary="Create a trigger")
+@router.post("/triggers", response_model=TriggerOut, status_code=201, responses=refusals(409, 422, 503), summary="Create a trigger")
 def create(body: TriggerCreate, request: Request, who: CallerDep) -> dict[str, Any]:
     who.require_operator("creating a trigger")
     ctx = context(request)
@@ -57,10 +56,8 @@ def create(body: TriggerCreate, request: Request, who: CallerDep) -> dict[str, A
     return out
 
 
-@router.get("/triggers", response_model=TriggerList, summary="List triggers")
-def list_triggers(request: Request, kind: Annotated[str | None, Query(description=", ".join(KINDS))] = None) -> dict[str, Any]:
-    if kind is not None and kind not in KINDS:
-        raise InvalidInput(error_text("api/trigger_kind_unknown", kind=kind, kinds=KINDS), field="kind")
+@router.get("/triggers", response_model=TriggerList, responses=refusals(422, 503), summary="List triggers")
+def list_triggers(request: Request, kind: Annotated[TriggerKind | None, Query()] = None) -> dict[str, Any]:
     ctx = context(request)
     with session_scope(ctx.engine) as db:
         stmt = select(Trigger).order_by(col(Trigger.id))
@@ -70,20 +67,19 @@ def list_triggers(request: Request, kind: Annotated[str | None, Query(descriptio
     return {"count": len(rows), "triggers": rows}
 
 
-@router.get("/triggers/{trigger_id}", response_model=TriggerOut, summary="A trigger")
+@router.get("/triggers/{trigger_id}", response_model=TriggerOut, responses=refusals(404, 422, 503), summary="A trigger")
 def read(trigger_id: TriggerId, request: Request) -> dict[str, Any]:
     ctx = context(request)
     with session_scope(ctx.engine) as db:
         return store.plain(get_trigger(db, trigger_id), sessions=store.session_count(db, trigger_id))
 
 
-@router.patch("/triggers/{trigger_id}", response_model=TriggerChanged, summary="Change a trigger (a class change moves its waiting sessions)")
+@router.patch("/triggers/{trigger_id}", response_model=TriggerChanged, responses=refusals(404, 409, 422, 503),
+              summary="Change a trigger (a class change moves its waiting sessions)")
 def patch(trigger_id: TriggerId, body: TriggerPatch, request: Request, who: CallerDep) -> dict[str, Any]:
     who.require_operator(f"changing trigger #{trigger_id}")
     ctx = context(request)
     changes = body.model_dump(exclude_unset=True)
-    if not changes:
-        raise InvalidInput(error_text("api/nothing_to_change"), field="body")
     with session_scope(ctx.engine) as db:
         write = store.update_trigger(db, get_trigger(db, trigger_id), changes, now=ctx.clock.now())
         out = store.plain(write.trigger, sessions=store.session_count(db, trigger_id))
@@ -96,7 +92,7 @@ def patch(trigger_id: TriggerId, body: TriggerPatch, request: Request, who: Call
     }
 
 
-@router.delete("/triggers/{trigger_id}", response_model=TriggerDeleted, summary="Delete a trigger")
+@router.delete("/triggers/{trigger_id}", response_model=TriggerDeleted, responses=refusals(404, 422, 503), summary="Delete a trigger")
 def delete(trigger_id: TriggerId, request: Request, who: CallerDep) -> dict[str, Any]:
     who.require_operator(f"deleting trigger #{trigger_id}")
     ctx = context(request)
@@ -106,7 +102,8 @@ def delete(trigger_id: TriggerId, request: Request, who: CallerDep) -> dict[str,
     return {"deleted": trigger_id, "detached_sessions": detached}
 
 
-@router.post("/triggers/{trigger_id}/invoke", response_model=TriggerInvoked, status_code=201, summary="Fire a trigger by hand (api genesis)")
+@router.post("/triggers/{trigger_id}/invoke", response_model=TriggerInvoked, status_code=201, responses=refusals(404, 409, 422, 503),
+             summary="Fire a trigger by hand (api genesis)")
 def invoke(trigger_id: TriggerId, request: Request, who: CallerDep, body: TriggerInvoke | None = None) -> dict[str, Any]:
     ctx = context(request)
     body = body or TriggerInvoke(title=None)

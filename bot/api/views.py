@@ -23,7 +23,7 @@ from scheduler.policy import PolicyView
 from scheduler.session_view import session_view
 from scheduler.start_now import StartNowResult
 from scheduler.waiting import Mechanism, waiting_reason
-from templates import render
+from templates import error_text, render
 
 
 def context(request: Request) -> Context:
@@ -31,7 +31,7 @@ def context(request: Request) -> Context:
     pacer = request.app.state.pacer
     ctx = getattr(pacer, "ctx", None) or pacer.extras.get("scheduler_context")
     if ctx is None:
-        raise ApiError(503, "unavailable", "the scheduler is not running in this process")
+        raise ApiError(503, "unavailable", error_text("api/scheduler_not_running"))
     return ctx  # type: ignore[no-any-return]
 
 
