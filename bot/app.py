@@ -53,9 +53,10 @@ def create_app(pacer: Pacer, *, start_scheduler: bool = True) -> FastAPI:
     # The REST API: /api/v1 sessions, triggers, policy, holds, chat; bearer PACER_API_TOKEN.
     rest_api.register(app)
 
-    # Slack: /slack/events, Socket Mode and the thread notifier, only when both credentials are
-    # configured (and Bolt is imported only then). Its lifespan joins this app's.
-    if pacer.settings.slack_signing_secret and pacer.settings.slack_bot_token:
+    # Slack: /slack/events (with a signing secret), Socket Mode (with an app token) and the thread
+    # notifier, when a bot token and either of those are configured (Bolt is imported only then).
+    # Its lifespan joins this app's.
+    if pacer.settings.slack_bot_token and (pacer.settings.slack_signing_secret or pacer.settings.slack_app_token):
         from bot.slack import http as slack_http
 
         app.state.slack = slack_http.register(app, pacer)

@@ -46,12 +46,11 @@ def cmd_console(args: argparse.Namespace) -> int:
 
 
 def cmd_config(args: argparse.Namespace) -> int:
+    from bot.render import render
     from bot.settings import in_force
 
     settings = _settings(args)
-    for row in in_force(settings):
-        print(f"{row.name:28} = {row.value}")
-        print(f"{'':4}{row.meaning} (default: {row.default or 'unset'})")
+    print(render("text/config.j2", rows=in_force(settings)))
     return 0
 
 
@@ -84,7 +83,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     config = sub.add_parser("config", help="list every setting and the values in force", description=
         "Validate the configuration and print every variable's value in force (secrets and URL "
-        "passwords as ***), its meaning and its default.")
+        "passwords as ***), where it came from (the environment, pacer.toml or the default), its "
+        "meaning and its default.")
     config.set_defaults(func=cmd_config)
 
     from bot import cli_extra

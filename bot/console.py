@@ -8,13 +8,15 @@ is a thread reply typed here.
 
 from __future__ import annotations
 
+import os
 import sys
 from typing import TextIO
 
-from bot import chat, runtime
-from bot.leader import Leadership
+from bot import chat, runtime, settings_checks
+from bot.leader import Leadership, leader_address
 from bot.render import render
 from bot.runtime import Pacer
+from bot.server import reachable_url
 from bot.settings import Settings
 from scheduler import db as dbmod
 
@@ -31,11 +33,13 @@ def run_console(settings: Settings, *, user: str | None = None, stdin: TextIO = 
     here while the console is open); when a `pacer serve` leads, speak to it over its API, so
     its scheduler — the only one on this database — runs what the console asks for."""
     who = user or settings.console_user
-    probe = Leadership(dbmod.make_engine(settings.database_url), lambda: None)
+    engine = dbmod.make_engine(settings.database_url)
+    probe = Leadership(engine, lambda: None)
     if not probe.start():
         probe.stop()
-        return _forward(settings, who, stdin, stdout)
+        return _forward(settings, who, stdin, stdout, server=leader_address(engine))
     probe.stop()
+    settings_checks.check(settings, os.environ, serving=False)  # turns run here: the agent must be on PATH
     pacer = runtime.build(settings, migrate=True)
     runtime.start(pacer)
     stdout.write(render("text/console_banner.j2", user=who, role=settings.roster.get(who)) + "\n")
@@ -52,10 +56,12 @@ def run_console(settings: Settings, *, user: str | None = None, stdin: TextIO = 
     return 0
 
 
-def _forward(settings: Settings, who: str, stdin: TextIO, stdout: TextIO) -> int:
+def _forward(settings: Settings, who: str, stdin: TextIO, stdout: TextIO, *, server: str | None = None) -> int:
+    """Speak to the leading server at the address it advertised (`bot.leader`); PACER_HOST and
+    PACER_PORT only when it advertised none."""
     import httpx
 
-    base = f"http://{settings.host}:{settings.port}/api/v1/chat"
+    base = f"{server or reachable_url(settings.host, settings.port)}/api/v1/chat"
     if not settings.api_token:
         stdout.write(render("text/console_no_token.j2", url=base) + "\n")
         return 2

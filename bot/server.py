@@ -1,21 +1,25 @@
-"""`pacer serve`: build the runtime, the ASGI app, and run uvicorn. SIGTERM stops it cleanly
-(uvicorn drains, the lifespan stops the scheduler)."""
+"""`pacer serve`: build the runtime, the ASGI app, and run uvicorn. SIGTERM stops it cleanly:
+uvicorn stops taking requests, `bot.drain` lets running turns finish or hands them over, the
+lifespan stops the scheduler."""
 
 from __future__ import annotations
 
 import gc
 import logging
+import os
 
 import uvicorn
 
-from bot import logs, runtime, triggers_file
+from bot import logs, runtime, settings_checks, triggers_file
 from bot.app import create_app
+from bot.drain import drain
 from bot.settings import Settings
 
 log = logging.getLogger("pacer.server")
 
 
 def serve(settings: Settings, *, host: str | None = None, port: int | None = None, demo: bool = False) -> int:
+    settings_checks.check(settings, os.environ)  # settings this machine cannot run stop start-up with one line
     triggers_file.check(settings)  # a bad triggers.toml stops start-up with its one line
     pacer = runtime.build(settings, migrate=True)
     bind_host = host or settings.host
@@ -25,6 +29,8 @@ def serve(settings: Settings, *, host: str | None = None, port: int | None = Non
 
         install_demo(pacer, base_url=f"http://{bind_host}:{bind_port}")
     pacer.extras.setdefault("on_start", []).append(_freeze_startup_heap)  # after the scheduler starts
+    pacer.extras["on_start"].append(lambda p: _advertise(p, reachable_url(bind_host, bind_port)))
+    pacer.extras.setdefault("on_stop", []).insert(0, lambda p: drain(p, settings.drain_seconds))  # the last hook before the scheduler stops
     app = create_app(pacer)
     log.info(
         "Pacer on http://%s:%s  database=%s  runner=%s  slots=%s (max sessions %s, workers %s)",
@@ -47,3 +53,18 @@ def _freeze_startup_heap(_pacer: object) -> None:
     """
     gc.collect()
     gc.freeze()
+
+
+def reachable_url(host: str, port: int) -> str:
+    """The base URL a process on this machine reaches the server at (a wildcard bind answers on loopback)."""
+    if host in ("0.0.0.0", ""):
+        host = "127.0.0.1"
+    elif host == "::":
+        host = "::1"
+    return f"http://[{host}]:{port}" if ":" in host else f"http://{host}:{port}"
+
+
+def _advertise(pacer: runtime.Pacer, url: str) -> None:
+    leadership = pacer.extras.get("leadership")
+    if leadership is not None:
+        leadership.advertise(url)

@@ -110,9 +110,14 @@ class Settings(BaseSettings):
     runtime_name: Text = _field("PACER_RUNTIME_NAME", "claude_code", "Name of the command runner's runtime")
     runtime_spends_quota: Flag = _field("PACER_RUNTIME_SPENDS_QUOTA", "true", "Whether the command runtime spends quota (takes a slot)")
     turn_timeout_seconds: Count = _field("PACER_TURN_TIMEOUT_SECONDS", "3600", "Longest a command-runner turn may run before it is killed")
+    drain_seconds: Amount = _field(
+        "PACER_DRAIN_SECONDS", "30", "On SIGTERM, how long running turns may finish before they are handed to the next leader (keep under Fly's kill_timeout)"
+    )
     workdir: Text = _field("PACER_WORKDIR", "./var/work", "Per-session working directories live under here")
     workspaces: Text = _field("PACER_WORKSPACES", "./var/workspaces", "Git workspaces: a mirror per repository, a worktree per session that names one")
-    git_remote: Text = _field("PACER_GIT_REMOTE", "https://github.com/{repository}.git", "Where a session's repository is fetched from and pushed to ({repository} is owner/name)")
+    git_remote: Text = _field(
+        "PACER_GIT_REMOTE", "https://github.com/{repository}.git", "Where a session's repository is fetched from and pushed to ({repository} is owner/name)"
+    )
     workspace_ttl: Count = _field("PACER_WORKSPACE_TTL", "72", "Hours a finished session's worktree is kept before it is removed")
     echo_seconds: Amount = _field("PACER_ECHO_SECONDS", "2", "Echo agent: seconds a turn takes")
     echo_cost_usd: Amount = _field("PACER_ECHO_COST_USD", "0.05", "Echo agent: dollars a turn reports")

@@ -7,10 +7,12 @@ archive and schedules nothing more; the hold record stays as the history of why 
 from __future__ import annotations
 
 import logging
+from collections.abc import Collection
 from datetime import datetime
 
 from sqlmodel import col, select
 
+from scheduler import leases
 from scheduler.attempt import Block, TurnAttempt, Work
 from scheduler.context import Context
 from scheduler.db import session_scope
@@ -50,33 +52,23 @@ def archive(ctx: Context, session_id: int, *, actor: str | None = None) -> str:
         db.add(session)
         effects.notice("archived", session_id=session_id, actor=actor, title=session.title)
     effects.apply(ctx)
+    # WARN on purpose, as a policy change does: a deliberate end records who ended it.
+    log.warning("session #%s archived by %s; it was %s", session_id, actor or "an unnamed caller", previous)
     return previous
 
 
 def recover(ctx: Context) -> dict[str, int]:
-    """After a crash: a turn left `running` has no process behind it. Its prompt goes back
-    through the gate as a hold due now (a preemption mark on it is released first: the mark
-    would make the hold a pause with no re-check); a session that never got its first turn
-    gets it."""
+    """After a crash: a turn whose lease ran out has no process behind it (`leases`). Its prompt
+    goes back through the gate as a hold due now (a preemption mark on it is released first: the
+    mark would make the hold a pause with no re-check); a session that never got its first turn
+    gets it. A turn another process still renews is its owner's, and is left alone."""
     now = ctx.clock.now()
     effects = Effects()
     counts = {"interrupted": 0, "first_turns": 0}
     never_started: list[tuple[int, str, list[dict[str, object]]]] = []
     with session_scope(ctx.engine) as db:
-        for turn in db.exec(select(Turn).where(Turn.status == "running")).all():
-            turn.status = "failed"
-            turn.outcome = "interrupted"
-            turn.error = "interrupted: the process stopped while this turn ran"
-            turn.finished_at = now
-            db.add(turn)
-            session = lock(db, turn.session_id)
-            if session.status == Status.ARCHIVED.value:
-                continue
-            session.status = Status.WAITING.value
-            if release_after_crash(session):
-                log.warning("session #%s: its preemption mark is released; the crash freed its slot", session.id)
-            hold(Work(db, ctx, now, effects), session, TurnAttempt(turn.prompt, turn.attachments, turn.kind), _interrupted(now))
-            counts["interrupted"] += 1
+        for turn in leases.lost_turns(db, now):
+            counts["interrupted"] += _give_back(Work(db, ctx, now, effects), turn)
         orphans = db.exec(
             select(Session).where(
                 Session.status == Status.WAITING.value,
@@ -98,3 +90,49 @@ def recover(ctx: Context) -> dict[str, int]:
     if any(counts.values()):
         log.warning("recovered after a restart: %s", counts)
     return counts
+
+
+def recover_lost_turns(ctx: Context) -> int:
+    """The lease sweep: the running turns whose owner stopped renewing them, given back as
+    `recover` gives them back; how many were held again."""
+    now = ctx.clock.now()
+    effects = Effects()
+    with session_scope(ctx.engine) as db:
+        given = sum(_give_back(Work(db, ctx, now, effects), turn) for turn in leases.lost_turns(db, now))
+    effects.apply(ctx)
+    if given:
+        log.warning("%s turn(s) whose owner stopped renewing their lease were held again, due now", given)
+    return given
+
+
+def hand_over(ctx: Context, turn_ids: Collection[int]) -> int:
+    """A stopping process's turns that did not finish in time, given back as `recover` gives
+    back a crashed one: each prompt goes through the gate again as a hold due now, for whichever
+    process leads next. A report that arrives afterwards for one of them is ignored."""
+    if not turn_ids:
+        return 0
+    now = ctx.clock.now()
+    effects = Effects()
+    with session_scope(ctx.engine) as db:
+        turns = db.exec(select(Turn).where(col(Turn.id).in_(list(turn_ids)), Turn.status == "running")).all()
+        given = sum(_give_back(Work(db, ctx, now, effects), turn) for turn in turns)
+    effects.apply(ctx)
+    return given
+
+
+def _give_back(work: Work, turn: Turn) -> int:
+    """End a turn no process runs any more and hold its prompt, due now; 1 if it was held."""
+    db, now = work.db, work.now
+    turn.status = "failed"
+    turn.outcome = "interrupted"
+    turn.error = "interrupted: the process stopped while this turn ran"
+    turn.finished_at = now
+    db.add(turn)
+    session = lock(db, turn.session_id)
+    if session.status == Status.ARCHIVED.value:
+        return 0
+    session.status = Status.WAITING.value
+    if release_after_crash(session):
+        log.warning("session #%s: its preemption mark is released; the crash freed its slot", session.id)
+    hold(work, session, TurnAttempt(turn.prompt, turn.attachments, turn.kind), _interrupted(now))
+    return 1

@@ -17,6 +17,7 @@ import logging
 
 from slack_bolt import App, BoltResponse
 from slack_bolt.error import BoltError
+from slack_bolt.logger.messages import warning_client_prioritized_and_token_skipped
 
 from bot.render import render
 from bot.runtime import Pacer
@@ -29,6 +30,17 @@ from templates import error_text
 log = logging.getLogger("pacer.slack")
 
 
+class _TokenInClient(logging.Filter):
+    """Bolt reads SLACK_BOT_TOKEN from the environment by itself and, given the client built from
+    that same token, warns on every start that the token goes unused; the client carries it."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return record.getMessage() != warning_client_prioritized_and_token_skipped()
+
+
+logging.getLogger("slack_bolt.App").addFilter(_TokenInClient())
+
+
 def build_bolt_app(pacer: Pacer, *, edge: SlackEdge | None = None, verify_token: bool = True) -> App:
     """The Bolt app with every Pacer listener registered.
 
@@ -38,13 +50,13 @@ def build_bolt_app(pacer: Pacer, *, edge: SlackEdge | None = None, verify_token:
     """
     settings = pacer.settings
     edge = edge or SlackEdge(pacer)
-    if not settings.slack_signing_secret:
+    if not settings.slack_signing_secret and not settings.slack_app_token:
         raise ConfigError(error_text("slack/signing_secret_missing"))
     if not settings.slack_bot_token:
         raise ConfigError(error_text("slack/bot_token_missing"))
     try:
         app = App(
-            signing_secret=settings.slack_signing_secret,
+            signing_secret=settings.slack_signing_secret or "",  # Socket Mode only: no HTTP route takes requests
             client=web_client(token=settings.slack_bot_token, base_url=settings.slack_api_url),
             token_verification_enabled=verify_token,
             request_verification_enabled=True,

@@ -100,7 +100,7 @@ def register(app: FastAPI, pacer: Pacer, *, verify_token: bool = True) -> SlackS
     socket = SocketMode(bolt, settings.slack_app_token) if settings.slack_app_token else None
     surface = SlackSurface(bolt=bolt, edge=edge, notifier=notifier, socket=socket)
     install_notifier(pacer, notifier)
-    secret = str(settings.slack_signing_secret).encode()
+    secret = settings.slack_signing_secret.encode() if settings.slack_signing_secret else None
     limit: int = settings.max_body_bytes
 
     @asynccontextmanager
@@ -112,17 +112,19 @@ def register(app: FastAPI, pacer: Pacer, *, verify_token: bool = True) -> SlackS
             await anyio.to_thread.run_sync(surface.stop)
 
     router = APIRouter(lifespan=lifespan)
+    # Socket Mode alone (no signing secret) mounts no HTTP route, so nothing unsigned reaches Bolt.
+    if secret is not None:
 
-    @router.post(PATH, include_in_schema=False)
-    async def slack_events(request: Request) -> Response:
-        body = await read_bounded(request, limit)
-        if body is None:
-            return PlainTextResponse(render("slack/request_too_large.j2", limit=limit), status_code=413)
-        if not is_signed(secret, request.headers, body):
-            return PlainTextResponse(render("slack/request_unsigned.j2"), status_code=401)
-        if not is_readable(body, request.headers.get("content-type")):
-            return PlainTextResponse(render("slack/request_malformed.j2"), status_code=400)
-        return await surface.dispatch(request, body)
+        @router.post(PATH, include_in_schema=False)
+        async def slack_events(request: Request) -> Response:
+            body = await read_bounded(request, limit)
+            if body is None:
+                return PlainTextResponse(render("slack/request_too_large.j2", limit=limit), status_code=413)
+            if not is_signed(secret, request.headers, body):
+                return PlainTextResponse(render("slack/request_unsigned.j2"), status_code=401)
+            if not is_readable(body, request.headers.get("content-type")):
+                return PlainTextResponse(render("slack/request_malformed.j2"), status_code=400)
+            return await surface.dispatch(request, body)
 
     app.include_router(router)
     return surface

@@ -97,6 +97,11 @@ class ThreadWorkerPool:
         with self._lock:
             return len(self._entries)
 
+    def running(self) -> list[int]:
+        """The ids of the turns accepted and not yet reported (queued or running)."""
+        with self._lock:
+            return list(self._entries)
+
     def shutdown(self, wait: bool = True, *, halt: bool = False) -> None:
         """Stop accepting turns; with `halt`, halt every turn first. Queued turns still run
         (and report) unless halted, so a graceful stop loses no callback."""
