@@ -53,7 +53,9 @@ from bot.github.events import (
     is_trusted,
     who_acted,
 )
+from bot.github_commands import CommentCommand, command_text, comment_command, run_comment_command
 from bot.github_sessions import comment_session, sessions_of_issue
+from bot.runtime import Pacer
 from scheduler.bounds import clean_text
 from scheduler.context import Context
 from scheduler.db import session_scope
@@ -124,6 +126,7 @@ class GithubPlan:
     issue_state: str | None = None  # open | closed, for the prerequisites naming the issue
     messages: list[tuple[int, str]] = field(default_factory=list)  # (session id, a trusted comment)
     hold_command: bool = False  # the hold came from a `/hold` comment, not the label
+    commands: list[CommentCommand] = field(default_factory=list)  # `/pacer …` comments, to run and answer
 
     @property
     def created_ids(self) -> list[int]:
@@ -135,7 +138,7 @@ class GithubPlan:
 
     @property
     def is_empty(self) -> bool:
-        return not (self.created or self.steered_ids or self.release_holds or self.issue_state or self.messages)
+        return not (self.created or self.steered_ids or self.release_holds or self.issue_state or self.messages or self.commands)
 
 
 def github_event(pacer_or_ctx: Any, event: IntakeEvent, *, settings: IntakeSettings | None = None) -> list[int]:
@@ -145,7 +148,7 @@ def github_event(pacer_or_ctx: Any, event: IntakeEvent, *, settings: IntakeSetti
         settings = IntakeSettings.from_settings(pacer_or_ctx.settings)
     with session_scope(ctx.engine) as db:
         plan = record_github(db, event, now=ctx.clock.now(), settings=settings or IntakeSettings())
-    finish_github(ctx, plan)
+    finish_github(pacer_or_ctx, plan)
     return plan.created_ids
 
 
@@ -156,6 +159,9 @@ def record_github(db: DBSession, event: IntakeEvent, *, now: datetime, settings:
         _control(db, event, now, plan)
         return plan
     if event.kind is Kind.COMMENT:
+        if command_text(event.comment or "") is not None:  # `/pacer <command>`: run as its author, if they may
+            plan.commands.extend(c for c in [comment_command(event, plan.actor)] if c is not None)
+            return plan
         session_id = comment_session(db, event)
         if session_id is not None:
             plan.messages.append((session_id, event.comment or ""))
@@ -181,9 +187,12 @@ def record_github(db: DBSession, event: IntakeEvent, *, now: datetime, settings:
     return plan
 
 
-def finish_github(ctx: Context, plan: GithubPlan) -> None:
+def finish_github(pacer_or_ctx: Pacer | Context, plan: GithubPlan) -> None:
     """The slow half, after the commit. Each step stands alone: one failure is logged, not spread.
-    Holds go first, so a session born under `pacer:hold` is held at its first ask."""
+    Holds go first, so a session born under `pacer:hold` is held at its first ask. `/pacer`
+    commands need the whole runtime (its settings and roster): given only a Context, they are
+    logged and not run."""
+    ctx: Context = getattr(pacer_or_ctx, "ctx", pacer_or_ctx)
     reason = render("text/github_hold_reason.j2", label=HOLD_LABEL, issue=plan.issue, actor=plan.actor, command=plan.hold_command)
     for session_id in plan.place_holds:
         _guarded(f"hold on session #{session_id}", place_hold, ctx, "session", [str(session_id)], armer=plan.actor, reason=reason)
@@ -201,6 +210,8 @@ def finish_github(ctx: Context, plan: GithubPlan) -> None:
     if plan.issue_state is not None:
         repository, _, number = plan.issue.rpartition("#")
         _guarded(f"state of {plan.issue}", set_issue_state, ctx, repository, int(number), plan.issue_state)
+    for command in plan.commands:
+        _guarded(f"/pacer {command.text} by {command.actor}", run_comment_command, pacer_or_ctx, command)
     for session_id in plan.steered_ids:  # a class or a hold moved: the status comment follows
         ctx.emit("github_control", session_id=session_id, issue=plan.issue, actor=plan.actor)
 

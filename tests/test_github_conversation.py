@@ -4,6 +4,7 @@ nothing; Prow's `/hold` and `/hold cancel` place and lift the hold the `pacer:ho
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -12,11 +13,13 @@ from sqlmodel import Session as DBSession
 from sqlmodel import col, select
 
 from bot.github.events import Control, Ignored, IntakeEvent, Kind, is_trusted, parse
+from bot.github_commands import command_text
 from bot.github_intake import github_event
 from scheduler import wiring
 from scheduler.db import session_scope
 from scheduler.models import EnqueuedMessage, HumanMessage, OperatorHold, Session, Trigger, Turn
-from tests.github_support import comment_payload, issue_payload
+from scheduler.policy import load_policy
+from tests.github_support import FakeGithub, comment_payload, issue_payload, make_pacer
 from tests.harness import build
 
 BOT = "pacer[bot]"
@@ -111,3 +114,38 @@ def test_hold_and_hold_cancel_in_comments(ctx: Any, clock: Any) -> None:
     with DBSession(ctx.engine) as db:
         assert db.exec(select(OperatorHold)).one().released_at is not None
     assert _messages(ctx.engine) == []  # hold commands are not messages to the agent
+
+
+@pytest.mark.parametrize(
+    "comment, text",
+    [("/pacer queue", "queue"), ("  /PACER why 3\nthanks", "why 3"), ("/pacer", "help"), ("/pacer   \nmore", "help"),
+     ("please /pacer queue", None), ("/pacerqueue", None)],
+)
+def test_a_pacer_command_is_the_first_line_of_a_comment(comment: str, text: str | None) -> None:
+    assert command_text(comment) == text
+
+
+@pytest.fixture
+def github() -> Iterator[FakeGithub]:
+    fake = FakeGithub().start()
+    yield fake
+    fake.stop()
+
+
+def test_pacer_commands_run_as_their_author_and_are_answered_in_a_comment(engine: Engine, clock: Any, deferrer: Any,
+                                                                         github: FakeGithub) -> None:
+    pacer = make_pacer(engine, clock, deferrer, GITHUB_TOKEN="ghp_test", GITHUB_API_URL=github.url + "/",
+                       PACER_ROSTER="github:carol=operator")
+    session_id = _labeled(pacer.ctx, clock)
+    github_event(pacer, _event(comment_payload("/pacer queue", commenter="bob", association="COLLABORATOR")))
+    github_event(pacer, _event(comment_payload("/pacer policy set gating=off", commenter="bob", association="MEMBER")))
+    github_event(pacer, _event(comment_payload("/pacer policy set gating=off", commenter="carol", association="MEMBER")))
+    github_event(pacer, _event(comment_payload("/pacer queue", commenter="eve", association="NONE")))  # no answer at all
+    answers = [c["body"] for c in github.comments.values()]
+    assert len(answers) == 3 and all(c["issue"] == "octo/app#7" for c in github.comments.values())
+    assert answers[0].startswith("@bob `/pacer queue`:\n\n```text\n") and f"#{session_id}" in answers[0]
+    assert answers[1].startswith("@bob `/pacer policy set gating=off` was refused:") and "operator" in answers[1]
+    assert answers[2].startswith("@carol `/pacer policy set gating=off`:")
+    with DBSession(engine) as db:
+        assert load_policy(db).gating_enabled is False
+    assert _messages(engine) == []  # commands are not messages to the agent

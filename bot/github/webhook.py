@@ -282,7 +282,7 @@ def register(app: FastAPI, pacer: Pacer) -> GithubEdge:
         headers = {k.lower(): v for k, v in request.headers.items()}
         answer = await edge.record(headers, body)
         if answer.plan is not None and not answer.plan.is_empty:
-            edge.submit(f"intake of {answer.values.get('issue')}", finish_github, pacer.ctx, answer.plan)
+            edge.submit(f"intake of {answer.values.get('issue')}", finish_github, pacer, answer.plan)
         return answer.response()
 
     # A plain Starlette route: the endpoint reads the raw body itself, so FastAPI's request
