@@ -25,11 +25,13 @@ from integrations.apscheduler_deferrer import APSchedulerDeferrer, build_schedul
 from integrations.quota.history import load_burn_table
 from integrations.runners.workspace import WorkspaceJanitor, sweep
 from integrations.schedules import sync_schedules
+from integrations.turn_leases import LeasedPool
 from scheduler import db as dbmod
 from scheduler import wiring
 from scheduler.clock import SystemClock
 from scheduler.context import Context, WorkerPool
-from scheduler.lifecycle import recover
+from scheduler.leases import owner_id
+from scheduler.lifecycle import recover, recover_lost_turns
 from scheduler.policy import ensure_policy
 from scheduler.ports import Clock, Deferrer
 from scheduler.sweeps import hold_sweep
@@ -42,6 +44,7 @@ TRIGGER_RESYNC = "trigger_resync"
 TRIGGER_RESYNC_MINUTES = 1
 WORKSPACE_SWEEP = "workspace_sweep"
 WORKSPACE_SWEEP_MINUTES = 60
+LEASE_SWEEP = "lease_sweep"  # every half lease: turns whose owner stopped renewing them
 
 
 @dataclass
@@ -90,16 +93,23 @@ def build(
     notifier = CompositeNotifier(LogNotifier())
     if settings.runner != "echo":
         notifier.add(WorkspaceJanitor(engine, build_workspaces(settings)))  # an archived session's worktree goes
+    clock = clock or SystemClock()
+    owner, lease = None, None
+    if workers is None:  # this process runs turns: it owns them and its heartbeat renews their leases
+        owner, lease = owner_id(), timedelta(seconds=settings.turn_lease_seconds)
+        workers = LeasedPool(build_pool(settings, engine=engine), engine, owner, lease, clock.now)
     ctx = Context(
         engine=engine,
-        clock=clock or SystemClock(),
+        clock=clock,
         deferrer=deferrer,
-        workers=workers or build_pool(settings, engine=engine),
+        workers=workers,
         quota=build_quota_source(settings, engine),
         notifier=notifier,
         agent_workers=settings.agent_workers,
         runtimes=runtimes_from_settings(settings),
         job_runner=job_runner,
+        owner=owner,
+        turn_lease=lease,
     )
     refresh_burn(ctx, settings)
     wiring.install(ctx)
@@ -125,7 +135,10 @@ def periodic_targets(pacer: Pacer) -> dict[str, Callable[[Context], None]]:
         ttl = timedelta(hours=pacer.settings.workspace_ttl)
         sweep(ctx.engine, build_workspaces(pacer.settings), ctx.clock.now(), ttl)
 
-    return {BURN_REFRESH: burn_refresh, TRIGGER_RESYNC: trigger_resync, WORKSPACE_SWEEP: workspace_sweep}
+    return {
+        BURN_REFRESH: burn_refresh, TRIGGER_RESYNC: trigger_resync, WORKSPACE_SWEEP: workspace_sweep,
+        LEASE_SWEEP: recover_lost_turns,
+    }
 
 
 def refresh_burn(ctx: Context, settings: Settings) -> None:
@@ -151,6 +164,7 @@ def lead(pacer: Pacer) -> None:
         for name, interval in wiring.PERIODIC.items():
             _every(pacer, name, seconds=interval.total_seconds())
         _every(pacer, BURN_REFRESH, minutes=BURN_REFRESH_MINUTES)
+        _every(pacer, LEASE_SWEEP, seconds=pacer.settings.turn_lease_seconds / 2)
         # Triggers written on a standby replica reach the cron jobs each minute.
         _every(pacer, TRIGGER_RESYNC, minutes=TRIGGER_RESYNC_MINUTES)
         if pacer.settings.runner != "echo":  # worktrees of finished sessions go after PACER_WORKSPACE_TTL

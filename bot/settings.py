@@ -110,6 +110,9 @@ class Settings(BaseSettings):
     runtime_name: Text = _field("PACER_RUNTIME_NAME", "claude_code", "Name of the command runner's runtime")
     runtime_spends_quota: Flag = _field("PACER_RUNTIME_SPENDS_QUOTA", "true", "Whether the command runtime spends quota (takes a slot)")
     turn_timeout_seconds: Count = _field("PACER_TURN_TIMEOUT_SECONDS", "3600", "Longest a command-runner turn may run before it is killed")
+    turn_lease_seconds: Annotated[float, _rule(rules.number(1.0))] = _field(
+        "PACER_TURN_LEASE_SECONDS", "30", "A running turn's lease: its process renews it every third; a turn not renewed this long is recovered elsewhere"
+    )
     drain_seconds: Amount = _field(
         "PACER_DRAIN_SECONDS", "30", "On SIGTERM, how long running turns may finish before they are handed to the next leader (keep under Fly's kill_timeout)"
     )

@@ -10,6 +10,7 @@ import logging
 import random
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from datetime import timedelta
 from typing import Any, Protocol
 
 from sqlalchemy import Engine
@@ -76,6 +77,12 @@ class Context:
     # alarm out of its job store when it starts running it, so "no alarm stored" alone cannot
     # tell a lost re-check from one in flight (the hold sweep asks both).
     running_alarms: set[tuple[str, str]] = field(default_factory=set)
+
+    # Who runs the turns this process starts, and for how long a start vouches for a turn
+    # before a heartbeat must renew it (`scheduler.leases`). No lease (tests, the simulator,
+    # where nothing renews one): recovery may take any running turn.
+    owner: str | None = None
+    turn_lease: timedelta | None = None
 
     def run_job(self, name: str, *args: Any) -> Any:
         target = self.jobs.get(name)

@@ -176,6 +176,10 @@ class Turn(SQLModel, table=True):
     created_at: datetime = Field(sa_column=Column(UTCDateTime(), nullable=False))
     started_at: datetime | None = utc_column(index=True)
     finished_at: datetime | None = utc_column(index=True)
+    # The process executing a running turn and until when it vouches for it: its heartbeat
+    # renews the lease, and recovery takes only a turn whose lease has run out (`scheduler.leases`).
+    owner: str | None = None
+    lease_expires_at: datetime | None = utc_column()
 
 
 class EnqueuedMessage(SQLModel, table=True):

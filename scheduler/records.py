@@ -13,8 +13,8 @@ from pathlib import Path
 from typing import Any
 
 from sqlalchemy import bindparam, inspect, update
-from sqlalchemy.orm.attributes import set_committed_value
 from sqlalchemy import select as sa_select
+from sqlalchemy.orm.attributes import set_committed_value
 from sqlmodel import Session as DBSession
 from sqlmodel import col, select
 
@@ -141,6 +141,7 @@ def start(work: Work, session: Session, attempt: TurnAttempt) -> Turn:
     turn = Turn(
         session_id=session.id or 0, kind=attempt.kind, prompt=attempt.prompt or "", attachments=[dict(a) for a in attachments],
         status="running", runtime=session.runtime, created_at=now, started_at=now,
+        owner=work.ctx.owner, lease_expires_at=now + work.ctx.turn_lease if work.ctx.turn_lease else None,
     )
     db.add(turn)
     db.info.pop("pacer.memo", None)  # what admission checks read per pass has changed

@@ -29,7 +29,8 @@ def _serve(tmp: Path, port: int, echo_seconds: str, **extra: str) -> subprocess.
     env = {
         **os.environ, "PYTHONPATH": str(ROOT), "PACER_PORT": str(port), "PACER_API_TOKEN": TOKEN,
         "DATABASE_URL": f"sqlite:///{tmp}/pacer.db", "PACER_MAX_SESSIONS": "1",
-        "PACER_ECHO_SECONDS": echo_seconds, "PACER_ECHO_COST_USD": "0.001", "PACER_LOG_LEVEL": "INFO", **extra,
+        "PACER_ECHO_SECONDS": echo_seconds, "PACER_ECHO_COST_USD": "0.001", "PACER_LOG_LEVEL": "INFO",
+        "PACER_TURN_LEASE_SECONDS": "2", **extra,  # the killed server's turn comes back once its lease runs out
     }
     proc = subprocess.Popen([sys.executable, "-m", "bot.cli", "serve"], cwd=tmp, env=env,
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)

@@ -63,6 +63,7 @@ def _serve(tmp: Path, port: int, url: str, echo_seconds: str, log: Path) -> subp
         **os.environ, "PYTHONPATH": str(ROOT), "PACER_PORT": str(port), "PACER_API_TOKEN": TOKEN,
         "DATABASE_URL": url, "PACER_MAX_SESSIONS": "1", "PACER_ECHO_SECONDS": echo_seconds,
         "PACER_ECHO_COST_USD": "0.001", "PACER_LOG_LEVEL": "INFO",
+        "PACER_TURN_LEASE_SECONDS": "2",  # the killed server's turn comes back once its lease runs out
     }
     proc = subprocess.Popen([sys.executable, "-m", "bot.cli", "serve"], cwd=tmp, env=env,
                             stdout=log.open("ab"), stderr=subprocess.STDOUT)

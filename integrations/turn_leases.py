@@ -1,0 +1,108 @@
+"""The worker pool with a heartbeat: every turn this process holds keeps its lease.
+
+    pool = LeasedPool(ThreadWorkerPool(runner, 12), engine, owner, timedelta(seconds=30), clock)
+    pool.submit(request, on_done)     # as the inner pool; the turn's lease is renewed from now on
+    pool.shutdown(wait=True)          # the heartbeat stops with the pool
+
+Every third of a lease, one UPDATE renews the leases of the turns this process has accepted and
+not yet reported (`scheduler.leases.renew`): so a turn queued behind busy workers keeps its
+lease as well as a running one, and a turn this process has lost track of is not renewed and
+comes back through recovery. A turn the renewal does not return was recovered elsewhere after
+its lease ran out (this process stalled past it): it is halted here, so it runs once.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable
+from datetime import datetime, timedelta
+from typing import Any
+
+from sqlalchemy import Engine
+
+from scheduler.leases import renew
+from scheduler.ports import TurnRequest, TurnResult
+
+log = logging.getLogger("pacer.leases")
+
+
+class LeasedPool:
+    """WorkerPool port (scheduler.context) over another pool, renewing its turns' leases."""
+
+    def __init__(self, pool: Any, engine: Engine, owner: str, lease: timedelta, now: Callable[[], datetime]) -> None:
+        self.pool = pool
+        self.engine = engine
+        self.owner = owner
+        self.lease = lease
+        self.now = now
+        self._held: set[int] = set()
+        self._lock = threading.Lock()
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    def submit(self, request: TurnRequest, on_done: Callable[[TurnResult], None]) -> None:
+        turn_id = request.turn_id
+
+        def done(result: TurnResult) -> None:
+            try:
+                on_done(result)
+            finally:
+                with self._lock:
+                    self._held.discard(turn_id)
+
+        with self._lock:
+            self._held.add(turn_id)
+        try:
+            self.pool.submit(request, done)
+        except BaseException:
+            with self._lock:
+                self._held.discard(turn_id)
+            raise
+        self._beat_in_background()
+
+    def halt(self, turn_id: int) -> bool:
+        return bool(self.pool.halt(turn_id))
+
+    def running(self) -> list[int]:
+        """The turns accepted here and not yet reported: the ones whose leases this pool renews."""
+        with self._lock:
+            return sorted(self._held)
+
+    def beat(self) -> list[int]:
+        """Renew every held turn's lease once; halt and return the ones found taken away."""
+        held = self.running()
+        renewed = renew(self.engine, self.owner, held, self.now() + self.lease)
+        lost = []
+        for turn_id in held:
+            if turn_id in renewed or turn_id not in self.running():
+                continue  # renewed, or reported between the read and the renewal
+            if self.pool.halt(turn_id):
+                log.warning("turn %s lost its lease to recovery elsewhere; halted here so it runs once", turn_id)
+                lost.append(turn_id)
+        return lost
+
+    def shutdown(self, wait: bool = True, **options: Any) -> None:
+        self._stop.set()
+        self.pool.shutdown(wait, **options)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.pool, name)
+
+    def _beat_in_background(self) -> None:
+        with self._lock:
+            if self._thread is not None:
+                return
+            self._thread = threading.Thread(target=self._heartbeat, name="pacer-lease", daemon=True)
+        self._thread.start()
+
+    def _heartbeat(self) -> None:
+        interval = self.lease.total_seconds() / 3
+        while not self._stop.wait(interval):
+            try:
+                self.beat()
+            except Exception:  # a missed beat is retried at the next one, well inside the lease
+                log.exception("renewing turn leases failed")
+
+
+__all__ = ["LeasedPool"]

@@ -1,0 +1,60 @@
+"""Turn leases: which process runs a turn, and until when it vouches for it.
+
+A turn starts with an owner (the process that dispatched it, `records.start`) and a lease
+(`Context.turn_lease` from the start). While the owner's worker pool holds the turn, the owner's
+heartbeat renews the lease (`renew`). A process that dies stops renewing; once its leases run
+out, recovery on whichever process sweeps (`lost_turns`) takes those turns, and only those: a
+turn whose owner is alive and beating is never taken, whoever sweeps. A turn started with no
+lease (a context with no heartbeat: tests, the simulator) counts as lost whenever recovery asks.
+
+Recovery ends the turn and holds its prompt again, so the next run is a new turn row: a late
+report from an owner that lost its lease finds its turn ended and changes nothing, and the
+owner's next heartbeat halts it (`renew` does not return it).
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import uuid
+from collections.abc import Collection
+from datetime import datetime
+
+from sqlalchemy import Engine, or_, update
+from sqlmodel import Session as DBSession
+from sqlmodel import col, select
+
+from scheduler.models import Turn
+
+
+def owner_id() -> str:
+    """This process, as a turn's owner: host and pid for people, a nonce so a restarted
+    process with the same pid is never mistaken for the one that died."""
+    return f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
+
+
+def lost_turns(db: DBSession, now: datetime) -> list[Turn]:
+    """Running turns whose lease has run out (or that never had one), locked for the caller.
+    Rows another process is recovering right now are skipped, not waited for."""
+    stmt = (
+        select(Turn)
+        .where(Turn.status == "running", or_(col(Turn.lease_expires_at).is_(None), col(Turn.lease_expires_at) <= now))
+        .order_by(col(Turn.id))
+        .with_for_update(skip_locked=True)
+    )
+    return list(db.exec(stmt).all())
+
+
+def renew(engine: Engine, owner: str, turn_ids: Collection[int], until: datetime) -> set[int]:
+    """Extend the lease of `owner`'s running turns among `turn_ids` to `until`; the ids renewed.
+    A turn not returned has ended, or was recovered elsewhere after its lease ran out."""
+    if not turn_ids:
+        return set()
+    stmt = (
+        update(Turn)
+        .where(col(Turn.id).in_(list(turn_ids)), col(Turn.owner) == owner, col(Turn.status) == "running")
+        .values(lease_expires_at=until)
+        .returning(col(Turn.id))
+    )
+    with engine.begin() as conn:
+        return {turn_id for turn_id in conn.execute(stmt).scalars() if turn_id is not None}
