@@ -278,6 +278,7 @@ def github_source(event: IntakeEvent, trigger: Trigger) -> dict[str, Any]:
         "issue_state": event.state,
         "issue_key": event.issue_key,
         "is_pull_request": event.is_pull_request,
+        "head_ref": event.head_ref,  # the branch its worktree starts from (integrations.runners.workspace)
         "installation_id": event.installation_id,
         "trigger": trigger.name,
     }

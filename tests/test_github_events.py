@@ -169,3 +169,13 @@ def test_no_json_makes_parse_raise(event: str, payload: Any) -> None:
     assert isinstance(parsed, IntakeEvent | Ignored)
     if isinstance(parsed, IntakeEvent):
         assert parsed.number >= 1 and "/" in parsed.repository and isinstance(parsed.body, str)
+
+
+def test_a_pull_requests_own_branch_is_read_and_a_forks_is_not() -> None:
+    payload = issue_payload("labeled", label="pacer", pull_request=True, repository="octo/app")
+    payload["pull_request"]["head"] = {"ref": "fix-login", "repo": {"full_name": "octo/app"}}
+    event = _parse("pull_request", payload)
+    assert isinstance(event, IntakeEvent) and event.head_ref == "fix-login"
+    payload["pull_request"]["head"] = {"ref": "fix-login", "repo": {"full_name": "someone/app"}}
+    fork = _parse("pull_request", payload)
+    assert isinstance(fork, IntakeEvent) and fork.head_ref is None

@@ -198,3 +198,22 @@ def test_archived_and_expired_worktrees_are_removed_and_a_later_turn_finds_its_b
     agent = Agent(commit("again"))
     turn(runner(engine, spaces, github, agent), expired, 10)
     assert remote_log(spaces, f"pacer/{expired}-b") == ["again", f"work of {expired}", "first"]
+
+
+def test_a_session_from_a_pull_request_starts_from_its_branch_and_targets_it(
+    engine: Engine, spaces: Workspaces, github: FakeGithub, tmp_path: Path
+) -> None:
+    other = tmp_path / "feature"
+    git("clone", "-q", spaces.remote.url("acme/api"), str(other))
+    git("checkout", "-q", "-b", "feature", cwd=other)
+    (other / "FEATURE.md").write_text("feature\n")
+    git("add", ".", cwd=other)
+    git("commit", "-q", "-m", "feature work", cwd=other)
+    git("push", "-q", "origin", "feature", cwd=other)
+    source = {"kind": "github", "repository": "acme/api", "number": 5, "is_pull_request": True, "head_ref": "feature",
+              "url": "https://github.com/acme/api/pull/5"}
+    sid = session(engine, title="acme/api#5 Finish the feature", repository="acme/api", source=source)
+    turn(runner(engine, spaces, github, Agent(commit("finish"))), sid, 1)
+    assert remote_log(spaces, f"pacer/{sid}-finish-the-feature") == ["finish", "feature work", "first"]
+    (pull,) = github.pulls.values()
+    assert (pull["base"], pull["title"]) == ("feature", "Finish the feature") and pull["body"].startswith("Refs #5\n")

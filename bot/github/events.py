@@ -90,6 +90,7 @@ class IntakeEvent:
     comment: str | None = None  # issue_comment: what the comment says
     commenter: str | None = None
     commenter_association: str | None = None
+    head_ref: str | None = None  # a pull request's branch, when it lives in the same repository
 
     @property
     def issue_key(self) -> str:
@@ -157,7 +158,15 @@ def parse(event: str, payload: Mapping[str, Any], *, bot_login: str) -> IntakeEv
         sender=sender_login,
         installation_id=_int(installation.get("id")) if isinstance(installation, Mapping) else None,
         **_commented(comment) if event == "issue_comment" else {},
+        head_ref=_head_ref(item, full_name),
     )
+
+
+def _head_ref(item: Mapping[str, Any], repository: str) -> str | None:
+    """The branch a pull request comes from, when it is a branch of `repository` (not a fork's)."""
+    head = _mapping(item.get("head"))
+    same = _text(_mapping(head.get("repo")).get("full_name")).lower() == repository.lower()
+    return (_text(head.get("ref")) or None) if same else None
 
 
 def _commented(comment: Mapping[str, Any]) -> dict[str, Any]:
