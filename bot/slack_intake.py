@@ -6,12 +6,15 @@ Where Pacer listens: DMs to the bot, and the channels a `slack` trigger names
 class and precedence). Who starts work there: only people on the roster, as only authors with
 write access start work from GitHub. A message from anyone else starts nothing, is logged once as
 ignored, and its sender alone is told why (`templates/slack/not_on_roster.j2`). A message in a
-channel no trigger names is not addressed to Pacer: logged and left alone, whoever wrote it.
+channel no trigger names is not addressed to Pacer: logged and left alone, whoever wrote it —
+unless it mentions Pacer (`@Pacer <prompt>`, `slack_mention`): that starts a session answered in
+the message's thread, in any channel Pacer is in.
 """
 
 from __future__ import annotations
 
 import logging
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -30,6 +33,7 @@ from templates import render, render_prompt
 log = logging.getLogger("pacer.intake.slack")
 
 TITLE_CHARS = 80
+MENTION = re.compile(r"<@[A-Z0-9]+(?:\|[^>]*)?>")  # how Slack writes @Pacer (or anyone) into a message's text
 
 
 @dataclass(frozen=True)
@@ -51,9 +55,23 @@ def _trigger_for(db: Any, channel: str, is_dm: bool) -> Trigger | None:
     return None
 
 
-def slack_message(pacer: Any, event: Mapping[str, Any]) -> int | SenderNotice | None:
+def slack_mention(pacer: Any, event: Mapping[str, Any]) -> int | SenderNotice | None:
+    """`@Pacer <prompt>` (an `app_mention` event): a session answered in that thread. A mention
+    the message listener takes anyway — in a channel a trigger names, or in a session's thread —
+    is left to it, so one message makes one session or one reply."""
+    channel, replied_to = str(event.get("channel") or ""), event.get("thread_ts")
+    with session_scope(pacer.ctx.engine) as db:
+        if _trigger_for(db, channel, False) is not None:
+            return None
+        if replied_to and db.exec(select(Session.id).where(Session.thread_key == thread_key(channel, str(replied_to)))).first() is not None:
+            return None
+    return slack_message(pacer, {**event, "text": MENTION.sub("", str(event.get("text") or ""))}, addressed=True)
+
+
+def slack_message(pacer: Any, event: Mapping[str, Any], *, addressed: bool = False) -> int | SenderNotice | None:
     """Handle one de-duplicated message event. Returns the session it went to, or what its
-    sender must be told when it starts nothing, or None."""
+    sender must be told when it starts nothing, or None. `addressed`: the message mentions
+    Pacer, so no trigger need name its channel."""
     ctx = pacer.ctx
     roster: Mapping[str, str] = pacer.settings.roster
     user = str(event.get("user") or "")
@@ -75,7 +93,7 @@ def slack_message(pacer: Any, event: Mapping[str, Any]) -> int | SenderNotice | 
     now = ctx.clock.now()
     with session_scope(ctx.engine) as db:
         trigger = _trigger_for(db, channel, is_dm)
-        if trigger is None and not is_dm:
+        if trigger is None and not (is_dm or addressed):
             log.info("slack: message from %s in %s matches no slack trigger; left alone", user, channel)
             return None
         if user not in roster:

@@ -1,4 +1,5 @@
-"""Events API listeners: messages become intake, `app_home_opened` publishes the Home tab.
+"""Events API listeners: messages and mentions (`@Pacer <prompt>`) become intake, `app_home_opened`
+publishes the Home tab.
 
 Bolt acks events itself, before the listener runs, and does not dedupe Slack's retries (a retry
 carries `X-Slack-Retry-Num` and the same `event_id`). So every message is recorded in
@@ -23,7 +24,7 @@ from sqlalchemy.exc import IntegrityError
 from bot.runtime import Pacer
 from bot.slack.edge import SlackEdge
 from bot.slack.home import publish_home
-from bot.slack_intake import SenderNotice
+from bot.slack_intake import SenderNotice, slack_mention
 from scheduler.bounds import clean_text, clean_tree
 from scheduler.models import SlackEvent
 
@@ -44,7 +45,13 @@ def register(app: App, edge: SlackEdge) -> None:
             return
         edge.submit("App Home", publish_home, edge.pacer, client, str(event["user"]))
 
+    def on_mention(body: dict[str, Any], event: dict[str, Any], client: WebClient) -> None:
+        if is_ignored(event):
+            return
+        edge.submit("mention intake", take_message, edge.pacer, body, slack_mention, client)
+
     app.event("message")(on_message)
+    app.event("app_mention")(on_mention)
     app.event("app_home_opened")(on_home_opened)
 
 
