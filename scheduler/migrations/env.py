@@ -1,7 +1,13 @@
-"""Alembic environment: Pacer's tables only (APScheduler's job table is left alone)."""
+"""Alembic environment: Pacer's tables, and APScheduler's job table, whose shape APScheduler
+owns (a migration creates it; autogenerate leaves it alone).
+
+`pacer migrate` passes the URL; plain `alembic` (alembic.ini at the repository root) reads
+DATABASE_URL.
+"""
 
 from __future__ import annotations
 
+import os
 from typing import Any
 
 from alembic import context
@@ -20,9 +26,17 @@ def include_name(name: str | None, type_: str, parent_names: object) -> bool:
     return True
 
 
+def url_from_environment() -> str:
+    """DATABASE_URL as `pacer migrate` reads it: Fly's postgres:// form becomes psycopg 3's."""
+    url = os.environ.get("DATABASE_URL") or "sqlite:///./var/pacer.db"
+    for plain in ("postgres://", "postgresql://"):
+        if url.startswith(plain):
+            return "postgresql+psycopg://" + url[len(plain) :]
+    return url
+
+
 def run_migrations_online() -> None:
-    url = config.get_main_option("sqlalchemy.url")
-    assert url is not None
+    url = config.get_main_option("sqlalchemy.url") or url_from_environment()
     connectable = config.attributes.get("connection")
     if connectable is not None:
         _run(connectable, url)

@@ -1,0 +1,132 @@
+"""What a deploy stands on: plain `alembic` from the repository root, one migration head,
+APScheduler's table made by a migration, fly.toml's numbers and the GitHub App manifest."""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+import tomllib
+from pathlib import Path
+
+import yaml
+from alembic.config import Config
+from alembic.script import ScriptDirectory
+from sqlalchemy import inspect, text
+
+from bot.settings import VARIABLES, load
+from scheduler import db as dbmod
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _alembic(*args: str, url: str, cwd: Path = ROOT) -> subprocess.CompletedProcess[str]:
+    env = {k: v for k, v in os.environ.items() if k != "DATABASE_URL"}
+    return subprocess.run([sys.executable, "-m", "alembic", *args], cwd=cwd, env={**env, "DATABASE_URL": url},
+                          capture_output=True, text=True, timeout=120)
+
+
+def test_the_migrations_have_exactly_one_head() -> None:
+    heads = ScriptDirectory.from_config(Config(str(ROOT / "alembic.ini"))).get_heads()
+    assert len(heads) == 1, f"more than one head: {heads}; chain the newest revision after the other"
+
+
+def test_plain_alembic_upgrades_the_database_named_by_database_url(tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path}/plain.db"
+    done = _alembic("upgrade", "head", url=url)
+    assert done.returncode == 0, done.stderr
+    current = _alembic("current", url=url)
+    [head] = ScriptDirectory.from_config(Config(str(ROOT / "alembic.ini"))).get_heads()
+    assert f"{head} (head)" in current.stdout
+    tables = set(inspect(dbmod.make_engine(url)).get_table_names())
+    assert {"sessions", "turns", "apscheduler_jobs", "alembic_version"} <= tables
+
+
+def test_the_job_table_is_made_by_the_migration_and_kept_where_apscheduler_made_it(any_engine) -> None:
+    url = any_engine.url.render_as_string(hide_password=False)
+    with any_engine.begin() as conn:
+        conn.execute(text("DROP TABLE IF EXISTS apscheduler_jobs"))
+        conn.execute(text("DROP TABLE IF EXISTS alembic_version"))
+    cfg = dbmod.alembic_config(url)
+    from alembic import command
+
+    script = ScriptDirectory.from_config(cfg)
+    before = next(rev.down_revision for rev in script.walk_revisions() if rev.revision == _job_table_revision(script))
+    command.stamp(cfg, str(before))
+    # An older Pacer's APScheduler made the table itself, and armed an alarm in it.
+    with any_engine.begin() as conn:
+        conn.execute(text("CREATE TABLE apscheduler_jobs (id VARCHAR(191) NOT NULL PRIMARY KEY, next_run_time FLOAT, job_state BYTEA NOT NULL)"
+                          if any_engine.dialect.name == "postgresql" else
+                          "CREATE TABLE apscheduler_jobs (id VARCHAR(191) NOT NULL PRIMARY KEY, next_run_time FLOAT, job_state BLOB NOT NULL)"))
+        conn.execute(text("INSERT INTO apscheduler_jobs VALUES ('recheck:1', 1.0, :s)"), {"s": b"state"})
+    command.upgrade(cfg, "head")
+    with any_engine.connect() as conn:
+        assert conn.execute(text("SELECT id FROM apscheduler_jobs")).scalars().all() == ["recheck:1"]
+    # From nothing, the migration makes the table with APScheduler's columns.
+    with any_engine.begin() as conn:
+        conn.execute(text("DROP TABLE apscheduler_jobs"))
+    command.stamp(cfg, str(before))
+    command.upgrade(cfg, "head")
+    columns = {c["name"]: c for c in inspect(any_engine).get_columns("apscheduler_jobs")}
+    assert set(columns) == {"id", "next_run_time", "job_state"} and not columns["job_state"]["nullable"]
+
+
+def _job_table_revision(script: ScriptDirectory) -> str:
+    [revision] = [rev.revision for rev in script.walk_revisions() if "apscheduler_jobs" in Path(str(rev.path)).name]
+    return revision
+
+
+def test_a_new_revision_lands_where_the_readme_says(tmp_path: Path) -> None:
+    # A copy of the migrations, so the repository's own folder is left alone.
+    import shutil
+
+    shutil.copytree(ROOT / "scheduler" / "migrations", tmp_path / "scheduler" / "migrations")
+    ini = (ROOT / "alembic.ini").read_text()
+    (tmp_path / "alembic.ini").write_text(ini)
+    [head] = ScriptDirectory.from_config(Config(str(ROOT / "alembic.ini"))).get_heads()
+    rev_id = f"{int(head) + 1:04d}"
+    done = _alembic("revision", "--rev-id", rev_id, "-m", "add a thing", url=f"sqlite:///{tmp_path}/r.db", cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    made = tmp_path / "scheduler" / "migrations" / "versions" / f"{rev_id}_add_a_thing.py"
+    assert made.is_file() and f"down_revision = {head!r}" in made.read_text()
+
+
+# --- fly.toml ------------------------------------------------------------------------------------
+
+
+def test_fly_gives_a_running_turn_time_to_finish_and_the_machine_a_gigabyte() -> None:
+    fly = tomllib.loads((ROOT / "fly.toml").read_text())
+    drain = float(fly["env"]["PACER_DRAIN_SECONDS"])
+    kill_timeout = int(fly["kill_timeout"])
+    assert drain + 30 <= kill_timeout <= 300, "the drain and the hand-over fit inside kill_timeout (shared CPUs allow 300 s)"
+    assert fly["kill_signal"] == "SIGTERM"
+    assert fly["processes"]["app"] == "pacer serve"
+    assert all(vm["memory"] in {"1gb", "1024mb", "2gb", "2048mb"} or int(re.sub(r"\D", "", vm["memory"])) >= 1024 for vm in fly["vm"])
+    assert fly["http_service"]["processes"] == ["app"]
+    assert fly["deploy"]["release_command"] == "pacer migrate"
+    assert load(fly["env"], toml_path=None).drain_seconds == drain  # fly's values are valid settings
+    assert "worker" in (ROOT / "fly.toml").read_text()  # the process group P12 adds, ready to uncomment
+
+
+# --- the GitHub App manifest ---------------------------------------------------------------------
+
+
+def test_the_github_app_manifest_asks_for_what_pacer_uses() -> None:
+    manifest = yaml.safe_load((ROOT / "deploy" / "github-app.yml").read_text())
+    assert manifest["default_permissions"] == {"issues": "write", "pull_requests": "write", "contents": "write", "metadata": "read"}
+    # `labeled` arrives as the issues / pull_request event with action "labeled"; GitHub's
+    # "label" event is a label being created or edited, which Pacer does not read.
+    assert set(manifest["default_events"]) == {"issues", "issue_comment", "pull_request"}
+    assert manifest["hook_attributes"]["url"].endswith("/github/webhook")
+    assert manifest["public"] is False
+
+
+def test_the_readme_names_the_events_and_labels_a_deploy_needs() -> None:
+    readme = (ROOT / "README.md").read_text()
+    assert "pacer:priority" in readme and "pacer:hold" in readme
+    assert "fly secrets set" in readme and "deploy/github-app.yml" in readme
+    assert re.search(r"\bLabel\b event", readme) is None or "not the" in readme
+    assert "alembic revision" in readme
+    for name in ("DATABASE_URL", "GITHUB_WEBHOOK_SECRET", "PACER_DRAIN_SECONDS"):
+        assert name in readme or name in {v.name for v in VARIABLES}
