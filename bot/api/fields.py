@@ -18,6 +18,7 @@ from pydantic_core import PydanticCustomError, core_schema
 
 from bot.trigger_spec import NAME, TEMPLATE_CHARS
 from scheduler import bounds
+from scheduler.genesis import validate_overrides
 from templates import error_text
 
 ClassChoice = Literal["priority", "spot", "default"]
@@ -101,6 +102,14 @@ def _storable_tree(value: dict[str, Any]) -> dict[str, Any]:
     return value
 
 
+def _overridable(value: dict[str, Any]) -> dict[str, Any]:
+    # Every key, one whose value is null (remove) too, must be a genesis that can be overridden.
+    # `validate_overrides` raises InvalidInput, which pydantic lets through: the API answers it
+    # as the scheduler worded it, naming why slack or github sessions cannot be overridden.
+    validate_overrides(value)
+    return value
+
+
 def whole(value: Any) -> Any:
     """JSON's 5.0 as the integer 5 (JSON Schema counts it an integer); anything else unchanged."""
     if isinstance(value, float) and value.is_integer():
@@ -114,8 +123,11 @@ TriggerName = Annotated[str, AfterValidator(_storable), Documented(pattern=NAME.
 # `bounds.check_repository` as one pattern: owner/name, no "..", not ending in "." or "/".
 REPOSITORY = r"^(?!.*\.\.)[A-Za-z0-9_][A-Za-z0-9_.-]{0,99}/(?:[A-Za-z0-9_]|[A-Za-z0-9_.][A-Za-z0-9_.-]{0,98}[A-Za-z0-9_-])(?![\s\S])"
 Repository = Annotated[str, AfterValidator(_storable), Documented(pattern=REPOSITORY)]
-OverrideKey = Annotated[str, Documented(enum=list(get_args(OverridableGenesis)))]
 Template = Annotated[str, Field(min_length=1, max_length=TEMPLATE_CHARS), AfterValidator(_storable), Documented(pattern=NOT_BLANK)]
+Overrides = Annotated[
+    dict[Annotated[str, Documented(enum=list(get_args(OverridableGenesis)))], Literal["priority", "spot"] | None],
+    AfterValidator(_overridable),
+]
 JsonObject = Annotated[
     dict[str, Any],
     AfterValidator(_storable_tree),

@@ -22,7 +22,7 @@ from bot.api.fields import (
     GenesisName,
     JsonObject,
     MaxSessions,
-    OverrideKey,
+    Overrides,
     Place,
     Precedence,
     Prompt,
@@ -274,7 +274,7 @@ class PolicyPatch(Change):
     reserve_7d_pct: float | None = Field(None, ge=0, le=100, allow_inf_nan=False)
     max_sessions: MaxSessions | None = None
     preemption_enabled: bool | None = None
-    genesis_class_overrides: dict[OverrideKey, Literal["priority", "spot"] | None] | None = Field(
+    genesis_class_overrides: Overrides | None = Field(
         None, description="command / api / unknown -> priority | spot; null removes an override"
     )
 
