@@ -60,8 +60,10 @@ def build_runner(settings: Settings, environ: Mapping[str, str] | None = None, *
         return runner
     spaces = build_workspaces(settings)
     clients = github_clients(settings)
-    publish = Publisher(spaces, PyGithubPulls(clients) if clients is not None else None)
-    return WorkspaceRunner(runner, spaces, engine, publish=publish)
+    # A GitHub App's installation token for git's fetch and push; else GITHUB_TOKEN (the remote's).
+    credentials = clients.token if clients is not None and settings.github_app_id else None
+    publish = Publisher(spaces, PyGithubPulls(clients) if clients is not None else None, credentials=credentials)
+    return WorkspaceRunner(runner, spaces, engine, publish=publish, credentials=credentials)
 
 
 def build_pool(settings: Settings, runner: Runner | None = None, *, engine: Engine | None = None) -> ThreadWorkerPool:
@@ -71,7 +73,8 @@ def build_pool(settings: Settings, runner: Runner | None = None, *, engine: Engi
 
 def build_workspaces(settings: Settings) -> Workspaces:
     """Workspaces under PACER_WORKSPACES, fetched from PACER_GIT_REMOTE; git's fetch and push use
-    GITHUB_TOKEN, passed to those commands alone."""
+    GITHUB_TOKEN (or, with a GitHub App, the session's installation token), passed to those
+    commands alone."""
     return Workspaces(settings.workspaces, GitRemote(settings.git_remote, token=settings.github_token))
 
 

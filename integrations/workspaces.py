@@ -52,12 +52,14 @@ class GitRemote:
     def url(self, repository: str) -> str:
         return self.template.format(repository=repository)
 
-    def credential_env(self) -> dict[str, str]:
+    def credential_env(self, token: str | None = None) -> dict[str, str]:
         """Git configuration for one command, in its environment only: an Authorization header
-        for HTTP remotes (GitHub accepts a token as the password of x-access-token)."""
-        if not self.token:
+        for HTTP remotes (GitHub accepts a token as the password of x-access-token). `token`
+        (a GitHub App installation's) stands in for the remote's own."""
+        token = token or self.token
+        if not token:
             return {}
-        basic = base64.b64encode(f"x-access-token:{self.token}".encode()).decode()
+        basic = base64.b64encode(f"x-access-token:{token}".encode()).decode()
         return {"GIT_CONFIG_COUNT": "1", "GIT_CONFIG_KEY_0": "http.extraHeader", "GIT_CONFIG_VALUE_0": f"Authorization: Basic {basic}"}
 
 
@@ -91,38 +93,41 @@ class Workspaces:
     def worktree_path(self, session_id: int) -> Path:
         return self.root / "sessions" / f"session-{session_id}"
 
-    def _run(self, args: Sequence[str], *, step: str, cwd: Path | None = None, remote: bool = False) -> str:
+    def _run(self, args: Sequence[str], *, step: str, cwd: Path | None = None, remote: bool = False, token: str | None = None) -> str:
         env = {k: v for k, v in os.environ.items() if not k.startswith("GIT_CONFIG_")}
         env["GIT_TERMINAL_PROMPT"] = "0"  # never wait for a password on a terminal nobody watches
         if remote:
-            env.update(self.remote.credential_env())
+            env.update(self.remote.credential_env(token))
         done = subprocess.run([self.git, *args], cwd=cwd, env=env, capture_output=True, text=True, timeout=GIT_TIMEOUT_SECONDS, check=False)
         if done.returncode != 0:
             lines = (done.stderr or done.stdout).strip().splitlines()
-            said = self._redact([line for line in lines if line.startswith(("fatal:", "error:"))][:1] or lines[-1:] or [""])
+            said = self._redact([line for line in lines if line.startswith(("fatal:", "error:"))][:1] or lines[-1:] or [""], token)
             raise WorkspaceError(f"git {step} failed ({done.returncode}): {said}")
         return done.stdout
 
-    def _redact(self, lines: Sequence[str]) -> str:
+    def _redact(self, lines: Sequence[str], token: str | None = None) -> str:
         text = " ".join(lines)
-        return text.replace(self.remote.token, "***") if self.remote.token else text
+        for secret in (self.remote.token, token):
+            text = text.replace(secret, "***") if secret else text
+        return text
 
-    def sync(self, repository: str) -> Path:
-        """The repository's mirror, cloned the first time and fetched after."""
+    def sync(self, repository: str, *, token: str | None = None) -> Path:
+        """The repository's mirror, cloned the first time and fetched after (with `token`, when
+        given, for those two commands)."""
         if not REPOSITORY.match(repository) or ".." in repository:
             raise WorkspaceError(f"repository {repository!r} is not owner/name")
         mirror = self.mirror_path(repository)
         if not (mirror / "HEAD").exists():
             mirror.parent.mkdir(parents=True, exist_ok=True)
-            self._run(["clone", "--bare", self.remote.url(repository), str(mirror)], step="clone", remote=True)
+            self._run(["clone", "--bare", self.remote.url(repository), str(mirror)], step="clone", remote=True, token=token)
             # Remote-tracking refs, so a session's branch can track the one it started from.
             self._run(["--git-dir", str(mirror), "config", "remote.origin.fetch", "+refs/heads/*:refs/remotes/origin/*"], step="config")
         # Into origin/*, never into local branches: a session's branch is checked out in its
         # worktree, and git refuses to move a branch a worktree has checked out.
-        self._run(["--git-dir", str(mirror), "fetch", "--prune", "origin"], step="fetch", remote=True)
+        self._run(["--git-dir", str(mirror), "fetch", "--prune", "origin"], step="fetch", remote=True, token=token)
         return mirror
 
-    def open(self, *, session_id: int, repository: str, title: str, base: str | None = None) -> Workspace:
+    def open(self, *, session_id: int, repository: str, title: str, base: str | None = None, token: str | None = None) -> Workspace:
         """The session's worktree: reused when an earlier turn made it, else made from `base`
         (a pull request's branch) or the default branch, on the session's own branch."""
         path = self.worktree_path(session_id)
@@ -130,7 +135,7 @@ class Workspaces:
         if (path / ".git").exists():
             branch = self._run(["rev-parse", "--abbrev-ref", "HEAD"], step="rev-parse", cwd=path).strip()
             return Workspace(session_id, repository, path, branch, created=False)
-        self.sync(repository)
+        self.sync(repository, token=token)
         path.parent.mkdir(parents=True, exist_ok=True)
         self._run(["--git-dir", str(mirror), "worktree", "prune"], step="worktree prune")  # a worktree removed by hand
         kept = self._session_branch(mirror, session_id)
@@ -159,11 +164,11 @@ class Workspaces:
         until its first push, its own copy on the remote after. Zero: nothing to push."""
         return int(self._run(["rev-list", "--count", "@{upstream}..HEAD"], step="rev-list", cwd=space.path).strip() or 0)
 
-    def push(self, space: Workspace) -> None:
+    def push(self, space: Workspace, *, token: str | None = None) -> None:
         """Push the session's branch. A rejected push (the branch moved on the remote) raises
         with git's words; it is reported, never retried blindly or forced."""
-        self._run(["push", "origin", f"{space.branch}:refs/heads/{space.branch}"], step="push", cwd=space.path, remote=True)
-        self._run(["fetch", "origin", f"+refs/heads/{space.branch}:refs/remotes/origin/{space.branch}"], step="fetch", cwd=space.path, remote=True)
+        self._run(["push", "origin", f"{space.branch}:refs/heads/{space.branch}"], step="push", cwd=space.path, remote=True, token=token)
+        self._run(["fetch", "origin", f"+refs/heads/{space.branch}:refs/remotes/origin/{space.branch}"], step="fetch", cwd=space.path, remote=True, token=token)
         self._run(["branch", f"--set-upstream-to=origin/{space.branch}"], step="upstream", cwd=space.path)
 
     def remove(self, session_id: int, repository: str) -> bool:

@@ -5,9 +5,12 @@ that cannot be made fails the turn saying why; archived and expired worktrees ar
 
 from __future__ import annotations
 
+import base64
 import subprocess
+import threading
 from collections.abc import Callable, Iterator
 from datetime import timedelta
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
@@ -217,3 +220,40 @@ def test_a_session_from_a_pull_request_starts_from_its_branch_and_targets_it(
     assert remote_log(spaces, f"pacer/{sid}-finish-the-feature") == ["finish", "feature work", "first"]
     (pull,) = github.pulls.values()
     assert (pull["base"], pull["title"]) == ("feature", "Finish the feature") and pull["body"].startswith("Refs #5\n")
+
+
+def test_a_github_apps_installation_token_reaches_the_remote_for_its_session_only(engine: Engine, tmp_path: Path) -> None:
+    """A real HTTP remote on loopback: git's own request carries the installation's token as
+    its Authorization header; no config, no URL and no error message holds it."""
+    seen: list[str] = []
+
+    class Remote(BaseHTTPRequestHandler):
+        def log_message(self, *_args: object) -> None:
+            return None
+
+        def do_GET(self) -> None:
+            seen.append(self.headers.get("Authorization") or "")
+            self.send_response(403)
+            self.end_headers()
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Remote)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    asked: list[int | None] = []
+
+    def credentials(installation_id: int | None) -> str:
+        asked.append(installation_id)
+        return "ghs_installation_token_42"
+
+    try:
+        spaces = Workspaces(tmp_path / "ws", GitRemote(f"http://127.0.0.1:{server.server_address[1]}/{{repository}}.git"))
+        sid = session(engine, title="x", repository="acme/api", source={"kind": "github", "repository": "acme/api", "number": 1,
+                                                                        "installation_id": 42})
+        agent = Agent(lambda path: "never")
+        result = WorkspaceRunner(agent, spaces, engine, credentials=credentials).run(TurnRequest(session_id=sid, turn_id=1, prompt="go"))
+    finally:
+        server.shutdown()
+        server.server_close()
+    assert asked == [42] and agent.requests == [] and result.outcome is Outcome.FAILED_RETRYABLE
+    assert seen and seen[0] == "Basic " + base64.b64encode(b"x-access-token:ghs_installation_token_42").decode()
+    assert "ghs_installation_token_42" not in (result.error or "")
+    assert all("ghs_installation_token_42" not in p.read_text(errors="replace") for p in (tmp_path / "ws").rglob("*") if p.is_file())

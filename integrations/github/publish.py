@@ -14,7 +14,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from integrations.github.pulls import PullRequestAsk, PullRequestPort
-from integrations.runners.workspace import SessionWork
+from integrations.runners.workspace import Credentials, SessionWork, token_for
 from integrations.workspaces import Workspace, WorkspaceError, Workspaces
 from scheduler.ports import TurnResult
 from templates import render
@@ -28,16 +28,17 @@ TITLE_CHARS = 250
 class Publisher:
     """`WorkspaceRunner`'s publish step, over the workspaces and a pull request port."""
 
-    def __init__(self, spaces: Workspaces, pulls: PullRequestPort | None) -> None:
+    def __init__(self, spaces: Workspaces, pulls: PullRequestPort | None, *, credentials: Credentials | None = None) -> None:
         self.spaces = spaces
         self.pulls = pulls
+        self.credentials = credentials
 
     def __call__(self, work: SessionWork, space: Workspace, result: TurnResult) -> Mapping[str, Any]:
         commits = self.spaces.new_commits(space)
         if commits == 0:
             return {"pushed": 0, "push_error": None}
         try:
-            self.spaces.push(space)
+            self.spaces.push(space, token=token_for(self.credentials, work))
         except WorkspaceError as exc:
             log.warning("session #%s: the push of %s was rejected: %s", work.session_id, space.branch, exc)
             return {"pushed": 0, "push_error": str(exc)}

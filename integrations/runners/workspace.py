@@ -92,16 +92,31 @@ def record_work(engine: Engine, session_id: int, workdir: str, record: Mapping[s
 
 
 Publish = Callable[[SessionWork, Workspace, TurnResult], Mapping[str, Any]]
+# The token git may use for a session's repository: a GitHub App installation's, by its id.
+Credentials = Callable[[int | None], str | None]
+
+
+def token_for(credentials: Credentials | None, work: SessionWork) -> str | None:
+    """The installation's token, or None (the remote's own token, if any) when there is none."""
+    if credentials is None:
+        return None
+    try:
+        return credentials(work.installation_id)
+    except LookupError:  # an App, but a session no installation came with (Slack, the API)
+        return None
 
 
 class WorkspaceRunner:
     """Runner port: `inner` runs each turn in its session's worktree when the session has one."""
 
-    def __init__(self, inner: Runner, spaces: Workspaces, engine: Engine, *, publish: Publish | None = None) -> None:
+    def __init__(
+        self, inner: Runner, spaces: Workspaces, engine: Engine, *, publish: Publish | None = None, credentials: Credentials | None = None,
+    ) -> None:
         self.inner = inner
         self.spaces = spaces
         self.engine = engine
         self.publish = publish
+        self.credentials = credentials
 
     def halt(self, turn_id: int) -> bool:
         return self.inner.halt(turn_id)
@@ -111,7 +126,8 @@ class WorkspaceRunner:
         if work is None:
             return self.inner.run(request)
         try:
-            space = self.spaces.open(session_id=work.session_id, repository=work.repository, title=work.title, base=work.base)
+            space = self.spaces.open(session_id=work.session_id, repository=work.repository, title=work.title, base=work.base,
+                                     token=token_for(self.credentials, work))
         except (WorkspaceError, OSError) as exc:
             log.warning("session #%s: no workspace for %s: %s", work.session_id, work.repository, exc)
             error = render("text/runner_error.j2", kind="workspace", repository=work.repository, message=str(exc))
@@ -180,4 +196,5 @@ def sweep(engine: Engine, spaces: Workspaces, now: datetime, ttl: timedelta) -> 
     return usage
 
 
-__all__ = ["RECORD_KEY", "SessionWork", "WorkspaceJanitor", "WorkspaceRunner", "read_work", "record_work", "sweep"]
+__all__ = ["RECORD_KEY", "Credentials", "SessionWork", "WorkspaceJanitor", "WorkspaceRunner", "read_work", "record_work", "sweep",
+           "token_for"]
