@@ -14,29 +14,21 @@ def cmd_policy(args: argparse.Namespace) -> int:
     from scheduler.db import session_scope
     from scheduler.fleet import read_quota
     from scheduler.gate_card import build_card, render_card
-    from scheduler.policy import change_policy
 
     settings = settings_mod.load(os.environ, toml_path=getattr(args, "config", None))
-    pacer = build(settings, deferrer=_Inert(), workers=_Inert())
+    # The APScheduler deferrer, started paused: a queue pass this change asks for lands in the
+    # shared job store, where the leading `pacer serve` runs it; this process runs no alarm.
+    pacer = build(settings, workers=_Inert())
     ctx = pacer.ctx
-    now = ctx.clock.now()
     if args.set:
-        changes = {}
-        for item in args.set:
-            key, sep, value = item.partition("=")
-            if not sep:
-                print(f"pacer policy: --set {item!r}: write key=value, e.g. --set max_sessions=8")
-                return 2
-            changes[key.strip()] = value.strip()
-        from scheduler.errors import InvalidInput
-
+        pacer.scheduler.start(paused=True)
         try:
-            with session_scope(ctx.engine) as db:
-                audit = change_policy(db, changes, surface="cli:pacer policy", actor=os.environ.get("USER"), now=now)
-        except InvalidInput as exc:
-            print(f"pacer policy: {exc}")
-            return 2
-        print(audit.line if audit else "nothing changed")
+            code = _set_policy(ctx, args.set)
+        finally:
+            pacer.scheduler.shutdown(wait=False)
+        if code:
+            return code
+    now = ctx.clock.now()
     reading = read_quota(ctx, now)
     with session_scope(ctx.engine) as db:
         card = build_card(db, ctx, reading, now)
@@ -44,12 +36,42 @@ def cmd_policy(args: argparse.Namespace) -> int:
     return 0
 
 
-class _Inert:
-    """`pacer policy` reads and writes policy; it runs no turns and arms no alarms."""
+def _set_policy(ctx: Any, items: list[str]) -> int:
+    """`--set key=value …` in the `/pacer policy set` grammar, through the one policy change
+    every surface makes (the write, the audit line, the queue pass)."""
+    from bot.changing import shown
+    from bot.commands import command as c
+    from bot.commands import parse
+    from bot.render import render
+    from scheduler.errors import CommandError, InvalidInput
+    from scheduler.policy import set_policy
+    from templates import error_text
 
-    def schedule(self, *a: Any) -> None: ...
-    def cancel(self, *a: Any) -> bool: return False
-    def next_run(self, *a: Any) -> None: return None
+    try:
+        spaced = next((item for item in items if not item.strip() or any(ch.isspace() for ch in item)), None)
+        if spaced is not None:
+            raise InvalidInput(error_text("cli/set_one_pair", item=spaced), field="--set")
+        command = parse("policy set " + " ".join(items))
+        assert isinstance(command, c.PolicySet)
+        audit = set_policy(ctx, dict(command.changes), overrides=dict(command.overrides),
+                           surface="cli:pacer policy", actor=os.environ.get("USER"))
+    except CommandError as exc:
+        print(render("text/command_error.j2", message=str(exc), usage=exc.usage))
+        return 2
+    except InvalidInput as exc:
+        print(render("text/command_error.j2", message=str(exc), usage=USAGE))
+        return 2
+    moved = [(key, shown(old), shown(new)) for key, (old, new) in (audit.changes if audit else {}).items()]
+    print(render("text/policy_set.j2", moved=moved, line=audit.line if audit else None))
+    return 0
+
+
+USAGE = "pacer policy [--set key=value …] [--json]"
+
+
+class _Inert:
+    """`pacer policy` runs no turns."""
+
     def submit(self, *a: Any) -> None: raise RuntimeError("pacer policy runs no turns")
     def halt(self, *a: Any) -> bool: return False
 
@@ -60,7 +82,8 @@ def register(sub: Any) -> None:
         "sustainable rate, which ceiling holds and what lifts it, when the pool comes back. "
         "--set key=value changes the policy (audited).")
     policy.add_argument("--set", action="append", metavar="KEY=VALUE",
-                        help="gating, preemption, reserve_5h, reserve_7d, max_sessions (repeatable)")
+                        help="gating=on|off, preemption=on|off, reserve_5h=<pct>, reserve_7d=<pct>, max_sessions=<n>, "
+                        "override:<genesis>=priority|spot|default (repeatable; the keys /pacer policy set takes)")
     policy.add_argument("--json", action="store_true", help="print the card as JSON (the API's shape)")
     policy.set_defaults(func=cmd_policy)
     # --- pacer simulate (P8, bot/simulate/) ---

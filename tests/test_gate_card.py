@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import sqlite3
 import subprocess
 import sys
 from pathlib import Path
@@ -45,9 +46,28 @@ def test_pacer_policy_cli_sets_and_shows(tmp_path: Path) -> None:
     run = lambda *a: subprocess.run([sys.executable, "-m", "bot.cli", "policy", *a], cwd=tmp_path, env=env,  # noqa: E731
                                     capture_output=True, text=True, timeout=60)
     bad = run("--set", "max_sessions=0")
-    assert bad.returncode == 2 and "max_sessions: '0' must be a whole number >= 1" in bad.stdout
+    assert bad.returncode == 2 and "max_sessions: '0' must be between 1 and 10,000" in bad.stdout
+    assert "usage: policy [set gating=on|off" in bad.stdout
     ok = run("--set", "max_sessions=8", "--set", "reserve_5h=30")
     assert ok.returncode == 0, ok.stderr
     assert "[FleetPolicy] changed via cli:pacer policy" in ok.stdout and "max_sessions 10 -> 8" in ok.stdout
     assert "reserve_5h_pct 20 -> 30" in ok.stdout
     assert "$15.00 reserved for priority" in ok.stdout
+
+
+def test_pacer_policy_cli_takes_the_keys_and_overrides_of_pacer_policy_set(tmp_path: Path) -> None:
+    """The CLI speaks `/pacer policy set`'s grammar (its `--help` keys, genesis overrides), and
+    its change asks the leader for a queue pass through the shared job store."""
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    run = lambda *a: subprocess.run([sys.executable, "-m", "bot.cli", "policy", *a], cwd=tmp_path, env=env,  # noqa: E731
+                                    capture_output=True, text=True, timeout=60)
+    ok = run("--set", "gating=off", "--set", "override:command=spot")
+    assert ok.returncode == 0, ok.stderr
+    assert "gating_enabled on -> off" in ok.stdout and "genesis_class_overrides {} -> {'command': 'spot'}" in ok.stdout
+    with sqlite3.connect(tmp_path / "var" / "pacer.db") as conn:
+        assert [row[0] for row in conn.execute("SELECT id FROM apscheduler_jobs")] == ["queue_pass"]
+    unknown = run("--set", "gating_enabled=on")
+    assert unknown.returncode == 2
+    assert "key: 'gating_enabled' is not a policy key; use gating, preemption" in unknown.stdout
+    spaced = run("--set", "max_sessions = 8")
+    assert spaced.returncode == 2 and "give one key=value without spaces to each --set" in spaced.stdout
