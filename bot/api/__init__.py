@@ -10,7 +10,7 @@ from typing import Any
 from fastapi import APIRouter, FastAPI, Security
 from fastapi.security import HTTPBearer
 
-from bot.api import chat, policy, sessions, triggers
+from bot.api import chat, holding, policy, sessions, triggers
 from bot.api.guard import ACTOR_HEADER
 
 PREFIX = "/api/v1"
@@ -38,6 +38,7 @@ def router() -> APIRouter:
     api.include_router(triggers.router)
     api.include_router(policy.router)
     api.include_router(chat.router)
+    api.include_router(holding.router)
     return api
 
 

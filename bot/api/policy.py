@@ -3,8 +3,9 @@
 GET /policy shows the policy row, the gate card (what the gate would decide for a spot session
 now, with the windows, reserve, burn, sustainable rate, the ceiling that holds and what lifts
 it — `scheduler.gate_card`, the same builder `pacer policy` and the App Home render) and the
-recent audit lines. PATCH /policy goes through `scheduler.policy.change_policy` with surface
-`api`: a bad value changes nothing, and every change writes one audit line.
+recent audit lines. PATCH /policy goes through `scheduler.policy.set_policy`, as `/pacer policy
+set` does, with surface `api`: a bad value changes nothing, and every change writes one audit
+line and asks for a queue pass.
 """
 
 from __future__ import annotations
@@ -24,11 +25,10 @@ from bot.api.models import HoldsOut, PolicyChanged, PolicyOut, PolicyPatch
 from bot.api.refusals import refusals
 from bot.api.views import context
 from scheduler.db import session_scope
-from scheduler.effects import request_queue_pass
 from scheduler.fleet import read_quota
 from scheduler.gate_card import build_card
 from scheduler.models import OperatorHold, Policy, QueueHold, Session, Status
-from scheduler.policy import audit_log, change_policy, ensure_policy
+from scheduler.policy import audit_log, ensure_policy, set_policy
 from scheduler.waiting import waiting_reason
 
 router = APIRouter(route_class=GuardedRoute, tags=["policy"])
@@ -70,24 +70,18 @@ def patch_policy(body: PolicyPatch, request: Request, who: CallerDep) -> dict[st
     who.require_operator("changing the policy")
     ctx = context(request)
     changes: dict[str, Any] = body.model_dump(exclude_unset=True)
+    overrides = None
+    if "genesis_class_overrides" in changes:
+        given = changes.pop("genesis_class_overrides")
+        if given is None:
+            changes["genesis_class_overrides"] = {}  # null clears every override
+        else:
+            overrides = given  # merged onto those in force; a null value removes one
+    for key in [k for k, v in changes.items() if v is None]:
+        changes.pop(key)
+    audit = set_policy(ctx, changes, overrides=overrides, surface="api", actor=who.name)
     with session_scope(ctx.engine) as db:
-        if "genesis_class_overrides" in changes:
-            if changes["genesis_class_overrides"] is None:
-                changes["genesis_class_overrides"] = {}
-            else:
-                merged = dict(ensure_policy(db).genesis_class_overrides or {})
-                for genesis, cls in changes["genesis_class_overrides"].items():
-                    if cls is None:
-                        merged.pop(genesis, None)
-                    else:
-                        merged[genesis] = cls
-                changes["genesis_class_overrides"] = merged
-        for key in [k for k, v in changes.items() if v is None]:
-            changes.pop(key)
-        audit = change_policy(db, changes, surface="api", actor=who.name, now=ctx.clock.now())
         row = _row(ensure_policy(db))
-    if audit is not None:
-        request_queue_pass(ctx)  # a wider reserve, more slots or gating off can free held work now
     return {"policy": row, "audit": audit.line if audit is not None else None}
 
 

@@ -1,0 +1,125 @@
+"""/api/v1 pause, operator holds and queue resume: the REST doors to the engine functions
+`/pacer pause`, `hold`, `release` and `resume` call, so the API can do what chat can.
+
+    POST /sessions/{id}/pause      until given: sleep to then (scheduler.sleep.wake_me_up_later);
+                                   else park in the spot queue (scheduler.parking.pause_into_spot_queue)
+    POST /holds                    place an operator hold (scheduler.operator_holds.place_hold)
+    POST /holds/{id}/release       release one (scheduler.operator_holds.release_hold)
+    POST /queue/resume             resume a held queue (scheduler.queue_holds.resume_queue)
+
+The request and answer shapes live here, beside the routes that alone use them.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta
+from typing import Annotated, Any, Literal
+
+from fastapi import APIRouter, Path, Request
+from pydantic import BaseModel, Field
+
+from bot.api.fields import Request as Body
+from bot.api.fields import SessionId, Text
+from bot.api.guard import CallerDep, GuardedRoute
+from bot.api.models import SessionDetail
+from bot.api.refusals import refusals
+from bot.api.views import context, session_detail
+from scheduler import bounds
+from scheduler.db import session_scope
+from scheduler.operator_holds import MAX_REASON, MAX_TTL, place_hold, release_hold
+from scheduler.parking import pause_into_spot_queue
+from scheduler.policy import load_policy
+from scheduler.queue_holds import resume_queue
+from scheduler.sessions import get_session
+from scheduler.sleep import wake_me_up_later
+
+router = APIRouter(route_class=GuardedRoute, tags=["holds"])
+
+HoldId = Annotated[int, Path(ge=1, le=bounds.MAX_ID, description="An operator hold id")]
+SelectorKind = Literal["session", "genesis", "trigger", "repository", "label", "class", "all"]
+
+
+class PauseCreate(Body):
+    until: datetime | None = Field(None, strict=False, description="Sleep until then, ISO 8601 with a time zone; omit to park in the spot queue")
+
+
+class Paused(BaseModel):
+    session: SessionDetail
+    until: datetime | None = Field(description="When it wakes; null for a park, which waits for a resume")
+    sentence: str | None = Field(description="What the park did, as chat says it; null for a sleep")
+
+
+class HoldCreate(Body):
+    selector_kind: SelectorKind
+    values: list[Text] = Field(default_factory=list, max_length=100, description="Session ids for session; one value for the "
+                               "other kinds but all; none for all")
+    ttl_seconds: int | None = Field(None, ge=1, le=int(MAX_TTL.total_seconds()), description="Omit to hold until released")
+    reason: Text = Field("", max_length=MAX_REASON)
+
+
+class HoldPlaced(BaseModel):
+    hold_id: int
+    selector_kind: str
+    selector_value: str
+    armer: str
+    reason: str
+    expires_at: datetime | None
+
+
+class HoldReleased(BaseModel):
+    hold_id: int
+    armer: str
+    released_by: str | None
+
+
+class ResumeCreate(Body):
+    group: Text | None = Field(None, max_length=100, description="A concurrency group; omit for the whole queue")
+
+
+class Resumed(BaseModel):
+    sentence: str
+
+
+def _detail(request: Request, session_id: int) -> dict[str, Any]:
+    ctx = context(request)
+    with session_scope(ctx.engine) as db:
+        return session_detail(db, get_session(db, session_id), load_policy(db), ctx.clock.now())
+
+
+@router.post("/sessions/{session_id}/pause", response_model=Paused, responses=refusals(404, 409, 422, 503),
+             summary="Sleep a session until a time, or park it in the spot queue")
+def pause(session_id: SessionId, request: Request, who: CallerDep, body: PauseCreate | None = None) -> dict[str, Any]:
+    ctx = context(request)
+    with session_scope(ctx.engine) as db:
+        who.require_owner(f"pausing session #{session_id}", get_session(db, session_id).requester)
+    until = body.until if body is not None else None
+    if until is not None:
+        at = wake_me_up_later(ctx, session_id, until)
+        return {"session": _detail(request, session_id), "until": at, "sentence": None}
+    parked = pause_into_spot_queue(ctx, session_id)
+    return {"session": _detail(request, session_id), "until": None, "sentence": parked.sentence}
+
+
+@router.post("/holds", response_model=HoldPlaced, status_code=201, responses=refusals(404, 422, 503),
+             summary="Place an operator hold on the sessions a selector names")
+def place(body: HoldCreate, request: Request, who: CallerDep) -> dict[str, Any]:
+    ttl = timedelta(seconds=body.ttl_seconds) if body.ttl_seconds is not None else None
+    hold = place_hold(context(request), body.selector_kind, body.values, armer=who.name, reason=body.reason, ttl=ttl)
+    return {"hold_id": hold.id, "selector_kind": hold.selector_kind, "selector_value": hold.selector_value,
+            "armer": hold.armer, "reason": hold.reason, "expires_at": hold.expires_at}
+
+
+@router.post("/holds/{hold_id}/release", response_model=HoldReleased, responses=refusals(404, 409, 422, 503),
+             summary="Release an operator hold (another person's needs the operator role)")
+def release(hold_id: HoldId, request: Request, who: CallerDep) -> dict[str, Any]:
+    role = who.reach.value if who.reach is not None else None
+    hold = release_hold(context(request), hold_id, actor=who.name, actor_role=role)
+    return {"hold_id": hold_id, "armer": hold.armer, "released_by": hold.released_by}
+
+
+@router.post("/queue/resume", response_model=Resumed, responses=refusals(409, 422, 503),
+             summary="Resume a held queue, or one concurrency group")
+def resume(request: Request, who: CallerDep, body: ResumeCreate | None = None) -> dict[str, Any]:
+    who.require_operator("resuming the queue")
+    result = resume_queue(context(request), body.group if body is not None else None, actor=who.name)
+    return {"sentence": result.sentence}
