@@ -75,7 +75,8 @@ def build_workspaces(settings: Settings) -> Workspaces:
     """Workspaces under PACER_WORKSPACES, fetched from PACER_GIT_REMOTE; git's fetch and push use
     GITHUB_TOKEN (or, with a GitHub App, the session's installation token), passed to those
     commands alone."""
-    return Workspaces(settings.workspaces, GitRemote(settings.git_remote, token=settings.github_token))
+    return Workspaces(settings.workspaces, GitRemote(settings.git_remote, token=settings.github_token),
+                      max_bytes=settings.workspaces_max_mb * 1024 * 1024)
 
 
 def runtimes_from_settings(settings: Settings) -> dict[str, Runtime]:

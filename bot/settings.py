@@ -122,6 +122,9 @@ class Settings(BaseSettings):
         "PACER_GIT_REMOTE", "https://github.com/{repository}.git", "Where a session's repository is fetched from and pushed to ({repository} is owner/name)"
     )
     workspace_ttl: Count = _field("PACER_WORKSPACE_TTL", "72", "Hours a finished session's worktree is kept before it is removed")
+    workspaces_max_mb: Count = _field(
+        "PACER_WORKSPACES_MAX_MB", "20480", "Disk all workspaces may use; past it the hourly sweep removes finished sessions' worktrees, oldest first"
+    )
     echo_seconds: Amount = _field("PACER_ECHO_SECONDS", "2", "Echo agent: seconds a turn takes")
     echo_cost_usd: Amount = _field("PACER_ECHO_COST_USD", "0.05", "Echo agent: dollars a turn reports")
     roster: Annotated[dict[str, str], _rule(rules.roster)] = _field(

@@ -32,6 +32,7 @@ class LatestResult:
     pull_request_number: int | None = None
     pull_request_url: str | None = None
     push_error: str | None = None
+    disk_bytes: int | None = None  # what the session's worktree used after its latest turn
 
 
 def read_latest_result(db: DBSession, session: Session) -> LatestResult | None:
@@ -54,4 +55,5 @@ def read_latest_result(db: DBSession, session: Session) -> LatestResult | None:
         turns=int(turns), cost_total_usd=float(total), branch=branch,
         branch_url=f"{pages}/tree/{branch}" if branch and pages.startswith("http") else None,
         pull_request_number=pull.get("number"), pull_request_url=pull.get("url"), push_error=record.get("push_error"),
+        disk_bytes=record.get("disk_bytes") if isinstance(record.get("disk_bytes"), int) else None,
     )

@@ -82,10 +82,11 @@ def branch_name(session_id: int, title: str) -> str:
 
 
 class Workspaces:
-    def __init__(self, root: str | Path, remote: GitRemote, *, git: str = "git") -> None:
+    def __init__(self, root: str | Path, remote: GitRemote, *, git: str = "git", max_bytes: int | None = None) -> None:
         self.root = Path(root)
         self.remote = remote
         self.git = git
+        self.max_bytes = max_bytes  # what every workspace together may use (`runners.workspace.sweep` holds it)
 
     def mirror_path(self, repository: str) -> Path:
         return self.root / "mirrors" / f"{repository}.git"
@@ -183,6 +184,9 @@ class Workspaces:
             shutil.rmtree(path, ignore_errors=True)  # a worktree whose mirror is gone is only files
             self._run(["--git-dir", str(mirror), "worktree", "prune"], step="worktree prune")
         return True
+
+    def worktree_bytes(self, session_id: int) -> int:
+        return _size(self.worktree_path(session_id))
 
     def usage(self) -> Mapping[str, int]:
         """Bytes on disk: every mirror together, and each session's worktree."""

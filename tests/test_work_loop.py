@@ -121,7 +121,7 @@ def first_turn(engine: Engine, github: FakeGithub, remote: Path, comment: dict[s
         output = db.exec(select(Turn.output)).one()
     assert len(output) == RESULT_CHARS and output in comment["body"]
     assert comment["issue"] == "acme/api#7" and "<details open>" in comment["body"]
-    for fact in ("$0.42", "61.0 s", f"[`{BRANCH}`](https://github.com/acme/api/tree/{BRANCH})",
+    for fact in ("$0.42", "61.0 s", "MB on disk |", f"[`{BRANCH}`](https://github.com/acme/api/tree/{BRANCH})",
                  f"[#{number}](https://github.com/acme/api/pull/{number})"):
         assert fact in comment["body"], fact
 

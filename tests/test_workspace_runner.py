@@ -257,3 +257,27 @@ def test_a_github_apps_installation_token_reaches_the_remote_for_its_session_onl
     assert seen and seen[0] == "Basic " + base64.b64encode(b"x-access-token:ghs_installation_token_42").decode()
     assert "ghs_installation_token_42" not in (result.error or "")
     assert all("ghs_installation_token_42" not in p.read_text(errors="replace") for p in (tmp_path / "ws").rglob("*") if p.is_file())
+
+
+def test_past_the_disk_bound_finished_worktrees_go_oldest_first_and_working_ones_stay(
+    engine: Engine, spaces: Workspaces, github: FakeGithub
+) -> None:
+    def big(path: Path) -> str:
+        (path / "BIG.bin").write_bytes(b"\0" * 200_000)
+        return "made a big file"
+
+    older, newer, working = (session(engine, title=t, repository="acme/api") for t in ("older", "newer", "working"))
+    for sid in (older, newer, working):
+        turn(runner(engine, spaces, github, Agent(big)), sid, sid)
+        assert record(engine, sid)["disk_bytes"] >= 200_000  # type: ignore[operator]
+    with session_scope(engine) as db:
+        for sid, status, finished in ((older, Status.DONE, T0), (newer, Status.DONE, T0 + timedelta(minutes=5)), (working, Status.WAITING, None)):
+            row = db.get(Session, sid)
+            assert row is not None
+            row.status, row.finished_at = status.value, finished
+    per_worktree = spaces.worktree_bytes(older)
+    spaces.max_bytes = spaces.usage()["mirrors"] + 2 * per_worktree + per_worktree // 2  # room for two and a half
+    usage = sweep(engine, spaces, T0 + timedelta(hours=1), timedelta(hours=72))  # nothing is past its TTL
+    assert set(usage) == {"mirrors", f"session-{newer}", f"session-{working}"}
+    spaces.max_bytes = 1  # over, and only a working session's worktree left to take: it stays
+    assert set(sweep(engine, spaces, T0 + timedelta(hours=1), timedelta(hours=72))) == {"mirrors", f"session-{working}"}

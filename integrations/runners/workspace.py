@@ -140,6 +140,7 @@ class WorkspaceRunner:
             except Exception as exc:  # the turn's result is reported whatever befell its publishing
                 log.exception("session #%s: publishing %s failed", work.session_id, space.branch)
                 record["push_error"] = f"{type(exc).__name__}: {exc}"[:500]
+        record["disk_bytes"] = self.spaces.worktree_bytes(work.session_id)
         record_work(self.engine, work.session_id, str(space.path), record)
         return replace(result, extra={**result.extra, RECORD_KEY: record})
 
@@ -173,27 +174,42 @@ class WorkspaceJanitor:
 
 
 def sweep(engine: Engine, spaces: Workspaces, now: datetime, ttl: timedelta) -> Mapping[str, int]:
-    """Remove the worktrees of sessions archived, or finished longer than `ttl` ago; returns
-    the bytes each workspace left uses (`Workspaces.usage`), which it also logs."""
+    """Remove the worktrees of sessions archived, or finished longer than `ttl` ago; then, while
+    every workspace together uses more than `spaces.max_bytes`, those of finished sessions,
+    oldest first (a running or waiting session's is never taken). Returns the bytes each
+    workspace left uses (`Workspaces.usage`), which it also logs."""
     sessions_dir = spaces.root / "sessions"
     found = [int(m.group(1)) for p in (sessions_dir.iterdir() if sessions_dir.exists() else ()) if (m := _SESSION_DIR.fullmatch(p.name))]
-    removed = []
     with DBSession(engine) as db:
-        rows = {sid: db.get(Session, sid) for sid in found}
-    for session_id, session in sorted(rows.items()):
-        if session is None or not session.repository:
-            continue
-        finished = session.finished_at or session.updated_at
-        if session.status == Status.ARCHIVED.value or (session.status in FINISHED and finished is not None and finished + ttl <= now):
-            try:
-                if spaces.remove(session_id, session.repository):
-                    removed.append(session_id)
-            except WorkspaceError as exc:
-                log.warning("session #%s: its worktree stays: %s", session_id, exc)
+        rows = [(sid, row) for sid in sorted(found) if (row := db.get(Session, sid)) is not None and row.repository]
+    removed: list[int] = []
+    finished = sorted(((s.finished_at or s.updated_at or now, sid, s) for sid, s in rows if s.status in FINISHED or s.status == Status.ARCHIVED.value),
+                      key=lambda item: (item[0], item[1]))
+    for at, session_id, session in finished:
+        if session.status == Status.ARCHIVED.value or at + ttl <= now:
+            _remove(spaces, session_id, str(session.repository), removed)
     usage = spaces.usage()
+    for _at, session_id, session in finished:
+        if spaces.max_bytes is None or sum(usage.values()) <= spaces.max_bytes:
+            break
+        if session_id not in removed and _remove(spaces, session_id, str(session.repository), removed):
+            usage = spaces.usage()
+    if spaces.max_bytes is not None and sum(usage.values()) > spaces.max_bytes:
+        log.warning("workspaces use %s bytes, over the %s PACER_WORKSPACES_MAX_MB allows, all of it sessions still at work",
+                    f"{sum(usage.values()):,}", f"{spaces.max_bytes:,}")
     log.info("workspaces: %d worktrees removed (%s); %s bytes in use: %s", len(removed), ", ".join(f"#{i}" for i in removed) or "none",
              f"{sum(usage.values()):,}", ", ".join(f"{k}={v:,}" for k, v in usage.items()))
     return usage
+
+
+def _remove(spaces: Workspaces, session_id: int, repository: str, removed: list[int]) -> bool:
+    try:
+        if spaces.remove(session_id, repository):
+            removed.append(session_id)
+            return True
+    except WorkspaceError as exc:
+        log.warning("session #%s: its worktree stays: %s", session_id, exc)
+    return False
 
 
 __all__ = ["RECORD_KEY", "Credentials", "SessionWork", "WorkspaceJanitor", "WorkspaceRunner", "read_work", "record_work", "sweep",
