@@ -138,7 +138,7 @@ def build(
             requester=session.requester,
             position=place,
             ahead=None if place is None else place - 1,
-            record=waiting_reason(session, now).headline if session.status == Status.WAITING.value else None,
+            record=waiting_reason(session, now, spot=cls is SchedulingClass.SPOT).headline if session.status == Status.WAITING.value else None,
         )
         (priority if cls is SchedulingClass.PRIORITY else spot).append(row)
     totals = class_totals(db, policy, flt)

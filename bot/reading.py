@@ -17,7 +17,7 @@ from scheduler.holds_view import all_holds
 from scheduler.models import Session
 from scheduler.policy import audit_log, load_policy
 from scheduler.session_view import session_view
-from scheduler.sessions import get_session
+from scheduler.sessions import get_session, is_spot
 from scheduler.waiting import Mechanism, waiting_reason
 
 TEXT_ROWS = 50  # the console and API list this many rows before "and N more"
@@ -95,7 +95,7 @@ def _records(session: Session, ctx: StoreContext) -> list[Mechanism]:
 def why_answer(ctx: StoreContext, command: c.Why) -> Answer:
     session = get_session(ctx.db, command.session_id)
     policy = load_policy(ctx.db)
-    reason = waiting_reason(session, ctx.now)
+    reason = waiting_reason(session, ctx.now, spot=is_spot(session, policy))
     return Answer(
         "why",
         {

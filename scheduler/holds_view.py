@@ -23,7 +23,9 @@ from sqlmodel import col, select
 from scheduler import prerequisites, queue_holds
 from scheduler.models import QueueHold, Session, Status
 from scheduler.operator_holds import OperatorHoldView, list_holds
+from scheduler.policy import load_policy
 from scheduler.queue_holds import QueueHoldView
+from scheduler.sessions import is_spot
 from scheduler.waiting import Mechanism, waiting_reason
 from templates import render
 
@@ -115,9 +117,10 @@ def _parked_count(db: DBSession) -> int:
 
 def _sessions(db: DBSession, now: datetime, limit: int) -> list[HeldSession]:
     rows = db.exec(select(Session).where(*_PARKED).order_by(col(Session.id)).limit(limit))
+    policy = load_policy(db)
     held = []
     for session in rows:
-        reason = waiting_reason(session, now)
+        reason = waiting_reason(session, now, spot=is_spot(session, policy))
         records = ([reason.headline] if reason.headline else []) + [loser.mechanism for loser in reason.others]
         held.append(HeldSession(session.id or 0, session.title, records))
     return held

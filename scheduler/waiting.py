@@ -11,6 +11,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
+from typing import Any
+
+from templates import render
 
 OVERDUE = timedelta(minutes=10)
 
@@ -67,25 +70,41 @@ def rank(mechanisms: Sequence[Mechanism], now: datetime) -> WaitingReason:
     return WaitingReason(headline, tuple(losers))
 
 
-def mechanisms_of(session: object, now: datetime) -> list[Mechanism]:
-    """The mechanisms recorded on a session row (duck-typed on scheduler.models.Session)."""
-    s = session
+# The spot gate's own reasons: a record of one on a session that is no longer spot is a fossil.
+SPOT_GATE_REASONS = frozenset({"at_utilization_limit", "fleet_at_cap"})
+OVERTAKEN = "overtaken_by_class"
+
+
+def _hold(s: Any, spot: bool | None) -> Mechanism:
+    if spot is False and s.hold_reason in SPOT_GATE_REASONS:
+        # Seed 001, "A hold a promotion has overtaken": the class is the half that is true, so
+        # the record is shown as overtaken — one sentence on every surface — never as a live hold.
+        sentence = render("text/hold_overtaken.j2", reason=s.hold_reason, retry_at=s.hold_retry_at)
+        return Mechanism("hold", OVERTAKEN, s.hold_at, sentence, s.hold_retry_at, "the next queue pass")
+    return Mechanism("hold", s.hold_reason, s.hold_at, s.hold_sentence or "", s.hold_retry_at, "its next re-check")
+
+
+def mechanisms_of(session: object, now: datetime, *, spot: bool | None = None) -> list[Mechanism]:
+    """The mechanisms recorded on a session row (duck-typed on scheduler.models.Session).
+    `spot`: whether its class resolves to spot now (None when the caller does not know)."""
+    s: Any = session
     found: list[Mechanism] = []
     if getattr(s, "hold_reason", None):
-        found.append(Mechanism("hold", s.hold_reason, s.hold_at, s.hold_sentence or "", s.hold_retry_at, "its re-check on the hold ladder"))  # type: ignore[attr-defined]
+        found.append(_hold(s, spot))
     if getattr(s, "pause_reason", None):
         from scheduler.pause import banner  # why it is paused and what brings it back, one template
 
-        found.append(Mechanism("pause", s.pause_reason, s.pause_at, banner(s, now), None, "the ceiling sweep's resume"))  # type: ignore[attr-defined]
+        found.append(Mechanism("pause", s.pause_reason, s.pause_at, banner(s, now), None, "the ceiling sweep's resume"))
     if getattr(s, "park_reason", None):
-        found.append(Mechanism("park", s.park_reason, s.park_at, "", None, "the queue hold's resume"))  # type: ignore[attr-defined]
+        found.append(Mechanism("park", s.park_reason, s.park_at, "", None, "the queue hold's resume"))
     return found
 
 
-def waiting_reason(session: object, now: datetime, extra: Sequence[Mechanism] = ()) -> WaitingReason:
+def waiting_reason(session: object, now: datetime, extra: Sequence[Mechanism] = (), *, spot: bool | None = None) -> WaitingReason:
     """The headline for a session: a wake not yet reached outranks everything (nothing starts a
-    session before it), then the ranking above over every other mechanism."""
-    ranked = rank([*mechanisms_of(session, now), *extra], now)
+    session before it), then the ranking above over every other mechanism. Pass `spot` (its
+    class resolved now) so a spot hold a promotion has overtaken is shown as such."""
+    ranked = rank([*mechanisms_of(session, now, spot=spot), *extra], now)
     wake_at = getattr(session, "wake_at", None)
     if wake_at is not None and wake_at > now:
         sleep = Mechanism("sleep", "wake_me_up_later", None, "", wake_at, "its wake")

@@ -186,7 +186,7 @@ def test_holds_lists_queue_holds_operator_holds_and_held_sessions(pacer) -> None
         "Held, paused and parked sessions",
         f"  #{sid} waits",
         "      held: fleet_at_cap, re-check 2026-11-02 09:10 UTC (since 2026-11-02 09:00 UTC) — Every slot is taken. "
-        "[resumed by its re-check on the hold ladder]",
+        "[resumed by its next re-check]",
     ]
     slack = ask(pacer, "holds", actor="UMEM", surface="slack")
     assert "noisy &lt;cron&gt;" in slack.text

@@ -21,6 +21,7 @@ from scheduler.explain import explain
 from scheduler.models import EnqueuedMessage, Session
 from scheduler.policy import PolicyView
 from scheduler.session_view import session_view
+from scheduler.sessions import is_spot
 from scheduler.start_now import StartNowResult
 from scheduler.waiting import Mechanism, waiting_reason
 from templates import error_text, render
@@ -41,7 +42,7 @@ def _mechanism(m: Mechanism) -> dict[str, Any]:
 
 def session_detail(db: DBSession, session: Session, policy: PolicyView, now: datetime, extra: list[Mechanism] | None = None) -> dict[str, Any]:
     out = session_view(session, policy)
-    reason = waiting_reason(session, now, extra or [])
+    reason = waiting_reason(session, now, extra or [], spot=is_spot(session, policy))
     waiting = None
     if reason.headline is not None:
         waiting = {

@@ -32,6 +32,7 @@ from scheduler.models import Session, Status, Turn
 from scheduler.operator_holds import applies, live_holds
 from scheduler.policy import load_policy
 from scheduler.sessions import class_expr, class_of
+from scheduler.waiting import OVERTAKEN, waiting_reason
 from templates import render
 
 MARKER = "<!-- pacer:status -->"
@@ -89,17 +90,20 @@ def status_view(
         return StatusView("done", **base)
     if status in (Status.FAILED.value, Status.BLOCKED.value):
         return StatusView("failed", why=error, **base)
-    asleep = session.wake_at is not None and session.wake_at > now
-    if status == Status.NEEDS_INPUT.value or session.pause_reason or session.park_reason or asleep:
-        why = session.pause_detail or session.pause_reason or session.park_reason
-        return StatusView("paused", why=why, until=session.wake_at if asleep else None, **base)
-    held = session.hold_reason is not None
-    if scheduling_class is SchedulingClass.SPOT:
-        return StatusView("queued", position=position, queued=queued, why=session.hold_sentence if held else None,
-                          until=session.hold_retry_at if held else None, **base)
-    if held:
-        return StatusView("held", why=session.hold_sentence, until=session.hold_retry_at, **base)
-    return StatusView("queued", **base)
+    # The headline is `scheduler.waiting`'s, the one ranking `why`, the queue and the API show.
+    spot = scheduling_class is SchedulingClass.SPOT
+    headline = waiting_reason(session, now, spot=spot).headline
+    kind = headline.kind if headline is not None else None
+    if status == Status.NEEDS_INPUT.value or kind in ("pause", "park", "sleep"):
+        why = session.park_reason if kind == "park" else session.pause_detail or session.pause_reason or session.park_reason
+        return StatusView("paused", why=why, until=session.wake_at if kind == "sleep" else None, **base)
+    if headline is None:
+        return StatusView("queued", position=position, queued=queued, **base) if spot else StatusView("queued", **base)
+    if spot:
+        return StatusView("queued", position=position, queued=queued, why=headline.sentence, until=headline.retry_at, **base)
+    if headline.reason == OVERTAKEN:  # a spot hold its promotion has overtaken: not held any more
+        return StatusView("queued", why=headline.sentence, **base)
+    return StatusView("held", why=headline.sentence, until=headline.retry_at, **base)
 
 
 def read_status(db: DBSession, session_id: int, now: datetime) -> tuple[Where, StatusView] | None:

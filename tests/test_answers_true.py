@@ -1,0 +1,54 @@
+"""Answers that are true (issue P11, item 2): what every surface says about a session matches
+what the scheduler will do with it."""
+
+from __future__ import annotations
+
+import pytest
+
+from bot import chat
+from integrations.github.status import status_view
+from scheduler.db import session_scope
+from scheduler.genesis import SchedulingClass
+from scheduler.holds_view import all_holds, render_holds
+from scheduler.models import Session
+from scheduler.policy import change_policy
+from scheduler.turns import submit_turn
+from tests.api_client import make_api
+from tests.harness import new, row
+
+pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")
+
+LIVE_SPOT_HOLD = ("Held by the spot gate", "Priority sessions are unaffected")
+
+
+@pytest.fixture
+def api(engine, clock):
+    api = make_api(engine, clock, max_sessions=2, turn_minutes=30)
+    yield api
+    api.close()
+
+
+def test_a_spot_hold_a_genesis_override_has_overtaken_is_shown_as_overtaken_everywhere(api) -> None:
+    """Seed 001, "A hold a promotion has overtaken": a class that is no longer spot has no spot
+    hold to show — at once, before any re-check, on every surface."""
+    ctx = api.ctx
+    api.quota.spend_out()
+    sid = new(ctx, genesis="api", title="nightly sweep")
+    assert submit_turn(ctx, sid, "sweep").reason == "at_utilization_limit"
+    with session_scope(ctx.engine) as db:
+        change_policy(db, {"genesis_class_overrides": {"api": "priority"}}, surface="test", actor=None, now=ctx.clock.now())
+    assert row(ctx, sid).hold_reason == "at_utilization_limit"  # the record stays until the next pass
+
+    why = chat.answer(api.pacer, "console", f"why {sid}", surface="console").text
+    detail = api.get(f"/sessions/{sid}").json()
+    with session_scope(ctx.engine) as db:
+        holds = render_holds(all_holds(db, ctx.clock.now()))
+        github = status_view(db.get(Session, sid), SchedulingClass.PRIORITY, ctx.clock.now())
+    headline = detail["waiting"]["headline"]
+
+    for said in (why, headline["sentence"], holds, github.why or ""):
+        assert not any(phrase in said for phrase in LIVE_SPOT_HOLD), said
+        assert "it is priority now" in said, said
+    assert headline["reason"] == "overtaken_by_class" and detail["scheduling_class"] == "priority"
+    assert github.state == "queued"
+
