@@ -27,10 +27,11 @@ from scheduler.explain import explain
 from scheduler.fleet import asking_for, build_snapshot, burn_rate, read_quota
 from scheduler.gate import decide
 from scheduler.genesis import Genesis
+from scheduler.models import Session
 from scheduler.policy import load_policy
 from scheduler.precedence import TOP_OF_SPOT
 from scheduler.records import is_asleep
-from scheduler.sessions import NewSession, class_of, create_session, get_session
+from scheduler.sessions import NewSession, class_of, create_session, get_session, new_row
 from scheduler.sleep import wake_me_up_later
 from scheduler.snapshot import Asking
 from scheduler.start_now import start_now
@@ -104,6 +105,12 @@ def new(ctx: Context, command: c.New) -> Answer:
     )
 
 
+def _spot_request(ctx: Context, runtime: str) -> NewSession:
+    """What `new --spot` asks for, as `new` builds it."""
+    return NewSession(genesis=Genesis.COMMAND.value, scheduling_class="spot", place=TOP_OF_SPOT, runtime=runtime,
+                      requester=ctx.actor, source={"surface": ctx.surface})
+
+
 def whatif(ctx: Context, command: c.WhatIf) -> Answer:
     """Would it start now, and if not why: the same gate the engine asks, changing nothing."""
     sctx = ctx.pacer.ctx
@@ -117,6 +124,10 @@ def whatif(ctx: Context, command: c.WhatIf) -> Answer:
             runtime = "echo" if ctx.pacer.settings.runner == "echo" else ctx.pacer.settings.runtime_name
             asking = Asking(0, True, False, sctx.runtime(runtime).spends_quota, burn_rate(sctx, runtime))
             subject: dict[str, Any] = {"id": None, "scheduling_class": "spot"}
+            # The session `new --spot` would create, never written: the checks beyond the gate
+            # (a hold on all, a queue hold) hold it as they would hold the real one.
+            probe = Session(**new_row(db, _spot_request(ctx, runtime), now=ctx.now))
+            blocked = admission_block(Work(db, sctx, ctx.now), probe)
         else:
             session = get_session(db, command.session_id)
             asking = asking_for(session, sctx, policy)

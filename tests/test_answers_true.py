@@ -52,3 +52,13 @@ def test_a_spot_hold_a_genesis_override_has_overtaken_is_shown_as_overtaken_ever
     assert headline["reason"] == "overtaken_by_class" and detail["scheduling_class"] == "priority"
     assert github.state == "queued"
 
+
+def test_whatif_spot_says_a_new_spot_session_would_not_start_under_hold_all(api) -> None:
+    ask = lambda text: chat.answer(api.pacer, "alice", text, surface="console")  # noqa: E731
+    assert "would start now" in ask("whatif --spot").text
+    placed = ask("hold all for 2h release freeze")
+    assert placed.ok, placed.text
+    said = ask("whatif --spot").text
+    assert "would not start now" in said and "release freeze" in said, said
+    created = ask("new --spot tidy the changelog")  # and what it said is what happens
+    assert created.ok and row(api.ctx, 1).hold_reason == "operator_hold", created.text
