@@ -357,7 +357,7 @@ def test_policy_shows_and_an_operator_sets_it_with_one_audit_line(pacer) -> None
 def test_policy_set_refusals_change_nothing(pacer) -> None:
     refused(pacer, "policy set gating=off", "UMEM", "`policy set` needs the operator role; you are a member", USAGE["policy"])
     refused(pacer, "policy set gating=off", "console",
-            "`policy set` needs the operator role; you (console) are not on the roster — an operator adds you with PACER_ROSTER=console=member",
+            "`policy set` needs the operator role; you (console) are not on the roster — an operator adds you with PACER_ROSTER=console=operator",
             USAGE["policy"])
     refused(pacer, "policy set reserve_7d=101", "UOP", "reserve_7d: '101' must be a percentage between 0 and 100", USAGE["policy"])
     refused(pacer, "policy set gating=off speed=3", "UOP",
