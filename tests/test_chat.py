@@ -260,12 +260,12 @@ def test_rank_by_value_top_and_neighbours(pacer) -> None:
     hi = add(pacer, 0, genesis="github_issue", precedence=21)
     lo = add(pacer, 1, genesis="github_issue", precedence=20)
     me = add(pacer, 2, genesis="github_issue", precedence=0, title="me")
-    assert ask(pacer, f"rank {me} 7", actor="UMEM").text == f"#{me} me: precedence 0 → 7, now #3 on the ladder."
-    assert ask(pacer, f"rank {me} top", actor="UMEM").text == f"#{me} me: precedence 7 → 26, now #1 on the ladder."
+    assert ask(pacer, f"rank {me} 7", actor="UMEM").text == f"#{me} me: precedence 0 → 7, now #3 in the queue."
+    assert ask(pacer, f"rank {me} top", actor="UMEM").text == f"#{me} me: precedence 7 → 26, now #1 in the queue."
     # Dropped between adjacent 21 and 20: the neighbours are nudged to 22 and 19.
     text = ask(pacer, f"rank {me} between {lo} {hi}", actor="UMEM").text
     assert text.splitlines() == [
-        f"#{me} me: precedence 26 → 20, now #2 on the ladder.", f"#{hi} was nudged to 22 to make room.", f"#{lo} was nudged to 19 to make room.",
+        f"#{me} me: precedence 26 → 20, now #2 in the queue.", f"#{hi} was nudged to 22 to make room.", f"#{lo} was nudged to 19 to make room.",
     ]
     ask(pacer, f"rank {me} below {lo}", actor="UMEM")
     assert get(pacer, me).precedence == 14
