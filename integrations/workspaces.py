@@ -20,6 +20,7 @@ import os
 import re
 import shutil
 import subprocess
+import threading
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -87,6 +88,14 @@ class Workspaces:
         self.remote = remote
         self.git = git
         self.max_bytes = max_bytes  # what every workspace together may use (`runners.workspace.sweep` holds it)
+        # One git writer per mirror at a time in this process: two clones, fetches or pushes on
+        # one mirror would race for its directory and its ref locks.
+        self._locks: dict[str, threading.RLock] = {}
+        self._locks_lock = threading.Lock()
+
+    def _mirror_lock(self, repository: str) -> threading.RLock:
+        with self._locks_lock:
+            return self._locks.setdefault(repository.lower(), threading.RLock())
 
     def mirror_path(self, repository: str) -> Path:
         return self.root / "mirrors" / f"{repository}.git"
@@ -117,6 +126,10 @@ class Workspaces:
         given, for those two commands)."""
         if not REPOSITORY.match(repository) or ".." in repository:
             raise WorkspaceError(f"repository {repository!r} is not owner/name")
+        with self._mirror_lock(repository):
+            return self._sync(repository, token)
+
+    def _sync(self, repository: str, token: str | None) -> Path:
         mirror = self.mirror_path(repository)
         if not (mirror / "HEAD").exists():
             mirror.parent.mkdir(parents=True, exist_ok=True)
@@ -132,10 +145,15 @@ class Workspaces:
         """The session's worktree: reused when an earlier turn made it, else made from `base`
         (a pull request's branch) or the default branch, on the session's own branch."""
         path = self.worktree_path(session_id)
-        mirror = self.mirror_path(repository)
         if (path / ".git").exists():
             branch = self._run(["rev-parse", "--abbrev-ref", "HEAD"], step="rev-parse", cwd=path).strip()
             return Workspace(session_id, repository, path, branch, created=False)
+        with self._mirror_lock(repository):
+            return self._make(session_id, repository, title, base, token)
+
+    def _make(self, session_id: int, repository: str, title: str, base: str | None, token: str | None) -> Workspace:
+        path = self.worktree_path(session_id)
+        mirror = self.mirror_path(repository)
         self.sync(repository, token=token)
         path.parent.mkdir(parents=True, exist_ok=True)
         self._run(["--git-dir", str(mirror), "worktree", "prune"], step="worktree prune")  # a worktree removed by hand
@@ -168,9 +186,11 @@ class Workspaces:
     def push(self, space: Workspace, *, token: str | None = None) -> None:
         """Push the session's branch. A rejected push (the branch moved on the remote) raises
         with git's words; it is reported, never retried blindly or forced."""
-        self._run(["push", "origin", f"{space.branch}:refs/heads/{space.branch}"], step="push", cwd=space.path, remote=True, token=token)
-        self._run(["fetch", "origin", f"+refs/heads/{space.branch}:refs/remotes/origin/{space.branch}"], step="fetch", cwd=space.path, remote=True, token=token)
-        self._run(["branch", f"--set-upstream-to=origin/{space.branch}"], step="upstream", cwd=space.path)
+        with self._mirror_lock(space.repository):
+            self._run(["push", "origin", f"{space.branch}:refs/heads/{space.branch}"], step="push", cwd=space.path, remote=True, token=token)
+            self._run(["fetch", "origin", f"+refs/heads/{space.branch}:refs/remotes/origin/{space.branch}"], step="fetch", cwd=space.path,
+                      remote=True, token=token)
+            self._run(["branch", f"--set-upstream-to=origin/{space.branch}"], step="upstream", cwd=space.path)
 
     def remove(self, session_id: int, repository: str) -> bool:
         """Remove the session's worktree (its branch stays in the mirror); False when none."""

@@ -137,3 +137,14 @@ def test_a_rejected_push_is_reported_not_forced(tmp_path: Path, remote: Path) ->
     with pytest.raises(WorkspaceError, match="git push failed"):
         spaces.push(space)
     assert "theirs.txt" in git("--git-dir", str(remote / "acme" / "api.git"), "log", "--stat", space.branch)
+
+
+def test_sessions_opening_at_once_on_a_new_repository_each_get_their_worktree(tmp_path: Path, remote: Path) -> None:
+    """Worker threads start turns together: one clone of the mirror, one worktree each."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    spaces = Workspaces(tmp_path / "ws", GitRemote(f"file://{remote}/{{repository}}.git"))
+    with ThreadPoolExecutor(max_workers=6) as pool:
+        opened = list(pool.map(lambda sid: spaces.open(session_id=sid, repository="acme/api", title=f"work {sid}"), range(1, 7)))
+    assert [space.branch for space in opened] == [f"pacer/{sid}-work-{sid}" for sid in range(1, 7)]
+    assert all((space.path / "README.md").read_text() == "hello\n" for space in opened)
