@@ -12,6 +12,7 @@ from fastapi.responses import JSONResponse
 from bot import api as rest_api
 from bot import runtime
 from bot.github import webhook as github_webhook
+from bot.request_ids import RequestIds
 from bot.runtime import Pacer
 from scheduler import db as dbmod
 
@@ -60,5 +61,8 @@ def create_app(pacer: Pacer, *, start_scheduler: bool = True) -> FastAPI:
         from bot.slack import http as slack_http
 
         app.state.slack = slack_http.register(app, pacer)
+
+    # On every request an id for its log lines.
+    app.add_middleware(RequestIds)
 
     return app

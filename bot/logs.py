@@ -7,6 +7,14 @@ for a log shipper. The same dictConfig is applied at start-up and handed to uvic
 
 APScheduler narrates every job it adds, runs and removes, and the HTTP clients every request;
 in a busy minute that buried Pacer's own lines, so they log at WARNING unless the level is DEBUG.
+
+Every line says which request and which session it belongs to, when it belongs to one: `Ids`,
+a filter on the one handler, reads `REQUEST_ID` (set by `bot.request_ids` around each HTTP
+request) and `scheduler.log_context.SESSION_ID` (set where a decision for one session runs). A
+line that names its session itself (`extra={"session_id": ...}`) keeps its own; any other line
+that says `session #N` is about session N. Text shows them
+after the logger (`pacer.github [request=3f2a9c0d1e2b4a5f session=12]: ...`), JSON as the
+`request_id` and `session_id` fields.
 """
 
 from __future__ import annotations
@@ -14,14 +22,41 @@ from __future__ import annotations
 import json
 import logging
 import logging.config
+import re
+from contextvars import ContextVar
 from datetime import UTC, datetime
 from typing import Any
 
+from scheduler.log_context import SESSION_ID
+
 FORMATS = ("text", "json")
 LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR")
-TEXT_FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
+TEXT_FORMAT = "%(asctime)s %(levelname)s %(name)s%(ids)s: %(message)s"
 CHATTY = ("apscheduler", "httpx", "httpcore", "urllib3", "slack_sdk", "alembic")
 UVICORN = ("uvicorn", "uvicorn.error", "uvicorn.access", "uvicorn.asgi")
+
+
+NAMED_SESSION = re.compile(r"\bsession #(\d+)")
+REQUEST_ID: ContextVar[str | None] = ContextVar("pacer_request_id", default=None)
+
+
+class Ids(logging.Filter):
+    """Stamps `request_id`, `session_id` and the text form `ids` on every record (never drops one)."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        request_id = getattr(record, "request_id", None) or REQUEST_ID.get()
+        session_id = getattr(record, "session_id", None)
+        if session_id is None:
+            session_id = SESSION_ID.get()
+        if session_id is None:  # a line outside any decision that still names its session
+            named = NAMED_SESSION.search(record.getMessage())
+            session_id = int(named.group(1)) if named else None
+        record.request_id, record.session_id = request_id, session_id
+        named = [f"request={request_id}"] if request_id else []
+        if session_id is not None:
+            named.append(f"session={session_id}")
+        record.ids = f" [{' '.join(named)}]" if named else ""
+        return True
 
 
 class JsonFormatter(logging.Formatter):
@@ -34,6 +69,10 @@ class JsonFormatter(logging.Formatter):
             "logger": record.name,
             "message": record.getMessage(),
         }
+        for key in ("request_id", "session_id"):
+            value = getattr(record, key, None)
+            if value is not None:
+                entry[key] = value
         if record.exc_info:
             entry["exception"] = self.formatException(record.exc_info)
         elif record.exc_text:
@@ -51,7 +90,8 @@ def config(level: str = "INFO", fmt: str = "text") -> dict[str, Any]:
         "version": 1,
         "disable_existing_loggers": False,
         "formatters": {"pacer": formatter},
-        "handlers": {"pacer": {"class": "logging.StreamHandler", "formatter": "pacer", "stream": "ext://sys.stderr"}},
+        "filters": {"ids": {"()": Ids}},
+        "handlers": {"pacer": {"class": "logging.StreamHandler", "formatter": "pacer", "filters": ["ids"], "stream": "ext://sys.stderr"}},
         "root": {"level": level, "handlers": ["pacer"]},
         "loggers": {
             **{name: {"level": chatty_level} for name in CHATTY},

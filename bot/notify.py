@@ -18,7 +18,11 @@ class LogNotifier:
     def notify(self, event: str, context: Mapping[str, Any]) -> None:
         sid = context.get("session_id")
         detail = context.get("sentence") or context.get("error") or context.get("title") or ""
-        log.info("session #%s %s%s", sid, event, f": {detail}" if detail else "")
+        suffix = f": {detail}" if detail else ""
+        if sid is None:  # a notice about the queue or an operator hold, not one session
+            log.info("%s%s", event, suffix)
+        else:
+            log.info("session #%s %s%s", sid, event, suffix, extra={"session_id": sid})
 
 
 class CompositeNotifier:

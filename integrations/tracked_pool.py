@@ -1,8 +1,12 @@
 """A thread pool that can say when everything submitted so far has finished: the work Slack's and
-GitHub's edges do after they answer, and the sticky status comments, all drain on shutdown."""
+GitHub's edges do after they answer, and the sticky status comments, all drain on shutdown.
+
+Each task runs in a copy of its submitter's contextvars, so the work done after an answer logs
+with that request's id and that session's id, as the request itself did."""
 
 from __future__ import annotations
 
+import contextvars
 import threading
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor, wait
@@ -18,7 +22,7 @@ class TrackedPool(ThreadPoolExecutor):
         self._pending_lock = threading.Lock()
 
     def submit(self, fn: Callable[..., Any], /, *args: Any, **kwargs: Any) -> Future[Any]:
-        future = super().submit(fn, *args, **kwargs)
+        future = super().submit(contextvars.copy_context().run, fn, *args, **kwargs)
         with self._pending_lock:
             self._pending.add(future)
         future.add_done_callback(self._forget)

@@ -16,6 +16,7 @@ from scheduler.attempt import PASS_THROUGH, Block, Submission, TurnAttempt, Work
 from scheduler.explain import explain
 from scheduler.fleet import asking_for, build_snapshot
 from scheduler.gate import Decision, Reason, decide
+from scheduler.log_context import about_session
 from scheduler.models import Session, Status
 from scheduler.policy import PolicyView, load_policy
 from scheduler.records import clear_hold, hold, is_running, start
@@ -51,6 +52,11 @@ def admit(work: Work, session: Session, attempt: TurnAttempt, ahead: Ahead | Non
     """Admit one turn, or hold it. `ahead`: the queue ranked ahead of this session goes first
     (a queue pass's own loop); None for the sweep's resume, which is itself the front of the
     queue, and for a person's direct start."""
+    with about_session(session.id):
+        return _admit(work, session, attempt, ahead)
+
+
+def _admit(work: Work, session: Session, attempt: TurnAttempt, ahead: Ahead | None) -> Submission:
     db, ctx, now, effects = work.db, work.ctx, work.now, work.effects
     policy = load_policy(db)
     if attempt.kind in PASS_THROUGH:

@@ -13,6 +13,7 @@ from scheduler.context import Context
 from scheduler.db import session_scope
 from scheduler.effects import Effects
 from scheduler.fleet import read_quota
+from scheduler.log_context import about_session, name_session
 from scheduler.models import EnqueuedMessage, Session, Status, Turn
 from scheduler.ports import Outcome, TurnResult
 from scheduler.queue_pass import admit_in_queue
@@ -24,33 +25,35 @@ OUTPUT_CHARS = 100_000  # a turn's output kept on its row
 
 def complete_turn(ctx: Context, turn_id: int, result: TurnResult) -> None:
     """The worker's report of one turn, taken exactly once (a second report is ignored)."""
-    now = ctx.clock.now()
-    reading = read_quota(ctx, now)  # before the transaction: a quota source may read the database
-    with session_scope(ctx.engine) as db:
-        work = Work(db, ctx, now, Effects(queue_pass=True), reading)  # a turn ending can free a slot
-        turn = db.get(Turn, turn_id, with_for_update=True)
-        if turn is None or turn.status != "running":
-            return  # reported twice, or recovered already
-        turn.status = "done" if result.outcome is Outcome.SUCCESS else ("halted" if result.outcome is Outcome.HALTED else "failed")
-        turn.outcome = result.outcome.value
-        turn.cost_usd = result.cost_usd
-        turn.output = result.output[:OUTPUT_CHARS]
-        turn.error = result.error
-        turn.duration_ms = result.duration_ms
-        turn.finished_at = now
-        db.add(turn)
-        session = lock(db, turn.session_id)
-        session.agent_session_id = result.agent_session_id or session.agent_session_id
-        session.updated_at = now
-        step = failures.next_step(result.outcome, session.consecutive_failures, now)
-        session.consecutive_failures = step.failures
-        for hook in ctx.hooks.get("turn_finished", []):
-            if hook(work, session, turn, result, step):
-                db.add(session)
-                break  # a hook (queue holds) took charge of the session
-        else:
-            settle(work, session, turn, result, step)
-    work.effects.apply(ctx)
+    with about_session():  # a worker thread reports many turns: each names its own session
+        now = ctx.clock.now()
+        reading = read_quota(ctx, now)  # before the transaction: a quota source may read the database
+        with session_scope(ctx.engine) as db:
+            work = Work(db, ctx, now, Effects(queue_pass=True), reading)  # a turn ending can free a slot
+            turn = db.get(Turn, turn_id, with_for_update=True)
+            if turn is None or turn.status != "running":
+                return  # reported twice, or recovered already
+            name_session(turn.session_id)
+            turn.status = "done" if result.outcome is Outcome.SUCCESS else ("halted" if result.outcome is Outcome.HALTED else "failed")
+            turn.outcome = result.outcome.value
+            turn.cost_usd = result.cost_usd
+            turn.output = result.output[:OUTPUT_CHARS]
+            turn.error = result.error
+            turn.duration_ms = result.duration_ms
+            turn.finished_at = now
+            db.add(turn)
+            session = lock(db, turn.session_id)
+            session.agent_session_id = result.agent_session_id or session.agent_session_id
+            session.updated_at = now
+            step = failures.next_step(result.outcome, session.consecutive_failures, now)
+            session.consecutive_failures = step.failures
+            for hook in ctx.hooks.get("turn_finished", []):
+                if hook(work, session, turn, result, step):
+                    db.add(session)
+                    break  # a hook (queue holds) took charge of the session
+            else:
+                settle(work, session, turn, result, step)
+        work.effects.apply(ctx)
 
 
 def settle(work: Work, session: Session, turn: Turn, result: TurnResult, step: failures.NextStep) -> None:
