@@ -25,6 +25,7 @@ from integrations.apscheduler_deferrer import APSchedulerDeferrer, build_schedul
 from integrations.quota.history import load_burn_table
 from integrations.runners.workspace import WorkspaceJanitor, sweep
 from integrations.schedules import sync_schedules
+from integrations.shared_alarms import AlarmListener, SharedDeferrer
 from integrations.turn_leases import LeasedPool
 from scheduler import db as dbmod
 from scheduler import wiring
@@ -88,7 +89,7 @@ def build(
     job_runner = None
     if deferrer is None:
         scheduler = build_scheduler(engine)
-        deferrer = APSchedulerDeferrer(scheduler)
+        deferrer = SharedDeferrer(APSchedulerDeferrer(scheduler), scheduler, engine)
         job_runner = jobs.run
     notifier = CompositeNotifier(LogNotifier())
     if settings.runner != "echo":
@@ -151,7 +152,11 @@ def refresh_burn(ctx: Context, settings: Settings) -> None:
 
 
 def start(pacer: Pacer) -> None:
-    """Become the scheduler's leader (or stand by), then run its alarms and sweeps."""
+    """Become the scheduler's leader (or stand by), then run its alarms and sweeps. A standby's
+    scheduler runs paused: alarms armed through it reach the shared job store, and only the
+    leader fires them (`integrations.shared_alarms`)."""
+    if pacer.scheduler is not None and not pacer.scheduler.running:
+        pacer.scheduler.start(paused=True)
     leadership = Leadership(pacer.engine, lambda: lead(pacer))
     pacer.extras["leadership"] = leadership
     leadership.start()
@@ -160,7 +165,13 @@ def start(pacer: Pacer) -> None:
 def lead(pacer: Pacer) -> None:
     """Start the alarms and sweeps, then repair what a crash left behind."""
     if pacer.scheduler is not None:
-        pacer.scheduler.start()
+        if pacer.scheduler.running:
+            pacer.scheduler.resume()
+        else:
+            pacer.scheduler.start()
+        listener = AlarmListener(pacer.engine, pacer.scheduler.wakeup)
+        pacer.extras["alarm_listener"] = listener
+        listener.start()
         for name, interval in wiring.PERIODIC.items():
             _every(pacer, name, seconds=interval.total_seconds())
         _every(pacer, BURN_REFRESH, minutes=BURN_REFRESH_MINUTES)
@@ -187,6 +198,9 @@ def stop(pacer: Pacer) -> None:
     leadership = pacer.extras.get("leadership")
     if leadership is not None:
         leadership.stop()
+    listener = pacer.extras.get("alarm_listener")
+    if listener is not None:
+        listener.stop()
     if pacer.scheduler is not None and pacer.scheduler.running:
         pacer.scheduler.shutdown(wait=False)
         log.info("scheduler stopped")
