@@ -2,12 +2,17 @@
 
 Order per request, cheapest refusal first; nothing is parsed before it is verified:
 
+    405  any method but POST (a browser opening the URL learns what it is)
     503  GITHUB_WEBHOOK_SECRET is unset (the route exists so a misconfigured hook says why)
     413  the body passes PACER_MAX_BODY_BYTES (its Content-Length, then the bytes actually read)
-    401  X-Hub-Signature-256 missing, or not HMAC-SHA256(secret, raw body) — constant-time compare
+    401  X-Hub-Signature-256 missing, not `sha256=...`, or not HMAC-SHA256(secret, raw body)
+         (constant-time compare); each says which
     400  a signed body that is not a JSON object, or an actionable event without X-GitHub-Delivery
     200  ping; events and actions Pacer does not act on; Pacer's own events; a redelivery
     202  an event Pacer acts on: recorded now, worked on after the answer
+
+Every answer is JSON with a `message` saying what happened (templates/github/webhook_*.j2), so
+GitHub's "Recent Deliveries" shows why; a refusal also carries `error`, a code a script can read.
 
 Durability, the seed's promise that a burst "creates each session exactly once and loses none":
 the delivery row — unique on (X-GitHub-Hook-ID, X-GitHub-Delivery) — and every decision that is
@@ -53,7 +58,7 @@ from integrations.github.comments import CommentPort, StatusComments
 from integrations.tracked_pool import TrackedPool
 from scheduler.db import session_scope
 from scheduler.models import WebhookDelivery
-from templates import render
+from templates import error_text, render
 
 log = logging.getLogger("pacer.github")
 
@@ -78,18 +83,33 @@ def is_signed(secret: bytes, header: str | None, body: bytes) -> bool:
     return hmac.compare_digest(signature(secret, body).encode(), header.strip().encode("utf-8", "replace"))
 
 
+def signature_refusal(secret: bytes, header: str | None, body: bytes) -> Answer | None:
+    """None when `header` signs `body`; otherwise the 401 saying what is wrong with it."""
+    if is_signed(secret, header, body):
+        return None
+    if not header or not header.strip():
+        return Answer(401, "webhook_unsigned", error="unsigned")
+    if not header.strip().startswith(SIGNATURE_PREFIX):
+        return Answer(401, "webhook_signature_scheme", error="bad_signature")
+    return Answer(401, "webhook_signature_mismatch", error="bad_signature")
+
+
 @dataclass(frozen=True)
 class Answer:
     status: int
     template: str
     values: Mapping[str, Any] = field(default_factory=dict)
     plan: GithubPlan | None = None
+    error: str | None = None  # a refusal's code: unsigned, bad_signature, malformed, ...
+    headers: Mapping[str, str] | None = None
 
     def response(self) -> JSONResponse:
         body: dict[str, Any] = {"message": render(f"github/{self.template}.j2", **self.values)}
+        if self.error is not None:
+            body["error"] = self.error
         if self.plan is not None:
             body["sessions"] = self.plan.created_ids
-        return JSONResponse(body, status_code=self.status)
+        return JSONResponse(body, status_code=self.status, headers=dict(self.headers) if self.headers else None)
 
 
 class GithubEdge:
@@ -141,7 +161,7 @@ class GithubEdge:
     def _take(self, headers: Mapping[str, str], body: bytes) -> Answer:
         payload, problem = decode(body, headers.get("content-type", ""))
         if payload is None:
-            return Answer(400, "webhook_malformed", {"problem": problem})
+            return Answer(400, "webhook_malformed", {"problem": problem}, error="malformed")
         event_name = headers.get("x-github-event", "").strip()
         if event_name == "ping":
             log.info("github: ping from hook %s", headers.get("x-github-hook-id", "?"))
@@ -152,7 +172,7 @@ class GithubEdge:
             return Answer(200, "webhook_ignored", {"reason": parsed.reason})
         delivery_id = headers.get("x-github-delivery", "").strip()
         if not delivery_id:
-            return Answer(400, "webhook_no_delivery")
+            return Answer(400, "webhook_no_delivery", error="no_delivery")
         return self._record(parsed, hook_id=headers.get("x-github-hook-id", "").strip(), delivery_id=delivery_id, event_name=event_name)
 
     def _record(self, event: events.IntakeEvent, *, hook_id: str, delivery_id: str, event_name: str) -> Answer:
@@ -170,7 +190,7 @@ class GithubEdge:
                 plan = record_github(db, event, now=now, settings=self.intake)
         except Exception as exc:  # answered 500 and logged: GitHub shows it and can redeliver
             log.exception("github: delivery %s could not be recorded", delivery_id)
-            return Answer(500, "webhook_failed", {"error": type(exc).__name__})
+            return Answer(500, "webhook_failed", {"error": type(exc).__name__}, error="failed")
         values = {"event": name, "issue": event.issue_key, "created": plan.created_ids, "steered": plan.steered_ids}
         return Answer(202, "webhook_accepted", values, plan)
 
@@ -215,17 +235,22 @@ def decode(body: bytes, content_type: str) -> tuple[dict[str, Any] | None, str]:
         try:
             fields = parse_qs(body.decode("utf-8"), strict_parsing=False)
         except UnicodeDecodeError:
-            return None, "the form is not UTF-8"
+            return None, error_text("github_webhook/form_not_utf8")
         if "payload" not in fields:
-            return None, "a form without its payload field"
+            return None, error_text("github_webhook/form_without_payload")
         raw = fields["payload"][0]
     try:
         payload = json.loads(raw)
-    except (ValueError, RecursionError) as exc:
-        return None, f"not JSON: {type(exc).__name__}"
+    except RecursionError:
+        return None, error_text("github_webhook/nested_too_deep")
+    except ValueError as exc:
+        return None, error_text("github_webhook/not_json", detail=str(exc)[:200])
     if not isinstance(payload, dict):
-        return None, f"a JSON {type(payload).__name__}, not an object"
+        return None, error_text("github_webhook/not_an_object", kind=_JSON_KINDS.get(type(payload), type(payload).__name__))
     return payload, ""
+
+
+_JSON_KINDS = {list: "list", str: "string", int: "number", float: "number", bool: "boolean", type(None): "null"}
 
 
 def register(app: FastAPI, pacer: Pacer) -> GithubEdge:
@@ -249,26 +274,32 @@ def register(app: FastAPI, pacer: Pacer) -> GithubEdge:
 
     async def github_webhook(request: Request) -> Response:
         if not edge.secret:
-            return Answer(503, "webhook_not_configured").response()
+            return Answer(503, "webhook_not_configured", error="not_configured").response()
         body = await read_bounded(request, limit)
         if body is None:
-            return Answer(413, "webhook_too_large", {"limit": limit}).response()
-        if not is_signed(edge.secret, request.headers.get("x-hub-signature-256"), body):
-            log.info("github: unsigned or mis-signed delivery %s refused", request.headers.get("x-github-delivery", "-"))
-            return Answer(401, "webhook_unsigned").response()
+            return Answer(413, "webhook_too_large", {"limit": limit}, error="too_large").response()
+        refusal = signature_refusal(edge.secret, request.headers.get("x-hub-signature-256"), body)
+        if refusal is not None:
+            log.info("github: delivery %s refused: %s", request.headers.get("x-github-delivery", "-"), refusal.template)
+            return refusal.response()
         headers = {k.lower(): v for k, v in request.headers.items()}
         answer = await edge.record(headers, body)
         if answer.plan is not None and not answer.plan.is_empty:
-            edge.submit(f"intake of {answer.values.get('issue')}", finish_github, pacer.ctx, answer.plan)
+            edge.submit(f"intake of {answer.values.get('issue')}", finish_github, pacer, answer.plan)
         return answer.response()
 
     # A plain Starlette route: the endpoint reads the raw body itself, so FastAPI's request
     # handling (dependencies, body parsing, response validation) would be cost and nothing else.
     router = APIRouter(lifespan=lifespan)
     router.add_route(PATH, github_webhook, methods=["POST"], include_in_schema=False)
+    router.add_route(PATH, not_a_delivery, methods=["GET", "HEAD", "PUT", "PATCH", "DELETE"], include_in_schema=False)
     app.include_router(router)
     app.state.github = edge
     return edge
+
+
+async def not_a_delivery(_request: Request) -> Response:
+    return Answer(405, "webhook_method", {"path": PATH}, error="method_not_allowed", headers={"Allow": "POST"}).response()
 
 
 def install_status_comments(pacer: Pacer, *, port: CommentPort | None = None) -> StatusComments | None:
