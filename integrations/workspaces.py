@@ -112,7 +112,7 @@ class Workspaces:
         if done.returncode != 0:
             lines = (done.stderr or done.stdout).strip().splitlines()
             said = self._redact([line for line in lines if line.startswith(("fatal:", "error:"))][:1] or lines[-1:] or [""], token)
-            raise WorkspaceError(f"git {step} failed ({done.returncode}): {said}")
+            raise WorkspaceError(error_text("workspaces/git_failed", step=step, code=done.returncode, said=said))
         return done.stdout
 
     def _redact(self, lines: Sequence[str], token: str | None = None) -> str:
@@ -125,7 +125,7 @@ class Workspaces:
         """The repository's mirror, cloned the first time and fetched after (with `token`, when
         given, for those two commands)."""
         if not REPOSITORY.match(repository) or ".." in repository:
-            raise WorkspaceError(f"repository {repository!r} is not owner/name")
+            raise WorkspaceError(error_text("workspaces/not_a_repository", repository=repository))
         with self._mirror_lock(repository):
             return self._sync(repository, token)
 
