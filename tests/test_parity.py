@@ -306,7 +306,7 @@ ACTIONS = [
     Action("pause until", "pause {held} until 2h", ("POST", "/sessions/{held}/pause", {"until": (T0 + timedelta(hours=2)).isoformat()}),
            lambda o, ids: _status(o, ids["held"])["wake_at"] == T0 + timedelta(hours=2)),
     Action("hold", "hold #{held} for 1h checking the deploy",
-           ("POST", "/holds", {"selector_kind": "session", "values": ["{held}"], "ttl_seconds": 3600, "reason": "checking the deploy"}),
+           ("POST", "/holds", {"selector": "#{held}", "ttl_seconds": 3600, "reason": "checking the deploy"}),
            lambda o, ids: len(o.rows["operator_holds"]) == 1 and o.rows["operator_holds"][0]["armer"] == ACTOR),
     Action("release", "release {hold}", ("POST", "/holds/{hold}/release", None),
            lambda o, ids: o.rows["operator_holds"][0]["released_by"] == ACTOR and "queue_pass" in o.armed,

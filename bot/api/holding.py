@@ -13,10 +13,10 @@ The request and answer shapes live here, beside the routes that alone use them.
 from __future__ import annotations
 
 from datetime import datetime, timedelta
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any
 
 from fastapi import APIRouter, Path, Request
-from pydantic import BaseModel, Field
+from pydantic import AwareDatetime, BaseModel, Field
 
 from bot.api.fields import Request as Body
 from bot.api.fields import SessionId, Text
@@ -26,21 +26,32 @@ from bot.api.refusals import refusals
 from bot.api.views import context, session_detail
 from scheduler import bounds
 from scheduler.db import session_scope
+from scheduler.errors import InvalidInput
+from scheduler.genesis import Genesis
 from scheduler.operator_holds import MAX_REASON, MAX_TTL, place_hold, release_hold
 from scheduler.parking import pause_into_spot_queue
 from scheduler.policy import load_policy
 from scheduler.queue_holds import resume_queue
 from scheduler.sessions import get_session
 from scheduler.sleep import wake_me_up_later
+from templates import error_text
 
 router = APIRouter(route_class=GuardedRoute, tags=["holds"])
 
 HoldId = Annotated[int, Path(ge=1, le=bounds.MAX_ID, description="An operator hold id")]
-SelectorKind = Literal["session", "genesis", "trigger", "repository", "label", "class", "all"]
+_ID = r"#?[1-9][0-9]{0,8}"
+# The selectors `/pacer hold` takes, in the same words; whether a named session or trigger exists
+# is the server's to say (404).
+SELECTOR = (
+    rf"^(all|{_ID}(,{_ID}){{0,49}}|genesis:({'|'.join(g.value for g in Genesis)})|class:(priority|spot)|trigger:{_ID}"
+    r"|repo:[A-Za-z0-9][A-Za-z0-9-]{0,38}/[A-Za-z0-9._-]{1,100}|label:[A-Za-z0-9._/+-]{1,100})$"
+)
+KINDS = {"genesis": "genesis", "class": "class", "trigger": "trigger", "repo": "repository", "label": "label"}
 
 
 class PauseCreate(Body):
-    until: datetime | None = Field(None, strict=False, description="Sleep until then, ISO 8601 with a time zone; omit to park in the spot queue")
+    until: AwareDatetime | None = Field(None, strict=False, description="Sleep until then (ISO 8601 with an offset, in the "
+                                        "future); omit to park in the spot queue")
 
 
 class Paused(BaseModel):
@@ -50,11 +61,18 @@ class Paused(BaseModel):
 
 
 class HoldCreate(Body):
-    selector_kind: SelectorKind
-    values: list[Text] = Field(default_factory=list, max_length=100, description="Session ids for session; one value for the "
-                               "other kinds but all; none for all")
+    selector: str = Field(pattern=SELECTOR, description="As /pacer hold takes it: #12 or 12,14 (sessions), genesis:<genesis>, "
+                          "class:priority|spot, trigger:<id>, repo:<owner/name>, label:<name> or all")
     ttl_seconds: int | None = Field(None, ge=1, le=int(MAX_TTL.total_seconds()), description="Omit to hold until released")
     reason: Text = Field("", max_length=MAX_REASON)
+
+    def kind_and_values(self) -> tuple[str, list[str]]:
+        if self.selector == "all":
+            return "all", []
+        prefix, sep, value = self.selector.partition(":")
+        if not sep:
+            return "session", [part.lstrip("#") for part in self.selector.split(",")]
+        return KINDS[prefix], [value.lstrip("#") if prefix == "trigger" else value]
 
 
 class HoldPlaced(BaseModel):
@@ -94,6 +112,8 @@ def pause(session_id: SessionId, request: Request, who: CallerDep, body: PauseCr
         who.require_owner(f"pausing session #{session_id}", get_session(db, session_id).requester)
     until = body.until if body is not None else None
     if until is not None:
+        if until <= ctx.clock.now():
+            raise InvalidInput(error_text("holding/until_past", until=until), field="until")
         at = wake_me_up_later(ctx, session_id, until)
         return {"session": _detail(request, session_id), "until": at, "sentence": None}
     parked = pause_into_spot_queue(ctx, session_id)
@@ -104,7 +124,8 @@ def pause(session_id: SessionId, request: Request, who: CallerDep, body: PauseCr
              summary="Place an operator hold on the sessions a selector names")
 def place(body: HoldCreate, request: Request, who: CallerDep) -> dict[str, Any]:
     ttl = timedelta(seconds=body.ttl_seconds) if body.ttl_seconds is not None else None
-    hold = place_hold(context(request), body.selector_kind, body.values, armer=who.name, reason=body.reason, ttl=ttl)
+    kind, values = body.kind_and_values()
+    hold = place_hold(context(request), kind, values, armer=who.name, reason=body.reason, ttl=ttl)
     return {"hold_id": hold.id, "selector_kind": hold.selector_kind, "selector_value": hold.selector_value,
             "armer": hold.armer, "reason": hold.reason, "expires_at": hold.expires_at}
 
