@@ -10,8 +10,8 @@ APScheduler 3.x does not poll the store, so an alarm another process writes, due
 pass, due now), would wait for that wake-up. On PostgreSQL a follower therefore sends a
 NOTIFY after each alarm it arms, and the leader LISTENs and wakes its scheduler, which reads the
 store again: a queue pass requested on a follower runs on the leader within a round trip. SQLite
-is one machine with one serving process; its other processes (the console) wake the leader at
-its next own alarm, within the shortest periodic sweep.
+is one machine with one serving process; an alarm its other processes (the console) arm is found
+at the leader's next own alarm, the lease sweep every half lease at the latest.
 """
 
 from __future__ import annotations

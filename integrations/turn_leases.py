@@ -9,12 +9,17 @@ not yet reported (`scheduler.leases.renew`): so a turn queued behind busy worker
 lease as well as a running one, and a turn this process has lost track of is not renewed and
 comes back through recovery. A turn the renewal does not return was recovered elsewhere after
 its lease ran out (this process stalled past it): it is halted here, so it runs once.
+
+A process that cannot renew for two thirds of a lease (its database unreachable) halts every
+turn it holds: by the time the lease runs out and another process recovers a turn, its first run
+has stopped, a third of a lease before, which is the margin for the two machines' clocks.
 """
 
 from __future__ import annotations
 
 import logging
 import threading
+import time
 from collections.abc import Callable
 from datetime import datetime, timedelta
 from typing import Any
@@ -98,11 +103,22 @@ class LeasedPool:
 
     def _heartbeat(self) -> None:
         interval = self.lease.total_seconds() / 3
+        renewed_at = time.monotonic()
         while not self._stop.wait(interval):
             try:
                 self.beat()
-            except Exception:  # a missed beat is retried at the next one, well inside the lease
+                renewed_at = time.monotonic()
+            except Exception:  # one missed beat is retried at the next, inside the lease
                 log.exception("renewing turn leases failed")
+                if time.monotonic() - renewed_at >= 2 * interval:
+                    self._stand_down()
+
+    def _stand_down(self) -> None:
+        held = self.running()
+        halted = [turn_id for turn_id in held if self.pool.halt(turn_id)]
+        if halted:
+            log.error("turn leases could not be renewed for two thirds of a lease; halted turns %s "
+                      "so none runs beside its recovery elsewhere", halted)
 
 
 __all__ = ["LeasedPool"]

@@ -4,9 +4,12 @@ cannot run a turn a second time. Two contexts on one database stand for two proc
 
 from __future__ import annotations
 
+import threading
 import time
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
 
+from sqlalchemy import create_engine
 from sqlmodel import col, select
 
 from integrations.runners.echo import EchoRunner
@@ -18,7 +21,7 @@ from scheduler.db import session_scope
 from scheduler.leases import renew
 from scheduler.lifecycle import recover, recover_lost_turns
 from scheduler.models import Turn
-from scheduler.ports import Outcome, TurnResult
+from scheduler.ports import Outcome, TurnRequest, TurnResult
 from scheduler.turns import submit_turn
 from tests.harness import build, new
 
@@ -95,3 +98,18 @@ def test_a_heartbeat_keeps_its_turns_and_halts_one_recovered_elsewhere(any_engin
         assert (ended.status, ended.outcome) == ("failed", "interrupted")  # the halted report changed nothing
     finally:
         pool.shutdown(wait=True)
+
+
+def test_a_process_that_cannot_renew_halts_its_turns_before_its_lease_runs_out(tmp_path: Path) -> None:
+    (tmp_path / "not-a-directory").write_text("")
+    unreachable = create_engine(f"sqlite:///{tmp_path}/not-a-directory/pacer.db")  # every renewal fails
+    reports: list[TurnResult] = []
+    reported = threading.Event()
+    pool = LeasedPool(ThreadWorkerPool(EchoRunner(30, 0), 1), unreachable, "a", timedelta(seconds=0.6), lambda: datetime.now(UTC))
+    try:
+        pool.submit(TurnRequest(session_id=1, turn_id=1, prompt="long work"), lambda r: (reports.append(r), reported.set()))
+        assert reported.wait(10), "the turn ran on with no lease behind it"
+        assert [r.outcome for r in reports] == [Outcome.HALTED] and pool.running() == []
+    finally:
+        pool.shutdown(wait=True)
+        unreachable.dispose()
