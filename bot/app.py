@@ -10,7 +10,7 @@ from fastapi import FastAPI
 from fastapi.responses import JSONResponse
 
 from bot import api as rest_api
-from bot import runtime
+from bot import metrics, runtime
 from bot.github import webhook as github_webhook
 from bot.request_ids import RequestIds
 from bot.runtime import Pacer
@@ -62,7 +62,7 @@ def create_app(pacer: Pacer, *, start_scheduler: bool = True) -> FastAPI:
 
         app.state.slack = slack_http.register(app, pacer)
 
-    # On every request an id for its log lines.
-    app.add_middleware(RequestIds)
+    # GET /metrics (Prometheus), and on every request an id for its log lines and a latency sample.
+    app.add_middleware(RequestIds, observe=metrics.register(app, pacer))
 
     return app

@@ -1,0 +1,189 @@
+"""What `/metrics` reads from the database at each scrape: the queue, the holds, the windows, the
+turns, the re-checks and the preemptions.
+
+Read from the rows, not counted in memory, so every Pacer process sharing one database (HTTP
+replicas, the scheduler leader, workers) answers a scrape with the same numbers, and a restart
+loses nothing: multi-process safe by construction. The turn counters and the duration histogram
+are counts over `turns` rows, which Pacer never deletes, so they only grow as a counter must.
+Every metric is described in docs/metrics.md.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterable, Iterator
+from datetime import datetime
+from typing import Any
+
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily, Metric
+from prometheus_client.registry import Collector
+from sqlalchemy import Engine, case, func, inspect, literal, or_, text
+from sqlmodel import Session as DBSession
+from sqlmodel import col, select
+
+from scheduler.context import Context
+from scheduler.fleet import read_quota
+from scheduler.gate_card import GateCard, build_card
+from scheduler.models import OperatorHold, QueueHold, Session, Status, Turn
+from scheduler.policy import load_policy
+from scheduler.records import hold_job_id
+from scheduler.sessions import class_expr
+
+log = logging.getLogger("pacer.metrics")
+
+# Turn durations, in seconds: agent turns run from seconds to an hour.
+DURATION_BUCKETS = (1.0, 5.0, 15.0, 30.0, 60.0, 120.0, 300.0, 600.0, 1200.0, 1800.0, 3600.0)
+FINISHED = ("done", "failed", "halted")
+JOB_TABLE = "apscheduler_jobs"
+RECHECK_PREFIX = hold_job_id(0).removesuffix("0")
+
+
+def waiting_reason_expr() -> Any:
+    """Why a waiting session waits, as one label: its hold, else its pause, else its park, else
+    `asleep` (a wake time ahead) or `ready` (nothing stops it but its turn in the queue)."""
+    asleep = case((col(Session.wake_at).is_not(None), literal("asleep")), else_=literal("ready"))
+    return func.coalesce(col(Session.hold_reason), col(Session.pause_reason), col(Session.park_reason), asleep)
+
+
+class DatabaseCollector(Collector):
+    """A prometheus-client Collector over Pacer's rows, read once per scrape."""
+
+    def __init__(self, engine: Engine, ctx: Context) -> None:
+        self.engine = engine
+        self.ctx = ctx
+
+    def describe(self) -> Iterable[Metric]:
+        return []  # no read at registration: the names are Pacer's own and cannot clash
+
+    def collect(self) -> Iterator[Metric]:
+        up = GaugeMetricFamily("pacer_database_up", "1 when the database answered this scrape, 0 when it did not")
+        try:
+            families = self._read(self.ctx.clock.now())
+        except Exception as exc:  # a scrape reports an unreadable database, it never fails
+            log.warning("metrics: the database could not be read for this scrape: %s", type(exc).__name__)
+            up.add_metric([], 0)
+            yield up
+            return
+        up.add_metric([], 1)
+        yield up
+        yield from families
+
+    def _read(self, now: datetime) -> list[Metric]:
+        reading = read_quota(self.ctx, now)  # before the read transaction: a quota source may read the database
+        with DBSession(self.engine) as db:
+            policy = load_policy(db)
+            families = [
+                self._statuses(db), self._queue(db, class_expr(policy)), *self._holds(db, now),
+                *self._turns(db), *self._preemptions(db), self._rechecks(db),
+            ]
+            card = build_card(db, self.ctx, reading, now)
+        return families + self._windows(card, now)
+
+    def _statuses(self, db: DBSession) -> Metric:
+        family = GaugeMetricFamily("pacer_sessions", "Sessions by status", labels=["status"])
+        found = dict(db.exec(select(Session.status, func.count()).group_by(Session.status)).all())
+        for status in Status:
+            family.add_metric([status.value], int(found.get(status.value, 0)))
+        return family
+
+    def _queue(self, db: DBSession, klass: Any) -> Metric:
+        family = GaugeMetricFamily("pacer_queue_depth", "Waiting sessions by resolved class and the reason they wait",
+                                   labels=["class", "reason"])
+        reason = waiting_reason_expr()
+        stmt = select(klass, reason, func.count()).where(Session.status == Status.WAITING.value).group_by(klass, reason)
+        for klass_value, why, count in db.exec(stmt).all():
+            family.add_metric([str(klass_value), str(why)], int(count))
+        return family
+
+    def _holds(self, db: DBSession, now: datetime) -> list[Metric]:
+        sessions = GaugeMetricFamily("pacer_session_holds", "Waiting sessions the gate or a check held, by hold reason",
+                                     labels=["reason"])
+        held = (select(Session.hold_reason, func.count())
+                .where(Session.status == Status.WAITING.value, col(Session.hold_reason).is_not(None))
+                .group_by(Session.hold_reason))
+        for reason, count in db.exec(held).all():
+            sessions.add_metric([str(reason)], int(count))
+        operator = GaugeMetricFamily("pacer_operator_holds", "Operator holds in force, by what they select",
+                                     labels=["selector"])
+        live = (select(OperatorHold.selector_kind, func.count())
+                .where(col(OperatorHold.released_at).is_(None),
+                       or_(col(OperatorHold.expires_at).is_(None), col(OperatorHold.expires_at) > now))
+                .group_by(OperatorHold.selector_kind))
+        for selector, count in db.exec(live).all():
+            operator.add_metric([str(selector)], int(count))
+        queue = GaugeMetricFamily("pacer_queue_holds", "Queue holds in force (the whole queue or one group), by reason",
+                                  labels=["reason", "scope"])
+        scope = case((col(QueueHold.group).is_(None), literal("queue")), else_=literal("group"))
+        stopped = (select(QueueHold.reason, scope, func.count()).where(col(QueueHold.released_at).is_(None))
+                   .group_by(QueueHold.reason, scope))
+        for reason, where, count in db.exec(stopped).all():
+            queue.add_metric([str(reason), str(where)], int(count))
+        return [sessions, operator, queue]
+
+    def _turns(self, db: DBSession) -> list[Metric]:
+        outcomes = CounterMetricFamily("pacer_turns", "Finished turns by status and outcome", labels=["status", "outcome"])
+        finished = col(Turn.status).in_(FINISHED)
+        stmt = select(Turn.status, Turn.outcome, func.count()).where(finished).group_by(col(Turn.status), col(Turn.outcome))
+        for status, outcome, count in db.exec(stmt).all():
+            outcomes.add_metric([str(status), str(outcome or "")], int(count))
+        durations = HistogramMetricFamily("pacer_turn_duration_seconds", "How long finished turns ran, by outcome",
+                                          labels=["outcome"])
+        ms = col(Turn.duration_ms)
+        columns = [func.count(), func.coalesce(func.sum(ms), 0)]
+        columns += [func.sum(case((ms <= bound * 1000, 1), else_=0)) for bound in DURATION_BUCKETS]
+        timed = select(Turn.outcome, *columns).where(finished, ms.is_not(None)).group_by(col(Turn.outcome))
+        rows: list[Any] = list(db.exec(timed).all())  # (outcome, count, sum, one count per bucket)
+        for row in rows:
+            outcome, count, total_ms, *within = tuple(row)
+            buckets = [(str(bound), int(n or 0)) for bound, n in zip(DURATION_BUCKETS, within, strict=True)]
+            durations.add_metric([str(outcome or "")], [*buckets, ("+Inf", int(count))], float(total_ms) / 1000)
+        return [outcomes, durations]
+
+    def _preemptions(self, db: DBSession) -> list[Metric]:
+        total = CounterMetricFamily("pacer_preemptions", "Times a running spot session yielded its slot to priority work")
+        total.add_metric([], int(db.exec(select(func.coalesce(func.sum(Session.preemption_count), 0))).one()))
+        marked = GaugeMetricFamily("pacer_preemption_marks", "Spot sessions marked to yield their slot now")
+        marked.add_metric([], int(db.exec(select(func.count()).where(col(Session.preempt_mark_at).is_not(None))).one()))
+        return [total, marked]
+
+    def _rechecks(self, db: DBSession) -> Metric:
+        family = GaugeMetricFamily("pacer_rechecks_armed", "Held sessions' re-check alarms in the shared job store")
+        armed = 0
+        if inspect(db.connection()).has_table(JOB_TABLE):  # APScheduler makes its table when it first starts
+            stmt = text(f"SELECT count(*) FROM {JOB_TABLE} WHERE id LIKE :prefix")  # noqa: S608 - a constant table name
+            armed = int(db.connection().execute(stmt, {"prefix": RECHECK_PREFIX + "%"}).scalar_one())
+        family.add_metric([], armed)
+        return family
+
+    def _windows(self, card: GateCard, now: datetime) -> list[Metric]:
+        labels = ["window", "unit"]
+        figures = {
+            "spent": GaugeMetricFamily("pacer_window_spent", "Spent in the quota window so far", labels=labels),
+            "capacity": GaugeMetricFamily("pacer_window_capacity", "The quota window's capacity", labels=labels),
+            "reserved": GaugeMetricFamily("pacer_window_reserved", "The priority reserve spot work may not spend", labels=labels),
+            "spot_budget": GaugeMetricFamily("pacer_window_spot_budget", "Capacity less the reserve: spot work's budget", labels=labels),
+            "spot_left": GaugeMetricFamily("pacer_window_spot_left", "Spot budget not yet spent (negative past it)", labels=labels),
+        }
+        burn = GaugeMetricFamily("pacer_window_fleet_burn_per_minute", "The running fleet's burn against the window, per minute",
+                                 labels=labels)
+        pace = GaugeMetricFamily("pacer_window_sustainable_rate_per_minute",
+                                 "Spot budget left over time left: the pacing curve's rate", labels=labels)
+        resets = GaugeMetricFamily("pacer_window_seconds_to_reset", "Seconds until the window rolls over", labels=["window"])
+        for w in card.decision.windows:
+            unit = "usd" if w.calibrated else "fraction"
+            for key, family in figures.items():
+                family.add_metric([w.name, unit], float(getattr(w, key)))
+            if w.fleet_burn is not None:
+                burn.add_metric([w.name, unit], float(w.fleet_burn))
+            if w.sustainable_rate is not None:
+                pace.add_metric([w.name, unit], float(w.sustainable_rate))
+            resets.add_metric([w.name], max(0.0, (w.resets_at - now).total_seconds()))
+        fleet = GaugeMetricFamily("pacer_fleet_running", "Turns a worker is executing now, by class", labels=["class"])
+        fleet.add_metric(["priority"], card.running_priority)
+        fleet.add_metric(["spot"], card.running_spot)
+        slots = GaugeMetricFamily("pacer_fleet_slots", "Slots the fleet may fill (max_sessions within the worker pool)")
+        slots.add_metric([], card.snapshot.effective_slots)
+        fleet_burn = GaugeMetricFamily("pacer_fleet_burn_usd_per_minute", "What the running turns that spend quota burn, per minute")
+        fleet_burn.add_metric([], sum(t.burn_per_min for t in card.snapshot.fleet if t.spends_quota))
+        return [*figures.values(), burn, pace, resets, fleet, slots, fleet_burn]
+
