@@ -6,11 +6,12 @@ log and in `pacer console`.
   1. upserts three sample triggers: `demo-label-pacer` (github_label, label `pacer`),
      `demo-hourly-sweep` (schedule, every hour) and `demo-follow-up` (ao_event: when a
      `demo-label-pacer` session is done, a spot follow-up reviews it);
-  2. without PACER_API_TOKEN, makes up a demo token for this run (logged, so you can curl);
+  2. without PACER_API_TOKEN, makes up a demo token for this run, and without
+     GITHUB_WEBHOOK_SECRET a webhook secret (both logged, so you can curl);
   3. adds an `on_start` hook that, on a thread, waits for /healthz and then feeds:
      the policy narrowed to two slots (so holds show), signed GitHub `issues.labeled` deliveries
-     when GITHUB_WEBHOOK_SECRET is set (API sessions otherwise), a priority request, spot work at
-     three ranks and one placed at the top of the spot queue, and the schedule invoked by hand.
+     (their sessions, once done, fire the follow-up), a priority request, spot work at three
+     ranks and one placed at the top of the spot queue, and the schedule invoked by hand.
 Every event goes over HTTP into the same routes production serves; nothing is written around them.
 `own_database(settings, environ)` — called before `runtime.build` — keeps all of it off
 ./var/pacer.db unless DATABASE_URL names a database.
@@ -31,6 +32,7 @@ import time
 import uuid
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from typing import Any
 
 import httpx
@@ -47,7 +49,7 @@ TRIGGERS: tuple[dict[str, Any], ...] = (
     {"name": "demo-label-pacer", "kind": "github_label", "config": {"label": LABEL},
      "prompt_template": "Work on {{ repository }}#{{ number }}: {{ title }}\n{{ url }}\n\n{{ body }}"},
     {"name": "demo-hourly-sweep", "kind": "schedule", "config": {"cron": "0 * * * *", "timezone": "UTC"},
-     "prompt_template": "Hourly sweep: find the flakiest test and fix it (run at {{ fired_at }})."},
+     "prompt_template": "Find the flakiest test and fix it.\nThe hourly sweep, fired at {{ fired_at }}."},
     {"name": "demo-follow-up", "kind": "ao_event",
      "config": {"filter": {"trigger": "demo-label-pacer"}, "states": ["done"]},
      "prompt_template": "Review what session #{{ session.id }} ({{ session.title }}) just finished:\n{{ session.output }}"},
@@ -90,8 +92,14 @@ def install_demo(pacer: Any, *, base_url: str | None = None, pace_seconds: float
     if not token:
         token = pacer.extras.setdefault(DEMO_TOKEN_KEY, secrets.token_urlsafe(18))
         log.warning("demo: PACER_API_TOKEN is unset, so this run's API token is %s (demo only)", token)
-    url = base_url or _base_url(pacer.settings)
     secret = pacer.settings.github_webhook_secret
+    if not secret:
+        # So the label trigger (and the follow-up it leads to) fire through the real, signed
+        # /github/webhook like a hook's deliveries; the edge reads the secret when the app is made.
+        secret = secrets.token_hex(20)
+        pacer.settings = pacer.settings.replaced(GITHUB_WEBHOOK_SECRET=secret)
+        log.warning("demo: GITHUB_WEBHOOK_SECRET is unset, so this run's webhook secret is %s (demo only)", secret)
+    url = base_url or _base_url(pacer.settings)
 
     def start_feed(_pacer: Any) -> None:
         thread = threading.Thread(target=_run_feed, args=(url, token, secret, pace_seconds), name="pacer-demo", daemon=True)
@@ -112,6 +120,8 @@ def _run_feed(url: str, token: str, secret: str | None, pace: float) -> None:
             log.error("demo: %s did not answer /healthz within %.0f s; no sample events sent", url, HEALTH_WAIT_SECONDS)
             return
         feed(url, token, github_secret=secret, pace=pace)
+    except httpx.TransportError as exc:  # the server stopping mid-feed (Ctrl-C) is no error worth a traceback
+        log.warning("demo: the sample feed stopped: the server went away (%s)", type(exc).__name__)
     except Exception:  # the demo's feed must never take the server down
         log.exception("demo: the sample feed stopped")
 
@@ -189,7 +199,7 @@ def feed(url: str, token: str, *, github_secret: str | None = None, pace: float 
         sweep = next((t for t in triggers if t["name"] == "demo-hourly-sweep"), None)
         if sweep is not None:
             record("POST /api/v1/triggers/{id}/invoke demo-hourly-sweep", client.post(f"/api/v1/triggers/{sweep['id']}/invoke", json={
-                "context": {"fired_at": "now (by hand)"}}))
+                "context": {"fired_at": datetime.now(UTC).isoformat(timespec="seconds")}}))
         holds = record("GET /api/v1/holds", client.get("/api/v1/holds"))
         log.info("demo: %d sessions waiting on a hold; watch them start as slots free (pacer console, then `queue`)",
                  len(holds.get("sessions", [])))

@@ -4,38 +4,74 @@ a running Pacer — sessions arrive, some run, some hold."""
 from __future__ import annotations
 
 import threading
+from collections import Counter
+from datetime import timedelta
+from typing import Any
 
+import httpx
 from sqlmodel import select
 
 from bot import demo
 from bot.api.guard import DEMO_TOKEN_KEY
+from bot.app import create_app
+from bot.runtime import Pacer
+from scheduler import wiring
 from scheduler.db import session_scope
 from scheduler.models import Session, Trigger
-from tests.api_client import make_api
+from tests.api_client import Server, make_api, settings_for
+from tests.harness import build
 
 
-def test_install_demo_adds_the_sample_triggers_and_a_token_for_this_run(engine, clock) -> None:
-    api = make_api(engine, clock, PACER_API_TOKEN="")
+class Later:
+    """An ASGI app set after the server is made: the demo is installed, as `pacer serve` does,
+    before the app reads its settings, yet the feed needs the server's URL."""
+
+    app: Any = None
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        await self.app(scope, receive, send)
+
+
+def test_install_demo_adds_triggers_a_token_and_a_webhook_secret_and_every_trigger_kind_fires(engine, clock) -> None:
+    ctx, deferrer, _workers, _quota = build(engine, clock, max_sessions=2, turn_minutes=10)
+    wiring.install(ctx)
+    pacer = Pacer(settings=settings_for(engine, PACER_API_TOKEN="", GITHUB_WEBHOOK_SECRET=""), engine=engine, clock=clock,
+                  deferrer=deferrer, ctx=ctx)
+    later = Later()
+    server = Server(later)
+    demo.install_demo(pacer, base_url=server.url, pace_seconds=0)
+    secret = pacer.settings.github_webhook_secret
+    demo.install_demo(pacer, base_url=server.url, pace_seconds=0)  # a second start upserts, and keeps its secret
+    assert secret and pacer.settings.github_webhook_secret == secret
+    later.app = create_app(pacer, start_scheduler=False)
+    server.start()
     try:
-        demo.install_demo(api.pacer, base_url=api.server.url, pace_seconds=0)
-        demo.install_demo(api.pacer, base_url=api.server.url, pace_seconds=0)  # a second start upserts
         with session_scope(engine) as db:
             kinds = sorted((t.name, t.kind) for t in db.exec(select(Trigger)))
         assert kinds == [("demo-follow-up", "ao_event"), ("demo-hourly-sweep", "schedule"), ("demo-label-pacer", "github_label")]
-        token = api.pacer.extras[DEMO_TOKEN_KEY]
-        assert api.get("/sessions", token=token).status_code == 200
-        assert api.get("/sessions", token="guess").status_code == 401
-        hooks = api.pacer.extras["on_start"]
+        token = pacer.extras[DEMO_TOKEN_KEY]
+        assert httpx.get(f"{server.url}/api/v1/sessions", headers={"Authorization": f"Bearer {token}"}).status_code == 200
+        assert httpx.get(f"{server.url}/api/v1/sessions", headers={"Authorization": "Bearer guess"}).status_code == 401
+        hooks = pacer.extras["on_start"]
         assert len(hooks) == 2
-        hooks[0](api.pacer)  # what the app's lifespan does: the feed runs on its own thread
+        hooks[0](pacer)  # what the app's lifespan does: the feed runs on its own thread
         feeder = next(t for t in threading.enumerate() if t.name == "pacer-demo")
-        feeder.join(timeout=30)
+        feeder.join(timeout=60)
         assert not feeder.is_alive()
+        later.app.state.github.drain()  # the first turns the deliveries asked for
+        for _ in range(12):  # ten-minute turns on two slots: every label session gets its turn
+            deferrer.advance(timedelta(minutes=11))
         with session_scope(engine) as db:
             sessions = list(db.exec(select(Session)))
-        assert len(sessions) >= 8
+            names = {t.id: t.name for t in db.exec(select(Trigger))}
+        fired = Counter(names[s.trigger_id] for s in sessions if s.trigger_id is not None)
+        assert fired["demo-label-pacer"] == 3  # signed deliveries through /github/webhook
+        assert fired["demo-hourly-sweep"] == 1  # invoked by hand
+        assert fired["demo-follow-up"] >= 1  # a label session done
+        sweep = next(s for s in sessions if s.trigger_id is not None and names[s.trigger_id] == "demo-hourly-sweep")
+        assert sweep.title == "demo-hourly-sweep: Find the flakiest test and fix it."
     finally:
-        api.close()
+        server.stop()
 
 
 def test_the_feed_goes_through_the_real_endpoints_and_some_work_holds(engine, clock) -> None:
