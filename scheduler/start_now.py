@@ -6,7 +6,8 @@ every promotion. A waiting session is dormant in one of a few shapes, each with 
   paused / parked           the pause's own resume, with the prompt left with the park
   never run                 a fresh first turn from the session's recorded prompt
   ran before, nothing queued  stranded: the continue nudge
-Refused: a session asleep on a wake it has not reached, and one whose queue cannot be read.
+Refused: a session asleep on a wake it has not reached, one whose queue cannot be read, and a done
+one with nothing queued — a reply continues it, with the person's words as its next turn.
 """
 
 from __future__ import annotations
@@ -76,6 +77,10 @@ def start_now(ctx: Context, session_id: int, *, actor: str | None = None) -> Sta
         elif not ran_before:
             shape = "never_run"
             sub = admit(work, session, TurnAttempt(session.prompt or render("text/continue_nudge.j2"), session.attachments, "first"))
+        elif session.status == Status.DONE.value and not queued:
+            # Done is finished, not stranded: a nudge would spend quota on work nobody asked
+            # for. Continuing it is a person's message (a reply), which says what to do next.
+            raise Refused(error_text("start_now/done", session_id=session_id))
         elif queued:
             message = db.exec(
                 select(EnqueuedMessage)

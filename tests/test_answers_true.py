@@ -3,6 +3,8 @@ what the scheduler will do with it."""
 
 from __future__ import annotations
 
+from datetime import timedelta
+
 import pytest
 
 from bot import chat
@@ -62,3 +64,22 @@ def test_whatif_spot_says_a_new_spot_session_would_not_start_under_hold_all(api)
     assert "would not start now" in said and "release freeze" in said, said
     created = ask("new --spot tidy the changelog")  # and what it said is what happens
     assert created.ok and row(api.ctx, 1).hold_reason == "operator_hold", created.text
+
+
+def test_start_refuses_a_done_session_on_every_surface_and_says_to_reply(api) -> None:
+    """`start` starts queued work (its help says so); a done session has none, and a continue
+    nudge would spend quota nobody asked for."""
+    ctx = api.ctx
+    sid = new(ctx, genesis="command", requester="alice", prompt="write it")
+    assert submit_turn(ctx, sid, "write it").outcome == "started"
+    api.deferrer.advance(timedelta(minutes=31))
+    assert row(ctx, sid).status == "done"
+
+    said = chat.answer(api.pacer, "alice", f"start {sid}", surface="console")
+    r = api.post(f"/sessions/{sid}/start_now")
+    helped = chat.answer(api.pacer, "alice", "help start", surface="console").text
+
+    assert not said.ok and f"reply {sid} <text>" in said.text
+    assert r.status_code == 409 and f"reply {sid} <text>" in r.text
+    assert len(api.workers.submitted) == 1 and row(ctx, sid).status == "done"
+    assert "a done session is continued with reply" in helped

@@ -144,6 +144,18 @@ def test_start_now_shapes(engine, clock) -> None:
     assert start_now(ctx, fresh).shape == "never_run"
     assert workers.submitted[-1].prompt == "from the form"
     deferrer.advance(timedelta(minutes=6))
+    assert row(ctx, fresh).status == "done"
+    with pytest.raises(Refused) as done:  # finished, not stranded: a nudge would spend quota unasked
+        start_now(ctx, fresh)
+    assert str(done.value) == (
+        f"session #{fresh} is done, so there is nothing queued to start; to continue it, reply to it with what to do next "
+        f"(reply {fresh} <text>, or in its thread)"
+    )
+    assert len(workers.submitted) == 1 and row(ctx, fresh).status == "done"
+    with session_scope(engine) as db:  # a row left waiting after its turn, with nothing queued
+        s = db.get(type(row(ctx, fresh)), fresh)
+        s.status = "waiting"
+        db.add(s)
     stranded = start_now(ctx, fresh)
     assert stranded.shape == "stranded" and workers.submitted[-1].prompt == "Continue where you left off."
     asleep = new(ctx)
