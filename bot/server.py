@@ -9,11 +9,13 @@ import logging
 import os
 
 import uvicorn
+from sqlalchemy.exc import OperationalError
 
 from bot import logs, runtime, settings_checks, triggers_file
 from bot.app import create_app
 from bot.drain import drain
-from bot.settings import Settings
+from bot.settings import Settings, redact_url
+from templates import error_text
 
 log = logging.getLogger("pacer.server")
 
@@ -21,7 +23,11 @@ log = logging.getLogger("pacer.server")
 def serve(settings: Settings, *, host: str | None = None, port: int | None = None, demo: bool = False) -> int:
     settings_checks.check(settings, os.environ)  # settings this machine cannot run stop start-up with one line
     triggers_file.check(settings)  # a bad triggers.toml stops start-up with its one line
-    pacer = runtime.build(settings, migrate=True)
+    try:
+        pacer = runtime.build(settings, migrate=True)
+    except OperationalError as exc:  # one line naming what to do, not the driver's 130-line traceback
+        log.error(error_text("server/database_unreachable", url=redact_url(settings.database_url), reason=first_line(exc.orig or exc)))
+        return 1
     bind_host = host or settings.host
     bind_port = port or settings.port
     if demo:
@@ -68,3 +74,9 @@ def _advertise(pacer: runtime.Pacer, url: str) -> None:
     leadership = pacer.extras.get("leadership")
     if leadership is not None:
         leadership.advertise(url)
+
+
+def first_line(exc: BaseException) -> str:
+    """The first line of a driver's error: psycopg and sqlite3 put what failed there."""
+    lines = str(exc).strip().splitlines()
+    return lines[0].strip() if lines else type(exc).__name__

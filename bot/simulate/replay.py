@@ -14,11 +14,15 @@ from __future__ import annotations
 
 from collections import defaultdict
 from datetime import datetime, timedelta
+from pathlib import Path
 from typing import Any
 
+from sqlalchemy import inspect
+from sqlalchemy.exc import OperationalError
 from sqlmodel import col, select
 
 from bot.adapters import runtimes_from_settings
+from bot.settings import redact_url
 from bot.simulate.scenario import (
     ArrivalSpec,
     PolicySpec,
@@ -71,9 +75,22 @@ def _took(turn: Turn) -> timedelta:
     return timedelta(0)
 
 
+def is_missing_file(url: str) -> bool:
+    """Whether `url` names a SQLite file that does not exist."""
+    if not url.startswith("sqlite") or url in ("sqlite://", "sqlite:///:memory:"):
+        return False
+    return not Path(url.split("///", 1)[-1]).exists()
+
+
 def scenario_from_db(settings: Any, base: Scenario | None, *, since: str | None = None, tail: timedelta = TAIL) -> Scenario:
-    engine = dbmod.make_engine(settings.database_url)
+    url = settings.database_url
+    if is_missing_file(url):  # opening it would make an empty database (and ./var/) where there was none
+        raise ScenarioError(error_text("simulate/no_database", url=url))
+    engine = dbmod.make_engine(url)
     try:
+        with engine.connect() as conn:  # reachable and Pacer's, asked before a transaction whose hooks would warn first
+            if not inspect(conn).has_table("sessions"):
+                raise ScenarioError(error_text("simulate/not_pacer_database", url=redact_url(url)))
         with dbmod.session_scope(engine) as db:
             policy = load_policy(db)
             stmt = select(Session).where(col(Session.bookkeeping).is_(False)).order_by(col(Session.created_at), col(Session.id))
@@ -92,6 +109,9 @@ def scenario_from_db(settings: Any, base: Scenario | None, *, since: str | None 
             burns = _burns(db, settings)
             policy_spec = PolicySpec(policy.gating_enabled, policy.reserve_5h_pct, policy.reserve_7d_pct,
                                      policy.max_sessions, settings.agent_workers, policy.preemption_enabled)
+    except OperationalError as exc:  # unreachable or refused: one line, not the driver's traceback
+        reason = (str(exc.orig or exc).strip().splitlines() or [type(exc).__name__])[0]
+        raise ScenarioError(error_text("simulate/database_unreadable", url=redact_url(url), reason=reason)) from None
     finally:
         engine.dispose()
     if not sessions:

@@ -34,6 +34,7 @@ from integrations.tracked_pool import TrackedPool
 from scheduler.db import session_scope
 from scheduler.models import StatusComment
 from scheduler.ports import Clock
+from templates import error_text
 
 log = logging.getLogger("pacer.github")
 
@@ -102,8 +103,9 @@ class StatusComments:
             self._queued.discard(session_id)
         try:
             self.refresh(session_id)
-        except Exception:
-            log.exception("github: the status comment of session #%s was not updated", session_id)
+        except Exception as exc:  # one line naming what to do: a traceback a refresh would only repeat
+            problem = error_text("comments/not_updated", session_id=session_id, problem=why_not_written(exc))
+            log.warning(problem, extra={"session_id": session_id})
 
     def refresh(self, session_id: int) -> int | None:
         """Make the session's issue comment match its row. Returns the comment id, or None when
@@ -142,6 +144,27 @@ class StatusComments:
     def close(self, timeout: float = 30.0) -> None:
         self.drain(timeout)
         self._pool.shutdown(wait=False, cancel_futures=True)
+
+
+def why_not_written(exc: BaseException) -> str:
+    """What went wrong with a GitHub write, and what to do about it, in a clause. PyGithub's
+    errors carry the HTTP status; a transport error (requests') carries none."""
+    status = getattr(exc, "status", None)
+    data = getattr(exc, "data", None)
+    message = str(data.get("message", "")) if isinstance(data, dict) else ""
+    if status == 401:
+        return error_text("comments/bad_credentials")
+    if status == 403 and "rate limit" in message.lower():
+        return error_text("comments/rate_limited")
+    if status == 403:
+        return error_text("comments/forbidden", message=message)
+    if status == 404:
+        return error_text("comments/not_found")
+    if isinstance(status, int):
+        return error_text("comments/github_status", status=status, message=message)
+    if isinstance(exc, (ConnectionError, TimeoutError, OSError)) or type(exc).__module__.startswith(("requests", "urllib3")):
+        return error_text("comments/unreachable", error=type(exc).__name__)
+    return error_text("comments/other", error=type(exc).__name__, detail=str(exc).splitlines()[0] if str(exc) else "")
 
 
 def _stored(db: DBSession, where: Where) -> StatusComment | None:
