@@ -18,6 +18,7 @@ from typing import Any
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily, Metric
 from prometheus_client.registry import Collector
 from sqlalchemy import Engine, case, func, inspect, literal, or_, text
+from sqlalchemy.exc import SQLAlchemyError
 from sqlmodel import Session as DBSession
 from sqlmodel import col, select
 
@@ -59,7 +60,7 @@ class DatabaseCollector(Collector):
         up = GaugeMetricFamily("pacer_database_up", "1 when the database answered this scrape, 0 when it did not")
         try:
             families = self._read(self.ctx.clock.now())
-        except Exception as exc:  # a scrape reports an unreadable database, it never fails
+        except SQLAlchemyError as exc:  # a scrape reports an unreadable database rather than failing
             log.warning("metrics: the database could not be read for this scrape: %s", type(exc).__name__)
             up.add_metric([], 0)
             yield up

@@ -21,14 +21,16 @@ from sqlalchemy import Engine
 from sqlmodel import select
 
 from bot.app import create_app
+from bot.metrics_collector import DatabaseCollector
 from bot.runtime import Pacer
 from scheduler.clock import VirtualClock
-from scheduler.db import session_scope
+from scheduler.db import make_engine, session_scope
 from scheduler.models import Session, Turn
 from scheduler.policy import load_policy
 from scheduler.sessions import class_of
 from tests.api_client import TOKEN, Api, Server, make_api, settings_for
 from tests.github_support import SECRET, headers, issue_payload
+from tests.harness import build
 
 ROOT = Path(__file__).resolve().parents[1]
 DOCS = ROOT / "docs" / "metrics.md"
@@ -193,3 +195,10 @@ def test_every_metric_served_is_documented_and_the_dashboard_asks_only_for_those
     asked = {_family(name) for panel in dashboard["panels"] for target in panel["targets"]
              for name in re.findall(r"pacer_[a-z_]+", target["expr"])}
     assert asked and asked <= documented
+
+
+def test_a_scrape_says_the_database_is_down_rather_than_failing(engine: Engine, clock: VirtualClock) -> None:
+    ctx, _deferrer, _workers, _quota = build(engine, clock)
+    gone = make_engine("postgresql://pacer@127.0.0.1:9/pacer")  # the discard port: nothing listens
+    families = list(DatabaseCollector(gone, ctx).collect())
+    assert [(f.name, [s.value for s in f.samples]) for f in families] == [("pacer_database_up", [0.0])]
