@@ -58,7 +58,7 @@ from scheduler.genesis import Genesis
 from scheduler.models import Status
 from tests.api_client import TOKEN, Api, make_api
 
-EXAMPLES = int(os.environ.get("PACER_SCHEMA_EXAMPLES", "150"))
+EXAMPLES = int(os.environ.get("PACER_SCHEMA_EXAMPLES", "100"))
 CHECKS = [
     not_a_server_error,
     status_code_conformance,
@@ -235,3 +235,17 @@ def test_the_documented_repository_pattern_is_the_rule_the_server_checks(value: 
         taken = False
     assert (re.match(REPOSITORY, value) is not None) is taken
     assert jsonschema_rs.validator_for({"type": "string", "pattern": REPOSITORY}).is_valid(value) is taken
+
+
+def test_a_method_a_path_does_not_take_is_405_listing_every_method_it_does(api: Api) -> None:
+    document = api.client.get("/openapi.json").json()
+    for path, operations in document["paths"].items():
+        if not path.startswith("/api/v1/"):
+            continue
+        documented = sorted(method.upper() for method in operations)
+        url = path.replace("{session_id}", "1").replace("{trigger_id}", "1").replace("{hold_id}", "1")
+        for method in sorted({"GET", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"} - set(documented)):
+            r = api.client.request(method, url, headers=api.headers())
+            assert r.status_code == 405, (method, path, r.text)
+            assert r.headers["allow"] == ", ".join(documented), (method, path)
+            assert r.json()["error"] == "method_not_allowed" and method in r.json()["message"], r.json()

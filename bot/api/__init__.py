@@ -4,14 +4,17 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import Any
 
-from fastapi import APIRouter, FastAPI, Security
+from fastapi import APIRouter, FastAPI, Request, Security
+from fastapi.responses import JSONResponse
+from fastapi.routing import APIRoute
 from fastapi.security import HTTPBearer
 
 from bot.api import chat, holding, policy, sessions, triggers
-from bot.api.guard import ACTOR_HEADER
+from bot.api.guard import ACTOR_HEADER, error_body
+from templates import error_text
 
 PREFIX = "/api/v1"
 
@@ -32,14 +35,39 @@ ACTOR = {
 }
 
 
+MODULES = (sessions, triggers, policy, chat, holding)
+METHODS = ("GET", "POST", "PUT", "PATCH", "DELETE", "OPTIONS", "TRACE")
+
+
 def router() -> APIRouter:
     api = APIRouter(prefix=PREFIX, dependencies=[Security(bearer)])
-    api.include_router(sessions.router)
-    api.include_router(triggers.router)
-    api.include_router(policy.router)
-    api.include_router(chat.router)
-    api.include_router(holding.router)
+    for module in MODULES:
+        api.include_router(module.router)
+    refuse_other_methods(api)
     return api
+
+
+def refuse_other_methods(api: APIRouter) -> None:
+    """A method a path does not take is a 405 with the methods it does take in `Allow` (every
+    one: FastAPI keeps one route per method, and the first it tries would name only its own)."""
+    allowed: dict[str, set[str]] = {}
+    for module in MODULES:
+        for route in module.router.routes:
+            if isinstance(route, APIRoute):
+                allowed.setdefault(route.path, set()).update(route.methods)
+    for path, methods in allowed.items():
+        api.add_api_route(path, method_refusal(sorted(methods)), methods=[m for m in METHODS if m not in methods],
+                          include_in_schema=False)
+
+
+def method_refusal(methods: list[str]) -> Callable[[Request], Awaitable[JSONResponse]]:
+    async def refuse(request: Request) -> JSONResponse:
+        message = error_text("api/method_not_allowed", method=request.method, path=request.url.path, allowed=methods)
+        answer = error_body(405, "method_not_allowed", message)
+        answer.headers["Allow"] = ", ".join(methods)
+        return answer
+
+    return refuse
 
 
 def register(app: FastAPI) -> None:
