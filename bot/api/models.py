@@ -13,6 +13,7 @@ from datetime import datetime
 from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field
+from pydantic.json_schema import SkipJsonSchema
 from pydantic_core import PydanticCustomError
 
 from bot.api.fields import (
@@ -203,7 +204,7 @@ TriggerPrecedence = Annotated[Precedence | None, BeforeValidator(_integer_preced
 
 
 class TriggerCreate(Request):
-    name: TriggerName = Field(min_length=1, max_length=100)
+    name: TriggerName
     kind: TriggerKind
     prompt_template: Template = Field(description="Jinja2, rendered in a sandbox at every fire")
     config: JsonObject = Field(default_factory=dict, description="Kind-specific; see the trigger kinds")
@@ -214,14 +215,17 @@ class TriggerCreate(Request):
 
 
 class TriggerPatch(Change):
-    name: TriggerName | None = Field(None, min_length=1, max_length=100)
-    kind: TriggerKind | None = Field(None, description="Cannot change; accepted only when it matches")
-    prompt_template: Template | None = None
-    config: JsonObject | None = None
+    # A trigger always has a name, kind, template, config and enabled flag: null is not a value
+    # of theirs (the document shows none; the trigger checks refuse it, naming the field), while
+    # a null class, precedence or group clears it.
+    name: TriggerName | SkipJsonSchema[None] = None
+    kind: TriggerKind | SkipJsonSchema[None] = Field(None, description="Cannot change; accepted only when it matches")
+    prompt_template: Template | SkipJsonSchema[None] = None
+    config: JsonObject | SkipJsonSchema[None] = None
     scheduling_class: ClassChoice | None = None
     precedence: TriggerPrecedence = None
     concurrency_group: Text | None = Field(None, max_length=200)
-    enabled: bool | None = None
+    enabled: bool | SkipJsonSchema[None] = None
 
 
 class TriggerOut(BaseModel):
