@@ -9,10 +9,12 @@ the validator enforces it.
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal, get_args
+from functools import cache
+from types import UnionType
+from typing import Annotated, Any, Literal, Union, get_args, get_origin
 
 from fastapi import Path
-from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, GetJsonSchemaHandler, model_validator
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, GetJsonSchemaHandler, model_validator
 from pydantic.json_schema import JsonSchemaValue
 from pydantic_core import PydanticCustomError, core_schema
 
@@ -32,9 +34,31 @@ OverridableGenesis = Literal["command", "api", "unknown"]
 
 class Request(BaseModel):
     """A request body. Strict: `0` is not false and `"5"` is not 5, as the document's types say;
-    only a whole float is a whole number (`whole`), as JSON Schema has it."""
+    but 5.0 is the whole number 5 in a field that takes whole numbers, as JSON Schema has it."""
 
     model_config = ConfigDict(extra="forbid", strict=True)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _whole_numbers(cls, data: Any) -> Any:
+        if not isinstance(data, dict):
+            return data
+        return {key: whole(value) if key in _whole_number_fields(cls) else value for key, value in data.items()}
+
+
+@cache
+def _whole_number_fields(model: type[BaseModel]) -> frozenset[str]:
+    """The fields of `model` that take an int and no float (int, int | None, Annotated alike)."""
+    return frozenset(name for name, info in model.model_fields.items() if _base_types(info.annotation) & {int} and
+                     not _base_types(info.annotation) & {float})
+
+
+def _base_types(annotation: Any) -> set[Any]:
+    if get_origin(annotation) is Annotated:
+        return _base_types(get_args(annotation)[0])
+    if get_origin(annotation) in (Union, UnionType):
+        return {base for arg in get_args(annotation) for base in _base_types(arg)}
+    return {annotation}
 
 
 class Change(Request):
@@ -133,10 +157,9 @@ JsonObject = Annotated[
     AfterValidator(_storable_tree),
     Field(description=f"Keys and strings hold no NUL; numbers are finite; at most {bounds.MAX_DEPTH} levels deep"),
 ]
-# The bounds come before `whole`: after it, pydantic could no longer state them in the schema.
-RowId = Annotated[int, Field(ge=1, le=bounds.MAX_ID), BeforeValidator(whole)]
-Precedence = Annotated[int, Field(ge=-bounds.MAX_PRECEDENCE, le=bounds.MAX_PRECEDENCE), BeforeValidator(whole)]
-Capacity = Annotated[int, Field(ge=1, le=bounds.MAX_CAPACITY), BeforeValidator(whole)]
-MaxSessions = Annotated[int, Field(ge=1, le=bounds.MAX_SESSIONS), BeforeValidator(whole)]
+RowId = Annotated[int, Field(ge=1, le=bounds.MAX_ID)]
+Precedence = Annotated[int, Field(ge=-bounds.MAX_PRECEDENCE, le=bounds.MAX_PRECEDENCE)]
+Capacity = Annotated[int, Field(ge=1, le=bounds.MAX_CAPACITY)]
+MaxSessions = Annotated[int, Field(ge=1, le=bounds.MAX_SESSIONS)]
 SessionId = Annotated[int, Path(ge=1, le=bounds.MAX_ID, description="A session id")]
 TriggerId = Annotated[int, Path(ge=1, le=bounds.MAX_ID, description="A trigger id")]
