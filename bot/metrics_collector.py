@@ -122,22 +122,28 @@ class DatabaseCollector(Collector):
         return [sessions, operator, queue]
 
     def _turns(self, db: DBSession) -> list[Metric]:
+        """The outcome counter and the duration histogram from one pass over the finished turns."""
+        ms = col(Turn.duration_ms)
+        timed = ms.is_not(None)
+        columns = [func.count(), func.sum(case((timed, 1), else_=0)), func.coalesce(func.sum(ms), 0)]
+        columns += [func.sum(case((ms <= bound * 1000, 1), else_=0)) for bound in DURATION_BUCKETS]
+        stmt = (select(Turn.status, Turn.outcome, *columns).where(col(Turn.status).in_(FINISHED))
+                .group_by(col(Turn.status), col(Turn.outcome)))
+        rows: list[Any] = list(db.exec(stmt).all())  # status, outcome, count, timed count, sum, one count per bucket
         outcomes = CounterMetricFamily("pacer_turns", "Finished turns by status and outcome", labels=["status", "outcome"])
-        finished = col(Turn.status).in_(FINISHED)
-        stmt = select(Turn.status, Turn.outcome, func.count()).where(finished).group_by(col(Turn.status), col(Turn.outcome))
-        for status, outcome, count in db.exec(stmt).all():
+        by_outcome: dict[str, list[float]] = {}
+        for row in rows:
+            status, outcome, count, timed_count, total_ms, *within = tuple(row)
             outcomes.add_metric([str(status), str(outcome or "")], int(count))
+            sums = by_outcome.setdefault(str(outcome or ""), [0.0] * (len(DURATION_BUCKETS) + 2))
+            for i, value in enumerate([timed_count, total_ms, *within]):
+                sums[i] += float(value or 0)
         durations = HistogramMetricFamily("pacer_turn_duration_seconds", "How long finished turns ran, by outcome",
                                           labels=["outcome"])
-        ms = col(Turn.duration_ms)
-        columns = [func.count(), func.coalesce(func.sum(ms), 0)]
-        columns += [func.sum(case((ms <= bound * 1000, 1), else_=0)) for bound in DURATION_BUCKETS]
-        timed = select(Turn.outcome, *columns).where(finished, ms.is_not(None)).group_by(col(Turn.outcome))
-        rows: list[Any] = list(db.exec(timed).all())  # (outcome, count, sum, one count per bucket)
-        for row in rows:
-            outcome, count, total_ms, *within = tuple(row)
-            buckets = [(str(bound), int(n or 0)) for bound, n in zip(DURATION_BUCKETS, within, strict=True)]
-            durations.add_metric([str(outcome or "")], [*buckets, ("+Inf", int(count))], float(total_ms) / 1000)
+        for outcome, (count, total_ms, *within) in by_outcome.items():
+            if count:
+                buckets = [(str(bound), int(n)) for bound, n in zip(DURATION_BUCKETS, within, strict=True)]
+                durations.add_metric([outcome], [*buckets, ("+Inf", int(count))], total_ms / 1000)
         return [outcomes, durations]
 
     def _preemptions(self, db: DBSession) -> list[Metric]:
