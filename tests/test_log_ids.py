@@ -41,14 +41,22 @@ class Captured:
 
 @pytest.fixture
 def captured() -> Iterator[Captured]:
+    """The root logger at INFO into memory; Pacer's loggers let through whatever an earlier test in
+    this process set them to, and put back afterwards."""
     found = Captured(JsonFormatter())
     root = logging.getLogger()
-    level = root.level
+    ours = [root, *(logger for name, logger in logging.Logger.manager.loggerDict.items()
+                    if name.startswith(("pacer", "scheduler")) and isinstance(logger, logging.Logger))]
+    before = [(logger, logger.level, logger.disabled) for logger in ours]
+    for logger in ours:
+        logger.setLevel(logging.INFO if logger is root else logging.NOTSET)
+        logger.disabled = False
     root.addHandler(found.handler)
-    root.setLevel(logging.INFO)
     yield found
     root.removeHandler(found.handler)
-    root.setLevel(level)
+    for logger, level, disabled in before:
+        logger.setLevel(level)
+        logger.disabled = disabled
 
 
 @pytest.fixture
