@@ -52,7 +52,8 @@ def shown(value: Any) -> str:
 
 
 def trigger_class(ctx: Context, command: c.TriggerClass) -> Answer:
-    change = change_trigger(ctx.pacer.ctx, ctx.pacer.scheduler, command.trigger_id, {"scheduling_class": command.scheduling_class})
+    change = change_trigger(ctx.pacer.ctx, ctx.pacer.scheduler, command.trigger_id, {"scheduling_class": command.scheduling_class},
+                            actor=ctx.actor)
     write = change.write
     return Answer(
         "trigger_class",
@@ -69,7 +70,8 @@ def trigger_class(ctx: Context, command: c.TriggerClass) -> Answer:
 
 
 def trigger_precedence(ctx: Context, command: c.TriggerPrecedence) -> Answer:
-    change = change_trigger(ctx.pacer.ctx, ctx.pacer.scheduler, command.trigger_id, {"precedence": command.precedence})
+    change = change_trigger(ctx.pacer.ctx, ctx.pacer.scheduler, command.trigger_id, {"precedence": command.precedence},
+                            actor=ctx.actor)
     return Answer(
         "trigger_precedence",
         {

@@ -184,16 +184,20 @@ class TriggerChange:
     write: TriggerWrite
 
 
-def change_trigger(ctx: Context, scheduler: Any, trigger_id: int, changes: Mapping[str, Any]) -> TriggerChange:
+def change_trigger(ctx: Context, scheduler: Any, trigger_id: int, changes: Mapping[str, Any], *, actor: str) -> TriggerChange:
     """The one trigger change every surface makes: validate and write in one transaction, then,
     once it has committed, release the sessions a promotion moved (through the alarm, which
-    leaves paused and parked ones alone) and bring the cron jobs in line."""
+    leaves paused and parked ones alone), bring the cron jobs in line and record who did it."""
     with session_scope(ctx.engine) as db:
         trigger = get_trigger(db, trigger_id)
         before = plain(trigger)
         write = update_trigger(db, trigger, changes, now=ctx.clock.now())
         after = plain(write.trigger, sessions=session_count(db, trigger_id))
     after_write(ctx, scheduler, ctx.engine, [(trigger_id, write.promoted)])
+    if write.changed:
+        # WARN on purpose, as a policy change does: a trigger's class moves every session it spawns.
+        log.warning("trigger #%s changed by %s: %s", trigger_id, actor,
+                    ", ".join(f"{key} {before[key]} -> {after[key]}" for key in write.changed))
     return TriggerChange(before, after, write)
 
 

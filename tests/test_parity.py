@@ -292,7 +292,7 @@ ACTIONS = [
            lambda o, ids: _status(o, ids["parked"])["pause_reason"] is not None and _status(o, ids["parked"])["status"] == "waiting"
            and "trigger_release" in o.armed),
     Action("trigger precedence", "trigger {tid} precedence 70", ("PATCH", "/triggers/{tid}", {"precedence": 70}),
-           lambda o, ids: o.rows["triggers"][0]["precedence"] == 70),
+           lambda o, ids: o.rows["triggers"][0]["precedence"] == 70 and f"trigger #{ids['tid']} changed by {ACTOR}: precedence None -> 70" in o.audit),
     Action("promote", "promote {held}", ("PATCH", "/sessions/{held}", {"scheduling_class": "priority"}),
            lambda o, ids: _status(o, ids["held"])["scheduling_class"] == "priority", click=overflow("promote", "held")),
     Action("demote top", "demote {held} top", ("PATCH", "/sessions/{held}", {"scheduling_class": "spot", "place": "top_of_spot"}),

@@ -80,12 +80,10 @@ def patch(trigger_id: TriggerId, body: TriggerPatch, request: Request, who: Call
     who.require_operator(f"changing trigger #{trigger_id}")
     ctx = context(request)
     changes = body.model_dump(exclude_unset=True)
-    with session_scope(ctx.engine) as db:
-        write = store.update_trigger(db, get_trigger(db, trigger_id), changes, now=ctx.clock.now())
-        out = store.plain(write.trigger, sessions=store.session_count(db, trigger_id))
-    _after(request, [(trigger_id, write.promoted)])
+    change = store.change_trigger(ctx, request.app.state.pacer.scheduler, trigger_id, changes, actor=who.name)
+    write = change.write
     return {
-        "trigger": out,
+        "trigger": change.after,
         "changed": list(write.changed),
         "reclassified_waiting_sessions": write.moved,
         "released": list(write.promoted),
