@@ -18,7 +18,8 @@ two times in three. Each answer is checked:
     positive accepted        a request the document calls valid is not answered 422, unless
                              the field it names is one whose rule only the server can check
                              (SERVER_CHECKED: a row the request names, a trigger's config for
-                             its kind, a template Jinja must compile and render)
+                             its kind, a template Jinja must compile and render, a time that
+                             must be in the future)
 
 Derandomized, so CI sees the same requests; PACER_SCHEMA_EXAMPLES sets how many per database
 (by hand: 2000 explores much further).
@@ -69,8 +70,10 @@ CHECKS = [
 ]
 # Fields whose rule the document states in words only: each names something the server looks
 # up or runs (a session that must exist, a trigger kind's config keys and values, a Jinja
-# template that must compile and render with that kind's facts, a kind that cannot change).
+# template that must compile and render with that kind's facts, a kind that cannot change, a
+# wake-up time that must be in the future by the server's clock).
 SERVER_CHECKED = {
+    ("POST", "/api/v1/sessions/{session_id}/pause"): ("until",),
     ("POST", "/api/v1/sessions"): ("parent_session_id", "forked_from"),
     ("POST", "/api/v1/triggers"): ("config", "prompt_template"),
     ("PATCH", "/api/v1/triggers/{trigger_id}"): ("config", "prompt_template", "kind"),

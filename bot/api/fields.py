@@ -9,6 +9,7 @@ the validator enforces it.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from functools import cache
 from types import UnionType
 from typing import Annotated, Any, Literal, Union, get_args, get_origin
@@ -76,6 +77,21 @@ class Change(Request):
         document = handler(schema)
         handler.resolve_ref_schema(document)["minProperties"] = 1
         return document
+
+
+def never_null(*names: str) -> Callable[[dict[str, Any]], None]:
+    """A model's `json_schema_extra` showing `names` without their null: optional, but a null
+    there is refused by a check of the server's (declaring them `X | SkipJsonSchema[None]`
+    would instead make pydantic name union members in its errors)."""
+
+    def drop_null(schema: dict[str, Any]) -> None:
+        for name in names:
+            field = schema["properties"][name]
+            kept = [option for option in field.pop("anyOf", []) if option != {"type": "null"}]
+            if len(kept) == 1:
+                field.update(kept[0])
+
+    return drop_null
 
 
 def exclusive(first: str, second: str) -> dict[str, Any]:

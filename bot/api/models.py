@@ -13,7 +13,6 @@ from datetime import datetime
 from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field
-from pydantic.json_schema import SkipJsonSchema
 from pydantic_core import PydanticCustomError
 
 from bot.api.fields import (
@@ -36,6 +35,7 @@ from bot.api.fields import (
     TriggerKind,
     TriggerName,
     exclusive,
+    never_null,
     whole,
 )
 from scheduler import bounds
@@ -218,14 +218,16 @@ class TriggerPatch(Change):
     # A trigger always has a name, kind, template, config and enabled flag: null is not a value
     # of theirs (the document shows none; the trigger checks refuse it, naming the field), while
     # a null class, precedence or group clears it.
-    name: TriggerName | SkipJsonSchema[None] = None
-    kind: TriggerKind | SkipJsonSchema[None] = Field(None, description="Cannot change; accepted only when it matches")
-    prompt_template: Template | SkipJsonSchema[None] = None
-    config: JsonObject | SkipJsonSchema[None] = None
+    model_config = ConfigDict(json_schema_extra=never_null("name", "kind", "prompt_template", "config", "enabled"))
+
+    name: TriggerName | None = None
+    kind: TriggerKind | None = Field(None, description="Cannot change; accepted only when it matches")
+    prompt_template: Template | None = None
+    config: JsonObject | None = None
     scheduling_class: ClassChoice | None = None
     precedence: TriggerPrecedence = None
     concurrency_group: Text | None = Field(None, max_length=200)
-    enabled: bool | SkipJsonSchema[None] = None
+    enabled: bool | None = None
 
 
 class TriggerOut(BaseModel):
