@@ -30,9 +30,13 @@ def cmd_serve(args: argparse.Namespace) -> int:
 
 def cmd_migrate(args: argparse.Namespace) -> int:
     from bot.settings import redact_url
+    from bot.settings_checks import database_problems
     from scheduler import db
 
     settings = _settings(args)
+    refused = database_problems(settings, os.environ)
+    if refused:
+        raise ConfigError(refused[0])
     db.migrate(settings.database_url)
     print(f"database at head: {redact_url(settings.database_url)}")
     return 0

@@ -21,13 +21,20 @@ from templates import error_text
 def problems(settings: Settings, environ: Mapping[str, str], *, serving: bool = True) -> list[str]:
     """Every reason this process should not start, one line each, most fundamental first.
     `serving=False` (the console) asks only what running turns here needs."""
-    found: list[str] = []
-    if serving and environ.get("FLY_APP_NAME") and settings.sqlite:
-        found.append(error_text("settings/fly_sqlite", app=environ["FLY_APP_NAME"], url=settings.database_url))
+    found = database_problems(settings, environ) if serving else []
     found.extend(_runner(settings, environ))
     if serving:
         found.extend(_slack(settings))
     return found
+
+
+def database_problems(settings: Settings, environ: Mapping[str, str]) -> list[str]:
+    """On Fly (FLY_APP_NAME set) the database must be PostgreSQL: a SQLite file lives on the
+    machine's disk, which the next deploy replaces. `pacer migrate` (the release command) asks
+    this too, so a deploy without DATABASE_URL fails at release, before any machine is replaced."""
+    if environ.get("FLY_APP_NAME") and settings.sqlite:
+        return [error_text("settings/fly_sqlite", app=environ["FLY_APP_NAME"], url=settings.database_url)]
+    return []
 
 
 def check(settings: Settings, environ: Mapping[str, str], *, serving: bool = True) -> None:
@@ -70,4 +77,4 @@ def _slack(settings: Settings) -> list[str]:
     return []
 
 
-__all__ = ["check", "problems"]
+__all__ = ["check", "database_problems", "problems"]

@@ -140,6 +140,13 @@ def test_fly_with_sqlite_is_refused_and_with_postgres_is_not() -> None:
     assert settings_checks.problems(load({}, toml_path=None), {}) == []
 
 
+def test_pacer_migrate_on_fly_without_postgres_fails_the_release(tmp_path: Path) -> None:
+    done = subprocess.run([sys.executable, "-m", "bot.cli", "migrate"], cwd=tmp_path, capture_output=True, text=True, timeout=60,
+                          env=_env(tmp_path, FLY_APP_NAME="pacer"))
+    assert done.returncode == 2 and done.stderr.startswith("pacer: configuration error: DATABASE_URL='sqlite:///"), done.stderr
+    assert not (tmp_path / "pacer.db").exists()  # nothing was migrated on the release machine's disk
+
+
 @pytest.mark.parametrize(
     ("extra", "line"),
     [
