@@ -47,15 +47,21 @@ class Candidate:
 @dataclass(frozen=True)
 class Passed:
     """What a pass has learned cannot start, so the next page of the queue leaves it out: the
-    candidates already read, the groups full for a session of the default group limit, and the
-    triggers that declare a limit of their own (their sessions are asked in memory instead)."""
+    candidates already read, the groups full for a session of the default group limit, the
+    triggers that declare a limit of their own (their sessions are asked in memory instead), and
+    the runtimes whose spot sessions the gate refused for their burn (every spot session of that
+    runtime asks the same question, and gets the same answer, until the pass ends)."""
 
     seen: tuple[int, ...] = ()
     full_groups: tuple[str, ...] = ()
     declared: tuple[int, ...] = ()
+    paced: tuple[str, ...] = ()
 
     def params(self, now: datetime) -> dict[str, Any]:
-        return {"now": now, "seen": list(self.seen), "full": list(self.full_groups), "declared": list(self.declared)}
+        return {
+            "now": now, "seen": list(self.seen), "full": list(self.full_groups), "declared": list(self.declared),
+            "paced": list(self.paced),
+        }
 
 
 _CANDIDATE_COLUMNS: tuple[Any, ...] = (
@@ -100,6 +106,7 @@ def _candidates_stmt(defaults: tuple[SchedulingClass, ...], limit: int) -> Any:
             col(Session.hold_reason).not_in(sorted(failures.RETRY_HOLD_REASONS)) | (col(Session.hold_retry_at) <= bindparam("now")),
             col(Session.id).not_in(bindparam("seen", expanding=True)),
             group.is_(None) | not_(in_full_group),
+            not_((resolved == SchedulingClass.SPOT.value) & col(Session.runtime).in_(bindparam("paced", expanding=True))),
         )
         .order_by(*queue_order(resolved))
         .limit(limit)

@@ -161,6 +161,7 @@ class _Pass:
         self.gate = PassGate(work, policy)
         self.started: list[int] = []
         self.examined = 0
+        self.paced: set[str] = set()  # runtimes whose spot sessions the gate refused this pass
         self._occupancy: dict[str, int] | None = None
         self._limits: dict[int, int] | None = None
 
@@ -204,7 +205,7 @@ class _Pass:
                 return
             occupancy, limits = self._groups()
             full = tuple(g for g, n in occupancy.items() if n >= groups.DEFAULT_LIMIT)
-            passed = Passed((*passed.seen, *ids), full, tuple(limits))
+            passed = Passed((*passed.seen, *ids), full, tuple(limits), tuple(sorted(self.paced)))
 
     def attempt(self, session: Session, *, advance: bool) -> tuple[str, bool]:
         """Ask once for a held session. Returns (outcome, stop the pass?)."""
@@ -257,6 +258,8 @@ class _Pass:
                     if not decision.allowed:  # the same answer every candidate asking alike gets
                         if _stops(decision):
                             break
+                        if cand.is_spot(self.policy):
+                            self.paced.add(cand.runtime)
                         continue
             self.examined += 1
             session = locked_unless_taken(db, cand.id)
