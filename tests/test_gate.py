@@ -238,6 +238,26 @@ def test_the_two_sentences(name, snapshot, who, why, until) -> None:
     assert why in text.why and until in text.until, (name, text)
 
 
+def test_a_budget_held_on_what_is_projected_is_not_held_until_the_rollover() -> None:
+    """$1 of the 5-hour spot budget is left and the fleet's next ten minutes would spend more: a
+    running session finishing frees it — the rollover is only the upper bound."""
+    burning = [prio_turn(i, 0.2) for i in range(2)]
+    d = evaluate(snap(w5=window(spent=39.0, hours_left=4), fleet=burning), asking(burn=0.05), NOW)
+    assert d.ceiling is Ceiling.SPOT_BUDGET and d.reason is Reason.AT_UTILIZATION_LIMIT
+    text = explain(d, NOW)
+    assert text.why.startswith("Held by the spot gate's budget (at_utilization_limit)")
+    assert not text.until.startswith("Held until the 5-hour window rolls over")
+    assert "($1.00 left)" in text.until and "a running session finishing can free it" in text.until
+    assert "an upper bound on the wait, not a forecast" in text.until
+
+
+def test_the_two_at_utilization_limit_holds_say_which_check_held() -> None:
+    spent = explain(evaluate(snap(w5=window(spent=41.0)), asking(), NOW), NOW).why
+    paced = explain(evaluate(snap(w5=window(spent=30.0, hours_left=2), fleet=[spot_turn(1, burn=0.07)]), asking(burn=0.02), NOW), NOW).why
+    assert spent.startswith("Held by the spot gate's budget (at_utilization_limit)")
+    assert paced.startswith("Held by the spot gate's pace (at_utilization_limit)")
+
+
 def test_pacing_until_offers_the_rollover_as_an_upper_bound_only() -> None:
     text = explain(evaluate(snap(w5=window(spent=30.0, hours_left=2), fleet=[spot_turn(1, burn=0.07)]), asking(burn=0.02), NOW), NOW)
     assert "an upper bound on the wait, not a forecast" in text.until
