@@ -10,7 +10,7 @@ from datetime import UTC, datetime
 from enum import StrEnum
 from typing import Any
 
-from sqlalchemy import JSON, Column, DateTime, Index, Table, UniqueConstraint, text
+from sqlalchemy import JSON, BigInteger, Column, DateTime, Index, Table, UniqueConstraint, text
 from sqlalchemy.types import TypeDecorator
 from sqlmodel import Field, SQLModel
 
@@ -180,6 +180,9 @@ class Turn(SQLModel, table=True):
     # renews the lease, and recovery takes only a turn whose lease has run out (`scheduler.leases`).
     owner: str | None = None
     lease_expires_at: datetime | None = utc_column()
+    # The procrastinate job that runs the turn on a worker machine (`integrations.turn_queue`);
+    # None when the deciding process runs it on its own pool.
+    job_id: int | None = Field(default=None, sa_column=Column(BigInteger(), nullable=True))
 
 
 class EnqueuedMessage(SQLModel, table=True):
