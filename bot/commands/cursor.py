@@ -7,10 +7,11 @@ from __future__ import annotations
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TypeVar
+from typing import Any, TypeVar
 
 from scheduler import bounds
 from scheduler.errors import CommandError, InvalidInput
+from templates import error_text
 
 T = TypeVar("T")
 
@@ -38,15 +39,20 @@ class Cursor:
         self.position = 0
         self.usage = usage
 
-    def fail(self, message: str) -> CommandError:
-        return CommandError(message, self.usage)
+    def fail(self, sentence: str, **values: Any) -> CommandError:
+        """This command's error: `sentence` names a macro in templates/errors/command.j2."""
+        return CommandError(error_text(f"command/{sentence}", **values), self.usage)
+
+    def relay(self, exc: InvalidInput) -> CommandError:
+        """A shared check's refusal (its sentence already rendered), with this command's usage."""
+        return CommandError(str(exc), self.usage)
 
     def repository(self, value: str, field: str) -> str:
         """`value` as "owner/name" (`bounds.check_repository`), or this command's error."""
         try:
             return bounds.check_repository(value, field)
         except InvalidInput as exc:
-            raise self.fail(str(exc)) from None
+            raise self.relay(exc) from None
 
     def peek(self) -> str | None:
         return self.tokens[self.position].text if self.position < len(self.tokens) else None
@@ -54,7 +60,7 @@ class Cursor:
     def take(self, what: str) -> str:
         token = self.peek()
         if token is None:
-            raise self.fail(f"missing {what}")
+            raise self.fail("missing", what=what)
         self.position += 1
         return token
 
@@ -67,7 +73,7 @@ class Cursor:
     def end(self) -> None:
         token = self.peek()
         if token is not None:
-            raise self.fail(f"unexpected argument {shown(token)}")
+            raise self.fail("unexpected", token=shown(token))
 
     def session_id(self, field: str = "id") -> int:
         return self.ident(self.take(f"<{field}>" if field != "id" else "session <id>"), field)
@@ -75,18 +81,18 @@ class Cursor:
     def ident(self, token: str, field: str = "id") -> int:
         match = ID_PATTERN.fullmatch(token)
         if match is None:
-            raise self.fail(f"{field}: {shown(token)} is not an id; use a number like 42 or #42")
+            raise self.fail("not_an_id", field=field, token=shown(token))
         value = int(match.group(1))
         if not 1 <= value <= bounds.MAX_ID:
-            raise self.fail(f"{field}: {shown(token)} is out of range; ids run from 1 to {bounds.MAX_ID}")
+            raise self.fail("id_out_of_range", field=field, token=shown(token), most=bounds.MAX_ID)
         return value
 
     def integer(self, token: str, field: str, low: int, high: int) -> int:
         if INT_PATTERN.fullmatch(token) is None:
-            raise self.fail(f"{field}: {shown(token)} is not a whole number")
+            raise self.fail("not_whole", field=field, token=shown(token))
         value = int(token)
         if not low <= value <= high:
-            raise self.fail(f"{field}: {shown(token)} must be between {low:,} and {high:,}")
+            raise self.fail("out_of_bounds", field=field, token=shown(token), low=low, high=high)
         return value
 
     def lift(self, fn: Callable[[], T]) -> T:
@@ -94,4 +100,4 @@ class Cursor:
         try:
             return fn()
         except InvalidInput as exc:
-            raise self.fail(str(exc)) from None
+            raise self.relay(exc) from None

@@ -82,22 +82,21 @@ def _queue(cur: Cursor) -> c.Queue:
         lowered = token.lower()
         if lowered in {"spot", "priority", "all"}:
             if scope is not None:
-                raise cur.fail(f"filter: give one of spot, priority or all, not both {scope!r} and {shown(token)}")
+                raise cur.fail("filter_twice", first=scope, second=shown(token))
             scope = lowered
         elif lowered.startswith("genesis:"):
             if genesis is not None:
-                raise cur.fail("genesis: give genesis:<genesis> once")
+                raise cur.fail("genesis_twice")
             genesis = _genesis(cur, token.split(":", 1)[1], "genesis")
         else:
-            raise cur.fail(f"filter: {shown(token)} is not a queue filter; use spot, priority, all or genesis:<genesis>")
+            raise cur.fail("not_a_filter", token=shown(token))
     cls = scope if scope in {"spot", "priority"} else None
     return c.Queue(scheduling_class=cls, every_status=scope == "all", genesis=genesis)
 
 
 def _genesis(cur: Cursor, value: str, field: str) -> str:
-    allowed = ", ".join(g.value for g in Genesis)
     if value.lower() not in {g.value for g in Genesis}:
-        raise cur.fail(f"{field}: {shown(value)} is not a genesis; use one of {allowed}")
+        raise cur.fail("not_a_genesis", field=field, value=shown(value), allowed=[g.value for g in Genesis])
     return value.lower()
 
 
@@ -119,7 +118,7 @@ def _demote(cur: Cursor) -> c.Demote:
     session_id = cur.session_id()
     token = cur.peek()
     if token is not None and token.lower() != "top":
-        raise cur.fail(f"option: {shown(token)} is not allowed here; the only option is top")
+        raise cur.fail("only_top", token=shown(token))
     if token is not None:
         cur.take("top")
     cur.end()
@@ -137,19 +136,19 @@ def _rank(cur: Cursor) -> c.Rank:
         other = cur.ident(cur.take(f"<id> after {lowered}"), lowered)
         cur.end()
         if other == session_id:
-            raise cur.fail(f"{lowered}: a session cannot be placed beside itself")
+            raise cur.fail("beside_itself", field=lowered)
         return c.Rank(session_id, lowered, neighbours=(other,))  # type: ignore[arg-type]
     if lowered == "between":
         first = cur.ident(cur.take("two <id>s after between"), "between")
         second = cur.ident(cur.take("a second <id> after between"), "between")
         cur.end()
         if session_id in {first, second}:
-            raise cur.fail("between: a session cannot be placed beside itself")
+            raise cur.fail("beside_itself", field="between")
         if first == second:
-            raise cur.fail("between: name two different sessions")
+            raise cur.fail("two_sessions")
         return c.Rank(session_id, "between", neighbours=(first, second))
     if INT_PATTERN.fullmatch(where) is None:
-        raise cur.fail(f"place: {shown(where)} is not a place; use a whole number, top, above <id>, below <id> or between <id> <id>")
+        raise cur.fail("not_a_place", where=shown(where))
     value = cur.integer(where, "precedence", -bounds.MAX_PRECEDENCE, bounds.MAX_PRECEDENCE)
     cur.end()
     return c.Rank(session_id, "value", precedence=value)
@@ -165,7 +164,7 @@ def _pause(cur: Cursor) -> c.Pause:
         cur.end()
         return c.Pause(session_id)
     if mode.lower() != "until":
-        raise cur.fail(f"mode: {shown(mode)} is not allowed here; use until <time> or queue")
+        raise cur.fail("not_a_mode", mode=shown(mode))
     token = cur.take("<time> after until")
     follow = cur.peek()
     # "2026-11-02 15:30" arrives as two words; read it as the one instant it is.
@@ -195,29 +194,26 @@ def _selector(cur: Cursor, token: str) -> c.Selector:
     if not sep:
         ids = token.split(",")
         if not all(ID_PATTERN.fullmatch(part) for part in ids):
-            raise cur.fail(
-                f"selector: {shown(token)} is not a selector; use #id (comma-separated ok), "
-                "genesis:<g>, trigger:<id>, repo:<owner/name>, label:<name>, class:<priority|spot> or all"
-            )
+            raise cur.fail("not_a_selector", token=shown(token))
         values = tuple(dict.fromkeys(str(cur.ident(part, "selector")) for part in ids))
         return c.Selector("session", values)
     prefix = prefix.lower()
     if prefix not in SELECTOR_PREFIXES:
-        raise cur.fail(f"selector: {shown(prefix + ':')} is not a selector kind; use genesis:, trigger:, repo:, label: or class:")
+        raise cur.fail("not_a_selector_kind", prefix=shown(prefix + ":"))
     if prefix == "genesis":
         return c.Selector("genesis", (_genesis(cur, value, "genesis"),))
     if prefix == "trigger":
         return c.Selector("trigger", (str(cur.ident(value, "trigger")),))
     if prefix == "repo":
         if _REPO.fullmatch(value) is None:
-            raise cur.fail(f"repo: {shown(value)} is not a repository; use owner/name")
+            raise cur.fail("not_a_repository", value=shown(value))
         return c.Selector("repository", (value,))
     if prefix == "class":
         if value.lower() not in {"priority", "spot"}:
-            raise cur.fail(f"class: {shown(value)} is not a class; use priority or spot")
+            raise cur.fail("not_a_selector_class", value=shown(value))
         return c.Selector("class", (value.lower(),))
     if _NAME.fullmatch(value) is None:
-        raise cur.fail(f"label: {shown(value)} is not a label name; use label:<name> (no commas, 100 characters at most)")
+        raise cur.fail("not_a_label", value=shown(value))
     return c.Selector("label", (value,))
 
 
@@ -232,7 +228,7 @@ def _resume(cur: Cursor) -> c.Resume:
     if group is not None:
         cur.take("group")
         if _NAME.fullmatch(group) is None:
-            raise cur.fail(f"group: {shown(group)} is not a group name (no commas, 100 characters at most)")
+            raise cur.fail("not_a_group", group=shown(group))
     cur.end()
     return c.Resume(group)
 
@@ -243,9 +239,9 @@ def _policy(cur: Cursor) -> c.PolicyShow | c.PolicySet:
         return c.PolicyShow()
     cur.take("set")
     if action.lower() != "set":
-        raise cur.fail(f"action: {shown(action)} is not allowed here; use policy, or policy set key=value …")
+        raise cur.fail("not_a_policy_action", action=shown(action))
     if cur.peek() is None:
-        raise cur.fail("missing key=value after set")
+        raise cur.fail("missing_setting")
     changes: dict[str, bool | float | int] = {}
     overrides: dict[str, str | None] = {}
     while (pair := cur.peek()) is not None:
@@ -253,19 +249,18 @@ def _policy(cur: Cursor) -> c.PolicyShow | c.PolicySet:
         key, sep, value = pair.partition("=")
         key = key.lower()
         if not sep or not key:
-            raise cur.fail(f"setting: {shown(pair)} is not key=value")
+            raise cur.fail("not_key_value", pair=shown(pair))
         if key.startswith("override:"):
             genesis = _override_genesis(cur, key.split(":", 1)[1])
             if genesis in overrides:
-                raise cur.fail(f"{key}: given twice")
+                raise cur.fail("given_twice", key=key)
             overrides[genesis] = _override_class(cur, key, value)
             continue
         if key not in POLICY_KEYS:
-            allowed = ", ".join(POLICY_KEYS) + ", override:<genesis>"
-            raise cur.fail(f"key: {shown(key)} is not a policy key; use {allowed}")
+            raise cur.fail("not_a_policy_key", key=shown(key), allowed=[*POLICY_KEYS, "override:<genesis>"])
         attribute = POLICY_KEYS[key]
         if attribute in changes:
-            raise cur.fail(f"{key}: given twice")
+            raise cur.fail("given_twice", key=key)
         changes[attribute] = _policy_value(cur, key, value)
     return c.PolicySet(tuple(changes.items()), tuple(overrides.items()))
 
@@ -275,27 +270,26 @@ def _policy_value(cur: Cursor, key: str, value: str) -> bool | float | int:
     if key in {"gating", "preemption"}:
         if lowered in _ON | _OFF:
             return lowered in _ON
-        raise cur.fail(f"{key}: {shown(value)} must be on or off")
+        raise cur.fail("on_or_off", key=key, value=shown(value))
     if key == "max_sessions":
         return cur.integer(value, key, 1, bounds.MAX_SESSIONS)
     number = lowered.removesuffix("%")
     if re.fullmatch(r"\d{1,3}(\.\d{1,4})?", number, re.ASCII) is None or not 0 <= float(number) <= 100:
-        raise cur.fail(f"{key}: {shown(value)} must be a percentage between 0 and 100")
+        raise cur.fail("percentage", key=key, value=shown(value))
     return float(number)
 
 
 def _override_genesis(cur: Cursor, value: str) -> str:
     genesis = _genesis(cur, value, "override")
     if Genesis(genesis) not in OVERRIDABLE:
-        only = ", ".join(sorted(OVERRIDABLE))
-        raise cur.fail(f"override: {genesis} sessions take their class from their trigger; only {only} can be overridden")
+        raise cur.fail("override_from_trigger", genesis=genesis, only=sorted(OVERRIDABLE))
     return genesis
 
 
 def _override_class(cur: Cursor, key: str, value: str) -> str | None:
     lowered = value.lower()
     if lowered not in {"priority", "spot", "default"}:
-        raise cur.fail(f"{key}: {shown(value)} is not a class; use priority, spot or default")
+        raise cur.fail("not_an_override_class", key=key, value=shown(value))
     return None if lowered == "default" else lowered
 
 
@@ -310,14 +304,14 @@ def _trigger(cur: Cursor) -> c.TriggerClass | c.TriggerPrecedence:
         value = cur.take("a precedence <n>")
         cur.end()
         return c.TriggerPrecedence(trigger_id, cur.integer(value, "precedence", -bounds.MAX_PRECEDENCE, bounds.MAX_PRECEDENCE))
-    raise cur.fail(f"setting: {shown(what)} is not a trigger setting; use class or precedence")
+    raise cur.fail("not_a_trigger_setting", what=shown(what))
 
 
 def _new(cur: Cursor) -> c.New:
     spot = False
     while (token := cur.peek()) is not None and token.startswith("--"):
         if token.lower() != "--spot":
-            raise cur.fail(f"option: {shown(token)} is not an option; the only one is --spot")
+            raise cur.fail("only_spot_option", token=shown(token))
         cur.take("--spot")
         spot = True
     repository = None
@@ -325,7 +319,7 @@ def _new(cur: Cursor) -> c.New:
         repository = cur.repository(cur.take("repo:<owner/name>")[len("repo:"):], "repo")
     prompt = cur.rest()
     if not prompt:
-        raise cur.fail("missing <prompt>: say what the agent should do")
+        raise cur.fail("missing_prompt")
     return c.New(prompt, spot=spot, repository=repository)
 
 
@@ -335,7 +329,7 @@ def _whatif(cur: Cursor) -> c.WhatIf:
     if token.lower() == "--spot":
         return c.WhatIf(spot=True)
     if ID_PATTERN.fullmatch(token) is None:
-        raise cur.fail(f"id: {shown(token)} is neither a session id (42 or #42) nor --spot")
+        raise cur.fail("not_an_id_or_spot", token=shown(token))
     return c.WhatIf(session_id=cur.ident(token))
 
 
@@ -343,7 +337,7 @@ def _reply(cur: Cursor) -> c.ThreadReply:
     session_id = cur.session_id()
     text = cur.rest()
     if not text:
-        raise cur.fail("missing <text>: the message to send to the session")
+        raise cur.fail("missing_text")
     return c.ThreadReply(session_id, text)
 
 
