@@ -7,13 +7,14 @@ outcome and the session's consecutive failures before it.
     rate_limited       back to the queue, no retry spent  rate_limit        the provider account
     auth_rejected      back to the queue, no retry spent  auth              the provider account
     credits_exhausted  blocked                            credits           the provider account
+    model_access       back to the queue, no retry spent  model_access      the provider account
     failed             failed at once                     task_failed       the session's own queue
     failed_retryable   retried on a backoff; the sixth    retry_exhausted   the session's own queue
                        in a row is blocked
     unreachable        retried on a backoff; the sixth    task_failed       the session's own queue
                        in a row is blocked
 
-Rate limits, auth and credits belong to the provider account every run shares, so they hold the
+Rate limits, auth, credits and the plan's models belong to the provider account every run shares, so they hold the
 whole queue. A failed session holds only its own queue — its concurrency group, the working tree
 it may have left half-done (seed 002's one queue per project) — and nothing when it has none:
 one flaky session never stops unrelated work.
@@ -68,6 +69,8 @@ def next_step(outcome: Outcome, failures: int, now: datetime) -> NextStep:
         return NextStep(failures, REQUEUE, "auth", PROVIDER)
     if outcome is Outcome.CREDITS_EXHAUSTED:
         return NextStep(failures, BLOCK, "credits", PROVIDER)
+    if outcome is Outcome.MODEL_ACCESS:
+        return NextStep(failures, REQUEUE, "model_access", PROVIDER)
     if outcome in RETRYABLE:
         count = failures + 1
         if count < RETRY_LIMIT:

@@ -1,10 +1,10 @@
 """The runner outcomes that become queue holds (seed 002, "The holds"): the `turn_finished` hook.
 
 `scheduler.failures.next_step` decides what an outcome does; this places the queue hold it names
-and moves the session: a rate limit and a rejected credential send the turn back to the queue
-with no retry spent, exhausted credits block the session, and a session that failed (at once, or
+and moves the session: a rate limit, a rejected credential and a model the plan does not include
+send the turn back to the queue with no retry spent, exhausted credits block the session, and a session that failed (at once, or
 six times in a row) stops and holds its own concurrency group. A success also proves the
-credential, so it lifts an auth hold.
+credential and the runtime's model, so it lifts an auth or model-access hold on its runtime.
 """
 
 from __future__ import annotations
@@ -27,6 +27,7 @@ from scheduler.queue_holds import (
     AUTH,
     BLOCK_REASON,
     CREDITS,
+    MODEL_ACCESS,
     RATE_LIMIT,
     RETRY_EXHAUSTED,
     TASK_FAILED,
@@ -52,9 +53,10 @@ Handler = Callable[[Work, Session, Turn, TurnResult, NextStep], None]
 def on_turn_finished(work: Work, session: Session, turn: Turn, result: TurnResult, step: NextStep) -> bool:
     """The `turn_finished` hook: the steps of `failures.next_step` that place a queue hold.
     Returns True when it took charge of the session's next state; a success, a halt and a retry
-    stay with `completion.settle`. A success also proves the credential: it lifts an auth hold."""
+    stay with `completion.settle`. A success also proves the credential and the runtime's model:
+    it lifts an auth or model-access hold."""
     if step.action == failures.SETTLE:
-        _lift_auth(work, turn)
+        _lift_proven(work, turn)
         return False
     handler = _HANDLERS.get(step.queue_hold or "")
     if handler is None:
@@ -64,15 +66,20 @@ def on_turn_finished(work: Work, session: Session, turn: Turn, result: TurnResul
     return True
 
 
-def _lift_auth(work: Work, turn: Turn) -> None:
-    """A turn that succeeded after an auth hold was placed reached the provider with the stored
-    credential: the hold lifts by itself, as its sentence says."""
+PROVEN_BY_SUCCESS = frozenset({AUTH, MODEL_ACCESS})
+
+
+def _lift_proven(work: Work, turn: Turn) -> None:
+    """A turn that succeeded after an auth or model-access hold was placed reached the provider
+    with the stored credential and the runtime's model: the hold lifts by itself, as its
+    sentence says."""
     if not present(work.db, "queue_holds"):
         return
     for current in in_force(work.db, work.now):
         runtime = (current.detail or {}).get("runtime")
-        if current.reason == AUTH and runtime in (None, turn.runtime):
-            release(work.db, current, work.now, by=f"a {turn.runtime} turn that authenticated", effects=work.effects)
+        if current.reason in PROVEN_BY_SUCCESS and runtime in (None, turn.runtime):
+            proved = "authenticated" if current.reason == AUTH else "succeeded"
+            release(work.db, current, work.now, by=f"a {turn.runtime} turn that {proved}", effects=work.effects)
 
 
 def _archived(session: Session) -> bool:
@@ -120,6 +127,15 @@ def _rate_limited(work: Work, session: Session, turn: Turn, result: TurnResult, 
 def _auth_rejected(work: Work, session: Session, turn: Turn, result: TurnResult, step: NextStep) -> None:
     sentence = render("text/queue_hold_auth.j2", **_facts(session, result))
     placed = record(work.db, work.effects, NewHold(None, AUTH, sentence, detail=_facts(session, result)), work.now)
+    if _archived(session):
+        return
+    _requeue(work, session, turn, placed)
+
+
+def _model_refused(work: Work, session: Session, turn: Turn, result: TurnResult, step: NextStep) -> None:
+    facts = {**_facts(session, result), "model": result.extra.get("model")}
+    sentence = render("text/queue_hold_model_access.j2", **facts)
+    placed = record(work.db, work.effects, NewHold(None, MODEL_ACCESS, sentence, detail=facts), work.now)
     if _archived(session):
         return
     _requeue(work, session, turn, placed)
@@ -179,6 +195,7 @@ _HANDLERS: dict[str, Handler] = {
     RATE_LIMIT: _rate_limited,
     AUTH: _auth_rejected,
     CREDITS: _credits_exhausted,
+    MODEL_ACCESS: _model_refused,
     RETRY_EXHAUSTED: _retry_exhausted,
     TASK_FAILED: _task_failed,
 }

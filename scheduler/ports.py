@@ -43,6 +43,7 @@ class Outcome(StrEnum):
     RATE_LIMITED = "rate_limited"
     AUTH_REJECTED = "auth_rejected"
     CREDITS_EXHAUSTED = "credits_exhausted"
+    MODEL_ACCESS = "model_access"  # the plan does not include the chosen model
     HALTED = "halted"  # stopped by Pacer (pause, preemption)
 
 

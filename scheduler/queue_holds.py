@@ -9,6 +9,9 @@ for a named reason decided by a runner's outcome, and says so.
                      (the turn goes back to the queue)                                unnecessary
     credits          the API key has no credit left      global   none                yes
                      (the session is blocked at once)
+    model_access     the plan does not include the       global   none                yes; a turn of
+                     chosen model (the turn goes back                             that runtime that
+                     to the queue, no retry spent)                                succeeds lifts it
     retry_exhausted  six consecutive failures            group    none                yes
                      (the session is blocked)
     task_failed      an error a retry cannot fix (the    group    none                yes
@@ -18,7 +21,7 @@ for a named reason decided by a runner's outcome, and says so.
     prerequisite     every candidate waits on one        global   none                no: lifts when
                      (derived; `scheduler.prerequisites`)                             the target ends
 
-Rate limits, auth and credits belong to the provider account every run shares, so they hold the
+Rate limits, auth, credits and the plan's models belong to the provider account every run shares, so they hold the
 whole queue; a failed session holds its own concurrency group (the working tree it may have left
 half-done), and nothing beyond itself when it has none (`scheduler.failures`). One hold is in force per scope. Every hold
 gates admission only: running turns are never stopped by one. A hold announces itself once,
@@ -51,9 +54,10 @@ log = logging.getLogger("pacer.queue_holds")
 
 RATE_LIMIT, AUTH, CREDITS = "rate_limit", "auth", "credits"
 RETRY_EXHAUSTED, TASK_FAILED, PREREQUISITE = "retry_exhausted", "task_failed", "prerequisite"
-REASONS = (RATE_LIMIT, AUTH, CREDITS, RETRY_EXHAUSTED, TASK_FAILED, PREREQUISITE)
+MODEL_ACCESS = "model_access"
+REASONS = (RATE_LIMIT, AUTH, CREDITS, MODEL_ACCESS, RETRY_EXHAUSTED, TASK_FAILED, PREREQUISITE)
 # Resume appears only where pressing it can work: a prerequisite hold would re-apply at once.
-RESUMABLE = frozenset({RATE_LIMIT, AUTH, CREDITS, RETRY_EXHAUSTED, TASK_FAILED})
+RESUMABLE = frozenset({RATE_LIMIT, AUTH, CREDITS, MODEL_ACCESS, RETRY_EXHAUSTED, TASK_FAILED})
 BLOCK_REASON = "queue_hold"
 
 

@@ -42,6 +42,7 @@ T = datetime(2026, 11, 2, 9, 0, tzinfo=UTC)
         (Outcome.AUTH_REJECTED, 0, failures.REQUEUE, "auth", failures.PROVIDER, 0),
         # Credits: the task is blocked at once; every run would fail the same way.
         (Outcome.CREDITS_EXHAUSTED, 0, failures.BLOCK, "credits", failures.PROVIDER, 0),
+        (Outcome.MODEL_ACCESS, 1, failures.REQUEUE, "model_access", failures.PROVIDER, 1),
         # Task failed: an error a retry cannot fix, on the first failure.
         (Outcome.FAILED, 0, failures.FAIL, "task_failed", failures.OWN_QUEUE, 0),
         # Retry exhausted: six consecutive attempts failed.

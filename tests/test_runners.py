@@ -113,6 +113,7 @@ def test_halting_echo_wakes_it_at_once_with_a_prorated_cost() -> None:
         ("[echo:rate-limit]", Outcome.RATE_LIMITED),
         ("[echo:auth]", Outcome.AUTH_REJECTED),
         ("[echo:credits]", Outcome.CREDITS_EXHAUSTED),
+        ("[echo:model-access]", Outcome.MODEL_ACCESS),
     ],
 )
 def test_echo_markers_choose_every_outcome(marker: str, outcome: Outcome) -> None:
@@ -357,6 +358,11 @@ def report_error(text: str) -> AgentReport:
         (1, "", "API Error: 400 Your credit balance is too low to access the Anthropic API.", None, Outcome.CREDITS_EXHAUSTED, None),
         (1, "", "insufficient_quota: You exceeded your current quota, please check your plan and billing", None, Outcome.CREDITS_EXHAUSTED, None),
         (1, "", "Insufficient credits on this account", None, Outcome.CREDITS_EXHAUSTED, None),
+        # seed 002 "Model access": the plan does not include the chosen model (a key that cannot
+        # use a model stays a task failure, below)
+        (1, "", "Claude Opus 4 is not available with the Claude Pro plan. Run /logout and /login", None, Outcome.MODEL_ACCESS, None),
+        (1, "", "API Error: 403 Your plan does not include access to claude-opus-4-1.", None, Outcome.MODEL_ACCESS, None),
+        (0, "", "", report_error("Your subscription doesn't include Opus."), Outcome.MODEL_ACCESS, None),
         # not retryable
         (1, "", "API Error: 400 invalid_request_error: prompt is too long", None, Outcome.FAILED, None),
         (1, "", "model not found: claude-9", None, Outcome.FAILED, None),

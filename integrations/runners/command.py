@@ -40,7 +40,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from integrations.runners.outcomes import AGENT_SESSION_ID, AgentReport, classify, parse_report
+from integrations.runners.outcomes import AGENT_SESSION_ID, AgentReport, classify, model_option, parse_report, refused_model
 from scheduler.clock import SystemClock
 from scheduler.errors import ConfigError, InvalidInput
 from scheduler.ports import Clock, Outcome, TurnRequest, TurnResult
@@ -346,9 +346,12 @@ class CommandRunner:
             error = render("text/runner_error.j2", kind="timeout", seconds=f"{self.timeout_s:g}")
             return replace(base, outcome=Outcome.FAILED_RETRYABLE, error=error)
         outcome, reset_at, failure = classify(exit_code, stdout, stderr, report, self._clock.now())
+        if outcome is Outcome.MODEL_ACCESS:
+            # The queue hold names the model: as the refusal wrote it, else as the command chose it.
+            extra["model"] = refused_model(failure or "") or model_option(self.words)
         if outcome is not Outcome.SUCCESS:
             log.info("turn %s of session %s: %s (%s)", request.turn_id, request.session_id, outcome.value, failure)
-        return replace(base, outcome=outcome, error=failure, rate_limit_reset_at=reset_at)
+        return replace(base, outcome=outcome, error=failure, rate_limit_reset_at=reset_at, extra=extra)
 
     def _failed(self, request: TurnRequest, outcome: Outcome, error: str) -> TurnResult:
         log.warning("turn %s of session %s not started: %s", request.turn_id, request.session_id, error)

@@ -17,6 +17,7 @@ provider refusing the request before any work:
     [echo:rate-limit=SECS]    RATE_LIMITED       the provider states a reset SECS from now
     [echo:auth]               AUTH_REJECTED
     [echo:credits]            CREDITS_EXHAUSTED
+    [echo:model-access]       MODEL_ACCESS       the plan does not include the chosen model
 
 The first marker in the prompt wins.
 """
@@ -34,7 +35,7 @@ from templates import render
 
 ECHOED_CHARS = 200
 
-_MARKER = re.compile(r"\[echo:(fail|retry|unreachable|rate-limit|auth|credits)(?:=(\d+(?:\.\d+)?))?\]")
+_MARKER = re.compile(r"\[echo:(fail|retry|unreachable|rate-limit|auth|credits|model-access)(?:=(\d+(?:\.\d+)?))?\]")
 _OUTCOMES = {
     "fail": Outcome.FAILED,
     "retry": Outcome.FAILED_RETRYABLE,
@@ -42,6 +43,7 @@ _OUTCOMES = {
     "rate-limit": Outcome.RATE_LIMITED,
     "auth": Outcome.AUTH_REJECTED,
     "credits": Outcome.CREDITS_EXHAUSTED,
+    "model-access": Outcome.MODEL_ACCESS,
 }
 
 

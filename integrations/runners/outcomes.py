@@ -12,6 +12,8 @@ The classes, checked in this order because provider messages overlap — Anthrop
 empty credit balance with a 400 invalid_request_error, so credits must win over "invalid
 request", and a per-minute "quota exceeded" is a rate limit, not billing:
 
+    MODEL_ACCESS       the plan does not include the chosen model ("Claude Opus is not available
+                       with the Claude Pro plan"); a model the API key cannot use stays FAILED
     AUTH_REJECTED      401, invalid api key, authentication, please run /login, oauth token
     CREDITS_EXHAUSTED  credit balance is too low, insufficient credit/quota, quota exceeded
     RATE_LIMITED       rate limit, 429, usage limit, hit your limit (+ the stated reset, if any)
@@ -61,6 +63,27 @@ def _status(code: int, reason: str) -> str:
     """An HTTP status as providers write it ("API Error: 429", "status 401", "429 Too Many")."""
     return rf"(?:\b(?:api error|error|status|status code|http|code)[\s:=]*{code}\b|\b{code}\s+{reason})"
 
+
+_MODEL_ACCESS = re.compile(
+    "|".join(
+        [
+            r"\bnot (?:available|included) (?:with|on|in) (?:your|the) [\w .-]{0,40}?(?:plan|subscription)\b",
+            r"\b(?:plan|subscription) (?:does not|doesn't|do not|don't) (?:include|support|cover|allow)\b",
+            r"\bupgrade your (?:plan|subscription) to (?:use|access)\b",
+        ]
+    ),
+    re.IGNORECASE,
+)
+# How the refusal names the model: an id, the words before "is not available", or after "include".
+_MODEL_ID = re.compile(r"\b((?:claude|gpt|gemini|codex)-[\w.-]*\w)", re.IGNORECASE)
+_MODEL_BEFORE = re.compile(r"\b([A-Z][\w.-]*(?: [\w.-]+){0,3}?) (?:is|are) not (?:available|included)\b")
+_MODEL_AFTER = re.compile(
+    r"\b(?:include|support|cover|allow)s? (?:access to |use of )?(?:the )?(?!(?:this|that|it|any|your|access|use)\b)"
+    r"(\w[\w-]*(?:\.\w+)*(?: \w[\w-]*(?:\.\w+)*){0,2}?)"
+    r"(?: models?)?(?:[,;:!]|\.(?!\w)|$)",
+    re.IGNORECASE | re.MULTILINE,
+)
+_MODEL_OPTION = re.compile(r"^--model(?:=(.+))?$")
 
 _AUTH = re.compile(
     "|".join(
@@ -257,7 +280,9 @@ def classify(
 
     outcome = Outcome.FAILED_RETRYABLE
     reset_at: datetime | None = None
-    if _AUTH.search(haystack):
+    if _MODEL_ACCESS.search(haystack):
+        outcome = Outcome.MODEL_ACCESS
+    elif _AUTH.search(haystack):
         outcome = Outcome.AUTH_REJECTED
     elif _CREDITS.search(haystack) and not _PER_INTERVAL.search(haystack):
         outcome = Outcome.CREDITS_EXHAUSTED
@@ -279,4 +304,23 @@ def classify(
     return outcome, reset_at, error
 
 
-__all__ = ["AGENT_SESSION_ID", "AgentReport", "classify", "parse_report", "parse_reset"]
+def refused_model(error: str) -> str | None:
+    """The model a plan refusal names, as the provider wrote it; None when it names none."""
+    for pattern in (_MODEL_ID, _MODEL_BEFORE, _MODEL_AFTER):
+        if m := pattern.search(error):
+            return m.group(1).strip()
+    return None
+
+
+def model_option(words: list[str]) -> str | None:
+    """The model a runtime's command chooses with `--model X` or `--model=X`; None when it lets
+    the agent choose."""
+    for index, word in enumerate(words):
+        if m := _MODEL_OPTION.match(word):
+            if m.group(1):
+                return m.group(1)
+            return words[index + 1] if index + 1 < len(words) else None
+    return None
+
+
+__all__ = ["AGENT_SESSION_ID", "AgentReport", "classify", "model_option", "parse_report", "parse_reset", "refused_model"]
