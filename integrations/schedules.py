@@ -26,6 +26,7 @@ from sqlmodel import col, select
 from scheduler.db import session_scope
 from scheduler.errors import InvalidInput
 from scheduler.models import Trigger
+from templates import error_text
 
 log = logging.getLogger("pacer.schedules")
 
@@ -52,9 +53,7 @@ def check_timezone(name: str, *, field: str = "config.timezone") -> ZoneInfo:
     try:
         return ZoneInfo(name)
     except (ZoneInfoNotFoundError, ValueError):
-        raise InvalidInput(
-            f"{field}: {name!r} is not an IANA time zone; use a name like UTC or Europe/Vilnius", field=field
-        ) from None
+        raise InvalidInput(error_text("schedules/not_a_zone", field=field, name=name), field=field) from None
 
 
 def crontab_weekdays(value: str) -> str:
@@ -66,13 +65,13 @@ def crontab_weekdays(value: str) -> str:
     for part in value.split(","):
         m = _NUMERIC_PART.match(part)
         if m is None:
-            raise ValueError(f"{part!r} mixes names and numbers or is not a weekday")
+            raise ValueError(error_text("schedules/weekday_mixed", part=part))
         first, last, step = m.group(1), m.group(2), m.group(3)
         start, end = (0, 6) if first == "*" else (int(first), int(last) if last is not None else int(first))
         if first != "*" and last is None and step is not None:
             end = 6  # `1/2` means from Monday, every other day
         if not (0 <= start <= 7 and 0 <= end <= 7) or start > end:
-            raise ValueError(f"{part!r} is outside 0-7 or runs backwards")
+            raise ValueError(error_text("schedules/weekday_range", part=part))
         days.update(d % 7 for d in range(start, end + 1, int(step or 1)))
     return ",".join(WEEKDAY_NAMES[d] for d in sorted(days))
 
@@ -83,18 +82,16 @@ def cron_trigger(expr: str, timezone: str = "UTC", *, field: str = "config.cron"
     tz = check_timezone(timezone)
     parts = str(expr).split()
     if len(parts) != 5:
-        raise InvalidInput(
-            f"{field}: {expr!r} has {len(parts)} field{'s' if len(parts) != 1 else ''}; a crontab line has five: "
-            "minute hour day-of-month month day-of-week (e.g. '0 9 * * 1-5')",
-            field=field,
-        )
+        raise InvalidInput(error_text("schedules/field_count", field=field, expr=expr, count=len(parts)), field=field)
     kwargs: dict[str, Any] = {}
     for (label, name, allowed), raw in zip(FIELDS, parts, strict=True):
         try:
             value = crontab_weekdays(raw) if name == "day_of_week" else raw
             CronTrigger(**{name: value}, timezone=tz)
         except ValueError as exc:
-            raise InvalidInput(f"{field}: the {label} field {raw!r} is not valid ({exc}); it takes {allowed}", field=field) from None
+            raise InvalidInput(
+                error_text("schedules/bad_field", field=field, label=label, raw=raw, problem=exc, allowed=allowed), field=field
+            ) from None
         kwargs[name] = value
     return CronTrigger(**kwargs, timezone=tz)
 

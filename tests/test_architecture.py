@@ -263,3 +263,26 @@ def test_no_scheduler_function_takes_more_than_six_parameters() -> None:
         if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef) and parameters(node) > MAX_PARAMETERS
     ]
     assert wide == [], f"functions with more than {MAX_PARAMETERS} parameters (pass one value that names the thing): {wide}"
+
+
+# Exceptions that report a programmer's mistake (a broken invariant, a misuse of an API) to the
+# programmer; every other exception carries a sentence a person reads, so it comes from templates/.
+PROGRAMMER_ERRORS = {"ValueError", "RuntimeError", "LookupError", "TypeError", "AssertionError", "AlarmInTransaction"}
+
+
+def raised_name(call: ast.Call) -> str:
+    func = call.func
+    return func.attr if isinstance(func, ast.Attribute) else func.id if isinstance(func, ast.Name) else ""
+
+
+def test_no_sentence_a_person_reads_is_built_in_a_raise() -> None:
+    """P10: every person-facing sentence is in templates/; a raise that builds its message with an
+    f-string keeps one in Python instead."""
+    built = [
+        f"{name}:{node.lineno} {raised_name(node.exc)}"
+        for name, path in production_modules()
+        for node in ast.walk(ast.parse(path.read_text()))
+        if isinstance(node, ast.Raise) and isinstance(node.exc, ast.Call) and node.exc.args
+        and isinstance(node.exc.args[0], ast.JoinedStr) and raised_name(node.exc) not in PROGRAMMER_ERRORS
+    ]
+    assert built == [], f"raise with an f-string sentence (use templates.error_text): {built}"

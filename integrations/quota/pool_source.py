@@ -43,6 +43,7 @@ import httpx
 from scheduler.calibration import Observation, calibrate, priced
 from scheduler.pool import ACCOUNT_STATUSES, PoolAverages, pool_utilization
 from scheduler.ports import AccountReading, QuotaReading, WindowReading
+from templates import error_text
 
 log = logging.getLogger("pacer.quota.pool")
 
@@ -65,26 +66,23 @@ def _number(where: str, value: Any, *, positive: bool = False) -> float | None:
     if value is None:
         return None
     if isinstance(value, bool) or not isinstance(value, (int, float)) or math.isnan(value):
-        rule = "a number above 0" if positive else "a number >= 0"
-        raise PoolFormatError(f"{where}: must be {rule} or null (got {value!r})")
+        raise PoolFormatError(error_text("pool_source/number", where=where, positive=positive, value=value, nullable=True))
     if value < 0 or (positive and value == 0):
-        rule = "a number above 0" if positive else "a number >= 0"
-        raise PoolFormatError(f"{where}: must be {rule} or null (got {value!r})")
+        raise PoolFormatError(error_text("pool_source/number", where=where, positive=positive, value=value, nullable=True))
     return float(value)
 
 
 def _instant(where: str, value: Any) -> datetime | None:
     if value is None:
         return None
-    rule = "an ISO-8601 instant with a UTC offset, or null"
     if not isinstance(value, str):
-        raise PoolFormatError(f"{where}: must be {rule} (got {value!r})")
+        raise PoolFormatError(error_text("pool_source/instant", where=where, value=value, offset_missing=False))
     try:
         parsed = datetime.fromisoformat(value)
     except ValueError:
-        raise PoolFormatError(f"{where}: must be {rule} (got {value!r})") from None
+        raise PoolFormatError(error_text("pool_source/instant", where=where, value=value, offset_missing=False)) from None
     if parsed.tzinfo is None:
-        raise PoolFormatError(f"{where}: must be {rule} (got {value!r}, which has no offset)")
+        raise PoolFormatError(error_text("pool_source/instant", where=where, value=value, offset_missing=True))
     return parsed
 
 
@@ -93,23 +91,22 @@ def parse_accounts(data: Any) -> list[PoolAccount]:
     if isinstance(data, dict) and "accounts" in data:
         data = data["accounts"]
     if not isinstance(data, list):
-        raise PoolFormatError("top level: must be a list of accounts or {\"accounts\": [...]}")
+        raise PoolFormatError(error_text("pool_source/top_level"))
     accounts: list[PoolAccount] = []
     seen: set[str] = set()
     for i, item in enumerate(data):
         at = f"accounts[{i}]"
         if not isinstance(item, dict):
-            raise PoolFormatError(f"{at}: must be an object (got {item!r})")
+            raise PoolFormatError(error_text("pool_source/not_object", at=at, item=item))
         name = item.get("name")
         if not isinstance(name, str) or not name.strip():
-            raise PoolFormatError(f"{at}.name: must be a non-empty string (got {name!r})")
+            raise PoolFormatError(error_text("pool_source/name_empty", at=at, name=name))
         if name in seen:
-            raise PoolFormatError(f"{at}.name: {name!r} appears more than once")
+            raise PoolFormatError(error_text("pool_source/name_twice", at=at, name=name))
         seen.add(name)
         status = item.get("status")
         if status not in ACCOUNT_STATUSES:
-            allowed = ", ".join(ACCOUNT_STATUSES)
-            raise PoolFormatError(f"{at}.status: must be one of {allowed} (got {status!r})")
+            raise PoolFormatError(error_text("pool_source/status", at=at, status=status, allowed=list(ACCOUNT_STATUSES)))
         reading = AccountReading(
             name=name,
             status=status,

@@ -44,7 +44,7 @@ from integrations.runners.outcomes import AGENT_SESSION_ID, AgentReport, classif
 from scheduler.clock import SystemClock
 from scheduler.errors import ConfigError, InvalidInput
 from scheduler.ports import Clock, Outcome, TurnRequest, TurnResult
-from templates import render
+from templates import error_text, render
 
 log = logging.getLogger("pacer.runner")
 
@@ -63,11 +63,11 @@ def split_template(template: str, setting: str) -> list[str]:
     try:
         words = shlex.split(template)
     except ValueError as exc:
-        raise ConfigError(f"{setting}={template!r}: cannot be split like a command line ({exc})") from None
+        raise ConfigError(error_text("runners/unsplittable", setting=setting, template=template, problem=exc)) from None
     unknown = sorted({m.group(1) for w in words for m in _ANY_NAME.finditer(w)} - set(PLACEHOLDERS))
     if unknown:
-        allowed = ", ".join("{" + p + "}" for p in PLACEHOLDERS)
-        raise ConfigError(f"{setting}={template!r}: unknown placeholder {{{unknown[0]}}}; allowed: {allowed}")
+        allowed = ["{" + p + "}" for p in PLACEHOLDERS]
+        raise ConfigError(error_text("runners/unknown_placeholder", setting=setting, template=template, name=unknown[0], allowed=allowed))
     return words
 
 
@@ -81,11 +81,7 @@ def build_argv(
     """
     resume = request.agent_session_id
     if resume is not None and not AGENT_SESSION_ID.match(resume):
-        raise InvalidInput(
-            f"agent_session_id={resume[:40]!r}: must be letters, digits, '.', '_', ':' or '-', "
-            "not starting with '-', at most 128 characters",
-            field="agent_session_id",
-        )
+        raise InvalidInput(error_text("runners/agent_session_id", value=resume[:40]), field="agent_session_id")
     values = {
         "prompt": request.prompt,
         "agent_session_id": resume or "",
@@ -190,10 +186,10 @@ class CommandRunner:
     ) -> None:
         self.words = split_template(template, "PACER_RUNNER_COMMAND")
         if not self.words:
-            raise ConfigError("PACER_RUNNER_COMMAND: must name a program to run, e.g. 'claude -p {prompt}'")
+            raise ConfigError(error_text("runners/no_program"))
         self.resume_words = split_template(resume_args, "PACER_RUNNER_RESUME_ARGS")
         if timeout_s <= 0:
-            raise ConfigError(f"PACER_TURN_TIMEOUT_SECONDS={timeout_s!r}: must be a number > 0")
+            raise ConfigError(error_text("runners/timeout", value=timeout_s))
         self.runtime_name = runtime_name
         self.timeout_s = float(timeout_s)
         self.workdir_root = Path(workdir_root)

@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 
 from scheduler.errors import InvalidInput
 from scheduler.ports import Outcome, Runner, TurnRequest, TurnResult
-from templates import render
+from templates import error_text, render
 
 log = logging.getLogger("pacer.workers")
 
@@ -48,7 +48,7 @@ class ThreadWorkerPool:
 
     def __init__(self, runner: Runner, workers: int) -> None:
         if workers < 1:
-            raise InvalidInput(f"workers={workers!r}: must be a whole number >= 1", field="workers")
+            raise InvalidInput(error_text("runners/workers", value=workers), field="workers")
         self.runner = runner
         self.workers = workers
         self._executor = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="pacer-turn")
@@ -65,7 +65,7 @@ class ThreadWorkerPool:
             if self._closed:
                 raise RuntimeError("the worker pool is shut down; no turn can be submitted")
             if request.turn_id in self._entries:
-                raise InvalidInput(f"turn {request.turn_id} is already in the worker pool", field="turn_id")
+                raise InvalidInput(error_text("runners/turn_in_pool", turn_id=request.turn_id), field="turn_id")
             self._entries[request.turn_id] = entry
             entry.future = self._executor.submit(self._execute, entry)
 
