@@ -18,7 +18,8 @@ from scheduler.fleet import build_snapshot, burn_rate
 from scheduler.gate import Decision, evaluate
 from scheduler.models import Session, Status
 from scheduler.policy import PolicyView, load_policy
-from scheduler.ports import QuotaReading
+from scheduler.pool import CapacityState, capacity_sentence, pool_capacity, weekly_reset_sentence
+from scheduler.ports import AccountReading, QuotaReading
 from scheduler.snapshot import Asking, Snapshot
 
 
@@ -36,7 +37,8 @@ class GateCard:
     paused: int
     preempted: int
     parked_on_purpose: int
-    pool_sentence: str | None
+    pool_state: CapacityState
+    pool_sentence: str
     weekly_sentence: str | None
 
     def as_dict(self) -> dict[str, object]:
@@ -74,7 +76,7 @@ class GateCard:
             ],
             "fleet": {"running_priority": self.running_priority, "running_spot": self.running_spot, "slots": self.snapshot.effective_slots},
             "queue": {"held": self.held, "paused": self.paused, "preempted": self.preempted, "parked_on_purpose": self.parked_on_purpose},
-            "pool": {"capacity": self.pool_sentence, "next_7d_reset": self.weekly_sentence},
+            "pool": {"state": str(self.pool_state), "capacity": self.pool_sentence, "next_7d_reset": self.weekly_sentence},
         }
 
 
@@ -89,12 +91,8 @@ def build_card(db: DBSession, ctx: Context, reading: QuotaReading | None, now: d
     asking = Asking(0, True, False, ctx.runtime(name).spends_quota, burn_rate(ctx, name))
     decision = evaluate(snapshot, asking, now)
     waiting = Session.status == Status.WAITING.value
-    pool_sentence = weekly = None
-    if snapshot.pool is not None:
-        from scheduler.pool import capacity_sentence, weekly_reset_sentence
-
-        pool_sentence = capacity_sentence(snapshot.pool, now)
-        weekly = weekly_reset_sentence(snapshot.pool, now)
+    pool = snapshot.pool if snapshot.pool is not None else pool_capacity(_as_one_account(reading), now)
+    weekly = weekly_reset_sentence(snapshot.pool, now) if snapshot.pool is not None else None
     return GateCard(
         now=now, policy=policy, snapshot=snapshot, decision=decision, explanation=explain(decision, now),
         spot_burn=asking.burn_per_min,
@@ -104,8 +102,23 @@ def build_card(db: DBSession, ctx: Context, reading: QuotaReading | None, now: d
         paused=_count(db, waiting, col(Session.pause_reason).in_(["at_utilization_limit", "spot_budget"])),
         preempted=_count(db, col(Session.pause_reason) == "preempted_by_priority"),
         parked_on_purpose=_count(db, waiting, col(Session.pause_reason) == "user_spot_queue"),
-        pool_sentence=pool_sentence, weekly_sentence=weekly,
+        pool_state=pool.state, pool_sentence=capacity_sentence(pool, now), weekly_sentence=weekly,
     )
+
+
+def _as_one_account(reading: QuotaReading | None) -> list[AccountReading]:
+    """A source that reads windows but no accounts (the ledger) is one account: it comes back
+    when each of its spent windows rolls over. No reading at all is no account read, which the
+    pool answers as "nothing here says when work resumes"."""
+    if reading is None or not reading.windows:
+        return []
+    by_name = {w.name: w for w in reading.windows}
+    five, seven = by_name.get("5h"), by_name.get("7d")
+    return [AccountReading(
+        name="windows", status="active",
+        utilization_5h=five.utilization if five else None, utilization_7d=seven.utilization if seven else None,
+        reset_5h=five.resets_at if five else None, reset_7d=seven.resets_at if seven else None,
+    )]
 
 
 def render_card(card: GateCard, flavour: str = "text") -> str:

@@ -71,3 +71,26 @@ def test_pacer_policy_cli_takes_the_keys_and_overrides_of_pacer_policy_set(tmp_p
     assert "key: 'gating_enabled' is not a policy key; use gating, preemption" in unknown.stdout
     spaced = run("--set", "max_sessions = 8")
     assert spaced.returncode == 2 and "give one key=value without spaces to each --set" in spaced.stdout
+
+
+def test_the_pool_answer_takes_each_of_the_seeds_three_states(engine, clock) -> None:
+    """A reading of windows alone (the ledger) is one account: not blocked while both windows
+    have room, a countdown to the later of the resets it waits on once they are spent, and no
+    reading at all says that nothing here knows when work resumes."""
+    ctx, _deferrer, _workers, quota = build(engine, clock)
+
+    def card_for(reading):  # type: ignore[no-untyped-def]
+        with session_scope(engine) as db:
+            return build_card(db, ctx, reading, clock.now())
+
+    free = card_for(quota.read(clock.now()))
+    assert (free.pool_state, free.pool_sentence) == ("not_blocked", "Work is not blocked: 1 of 1 account has room on both windows now.")
+    quota.spend_out()
+    quota.spent_7d = quota.capacity_7d
+    out = card_for(quota.read(clock.now()))
+    assert out.pool_state == "countdown"
+    assert out.pool_sentence == "Work resumes in 5d 0h (2026-11-07 09:00 UTC): 1 account is out of capacity."
+    unknown = card_for(None)
+    assert unknown.pool_sentence == "Nothing here says when work resumes: no account has a reading."
+    assert "Account pool: Nothing here says when work resumes" in render_card(unknown)
+    assert "*When the pool comes back:* Nothing here says when work resumes" in render_card(unknown, "slack")
