@@ -58,7 +58,6 @@ STORE: dict[str, StoreHandler] = {
     "queue": reading.queue_answer,
     "holds": reading.holds_answer,
     "why": reading.why_answer,
-    "policy": reading.policy_answer,
     "promote": steering.promote,
     "demote": steering.demote,
     "rank": steering.rank,
@@ -66,6 +65,7 @@ STORE: dict[str, StoreHandler] = {
 
 ENGINE: dict[str, EngineHandler] = {
     "start": engine.start,
+    "policy": reading.policy_answer,
     "archive": changing.archive,
     "policy set": changing.policy_set,
     "trigger class": changing.trigger_class,

@@ -1,5 +1,8 @@
 """The read-only commands: help, queue, holds, why and policy. They change nothing, so any
-rostered user may run them (and anyone at the console)."""
+rostered user may run them (and anyone at the console).
+
+`policy` is an engine handler, run after the authorizing transaction closes: the gate card reads
+the quota first, and a quota source may open a transaction of its own."""
 
 from __future__ import annotations
 
@@ -8,10 +11,10 @@ from typing import Any
 
 from slack_sdk.models.blocks import Block, ContextBlock, HeaderBlock, PlainTextObject, SectionBlock
 
-from bot import blocks, queue_view
+from bot import blocks, gate_view, queue_view
 from bot.commands import command as c
 from bot.commands.grammar import NAMES, USAGE
-from bot.context import Answer, StoreContext
+from bot.context import Answer, Context, StoreContext
 from bot.render import render
 from scheduler.holds_view import all_holds
 from scheduler.models import Session
@@ -107,16 +110,20 @@ def why_answer(ctx: StoreContext, command: c.Why) -> Answer:
     )
 
 
-def policy_answer(ctx: StoreContext, command: c.PolicyShow) -> Answer:
-    policy = load_policy(ctx.db)
-    last = audit_log(ctx.db, limit=1)
+def policy_answer(ctx: Context, command: c.PolicyShow) -> Answer:
+    """The decision a spot session would get now and every number behind it (the gate card),
+    then the settings and the last change to them."""
+    card = gate_view.current_card(ctx.pacer, ctx.now)
+    with ctx.pacer.db() as db:
+        last = audit_log(db, limit=1)
+        line = last[0].line if last else None
     return Answer(
         "policy",
         {
-            "policy": policy,
-            "overrides": sorted((str(g), str(cls)) for g, cls in policy.overrides.items()),
-            "last_change": last[0].line if last else None,
+            "card": card,
+            "d": card.decision,
+            "policy": card.policy,
+            "overrides": sorted((str(g), str(cls)) for g, cls in card.policy.overrides.items()),
+            "last_change": line,
         },
     )
-
-

@@ -334,6 +334,8 @@ def test_trigger_precedence_applies_to_its_next_sessions(pacer) -> None:
 
 def test_policy_shows_and_an_operator_sets_it_with_one_audit_line(pacer) -> None:
     shown = ask(pacer, "policy", actor="UMEM").text
+    assert shown.startswith("Spot gate: ON")
+    assert "Decision for a new spot session: within_limits" in shown and "Account pool: Work is not blocked" in shown
     assert "  gating: on" in shown and "  max_sessions: 2" in shown and "genesis overrides: none" in shown
     reply = ask(pacer, "policy set gating=off reserve_5h=25 override:command=spot", actor="UOP", surface="slack")
     assert reply.ok and reply.in_channel
