@@ -19,11 +19,13 @@ from sqlmodel import Session as DBSession
 
 from bot.roles import Role
 from bot.runtime import Pacer
+from integrations.slack.messages import GATE_CARD_BLOCKS
 
 # Surface -> the name a policy audit line records it under.
 AUDIT_SURFACES = {"slack": "slack:/pacer", "slack_home": "slack:home", "console": "console", "api": "api"}
 MESSAGE_BLOCK_LIMIT = 50
 HOME_BLOCK_LIMIT = 100
+HOME_QUEUE_BLOCK_LIMIT = HOME_BLOCK_LIMIT - GATE_CARD_BLOCKS  # the gate card sits above the queue
 
 
 @dataclass
@@ -41,7 +43,7 @@ class Context:
 
     @property
     def block_limit(self) -> int:
-        return HOME_BLOCK_LIMIT if self.surface == "slack_home" else MESSAGE_BLOCK_LIMIT
+        return HOME_QUEUE_BLOCK_LIMIT if self.surface == "slack_home" else MESSAGE_BLOCK_LIMIT
 
     @property
     def audit_surface(self) -> str:

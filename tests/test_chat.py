@@ -15,6 +15,7 @@ from bot import chat, console
 from bot.commands import USAGE
 from bot.runtime import Pacer
 from bot.settings import load
+from integrations.slack.messages import GATE_CARD_BLOCKS
 from scheduler.db import session_scope
 from scheduler.models import OperatorHold, PolicyAudit, QueueHold, Session, Trigger, Turn
 from scheduler.policy import load_policy
@@ -155,7 +156,7 @@ def test_queue_in_slack_is_escaped_block_kit_with_row_menus(pacer) -> None:
     assert "fix &lt;script&gt; &amp; co" in rows[1]["text"]["text"]
 
 
-@pytest.mark.parametrize(("surface", "limit"), [("slack", 50), ("slack_home", 100)])
+@pytest.mark.parametrize(("surface", "limit"), [("slack", 50), ("slack_home", 100 - GATE_CARD_BLOCKS)])
 def test_a_long_queue_is_capped_with_and_n_more(pacer, surface, limit) -> None:
     for n in range(130):
         add(pacer, n, genesis="github_issue")

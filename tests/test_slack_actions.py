@@ -13,9 +13,11 @@ from bot.slack.actions import (
     SESSION_PRIORITY,
     command_for,
 )
+from integrations.slack.messages import GATE_CARD_BLOCKS
 from scheduler.errors import InvalidInput
 from scheduler.models import Session
 from scheduler.sessions import NewSession, create_session
+from tests.harness import SetQuota
 from tests.slack_mock import TEAM_ID, MockSlack
 
 
@@ -58,7 +60,7 @@ def _button(action_id: str, value: str) -> dict[str, Any]:
     return {"type": "button", "action_id": action_id, "block_id": "b", "value": value, "text": {"type": "plain_text", "text": "x"}, "action_ts": "1.1"}
 
 
-def test_app_home_opened_publishes_the_ranked_queue_for_that_user(slack, mock: MockSlack) -> None:
+def test_app_home_opened_publishes_the_gate_card_above_the_ranked_queue(slack, mock: MockSlack) -> None:
     ids = _queue(slack, 3)
     event = {"type": "app_home_opened", "user": "UMEM", "channel": "D0DM", "tab": "home"}
     assert slack.event(event, event_id="EvHOME1").status_code == 200
@@ -66,9 +68,37 @@ def test_app_home_opened_publishes_the_ranked_queue_for_that_user(slack, mock: M
     assert call.body["user_id"] == "UMEM"
     view = call.body["view"]
     assert view["type"] == "home"
-    assert view["blocks"][0]["type"] == "header"
-    menus = [b["accessory"] for b in view["blocks"] if b.get("accessory", {}).get("action_id") == QUEUE_ROW]
+    blocks = view["blocks"]
+    assert [b["type"] for b in blocks[:GATE_CARD_BLOCKS]] == ["header", "section", "section", "section", "context", "divider"]
+    assert blocks[0]["text"]["text"] == "Spot gate on · a spot session would start now"
+    assert blocks[1]["text"]["text"].startswith("*Decision for a new spot session:* *starts now* (`no_snapshot`)")
+    assert "No quota reading: the gate falls open" in blocks[2]["text"]["text"]
+    assert blocks[3]["text"]["text"] == "*When the pool comes back:* Nothing here says when work resumes: no account has a reading."
+    assert blocks[4]["elements"][0]["text"].startswith("Slots: 0 of 10 running (0 priority, 0 spot)")
+    assert blocks[GATE_CARD_BLOCKS]["type"] == "header" and "3 waiting" in blocks[GATE_CARD_BLOCKS]["text"]["text"]
+    menus = [b["accessory"] for b in blocks if b.get("accessory", {}).get("action_id") == QUEUE_ROW]
     assert len(menus) == len(ids)
+
+
+def test_the_home_card_says_which_ceiling_holds_and_when_the_pool_comes_back(slack, mock: MockSlack) -> None:
+    quota = SetQuota(clock=slack.pacer.clock)
+    quota.spend_out()
+    slack.pacer.ctx.quota = quota
+    slack.event({"type": "app_home_opened", "user": "UMEM", "channel": "D0DM", "tab": "home"}, event_id="EvHOME3")
+    (call,) = mock.wait_for_method("views.publish")
+    card = [b["text"]["text"] for b in call.body["view"]["blocks"][1:4]]
+    assert card[0].startswith("*Decision for a new spot session:* *held* (`at_utilization_limit`, ceiling `spot_budget`)")
+    assert "Held until the 5-hour window rolls over at 2026-11-02 13:00 UTC" in card[0]
+    assert "$1,000.00 spent of $1,000.00 · $200.00 reserved for priority" in card[1]
+    assert "Fleet burn $0.00/min against a sustainable $1.11/min" in card[1]  # the weekly window's curve
+    assert card[2] == "*When the pool comes back:* Work resumes in 4h 00m (2026-11-02 13:00 UTC): 1 account is out of capacity."
+
+
+def test_someone_off_the_roster_sees_the_refusal_and_no_card(slack, mock: MockSlack) -> None:
+    slack.event({"type": "app_home_opened", "user": "UNOBODY", "channel": "D0DM", "tab": "home"}, event_id="EvHOME4")
+    (call,) = mock.wait_for_method("views.publish")
+    blocks = call.body["view"]["blocks"]
+    assert len(blocks) == 1 and "Spot gate" not in blocks[0]["text"]["text"]
 
 
 def test_the_app_home_stays_within_a_hundred_blocks(slack, mock: MockSlack) -> None:
@@ -76,7 +106,8 @@ def test_the_app_home_stays_within_a_hundred_blocks(slack, mock: MockSlack) -> N
     slack.event({"type": "app_home_opened", "user": "UOPS", "channel": "D0DM", "tab": "home"}, event_id="EvHOME2")
     (call,) = mock.wait_for_method("views.publish")
     blocks = call.body["view"]["blocks"]
-    assert 50 < len(blocks) <= 100
+    assert len(blocks) == 100
+    assert blocks[0]["type"] == "header" and blocks[0]["text"]["text"].startswith("Spot gate")
     assert "more not shown" in blocks[-1]["elements"][0]["text"]
 
 

@@ -10,9 +10,18 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from slack_sdk.models.blocks import Block, ContextBlock, MarkdownTextObject, SectionBlock
+from slack_sdk.models.blocks import (
+    Block,
+    ContextBlock,
+    DividerBlock,
+    HeaderBlock,
+    MarkdownTextObject,
+    PlainTextObject,
+    SectionBlock,
+)
 from slack_sdk.models.views import View
 
+from scheduler.gate_card import GateCard
 from templates import render
 
 MESSAGE_BLOCK_LIMIT = 50
@@ -20,6 +29,8 @@ HOME_BLOCK_LIMIT = 100
 SECTION_TEXT_LIMIT = 3000
 FALLBACK_TEXT_LIMIT = 3000  # the notification preview; the blocks carry the full answer
 THREAD_MESSAGE_SECTIONS = 10  # 30,000 characters a message when a long answer is split
+HEADER_TEXT_LIMIT = 150
+GATE_CARD_BLOCKS = 6  # what `gate_card_blocks` always returns; the App Home's queue gets the rest
 
 
 def as_dicts(blocks: Sequence[Block | Mapping[str, Any]] | None) -> list[dict[str, Any]]:
@@ -79,9 +90,31 @@ def message(reply: Any, *, limit: int = MESSAGE_BLOCK_LIMIT) -> dict[str, Any]:
     return {"text": _fallback(reply.text), "blocks": capped(blocks, limit)}
 
 
-def home_view(reply: Any) -> dict[str, Any]:
-    """The App Home view for views.publish: the answer's blocks, at most 100."""
-    blocks = as_dicts(getattr(reply, "blocks", None)) or text_blocks(reply.text)
+def gate_card_blocks(card: GateCard) -> list[dict[str, Any]]:
+    """The gate card as GATE_CARD_BLOCKS blocks: a heading, the decision and why, the windows,
+    when the pool comes back, the slots and the queue's counts, and a divider below."""
+    values = {"card": card, "d": card.decision}
+
+    def section(name: str) -> SectionBlock:
+        return SectionBlock(text=MarkdownTextObject(text=render(f"slack/{name}.j2", **values)[:SECTION_TEXT_LIMIT]))
+
+    heading = render("slack/gate_card_heading.j2", **values)[:HEADER_TEXT_LIMIT]
+    fleet = render("slack/gate_card_fleet.j2", **values)[:SECTION_TEXT_LIMIT]
+    blocks: list[Block] = [
+        HeaderBlock(text=PlainTextObject(text=heading)),
+        section("gate_card_decision"),
+        section("gate_card_windows"),
+        section("gate_card_pool"),
+        ContextBlock(elements=[MarkdownTextObject(text=fleet)]),
+        DividerBlock(),
+    ]
+    return as_dicts(blocks)
+
+
+def home_view(reply: Any, *, above: Sequence[Mapping[str, Any]] = ()) -> dict[str, Any]:
+    """The App Home view for views.publish: the blocks `above` (the gate card), then the
+    answer's blocks, at most 100 in all."""
+    blocks = [*as_dicts(above), *(as_dicts(getattr(reply, "blocks", None)) or text_blocks(reply.text))]
     view = View(type="home", blocks=capped(blocks, HOME_BLOCK_LIMIT))
     return view.to_dict()
 
