@@ -11,6 +11,7 @@ from typing import Any
 from scheduler.context import Context
 from scheduler.db import session_scope
 from scheduler.effects import Effects
+from scheduler.interference import reconcile as reconcile_interference
 from scheduler.operator_holds import live_holds, notice_deadlocks, prune
 from scheduler.prerequisites import reconcile
 from scheduler.queue_holds import lift_expired
@@ -22,6 +23,7 @@ def sweep(ctx: Context) -> dict[str, Any]:
     waiting on prerequisites, and raise any hold deadlock not yet raised."""
     with session_scope(ctx.engine) as db:  # most passes find every hold store empty: one read
         stores = [key for key in ("operator_holds", "queue_holds", "prerequisite_sessions") if present(db, key)]
+    reconcile_interference(ctx)  # a group that came to overlap blocked work without a requested pass says so here
     if not stores:
         return {"pruned": [], "queue_holds_lifted": [], "deadlocks": []}
     pruned = prune(ctx)

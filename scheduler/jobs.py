@@ -14,6 +14,7 @@ from scheduler import (
     completion,
     firing,
     hold_sweep,
+    interference,
     operator_holds,
     prerequisites,
     promotion,
@@ -30,12 +31,14 @@ log = logging.getLogger("pacer.jobs")
 
 
 def queue_pass_and_report(ctx: Context) -> list[int]:
-    """A requested queue pass, then whether every candidate now waits on a prerequisite."""
+    """A requested queue pass, then whether every candidate now waits on a prerequisite, and
+    whether every candidate of a group overlaps blocked work."""
     started = queue_pass.queue_pass(ctx)
-    try:
-        prerequisites.reconcile(ctx)
-    except Exception:  # the report must never stop the queue
-        log.exception("the prerequisite hold could not be reconciled")
+    for reconcile in (prerequisites.reconcile, interference.reconcile):
+        try:
+            reconcile(ctx)
+        except Exception:  # the report must never stop the queue
+            log.exception("the derived queue holds could not be reconciled")
     return started
 
 

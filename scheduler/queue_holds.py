@@ -20,6 +20,10 @@ for a named reason decided by a runner's outcome, and says so.
                      provider at all (it is blocked)
     prerequisite     every candidate waits on one        global   none                no: lifts when
                      (derived; `scheduler.prerequisites`)                             the target ends
+    blocked_         every candidate of a group overlaps group    none                no: lifts when
+    interference     a blocked session's text (derived;                           the blocked one is
+                     `scheduler.interference`)                                    answered, retried
+                                                                                  or closed
 
 Rate limits, auth, credits and the plan's models belong to the provider account every run shares, so they hold the
 whole queue; a failed session holds its own concurrency group (the working tree it may have left
@@ -54,10 +58,13 @@ log = logging.getLogger("pacer.queue_holds")
 
 RATE_LIMIT, AUTH, CREDITS = "rate_limit", "auth", "credits"
 RETRY_EXHAUSTED, TASK_FAILED, PREREQUISITE = "retry_exhausted", "task_failed", "prerequisite"
-MODEL_ACCESS = "model_access"
-REASONS = (RATE_LIMIT, AUTH, CREDITS, MODEL_ACCESS, RETRY_EXHAUSTED, TASK_FAILED, PREREQUISITE)
+MODEL_ACCESS, BLOCKED_INTERFERENCE = "model_access", "blocked_interference"
+REASONS = (RATE_LIMIT, AUTH, CREDITS, MODEL_ACCESS, RETRY_EXHAUSTED, TASK_FAILED, PREREQUISITE, BLOCKED_INTERFERENCE)
 # Resume appears only where pressing it can work: a prerequisite hold would re-apply at once.
 RESUMABLE = frozenset({RATE_LIMIT, AUTH, CREDITS, MODEL_ACCESS, RETRY_EXHAUSTED, TASK_FAILED})
+# Reported, not enforced: each session's own admission check holds it, so a newcomer that does
+# not wait on a prerequisite or overlap blocked work still starts.
+DERIVED = frozenset({PREREQUISITE, BLOCKED_INTERFERENCE})
 BLOCK_REASON = "queue_hold"
 
 
@@ -222,6 +229,10 @@ def resume_queue(ctx: Context, group: str | None = None, *, actor: str) -> Resum
             if not others:
                 raise Refused(error_text("queue_holds/nothing_held", group=group))
             raise Refused(error_text("queue_holds/held_elsewhere", group=group, others=others))
+        if hold.reason == BLOCKED_INTERFERENCE:
+            detail = hold.detail or {}
+            named = list(zip(detail.get("blocked", []), detail.get("titles", []), strict=False))
+            raise Refused(error_text("queue_holds/interference_hold", group=hold.group, blocked=named))
         if hold.reason not in RESUMABLE:
             raise Refused(error_text("queue_holds/prerequisite_hold", targets=(hold.detail or {}).get("targets", [])))
         release(db, hold, now, by=actor, effects=effects)
@@ -256,8 +267,8 @@ def admission_check(ctx: Context) -> Callable[[DBSession, Session, datetime], Bl
             return None
         holds = cached(db, "queue_holds", lambda: read_or_fail_open(db, "the queue hold store", lambda: in_force(db, now), list[QueueHold]()))
         for hold in holds:
-            if hold.reason == PREREQUISITE:
-                continue  # derived: each session's own prerequisite check holds it
+            if hold.reason in DERIVED:
+                continue  # each session's own check holds it
             if hold.group is not None and hold.group != session.concurrency_group:
                 continue
             if hold.reason == RATE_LIMIT and is_manual():

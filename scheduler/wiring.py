@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from datetime import timedelta
 
-from scheduler import capacity, groups, operator_holds, outcome_holds, preemption, prerequisites, queue_holds, session_events
+from scheduler import capacity, groups, interference, operator_holds, outcome_holds, preemption, prerequisites, queue_holds, session_events
 from scheduler.context import Context
 from scheduler.jobs import targets
 
@@ -40,6 +40,7 @@ def install(ctx: Context) -> Context:
         queue_holds.admission_check(ctx),
         prerequisites.admission_check(ctx),
         groups.admission_check(ctx),
+        interference.admission_check(ctx),
         capacity.admission_check(ctx),
         capacity.deference_check(ctx),
     ])
