@@ -66,6 +66,7 @@ STORE: dict[str, StoreHandler] = {
 ENGINE: dict[str, EngineHandler] = {
     "start": engine.start,
     "policy": reading.policy_answer,
+    "restart": engine.restart,
     "archive": changing.archive,
     "policy set": changing.policy_set,
     "trigger class": changing.trigger_class,

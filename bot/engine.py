@@ -31,6 +31,7 @@ from scheduler.models import Session
 from scheduler.policy import load_policy
 from scheduler.precedence import TOP_OF_SPOT
 from scheduler.records import is_asleep
+from scheduler.restart import restart_from_scratch
 from scheduler.sessions import NewSession, class_of, create_session, get_session, new_row
 from scheduler.sleep import wake_me_up_later
 from scheduler.snapshot import Asking
@@ -54,6 +55,11 @@ def start(ctx: Context, command: c.Start) -> Answer:
     sctx = ctx.pacer.ctx
     result = start_now(sctx, command.session_id, actor=ctx.actor)
     return Answer("started", {"session_id": command.session_id, "shape": result.shape, "sentence": result.sentence})
+
+
+def restart(ctx: Context, command: c.Restart) -> Answer:
+    result = restart_from_scratch(ctx.pacer.ctx, command.session_id, actor=ctx.actor)
+    return Answer("started", {"session_id": command.session_id, "shape": "restart", "sentence": result.sentence})
 
 
 def pause(ctx: Context, command: c.Pause) -> Answer:

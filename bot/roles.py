@@ -28,7 +28,7 @@ class Role(StrEnum):
 
 READ_ONLY: tuple[type, ...] = (c.Help, c.Queue, c.Holds, c.Why, c.WhatIf, c.PolicyShow)
 OPERATOR_ONLY: tuple[type, ...] = (c.PolicySet, c.TriggerClass, c.TriggerPrecedence, c.Resume)
-OWN_SESSION: tuple[type, ...] = (c.Promote, c.Demote, c.Rank, c.Start, c.Pause, c.Archive)
+OWN_SESSION: tuple[type, ...] = (c.Promote, c.Demote, c.Rank, c.Start, c.Restart, c.Pause, c.Archive)
 ANY_MEMBER: tuple[type, ...] = (c.New, c.ThreadReply)
 
 
@@ -46,7 +46,7 @@ def is_read_only(command: Command) -> bool:
 
 def subjects(command: Command) -> tuple[int, ...]:
     """The session ids whose requester decides whether a member may run `command`."""
-    if isinstance(command, (c.Promote, c.Demote, c.Rank, c.Start, c.Pause, c.Archive)):
+    if isinstance(command, OWN_SESSION):
         return (command.session_id,)
     if isinstance(command, c.Hold):
         return command.selector.session_ids

@@ -301,6 +301,9 @@ ACTIONS = [
            lambda o, ids: _status(o, ids["held"])["precedence"] == 40),
     Action("start", "start {held}", ("POST", "/sessions/{held}/start_now", None),
            lambda o, ids: _status(o, ids["held"])["hold_count"] >= 1, click=overflow("start", "held")),
+    # a restart resets the ladder and asks the gate again: held at the limit, at the first rung
+    Action("restart", "restart {held}", ("POST", "/sessions/{held}/restart", None),
+           lambda o, ids: _status(o, ids["held"])["hold_count"] == 1 and _status(o, ids["held"])["hold_turn_kind"] == "restart"),
     Action("pause queue", "pause {held} queue", ("POST", "/sessions/{held}/pause", None),
            lambda o, ids: _status(o, ids["held"])["pause_reason"] is not None),
     Action("pause until", "pause {held} until 2h", ("POST", "/sessions/{held}/pause", {"until": (T0 + timedelta(hours=2)).isoformat()}),

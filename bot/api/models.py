@@ -170,6 +170,12 @@ class StartNowOut(BaseModel):
     submission: SubmissionOut | None
 
 
+class RestartOut(BaseModel):
+    sentence: str
+    kept: int = Field(description="Held or paused messages moved to the session's queue, delivered after this turn")
+    submission: SubmissionOut
+
+
 class SessionChanged(BaseModel):
     session: SessionDetail
     changed: dict[str, list[Any]] = Field(description="field -> [before, after], only what moved")

@@ -22,6 +22,7 @@ from bot.api.models import (
     Archived,
     MessageCreate,
     MessagePosted,
+    RestartOut,
     SessionChanged,
     SessionCreate,
     SessionCreated,
@@ -40,6 +41,7 @@ from scheduler.genesis import SchedulingClass, parse_class
 from scheduler.lifecycle import archive
 from scheduler.models import Session, Status
 from scheduler.policy import load_policy
+from scheduler.restart import restart_from_scratch
 from scheduler.session_view import session_view
 from scheduler.sessions import (
     NewSession,
@@ -208,6 +210,16 @@ def start(session_id: SessionId, request: Request, who: CallerDep) -> dict[str, 
     with session_scope(ctx.engine) as db:
         who.require_owner(f"starting session #{session_id}", get_session(db, session_id).requester)
     return start_now_out(start_now(ctx, session_id, actor=who.name), ctx.clock.now())
+
+
+@router.post("/sessions/{session_id}/restart", response_model=RestartOut, responses=refusals(404, 409, 422, 503),
+             summary="Restart a session from scratch: its first prompt, a new agent session, through the gate")
+def restart(session_id: SessionId, request: Request, who: CallerDep) -> dict[str, Any]:
+    ctx = context(request)
+    with session_scope(ctx.engine) as db:
+        who.require_owner(f"restarting session #{session_id}", get_session(db, session_id).requester)
+    result = restart_from_scratch(ctx, session_id, actor=who.name)
+    return {"sentence": result.sentence, "kept": result.kept, "submission": submission_out(result.submission, ctx.clock.now())}
 
 
 @router.post("/sessions/{session_id}/archive", response_model=Archived, responses=refusals(404, 409, 422, 503),

@@ -72,6 +72,12 @@ class Start:
 
 
 @dataclass(frozen=True)
+class Restart:
+    name: ClassVar[str] = "restart"
+    session_id: int
+
+
+@dataclass(frozen=True)
 class Pause:
     """`until` None parks the session in the spot queue with no wake-up time."""
 
@@ -191,7 +197,7 @@ class ThreadReply:
 
 
 Command = (
-    Help | Queue | Holds | Why | Promote | Demote | Rank | Start | Pause | Archive | Hold | Release
+    Help | Queue | Holds | Why | Promote | Demote | Rank | Start | Restart | Pause | Archive | Hold | Release
     | Resume | PolicyShow | PolicySet | TriggerClass | TriggerPrecedence | New | WhatIf | ThreadReply
 )
 
