@@ -56,6 +56,7 @@ from scheduler.pause import (
 )
 from scheduler.policy import PolicyView, load_policy
 from scheduler.queue_pass import locked_unless_taken
+from scheduler.records import halt_turn
 from scheduler.sessions import is_spot
 from scheduler.snapshot import Asking, Snapshot
 
@@ -125,7 +126,7 @@ def _pause_running(work: Work, policy: PolicyView, report: SweepReport) -> None:
         record_pause(session, AT_UTILIZATION_LIMIT, why, now, costs=True)
         session.pending_sleep = True  # a turn that ends on its own before the halt lands still sleeps
         db.add(session)
-        effects.halt.append(turn.id or 0)
+        halt_turn(work, turn)
         sentence = banner(session, now)
         effects.notice("paused", session_id=session.id, reason=AT_UTILIZATION_LIMIT, sentence=sentence, title=session.title)
         log.warning("session #%s paused mid-run: %s", session.id, sentence)

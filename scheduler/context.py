@@ -14,6 +14,7 @@ from datetime import timedelta
 from typing import Any, Protocol
 
 from sqlalchemy import Engine
+from sqlmodel import Session as DBSession
 
 from scheduler.db import in_transaction
 from scheduler.errors import AlarmInTransaction
@@ -29,6 +30,29 @@ class WorkerPool(Protocol):
 
     def halt(self, turn_id: int) -> bool:
         """Stop a running turn; its on_done then reports Outcome.HALTED."""
+        ...
+
+
+class TurnDispatcher(Protocol):
+    """Hands started turns to worker machines inside the transaction that decides them, so a
+    turn and the job that runs it commit together or not at all (`integrations.turn_queue`).
+    A Context without one runs its turns on its own pool after commit (`Effects.apply`)."""
+
+    def enqueue(self, db: DBSession, turn_id: int, session_id: int) -> int:
+        """Defer the turn's job on `db`'s transaction; its job id."""
+        ...
+
+    def halt(self, db: DBSession, job_id: int) -> bool:
+        """Stop the job on `db`'s transaction: True when it had not started (cancelled, so
+        nobody will report its turn), False when its worker is asked to halt the runner."""
+        ...
+
+    def end(self, db: DBSession, job_id: int) -> None:
+        """The job's turn was given back by recovery: the job never runs (again)."""
+        ...
+
+    def stalled(self, db: DBSession) -> list[int]:
+        """End the jobs whose worker stopped beating; their ids."""
         ...
 
 
@@ -83,6 +107,8 @@ class Context:
     # where nothing renews one): recovery may take any running turn.
     owner: str | None = None
     turn_lease: timedelta | None = None
+    # Worker machines run the turns (procrastinate on PostgreSQL); None: this process's pool.
+    dispatcher: TurnDispatcher | None = None
 
     def run_job(self, name: str, *args: Any) -> Any:
         target = self.jobs.get(name)

@@ -13,7 +13,8 @@ from datetime import datetime
 from functools import partial
 from typing import TYPE_CHECKING, Any
 
-from scheduler.ports import TurnRequest
+from scheduler.ports import Outcome, TurnRequest, TurnResult
+from templates import render
 
 if TYPE_CHECKING:
     from scheduler.context import Context
@@ -34,6 +35,7 @@ class Effects:
     arm: list[tuple[str, datetime, str, tuple[Any, ...]]] = field(default_factory=list)
     disarm: list[str] = field(default_factory=list)
     halt: list[int] = field(default_factory=list)
+    unstarted: list[int] = field(default_factory=list)  # halted before any worker took them: reported HALTED here
     notices: list[tuple[str, dict[str, Any]]] = field(default_factory=list)
     queue_pass: bool = False  # after commit, ask for a queue pass: something changed that could free work
 
@@ -56,6 +58,8 @@ class Effects:
             ctx.schedule(job_id, at, job, *args)
         for turn_id in self.halt:
             ctx.workers.halt(turn_id)
+        for turn_id in self.unstarted:
+            ctx.run_job("turn_done", turn_id, TurnResult(Outcome.HALTED, error=render("text/runner_error.j2", kind="halted"), extra={"ran": False}))
         for request in self.dispatch:
             # The worker reports the result through the "turn_done" target (`completion`).
             ctx.workers.submit(request, partial(ctx.run_job, "turn_done", request.turn_id))

@@ -20,10 +20,11 @@ import uuid
 from collections.abc import Collection
 from datetime import datetime
 
-from sqlalchemy import Engine, or_, update
+from sqlalchemy import Engine, and_, or_, update
 from sqlmodel import Session as DBSession
 from sqlmodel import col, select
 
+from scheduler.db import core
 from scheduler.models import Turn
 
 
@@ -35,10 +36,13 @@ def owner_id() -> str:
 
 def lost_turns(db: DBSession, now: datetime) -> list[Turn]:
     """Running turns whose lease has run out (or that never had one), locked for the caller.
-    Rows another process is recovering right now are skipped, not waited for."""
+    Rows another process is recovering right now are skipped, not waited for. A turn whose job
+    waits for a worker has no lease yet and is not lost: the queue holds it (`expire_stalled`
+    covers the worker that took the job and died before it claimed the turn)."""
+    never_leased = and_(col(Turn.lease_expires_at).is_(None), col(Turn.job_id).is_(None))
     stmt = (
         select(Turn)
-        .where(Turn.status == "running", or_(col(Turn.lease_expires_at).is_(None), col(Turn.lease_expires_at) <= now))
+        .where(Turn.status == "running", or_(never_leased, col(Turn.lease_expires_at) <= now))
         .order_by(col(Turn.id))
         .with_for_update(skip_locked=True)
     )
@@ -58,3 +62,28 @@ def renew(engine: Engine, owner: str, turn_ids: Collection[int], until: datetime
     )
     with engine.begin() as conn:
         return {turn_id for turn_id in conn.execute(stmt).scalars() if turn_id is not None}
+
+
+def claim(engine: Engine, turn_id: int, owner: str, until: datetime) -> bool:
+    """Take a turn a worker machine was handed: `owner` and a lease, only while the turn still
+    runs and nobody owns it. False when no row changed (the job was delivered twice, or the turn
+    ended before a worker took it): the caller then runs nothing."""
+    stmt = (
+        update(Turn)
+        .where(col(Turn.id) == turn_id, col(Turn.status) == "running", col(Turn.owner).is_(None))
+        .values(owner=owner, lease_expires_at=until)
+    )
+    with engine.begin() as conn:
+        return bool(conn.execute(stmt).rowcount)
+
+
+def expire_stalled(db: DBSession, job_ids: Collection[int], now: datetime) -> None:
+    """Turns whose job a dead worker took before it claimed them: their lease runs out now, so
+    the recovery that follows in this transaction takes them."""
+    if job_ids:
+        stmt = (
+            update(Turn)
+            .where(col(Turn.job_id).in_(list(job_ids)), col(Turn.status) == "running", col(Turn.owner).is_(None))
+            .values(lease_expires_at=now)
+        )
+        core(db, stmt)

@@ -20,7 +20,7 @@ from scheduler.effects import Effects
 from scheduler.errors import Refused
 from scheduler.models import Session, Status, Turn
 from scheduler.preemption import release_after_crash
-from scheduler.records import hold, lock, running_turn
+from scheduler.records import halt_turn, hold, lock, running_turn
 from scheduler.turns import submit_turn
 from templates import error_text, render
 
@@ -45,7 +45,7 @@ def archive(ctx: Context, session_id: int, *, actor: str | None = None) -> str:
             raise Refused(error_text("lifecycle/cannot_archive", session_id=session_id, status=session.status))
         turn = running_turn(db, session_id)
         if turn is not None:
-            effects.halt.append(turn.id or 0)
+            halt_turn(Work(db, ctx, now, effects), turn)
         previous = session.status
         session.status = Status.ARCHIVED.value
         session.updated_at = now
@@ -94,10 +94,14 @@ def recover(ctx: Context) -> dict[str, int]:
 
 def recover_lost_turns(ctx: Context) -> int:
     """The lease sweep: the running turns whose owner stopped renewing them, given back as
-    `recover` gives them back; how many were held again."""
+    `recover` gives them back; how many were held again. With worker machines, the jobs of
+    workers that stopped beating are ended first, and a turn such a worker took and never
+    claimed is given back with them."""
     now = ctx.clock.now()
     effects = Effects()
     with session_scope(ctx.engine) as db:
+        if ctx.dispatcher is not None:
+            leases.expire_stalled(db, ctx.dispatcher.stalled(db), now)
         given = sum(_give_back(Work(db, ctx, now, effects), turn) for turn in leases.lost_turns(db, now))
     effects.apply(ctx)
     if given:
@@ -128,6 +132,8 @@ def _give_back(work: Work, turn: Turn) -> int:
     turn.error = "interrupted: the process stopped while this turn ran"
     turn.finished_at = now
     db.add(turn)
+    if turn.job_id is not None and work.ctx.dispatcher is not None:
+        work.ctx.dispatcher.end(db, turn.job_id)  # an attempt is a turn row: its job never runs again
     session = lock(db, turn.session_id)
     if session.status == Status.ARCHIVED.value:
         return 0

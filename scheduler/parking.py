@@ -16,6 +16,7 @@ import logging
 from dataclasses import dataclass
 from datetime import datetime
 
+from scheduler.attempt import Work
 from scheduler.context import Context
 from scheduler.db import session_scope
 from scheduler.effects import Effects
@@ -24,7 +25,7 @@ from scheduler.genesis import SchedulingClass
 from scheduler.models import Status
 from scheduler.pause import PREEMPTED, USER_SPOT_QUEUE, banner, record_pause
 from scheduler.policy import load_policy
-from scheduler.records import lock, running_turn, wake_job_id
+from scheduler.records import halt_turn, lock, running_turn, wake_job_id
 from scheduler.sessions import change_class, class_of
 from templates import error_text, render
 
@@ -91,7 +92,7 @@ def pause_into_spot_queue(ctx: Context, session_id: int, *, resume_prompt: str |
         if turn is not None:
             session.pending_sleep = True  # its own turn end carries it to waiting
             if halt:
-                effects.halt.append(turn.id or 0)
+                halt_turn(Work(db, ctx, now, effects), turn)
         else:
             session.pending_sleep = False
             session.status = Status.WAITING.value

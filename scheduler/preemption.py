@@ -41,7 +41,7 @@ from scheduler.gate import Decision, Reason
 from scheduler.models import EnqueuedMessage, HumanMessage, Session, Status, Turn
 from scheduler.pause import COOLDOWN, PREEMPTED, banner, last_turn, record_pause
 from scheduler.policy import PolicyView, load_policy
-from scheduler.records import clear_pause, is_running, running_turn
+from scheduler.records import clear_pause, halt_turn, is_running, running_turn
 from scheduler.sessions import is_spot
 from templates import render
 
@@ -229,7 +229,7 @@ def resolve_marks(db: DBSession, ctx: Context, policy: PolicyView, now: datetime
         elif age > GRACE:
             session.last_preempted_at = session.preempt_mark_at
             session.preempt_mark_at = None
-            effects.halt.append(turn.id or 0)
+            halt_turn(Work(db, ctx, now, effects), turn)
             running -= 1
             report.halted.append(sid)
             sentence = banner(session, now)

@@ -8,7 +8,7 @@ attachments, and the alarm (`recheck:<id>`) is only the clock that asks again.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from datetime import datetime
+from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -96,6 +96,18 @@ def running_turn(db: DBSession, session_id: int) -> Turn | None:
     return db.exec(stmt).first()
 
 
+def turn_request(db: DBSession, turn_id: int) -> TurnRequest | None:
+    """What a worker machine runs for a running turn it claimed, read from its rows."""
+    turn = db.get(Turn, turn_id)
+    session = db.get(Session, turn.session_id) if turn is not None else None
+    if turn is None or session is None or turn.status != "running":
+        return None
+    return TurnRequest(
+        session_id=session.id or 0, turn_id=turn_id, prompt=turn.prompt, attachments=tuple(turn.attachments),
+        agent_session_id=session.agent_session_id, workdir=session.workdir, runtime=turn.runtime,
+    )
+
+
 def existing_attachments(attachments: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
     """A repair path must not do more damage than it repairs: a descriptor whose file has
     vanished is dropped, and the turn comes back short an attachment rather than not at all."""
@@ -135,13 +147,17 @@ def is_asleep(session: Session, now: datetime) -> bool:
 
 def start(work: Work, session: Session, attempt: TurnAttempt) -> Turn:
     """Start the turn: the session runs it, its hold and any pause are cleared, and the worker
-    gets it once the transaction commits."""
+    gets it once the transaction commits. With worker machines (`Context.dispatcher`) its job is
+    deferred in this transaction, and the worker that takes the job claims the turn's owner and
+    lease (`leases.claim`); until then no lease runs out on a turn that waits for a worker."""
     db, now, effects = work.db, work.now, work.effects
     attachments = attempt.attachments
+    local = work.ctx.dispatcher is None
     turn = Turn(
         session_id=session.id or 0, kind=attempt.kind, prompt=attempt.prompt or "", attachments=[dict(a) for a in attachments],
         status="running", runtime=session.runtime, created_at=now, started_at=now,
-        owner=work.ctx.owner, lease_expires_at=now + work.ctx.turn_lease if work.ctx.turn_lease else None,
+        owner=work.ctx.owner if local else None,
+        lease_expires_at=now + work.ctx.turn_lease if work.ctx.turn_lease and local else None,
     )
     db.add(turn)
     db.info.pop("pacer.memo", None)  # what admission checks read per pass has changed
@@ -158,15 +174,35 @@ def start(work: Work, session: Session, attempt: TurnAttempt) -> Turn:
     session.updated_at = now
     db.add(session)
     db.flush()
-    effects.dispatch.append(
-        TurnRequest(
-            session_id=session.id or 0, turn_id=turn.id or 0, prompt=attempt.prompt or "", attachments=tuple(attachments),
-            agent_session_id=session.agent_session_id, workdir=session.workdir, runtime=session.runtime,
+    if work.ctx.dispatcher is not None:
+        turn.job_id = work.ctx.dispatcher.enqueue(db, turn.id or 0, session.id or 0)
+        db.add(turn)
+    else:
+        effects.dispatch.append(
+            TurnRequest(
+                session_id=session.id or 0, turn_id=turn.id or 0, prompt=attempt.prompt or "", attachments=tuple(attachments),
+                agent_session_id=session.agent_session_id, workdir=session.workdir, runtime=session.runtime,
+            )
         )
-    )
     effects.cancel(hold_job_id(session.id or 0))  # one turn, one alarm: a started turn needs none
     effects.notice("started", session_id=session.id, turn_id=turn.id, kind=attempt.kind, title=session.title)
     return turn
+
+
+def halt_turn(work: Work, turn: Turn) -> None:
+    """Stop a running turn (a pause, a preemption, an archive) wherever it runs. A turn on this
+    process's pool is halted after commit; a worker machine's job is cancelled in this
+    transaction, so the halt commits with the decision. A job no worker had taken never runs:
+    its turn is reported HALTED after commit, and given a lease now, so a report lost to a crash
+    comes back through recovery rather than leave the turn running forever."""
+    dispatcher = work.ctx.dispatcher
+    if turn.job_id is None or dispatcher is None:
+        work.effects.halt.append(turn.id or 0)
+        return
+    if dispatcher.halt(work.db, turn.job_id):
+        turn.lease_expires_at = work.now + (work.ctx.turn_lease or timedelta(0))
+        work.db.add(turn)
+        work.effects.unstarted.append(turn.id or 0)
 
 
 def hold(work: Work, session: Session, attempt: TurnAttempt, block: Block, decision: Decision | None = None) -> Submission:
