@@ -7,15 +7,16 @@ an adapter takes. `integrations/` never reads settings; `bot.runtime` builds thr
     source = build_quota_source(settings, engine)   # the ledger, or the pool calibrated on it
     comments = github_comments(settings)            # PyGithub with a token or an App, or None
     spaces = build_workspaces(settings)             # a mirror per repository, a worktree per session
+    dispatcher = build_dispatcher(settings)         # procrastinate for worker machines, or None
 """
 
 from __future__ import annotations
 
 import os
 from collections.abc import Mapping
-from datetime import datetime
+from datetime import datetime, timedelta
 
-from sqlalchemy import Engine
+from sqlalchemy import Engine, make_url
 
 from bot.settings import SECRET_NAMES, Settings
 from integrations.github.client import GithubClients
@@ -31,6 +32,7 @@ from integrations.runners import (
     echo_burn_per_min,
 )
 from integrations.runners.workspace import WorkspaceRunner
+from integrations.turn_queue import TurnQueue, build_app
 from integrations.workspaces import GitRemote, Workspaces
 from scheduler.burn import fallback_rates
 from scheduler.context import Runtime
@@ -69,6 +71,19 @@ def build_runner(settings: Settings, environ: Mapping[str, str] | None = None, *
 def build_pool(settings: Settings, runner: Runner | None = None, *, engine: Engine | None = None) -> ThreadWorkerPool:
     """PACER_AGENT_WORKERS threads over `runner` (default: build_runner(settings, engine=engine))."""
     return ThreadWorkerPool(runner or build_runner(settings, engine=engine), settings.agent_workers)
+
+
+def libpq_url(database_url: str) -> str:
+    """DATABASE_URL as procrastinate's psycopg pool takes it: a libpq URL, no SQLAlchemy driver."""
+    return make_url(database_url).set(drivername="postgresql").render_as_string(hide_password=False)
+
+
+def build_dispatcher(settings: Settings) -> TurnQueue | None:
+    """With PACER_TURN_QUEUE=procrastinate, the port that defers every started turn for `pacer
+    worker` processes; None: each process runs the turns it starts."""
+    if settings.turn_queue != "procrastinate":
+        return None
+    return TurnQueue(build_app(libpq_url(settings.database_url)), stalled_after=timedelta(seconds=settings.turn_lease_seconds))
 
 
 def build_workspaces(settings: Settings) -> Workspaces:

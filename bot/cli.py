@@ -1,4 +1,4 @@
-"""`pacer`: serve, migrate, console, policy, config."""
+"""`pacer`: serve, worker, migrate, console, policy, config."""
 
 from __future__ import annotations
 
@@ -42,6 +42,12 @@ def cmd_migrate(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_worker(args: argparse.Namespace) -> int:
+    from bot.worker import work
+
+    return work(_settings(args))
+
+
 def cmd_console(args: argparse.Namespace) -> int:
     from bot.console import run_console
 
@@ -78,6 +84,12 @@ def build_parser() -> argparse.ArgumentParser:
     migrate = sub.add_parser("migrate", help="bring the database schema to head", description=
         "Apply every Alembic migration to DATABASE_URL. Fly's release command runs this.")
     migrate.set_defaults(func=cmd_migrate)
+
+    worker = sub.add_parser("worker", help="run turns for every pacer serve (PACER_TURN_QUEUE=procrastinate)", description=
+        "Take started turns from procrastinate's queue `turns` on DATABASE_URL (PostgreSQL) and run "
+        "up to PACER_AGENT_WORKERS at once. SIGTERM: no new turn, PACER_DRAIN_SECONDS for the running "
+        "ones, the rest handed back.")
+    worker.set_defaults(func=cmd_worker)
 
     console = sub.add_parser("console", help="the chat commands in a terminal", description=
         "The same /pacer commands and thread replies, typed in a terminal, answered with the "

@@ -17,7 +17,7 @@ from typing import Any
 from sqlalchemy import Engine
 
 from bot import jobs, triggers_file
-from bot.adapters import build_pool, build_quota_source, build_workspaces, fallback_burn, runtimes_from_settings
+from bot.adapters import build_dispatcher, build_pool, build_quota_source, build_workspaces, fallback_burn, runtimes_from_settings
 from bot.leader import Leadership
 from bot.notify import CompositeNotifier, LogNotifier
 from bot.settings import Settings
@@ -111,6 +111,7 @@ def build(
         job_runner=job_runner,
         owner=owner,
         turn_lease=lease,
+        dispatcher=build_dispatcher(settings),
     )
     refresh_burn(ctx, settings)
     wiring.install(ctx)

@@ -113,6 +113,9 @@ class Settings(BaseSettings):
     turn_lease_seconds: Annotated[float, _rule(rules.number(1.0))] = _field(
         "PACER_TURN_LEASE_SECONDS", "30", "A running turn's lease: its process renews it every third; a turn not renewed this long is recovered elsewhere"
     )
+    turn_queue: Annotated[str, _rule(rules.one_of("local", "procrastinate"))] = _field(
+        "PACER_TURN_QUEUE", "local", "Where turns run: local (the deciding process's pool) or procrastinate (`pacer worker` processes; PostgreSQL only)"
+    )
     drain_seconds: Amount = _field(
         "PACER_DRAIN_SECONDS", "30", "On SIGTERM, how long running turns may finish before they are handed to the next leader (keep under Fly's kill_timeout)"
     )
@@ -166,6 +169,8 @@ class Settings(BaseSettings):
             raise rules.refuse("needs_too", name="GITHUB_APP_ID", other="GITHUB_APP_PRIVATE_KEY")
         if self.quota_source == "pool" and not (self.pool_file or self.pool_url):
             raise rules.refuse("pool_without_source")
+        if self.turn_queue == "procrastinate" and self.sqlite:
+            raise rules.refuse("turn_queue_sqlite")
         return self
 
     def __repr__(self) -> str:
