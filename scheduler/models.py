@@ -293,6 +293,16 @@ class SlackEvent(SQLModel, table=True):
     received_at: datetime = Field(sa_column=Column(UTCDateTime(), nullable=False))
 
 
+class SlackHomeViewer(SQLModel, table=True):
+    """Someone who opened Pacer's App Home, and when last: whose Home is republished when the
+    queue moves. In the database, so whichever process moves the queue knows who is looking."""
+
+    __tablename__ = "slack_home_viewers"
+
+    user_id: str = Field(primary_key=True)
+    opened_at: datetime = Field(sa_column=Column(UTCDateTime(), nullable=False, index=True))
+
+
 class StatusComment(SQLModel, table=True):
     """The one sticky GitHub comment per issue, found by its marker and edited in place."""
 

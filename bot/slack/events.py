@@ -23,7 +23,7 @@ from sqlalchemy.exc import IntegrityError
 
 from bot.runtime import Pacer
 from bot.slack.edge import SlackEdge
-from bot.slack.home import publish_home
+from bot.slack.home import open_home
 from bot.slack_intake import SenderNotice, slack_mention
 from scheduler.bounds import clean_text, clean_tree
 from scheduler.models import SlackEvent
@@ -43,7 +43,7 @@ def register(app: App, edge: SlackEdge) -> None:
     def on_home_opened(event: dict[str, Any], client: WebClient) -> None:
         if event.get("tab", "home") != "home":  # the Messages tab fires this event too
             return
-        edge.submit("App Home", publish_home, edge.pacer, client, str(event["user"]))
+        edge.submit("App Home", open_home, edge.pacer, client, str(event["user"]))
 
     def on_mention(body: dict[str, Any], event: dict[str, Any], client: WebClient) -> None:
         if is_ignored(event):

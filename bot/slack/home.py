@@ -7,19 +7,27 @@ Published when the person opens the Home tab, after they act on it, and when the
 from __future__ import annotations
 
 import logging
+from datetime import datetime, timedelta
 from typing import Any
 
 from slack_sdk import WebClient
+from sqlalchemy.exc import IntegrityError
+from sqlmodel import col, delete, select
 
 from bot.gate_view import current_card
 from bot.runtime import Pacer
 from bot.slack.edge import ask
 from integrations.slack import messages
+from scheduler.models import SlackHomeViewer
 
 log = logging.getLogger("pacer.slack")
 
 SURFACE = "slack_home"
 HOME_QUESTION = "queue"
+# Whose Home follows the queue: people who opened it within a day. Slack gives no "closed"
+# event, and someone back the next morning opens it again, which publishes it afresh.
+VIEWER_TTL = timedelta(hours=24)
+MAX_VIEWERS = 200  # a refresh pass publishes at most this many Homes, the most recent openers
 
 
 def home_view(pacer: Pacer, user_id: str) -> dict[str, Any]:
@@ -39,3 +47,36 @@ def publish_home(pacer: Pacer, client: WebClient, user_id: str) -> None:
     """views.publish the Home tab of `user_id`."""
     client.views_publish(user_id=user_id, view=home_view(pacer, user_id))
     log.debug("slack: published App Home for %s", user_id)
+
+
+def open_home(pacer: Pacer, client: WebClient, user_id: str) -> None:
+    """Someone opened the Home tab: remember them, then publish it."""
+    remember_viewer(pacer, user_id, pacer.clock.now())
+    publish_home(pacer, client, user_id)
+
+
+def remember_viewer(pacer: Pacer, user_id: str, now: datetime) -> None:
+    """Record that `user_id` opened the Home at `now`, and forget everyone past VIEWER_TTL."""
+    try:
+        with pacer.db() as db:
+            row = db.get(SlackHomeViewer, user_id)
+            if row is None:
+                db.add(SlackHomeViewer(user_id=user_id, opened_at=now))
+            else:
+                row.opened_at = now
+                db.add(row)
+            db.exec(delete(SlackHomeViewer).where(col(SlackHomeViewer.opened_at) < now - VIEWER_TTL))  # type: ignore[call-overload]
+    except IntegrityError:
+        log.debug("slack: %s opened the App Home on two replicas at once; one recorded it", user_id)
+
+
+def recent_viewers(pacer: Pacer, now: datetime) -> list[str]:
+    """Who opened the Home within VIEWER_TTL, most recent first, at most MAX_VIEWERS."""
+    stmt = (
+        select(SlackHomeViewer.user_id)
+        .where(col(SlackHomeViewer.opened_at) >= now - VIEWER_TTL)
+        .order_by(col(SlackHomeViewer.opened_at).desc())
+        .limit(MAX_VIEWERS)
+    )
+    with pacer.db() as db:
+        return list(db.exec(stmt).all())
