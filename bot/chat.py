@@ -81,6 +81,10 @@ ENGINE: dict[str, EngineHandler] = {
 }
 
 
+# Commands that change the queue's order without the turn engine, which tells people itself.
+REORDERING = frozenset({"promote", "demote", "rank"})
+
+
 def available(name: str) -> bool:
     return name in STORE or name in ENGINE
 
@@ -97,6 +101,8 @@ def answer(pacer: Pacer, actor: str, text: str, *, surface: str, role: Role | No
         command = parse(text)
         result = _execute(pacer, command, actor, role or role_of(pacer.settings.roster, actor), surface, now)
         started = engine.start_promoted(pacer, result.start_now, actor) if result.start_now else []
+        if verb(command) in REORDERING:
+            pacer.ctx.emit("queue_reordered", session_id=getattr(command, "session_id", None), actor=actor)
         values = {**result.values, "started": started}
         body = render(f"{flavour}/{result.template}.j2", **values)
         return Reply(text=body, blocks=result.blocks, in_channel=result.in_channel)

@@ -34,9 +34,12 @@ from bot.render import render
 from bot.runtime import Pacer
 from bot.slack.app import UNREADABLE, build_bolt_app
 from bot.slack.edge import SlackEdge
+from bot.slack.home import publish_home
+from bot.slack.home_refresh import HomeRefresher
 from bot.slack.socket import SocketMode
 from integrations.slack.notifier import SlackNotifier
 from scheduler.errors import ConfigError
+from scheduler.ports import Notifier
 from templates import error_text
 
 log = logging.getLogger("pacer.slack")
@@ -59,6 +62,7 @@ class SlackSurface:
     bolt: App
     edge: SlackEdge
     notifier: SlackNotifier
+    home: HomeRefresher
     socket: SocketMode | None = None
     _limiter: anyio.CapacityLimiter | None = field(default=None, repr=False)
 
@@ -87,19 +91,23 @@ class SlackSurface:
     def stop(self) -> None:
         if self.socket is not None:
             self.socket.stop()
+        self.home.close()
         self.edge.close()
 
 
 def register(app: FastAPI, pacer: Pacer, *, verify_token: bool = True) -> SlackSurface:
     """Mount /slack/events on `app`, tie Socket Mode and the work pool to its lifespan, and add
-    the Slack notifier to the scheduler's notifier chain (same client, same pool)."""
+    the Slack notifier (same client, same pool) and the App Home refresher to the scheduler's
+    notifier chain."""
     settings = pacer.settings
     edge = SlackEdge(pacer)
     bolt = build_bolt_app(pacer, edge=edge, verify_token=verify_token)
     notifier = SlackNotifier(pacer.engine, bolt.client, ops_channel=settings.ops_channel, submit=edge.submit)
     socket = SocketMode(bolt, settings.slack_app_token) if settings.slack_app_token else None
-    surface = SlackSurface(bolt=bolt, edge=edge, notifier=notifier, socket=socket)
+    home = HomeRefresher(pacer, lambda user: publish_home(pacer, bolt.client, user))
+    surface = SlackSurface(bolt=bolt, edge=edge, notifier=notifier, home=home, socket=socket)
     install_notifier(pacer, notifier)
+    install_notifier(pacer, home)
     secret = settings.slack_signing_secret.encode() if settings.slack_signing_secret else None
     limit: int = settings.max_body_bytes
 
@@ -143,13 +151,13 @@ def is_readable(body: bytes, content_type: str | None) -> bool:
     return isinstance(parsed, dict)
 
 
-def install_notifier(pacer: Pacer, notifier: SlackNotifier) -> None:
-    """Join the scheduler's notifier chain, replacing a Slack notifier an earlier app installed."""
+def install_notifier(pacer: Pacer, notifier: Notifier) -> None:
+    """Join the scheduler's notifier chain, replacing one of the same kind an earlier app installed."""
     chain = pacer.ctx.notifier
     if not isinstance(chain, CompositeNotifier):
-        log.warning("slack: the scheduler's notifier is %s, not a chain; Slack notices are off", type(chain).__name__)
+        log.warning("slack: the scheduler's notifier is %s, not a chain; %s is off", type(chain).__name__, type(notifier).__name__)
         return
-    chain.notifiers = [n for n in chain.notifiers if not isinstance(n, SlackNotifier)] + [notifier]
+    chain.notifiers = [n for n in chain.notifiers if type(n) is not type(notifier)] + [notifier]
 
 
 def is_signed(secret: bytes, headers: Mapping[str, str], body: bytes, *, now: float | None = None) -> bool:
