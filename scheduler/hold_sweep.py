@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from scheduler.budgets import reconcile as reconcile_budgets
 from scheduler.context import Context
 from scheduler.db import session_scope
 from scheduler.effects import Effects
@@ -24,6 +25,7 @@ def sweep(ctx: Context) -> dict[str, Any]:
     with session_scope(ctx.engine) as db:  # most passes find every hold store empty: one read
         stores = [key for key in ("operator_holds", "queue_holds", "prerequisite_sessions") if present(db, key)]
     reconcile_interference(ctx)  # a group that came to overlap blocked work without a requested pass says so here
+    reconcile_budgets(ctx)
     if not stores:
         return {"pruned": [], "queue_holds_lifted": [], "deadlocks": []}
     pruned = prune(ctx)

@@ -10,6 +10,7 @@ from collections.abc import Callable
 from typing import Any
 
 from scheduler import (
+    budgets,
     ceiling,
     completion,
     firing,
@@ -31,10 +32,11 @@ log = logging.getLogger("pacer.jobs")
 
 
 def queue_pass_and_report(ctx: Context) -> list[int]:
-    """A requested queue pass, then whether every candidate now waits on a prerequisite, and
-    whether every candidate of a group overlaps blocked work."""
+    """A requested queue pass, then the holds it reports: whether every candidate now waits on a
+    prerequisite, whether every candidate of a group overlaps blocked work, and whether a session
+    waits on a runtime over its cost budget."""
     started = queue_pass.queue_pass(ctx)
-    for reconcile in (prerequisites.reconcile, interference.reconcile):
+    for reconcile in (prerequisites.reconcile, interference.reconcile, budgets.reconcile):
         try:
             reconcile(ctx)
         except Exception:  # the report must never stop the queue

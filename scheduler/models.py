@@ -222,6 +222,8 @@ class Policy(SQLModel, table=True):
     max_sessions: int = 10
     preemption_enabled: bool = True
     genesis_class_overrides: dict[str, str] = json_column({})
+    cost_budgets: dict[str, float] = json_column({})  # runtime -> US dollars (seed 002, "Cost budget")
+    spend_reset_at: dict[str, str] = json_column({})  # runtime -> ISO instant its spend counts from
 
 
 class PolicyAudit(SQLModel, table=True):

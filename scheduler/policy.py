@@ -4,8 +4,9 @@ is recorded"). One row; every persisted change writes one audit entry and one WA
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping
-from dataclasses import dataclass
+import math
+from collections.abc import Collection, Mapping
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
@@ -32,6 +33,8 @@ FLEET_POLICY_ATTRIBUTES = (
     "max_sessions",
     "preemption_enabled",
     "genesis_class_overrides",
+    "cost_budgets",
+    "spend_reset_at",
 )
 
 
@@ -45,6 +48,8 @@ class PolicyView:
     max_sessions: int
     preemption_enabled: bool
     overrides: Mapping[Genesis, SchedulingClass]
+    cost_budgets: Mapping[str, float] = field(default_factory=dict)  # runtime -> US dollars
+    spend_reset_at: Mapping[str, datetime] = field(default_factory=dict)  # runtime -> its spend counts from
 
     def reserve_pct(self, window: str) -> float:
         return self.reserve_7d_pct if window == "7d" else self.reserve_5h_pct
@@ -72,12 +77,18 @@ def view(row: Policy) -> PolicyView:
         max_sessions=row.max_sessions,
         preemption_enabled=row.preemption_enabled,
         overrides=validate_overrides(row.genesis_class_overrides or {}),
+        cost_budgets=dict(row.cost_budgets or {}),
+        spend_reset_at=_instants(row.spend_reset_at or {}),
     )
+
+
+def _instants(stored: Mapping[str, str]) -> dict[str, datetime]:
+    return {runtime: datetime.fromisoformat(at) for runtime, at in stored.items()}
 
 
 _COLUMNS: tuple[Any, ...] = (
     Policy.gating_enabled, Policy.reserve_5h_pct, Policy.reserve_7d_pct, Policy.max_sessions,
-    Policy.preemption_enabled, Policy.genesis_class_overrides,
+    Policy.preemption_enabled, Policy.genesis_class_overrides, Policy.cost_budgets, Policy.spend_reset_at,
 )
 _ROW = sa_select(*_COLUMNS).where(col(Policy.id) == 1)  # built once: it is read by nearly every transaction
 
@@ -92,14 +103,35 @@ def _read(db: DBSession) -> PolicyView:
     found = core(db, _ROW).first()
     if found is None:
         return view(ensure_policy(db))
-    gating, reserve_5h, reserve_7d, max_sessions, preemption, overrides = found
+    gating, reserve_5h, reserve_7d, max_sessions, preemption, overrides, budgets, resets = found
     return PolicyView(
         gating_enabled=gating, reserve_5h_pct=reserve_5h, reserve_7d_pct=reserve_7d, max_sessions=max_sessions,
         preemption_enabled=preemption, overrides=validate_overrides(overrides or {}),
+        cost_budgets=dict(budgets or {}), spend_reset_at=_instants(resets or {}),
     )
 
 
 invalidated_by("policy", Policy)
+
+
+def budget_amount(runtime: str, raw: Any) -> float:
+    """A cost budget in US dollars: a finite number above 0 ("50", "$12.50", 7)."""
+    rule = error_text("policy/budget_amount", runtime=runtime, raw=raw)
+    if isinstance(raw, bool) or not isinstance(raw, int | float | str):
+        raise InvalidInput(rule, field="cost_budgets")
+    try:
+        value = float(str(raw).strip().removeprefix("$"))
+    except ValueError:
+        raise InvalidInput(rule, field="cost_budgets") from None
+    if not math.isfinite(value) or value <= 0:
+        raise InvalidInput(rule, field="cost_budgets")
+    return value
+
+
+def _known_runtimes(key: str, value: Mapping[str, Any], runtimes: Collection[str]) -> None:
+    unknown = sorted(set(value) - set(runtimes))
+    if runtimes and unknown:
+        raise InvalidInput(error_text("policy/runtime_unknown", runtime=unknown[0], runtimes=sorted(runtimes)), field=key)
 
 
 def _coerce(key: str, raw: Any) -> Any:
@@ -138,6 +170,14 @@ def _coerce(key: str, raw: Any) -> Any:
         if not isinstance(raw, Mapping):
             raise InvalidInput(error_text("policy/overrides_not_mapping"), field=key)
         return {str(g): str(c) for g, c in validate_overrides(raw).items()}
+    if key == "cost_budgets":
+        if not isinstance(raw, Mapping):
+            raise InvalidInput(error_text("policy/budgets_not_mapping"), field=key)
+        return {str(runtime): budget_amount(str(runtime), amount) for runtime, amount in raw.items()}
+    if key == "spend_reset_at":
+        if not isinstance(raw, Mapping) or not all(isinstance(at, datetime) and at.tzinfo for at in raw.values()):
+            raise InvalidInput(error_text("policy/resets_not_instants"), field=key)
+        return {str(runtime): at.isoformat() for runtime, at in raw.items()}
     raise InvalidInput(error_text("policy/not_a_setting", key=key, allowed=FLEET_POLICY_ATTRIBUTES), field=key)
 
 
@@ -157,9 +197,14 @@ def change_policy(
     surface: str,
     actor: str | None,
     now: datetime,
+    runtimes: Collection[str] = (),
 ) -> PolicyAudit | None:
-    """Validate every value first (a bad one changes nothing), then write and audit."""
+    """Validate every value first (a bad one changes nothing), then write and audit. Budgets
+    and spend resets must name one of `runtimes` when they are given."""
     coerced = {ALIASES.get(k, k): _coerce(ALIASES.get(k, k), v) for k, v in changes.items()}
+    for key in ("cost_budgets", "spend_reset_at"):
+        if key in coerced:
+            _known_runtimes(key, coerced[key], runtimes)
     row = ensure_policy(db)
     moved: dict[str, list[Any]] = {}
     for key, value in coerced.items():
@@ -187,16 +232,26 @@ def set_policy(
     changes: Mapping[str, Any],
     *,
     overrides: Mapping[str, str | None] | None = None,
+    budgets: Mapping[str, Any] | None = None,
     surface: str,
     actor: str | None,
 ) -> PolicyAudit | None:
     """The one policy change every surface makes: validate, write, audit, and — when anything
-    moved — ask for a queue pass, since more slots, a smaller reserve, gating off or a genesis
-    made priority can each free held work at once. `overrides` (genesis -> class, None meaning
-    back to the genesis default) are merged onto the ones in force; a `genesis_class_overrides`
-    in `changes` replaces them whole."""
+    moved — ask for a queue pass, since more slots, a smaller reserve, gating off, a genesis
+    made priority or a changed cost budget can each free held work at once. `overrides`
+    (genesis -> class, None meaning back to the genesis default) and `budgets` (runtime -> US
+    dollars, None removing the budget) are merged onto the ones in force; a
+    `genesis_class_overrides` or `cost_budgets` in `changes` replaces them whole."""
     with session_scope(ctx.engine) as db:
         wanted = dict(changes)
+        if budgets:
+            in_force = dict(wanted.get("cost_budgets", ensure_policy(db).cost_budgets) or {})
+            for runtime, amount in budgets.items():
+                if amount is None:
+                    in_force.pop(runtime, None)
+                else:
+                    in_force[runtime] = amount
+            wanted["cost_budgets"] = in_force
         if overrides:
             merged = dict(wanted.get("genesis_class_overrides", ensure_policy(db).genesis_class_overrides) or {})
             for genesis, cls in overrides.items():
@@ -205,7 +260,7 @@ def set_policy(
                 else:
                     merged[genesis] = cls
             wanted["genesis_class_overrides"] = merged
-        audit = change_policy(db, wanted, surface=surface, actor=actor, now=ctx.clock.now())
+        audit = change_policy(db, wanted, surface=surface, actor=actor, now=ctx.clock.now(), runtimes=ctx.runtimes)
     if audit is not None:
         request_queue_pass(ctx)
     return audit

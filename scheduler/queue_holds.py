@@ -24,6 +24,9 @@ for a named reason decided by a runner's outcome, and says so.
     interference     a blocked session's text (derived;                           the blocked one is
                      `scheduler.interference`)                                    answered, retried
                                                                                   or closed
+    cost_budget      a picked session's runtime spent    global   none                no: a spend reset
+                     its budget (derived;                                         or a changed budget
+                     `scheduler.budgets`)                                         re-kicks the queue
 
 Rate limits, auth, credits and the plan's models belong to the provider account every run shares, so they hold the
 whole queue; a failed session holds its own concurrency group (the working tree it may have left
@@ -58,13 +61,13 @@ log = logging.getLogger("pacer.queue_holds")
 
 RATE_LIMIT, AUTH, CREDITS = "rate_limit", "auth", "credits"
 RETRY_EXHAUSTED, TASK_FAILED, PREREQUISITE = "retry_exhausted", "task_failed", "prerequisite"
-MODEL_ACCESS, BLOCKED_INTERFERENCE = "model_access", "blocked_interference"
-REASONS = (RATE_LIMIT, AUTH, CREDITS, MODEL_ACCESS, RETRY_EXHAUSTED, TASK_FAILED, PREREQUISITE, BLOCKED_INTERFERENCE)
+MODEL_ACCESS, BLOCKED_INTERFERENCE, COST_BUDGET = "model_access", "blocked_interference", "cost_budget"
+REASONS = (RATE_LIMIT, AUTH, CREDITS, MODEL_ACCESS, RETRY_EXHAUSTED, TASK_FAILED, PREREQUISITE, BLOCKED_INTERFERENCE, COST_BUDGET)
 # Resume appears only where pressing it can work: a prerequisite hold would re-apply at once.
 RESUMABLE = frozenset({RATE_LIMIT, AUTH, CREDITS, MODEL_ACCESS, RETRY_EXHAUSTED, TASK_FAILED})
 # Reported, not enforced: each session's own admission check holds it, so a newcomer that does
-# not wait on a prerequisite or overlap blocked work still starts.
-DERIVED = frozenset({PREREQUISITE, BLOCKED_INTERFERENCE})
+# not wait on a prerequisite, overlap blocked work or spend on a runtime over budget still starts.
+DERIVED = frozenset({PREREQUISITE, BLOCKED_INTERFERENCE, COST_BUDGET})
 BLOCK_REASON = "queue_hold"
 
 
@@ -233,6 +236,8 @@ def resume_queue(ctx: Context, group: str | None = None, *, actor: str) -> Resum
             detail = hold.detail or {}
             named = list(zip(detail.get("blocked", []), detail.get("titles", []), strict=False))
             raise Refused(error_text("queue_holds/interference_hold", group=hold.group, blocked=named))
+        if hold.reason == COST_BUDGET:
+            raise Refused(error_text("queue_holds/cost_budget_hold", runtimes=sorted((hold.detail or {}).get("runtimes", {}))))
         if hold.reason not in RESUMABLE:
             raise Refused(error_text("queue_holds/prerequisite_hold", targets=(hold.detail or {}).get("targets", [])))
         release(db, hold, now, by=actor, effects=effects)

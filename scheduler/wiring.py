@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from datetime import timedelta
 
-from scheduler import capacity, groups, interference, operator_holds, outcome_holds, preemption, prerequisites, queue_holds, session_events
+from scheduler import budgets, capacity, groups, interference, operator_holds, outcome_holds, preemption, prerequisites, queue_holds, session_events
 from scheduler.context import Context
 from scheduler.jobs import targets
 
@@ -41,6 +41,7 @@ def install(ctx: Context) -> Context:
         prerequisites.admission_check(ctx),
         groups.admission_check(ctx),
         interference.admission_check(ctx),
+        budgets.admission_check(ctx),
         capacity.admission_check(ctx),
         capacity.deference_check(ctx),
     ])
