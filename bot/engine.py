@@ -18,6 +18,7 @@ from sqlmodel import Session as DBSession
 from bot.commands import command as c
 from bot.commands.times import resolve
 from bot.context import Answer, Context
+from bot.gate_view import spot_runtime
 from bot.runtime import Pacer
 from scheduler.admit import blocked as admission_block
 from scheduler.attempt import Work
@@ -127,7 +128,7 @@ def whatif(ctx: Context, command: c.WhatIf) -> Answer:
         blocked = None
         asleep_until = None
         if command.session_id is None:
-            runtime = "echo" if ctx.pacer.settings.runner == "echo" else ctx.pacer.settings.runtime_name
+            runtime = spot_runtime(ctx.pacer.settings)
             asking = Asking(0, True, False, sctx.runtime(runtime).spends_quota, burn_rate(sctx, runtime))
             subject: dict[str, Any] = {"id": None, "scheduling_class": "spot"}
             # The session `new --spot` would create, never written: the checks beyond the gate

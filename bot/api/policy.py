@@ -24,6 +24,7 @@ from bot.api.guard import CallerDep, GuardedRoute
 from bot.api.models import HoldsOut, PolicyChanged, PolicyOut, PolicyPatch
 from bot.api.refusals import refusals
 from bot.api.views import context
+from bot.gate_view import spot_runtime
 from scheduler.db import session_scope
 from scheduler.fleet import read_quota
 from scheduler.gate_card import build_card
@@ -47,11 +48,6 @@ def _row(row: Policy) -> dict[str, Any]:
     }
 
 
-def _default_runtime(request: Request) -> str:
-    settings = request.app.state.pacer.settings
-    return "echo" if settings.runner == "echo" else str(settings.runtime_name)
-
-
 @router.get("/policy", response_model=PolicyOut, responses=refusals(503),
             summary="The policy and what the gate would decide for a spot session now")
 def read_policy(request: Request) -> dict[str, Any]:
@@ -59,7 +55,7 @@ def read_policy(request: Request) -> dict[str, Any]:
     now = ctx.clock.now()
     reading = read_quota(ctx, now)  # before the transaction: a quota source may open its own
     with session_scope(ctx.engine) as db:
-        card = build_card(db, ctx, reading, now, runtime=_default_runtime(request))
+        card = build_card(db, ctx, reading, now, runtime=spot_runtime(request.app.state.pacer.settings))
         row = _row(ensure_policy(db))
         audit = [a.line for a in audit_log(db, AUDIT_LINES)]
     return {"policy": row, "gate": card.as_dict(), "audit": audit}
