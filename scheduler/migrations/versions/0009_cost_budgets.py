@@ -3,20 +3,20 @@
 Seed 002's cost budget: an operator sets US dollars per runtime on the policy row, and the spend
 that counts against it is the turns' recorded cost since that runtime's last reset.
 
-Revision ID: 0008
-Revises: 0007
+Revision ID: 0009
+Revises: 0008
 """
 import sqlalchemy as sa
 from alembic import op
 
-revision = '0008'
-down_revision = '0007'
+revision = '0009'
+down_revision = '0008'
 branch_labels = None
 depends_on = None
 
 
 def upgrade() -> None:
-    # Made only where missing, as 0006 and 0007 make theirs: a schema made from the models has them.
+    # Made only where missing, as 0006, 0007 and 0008 make theirs: a schema made from the models has them.
     present = {c['name'] for c in sa.inspect(op.get_bind()).get_columns('policy')}
     for name in ('cost_budgets', 'spend_reset_at'):
         if name not in present:
