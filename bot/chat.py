@@ -67,6 +67,8 @@ ENGINE: dict[str, EngineHandler] = {
     "start": engine.start,
     "policy": reading.policy_answer,
     "restart": engine.restart,
+    "weight": engine.change_claim,
+    "capacity": engine.change_claim,
     "archive": changing.archive,
     "policy set": changing.policy_set,
     "trigger class": changing.trigger_class,

@@ -20,6 +20,7 @@ from bot.commands.times import resolve
 from bot.context import Answer, Context
 from bot.gate_view import spot_runtime
 from bot.runtime import Pacer
+from scheduler import capacity as claims
 from scheduler.admit import blocked as admission_block
 from scheduler.attempt import Work
 from scheduler.db import session_scope
@@ -63,6 +64,11 @@ def restart(ctx: Context, command: c.Restart) -> Answer:
     return Answer("started", {"session_id": command.session_id, "shape": "restart", "sentence": result.sentence})
 
 
+def change_claim(ctx: Context, command: c.Weight | c.Capacity) -> Answer:
+    changed = claims.change_claim(ctx.pacer.ctx, command.session_id, command.claim, actor=ctx.actor)
+    return Answer("claim_changed", {"session_id": command.session_id, "changed": changed})
+
+
 def pause(ctx: Context, command: c.Pause) -> Answer:
     if command.until is None:
         # pause_into_spot_queue has no engine call yet; the wall-clock sleep does.
@@ -88,6 +94,9 @@ def new(ctx: Context, command: c.New) -> Answer:
         source={"surface": ctx.surface},
         repository=command.repository,
         declares=command.prompt,
+        weight=1.0 if command.claim.weight is None else command.claim.weight,
+        capacity=command.claim.capacity,
+        capacity_multiplier=command.claim.multiplier,
     )
     with session_scope(sctx.engine) as db:
         session = create_session(db, request, now=ctx.now)

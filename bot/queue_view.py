@@ -3,7 +3,10 @@ waiting row with its place on the admission ladder ("#4 of 9 · 3 ahead", seed 0
 a genesis · class pill, its precedence and its headline waiting reason (`scheduler.waiting`).
 
 The ladder counts every waiting session in admission order, whatever the filter shows, so a
-row's position means the same in `queue spot` as in `queue`.
+row's position means the same in `queue spot` as in `queue`. As seed 000's ladder does, a row
+waiting on capacity (its own budget or the fleet's slots) is marked parked — display context,
+not a status: it is still queued — and the heading counts them; a claim that is not the default
+shows as a badge: `c2` or `c1.5x` for its own budget, `w0.5` for its weight (`w0` for zero).
 """
 
 from __future__ import annotations
@@ -23,6 +26,19 @@ from scheduler.sessions import QueueFilter, class_expr, ranked_queue
 from scheduler.waiting import Mechanism, waiting_reason
 
 EVERY_STATUS = tuple(s.value for s in Status)
+PARKED_REASONS = frozenset({"capacity", "fleet_at_cap"})
+
+
+def badges(session: Session) -> tuple[str, ...]:
+    """Seed 000's cN and wN: only what differs from the default claim."""
+    found: list[str] = []
+    if session.capacity is not None:
+        found.append(f"c{session.capacity}")
+    elif session.capacity_multiplier is not None:
+        found.append(f"c{session.capacity_multiplier:g}x")
+    if session.weight != 1.0:
+        found.append(f"w{session.weight:g}")
+    return tuple(found)
 
 
 @dataclass(frozen=True)
@@ -37,6 +53,12 @@ class QueueRow:
     position: int | None  # on the ladder, 1-based; None when the row is not waiting
     ahead: int | None
     record: Mechanism | None  # the headline waiting reason, for a waiting row
+    badges: tuple[str, ...] = ()  # a claim that is not the default: c2, c1.5x, w0.5
+
+    @property
+    def parked(self) -> bool:
+        """Waiting on capacity: its own budget, or every slot taken."""
+        return self.record is not None and self.record.kind == "hold" and self.record.reason in PARKED_REASONS
 
 
 @dataclass(frozen=True)
@@ -51,6 +73,10 @@ class QueueView:
     @property
     def rows(self) -> list[QueueRow]:
         return [*self.priority, *self.spot]
+
+    @property
+    def parked(self) -> int:
+        return sum(row.parked for row in self.rows)
 
     @property
     def not_shown(self) -> int:
@@ -139,6 +165,7 @@ def build(
             position=place,
             ahead=None if place is None else place - 1,
             record=waiting_reason(session, now, spot=cls is SchedulingClass.SPOT).headline if session.status == Status.WAITING.value else None,
+            badges=badges(session),
         )
         (priority if cls is SchedulingClass.PRIORITY else spot).append(row)
     totals = class_totals(db, policy, flt)

@@ -9,6 +9,7 @@ Numbers follow the columns that store them (INTEGER, 32 bits signed):
                                                       of a reorder and a spawn's +1
     max_sessions    1 .. 10,000
     capacity        1 .. 10,000                       a session's own slot budget
+    capacity multiplier  above 0 .. 100, finite       its budget as a multiple of the fleet's
     weight          0 .. 10,000, finite
 
 A repository is "owner/name" as GitHub spells them (`check_repository`): letters, digits, '-',
@@ -40,11 +41,27 @@ MAX_PRECEDENCE = 1_000_000_000
 MAX_SESSIONS = 10_000
 MAX_CAPACITY = MAX_SESSIONS
 MAX_WEIGHT = float(MAX_SESSIONS)
+MAX_MULTIPLIER = 100.0
 MAX_DEPTH = 32
 
 REPOSITORY = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]{0,99}/[A-Za-z0-9_.][A-Za-z0-9_.-]{0,99}", re.ASCII)
 REPLACEMENT = "\ufffd"
 _UNSTORABLE = re.compile("[\x00\ud800-\udfff]")
+
+
+def check_claim(weight: float, capacity: int | None, multiplier: float | None) -> None:
+    """A session's claim on the slot budget (seed 000): a weight, and at most one of its own
+    budget as a whole number or as a multiple of the fleet's."""
+    if not 0 <= weight <= MAX_WEIGHT:  # NaN fails both comparisons
+        raise InvalidInput(error_text("sessions/weight_range", max_weight=MAX_WEIGHT), field="weight")
+    if capacity is not None and multiplier is not None:
+        raise InvalidInput(error_text("sessions/capacity_and_multiplier"), field="capacity")
+    if capacity is not None and capacity < 1:
+        raise InvalidInput(error_text("sessions/capacity_below_one"), field="capacity")
+    if capacity is not None:
+        check_int(capacity, "capacity", 1, MAX_CAPACITY)
+    if multiplier is not None and not 0 < multiplier <= MAX_MULTIPLIER:
+        raise InvalidInput(error_text("sessions/multiplier_range", max_multiplier=MAX_MULTIPLIER), field="capacity_multiplier")
 
 
 def text_problem(value: str) -> str | None:

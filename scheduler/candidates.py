@@ -39,6 +39,7 @@ class Candidate:
     trigger_id: int | None = None
     weight: float = 1.0
     capacity: int | None = None
+    capacity_multiplier: float | None = None
 
     def is_spot(self, policy: PolicyView) -> bool:
         return class_from(self.scheduling_class, self.genesis, policy) is SchedulingClass.SPOT
@@ -67,6 +68,7 @@ class Passed:
 _CANDIDATE_COLUMNS: tuple[Any, ...] = (
     Session.id, Session.scheduling_class, Session.genesis, Session.runtime, Session.precedence, Session.created_at,
     Session.wake_at, Session.concurrency_group, Session.trigger_id, Session.weight, Session.capacity,
+    Session.capacity_multiplier,
 )
 
 
@@ -82,8 +84,8 @@ def page(db: DBSession, policy: PolicyView, now: datetime, limit: int, passed: P
     """(the candidates not asleep, the ids of every row read)."""
     rows = list(core(db, _candidates_stmt(class_defaults(policy), limit), passed.params(now)))
     awake = [
-        Candidate(int(sid or 0), own, str(genesis), str(runtime), int(precedence), created_at, group, trigger_id, float(weight), capacity)
-        for sid, own, genesis, runtime, precedence, created_at, wake_at, group, trigger_id, weight, capacity in rows
+        Candidate(int(sid or 0), own, str(genesis), str(runtime), int(precedence), created_at, group, trigger_id, float(weight), capacity, multiplier)
+        for sid, own, genesis, runtime, precedence, created_at, wake_at, group, trigger_id, weight, capacity, multiplier in rows
         if wake_at is None or wake_at <= now  # asleep: every automatic path declines it
     ]
     return awake, [int(r[0] or 0) for r in rows]

@@ -6,7 +6,9 @@ over-committed. The budget is the fleet's slots, min(max sessions, agent workers
 number the gate counts — unless the session authored its own `Session.capacity` (a whole number
 >= 1; 0 is refused at creation), which replaces it for that session's own admission: occupied
 weighted load plus its own weight must fit within its own budget. `capacity=1` is the run-alone
-barrier for a default-weight session.
+barrier for a default-weight session. Or it authored a multiplier (`1.5x`,
+`Session.capacity_multiplier`): its budget is that multiple of the fleet's slots, recalculated on
+every pass, so 1.5x of 5 slots is 7.5 and follows the slots when an operator moves them.
 
 Agreement with the gate: the gate's slot check counts sessions (spot only, runtimes that spend
 quota only, and only while gating is on). The weighted budget applies to that same population
@@ -30,21 +32,30 @@ A full fleet is not a moment to defer in: the gate holds the waiter for the slot
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
+from typing import Any
 
 from sqlmodel import Session as DBSession
 from sqlmodel import col, select
 
 from scheduler.attempt import Block, is_manual
+from scheduler.bounds import check_claim
 from scheduler.context import Context
+from scheduler.db import session_scope
+from scheduler.effects import request_queue_pass
+from scheduler.errors import Refused
 from scheduler.fleet import running_rows
 from scheduler.genesis import SchedulingClass
 from scheduler.models import Session, Status
 from scheduler.policy import PolicyView, load_policy
+from scheduler.records import lock
 from scheduler.sessions import class_of, is_spot
-from templates import render
+from templates import error_text, render
+
+log = logging.getLogger("pacer.capacity")
 
 TOLERANCE = 1e-9  # weights are floats: 0.1 + 0.2 must fit a budget of 0.3
 DEFAULT_PRECEDENCE = 0
@@ -69,18 +80,69 @@ class Claim:
     weight: float
     capacity: int | None
     gated: bool
+    multiplier: float | None = None
+
+    @property
+    def explicit(self) -> bool:
+        """The session authored its own budget (a whole number or a multiplier)."""
+        return self.capacity is not None or self.multiplier is not None
 
     def budget(self, slots: int) -> float:
-        return float(self.capacity) if self.capacity is not None else float(slots)
+        if self.capacity is not None:
+            return float(self.capacity)
+        if self.multiplier is not None:
+            return self.multiplier * slots
+        return float(slots)
 
     def refused(self, load: float, count: int, slots: int) -> bool:
         """Seed 000's admission rule beside `load` (`count` sessions) already running. Silent
         where the gate's own slot check refuses it: one reason, fleet_at_cap."""
-        if self.capacity is None and not self.gated:
+        if not self.explicit and not self.gated:
             return False
         if self.gated and count >= slots:
             return False
         return not fits(load, self.weight, self.budget(slots))
+
+
+@dataclass(frozen=True)
+class ClaimChange:
+    """A change to a session's claim; a part left None stays as it is. Its own budget is one of
+    a whole number (`capacity`), a multiplier, or the fleet's (`fleet_budget`: neither)."""
+
+    weight: float | None = None
+    capacity: int | None = None
+    multiplier: float | None = None
+    fleet_budget: bool = False
+
+
+def change_claim(ctx: Context, session_id: int, change: ClaimChange, *, actor: str | None) -> dict[str, list[Any]]:
+    """Set a session's weight and its own budget; every surface calls this. Returns what moved,
+    field -> [before, after]. A claim that moved may let the session, or the waiters behind a
+    running one, fit now: the queue looks again."""
+    now = ctx.clock.now()
+    with session_scope(ctx.engine) as db:
+        session = lock(db, session_id)
+        if session.status == Status.ARCHIVED.value:
+            raise Refused(error_text("sessions/archived_claim", session_id=session_id))
+        weight = session.weight if change.weight is None else change.weight
+        own: tuple[int | None, float | None] = (session.capacity, session.capacity_multiplier)
+        if change.fleet_budget:
+            own = (None, None)
+        elif change.capacity is not None or change.multiplier is not None:
+            own = (change.capacity, change.multiplier)
+        check_claim(weight, *own)
+        before = {"weight": session.weight, "capacity": session.capacity, "capacity_multiplier": session.capacity_multiplier}
+        after = {"weight": weight, "capacity": own[0], "capacity_multiplier": own[1]}
+        changed = {key: [before[key], after[key]] for key in before if before[key] != after[key]}
+        if changed:
+            session.weight, session.capacity, session.capacity_multiplier = weight, own[0], own[1]
+            session.updated_at = now
+            db.add(session)
+    if changed:
+        moved = ", ".join(f"{key} {old} -> {new}" for key, (old, new) in changed.items())
+        log.info("session #%s claim changed by %s: %s", session_id, actor or "someone", moved)
+        request_queue_pass(ctx)
+    return changed
 
 
 def occupied(db: DBSession, ctx: Context, *, exclude_id: int | None = None) -> tuple[float, int]:
@@ -97,19 +159,20 @@ def occupied(db: DBSession, ctx: Context, *, exclude_id: int | None = None) -> t
 def admission_check(ctx: Context) -> Callable[[DBSession, Session, datetime], Block | None]:
     def capacity_check(db: DBSession, session: Session, now: datetime) -> Block | None:
         policy = load_policy(db)
-        explicit = session.capacity is not None
         gated = policy.gating_enabled and is_spot(session, policy) and ctx.runtime(session.runtime).spends_quota
+        claim = Claim(session.weight, session.capacity, gated, session.capacity_multiplier)
+        explicit = claim.explicit
         if not (explicit or gated):
             return None
         budget_slots = policy.slots(ctx.agent_workers)
         load, count = occupied(db, ctx, exclude_id=session.id)
-        claim = Claim(session.weight, session.capacity, gated)
         if not claim.refused(load, count, budget_slots):
             return None
         budget = claim.budget(budget_slots)
         sentence = render(
             "text/capacity_block.j2", weight=session.weight, free=max(budget - load, 0.0), load=load,
-            budget=budget, explicit=explicit,
+            budget=budget, explicit=explicit, multiplier=session.capacity_multiplier if session.capacity is None else None,
+            slots=budget_slots,
         )
         return Block(REASON, sentence, skip_only=True)
 

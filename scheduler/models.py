@@ -100,6 +100,7 @@ class Session(SQLModel, table=True):
     runtime: str = "echo"
     weight: float = 1.0
     capacity: int | None = None
+    capacity_multiplier: float | None = None  # the fleet's slot budget times this, instead of `capacity`
     concurrency_group: str | None = Field(default=None, index=True)
     requester: str | None = None
     agent_session_id: str | None = None

@@ -187,8 +187,8 @@ class _Pass:
                 return True
         ctx, policy = self.work.ctx, self.policy
         gated = policy.gating_enabled and cand.is_spot(policy) and ctx.runtime(cand.runtime).spends_quota
-        claim = capacity.Claim(cand.weight, cand.capacity, gated)
-        if claim.capacity is None and not claim.gated:
+        claim = capacity.Claim(cand.weight, cand.capacity, gated, cand.capacity_multiplier)
+        if not claim.explicit and not claim.gated:
             return False
         load, count = capacity.occupied(self.work.db, ctx)
         return claim.refused(load, count, policy.slots(ctx.agent_workers))

@@ -33,6 +33,7 @@ def session_view(session: Session, policy: PolicyView) -> dict[str, Any]:
         "runtime": session.runtime,
         "weight": session.weight,
         "capacity": session.capacity,
+        "capacity_multiplier": session.capacity_multiplier,
         "concurrency_group": session.concurrency_group,
         "requester": session.requester,
         "created_at": session.created_at,

@@ -118,6 +118,7 @@ class NewSession:
     runtime: str = "echo"
     weight: float = 1.0
     capacity: int | None = None
+    capacity_multiplier: float | None = None
     concurrency_group: str | None = None
     requester: str | None = None
     source: dict[str, Any] | None = None
@@ -135,12 +136,7 @@ def validate_new(req: NewSession) -> None:
     prec.resolve_placement(precedence=req.precedence, place=req.place)
     if req.precedence is not None:
         bounds.check_int(req.precedence, "precedence", -bounds.MAX_PRECEDENCE, bounds.MAX_PRECEDENCE)
-    if not 0 <= req.weight <= bounds.MAX_WEIGHT:  # NaN fails both comparisons
-        raise InvalidInput(error_text("sessions/weight_range", max_weight=bounds.MAX_WEIGHT), field="weight")
-    if req.capacity is not None and req.capacity < 1:
-        raise InvalidInput(error_text("sessions/capacity_below_one"), field="capacity")
-    if req.capacity is not None:
-        bounds.check_int(req.capacity, "capacity", 1, bounds.MAX_CAPACITY)
+    bounds.check_claim(req.weight, req.capacity, req.capacity_multiplier)
     if req.parent_id is not None and req.forked_from_id is not None:
         raise InvalidInput(error_text("sessions/parent_and_fork"), field="parent_id")
     if req.repository is not None:
@@ -193,6 +189,7 @@ def new_row(
         "runtime": req.runtime,
         "weight": req.weight,
         "capacity": req.capacity,
+        "capacity_multiplier": req.capacity_multiplier,
         "concurrency_group": req.concurrency_group or (trigger.concurrency_group if trigger else None),
         "requester": req.requester,
         "source": dict(req.source or {}),

@@ -176,6 +176,7 @@ JsonObject = Annotated[
 RowId = Annotated[int, Field(ge=1, le=bounds.MAX_ID)]
 Precedence = Annotated[int, Field(ge=-bounds.MAX_PRECEDENCE, le=bounds.MAX_PRECEDENCE)]
 Capacity = Annotated[int, Field(ge=1, le=bounds.MAX_CAPACITY)]
+Multiplier = Annotated[float, Field(gt=0, le=bounds.MAX_MULTIPLIER, allow_inf_nan=False)]
 MaxSessions = Annotated[int, Field(ge=1, le=bounds.MAX_SESSIONS)]
 SessionId = Annotated[int, Path(ge=1, le=bounds.MAX_ID, description="A session id")]
 TriggerId = Annotated[int, Path(ge=1, le=bounds.MAX_ID, description="A trigger id")]

@@ -22,6 +22,7 @@ from bot.api.fields import (
     GenesisName,
     JsonObject,
     MaxSessions,
+    Multiplier,
     Overrides,
     Place,
     Precedence,
@@ -45,7 +46,9 @@ from templates import error_text
 
 
 class SessionCreate(Request):
-    model_config = ConfigDict(json_schema_extra={"allOf": [exclusive("precedence", "place"), exclusive("parent_session_id", "forked_from")]})
+    model_config = ConfigDict(json_schema_extra={"allOf": [
+        exclusive("precedence", "place"), exclusive("parent_session_id", "forked_from"), exclusive("capacity", "capacity_multiplier"),
+    ]})
 
     prompt: Prompt = Field(description="The first turn's prompt")
     title: Text | None = Field(None, max_length=200, description="Defaults to the prompt's first line")
@@ -58,16 +61,20 @@ class SessionCreate(Request):
     runtime: Text | None = Field(None, max_length=100, description="A configured runtime; default the server's")
     weight: float = Field(1.0, ge=0, le=bounds.MAX_WEIGHT, allow_inf_nan=False, description="Capacity claim; 0 allowed")
     capacity: Capacity | None = Field(None, description="Per-session capacity budget (1: run alone)")
+    capacity_multiplier: Multiplier | None = Field(None, description="Its budget as this multiple of the fleet's slots (1.5: 7.5 of 5)")
     concurrency_group: Text | None = Field(None, max_length=200)
     repository: Repository | None = Field(None, max_length=201, description="owner/name: its turns work in a worktree of it")
 
 
 class SessionPatch(Change):
-    model_config = ConfigDict(json_schema_extra=exclusive("precedence", "place"))
+    model_config = ConfigDict(json_schema_extra={"allOf": [exclusive("precedence", "place"), exclusive("capacity", "capacity_multiplier")]})
 
     scheduling_class: ClassChoice | None = Field(None, description="priority, spot, or default (derive again)")
     precedence: Precedence | None = None
     place: Place | None = None
+    weight: float | None = Field(None, ge=0, le=bounds.MAX_WEIGHT, allow_inf_nan=False, description="Capacity claim; 0 allowed")
+    capacity: Capacity | None = Field(None, description="Its own capacity budget; null: the fleet's again")
+    capacity_multiplier: Multiplier | None = Field(None, description="Its budget as a multiple of the fleet's slots; null: the fleet's again")
 
 
 class MessageCreate(Request):
@@ -126,6 +133,7 @@ class SessionOut(BaseModel):
     runtime: str
     weight: float
     capacity: int | None
+    capacity_multiplier: float | None
     concurrency_group: str | None
     requester: str | None
     created_at: datetime

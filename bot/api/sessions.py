@@ -34,6 +34,8 @@ from bot.api.models import (
 from bot.api.refusals import refusals
 from bot.api.views import context, session_detail, start_now_out, submission_out
 from scheduler import precedence as prec
+from scheduler.bounds import check_claim
+from scheduler.capacity import ClaimChange, change_claim
 from scheduler.context import Context
 from scheduler.db import session_scope
 from scheduler.errors import InvalidInput, PacerError, Refused
@@ -114,6 +116,7 @@ def create(body: SessionCreate, request: Request, who: CallerDep) -> dict[str, A
         runtime=runtime,
         weight=body.weight,
         capacity=body.capacity,
+        capacity_multiplier=body.capacity_multiplier,
         concurrency_group=body.concurrency_group,
         requester=who.actor,
         source={"surface": "api", "caller": who.name},
@@ -167,7 +170,7 @@ def read(session_id: SessionId, request: Request) -> dict[str, Any]:
 
 
 @router.patch("/sessions/{session_id}", response_model=SessionChanged, responses=refusals(404, 409, 422, 503),
-              summary="Change a session's class or rank")
+              summary="Change a session's class, rank, weight or own capacity budget")
 def patch(session_id: SessionId, body: SessionPatch, request: Request, who: CallerDep) -> dict[str, Any]:
     ctx = context(request)
     fields = body.model_dump(exclude_unset=True)
@@ -180,6 +183,12 @@ def patch(session_id: SessionId, body: SessionPatch, request: Request, who: Call
         who.require_owner(f"changing session #{session_id}", session.requester)
         if session.status in FINISHED:
             raise Refused(error_text("api/cannot_rank", session_id=session_id, status=session.status))
+        claim = _claim_change(fields)
+        if claim is not None:  # checked before anything moves: a bad claim changes nothing
+            own = (None, None) if claim.fleet_budget else (claim.capacity, claim.multiplier)
+            if not (claim.fleet_budget or claim.capacity is not None or claim.multiplier is not None):
+                own = (session.capacity, session.capacity_multiplier)
+            check_claim(session.weight if claim.weight is None else claim.weight, *own)
         before_rank = session.precedence
         if "scheduling_class" in fields:
             parse_class(fields["scheduling_class"])
@@ -193,6 +202,8 @@ def patch(session_id: SessionId, body: SessionPatch, request: Request, who: Call
             set_precedence(db, session, place, now=now)
         if session.precedence != before_rank:
             changed["precedence"] = [before_rank, session.precedence]
+    if claim is not None:
+        changed.update(change_claim(ctx, session_id, claim, actor=who.name))
     started = None
     if promoted:
         # Promotion removes the gate; StartNow is what stops it waiting out a re-check (#423).
@@ -202,6 +213,15 @@ def patch(session_id: SessionId, body: SessionPatch, request: Request, who: Call
             started = {"shape": "refused", "sentence": str(exc), "submission": None}
     ctx.emit("queue_reordered", session_id=session_id, actor=who.name)  # as `/pacer promote|demote|rank` does
     return {"session": _detail(ctx, session_id), "changed": changed, "start_now": started}
+
+
+def _claim_change(fields: dict[str, Any]) -> ClaimChange | None:
+    """The claim part of a PATCH: null capacity or multiplier means the fleet's budget again."""
+    if not {"weight", "capacity", "capacity_multiplier"} & fields.keys():
+        return None
+    cleared = any(key in fields and fields[key] is None for key in ("capacity", "capacity_multiplier"))
+    return ClaimChange(weight=fields.get("weight"), capacity=fields.get("capacity"), multiplier=fields.get("capacity_multiplier"),
+                       fleet_budget=cleared and fields.get("capacity") is None and fields.get("capacity_multiplier") is None)
 
 
 @router.post("/sessions/{session_id}/start_now", response_model=StartNowOut, responses=refusals(404, 409, 422, 503),

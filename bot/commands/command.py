@@ -9,6 +9,7 @@ from datetime import timedelta
 from typing import ClassVar, Literal
 
 from bot.commands.times import TimeSpec
+from scheduler.capacity import ClaimChange
 
 RankPlace = Literal["value", "top", "above", "below", "between"]
 SelectorKind = Literal["session", "genesis", "trigger", "repository", "label", "class", "all"]
@@ -75,6 +76,24 @@ class Start:
 class Restart:
     name: ClassVar[str] = "restart"
     session_id: int
+
+
+@dataclass(frozen=True)
+class Weight:
+    """A session's weight on the slot budget (seed 000): 0 adds no load but keeps its turn."""
+
+    name: ClassVar[str] = "weight"
+    session_id: int
+    claim: ClaimChange
+
+
+@dataclass(frozen=True)
+class Capacity:
+    """A session's own slot budget: a whole number, a multiple of the fleet's, or the fleet's."""
+
+    name: ClassVar[str] = "capacity"
+    session_id: int
+    claim: ClaimChange
 
 
 @dataclass(frozen=True)
@@ -176,6 +195,7 @@ class New:
     prompt: str
     spot: bool = False
     repository: str | None = None
+    claim: ClaimChange = ClaimChange()
 
 
 @dataclass(frozen=True)
@@ -197,7 +217,7 @@ class ThreadReply:
 
 
 Command = (
-    Help | Queue | Holds | Why | Promote | Demote | Rank | Start | Restart | Pause | Archive | Hold | Release
+    Help | Queue | Holds | Why | Promote | Demote | Rank | Start | Restart | Weight | Capacity | Pause | Archive | Hold | Release
     | Resume | PolicyShow | PolicySet | TriggerClass | TriggerPrecedence | New | WhatIf | ThreadReply
 )
 

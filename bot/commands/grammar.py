@@ -13,6 +13,7 @@ from collections.abc import Callable
 from datetime import timedelta
 
 import bot.commands.command as c
+import bot.commands.session_words as words
 from bot.commands.cursor import ID_PATTERN, INT_PATTERN, Cursor, Token, shown
 from bot.commands.times import parse_duration, parse_time
 from scheduler import bounds
@@ -32,6 +33,8 @@ USAGE: dict[str, str] = {
     "rank": "rank <id> <n>|top|above <id>|below <id>|between <id> <id>",
     "start": "start <id>",
     "restart": "restart <id>",
+    "weight": "weight <id> <w>",
+    "capacity": "capacity <id> <n>|<m>x|fleet",
     "pause": "pause <id> [until <time>|queue]",
     "archive": "archive <id>",
     "hold": "hold <#id[,#id…]|genesis:<g>|trigger:<id>|repo:<owner/name>|label:<name>|class:<priority|spot>|all> [for <duration>] [reason…]",
@@ -39,7 +42,7 @@ USAGE: dict[str, str] = {
     "resume": "resume [<group>]",
     "policy": "policy [set gating=on|off preemption=on|off reserve_5h=<pct> reserve_7d=<pct> max_sessions=<n> override:<genesis>=priority|spot|default]",
     "trigger": "trigger <id> class priority|spot|default  |  trigger <id> precedence <n>",
-    "new": "new [--spot] [repo:<owner/name>] <prompt>",
+    "new": "new [--spot] [repo:<owner/name>] [weight:<w>] [capacity:<n>|<m>x] <prompt>",
     "whatif": "whatif <id>|--spot",
     "reply": "reply <id> <text>",
 }
@@ -308,22 +311,6 @@ def _trigger(cur: Cursor) -> c.TriggerClass | c.TriggerPrecedence:
     raise cur.fail("not_a_trigger_setting", what=shown(what))
 
 
-def _new(cur: Cursor) -> c.New:
-    spot = False
-    while (token := cur.peek()) is not None and token.startswith("--"):
-        if token.lower() != "--spot":
-            raise cur.fail("only_spot_option", token=shown(token))
-        cur.take("--spot")
-        spot = True
-    repository = None
-    if (token := cur.peek()) is not None and token.lower().startswith("repo:"):
-        repository = cur.repository(cur.take("repo:<owner/name>")[len("repo:"):], "repo")
-    prompt = cur.rest()
-    if not prompt:
-        raise cur.fail("missing_prompt")
-    return c.New(prompt, spot=spot, repository=repository)
-
-
 def _whatif(cur: Cursor) -> c.WhatIf:
     token = cur.take("<id> or --spot")
     cur.end()
@@ -332,14 +319,6 @@ def _whatif(cur: Cursor) -> c.WhatIf:
     if ID_PATTERN.fullmatch(token) is None:
         raise cur.fail("not_an_id_or_spot", token=shown(token))
     return c.WhatIf(session_id=cur.ident(token))
-
-
-def _reply(cur: Cursor) -> c.ThreadReply:
-    session_id = cur.session_id()
-    text = cur.rest()
-    if not text:
-        raise cur.fail("missing_text")
-    return c.ThreadReply(session_id, text)
 
 
 PARSERS: dict[str, Callable[[Cursor], c.Command]] = {
@@ -352,6 +331,8 @@ PARSERS: dict[str, Callable[[Cursor], c.Command]] = {
     "rank": _rank,
     "start": _one_id(c.Start),
     "restart": _one_id(c.Restart),
+    "weight": words.weight,
+    "capacity": words.capacity,
     "pause": _pause,
     "archive": _one_id(c.Archive),
     "hold": _hold,
@@ -359,9 +340,9 @@ PARSERS: dict[str, Callable[[Cursor], c.Command]] = {
     "resume": _resume,
     "policy": _policy,
     "trigger": _trigger,
-    "new": _new,
+    "new": words.new,
     "whatif": _whatif,
-    "reply": _reply,
+    "reply": words.reply,
 }
 
 

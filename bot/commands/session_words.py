@@ -1,0 +1,93 @@
+"""The words that make a session or shape its claim: `new`, `reply`, `weight` and `capacity`.
+
+A claim is seed 000's: a weight (default 1, 0 allowed: it adds no load but keeps its turn) and,
+at most one of, the session's own budget as a whole number (`capacity 1` runs it alone) or as a
+multiple of the fleet's slots (`capacity 1.5x`); `capacity fleet` goes back to the fleet's.
+"""
+
+from __future__ import annotations
+
+import re
+
+import bot.commands.command as c
+from bot.commands.cursor import Cursor, shown
+from scheduler import bounds
+from scheduler.capacity import ClaimChange
+from scheduler.errors import InvalidInput
+
+_NUMBER = re.compile(r"\d{1,6}(\.\d{1,6})?", re.ASCII)
+FLEET = "fleet"
+
+
+def _number(cur: Cursor, token: str, field: str) -> float:
+    if _NUMBER.fullmatch(token) is None:
+        raise cur.fail("not_a_number", field=field, token=shown(token))
+    return float(token)
+
+
+def _claim(cur: Cursor, weight: float | None, budget: str | None) -> ClaimChange:
+    """A claim from its words, checked as every surface checks it (`bounds.check_claim`)."""
+    claim = ClaimChange(weight=weight)
+    if budget is not None:
+        lowered = budget.lower()
+        if lowered == FLEET:
+            claim = ClaimChange(weight=weight, fleet_budget=True)
+        elif lowered.endswith("x"):
+            claim = ClaimChange(weight=weight, multiplier=_number(cur, lowered[:-1], "capacity"))
+        elif lowered.isdigit():
+            claim = ClaimChange(weight=weight, capacity=cur.integer(lowered, "capacity", 1, bounds.MAX_CAPACITY))
+        else:
+            raise cur.fail("not_a_budget", token=shown(budget))
+    try:
+        bounds.check_claim(1.0 if claim.weight is None else claim.weight, claim.capacity, claim.multiplier)
+    except InvalidInput as exc:
+        raise cur.relay(exc) from None
+    return claim
+
+
+def new(cur: Cursor) -> c.New:
+    spot = False
+    while (token := cur.peek()) is not None and token.startswith("--"):
+        if token.lower() != "--spot":
+            raise cur.fail("only_spot_option", token=shown(token))
+        cur.take("--spot")
+        spot = True
+    repository = None
+    weight: float | None = None
+    budget: str | None = None
+    while (token := cur.peek()) is not None and token.lower().split(":", 1)[0] in ("repo", "weight", "capacity") and ":" in token:
+        key, value = cur.take("an option").split(":", 1)
+        key = key.lower()
+        if key == "repo":
+            repository = cur.repository(value, "repo")
+        elif key == "weight":
+            weight = _number(cur, value, "weight")
+        else:
+            budget = value
+    claim = _claim(cur, weight, budget)
+    prompt = cur.rest()
+    if not prompt:
+        raise cur.fail("missing_prompt")
+    return c.New(prompt, spot=spot, repository=repository, claim=claim)
+
+
+def reply(cur: Cursor) -> c.ThreadReply:
+    session_id = cur.session_id()
+    text = cur.rest()
+    if not text:
+        raise cur.fail("missing_text")
+    return c.ThreadReply(session_id, text)
+
+
+def weight(cur: Cursor) -> c.Weight:
+    session_id = cur.session_id()
+    value = _number(cur, cur.take("a weight, e.g. 0.5"), "weight")
+    cur.end()
+    return c.Weight(session_id, _claim(cur, value, None))
+
+
+def capacity(cur: Cursor) -> c.Capacity:
+    session_id = cur.session_id()
+    budget = cur.take("a budget: a whole number, a multiplier like 1.5x, or fleet")
+    cur.end()
+    return c.Capacity(session_id, _claim(cur, None, budget))
