@@ -62,15 +62,16 @@ class APSchedulerDeferrer:
         self.scheduler = scheduler
 
     def schedule(self, job_id: str, at: datetime, func: Callable[..., Any], *args: Any) -> None:
-        self.scheduler.add_job(
-            func,
-            trigger=DateTrigger(run_date=at, timezone="UTC"),
-            args=list(args),
-            id=job_id,
-            replace_existing=True,
-            misfire_grace_time=None,
-            coalesce=True,
-        )
+        options: dict[str, Any] = {
+            "trigger": DateTrigger(run_date=at, timezone="UTC"), "args": list(args), "id": job_id,
+            "replace_existing": True, "misfire_grace_time": None, "coalesce": True,
+        }
+        try:
+            self.scheduler.add_job(func, **options)
+        except JobLookupError:
+            # In a shared job store, the leader can fire and remove the alarm between APScheduler's
+            # failed insert and its replacing update: the id is free again, so the insert now holds.
+            self.scheduler.add_job(func, **options)
 
     def cancel(self, job_id: str) -> bool:
         try:
