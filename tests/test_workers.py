@@ -1,0 +1,235 @@
+"""Turns on worker machines (P12), as they run in production: two `pacer serve` replicas decide,
+two `pacer worker` processes run every turn through procrastinate on one PostgreSQL database,
+and a stand-in agent logs each run it starts, so a turn run twice, or never, shows.
+
+Sessions arrive through both replicas, priority and spot; one worker is killed with SIGKILL while
+it runs turns. Every attempt runs once (the agent's log against the turn rows), the dead worker's
+turns come back once their leases run out and run again on the other worker, and every session
+ends done.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+import uuid
+from collections import Counter
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+from sqlalchemy import Engine, text
+
+from bot.demo import wait_until_up
+from scheduler import db as dbmod
+
+ROOT = Path(__file__).resolve().parents[1]
+TOKEN = "workers-test-token"
+LEASE_SECONDS = 2.0
+SESSIONS = 60  # a third priority, the rest spot
+SLOTS = 12  # two workers of six
+
+# A stand-in for a coding agent: logs "<session> <turn> <pid> <epoch>" as it starts, then works for the
+# seconds its prompt names ("sleep=N").
+AGENT = """
+import json, os, re, sys, time
+session, turn = sys.argv[1], sys.argv[2]
+prompt = sys.stdin.read()
+with open(os.environ["P12_AGENT_LOG"], "a") as f:
+    f.write(f"{session} {turn} {os.getpid()} {time.time()}\\n")
+asked = re.search(r"sleep=([0-9.]+)", prompt)
+time.sleep(float(asked.group(1)) if asked else 1.0)
+print(json.dumps({"type": "result", "is_error": False, "result": "ok", "total_cost_usd": 0.001, "session_id": f"agent-{session}"}))
+"""
+
+
+@pytest.fixture
+def database_url() -> Iterator[str]:
+    base = os.environ.get("PACER_TEST_DATABASE_URL")
+    if not base:
+        if os.environ.get("PACER_REQUIRE_POSTGRES") == "1":
+            pytest.fail("PACER_REQUIRE_POSTGRES=1 but PACER_TEST_DATABASE_URL is not set")
+        pytest.skip("worker processes share turns through PostgreSQL (set PACER_TEST_DATABASE_URL)")
+    from bot.settings_rules import database_url as driver_url
+
+    admin = dbmod.make_engine(driver_url("PACER_TEST_DATABASE_URL", base))
+    name = f"pacer_workers_{uuid.uuid4().hex[:8]}"
+    with admin.connect().execution_options(isolation_level="AUTOCOMMIT") as conn:
+        conn.execute(text(f'CREATE DATABASE "{name}"'))
+    try:
+        yield base.rsplit("/", 1)[0] + f"/{name}"
+    finally:
+        with admin.connect().execution_options(isolation_level="AUTOCOMMIT") as conn:
+            conn.execute(text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
+        admin.dispose()
+
+
+class Cluster:
+    """`pacer serve` and `pacer worker` processes on one database, sharing one agent log."""
+
+    def __init__(self, tmp: Path, url: str) -> None:
+        self.tmp, self.url = tmp, url
+        self.agent, self.agent_log = tmp / "agent.py", tmp / "agent.log"
+        self.agent.write_text(AGENT)
+        self.procs: dict[str, subprocess.Popen[bytes]] = {}
+        self.ports: list[int] = []
+
+    def env(self, **extra: str) -> dict[str, str]:
+        return {
+            **os.environ, "PYTHONPATH": str(ROOT), "PACER_API_TOKEN": TOKEN, "DATABASE_URL": self.url,
+            "PACER_TURN_QUEUE": "procrastinate", "PACER_TURN_LEASE_SECONDS": str(LEASE_SECONDS),
+            "PACER_MAX_SESSIONS": str(SLOTS), "PACER_AGENT_WORKERS": str(SLOTS), "PACER_DRAIN_SECONDS": "2",
+            "PACER_RUNNER": "command", "PACER_RUNNER_COMMAND": f"{sys.executable} {self.agent} {{session_id}} {{turn_id}}",
+            "PACER_WORKDIR": str(self.tmp / "work"), "PACER_WORKSPACES": str(self.tmp / "workspaces"),
+            "PACER_LOG_LEVEL": "INFO", "P12_AGENT_LOG": str(self.agent_log),
+            # Spot work waits for slots only: windows too large for the pace to hold it, and no
+            # preemption (a preempted session sleeps until the five-minute ceiling sweep).
+            "PACER_WINDOW_5H_USD": "100000", "PACER_WINDOW_7D_USD": "1000000", "PACER_PREEMPTION": "false", **extra,
+        }
+
+    def start(self, name: str, command: str, **extra: str) -> subprocess.Popen[bytes]:
+        log = (self.tmp / f"{name}.log").open("ab")
+        proc = subprocess.Popen([sys.executable, "-m", "bot.cli", command], cwd=self.tmp, env=self.env(**extra),
+                                stdout=log, stderr=subprocess.STDOUT)
+        self.procs[name] = proc
+        return proc
+
+    def serve(self, name: str) -> None:
+        port = _port()
+        proc = self.start(name, "serve", PACER_PORT=str(port))
+        self.ports.append(port)
+        if not wait_until_up(f"http://127.0.0.1:{port}", 30, alive=lambda: proc.poll() is None):
+            raise AssertionError(self.logs(name)[-4000:])
+
+    def worker(self, name: str) -> None:
+        proc = self.start(name, "worker", PACER_AGENT_WORKERS=str(SLOTS // 2))
+        if not _until(lambda: "takes up to" in self.logs(name) or proc.poll() is not None, 30) or proc.poll() is not None:
+            raise AssertionError(self.logs(name)[-4000:])
+
+    def new(self, client: httpx.Client, index: int, prompt: str, cls: str) -> int:
+        r = client.post(f"http://127.0.0.1:{self.ports[index % len(self.ports)]}/api/v1/sessions",
+                        json={"prompt": prompt, "scheduling_class": cls}, headers={"Authorization": f"Bearer {TOKEN}"})
+        assert r.status_code == 201, r.text
+        return int(r.json()["session"]["id"])
+
+    def runs(self) -> list[tuple[int, int]]:
+        """(session, turn) for every run the agent started, in order."""
+        if not self.agent_log.exists():
+            return []
+        return [(int(s), int(t)) for s, t, _pid, _at in (line.split() for line in self.agent_log.read_text().splitlines() if line)]
+
+    def started_at(self) -> dict[int, float]:
+        """When each turn's agent started (epoch seconds), by turn id."""
+        if not self.agent_log.exists():
+            return {}
+        return {int(t): float(at) for _s, t, _pid, at in (line.split() for line in self.agent_log.read_text().splitlines() if line)}
+
+    def logs(self, name: str) -> str:
+        path = self.tmp / f"{name}.log"
+        return path.read_text(errors="replace") if path.exists() else ""
+
+    def stop(self) -> None:
+        for proc in self.procs.values():
+            if proc.poll() is None:
+                proc.terminate()
+        for proc in self.procs.values():
+            try:
+                proc.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+        # A killed worker's agents outlive it in their own process groups: end them here.
+        if self.agent_log.exists():
+            for line in self.agent_log.read_text().splitlines():
+                try:
+                    os.killpg(int(line.split()[2]), signal.SIGKILL)
+                except (ProcessLookupError, PermissionError, IndexError, ValueError):
+                    pass
+
+
+def _port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def _until(what: Callable[[], bool], seconds: float) -> bool:
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        if what():
+            return True
+        time.sleep(0.1)
+    return what()
+
+
+def _rows(engine: Engine, sql: str, **params: object) -> list[tuple]:
+    with engine.connect() as conn:
+        return [tuple(r) for r in conn.execute(text(sql), params)]
+
+
+def test_two_workers_run_every_attempt_once_and_a_killed_ones_turns_come_back(database_url: str, tmp_path: Path) -> None:
+    cluster = Cluster(tmp_path, database_url)
+    engine = dbmod.make_engine(database_url)
+    began = time.monotonic()
+    try:
+        cluster.serve("serve-a")
+        cluster.serve("serve-b")
+        cluster.worker("worker-a")
+        cluster.worker("worker-b")
+        victim = cluster.procs["worker-a"].pid
+        with httpx.Client(timeout=10) as client:
+            sessions = [cluster.new(client, i, f"work {i} sleep={1.0 + (i % 4) * 0.25}", "priority" if i % 3 == 0 else "spot")
+                        for i in range(SESSIONS)]
+
+        def victims_running() -> list[tuple]:
+            return _rows(engine, "SELECT id, session_id FROM turns WHERE status = 'running' AND owner LIKE :o", o=f"%:{victim}:%")
+
+        assert _until(lambda: len(cluster.runs()) >= SESSIONS // 4 and len(victims_running()) >= 2, 30), cluster.logs("worker-a")[-3000:]
+        cluster.procs["worker-a"].send_signal(signal.SIGKILL)
+        killed_at = time.time()
+        cluster.procs["worker-a"].wait(timeout=10)
+        lost = victims_running()  # what the kill interrupted: leased to a process that is gone
+
+        def all_done() -> bool:
+            return _rows(engine, "SELECT count(*) FROM sessions WHERE status = 'done'")[0][0] == SESSIONS
+
+        # Bounded by the work left on the one worker that survives, plus a lease and a sweep.
+        assert _until(all_done, 45), (
+            _rows(engine, "SELECT id, status, hold_reason FROM sessions WHERE status <> 'done'"),
+            _rows(engine, "SELECT id, session_id, status, outcome, owner, job_id FROM turns WHERE status = 'running'"),
+            _rows(engine, "SELECT id, status, worker_id, abort_requested FROM procrastinate_jobs WHERE status IN ('todo', 'doing')"),
+            cluster.logs("serve-a")[-2000:], cluster.logs("worker-b")[-2000:],
+        )
+        took = time.monotonic() - began
+    finally:
+        cluster.stop()
+
+    runs = cluster.runs()
+    turns = _rows(engine, "SELECT session_id, id, status, outcome, owner, started_at FROM turns ORDER BY id")
+    engine.dispose()
+    counted = Counter(turn for _s, turn in runs)
+    assert [turn for turn, count in counted.items() if count > 1] == []  # each attempt ran once
+    claimed = {turn_id for _s, turn_id, _st, _o, owner, _at in turns if owner is not None}
+    assert set(counted) <= claimed  # nothing ran that no worker claimed
+    done = [(session, turn_id) for session, turn_id, status, _o, _w, _at in turns if status == "done"]
+    assert len(done) == SESSIONS and all(counted[turn_id] == 1 for _s, turn_id in done)  # each session's last attempt ran, once
+    by_session: dict[int, list[tuple[str, str | None]]] = {}
+    for session, _turn, status, outcome, _owner, _at in turns:
+        by_session.setdefault(session, []).append((status, outcome))
+    assert lost, "the kill interrupted nothing: this run shows no recovery"
+    for _turn_id, session in lost:  # taken from the dead worker once its lease ran out, run once more
+        assert by_session[session] == [("failed", "interrupted"), ("done", "success")], by_session[session]
+    untouched = set(sessions) - {session for _t, session in lost}
+    assert all(by_session[s] == [("done", "success")] for s in untouched), {s: by_session[s] for s in untouched if by_session[s] != [("done", "success")]}
+
+    started = cluster.started_at()
+    again = [turn_id for session, turn_id, status, _o, _w, _at in turns if status == "done" and session in {s for _t, s in lost}]
+    recovery = max(started[turn_id] - killed_at for turn_id in again)
+    print(f"{SESSIONS} sessions, {len(runs)} runs for {len(turns)} turns; a SIGKILLed worker's {len(lost)} turns' agents "
+          f"ran again on the other within {recovery:.1f} s of the kill (lease {LEASE_SECONDS} s); test {took:.1f} s")
+    assert recovery < LEASE_SECONDS * 3 + 5
