@@ -20,6 +20,9 @@ depends_on = None
 
 
 def upgrade() -> None:
+    # Made only where missing, as 0006 and 0007 make theirs: a schema made from the models has it.
+    if sa.inspect(op.get_bind()).has_table('slack_home_viewers'):
+        return
     op.create_table('slack_home_viewers',
     sa.Column('user_id', sqlmodel.sql.sqltypes.AutoString(), nullable=False),
     sa.Column('opened_at', scheduler.models.UTCDateTime(timezone=True), nullable=False),

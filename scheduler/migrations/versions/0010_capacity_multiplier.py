@@ -4,14 +4,14 @@ Seed 000: a session may author its own admission budget as a multiple of the fle
 slot budget ("1.5x" of 5 slots is 7.5), recalculated on every queue pass, instead of a whole
 number. NULL: no multiplier (the fleet's budget, or the whole-number `capacity`).
 
-Revision ID: 0008
-Revises: 0007
+Revision ID: 0010
+Revises: 0009
 """
 import sqlalchemy as sa
 from alembic import op
 
-revision = '0008'
-down_revision = '0007'
+revision = '0010'
+down_revision = '0009'
 branch_labels = None
 depends_on = None
 
