@@ -130,3 +130,21 @@ def test_a_failed_publish_is_one_log_line_and_the_next_viewer_still_gets_theirs(
     assert published == ["UGOOD"]
     lines = [r.getMessage() for r in caplog.records if "was not republished" in r.getMessage()]
     assert lines == ["slack: the App Home of UBAD was not republished: RuntimeError: ratelimited"]
+
+
+def test_viewers_are_remembered_once_each_newest_first_and_forgotten_after_a_day(any_engine, clock) -> None:
+    from bot.settings import load
+    from bot.slack.home import recent_viewers, remember_viewer
+    from scheduler.deferrer import VirtualDeferrer
+    from tests.slack_mock import make_pacer
+
+    pacer = make_pacer(any_engine, clock, VirtualDeferrer(clock), load({}, toml_path=None))
+    remember_viewer(pacer, "UOLD", clock.now())
+    remember_viewer(pacer, "UMEM", clock.now() + timedelta(hours=1))
+    remember_viewer(pacer, "UOPS", clock.now() + timedelta(hours=2))
+    remember_viewer(pacer, "UMEM", clock.now() + timedelta(hours=3))  # opened again: one row, newer
+    assert recent_viewers(pacer, clock.now() + timedelta(hours=3)) == ["UMEM", "UOPS", "UOLD"]
+    assert recent_viewers(pacer, clock.now() + timedelta(hours=25)) == ["UMEM", "UOPS"]
+    remember_viewer(pacer, "UOPS", clock.now() + timedelta(hours=26))  # an opening prunes the stale rows
+    with pacer.db() as db:
+        assert sorted(row.user_id for row in db.exec(select(SlackHomeViewer)).all()) == ["UMEM", "UOPS"]
