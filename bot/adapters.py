@@ -81,7 +81,7 @@ def libpq_url(database_url: str) -> str:
 def build_dispatcher(settings: Settings) -> TurnQueue | None:
     """With PACER_TURN_QUEUE=procrastinate, the port that defers every started turn for `pacer
     worker` processes; None: each process runs the turns it starts."""
-    if settings.turn_queue != "procrastinate":
+    if settings.turn_queue != "procrastinate" or settings.sqlite:  # SQLite always runs turns in-process
         return None
     return TurnQueue(build_app(libpq_url(settings.database_url)), stalled_after=timedelta(seconds=settings.turn_lease_seconds))
 

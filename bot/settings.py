@@ -169,8 +169,6 @@ class Settings(BaseSettings):
             raise rules.refuse("needs_too", name="GITHUB_APP_ID", other="GITHUB_APP_PRIVATE_KEY")
         if self.quota_source == "pool" and not (self.pool_file or self.pool_url):
             raise rules.refuse("pool_without_source")
-        if self.turn_queue == "procrastinate" and self.sqlite:
-            raise rules.refuse("turn_queue_sqlite")
         return self
 
     def __repr__(self) -> str:

@@ -31,9 +31,12 @@ def problems(settings: Settings, environ: Mapping[str, str], *, serving: bool = 
 def database_problems(settings: Settings, environ: Mapping[str, str]) -> list[str]:
     """On Fly (FLY_APP_NAME set) the database must be PostgreSQL: a SQLite file lives on the
     machine's disk, which the next deploy replaces. `pacer migrate` (the release command) asks
-    this too, so a deploy without DATABASE_URL fails at release, before any machine is replaced."""
+    this too, so a deploy without DATABASE_URL fails at release, before any machine is replaced.
+    Worker machines take turns through PostgreSQL: PACER_TURN_QUEUE=procrastinate needs it."""
     if environ.get("FLY_APP_NAME") and settings.sqlite:
         return [error_text("settings/fly_sqlite", app=environ["FLY_APP_NAME"], url=settings.database_url)]
+    if settings.turn_queue == "procrastinate" and settings.sqlite:
+        return [error_text("settings/turn_queue_sqlite")]
     return []
 
 

@@ -15,11 +15,13 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
 from concurrent.futures import ThreadPoolExecutor
 
 from bot import runtime
 from bot.adapters import libpq_url
 from bot.settings import Settings
+from bot.settings_checks import database_problems, problems
 from integrations.turn_queue import HOST, QUEUE, TurnHost, build_app
 from scheduler.errors import ConfigError
 from templates import error_text
@@ -31,6 +33,9 @@ def work(settings: Settings) -> int:
     """Run turns until SIGTERM or SIGINT."""
     if settings.turn_queue != "procrastinate":
         raise ConfigError(error_text("cli/worker_without_queue", queue=settings.turn_queue))
+    refused = database_problems(settings, os.environ) + problems(settings, os.environ, serving=False)
+    if refused:
+        raise ConfigError(refused[0])
     pacer = runtime.build(settings, migrate=False)  # `pacer migrate` (or the first `pacer serve`) made the schema
     ctx = pacer.ctx
     if pacer.scheduler is not None:
