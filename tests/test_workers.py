@@ -233,3 +233,24 @@ def test_two_workers_run_every_attempt_once_and_a_killed_ones_turns_come_back(da
     print(f"{SESSIONS} sessions, {len(runs)} runs for {len(turns)} turns; a SIGKILLed worker's {len(lost)} turns' agents "
           f"ran again on the other within {recovery:.1f} s of the kill (lease {LEASE_SECONDS} s); test {took:.1f} s")
     assert recovery < LEASE_SECONDS * 3 + 5
+
+
+def test_fly_and_compose_run_workers_beside_the_replicas() -> None:
+    import tomllib
+
+    import yaml
+
+    from bot.settings import load
+
+    fly = tomllib.loads((ROOT / "fly.toml").read_text())
+    assert fly["processes"] == {"app": "pacer serve", "worker": "pacer worker"}
+    assert {group for vm in fly["vm"] for group in vm["processes"]} == {"app", "worker"}
+    assert load(fly["env"], toml_path=None).turn_queue == "procrastinate"
+
+    compose = yaml.safe_load((ROOT / "deploy" / "compose.yaml").read_text())["services"]
+    commands = Counter(" ".join(service["command"]) for service in compose.values() if "command" in service)
+    assert commands == {"pacer migrate": 1, "pacer serve": 2, "pacer worker": 2}
+    for name, service in compose.items():
+        if "command" in service:  # every Pacer process: valid settings, one database, one queue
+            settings = load({k: str(v) for k, v in service["environment"].items()}, toml_path=None)
+            assert (settings.turn_queue, settings.sqlite) == ("procrastinate", False), name
