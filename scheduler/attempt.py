@@ -59,6 +59,7 @@ class Block:
     sentence: str
     retry_at: datetime | None = None
     skip_only: bool = True  # True: later candidates may still run (no head-of-line blocking)
+    park: bool = False  # the block parks the session: its park's owner resumes it, no re-check alarm
 
 
 @dataclass(frozen=True)

@@ -10,6 +10,7 @@ from collections.abc import Callable
 from typing import Any
 
 from scheduler import (
+    auth_outage,
     budgets,
     ceiling,
     completion,
@@ -60,5 +61,6 @@ def targets() -> dict[str, Callable[..., Any]]:
         "session_event": session_events.session_event,
         "trigger_release": trigger_release.release_promoted,
         "ceiling_sweep": ceiling.ceiling_sweep,
+        "auth_outage_sweep": auth_outage.unpark_sweep,
         "promote_after_message": promotion.promote_after_message,
     }

@@ -212,12 +212,14 @@ def hold(work: Work, session: Session, attempt: TurnAttempt, block: Block, decis
     reason, sentence = block.reason, block.sentence
     new = session.hold_reason != reason
     count = session.hold_count + 1
-    due = block.retry_at or now + ladder.next_delay(reason, count) + ladder.jitter(work.ctx.rng)
+    due = None if block.park else block.retry_at or now + ladder.next_delay(reason, count) + ladder.jitter(work.ctx.rng)
     record: dict[str, Any] = {
         "hold_reason": reason, "hold_count": count, "hold_at": now, "hold_retry_at": due,
         "hold_sentence": sentence, "hold_prompt": attempt.prompt, "hold_attachments": [dict(a) for a in attempt.attachments],
         "hold_turn_kind": attempt.kind, "updated_at": now,
     }
+    if block.park:  # the park's own sweep resumes it: no ladder, no alarm
+        record.update(park_reason=reason, park_at=session.park_at if session.park_reason == reason else now)
     if session.status != Status.ARCHIVED.value:
         record["status"] = Status.WAITING.value  # dormant, not needs_input: nobody has to act
     # One write whichever copy the caller holds: the record goes back as one UPDATE, and a tracked
@@ -232,7 +234,10 @@ def hold(work: Work, session: Session, attempt: TurnAttempt, block: Block, decis
             session.__dict__[name] = value  # a plain value object: no instrumentation to go through
         else:
             set_committed_value(session, name, value)
-    effects.alarm(hold_job_id(session.id or 0), due, "recheck", session.id)
+    if due is None:
+        effects.cancel(hold_job_id(session.id or 0))
+    else:
+        effects.alarm(hold_job_id(session.id or 0), due, "recheck", session.id)
     if new:  # a hold announces itself once; a change of reason counts as new
         effects.notice("held", session_id=session.id, reason=reason, sentence=sentence, retry_at=due, title=session.title)
     return Submission("held", session.id or 0, reason=reason, sentence=sentence, retry_at=due, decision=decision)

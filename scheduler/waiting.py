@@ -89,14 +89,16 @@ def mechanisms_of(session: object, now: datetime, *, spot: bool | None = None) -
     `spot`: whether its class resolves to spot now (None when the caller does not know)."""
     s: Any = session
     found: list[Mechanism] = []
-    if getattr(s, "hold_reason", None):
+    parked_on_hold = getattr(s, "park_reason", None) is not None and s.park_reason == getattr(s, "hold_reason", None)
+    if getattr(s, "hold_reason", None) and not parked_on_hold:  # a park that keeps the turn is one mechanism
         found.append(_hold(s, spot))
     if getattr(s, "pause_reason", None):
         from scheduler.pause import banner  # why it is paused and what brings it back, one template
 
         found.append(Mechanism("pause", s.pause_reason, s.pause_at, banner(s, now), None, "the ceiling sweep's resume"))
     if getattr(s, "park_reason", None):
-        found.append(Mechanism("park", s.park_reason, s.park_at, "", None, "the queue hold's resume"))
+        owner = "the un-park sweep" if s.park_reason == "auth_outage" else "the queue hold's resume"
+        found.append(Mechanism("park", s.park_reason, s.park_at, s.hold_sentence or "" if parked_on_hold else "", None, owner))
     return found
 
 

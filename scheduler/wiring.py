@@ -9,7 +9,19 @@ from __future__ import annotations
 
 from datetime import timedelta
 
-from scheduler import budgets, capacity, groups, interference, operator_holds, outcome_holds, preemption, prerequisites, queue_holds, session_events
+from scheduler import (
+    auth_outage,
+    budgets,
+    capacity,
+    groups,
+    interference,
+    operator_holds,
+    outcome_holds,
+    preemption,
+    prerequisites,
+    queue_holds,
+    session_events,
+)
 from scheduler.context import Context
 from scheduler.jobs import targets
 
@@ -20,6 +32,8 @@ PERIODIC: dict[str, timedelta] = {
     # Prune stale operator holds, lift lost queue holds, raise deadlocks. A TTL and a "Resumes
     # at" have alarms of their own; this is the net under them, on the same five minutes.
     "operator_hold_sweep": timedelta(minutes=5),
+    # The auth-outage park's owner: wakes the parked population once a login can serve.
+    "auth_outage_sweep": auth_outage.SWEEP_EVERY,
 }
 
 
@@ -37,6 +51,7 @@ def install(ctx: Context) -> Context:
     # Order matters: the first check that says no is the reason a session shows.
     ctx.admission_checks.extend([
         operator_holds.admission_check(ctx),
+        auth_outage.admission_check(ctx),
         queue_holds.admission_check(ctx),
         prerequisites.admission_check(ctx),
         groups.admission_check(ctx),
