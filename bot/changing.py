@@ -5,6 +5,7 @@ request the same queue pass and write the same audit:
 
     archive             scheduler.lifecycle.archive: the row, the `archived` event, a queue pass
     policy set          scheduler.policy.set_policy: the row, the audit line, a queue pass
+    policy reset-spend  scheduler.budgets.reset_spend: the row, the audit line, a queue pass
     trigger class       bot.triggers.change_trigger: the reclassification, then the release alarm
     trigger precedence  bot.triggers.change_trigger
 
@@ -18,6 +19,7 @@ from typing import Any
 from bot.commands import command as c
 from bot.context import Answer, Context
 from bot.triggers import change_trigger
+from scheduler.budgets import reset_spend
 from scheduler.db import session_scope
 from scheduler.lifecycle import archive as archive_session
 from scheduler.policy import load_policy, set_policy
@@ -34,8 +36,13 @@ def archive(ctx: Context, command: c.Archive) -> Answer:
 
 
 def policy_set(ctx: Context, command: c.PolicySet) -> Answer:
-    audit = set_policy(ctx.pacer.ctx, dict(command.changes), overrides=dict(command.overrides),
-                       surface=ctx.audit_surface, actor=ctx.actor)
+    if command.reset_spend:
+        audit = None
+        for runtime in command.reset_spend:
+            audit = reset_spend(ctx.pacer.ctx, runtime, surface=ctx.audit_surface, actor=ctx.actor)
+    else:
+        audit = set_policy(ctx.pacer.ctx, dict(command.changes), overrides=dict(command.overrides),
+                           budgets=dict(command.budgets), surface=ctx.audit_surface, actor=ctx.actor)
     moved = [(key, shown(old), shown(new)) for key, (old, new) in (audit.changes if audit else {}).items()]
     return Answer("policy_set", {"moved": moved, "line": audit.line if audit else None}, in_channel=bool(moved))
 

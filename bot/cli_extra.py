@@ -20,10 +20,10 @@ def cmd_policy(args: argparse.Namespace) -> int:
     # shared job store, where the leading `pacer serve` runs it; this process runs no alarm.
     pacer = build(settings, workers=_Inert())
     ctx = pacer.ctx
-    if args.set:
+    if args.set or args.reset_spend:
         pacer.scheduler.start(paused=True)
         try:
-            code = _set_policy(ctx, args.set)
+            code = _set_policy(ctx, ["reset-spend", args.reset_spend] if args.reset_spend else ["set", *args.set])
         finally:
             pacer.scheduler.shutdown(wait=False)
         if code:
@@ -36,25 +36,30 @@ def cmd_policy(args: argparse.Namespace) -> int:
     return 0
 
 
-def _set_policy(ctx: Any, items: list[str]) -> int:
-    """`--set key=value …` in the `/pacer policy set` grammar, through the one policy change
-    every surface makes (the write, the audit line, the queue pass)."""
+def _set_policy(ctx: Any, words: list[str]) -> int:
+    """`--set key=value …` (words "set", pairs…) or `--reset-spend <runtime>` (words
+    "reset-spend", runtime) in the `/pacer policy` grammar, through the one policy change every
+    surface makes (the write, the audit line, the queue pass)."""
     from bot.changing import shown
     from bot.commands import command as c
     from bot.commands import parse
     from bot.render import render
+    from scheduler.budgets import reset_spend
     from scheduler.errors import CommandError, InvalidInput
     from scheduler.policy import set_policy
     from templates import error_text
 
     try:
-        spaced = next((item for item in items if not item.strip() or any(ch.isspace() for ch in item)), None)
+        spaced = next((item for item in words[1:] if not item.strip() or any(ch.isspace() for ch in item)), None)
         if spaced is not None:
             raise InvalidInput(error_text("cli/set_one_pair", item=spaced), field="--set")
-        command = parse("policy set " + " ".join(items))
+        command = parse("policy " + " ".join(words))
         assert isinstance(command, c.PolicySet)
-        audit = set_policy(ctx, dict(command.changes), overrides=dict(command.overrides),
-                           surface="cli:pacer policy", actor=os.environ.get("USER"))
+        if command.reset_spend:
+            audit = reset_spend(ctx, command.reset_spend[0], surface="cli:pacer policy", actor=os.environ.get("USER"))
+        else:
+            audit = set_policy(ctx, dict(command.changes), overrides=dict(command.overrides), budgets=dict(command.budgets),
+                               surface="cli:pacer policy", actor=os.environ.get("USER"))
     except CommandError as exc:
         print(render("text/command_error.j2", message=str(exc), usage=exc.usage))
         return 2
@@ -66,7 +71,7 @@ def _set_policy(ctx: Any, items: list[str]) -> int:
     return 0
 
 
-USAGE = "pacer policy [--set key=value …] [--json]"
+USAGE = "pacer policy [--set key=value …] [--reset-spend <runtime>] [--json]"
 
 
 class _Inert:
@@ -83,7 +88,10 @@ def register(sub: Any) -> None:
         "--set key=value changes the policy (audited).")
     policy.add_argument("--set", action="append", metavar="KEY=VALUE",
                         help="gating=on|off, preemption=on|off, reserve_5h=<pct>, reserve_7d=<pct>, max_sessions=<n>, "
-                        "override:<genesis>=priority|spot|default (repeatable; the keys /pacer policy set takes)")
+                        "override:<genesis>=priority|spot|default, budget:<runtime>=<usd>|none "
+                        "(repeatable; the keys /pacer policy set takes)")
+    policy.add_argument("--reset-spend", metavar="RUNTIME",
+                        help="count RUNTIME's spend against its cost budget from now (audited; lifts a cost-budget hold)")
     policy.add_argument("--json", action="store_true", help="print the card as JSON (the API's shape)")
     policy.set_defaults(func=cmd_policy)
     # --- pacer simulate (P8, bot/simulate/) ---

@@ -16,6 +16,7 @@ from bot.commands import command as c
 from bot.commands.grammar import NAMES, USAGE
 from bot.context import Answer, Context, StoreContext
 from bot.render import render
+from scheduler.budgets import spends
 from scheduler.holds_view import all_holds
 from scheduler.models import Session
 from scheduler.policy import audit_log, load_policy
@@ -117,6 +118,7 @@ def policy_answer(ctx: Context, command: c.PolicyShow) -> Answer:
     with ctx.pacer.db() as db:
         last = audit_log(db, limit=1)
         line = last[0].line if last else None
+        budgeted = spends(db, load_policy(db), [])
     return Answer(
         "policy",
         {
@@ -125,5 +127,6 @@ def policy_answer(ctx: Context, command: c.PolicyShow) -> Answer:
             "policy": card.policy,
             "overrides": sorted((str(g), str(cls)) for g, cls in card.policy.overrides.items()),
             "last_change": line,
+            "spends": budgeted,
         },
     )

@@ -288,6 +288,10 @@ class TriggerInvoked(BaseModel):
 # --------------------------------------------------------------------------- policy and holds
 
 
+# US dollars above 0; which runtimes exist only the deployment knows (`set_policy` says).
+Budget = Annotated[float, Field(gt=0, allow_inf_nan=False)]
+
+
 class PolicyPatch(Change):
     gating_enabled: bool | None = None
     reserve_5h_pct: float | None = Field(None, ge=0, le=100, allow_inf_nan=False)
@@ -297,6 +301,14 @@ class PolicyPatch(Change):
     genesis_class_overrides: Overrides | None = Field(
         None, description="command / api / unknown -> priority | spot; null removes an override"
     )
+    cost_budgets: dict[str, Budget | None] | None = Field(
+        None, description="runtime -> US dollars above 0, merged onto the budgets in force; null removes a budget, "
+        "and a null map removes them all"
+    )
+
+
+class SpendReset(Change):
+    runtime: str = Field(description="The runtime whose spend counts from now", min_length=1, max_length=100)
 
 
 class PolicyRow(BaseModel):
@@ -306,6 +318,10 @@ class PolicyRow(BaseModel):
     max_sessions: int
     preemption_enabled: bool
     genesis_class_overrides: dict[str, str]
+    cost_budgets: dict[str, float] = Field(default_factory=dict, description="runtime -> US dollars")
+    spend: list[dict[str, Any]] = Field(
+        default_factory=list, description="Each budgeted runtime's spend since its last reset: runtime, spent, budget, since, over"
+    )
 
 
 class PolicyOut(BaseModel):

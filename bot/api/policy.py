@@ -21,15 +21,16 @@ from sqlmodel import Session as DBSession
 from sqlmodel import col, or_, select
 
 from bot.api.guard import CallerDep, GuardedRoute
-from bot.api.models import HoldsOut, PolicyChanged, PolicyOut, PolicyPatch
+from bot.api.models import HoldsOut, PolicyChanged, PolicyOut, PolicyPatch, SpendReset
 from bot.api.refusals import refusals
 from bot.api.views import context
 from bot.gate_view import spot_runtime
+from scheduler.budgets import reset_spend, spends
 from scheduler.db import session_scope
 from scheduler.fleet import read_quota
 from scheduler.gate_card import build_card
 from scheduler.models import OperatorHold, Policy, QueueHold, Session, Status
-from scheduler.policy import audit_log, ensure_policy, set_policy
+from scheduler.policy import audit_log, ensure_policy, load_policy, set_policy
 from scheduler.waiting import waiting_reason
 
 router = APIRouter(route_class=GuardedRoute, tags=["policy"])
@@ -37,7 +38,8 @@ router = APIRouter(route_class=GuardedRoute, tags=["policy"])
 AUDIT_LINES = 10
 
 
-def _row(row: Policy) -> dict[str, Any]:
+def _row(db: DBSession, row: Policy) -> dict[str, Any]:
+    spent = spends(db, load_policy(db), [])
     return {
         "gating_enabled": row.gating_enabled,
         "reserve_5h_pct": row.reserve_5h_pct,
@@ -45,6 +47,9 @@ def _row(row: Policy) -> dict[str, Any]:
         "max_sessions": row.max_sessions,
         "preemption_enabled": row.preemption_enabled,
         "genesis_class_overrides": dict(row.genesis_class_overrides or {}),
+        "cost_budgets": dict(row.cost_budgets or {}),
+        "spend": [{"runtime": s.runtime, "spent": round(s.spent, 2), "budget": s.budget,
+                   "since": s.since.isoformat() if s.since else None, "over": s.is_over} for s in spent],
     }
 
 
@@ -56,7 +61,7 @@ def read_policy(request: Request) -> dict[str, Any]:
     reading = read_quota(ctx, now)  # before the transaction: a quota source may open its own
     with session_scope(ctx.engine) as db:
         card = build_card(db, ctx, reading, now, runtime=spot_runtime(request.app.state.pacer.settings))
-        row = _row(ensure_policy(db))
+        row = _row(db, ensure_policy(db))
         audit = [a.line for a in audit_log(db, AUDIT_LINES)]
     return {"policy": row, "gate": card.as_dict(), "audit": audit}
 
@@ -73,12 +78,30 @@ def patch_policy(body: PolicyPatch, request: Request, who: CallerDep) -> dict[st
             changes["genesis_class_overrides"] = {}  # null clears every override
         else:
             overrides = given  # merged onto those in force; a null value removes one
+    budgets = None
+    if "cost_budgets" in changes:
+        given = changes.pop("cost_budgets")
+        if given is None:
+            changes["cost_budgets"] = {}  # null removes every budget
+        else:
+            budgets = given  # merged onto those in force; a null value removes one
     for key in [k for k, v in changes.items() if v is None]:
         changes.pop(key)
-    audit = set_policy(ctx, changes, overrides=overrides, surface="api", actor=who.name)
+    audit = set_policy(ctx, changes, overrides=overrides, budgets=budgets, surface="api", actor=who.name)
     with session_scope(ctx.engine) as db:
-        row = _row(ensure_policy(db))
+        row = _row(db, ensure_policy(db))
     return {"policy": row, "audit": audit.line if audit is not None else None}
+
+
+@router.post("/policy/reset-spend", response_model=PolicyChanged, responses=refusals(422, 503),
+             summary="Count a runtime's spend against its cost budget from now (audited)")
+def post_reset_spend(body: SpendReset, request: Request, who: CallerDep) -> dict[str, Any]:
+    who.require_operator("resetting the spend")
+    ctx = context(request)
+    audit = reset_spend(ctx, body.runtime, surface="api", actor=who.name)
+    with session_scope(ctx.engine) as db:
+        row = _row(db, ensure_policy(db))
+    return {"policy": row, "audit": audit.line or None}
 
 
 # --------------------------------------------------------------------------- holds

@@ -166,11 +166,14 @@ class PolicyShow:
 @dataclass(frozen=True)
 class PolicySet:
     """`changes` in policy attribute names with typed values; `overrides` genesis -> class,
-    None meaning back to the genesis default."""
+    None meaning back to the genesis default; `budgets` runtime -> US dollars, None removing
+    the budget; `reset_spend` the runtimes whose spend counts from now."""
 
     name: ClassVar[str] = "policy"
     changes: tuple[tuple[str, bool | float | int], ...] = ()
     overrides: tuple[tuple[str, str | None], ...] = ()
+    budgets: tuple[tuple[str, float | None], ...] = ()
+    reset_spend: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)

@@ -11,6 +11,7 @@ from typing import Any, TypeVar
 
 from scheduler import bounds
 from scheduler.errors import CommandError, InvalidInput
+from scheduler.genesis import Genesis
 from templates import error_text
 
 T = TypeVar("T")
@@ -53,6 +54,12 @@ class Cursor:
             return bounds.check_repository(value, field)
         except InvalidInput as exc:
             raise self.relay(exc) from None
+
+    def genesis(self, value: str, field: str) -> str:
+        """`value` as a genesis kind, in lower case, or this command's error."""
+        if value.lower() not in {g.value for g in Genesis}:
+            raise self.fail("not_a_genesis", field=field, value=shown(value), allowed=[g.value for g in Genesis])
+        return value.lower()
 
     def peek(self) -> str | None:
         return self.tokens[self.position].text if self.position < len(self.tokens) else None

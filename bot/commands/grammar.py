@@ -15,10 +15,10 @@ from datetime import timedelta
 import bot.commands.command as c
 import bot.commands.session_words as words
 from bot.commands.cursor import ID_PATTERN, INT_PATTERN, Cursor, Token, shown
+from bot.commands.policy_words import POLICY_USAGE, class_choice, parse_policy
 from bot.commands.times import parse_duration, parse_time
 from scheduler import bounds
 from scheduler.errors import CommandError
-from scheduler.genesis import OVERRIDABLE, Genesis
 from templates import error_text
 
 MAX_CHARS = 4000
@@ -40,7 +40,7 @@ USAGE: dict[str, str] = {
     "hold": "hold <#id[,#id…]|genesis:<g>|trigger:<id>|repo:<owner/name>|label:<name>|class:<priority|spot>|all> [for <duration>] [reason…]",
     "release": "release <hold id>",
     "resume": "resume [<group>]",
-    "policy": "policy [set gating=on|off preemption=on|off reserve_5h=<pct> reserve_7d=<pct> max_sessions=<n> override:<genesis>=priority|spot|default]",
+    "policy": POLICY_USAGE,
     "trigger": "trigger <id> class priority|spot|default  |  trigger <id> precedence <n>",
     "new": "new [--spot] [repo:<owner/name>] [weight:<w>] [capacity:<n>|<m>x] <prompt>",
     "whatif": "whatif <id>|--spot",
@@ -57,16 +57,7 @@ _CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
 _REPO = re.compile(r"[A-Za-z0-9_.-]{1,100}/[A-Za-z0-9_.-]{1,100}", re.ASCII)
 _NAME = re.compile(r"[^\s,]{1,100}")
 
-POLICY_KEYS = {
-    "gating": "gating_enabled",
-    "preemption": "preemption_enabled",
-    "reserve_5h": "reserve_5h_pct",
-    "reserve_7d": "reserve_7d_pct",
-    "max_sessions": "max_sessions",
-}
 SELECTOR_PREFIXES = ("genesis", "trigger", "repo", "label", "class")
-_ON = {"on", "true", "yes", "1"}
-_OFF = {"off", "false", "no", "0"}
 
 
 def _help(cur: Cursor) -> c.Help:
@@ -91,17 +82,11 @@ def _queue(cur: Cursor) -> c.Queue:
         elif lowered.startswith("genesis:"):
             if genesis is not None:
                 raise cur.fail("genesis_twice")
-            genesis = _genesis(cur, token.split(":", 1)[1], "genesis")
+            genesis = cur.genesis(token.split(":", 1)[1], "genesis")
         else:
             raise cur.fail("not_a_filter", token=shown(token))
     cls = scope if scope in {"spot", "priority"} else None
     return c.Queue(scheduling_class=cls, every_status=scope == "all", genesis=genesis)
-
-
-def _genesis(cur: Cursor, value: str, field: str) -> str:
-    if value.lower() not in {g.value for g in Genesis}:
-        raise cur.fail("not_a_genesis", field=field, value=shown(value), allowed=[g.value for g in Genesis])
-    return value.lower()
 
 
 def _holds(cur: Cursor) -> c.Holds:
@@ -205,7 +190,7 @@ def _selector(cur: Cursor, token: str) -> c.Selector:
     if prefix not in SELECTOR_PREFIXES:
         raise cur.fail("not_a_selector_kind", prefix=shown(prefix + ":"))
     if prefix == "genesis":
-        return c.Selector("genesis", (_genesis(cur, value, "genesis"),))
+        return c.Selector("genesis", (cur.genesis(value, "genesis"),))
     if prefix == "trigger":
         return c.Selector("trigger", (str(cur.ident(value, "trigger")),))
     if prefix == "repo":
@@ -237,73 +222,13 @@ def _resume(cur: Cursor) -> c.Resume:
     return c.Resume(group)
 
 
-def _policy(cur: Cursor) -> c.PolicyShow | c.PolicySet:
-    action = cur.peek()
-    if action is None:
-        return c.PolicyShow()
-    cur.take("set")
-    if action.lower() != "set":
-        raise cur.fail("not_a_policy_action", action=shown(action))
-    if cur.peek() is None:
-        raise cur.fail("missing_setting")
-    changes: dict[str, bool | float | int] = {}
-    overrides: dict[str, str | None] = {}
-    while (pair := cur.peek()) is not None:
-        cur.take("key=value")
-        key, sep, value = pair.partition("=")
-        key = key.lower()
-        if not sep or not key:
-            raise cur.fail("not_key_value", pair=shown(pair))
-        if key.startswith("override:"):
-            genesis = _override_genesis(cur, key.split(":", 1)[1])
-            if genesis in overrides:
-                raise cur.fail("given_twice", key=key)
-            overrides[genesis] = _override_class(cur, key, value)
-            continue
-        if key not in POLICY_KEYS:
-            raise cur.fail("not_a_policy_key", key=shown(key), allowed=[*POLICY_KEYS, "override:<genesis>"])
-        attribute = POLICY_KEYS[key]
-        if attribute in changes:
-            raise cur.fail("given_twice", key=key)
-        changes[attribute] = _policy_value(cur, key, value)
-    return c.PolicySet(tuple(changes.items()), tuple(overrides.items()))
-
-
-def _policy_value(cur: Cursor, key: str, value: str) -> bool | float | int:
-    lowered = value.lower()
-    if key in {"gating", "preemption"}:
-        if lowered in _ON | _OFF:
-            return lowered in _ON
-        raise cur.fail("on_or_off", key=key, value=shown(value))
-    if key == "max_sessions":
-        return cur.integer(value, key, 1, bounds.MAX_SESSIONS)
-    number = lowered.removesuffix("%")
-    if re.fullmatch(r"\d{1,3}(\.\d{1,4})?", number, re.ASCII) is None or not 0 <= float(number) <= 100:
-        raise cur.fail("percentage", key=key, value=shown(value))
-    return float(number)
-
-
-def _override_genesis(cur: Cursor, value: str) -> str:
-    genesis = _genesis(cur, value, "override")
-    if Genesis(genesis) not in OVERRIDABLE:
-        raise cur.fail("override_from_trigger", genesis=genesis, only=sorted(OVERRIDABLE))
-    return genesis
-
-
-def _override_class(cur: Cursor, key: str, value: str) -> str | None:
-    lowered = value.lower()
-    if lowered not in {"priority", "spot", "default"}:
-        raise cur.fail("not_an_override_class", key=key, value=shown(value))
-    return None if lowered == "default" else lowered
-
-
 def _trigger(cur: Cursor) -> c.TriggerClass | c.TriggerPrecedence:
     trigger_id = cur.ident(cur.take("trigger <id>"), "trigger id")
     what = cur.take("class or precedence").lower()
     if what == "class":
         value = cur.take("a class: priority, spot or default")
         cur.end()
-        return c.TriggerClass(trigger_id, _override_class(cur, "class", value))
+        return c.TriggerClass(trigger_id, class_choice(cur, "class", value))
     if what == "precedence":
         value = cur.take("a precedence <n>")
         cur.end()
@@ -338,7 +263,7 @@ PARSERS: dict[str, Callable[[Cursor], c.Command]] = {
     "hold": _hold,
     "release": _release,
     "resume": _resume,
-    "policy": _policy,
+    "policy": parse_policy,
     "trigger": _trigger,
     "new": words.new,
     "whatif": _whatif,
