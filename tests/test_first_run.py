@@ -1,13 +1,17 @@
-"""What a newcomer meets first: the README's opening, the licence, and install hints that name
-packages which exist (the `pacer` on the package index is someone else's project)."""
+"""What a newcomer meets first: the README's opening, the licence, install hints that name
+packages which exist (the `pacer` on the package index is someone else's project), and a lock file
+that pins what pyproject asks for."""
 
 from __future__ import annotations
 
 import re
 import sys
+import tomllib
 from pathlib import Path
 
 import pytest
+from packaging.requirements import Requirement
+from packaging.utils import canonicalize_name
 
 from bot.simulate.plot import require_matplotlib
 
@@ -39,3 +43,27 @@ def test_without_matplotlib_the_plot_says_to_install_matplotlib(monkeypatch: pyt
     monkeypatch.setitem(sys.modules, "matplotlib", None)  # import matplotlib now raises ImportError
     missing = require_matplotlib()
     assert missing is not None and "pip install matplotlib" in missing and "-e '.[plot]'" in missing
+
+
+def _locked() -> dict[str, str]:
+    """requirements.lock as {canonical name: version}; a line may end in an environment marker."""
+    pins = {}
+    for line in (ROOT / "requirements.lock").read_text().splitlines():
+        if line and not line.startswith((" ", "#")):
+            name, _, version = line.split(";")[0].strip().partition("==")
+            pins[canonicalize_name(name)] = version
+    return pins
+
+
+def test_the_lock_pins_a_version_pyproject_allows_for_every_dependency_and_extra() -> None:
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    wanted = [Requirement(r) for r in [*project["dependencies"], *(r for extra in project["optional-dependencies"].values() for r in extra)]]
+    pins = _locked()
+    unpinned = [str(r) for r in wanted if canonicalize_name(r.name) not in pins]
+    outside = [f"{r} (locked {pins[canonicalize_name(r.name)]})" for r in wanted
+               if canonicalize_name(r.name) in pins and not r.specifier.contains(pins[canonicalize_name(r.name)], prereleases=True)]
+    assert unpinned == [] and outside == [], "regenerate requirements.lock as the README says"
+
+
+def test_ci_installs_from_the_lock() -> None:
+    assert 'pip install -q -c requirements.lock -e ".[dev]"' in (ROOT / ".ci" / "run").read_text()
