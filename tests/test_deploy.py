@@ -130,3 +130,51 @@ def test_the_readme_names_the_events_and_labels_a_deploy_needs() -> None:
     assert "alembic revision" in readme
     for name in ("DATABASE_URL", "GITHUB_WEBHOOK_SECRET", "PACER_DRAIN_SECONDS"):
         assert name in readme or name in {v.name for v in VARIABLES}
+
+
+# --- the Dockerfile ------------------------------------------------------------------------------
+
+
+def _dockerfile() -> tuple[dict[str, str], str]:
+    """The Dockerfile's build arguments with their defaults, and its RUN step that installs packages."""
+    lines = (ROOT / "Dockerfile").read_text().replace("\\\n", " ").splitlines()
+    args = dict(line.removeprefix("ARG ").partition("=")[::2] for line in lines if line.startswith("ARG "))
+    [install] = [line.removeprefix("RUN ") for line in lines if line.startswith("RUN ") and "apt-get" in line]
+    return args, install
+
+
+def _install(tmp_path: Path, **build_args: str) -> tuple[subprocess.CompletedProcess[str], str]:
+    """The install step run by sh as `docker build` would, with stand-ins for apt-get, npm, claude
+    and rm on PATH that only write down what they were asked."""
+    defaults, script = _dockerfile()
+    fakes = tmp_path / "bin"
+    fakes.mkdir(parents=True)
+    called = tmp_path / "called"
+    for tool in ("apt-get", "npm", "claude", "rm"):
+        (fakes / tool).write_text(f'#!/bin/sh\necho "{tool} $*" >> {called}\n')
+        (fakes / tool).chmod(0o755)
+    env = {"PATH": f"{fakes}:/usr/bin:/bin", **defaults, **build_args}
+    done = subprocess.run(["sh", "-c", script], env=env, capture_output=True, text=True, timeout=30)
+    return done, called.read_text() if called.exists() else ""
+
+
+def test_the_image_has_git_and_claude_code_unless_built_without_an_agent(tmp_path: Path) -> None:
+    done, called = _install(tmp_path / "default")
+    assert done.returncode == 0, done.stderr
+    assert "install -y --no-install-recommends git ca-certificates" in called
+    assert "npm install -g @anthropic-ai/claude-code@latest" in called and "claude --version" in called
+
+    done, called = _install(tmp_path / "pinned", CLAUDE_CODE_VERSION="2.0.1")
+    assert "npm install -g @anthropic-ai/claude-code@2.0.1" in called
+
+    done, called = _install(tmp_path / "none", AGENT="none")
+    assert done.returncode == 0 and " git " in called and "npm" not in called and "nodejs" not in called
+
+    done, called = _install(tmp_path / "typo", AGENT="claude")
+    assert done.returncode != 0 and "AGENT must be claude-code or none, not claude" in done.stderr and called == ""
+
+
+def test_the_image_installs_pacer_at_the_locked_versions() -> None:
+    text = (ROOT / "Dockerfile").read_text()
+    assert "requirements.lock" in text.split("COPY pyproject.toml", 1)[1].splitlines()[0]
+    assert "pip install --no-cache-dir -c requirements.lock ." in text
