@@ -225,6 +225,21 @@ class Policy(SQLModel, table=True):
     genesis_class_overrides: dict[str, str] = json_column({})
     cost_budgets: dict[str, float] = json_column({})  # runtime -> US dollars (seed 002, "Cost budget")
     spend_reset_at: dict[str, str] = json_column({})  # runtime -> ISO instant its spend counts from
+    # The backlog top-up thresholds (seed 001, "Its sibling"): see `scheduler.top_up`.
+    top_up_ceiling: int = 3
+    top_up_stretch_minutes: int = 0
+    top_up_cooldown_minutes: int = 30
+
+
+class TopUpState(SQLModel, table=True):
+    """The top-up sweep's own state, one row: written by the sweep, never by an operator, so
+    outside the policy audit (seed 001, "Every change to both ceilings is recorded")."""
+
+    __tablename__ = "top_up_state"
+
+    id: int | None = Field(default=None, primary_key=True)
+    under_since: datetime | None = utc_column()
+    fired_at: datetime | None = utc_column()
 
 
 class PolicyAudit(SQLModel, table=True):

@@ -22,6 +22,7 @@ from scheduler.errors import InvalidInput
 from scheduler.genesis import Genesis, SchedulingClass, validate_overrides
 from scheduler.models import Policy, PolicyAudit
 from scheduler.store import cached, invalidated_by, kept
+from scheduler.top_up import TOP_UP_ATTRIBUTES, TOP_UP_KEYS, TOP_UP_RANGES, TopUpPolicy
 from templates import error_text
 
 log = logging.getLogger("pacer.policy")
@@ -35,6 +36,7 @@ FLEET_POLICY_ATTRIBUTES = (
     "genesis_class_overrides",
     "cost_budgets",
     "spend_reset_at",
+    *TOP_UP_ATTRIBUTES,
 )
 
 
@@ -50,6 +52,7 @@ class PolicyView:
     overrides: Mapping[Genesis, SchedulingClass]
     cost_budgets: Mapping[str, float] = field(default_factory=dict)  # runtime -> US dollars
     spend_reset_at: Mapping[str, datetime] = field(default_factory=dict)  # runtime -> its spend counts from
+    top_up: TopUpPolicy = TopUpPolicy()
 
     def reserve_pct(self, window: str) -> float:
         return self.reserve_7d_pct if window == "7d" else self.reserve_5h_pct
@@ -79,6 +82,7 @@ def view(row: Policy) -> PolicyView:
         overrides=validate_overrides(row.genesis_class_overrides or {}),
         cost_budgets=dict(row.cost_budgets or {}),
         spend_reset_at=_instants(row.spend_reset_at or {}),
+        top_up=TopUpPolicy(row.top_up_ceiling, row.top_up_stretch_minutes, row.top_up_cooldown_minutes),
     )
 
 
@@ -89,6 +93,7 @@ def _instants(stored: Mapping[str, str]) -> dict[str, datetime]:
 _COLUMNS: tuple[Any, ...] = (
     Policy.gating_enabled, Policy.reserve_5h_pct, Policy.reserve_7d_pct, Policy.max_sessions,
     Policy.preemption_enabled, Policy.genesis_class_overrides, Policy.cost_budgets, Policy.spend_reset_at,
+    Policy.top_up_ceiling, Policy.top_up_stretch_minutes, Policy.top_up_cooldown_minutes,
 )
 _ROW = sa_select(*_COLUMNS).where(col(Policy.id) == 1)  # built once: it is read by nearly every transaction
 
@@ -103,11 +108,11 @@ def _read(db: DBSession) -> PolicyView:
     found = core(db, _ROW).first()
     if found is None:
         return view(ensure_policy(db))
-    gating, reserve_5h, reserve_7d, max_sessions, preemption, overrides, budgets, resets = found
+    gating, reserve_5h, reserve_7d, max_sessions, preemption, overrides, budgets, resets, *top_up = found
     return PolicyView(
         gating_enabled=gating, reserve_5h_pct=reserve_5h, reserve_7d_pct=reserve_7d, max_sessions=max_sessions,
         preemption_enabled=preemption, overrides=validate_overrides(overrides or {}),
-        cost_budgets=dict(budgets or {}), spend_reset_at=_instants(resets or {}),
+        cost_budgets=dict(budgets or {}), spend_reset_at=_instants(resets or {}), top_up=TopUpPolicy(*top_up),
     )
 
 
@@ -166,6 +171,14 @@ def _coerce(key: str, raw: Any) -> Any:
         if not 1 <= value <= MAX_SESSIONS:
             raise InvalidInput(rule, field=key)
         return value
+    if key in TOP_UP_RANGES:
+        low, high = TOP_UP_RANGES[key]
+        rule = error_text("policy/top_up_range", key=key, raw=raw, low=low, high=high)
+        if isinstance(raw, bool) or not isinstance(raw, int | str) or not str(raw).strip().isdigit():
+            raise InvalidInput(rule, field=key)
+        if not low <= int(raw) <= high:
+            raise InvalidInput(rule, field=key)
+        return int(raw)
     if key == "genesis_class_overrides":
         if not isinstance(raw, Mapping):
             raise InvalidInput(error_text("policy/overrides_not_mapping"), field=key)
@@ -187,6 +200,7 @@ ALIASES = {
     "reserve_5h": "reserve_5h_pct",
     "reserve_7d": "reserve_7d_pct",
     "max": "max_sessions",
+    **TOP_UP_KEYS,
 }
 
 

@@ -364,8 +364,8 @@ def test_policy_set_refusals_change_nothing(pacer) -> None:
             USAGE["policy"])
     refused(pacer, "policy set reserve_7d=101", "UOP", "reserve_7d: '101' must be a percentage between 0 and 100", USAGE["policy"])
     refused(pacer, "policy set gating=off speed=3", "UOP",
-            "key: 'speed' is not a policy key; use gating, preemption, reserve_5h, reserve_7d, max_sessions, override:<genesis>, "
-            "budget:<runtime>", USAGE["policy"])
+            "key: 'speed' is not a policy key; use gating, preemption, reserve_5h, reserve_7d, max_sessions, top_up, top_up_stretch, "
+            "top_up_cooldown, override:<genesis>, budget:<runtime>", USAGE["policy"])
 
 
 # --------------------------------------------------------------------------- the engine's commands

@@ -493,7 +493,8 @@ ROUTES: list[tuple[str, str, Any]] = [
     ("POST", "/triggers/{id}/invoke", {"context": {"text": "go", "title": "t", "body": "b", "number": 1}, "title": "by hand"}),
     ("GET", "/policy", None),
     ("PATCH", "/policy", {"max_sessions": 5, "reserve_5h_pct": 10, "reserve_7d_pct": 15.5, "gating_enabled": True,
-                          "preemption_enabled": True, "genesis_class_overrides": {"api": "priority", "command": None}}),
+                          "preemption_enabled": True, "genesis_class_overrides": {"api": "priority", "command": None},
+                          "top_up_ceiling": 4, "top_up_stretch_minutes": 5, "top_up_cooldown_minutes": 20}),
     ("GET", "/holds", None),
     ("POST", "/chat", {"text": "queue all"}),
 ]

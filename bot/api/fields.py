@@ -22,6 +22,7 @@ from pydantic_core import PydanticCustomError, core_schema
 from bot.trigger_spec import NAME, TEMPLATE_CHARS
 from scheduler import bounds
 from scheduler.genesis import validate_overrides
+from scheduler.top_up import TOP_UP_RANGES
 from templates import error_text
 
 ClassChoice = Literal["priority", "spot", "default"]
@@ -178,5 +179,8 @@ Precedence = Annotated[int, Field(ge=-bounds.MAX_PRECEDENCE, le=bounds.MAX_PRECE
 Capacity = Annotated[int, Field(ge=1, le=bounds.MAX_CAPACITY)]
 Multiplier = Annotated[float, Field(gt=0, le=bounds.MAX_MULTIPLIER, allow_inf_nan=False)]
 MaxSessions = Annotated[int, Field(ge=1, le=bounds.MAX_SESSIONS)]
+TopUpCeiling = Annotated[int, Field(ge=TOP_UP_RANGES["top_up_ceiling"][0], le=TOP_UP_RANGES["top_up_ceiling"][1])]
+TopUpStretch = Annotated[int, Field(ge=TOP_UP_RANGES["top_up_stretch_minutes"][0], le=TOP_UP_RANGES["top_up_stretch_minutes"][1])]
+TopUpCooldown = Annotated[int, Field(ge=TOP_UP_RANGES["top_up_cooldown_minutes"][0], le=TOP_UP_RANGES["top_up_cooldown_minutes"][1])]
 SessionId = Annotated[int, Path(ge=1, le=bounds.MAX_ID, description="A session id")]
 TriggerId = Annotated[int, Path(ge=1, le=bounds.MAX_ID, description="A trigger id")]

@@ -33,6 +33,9 @@ from bot.api.fields import (
     StatusName,
     Template,
     Text,
+    TopUpCeiling,
+    TopUpCooldown,
+    TopUpStretch,
     TriggerKind,
     TriggerName,
     exclusive,
@@ -305,6 +308,9 @@ class PolicyPatch(Change):
         None, description="runtime -> US dollars above 0, merged onto the budgets in force; null removes a budget, "
         "and a null map removes them all"
     )
+    top_up_ceiling: TopUpCeiling | None = Field(None, description="Top up while fewer sessions than this run a turn; 0: off")
+    top_up_stretch_minutes: TopUpStretch | None = Field(None, description="How long under the ceiling before the first top-up")
+    top_up_cooldown_minutes: TopUpCooldown | None = Field(None, description="The least time between two top-ups")
 
 
 class SpendReset(Change):
@@ -322,6 +328,9 @@ class PolicyRow(BaseModel):
     spend: list[dict[str, Any]] = Field(
         default_factory=list, description="Each budgeted runtime's spend since its last reset: runtime, spent, budget, since, over"
     )
+    top_up_ceiling: int
+    top_up_stretch_minutes: int
+    top_up_cooldown_minutes: int
 
 
 class PolicyOut(BaseModel):

@@ -31,6 +31,7 @@ from scheduler.fleet import read_quota
 from scheduler.gate_card import build_card
 from scheduler.models import OperatorHold, Policy, QueueHold, Session, Status
 from scheduler.policy import audit_log, ensure_policy, load_policy, set_policy
+from scheduler.top_up import TOP_UP_ATTRIBUTES
 from scheduler.waiting import waiting_reason
 
 router = APIRouter(route_class=GuardedRoute, tags=["policy"])
@@ -50,6 +51,7 @@ def _row(db: DBSession, row: Policy) -> dict[str, Any]:
         "cost_budgets": dict(row.cost_budgets or {}),
         "spend": [{"runtime": s.runtime, "spent": round(s.spent, 2), "budget": s.budget,
                    "since": s.since.isoformat() if s.since else None, "over": s.is_over} for s in spent],
+        **{key: getattr(row, key) for key in TOP_UP_ATTRIBUTES},
     }
 
 

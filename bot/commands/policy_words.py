@@ -2,7 +2,7 @@
 `PolicyShow` or `PolicySet`, or this command's one-line error.
 
     policy                                  the gate card and the settings
-    policy set max_sessions=4 reserve_5h=30 settings, `override:<genesis>=…` genesis classes,
+    policy set max_sessions=4 reserve_5h=30 settings (top_up=3 …: `scheduler.top_up`), `override:<genesis>=…`,
     policy set budget:claude_code=50        `budget:<runtime>=<US dollars>|none` cost budgets
     policy reset-spend claude_code          count that runtime's spend from now (seed 002)
 
@@ -16,14 +16,15 @@ import re
 
 import bot.commands.command as c
 from bot.commands.cursor import Cursor, shown
-from scheduler import bounds
+from scheduler import bounds, top_up
 from scheduler.errors import InvalidInput
 from scheduler.genesis import OVERRIDABLE, Genesis
 from scheduler.policy import budget_amount
 
 POLICY_USAGE = (
     "policy [set gating=on|off preemption=on|off reserve_5h=<pct> reserve_7d=<pct> max_sessions=<n> "
-    "override:<genesis>=priority|spot|default budget:<runtime>=<usd>|none]  |  policy reset-spend <runtime>"
+    "top_up=<n> top_up_stretch=<min> top_up_cooldown=<min> override:<genesis>=priority|spot|default "
+    "budget:<runtime>=<usd>|none]  |  policy reset-spend <runtime>"
 )
 POLICY_KEYS = {
     "gating": "gating_enabled",
@@ -31,6 +32,7 @@ POLICY_KEYS = {
     "reserve_5h": "reserve_5h_pct",
     "reserve_7d": "reserve_7d_pct",
     "max_sessions": "max_sessions",
+    **top_up.TOP_UP_KEYS,
 }
 _ON = {"on", "true", "yes", "1"}
 _OFF = {"off", "false", "no", "0"}
@@ -86,8 +88,8 @@ def _policy_value(cur: Cursor, key: str, value: str) -> bool | float | int:
         if lowered in _ON | _OFF:
             return lowered in _ON
         raise cur.fail("on_or_off", key=key, value=shown(value))
-    if key == "max_sessions":
-        return cur.integer(value, key, 1, bounds.MAX_SESSIONS)
+    if key == "max_sessions" or POLICY_KEYS[key] in top_up.TOP_UP_RANGES:
+        return cur.integer(value, key, *top_up.TOP_UP_RANGES.get(POLICY_KEYS[key], (1, bounds.MAX_SESSIONS)))
     number = lowered.removesuffix("%")
     if re.fullmatch(r"\d{1,3}(\.\d{1,4})?", number, re.ASCII) is None or not 0 <= float(number) <= 100:
         raise cur.fail("percentage", key=key, value=shown(value))
