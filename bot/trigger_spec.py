@@ -10,7 +10,8 @@ is allowed; nothing is written before every field has passed.
     github_label   label (default pacer), repositories, authors, issues, pull_requests (bool),
                    trusted_associations (default OWNER, MEMBER, COLLABORATOR)
     schedule       cron* (crontab line), timezone (IANA name, default UTC); repository
-    ao_event       session_id* or filter* ({genesis, trigger, scheduling_class}), states*; repository
+    ao_event       session_id* or filter* ({genesis, trigger, scheduling_class}), states*; or
+                   events* (fleet events: no_sessions_in_progress) alone; repository
 
 `repository` ("owner/name") is the repository the trigger's sessions work in; GitHub triggers
 take it from the event instead.
@@ -30,7 +31,7 @@ from integrations.schedules import cron_trigger
 from scheduler import bounds
 from scheduler.errors import InvalidInput
 from scheduler.genesis import Genesis, parse_class
-from scheduler.session_events import FILTER_KEYS, STATES
+from scheduler.session_events import FILTER_KEYS, FLEET_EVENTS, STATES
 from templates import error_text
 from templates.render import compile_prompt, render_prompt
 
@@ -97,7 +98,7 @@ def check_group(value: Any) -> str | None:
     return bounds.check_text(value, "concurrency_group")
 
 
-def _sample_facts(kind: str) -> dict[str, Any] | None:
+def _sample_facts(kind: str, config: Any = None) -> dict[str, Any] | None:
     """Facts like the ones a fire gives the template (GitHub's as `bot.github_intake.github_facts`
     builds them), so a typo is caught at write time; None for Slack, whose templates are only
     compiled."""
@@ -108,6 +109,9 @@ def _sample_facts(kind: str) -> dict[str, Any] | None:
     if kind == "schedule":
         return {"fired_at": datetime(2026, 1, 5, 9, 0, tzinfo=UTC).isoformat(),
                 "schedule": {"cron": "0 9 * * 1-5", "timezone": "UTC"}, "text": ""}
+    if kind == "ao_event" and isinstance(config, Mapping) and "events" in config:
+        fleet = {"running": 1, "ceiling": 3, "stretch_minutes": 0, "cooldown_minutes": 30, "under_since": "2026-01-05T09:00:00+00:00"}
+        return {"event": "no_sessions_in_progress", "fleet": fleet, "text": "sample"}
     if kind == "ao_event":
         session = {"id": 1, "title": "sample", "status": "done", "genesis": "api", "scheduling_class": "spot",
                    "precedence": 0, "trigger": None, "requester": None, "prompt": "sample", "output": "sample output",
@@ -116,7 +120,8 @@ def _sample_facts(kind: str) -> dict[str, Any] | None:
     return None
 
 
-def check_template(source: Any, kind: str) -> str:
+def check_template(source: Any, kind: str, config: Any = None) -> str:
+    """`config` picks the facts an ao_event template is tried on: a session's, or a fleet event's."""
     if not isinstance(source, str) or not source.strip():
         raise InvalidInput(error_text("trigger_spec/template_empty"), field="prompt_template")
     if len(source) > TEMPLATE_CHARS:
@@ -126,7 +131,7 @@ def check_template(source: Any, kind: str) -> str:
         compile_prompt(source)
     except TemplateSyntaxError as exc:
         raise InvalidInput(error_text("trigger_spec/template_syntax", line=exc.lineno, message=exc.message), field="prompt_template") from None
-    facts = _sample_facts(kind)
+    facts = _sample_facts(kind, config)
     if facts is not None:
         context = {**facts, "trigger": {"id": 1, "name": "sample", "kind": kind}}
         try:
@@ -227,6 +232,8 @@ def _schedule(config: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def _ao_event(config: Mapping[str, Any]) -> dict[str, Any]:
+    if "events" in config:
+        return _fleet_events(config)
     out: dict[str, Any] = {}
     has_session, has_filter = "session_id" in config, "filter" in config
     if has_session == has_filter:
@@ -249,6 +256,20 @@ def _ao_event(config: Mapping[str, Any]) -> dict[str, Any]:
         raise InvalidInput(error_text("trigger_spec/state_unknown", state=bad[0], states=STATES), field="config.states")
     out["states"] = list(dict.fromkeys(states))
     return out
+
+
+def _fleet_events(config: Mapping[str, Any]) -> dict[str, Any]:
+    """An ao_event trigger on a fleet event watches no session: events stands alone."""
+    beside = [k for k in ("session_id", "filter", "states") if k in config]
+    if beside:
+        raise InvalidInput(error_text("trigger_spec/events_alone", key=beside[0]), field=f"config.{beside[0]}")
+    events = config["events"]
+    if not isinstance(events, list) or not events or not all(isinstance(e, str) for e in events):
+        raise InvalidInput(error_text("trigger_spec/events_required", events=FLEET_EVENTS), field="config.events")
+    bad = [e for e in events if e not in FLEET_EVENTS]
+    if bad:
+        raise InvalidInput(error_text("trigger_spec/event_unknown", event=bad[0], events=FLEET_EVENTS), field="config.events")
+    return {"events": list(dict.fromkeys(events))}
 
 
 def _filter(flt: Any) -> dict[str, Any]:
@@ -279,7 +300,7 @@ CONFIG_KEYS: Mapping[str, tuple[str, ...]] = {
     "github_issue": ("repositories", "labels", "authors", "trusted_associations"),
     "github_label": ("label", "repositories", "authors", "issues", "pull_requests", "trusted_associations"),
     "schedule": ("cron", "timezone", "repository"),
-    "ao_event": ("session_id", "filter", "states", "repository"),
+    "ao_event": ("session_id", "filter", "states", "events", "repository"),
 }
 _CONFIG_CHECKS: Mapping[str, Callable[[Mapping[str, Any]], dict[str, Any]]] = {
     "slack": _slack,
@@ -315,11 +336,13 @@ def check_spec(values: Mapping[str, Any]) -> TriggerSpec:
     kind = check_kind(values.get("kind"))
     if "prompt_template" not in values:
         raise InvalidInput(error_text("trigger_spec/template_required"), field="prompt_template")
+    name = check_name(values.get("name"))
+    config = check_config(kind, values.get("config", {}))
     return TriggerSpec(
-        name=check_name(values.get("name")),
+        name=name,
         kind=kind,
-        prompt_template=check_template(values.get("prompt_template"), kind),
-        config=check_config(kind, values.get("config", {})),
+        prompt_template=check_template(values.get("prompt_template"), kind, config),
+        config=config,
         scheduling_class=check_class(values.get("scheduling_class")),
         precedence=check_precedence(values.get("precedence")),
         concurrency_group=check_group(values.get("concurrency_group")),

@@ -100,7 +100,7 @@ def check_changes(trigger: Trigger, changes: Mapping[str, Any]) -> dict[str, Any
         elif key == "precedence":
             checked[key] = check_precedence(value)
         elif key == "prompt_template":
-            checked[key] = check_template(value, trigger.kind)
+            checked[key] = check_template(value, trigger.kind, changes.get("config", trigger.config))
         elif key == "config":
             checked[key] = check_config(trigger.kind, value)
         elif key == "concurrency_group":

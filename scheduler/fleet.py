@@ -104,6 +104,13 @@ _RUNNING = (  # built once: every decision reads it
 invalidated_by("running", Turn, Session)  # a class or weight change counts too
 
 
+def running_sessions(db: DBSession) -> int:
+    """Sessions with a turn a worker is running, every runtime and every class: the backlog
+    top-up ceiling's count (`scheduler.top_up`). The concurrency limit reads the same rows and
+    counts only the runtimes that spend quota."""
+    return len({sid for sid, *_ in running_rows(db)})
+
+
 def fleet_columns(db: DBSession, policy: PolicyView) -> list[tuple[int, bool, str]]:
     """(session id, is spot, runtime) for every turn a worker is executing now."""
     fleet = []

@@ -25,6 +25,7 @@ from scheduler import (
     session_events,
     sleep,
     sweeps,
+    top_up_sweep,
     trigger_release,
 )
 from scheduler.context import Context
@@ -62,5 +63,6 @@ def targets() -> dict[str, Callable[..., Any]]:
         "trigger_release": trigger_release.release_promoted,
         "ceiling_sweep": ceiling.ceiling_sweep,
         "auth_outage_sweep": auth_outage.unpark_sweep,
+        "top_up_sweep": top_up_sweep.top_up_sweep,
         "promote_after_message": promotion.promote_after_message,
     }

@@ -231,7 +231,7 @@ class Policy(SQLModel, table=True):
     top_up_cooldown_minutes: int = 30
 
 
-class TopUpState(SQLModel, table=True):
+class TopUpRecord(SQLModel, table=True):
     """The top-up sweep's own state, one row: written by the sweep, never by an operator, so
     outside the policy audit (seed 001, "Every change to both ceilings is recorded")."""
 

@@ -9,6 +9,10 @@ path that emitted the notice (a turn's completion, a request), in their own tran
 Loops are cut by lineage: every session an ao_event trigger spawns records the chain of ao_event
 triggers behind it (`source["ao_chain"]`), and a trigger never fires on a session whose chain
 contains it — so it never fires on a session it spawned itself, directly or through others.
+
+An ao_event trigger may instead subscribe to an event about the whole fleet (`config.events`):
+`no_sessions_in_progress`, which the top-up sweep fires while fewer sessions than the top-up
+ceiling are running (`scheduler.top_up`), so the idle fleet is handed more work.
 """
 
 from __future__ import annotations
@@ -31,6 +35,7 @@ from scheduler.policy import load_policy
 from scheduler.session_view import session_view
 from scheduler.sessions import class_of
 from scheduler.store import kept
+from scheduler.top_up import EVENT as NO_SESSIONS_IN_PROGRESS
 
 log = logging.getLogger("pacer.session_events")
 
@@ -46,12 +51,18 @@ NOTICE_STATE: Mapping[str, str] = {
     "archived": "archived",
 }
 FILTER_KEYS: tuple[str, ...] = ("genesis", "trigger", "scheduling_class")
+# Events about the whole fleet rather than one session; a trigger subscribes with `events`.
+FLEET_EVENTS: tuple[str, ...] = (NO_SESSIONS_IN_PROGRESS,)
 OUTPUT_CHARS = 4000
 _seq = itertools.count()
 
 
 def states_of(trigger: Trigger) -> frozenset[str]:
     return frozenset(str(s) for s in (trigger.config or {}).get("states", []))
+
+
+def events_of(trigger: Trigger) -> frozenset[str]:
+    return frozenset(str(e) for e in (trigger.config or {}).get("events", []))
 
 
 def chain_of(session: Session) -> list[int]:
@@ -168,3 +179,19 @@ def session_event(ctx: Context, session_id: int, new_status: str) -> list[Fired]
 
 def watched_states(triggers: Sequence[Trigger]) -> frozenset[str]:
     return frozenset().union(*(states_of(t) for t in triggers)) if triggers else frozenset()
+
+
+def fleet_event(ctx: Context, event: str, facts: Mapping[str, Any]) -> list[Fired]:
+    """Fire every enabled ao_event trigger subscribed to the fleet event `event` (the top-up
+    sweep's `no_sessions_in_progress`). Each session it spawns starts a chain of its own."""
+    with session_scope(ctx.engine) as db:
+        due = [t.id for t in _watchers(db) if t.id is not None and event in events_of(t)]
+    fired: list[Fired] = []
+    for trigger_id in due:
+        try:
+            fired.append(fire(ctx, trigger_id, TriggerEvent("ao_event", facts, source={
+                "kind": "ao_event", "fleet_event": event, "ao_chain": [trigger_id],
+            })))
+        except (InvalidInput, Refused) as exc:  # one bad trigger does not stop the others
+            log.warning("ao_event trigger #%s did not fire on %s: %s", trigger_id, event, exc)
+    return fired

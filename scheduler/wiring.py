@@ -34,6 +34,8 @@ PERIODIC: dict[str, timedelta] = {
     "operator_hold_sweep": timedelta(minutes=5),
     # The auth-outage park's owner: wakes the parked population once a login can serve.
     "auth_outage_sweep": auth_outage.SWEEP_EVERY,
+    # The backlog top-up ceiling: under-since, and no_sessions_in_progress once per cooldown.
+    "top_up_sweep": timedelta(minutes=1),
 }
 
 
