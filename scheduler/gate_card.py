@@ -1,7 +1,8 @@
 """The gate card: what the gate would decide for a spot session now, with every number behind
 it — windows, reserve, burn, sustainable rate, which ceiling holds and what lifts it, when the
 pool comes back, and the queue's counts. One builder; `pacer policy`, GET /api/v1/policy and
-the App Home all render it, so they cannot disagree."""
+the App Home all render it, so they cannot disagree. Beside the gate, the backlog top-up ceiling
+(`scheduler.top_up`): its thresholds, the running count against it and since when it is under."""
 
 from __future__ import annotations
 
@@ -21,6 +22,7 @@ from scheduler.policy import PolicyView, load_policy
 from scheduler.pool import CapacityState, capacity_sentence, pool_capacity, weekly_reset_sentence
 from scheduler.ports import AccountReading, QuotaReading
 from scheduler.snapshot import Asking, Snapshot
+from scheduler.top_up_sweep import TopUpReading, read_top_up
 
 
 @dataclass(frozen=True)
@@ -40,6 +42,7 @@ class GateCard:
     pool_state: CapacityState
     pool_sentence: str
     weekly_sentence: str | None
+    top_up: TopUpReading
 
     def as_dict(self) -> dict[str, object]:
         d = self.decision
@@ -77,7 +80,20 @@ class GateCard:
             "fleet": {"running_priority": self.running_priority, "running_spot": self.running_spot, "slots": self.snapshot.effective_slots},
             "queue": {"held": self.held, "paused": self.paused, "preempted": self.preempted, "parked_on_purpose": self.parked_on_purpose},
             "pool": {"state": str(self.pool_state), "capacity": self.pool_sentence, "next_7d_reset": self.weekly_sentence},
+            "top_up": self._top_up(),
         }
+
+    def _top_up(self) -> dict[str, object]:
+        t = self.top_up
+        return {
+            "ceiling": t.policy.ceiling, "stretch_minutes": t.policy.stretch_minutes, "cooldown_minutes": t.policy.cooldown_minutes,
+            "running": t.running, "under": t.is_under, "ceiling_above_workers": t.policy.ceiling > self.snapshot.agent_workers,
+            "under_since": _iso(t.state.under_since), "last_fired_at": _iso(t.state.fired_at), "next_firing_at": _iso(t.next_firing),
+        }
+
+
+def _iso(at: datetime | None) -> str | None:
+    return at.isoformat() if at is not None else None
 
 
 def _count(db: DBSession, *where: ColumnElement[bool] | bool) -> int:
@@ -102,7 +118,7 @@ def build_card(db: DBSession, ctx: Context, reading: QuotaReading | None, now: d
         paused=_count(db, waiting, col(Session.pause_reason).in_(["at_utilization_limit", "spot_budget"])),
         preempted=_count(db, col(Session.pause_reason) == "preempted_by_priority"),
         parked_on_purpose=_count(db, waiting, col(Session.pause_reason) == "user_spot_queue"),
-        pool_state=pool.state, pool_sentence=capacity_sentence(pool, now), weekly_sentence=weekly,
+        pool_state=pool.state, pool_sentence=capacity_sentence(pool, now), weekly_sentence=weekly, top_up=read_top_up(db, policy.top_up),
     )
 
 

@@ -193,3 +193,54 @@ def test_a_trigger_on_fleet_events_watches_no_session_and_names_what_is_allowed(
     assert refused.value.field == "prompt_template"
     assert check_spec({**base, "config": {"events": ["no_sessions_in_progress"] * 2}}).config == {"events": ["no_sessions_in_progress"]}
 
+
+def test_the_gate_card_shows_the_thresholds_the_count_and_under_its_ceiling_since(env) -> None:
+    from scheduler.gate_card import build_card, render_card
+
+    ctx, deferrer, _workers = env
+    set_top_up(ctx, top_up_ceiling=3, top_up_stretch_minutes=5, top_up_cooldown_minutes=30)
+    start(ctx, "one")
+    for i in range(3):
+        start(ctx, f"busy {i}")
+    deferrer.advance(MINUTE)
+    top_up_sweep(ctx)
+
+    def card() -> tuple[dict, str]:
+        with session_scope(ctx.engine) as db:
+            built = build_card(db, ctx, None, ctx.clock.now())
+        return built.as_dict()["top_up"], render_card(built)
+
+    data, text = card()
+    assert data == {"ceiling": 3, "stretch_minutes": 5, "cooldown_minutes": 30, "running": 4, "under": False, "ceiling_above_workers": False,
+                    "under_since": None, "last_fired_at": None, "next_firing_at": None}
+    assert "Backlog top-up: 4 running a turn against a ceiling of 3 (every runtime) · stretch 5 min · cooldown 30 min\n" in text
+    assert "  At or over its ceiling: no top-up\n" in text
+    deferrer.advance(60 * MINUTE)
+    crossed = ctx.clock.now()
+    top_up_sweep(ctx)
+    data, text = card()
+    assert data["running"] == 0 and data["under"] and data["under_since"] == crossed.isoformat()
+    assert data["next_firing_at"] == (crossed + 5 * MINUTE).isoformat() and data["last_fired_at"] is None
+    assert "  Under its ceiling since 2026-11-02 10:01 UTC · next top-up no sooner than 2026-11-02 10:06 UTC\n" in text
+    set_top_up(ctx, top_up_ceiling=0)
+    assert "Backlog top-up: off (ceiling 0) · 0 running a turn" in card()[1]
+
+
+def test_pacer_policy_on_slack_and_the_console_shows_the_thresholds_and_under_since(any_engine, clock) -> None:
+    from bot import chat
+    from tests.api_client import make_api
+
+    api = make_api(any_engine, clock, max_sessions=4)
+    try:
+        chat.answer(api.pacer, "alice", "policy set top_up=2 top_up_stretch=5 top_up_cooldown=20", surface="slack")
+        top_up_sweep(api.ctx)
+        slack = chat.answer(api.pacer, "bob", "policy", surface="slack").text
+        assert "• top_up: *2* (stretch *5* min, cooldown *20* min)\n" in slack
+        assert ("Backlog top-up: 0 running a turn against a ceiling of *2* (every runtime) · stretch 5 min · cooldown 20 min"
+                " · under its ceiling since 2026-11-02 09:00 UTC · next top-up no sooner than 2026-11-02 09:05 UTC") in slack
+        console = chat.answer(api.pacer, "bob", "policy", surface="console").text
+        assert "  top_up: 2 (stretch 5 min, cooldown 20 min)\n" in console
+        assert "  Under its ceiling since 2026-11-02 09:00 UTC · next top-up no sooner than 2026-11-02 09:05 UTC\n" in console
+        assert api.get("/policy").json()["gate"]["top_up"]["under_since"] == T0.isoformat()
+    finally:
+        api.close()
