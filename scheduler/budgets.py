@@ -59,8 +59,9 @@ def spent_on(db: DBSession, runtime: str, since: datetime | None) -> float:
 
 
 # A queue pass asks for every candidate of a budgeted runtime: one sum per runtime per
-# transaction, again after the transaction records a turn or resets a spend.
-invalidated_by("spend", Turn)
+# transaction, again after it resets a spend. Starting a turn spends nothing yet, and a turn's
+# cost is written (`completion.complete_turn`) before any admission in its transaction, so a
+# turn write does not drop the sum: a pass that starts ten sessions reads it once, not ten times.
 invalidated_by("spend", Policy)
 
 
@@ -111,7 +112,8 @@ def reconcile(ctx: Context) -> None:
         live = queue_holds.live_hold(db, None, now)
         if not policy.cost_budgets and (live is None or live.reason != REASON):
             return
-        over = [s for s in spends(db, policy, sorted(_held_runtimes(db))) if s.is_over] if policy.cost_budgets else []
+        held = sorted(_held_runtimes(db) & set(policy.cost_budgets)) if policy.cost_budgets else []
+        over = [s for s in (spend_of(db, policy, r) for r in held) if s.is_over]
         if not over:
             if live is not None and live.reason == REASON:
                 queue_holds.release(db, live, now, by="the spend was reset or the budget changed", effects=effects)

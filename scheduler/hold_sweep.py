@@ -1,7 +1,8 @@
 """The holds' periodic sweep: prune stale operator holds, lift queue holds whose time passed,
-report a queue waiting on prerequisites, and raise any hold deadlock not yet raised (seed 000,
-"stale pruning"; seed 002, "Prerequisite"). A TTL and a "Resumes at" have alarms of their own;
-this is the net under them.
+report a queue waiting on prerequisites, a group whose every candidate overlaps blocked work and
+a session waiting on a runtime over its cost budget, and raise any hold deadlock not yet raised
+(seed 000, "stale pruning"; seed 002, "The holds"). A TTL and a "Resumes at" have alarms of their
+own, and a requested queue pass reports the derived holds; this is the net under them.
 """
 
 from __future__ import annotations

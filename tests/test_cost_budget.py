@@ -41,6 +41,8 @@ def _spent_two_dollars(any_engine, clock):
 
 def test_seed_002_cost_budget_holds_the_picked_session_and_names_provider_and_spend(any_engine, clock) -> None:
     ctx, deferrer, _workers, heard = _spent_two_dollars(any_engine, clock)
+    run_periodic(ctx, "operator_hold_sweep")
+    assert holds(ctx).queue_holds == []  # over budget, but no session waits on it: nothing is held
     picked = new(ctx, title="second")
     sub = submit_turn(ctx, picked, "go")
     assert (sub.outcome, sub.reason) == ("held", "cost_budget")
