@@ -14,6 +14,7 @@ import logging
 from datetime import datetime, timedelta
 from typing import Any
 
+from sqlalchemy import func
 from sqlalchemy import select as sa_select
 from sqlmodel import Session as DBSession
 from sqlmodel import col, select
@@ -109,6 +110,21 @@ def running_sessions(db: DBSession) -> int:
     top-up ceiling's count (`scheduler.top_up`). The concurrency limit reads the same rows and
     counts only the runtimes that spend quota."""
     return len({sid for sid, *_ in running_rows(db)})
+
+
+def waiting_for_workers(db: DBSession, workers: int) -> int:
+    """Turns counted as running that no worker thread executes yet (seed 001, "What the ceiling
+    counts": "N more waiting for one of the M worker slots"). A turn is running from the
+    transaction that starts it, so two kinds wait: one handed to worker machines whose job no
+    worker has claimed (no owner yet, `leases.claim`), and one a process's pool holds beyond its
+    `workers` threads (a priority start, a runtime that spends no quota or gating off can take the
+    fleet past the pool). The second reads each owner's count against this process's
+    PACER_AGENT_WORKERS, which every process of a deployment shares."""
+    unclaimed = db.exec(select(func.count()).select_from(Turn).where(
+        col(Turn.status) == "running", col(Turn.owner).is_(None), col(Turn.job_id).is_not(None))).one()
+    owned = db.exec(select(func.count()).select_from(Turn).where(
+        col(Turn.status) == "running", col(Turn.owner).is_not(None)).group_by(col(Turn.owner))).all()
+    return int(unclaimed) + sum(max(0, int(n) - workers) for n in owned)
 
 
 def fleet_columns(db: DBSession, policy: PolicyView) -> list[tuple[int, bool, str]]:

@@ -15,7 +15,7 @@ from sqlmodel import col, select
 
 from scheduler.context import Context
 from scheduler.explain import Explanation, explain
-from scheduler.fleet import build_snapshot, burn_rate
+from scheduler.fleet import build_snapshot, burn_rate, waiting_for_workers
 from scheduler.gate import Decision, evaluate
 from scheduler.models import Session, Status
 from scheduler.policy import PolicyView, load_policy
@@ -43,6 +43,7 @@ class GateCard:
     pool_sentence: str
     weekly_sentence: str | None
     top_up: TopUpReading
+    waiting_for_workers: int
 
     def as_dict(self) -> dict[str, object]:
         d = self.decision
@@ -77,7 +78,8 @@ class GateCard:
                 }
                 for w in d.windows
             ],
-            "fleet": {"running_priority": self.running_priority, "running_spot": self.running_spot, "slots": self.snapshot.effective_slots},
+            "fleet": {"running_priority": self.running_priority, "running_spot": self.running_spot, "slots": self.snapshot.effective_slots,
+                      "workers": self.snapshot.agent_workers, "waiting_for_workers": self.waiting_for_workers},
             "queue": {"held": self.held, "paused": self.paused, "preempted": self.preempted, "parked_on_purpose": self.parked_on_purpose},
             "pool": {"state": str(self.pool_state), "capacity": self.pool_sentence, "next_7d_reset": self.weekly_sentence},
             "top_up": self._top_up(),
@@ -119,6 +121,7 @@ def build_card(db: DBSession, ctx: Context, reading: QuotaReading | None, now: d
         preempted=_count(db, col(Session.pause_reason) == "preempted_by_priority"),
         parked_on_purpose=_count(db, waiting, col(Session.pause_reason) == "user_spot_queue"),
         pool_state=pool.state, pool_sentence=capacity_sentence(pool, now), weekly_sentence=weekly, top_up=read_top_up(db, policy.top_up),
+        waiting_for_workers=waiting_for_workers(db, ctx.agent_workers),
     )
 
 
