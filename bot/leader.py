@@ -142,7 +142,9 @@ def leader_address(engine: Engine) -> str | None:
         with engine.connect() as conn:
             name = conn.execute(
                 text("SELECT a.application_name FROM pg_locks l JOIN pg_stat_activity a ON a.pid = l.pid "
-                     "WHERE l.locktype = 'advisory' AND l.granted AND l.classid = 0 AND l.objid = :k"),
+                     "WHERE l.locktype = 'advisory' AND l.granted AND l.classid = 0 AND l.objid = :k "
+                     # pg_locks lists every database's locks; an advisory lock is one database's own.
+                     "AND l.database = (SELECT oid FROM pg_database WHERE datname = current_database())"),
                 {"k": LOCK_KEY},
             ).scalar()
     except (OSError, SQLAlchemyError):

@@ -14,12 +14,13 @@ import time
 from pathlib import Path
 
 import pytest
+from sqlalchemy import text
 from sqlmodel import select
 
 from bot import runtime, settings_checks
 from bot.app import create_app
 from bot.drain import drain
-from bot.leader import Leadership, leader_address
+from bot.leader import LOCK_KEY, Leadership, leader_address
 from bot.settings import load
 from scheduler import db as dbmod
 from scheduler.clock import SystemClock
@@ -205,6 +206,21 @@ def test_leader_address_is_read_from_the_lock(any_engine) -> None:
         assert leader_address(any_engine) is None  # a new leader clears what the last one said
     finally:
         successor.stop()
+
+
+@pytest.mark.parametrize("any_engine", ["postgres"], indirect=True)
+def test_a_leader_of_another_database_on_the_server_is_not_this_ones(any_engine) -> None:
+    """pg_locks lists the advisory locks of every database on the server: Pacer on another
+    database (a second deployment, or another run of these tests) must not be taken for ours."""
+    elsewhere = dbmod.make_engine(any_engine.url.set(database="postgres").render_as_string(hide_password=False))
+    try:
+        with elsewhere.connect() as conn:
+            conn.execute(text("SELECT set_config('application_name', 'pacer http://127.0.0.1:1', false)"))
+            assert conn.execute(text("SELECT pg_try_advisory_lock(:k)"), {"k": LOCK_KEY}).scalar() is True
+            assert leader_address(any_engine) is None
+            conn.execute(text("SELECT pg_advisory_unlock(:k)"), {"k": LOCK_KEY})
+    finally:
+        elsewhere.dispose()
 
 
 def test_pacer_console_speaks_to_the_port_the_server_uses(tmp_path: Path) -> None:
