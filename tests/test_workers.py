@@ -5,7 +5,8 @@ and a stand-in agent logs each run it starts, so a turn run twice, or never, sho
 Sessions arrive through both replicas, priority and spot; one worker is killed with SIGKILL while
 it runs turns. Every attempt runs once (the agent's log against the turn rows), the dead worker's
 turns come back once their leases run out and run again on the other worker, and every session
-ends done.
+ends done. An archive decided on `pacer serve` stops the agent on the worker, and a worker
+stopped with SIGTERM hands a turn that outlasts its drain back for the next worker.
 """
 
 from __future__ import annotations
@@ -34,15 +35,18 @@ SESSIONS = 60  # a third priority, the rest spot
 SLOTS = 12  # two workers of six
 
 # A stand-in for a coding agent: logs "<session> <turn> <pid> <epoch>" as it starts, then works for the
-# seconds its prompt names ("sleep=N").
+# seconds its prompt names ("sleep=N"), or one second when it continues a session it has worked on
+# before (as an agent's --resume picks up where it left off).
 AGENT = """
 import json, os, re, sys, time
 session, turn = sys.argv[1], sys.argv[2]
 prompt = sys.stdin.read()
-with open(os.environ["P12_AGENT_LOG"], "a") as f:
+log = os.environ["P12_AGENT_LOG"]
+again = os.path.exists(log) and any(line.split(" ")[0] == session for line in open(log).read().splitlines() if line)
+with open(log, "a") as f:
     f.write(f"{session} {turn} {os.getpid()} {time.time()}\\n")
 asked = re.search(r"sleep=([0-9.]+)", prompt)
-time.sleep(float(asked.group(1)) if asked else 1.0)
+time.sleep(1.0 if again or not asked else float(asked.group(1)))
 print(json.dumps({"type": "result", "is_error": False, "result": "ok", "total_cost_usd": 0.001, "session_id": f"agent-{session}"}))
 """
 
@@ -105,8 +109,8 @@ class Cluster:
         if not wait_until_up(f"http://127.0.0.1:{port}", 30, alive=lambda: proc.poll() is None):
             raise AssertionError(self.logs(name)[-4000:])
 
-    def worker(self, name: str) -> None:
-        proc = self.start(name, "worker", PACER_AGENT_WORKERS=str(SLOTS // 2))
+    def worker(self, name: str, **extra: str) -> None:
+        proc = self.start(name, "worker", **{"PACER_AGENT_WORKERS": str(SLOTS // 2), **extra})
         if not _until(lambda: "takes up to" in self.logs(name) or proc.poll() is not None, 30) or proc.poll() is not None:
             raise AssertionError(self.logs(name)[-4000:])
 
@@ -254,3 +258,37 @@ def test_fly_and_compose_run_workers_beside_the_replicas() -> None:
         if "command" in service:  # every Pacer process: valid settings, one database, one queue
             settings = load({k: str(v) for k, v in service["environment"].items()}, toml_path=None)
             assert (settings.turn_queue, settings.sqlite) == ("procrastinate", False), name
+
+
+def test_an_archive_halts_a_turn_on_a_worker_and_a_stopping_worker_hands_its_turn_back(database_url: str, tmp_path: Path) -> None:
+    cluster = Cluster(tmp_path, database_url)
+    engine = dbmod.make_engine(database_url)
+    try:
+        cluster.serve("serve")
+        cluster.worker("worker-a", PACER_DRAIN_SECONDS="1")
+        with httpx.Client(timeout=10) as client:
+            archived = cluster.new(client, 0, "archived mid-turn sleep=60", "priority")
+            handed = cluster.new(client, 0, "handed back sleep=60", "priority")
+            assert _until(lambda: len(cluster.runs()) == 2, 20), cluster.logs("worker-a")[-3000:]
+            r = client.post(f"http://127.0.0.1:{cluster.ports[0]}/api/v1/sessions/{archived}/archive", headers={"Authorization": f"Bearer {TOKEN}"})
+            assert r.status_code == 200, r.text
+            asked = time.monotonic()
+            halted = lambda: _rows(engine, "SELECT status FROM turns WHERE session_id = :s", s=archived) == [("halted",)]  # noqa: E731
+            assert _until(halted, 10), _rows(engine, "SELECT session_id, status, outcome FROM turns")
+            print(f"an archive on pacer serve halted the agent on pacer worker in {time.monotonic() - asked:.1f} s")
+
+        cluster.procs["worker-a"].send_signal(signal.SIGTERM)  # past PACER_DRAIN_SECONDS, its turn goes back
+        assert cluster.procs["worker-a"].wait(timeout=20) == 0, cluster.logs("worker-a")[-3000:]
+        first = _rows(engine, "SELECT status, outcome FROM turns WHERE session_id = :s ORDER BY id", s=handed)
+        assert first[0] == ("failed", "interrupted"), first
+        cluster.worker("worker-b")
+        done = lambda: _rows(engine, "SELECT status FROM sessions WHERE id = :s", s=handed) == [("done",)]  # noqa: E731
+        assert _until(done, 20), (_rows(engine, "SELECT id, status, outcome, owner, job_id FROM turns"), cluster.logs("worker-b")[-2000:])
+    finally:
+        cluster.stop()
+    turns = _rows(engine, "SELECT session_id, id, status, outcome FROM turns ORDER BY id")
+    engine.dispose()
+    assert [(s, st, o) for s, _t, st, o in turns] == [
+        (archived, "halted", "halted"), (handed, "failed", "interrupted"), (handed, "done", "success"),
+    ], turns
+    assert Counter(turn for _s, turn in cluster.runs()) == Counter({turn_id: 1 for _s, turn_id, _st, _o in turns})
