@@ -205,7 +205,7 @@ def test_why_names_the_headline_and_the_others_on_the_record(pacer) -> None:
          park_reason="auth_outage", park_at=T0 + timedelta(seconds=15))
     lines = ask(pacer, f"why #{sid}", actor="UMEM").text.splitlines()
     assert lines[0] == f"#{sid} stuck · waiting · [github_issue · spot] · p0"
-    assert lines[1] == "Waiting because parked: auth_outage (since 2026-11-02 09:00 UTC) [resumed by the queue hold's resume]"
+    assert lines[1] == "Waiting because parked: auth_outage (since 2026-11-02 09:00 UTC) [resumed by the un-park sweep]"
     assert lines[2].startswith("Also on the record, and not why it is waiting now: held: at_utilization_limit")
     assert ask(pacer, f"why {add(pacer, 1)}").text.endswith("it is queued and waits only for its turn in the queue.")
     refused(pacer, "why 999", "UMEM", "session #999 does not exist", USAGE["why"])
