@@ -111,7 +111,7 @@ def _allow(reason: Reason, snapshot: Snapshot | None = None, **kw: object) -> De
     if snapshot is not None:
         extra = dict(
             slots=snapshot.effective_slots,
-            configured_max=snapshot.policy.max_sessions,
+            configured_max=snapshot.policy.effective_max,
             slots_unreachable=snapshot.slots_unreachable,
             pool=snapshot.pool,
         )
@@ -264,7 +264,7 @@ def evaluate(
         fleet_running=running,
         spot_in_flight=spot_in_flight,
         slots=slots,
-        configured_max=snapshot.policy.max_sessions,
+        configured_max=snapshot.policy.effective_max,
         slots_unreachable=snapshot.slots_unreachable,
         own_burn=own_burn,
         own_exceeds_curve=own_exceeds,

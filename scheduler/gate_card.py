@@ -54,6 +54,10 @@ class GateCard:
                 "reserve_5h_pct": self.policy.reserve_5h_pct,
                 "reserve_7d_pct": self.policy.reserve_7d_pct,
                 "max_sessions": self.policy.max_sessions,
+                "max_sessions_override": self.policy.max_sessions_override,
+                "max_sessions_override_until": (
+                    self.policy.max_sessions_override_until.isoformat() if self.policy.max_sessions_override_until else None
+                ),
                 "effective_slots": self.snapshot.effective_slots,
                 "slots_unreachable": self.snapshot.slots_unreachable,
                 "preemption_enabled": self.policy.preemption_enabled,

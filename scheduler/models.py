@@ -221,6 +221,9 @@ class Policy(SQLModel, table=True):
     reserve_5h_pct: float = 20.0
     reserve_7d_pct: float = 20.0
     max_sessions: int = 10
+    # A temporary max sessions (seed 000): in force until its expiry, then the configured one again.
+    max_sessions_override: int | None = None
+    max_sessions_override_until: datetime | None = utc_column()
     preemption_enabled: bool = True
     genesis_class_overrides: dict[str, str] = json_column({})
     cost_budgets: dict[str, float] = json_column({})  # runtime -> US dollars (seed 002, "Cost budget")

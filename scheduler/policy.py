@@ -7,7 +7,7 @@ import logging
 import math
 from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 
 from sqlalchemy import select as sa_select
@@ -36,8 +36,12 @@ FLEET_POLICY_ATTRIBUTES = (
     "genesis_class_overrides",
     "cost_budgets",
     "spend_reset_at",
+    "max_sessions_override",
+    "max_sessions_override_until",
     *TOP_UP_ATTRIBUTES,
 )
+MAX_OVERRIDE_FOR = timedelta(days=7)  # a temporary value is temporary: at most a week
+OVERRIDE_EXPIRY_JOB = "max_override_expiry"
 
 
 @dataclass(frozen=True)
@@ -52,15 +56,22 @@ class PolicyView:
     overrides: Mapping[Genesis, SchedulingClass]
     cost_budgets: Mapping[str, float] = field(default_factory=dict)  # runtime -> US dollars
     spend_reset_at: Mapping[str, datetime] = field(default_factory=dict)  # runtime -> its spend counts from
+    max_sessions_override: int | None = None  # a temporary max sessions, until its expiry clears it
+    max_sessions_override_until: datetime | None = None
     top_up: TopUpPolicy = TopUpPolicy()
 
     def reserve_pct(self, window: str) -> float:
         return self.reserve_7d_pct if window == "7d" else self.reserve_5h_pct
 
+    @property
+    def effective_max(self) -> int:
+        """Seed 000: an active temporary value first, the configured one second."""
+        return self.max_sessions_override if self.max_sessions_override is not None else self.max_sessions
+
     def slots(self, agent_workers: int) -> int:
         """The slots that bind: the worker pool bounds the ceiling whatever the setting says
         (seed 001, "What the ceiling counts": min(configured, the pool))."""
-        return min(self.max_sessions, agent_workers)
+        return min(self.effective_max, agent_workers)
 
 
 def ensure_policy(db: DBSession, defaults: Mapping[str, Any] | None = None) -> Policy:
@@ -82,6 +93,8 @@ def view(row: Policy) -> PolicyView:
         overrides=validate_overrides(row.genesis_class_overrides or {}),
         cost_budgets=dict(row.cost_budgets or {}),
         spend_reset_at=_instants(row.spend_reset_at or {}),
+        max_sessions_override=row.max_sessions_override,
+        max_sessions_override_until=row.max_sessions_override_until,
         top_up=TopUpPolicy(row.top_up_ceiling, row.top_up_stretch_minutes, row.top_up_cooldown_minutes),
     )
 
@@ -93,6 +106,7 @@ def _instants(stored: Mapping[str, str]) -> dict[str, datetime]:
 _COLUMNS: tuple[Any, ...] = (
     Policy.gating_enabled, Policy.reserve_5h_pct, Policy.reserve_7d_pct, Policy.max_sessions,
     Policy.preemption_enabled, Policy.genesis_class_overrides, Policy.cost_budgets, Policy.spend_reset_at,
+    Policy.max_sessions_override, Policy.max_sessions_override_until,
     Policy.top_up_ceiling, Policy.top_up_stretch_minutes, Policy.top_up_cooldown_minutes,
 )
 _ROW = sa_select(*_COLUMNS).where(col(Policy.id) == 1)  # built once: it is read by nearly every transaction
@@ -108,11 +122,12 @@ def _read(db: DBSession) -> PolicyView:
     found = core(db, _ROW).first()
     if found is None:
         return view(ensure_policy(db))
-    gating, reserve_5h, reserve_7d, max_sessions, preemption, overrides, budgets, resets, *top_up = found
+    gating, reserve_5h, reserve_7d, max_sessions, preemption, overrides, budgets, resets, temporary, until, *top_up = found
     return PolicyView(
         gating_enabled=gating, reserve_5h_pct=reserve_5h, reserve_7d_pct=reserve_7d, max_sessions=max_sessions,
         preemption_enabled=preemption, overrides=validate_overrides(overrides or {}),
         cost_budgets=dict(budgets or {}), spend_reset_at=_instants(resets or {}), top_up=TopUpPolicy(*top_up),
+        max_sessions_override=temporary, max_sessions_override_until=until,
     )
 
 
@@ -160,8 +175,14 @@ def _coerce(key: str, raw: Any) -> Any:
         if not 0 <= value <= 100:
             raise InvalidInput(error_text("policy/not_percentage", key=key, raw=raw), field=key)
         return value
-    if key == "max_sessions":
-        rule = error_text("policy/max_sessions_range", raw=raw, max_sessions=MAX_SESSIONS)
+    if key == "max_sessions_override_until":
+        if raw is not None and not (isinstance(raw, datetime) and raw.tzinfo is not None):
+            raise InvalidInput(error_text("policy/override_until_instant", raw=raw), field=key)
+        return raw
+    if key == "max_sessions_override" and raw is None:
+        return None
+    if key in ("max_sessions", "max_sessions_override"):
+        rule = error_text("policy/max_sessions_range", raw=raw, max_sessions=MAX_SESSIONS, key=key)
         if isinstance(raw, bool) or not isinstance(raw, int | str):
             raise InvalidInput(rule, field=key)
         try:
@@ -220,11 +241,12 @@ def change_policy(
         if key in coerced:
             _known_runtimes(key, coerced[key], runtimes)
     row = ensure_policy(db)
+    _check_temporary(coerced, row, now)
     moved: dict[str, list[Any]] = {}
     for key, value in coerced.items():
         old = getattr(row, key)
         if old != value:
-            moved[key] = [old, value]
+            moved[key] = [_stored(old), _stored(value)]
             setattr(row, key, value)
     if not moved:
         return None
@@ -276,8 +298,45 @@ def set_policy(
             wanted["genesis_class_overrides"] = merged
         audit = change_policy(db, wanted, surface=surface, actor=actor, now=ctx.clock.now(), runtimes=ctx.runtimes)
     if audit is not None:
+        until = audit.changes.get("max_sessions_override_until", [None, None])[1]
+        if until is not None:  # replacing a temporary value moves its expiry with it
+            ctx.schedule(OVERRIDE_EXPIRY_JOB, datetime.fromisoformat(until), "max_override_expired")
         request_queue_pass(ctx)
     return audit
+
+
+def _check_temporary(coerced: dict[str, Any], row: Policy, now: datetime) -> None:
+    """A temporary max sessions comes with its expiry, in the future and at most a week away;
+    clearing it clears both (seed 000: "expiry or Clear resumes configured behavior")."""
+    if "max_sessions_override" not in coerced and "max_sessions_override_until" not in coerced:
+        return
+    value = coerced.get("max_sessions_override", row.max_sessions_override)
+    if value is None:
+        coerced["max_sessions_override"] = coerced["max_sessions_override_until"] = None
+        return
+    until = coerced.get("max_sessions_override_until")
+    if until is None or not now < until <= now + MAX_OVERRIDE_FOR:
+        raise InvalidInput(error_text("policy/override_needs_expiry", most=MAX_OVERRIDE_FOR), field="max_sessions_override_until")
+
+
+def _stored(value: Any) -> Any:
+    """A value as the audit's JSON keeps it."""
+    return value.isoformat() if isinstance(value, datetime) else value
+
+
+def expire_max_override(ctx: Context) -> bool:
+    """The temporary max sessions' alarm: at its expiry the configured value is in force again,
+    audited like any change. Lowering the cap stops nobody running (seed 000: non-preemptive)."""
+    now = ctx.clock.now()
+    with session_scope(ctx.engine) as db:
+        row = ensure_policy(db)
+        until = row.max_sessions_override_until
+        if row.max_sessions_override is None or until is None or until > now:
+            return False  # cleared or replaced since the alarm was armed
+        audit = change_policy(db, {"max_sessions_override": None}, surface="expiry", actor=None, now=now)
+    if audit is not None:
+        request_queue_pass(ctx)
+    return True
 
 
 def _fmt(value: Any) -> str:

@@ -66,4 +66,4 @@ class Snapshot:
     @property
     def slots_unreachable(self) -> bool:
         """The configured max is above the worker pool, so it can never bind."""
-        return self.policy.max_sessions > self.agent_workers
+        return self.policy.effective_max > self.agent_workers

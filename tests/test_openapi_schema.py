@@ -73,7 +73,8 @@ CHECKS = [
 # template that must compile and render with that kind's facts, a kind that cannot change, a
 # wake-up time that must be in the future by the server's clock).
 SERVER_CHECKED = {
-    ("PATCH", "/api/v1/policy"): ("cost_budgets",),  # a runtime of this deployment
+    # a runtime of this deployment; a temporary max's expiry, which must be ahead of now
+    ("PATCH", "/api/v1/policy"): ("cost_budgets", "max_sessions_override_until"),
     ("POST", "/api/v1/policy/reset-spend"): ("runtime",),
     ("POST", "/api/v1/sessions/{session_id}/pause"): ("until",),
     ("POST", "/api/v1/sessions"): ("parent_session_id", "forked_from"),

@@ -12,7 +12,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, BeforeValidator, ConfigDict, Field
+from pydantic import AwareDatetime, BaseModel, BeforeValidator, ConfigDict, Field
 from pydantic_core import PydanticCustomError
 
 from bot.api.fields import (
@@ -296,6 +296,12 @@ Budget = Annotated[float, Field(gt=0, allow_inf_nan=False)]
 
 
 class PolicyPatch(Change):
+    # A temporary max sessions comes with its expiry (its being ahead of now only the server can say).
+    model_config = ConfigDict(json_schema_extra={
+        "if": {"properties": {"max_sessions_override": {"type": "integer"}}, "required": ["max_sessions_override"]},
+        "then": {"required": ["max_sessions_override_until"]},
+    })
+
     gating_enabled: bool | None = None
     reserve_5h_pct: float | None = Field(None, ge=0, le=100, allow_inf_nan=False)
     reserve_7d_pct: float | None = Field(None, ge=0, le=100, allow_inf_nan=False)
@@ -311,6 +317,13 @@ class PolicyPatch(Change):
     top_up_ceiling: TopUpCeiling | None = Field(None, description="Top up while fewer sessions than this run a turn; 0: off")
     top_up_stretch_minutes: TopUpStretch | None = Field(None, description="How long under the ceiling before the first top-up")
     top_up_cooldown_minutes: TopUpCooldown | None = Field(None, description="The least time between two top-ups")
+    max_sessions_override: MaxSessions | None = Field(
+        None, description="A temporary max sessions, in force until max_sessions_override_until (given with it, at most 7 days "
+        "away); null clears it and the configured max_sessions is in force again"
+    )
+    max_sessions_override_until: AwareDatetime | None = Field(
+        None, strict=False, description="When the temporary max sessions expires (ISO 8601 with an offset)"
+    )
 
 
 class SpendReset(Change):
@@ -325,6 +338,8 @@ class PolicyRow(BaseModel):
     preemption_enabled: bool
     genesis_class_overrides: dict[str, str]
     cost_budgets: dict[str, float] = Field(default_factory=dict, description="runtime -> US dollars")
+    max_sessions_override: int | None = Field(None, description="A temporary max sessions in force, or null")
+    max_sessions_override_until: datetime | None = Field(None, description="When the temporary max sessions expires")
     spend: list[dict[str, Any]] = Field(
         default_factory=list, description="Each budgeted runtime's spend since its last reset: runtime, spent, budget, since, over"
     )

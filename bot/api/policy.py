@@ -46,6 +46,8 @@ def _row(db: DBSession, row: Policy) -> dict[str, Any]:
         "reserve_5h_pct": row.reserve_5h_pct,
         "reserve_7d_pct": row.reserve_7d_pct,
         "max_sessions": row.max_sessions,
+        "max_sessions_override": row.max_sessions_override,
+        "max_sessions_override_until": row.max_sessions_override_until,
         "preemption_enabled": row.preemption_enabled,
         "genesis_class_overrides": dict(row.genesis_class_overrides or {}),
         "cost_budgets": dict(row.cost_budgets or {}),
@@ -87,8 +89,10 @@ def patch_policy(body: PolicyPatch, request: Request, who: CallerDep) -> dict[st
             changes["cost_budgets"] = {}  # null removes every budget
         else:
             budgets = given  # merged onto those in force; a null value removes one
+    temporary = {key: changes.pop(key) for key in ("max_sessions_override", "max_sessions_override_until") if key in changes}
     for key in [k for k, v in changes.items() if v is None]:
         changes.pop(key)
+    changes.update(temporary)  # null clears a temporary max sessions
     audit = set_policy(ctx, changes, overrides=overrides, budgets=budgets, surface="api", actor=who.name)
     with session_scope(ctx.engine) as db:
         row = _row(db, ensure_policy(db))

@@ -174,6 +174,7 @@ class PolicySet:
     overrides: tuple[tuple[str, str | None], ...] = ()
     budgets: tuple[tuple[str, float | None], ...] = ()
     reset_spend: tuple[str, ...] = ()
+    temporary_max: tuple[int | None, timedelta | None] | None = None  # (n, for how long); (None, None) clears
 
 
 @dataclass(frozen=True)

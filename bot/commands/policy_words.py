@@ -5,6 +5,7 @@
     policy set max_sessions=4 reserve_5h=30 settings (top_up=3 …: `scheduler.top_up`), `override:<genesis>=…`,
     policy set budget:claude_code=50        `budget:<runtime>=<US dollars>|none` cost budgets
     policy reset-spend claude_code          count that runtime's spend from now (seed 002)
+    policy max-override 12 for 2h           a temporary max sessions (seed 000); `… clear` ends it
 
 A budget's amount is checked here with the scheduler's own rule (`policy.budget_amount`); whether
 the runtime exists is for `set_policy` to say, since only the deployment knows its runtimes.
@@ -16,6 +17,7 @@ import re
 
 import bot.commands.command as c
 from bot.commands.cursor import Cursor, shown
+from bot.commands.times import parse_duration
 from scheduler import bounds, top_up
 from scheduler.errors import InvalidInput
 from scheduler.genesis import OVERRIDABLE, Genesis
@@ -25,6 +27,7 @@ POLICY_USAGE = (
     "policy [set gating=on|off preemption=on|off reserve_5h=<pct> reserve_7d=<pct> max_sessions=<n> "
     "top_up=<n> top_up_stretch=<min> top_up_cooldown=<min> override:<genesis>=priority|spot|default "
     "budget:<runtime>=<usd>|none]  |  policy reset-spend <runtime>"
+    "  |  policy max-override <n> for <duration>|clear"
 )
 POLICY_KEYS = {
     "gating": "gating_enabled",
@@ -43,7 +46,9 @@ def parse_policy(cur: Cursor) -> c.PolicyShow | c.PolicySet:
     action = cur.peek()
     if action is None:
         return c.PolicyShow()
-    cur.take("set or reset-spend")
+    cur.take("set, reset-spend or max-override")
+    if action.lower() == "max-override":
+        return _max_override(cur)
     if action.lower() == "reset-spend":
         runtime = _runtime(cur, cur.take("<runtime>"), "runtime")
         cur.end()
@@ -80,6 +85,19 @@ def parse_policy(cur: Cursor) -> c.PolicyShow | c.PolicySet:
             raise cur.fail("given_twice", key=key)
         changes[attribute] = _policy_value(cur, key, value)
     return c.PolicySet(tuple(changes.items()), tuple(overrides.items()), tuple(budgets.items()))
+
+
+def _max_override(cur: Cursor) -> c.PolicySet:
+    value = cur.take("<n> for <duration>, or clear")
+    if value.lower() == "clear":
+        cur.end()
+        return c.PolicySet(temporary_max=(None, None))
+    number = cur.integer(value, "max-override", 1, bounds.MAX_SESSIONS)
+    if (word := cur.take("for <duration>")).lower() != "for":
+        raise cur.fail("unexpected", token=shown(word))
+    token = cur.take("a duration after for, e.g. 2h")
+    cur.end()
+    return c.PolicySet(temporary_max=(number, cur.lift(lambda: parse_duration(token, field="for"))))
 
 
 def _policy_value(cur: Cursor, key: str, value: str) -> bool | float | int:
