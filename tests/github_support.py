@@ -3,8 +3,8 @@ in virtual time, and a small fake of GitHub's REST API on loopback.
 
 The fake implements only what PyGithub calls for the sticky comment — get a repository, get an
 issue, list its comments, create one, get one, edit one — and for a session's pull request —
-list the open ones from a head branch, create one, edit one — and records every request, so a
-test can assert exactly which calls Pacer made.
+list the open ones from a head branch, create one, edit one — and for labels (list, create), and
+records every request, so a test can assert exactly which calls Pacer made.
 """
 
 from __future__ import annotations
@@ -137,6 +137,8 @@ class FakeGithub:
     calls: list[Call] = field(default_factory=list)
     comments: dict[int, dict[str, Any]] = field(default_factory=dict)  # id -> {issue, body}
     pulls: dict[int, dict[str, Any]] = field(default_factory=dict)  # number -> {repository, head, base, title, body, draft}
+    labels: dict[str, list[dict[str, Any]]] = field(default_factory=dict)  # repository -> [{name, color, description}]
+    forbidden: set[str] = field(default_factory=set)  # repositories whose label writes answer 403
     _ids: Iterator[int] = field(default_factory=lambda: itertools.count(9001))
     _numbers: Iterator[int] = field(default_factory=lambda: itertools.count(100))
     _server: ThreadingHTTPServer | None = None
@@ -196,6 +198,8 @@ class FakeGithub:
                          "default_branch": "main", "owner": {"login": repo.split("/")[0]}}
         if m := re.fullmatch(r"/repos/([^/]+/[^/]+)/pulls", path):
             return self._pulls(method, m.group(1), body, query)
+        if m := re.fullmatch(r"/repos/([^/]+/[^/]+)/labels", path):
+            return self._labels(method, m.group(1), body)
         if m := re.fullmatch(r"/repos/([^/]+/[^/]+)/pulls/(\d+)", path):
             number = int(m.group(2))
             if number not in self.pulls:
@@ -233,6 +237,17 @@ class FakeGithub:
         branch = head.partition(":")[2] or head
         found = [n for n, p in self.pulls.items() if p["repository"] == repo and (not branch or p["head"] == branch)]
         return 200, [self._pull(n) for n in found]
+
+    def _labels(self, method: str, repo: str, body: dict[str, Any] | None) -> tuple[int, Any]:
+        present = self.labels.setdefault(repo, [])
+        if method == "POST" and body is not None:
+            if repo in self.forbidden:
+                return 403, {"message": "Resource not accessible by integration"}
+            if any(label["name"].lower() == body["name"].lower() for label in present):
+                return 422, {"message": "Validation Failed", "errors": [{"resource": "Label", "code": "already_exists", "field": "name"}]}
+            present.append({k: body.get(k) for k in ("name", "color", "description")})
+            return 201, {"id": len(present), "url": f"{self.url}/repos/{repo}/labels/{body['name']}", **present[-1]}
+        return 200, [{"id": n, "url": f"{self.url}/repos/{repo}/labels/{label['name']}", **label} for n, label in enumerate(present)]
 
     def _pull(self, number: int) -> dict[str, Any]:
         pull = self.pulls[number]

@@ -9,7 +9,8 @@ Order per request, cheapest refusal first; nothing is parsed before it is verifi
          (constant-time compare); each says which
     400  a signed body that is not a JSON object, or an actionable event without X-GitHub-Delivery
     200  ping; events and actions Pacer does not act on; Pacer's own events; a redelivery
-    202  an event Pacer acts on: recorded now, worked on after the answer
+    202  an event Pacer acts on: recorded now, worked on after the answer; the App installed on
+         repositories (bot/github/install.py: its labels are made there after the answer)
 
 Every answer is JSON with a `message` saying what happened (templates/github/webhook_*.j2), so
 GitHub's "Recent Deliveries" shows why; a refusal also carries `error`, a code a script can read.
@@ -49,12 +50,13 @@ from fastapi.responses import JSONResponse, Response
 from sqlalchemy import insert
 from sqlalchemy.exc import IntegrityError
 
-from bot.adapters import github_comments
-from bot.github import events
+from bot.adapters import github_clients, github_comments
+from bot.github import events, install
 from bot.github_intake import GithubPlan, IntakeSettings, finish_github, record_github
 from bot.http_body import read_bounded
 from bot.runtime import Pacer
 from integrations.github.comments import CommentPort, StatusComments
+from integrations.github.labels import LabelPort, PyGithubLabels
 from integrations.tracked_pool import TrackedPool
 from scheduler.db import session_scope
 from scheduler.models import WebhookDelivery
@@ -124,8 +126,10 @@ class GithubEdge:
     on that follow-up but the sessions themselves, whose rows are already committed.
     """
 
-    def __init__(self, pacer: Pacer, *, intake: IntakeSettings | None = None) -> None:
+    def __init__(self, pacer: Pacer, *, intake: IntakeSettings | None = None, labels: LabelPort | None = None) -> None:
         self.pacer = pacer
+        clients = github_clients(pacer.settings) if labels is None else None
+        self.labels = labels or (PyGithubLabels(clients) if clients is not None else None)
         self.intake = intake or IntakeSettings.from_settings(pacer.settings)
         self.secret = str(pacer.settings.github_webhook_secret or "").encode()
         self.bot_login = str(pacer.settings.github_bot_login or "")
@@ -166,6 +170,9 @@ class GithubEdge:
         if event_name == "ping":
             log.info("github: ping from hook %s", headers.get("x-github-hook-id", "?"))
             return Answer(200, "webhook_pong", {"hook_id": headers.get("x-github-hook-id", "")})
+        installed = install.installed(event_name, payload)
+        if installed is not None and installed.repositories:
+            return self._installed(installed)
         parsed = events.parse(event_name, payload, bot_login=self.bot_login)
         if isinstance(parsed, events.Ignored):
             log.debug("github: %s", parsed.reason)
@@ -193,6 +200,15 @@ class GithubEdge:
             return Answer(500, "webhook_failed", {"error": type(exc).__name__}, error="failed")
         values = {"event": name, "issue": event.issue_key, "created": plan.created_ids, "steered": plan.steered_ids}
         return Answer(202, "webhook_accepted", values, plan)
+
+    def _installed(self, what: install.Installed) -> Answer:
+        """The App on more repositories: make its labels there after the answer. Idempotent, so a
+        redelivery needs no record."""
+        values = {"repositories": what.repositories, "labels": [label.name for label in install.LABELS], "credentials": self.labels is not None}
+        if self.labels is None:
+            return Answer(200, "webhook_installed", values)
+        self.submit(f"labels on {', '.join(what.repositories)}", install.make_labels, self.labels, what)
+        return Answer(202, "webhook_installed", values)
 
     def submit(self, what: str, func: Callable[..., Any], *args: Any) -> Future[Any]:
         """Run func(*args) after the answer; an exception is logged with `what`, never raised."""
