@@ -141,6 +141,7 @@ def change_claim(ctx: Context, session_id: int, change: ClaimChange, *, actor: s
     if changed:
         moved = ", ".join(f"{key} {old} -> {new}" for key, (old, new) in changed.items())
         log.info("session #%s claim changed by %s: %s", session_id, actor or "someone", moved)
+        ctx.emit("claim_changed", session_id=session_id, actor=actor)  # its badges on every queue view
         request_queue_pass(ctx)
     return changed
 

@@ -304,6 +304,11 @@ ACTIONS = [
     # a restart resets the ladder and asks the gate again: held at the limit, at the first rung
     Action("restart", "restart {held}", ("POST", "/sessions/{held}/restart", None),
            lambda o, ids: _status(o, ids["held"])["hold_count"] == 1 and _status(o, ids["held"])["hold_turn_kind"] == "restart"),
+    # seed 000's claim: a weight, and a budget of its own as a multiple of the fleet's slots
+    Action("weight", "weight {held} 0.5", ("PATCH", "/sessions/{held}", {"weight": 0.5}),
+           lambda o, ids: _status(o, ids["held"])["weight"] == 0.5 and "queue_pass" in o.armed),
+    Action("capacity", "capacity {held} 1.5x", ("PATCH", "/sessions/{held}", {"capacity_multiplier": 1.5}),
+           lambda o, ids: _status(o, ids["held"])["capacity_multiplier"] == 1.5 and "queue_pass" in o.armed),
     Action("pause queue", "pause {held} queue", ("POST", "/sessions/{held}/pause", None),
            lambda o, ids: _status(o, ids["held"])["pause_reason"] is not None),
     Action("pause until", "pause {held} until 2h", ("POST", "/sessions/{held}/pause", {"until": (T0 + timedelta(hours=2)).isoformat()}),

@@ -35,7 +35,7 @@ log = logging.getLogger("pacer.slack")
 QUEUE_EVENTS = frozenset({
     "queued", "held", "started", "paused", "resumed", "done", "failed", "archived", "refused",
     "preempt_released", "demoted_by_exchange", "queue_hold", "queue_hold_lifted", "operator_hold",
-    "hold_deadlock", "queue_reordered",
+    "hold_deadlock", "queue_reordered", "claim_changed",
 })
 DEFAULT_INTERVAL_SECONDS = 5.0
 # A notice's transaction often emits several notices in a row (held, then queue_hold): a short
