@@ -67,3 +67,11 @@ def test_the_lock_pins_a_version_pyproject_allows_for_every_dependency_and_extra
 
 def test_ci_installs_from_the_lock() -> None:
     assert 'pip install -q -c requirements.lock -e ".[dev]"' in (ROOT / ".ci" / "run").read_text()
+
+
+def test_the_readme_lists_every_pacer_command_as_its_usage_says() -> None:
+    """The README's command table is the grammar's own usage lines, so neither drifts."""
+    from bot.commands.grammar import USAGE
+
+    table = README.split("| `/pacer` command |\n|---|\n", 1)[1].split("\n\n", 1)[0].splitlines()
+    assert table == ["| `" + usage.replace("|", "\\|") + "` |" for usage in USAGE.values()]
