@@ -17,7 +17,8 @@ from bot.github.webhook import install_status_comments
 from bot.github_intake import github_event
 from integrations.github.client import GithubClients
 from integrations.github.comments import PyGithubComments, StatusComments
-from integrations.github.status import MARKER, StatusView, read_status, render_body, status_view
+from integrations.github.status import MARKER, RESULT_CHARS, StatusView, read_status, render_body, status_view
+from integrations.latest_result import LatestResult
 from scheduler.db import session_scope
 from scheduler.genesis import SchedulingClass
 from scheduler.models import Session, StatusComment, Trigger
@@ -184,3 +185,22 @@ def test_a_sleeping_session_is_paused_until_its_wake(clock: Any) -> None:
     wake = clock.now() + timedelta(hours=2)
     view = status_view(_row(wake_at=wake), SchedulingClass.SPOT, clock.now())
     assert view == StatusView("paused", 4, "octo/app#7 t", "spot", until=wake)
+
+
+def _result(**kw: Any) -> LatestResult:
+    fields: dict[str, Any] = {"output": "", "error": None, "cost_usd": 0.25, "duration_ms": 4000, "turns": 1, "cost_total_usd": 0.25}
+    return LatestResult(**(fields | kw))
+
+
+def test_a_failed_turn_shows_its_error_and_a_failure_with_output_shows_both() -> None:
+    bare = render_body(StatusView("failed", 4, "octo/app#7 t", "spot", work=_result(error="exit 2: agent crashed")))
+    assert "<summary>Latest turn failed · $0.25 · 4.0 s · turn 1</summary>" in bare and "exit 2: agent crashed" in bare
+    both = render_body(StatusView("failed", 4, "octo/app#7 t", "spot", work=_result(output="half done", error="timed out")))
+    assert "<summary>Latest result" in both and "> timed out" in both and "half done" in both
+
+
+def test_a_result_past_what_a_comment_holds_says_how_much_is_left_out_and_where_it_is() -> None:
+    output = "".join(f"{n:06d}\n" for n in range(10_000))  # 70,000 characters
+    body = render_body(StatusView("done", 4, "octo/app#7 t", "spot", work=_result(output=output)))
+    assert len(body) <= 65_536 and output[:RESULT_CHARS] in body
+    assert f"*({len(output) - RESULT_CHARS:,} more characters are not shown here" in body and "GET /api/v1/sessions/4" in body
