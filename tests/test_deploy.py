@@ -178,3 +178,30 @@ def test_the_image_installs_pacer_at_the_locked_versions() -> None:
     text = (ROOT / "Dockerfile").read_text()
     assert "requirements.lock" in text.split("COPY pyproject.toml", 1)[1].splitlines()[0]
     assert "pip install --no-cache-dir -c requirements.lock ." in text
+
+
+# --- the Slack app manifest ----------------------------------------------------------------------
+
+# Each scope the manifest asks for, and what of Pacer's needs it.
+SLACK_SCOPES = {
+    "app_mentions:read": "the app_mention event (@Pacer <prompt>)",
+    "chat:write": "chat.postMessage and chat.postEphemeral",
+    "commands": "the /pacer slash command",
+    "im:history": "the message.im event (DMs)",
+    "channels:history": "the message.channels event (slack triggers, thread replies)",
+    "groups:history": "the message.groups event (the same in private channels)",
+}
+# The Web API methods Pacer calls, and the scope each needs (views.publish needs none).
+SLACK_METHODS = {"chat_postMessage": "chat:write", "chat_postEphemeral": "chat:write", "views_publish": None}
+
+
+def test_the_slack_manifest_asks_for_the_events_and_scopes_pacer_uses_and_no_more() -> None:
+    manifest = yaml.safe_load((ROOT / "deploy" / "slack-manifest.yaml").read_text())
+    assert set(manifest["oauth_config"]["scopes"]["bot"]) == set(SLACK_SCOPES)
+    assert set(manifest["settings"]["event_subscriptions"]["bot_events"]) == {
+        "app_home_opened", "app_mention", "message.channels", "message.groups", "message.im"}
+    source = "\n".join(p.read_text() for folder in ("bot", "integrations") for p in (ROOT / folder).rglob("*.py"))
+    called = set(re.findall(r"\.((?:admin|apps|auth|bookmarks|chat|conversations|files|pins|reactions|team|usergroups|users|views)_[A-Za-z]+)\(",
+                            source))
+    assert called <= set(SLACK_METHODS), "a new Web API method: add the scope it needs to deploy/slack-manifest.yaml and here"
+    assert {scope for scope in SLACK_METHODS.values() if scope} <= set(SLACK_SCOPES)
