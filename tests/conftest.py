@@ -25,6 +25,7 @@ from tests.slack_mock import MockSlack, serving
 T0 = datetime(2026, 11, 2, 9, 0, tzinfo=UTC)
 
 _pg_engine: Engine | None = None
+NO_POSTGRES = "PostgreSQL not configured (set PACER_TEST_DATABASE_URL)"
 
 
 def _postgres_url() -> str | None:
@@ -38,7 +39,7 @@ def _fresh_postgres() -> Engine:
     global _pg_engine
     url = _postgres_url()
     if not url:
-        pytest.skip("PostgreSQL not configured (set PACER_TEST_DATABASE_URL)")
+        pytest.skip(NO_POSTGRES)
     if _pg_engine is None:
         from bot.settings_rules import database_url
 
@@ -118,3 +119,13 @@ def mock() -> Iterator[MockSlack]:
 def slack(engine: Engine, clock, deferrer, mock: MockSlack):  # type: ignore[no-untyped-def]
     with serving(engine, clock, deferrer, mock) as client:
         yield client
+
+
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
+    """Say out loud that the PostgreSQL half of the storage tests did not run: an `s` among the
+    dots is easy to miss, and those tests are where SQLite and PostgreSQL differ."""
+    skipped = [r for r in terminalreporter.stats.get("skipped", []) if NO_POSTGRES in str(getattr(r, "longrepr", ""))]
+    if skipped:
+        terminalreporter.write_line(
+            f"{len(skipped)} test{'s' if len(skipped) != 1 else ''} skipped: {NO_POSTGRES}. Run them as the README's PostgreSQL section says; "
+            "PACER_REQUIRE_POSTGRES=1 makes this a failure.", yellow=True)

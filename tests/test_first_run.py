@@ -4,7 +4,9 @@ that pins what pyproject asks for."""
 
 from __future__ import annotations
 
+import os
 import re
+import subprocess
 import sys
 import tomllib
 from pathlib import Path
@@ -75,3 +77,11 @@ def test_the_readme_lists_every_pacer_command_as_its_usage_says() -> None:
 
     table = README.split("| `/pacer` command |\n|---|\n", 1)[1].split("\n\n", 1)[0].splitlines()
     assert table == ["| `" + usage.replace("|", "\\|") + "` |" for usage in USAGE.values()]
+
+
+def test_without_postgresql_the_run_ends_saying_how_many_tests_skipped_and_why() -> None:
+    env = {k: v for k, v in os.environ.items() if k not in {"PACER_TEST_DATABASE_URL", "PACER_REQUIRE_POSTGRES"}}
+    done = subprocess.run([sys.executable, "-m", "pytest", "tests/test_deploy.py", "-k", "job_table"], cwd=ROOT, env=env,
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stdout
+    assert "1 test skipped: PostgreSQL not configured (set PACER_TEST_DATABASE_URL). Run them as the README's PostgreSQL section says" in done.stdout
