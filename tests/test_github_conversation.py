@@ -89,6 +89,25 @@ def test_a_trusted_comment_is_the_sessions_next_turn_and_an_untrusted_one_nothin
         assert [m.prompt for m in db.exec(select(EnqueuedMessage))] == ["Please also cover the error path."]
 
 
+def test_a_trusted_comment_moves_a_waiting_session_ahead_of_older_ones(ctx: Any, clock: Any) -> None:
+    with session_scope(ctx.engine) as db:
+        db.add(Trigger(name="label", kind="github_label", prompt_template="{{ text }}", created_at=clock.now()))
+    # Four repositories (one running session per repository is its own rule): two run, two wait.
+    ids = [github_event(ctx, _event(issue_payload("labeled", label="pacer", repository=f"octo/app{n}"), "issues"))[0] for n in range(4)]
+    with DBSession(ctx.engine) as db:
+        rows = {s.id: s for s in db.exec(select(Session))}
+    older, newest = ids[2], ids[3]
+    assert [rows[i].hold_reason for i in (older, newest)] == ["fleet_at_cap", "fleet_at_cap"]
+    assert rows[older].precedence == rows[newest].precedence
+
+    github_event(ctx, _event(comment_payload("Start with this one.", repository="octo/app3", commenter="bob", association="MEMBER")))
+    ctx.deferrer.run_until(clock.now())  # the re-rank, armed off the request path as for a Slack reply
+    with DBSession(ctx.engine) as db:
+        rows = {s.id: s for s in db.exec(select(Session))}
+    assert rows[newest].precedence > rows[older].precedence
+    assert rows[newest].scheduling_class is None  # still derived from its genesis: spot, not made priority
+
+
 def test_a_comment_on_the_pull_request_pacer_opened_reaches_its_session(ctx: Any, clock: Any) -> None:
     session_id = _labeled(ctx, clock)
     with session_scope(ctx.engine) as db:
