@@ -22,6 +22,7 @@ from bot import runtime
 from bot.adapters import libpq_url
 from bot.settings import Settings
 from bot.settings_checks import database_problems, problems
+from bot.worker_notices import WorkerNotices
 from integrations.turn_queue import HOST, QUEUE, TurnHost, build_app
 from scheduler.errors import ConfigError
 from templates import error_text
@@ -42,10 +43,12 @@ def work(settings: Settings) -> int:
         pacer.scheduler.start(paused=True)  # alarms go to the shared store; the leader fires them
     assert ctx.owner is not None and ctx.turn_lease is not None  # build gives a process with its own pool both
     host = TurnHost(ctx, ctx.workers, ctx.owner, ctx.turn_lease, ctx.clock.now)
+    notices = WorkerNotices(pacer)  # the status comment, the Slack thread, open App Homes
     try:
         asyncio.run(_run(settings, host))
     finally:
         runtime.stop(pacer)
+        notices.close()
         pacer.engine.dispose()
     return 0
 

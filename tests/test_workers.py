@@ -27,6 +27,7 @@ from sqlalchemy import Engine, text
 
 from bot.demo import wait_until_up
 from scheduler import db as dbmod
+from tests.slack_mock import BOT_USER_ID, MockSlack, event_body, signed_headers
 
 ROOT = Path(__file__).resolve().parents[1]
 TOKEN = "workers-test-token"
@@ -102,9 +103,9 @@ class Cluster:
         self.procs[name] = proc
         return proc
 
-    def serve(self, name: str) -> None:
+    def serve(self, name: str, **extra: str) -> None:
         port = _port()
-        proc = self.start(name, "serve", PACER_PORT=str(port))
+        proc = self.start(name, "serve", PACER_PORT=str(port), **extra)
         self.ports.append(port)
         if not wait_until_up(f"http://127.0.0.1:{port}", 30, alive=lambda: proc.poll() is None):
             raise AssertionError(self.logs(name)[-4000:])
@@ -292,3 +293,30 @@ def test_an_archive_halts_a_turn_on_a_worker_and_a_stopping_worker_hands_its_tur
         (archived, "halted", "halted"), (handed, "failed", "interrupted"), (handed, "done", "success"),
     ], turns
     assert Counter(turn for _s, turn in cluster.runs()) == Counter({turn_id: 1 for _s, turn_id, _st, _o in turns})
+
+
+def test_a_turn_a_worker_ends_is_told_in_its_slack_thread(database_url: str, tmp_path: Path, mock: MockSlack) -> None:
+    """The notices of a turn's end are raised where the turn ran: a worker must post them itself,
+    since no `pacer serve` hears them. An @Pacer mention starts a session on `pacer serve`, its turn
+    runs on the worker, and the answer reaches the message's thread."""
+    secret = "workers-signing-secret"
+    slack = {"SLACK_BOT_TOKEN": "xoxb-workers", "SLACK_SIGNING_SECRET": secret, "SLACK_API_URL": mock.api_url,
+             "PACER_ROSTER": "UMEM=member"}
+    cluster = Cluster(tmp_path, database_url)
+    ts = "1790000000.000100"
+    try:
+        cluster.serve("app", **slack)
+        cluster.worker("worker", **slack)
+        body = event_body({"type": "app_mention", "channel": "C0WORK", "user": "UMEM", "text": f"<@{BOT_USER_ID}> say hello",
+                           "ts": ts}, event_id="Ev0WORKER")
+        answer = httpx.post(f"http://127.0.0.1:{cluster.ports[0]}/slack/events", content=body,
+                            headers=signed_headers(secret, body, content_type="application/json"), timeout=10)
+        assert answer.status_code == 200, answer.text
+        try:
+            done = mock.wait_for(lambda calls: [c for c in calls if c.method == "chat.postMessage"
+                                                and c.body.get("thread_ts") == ts and "is done." in str(c.body.get("text"))], timeout=45)
+        except AssertionError as exc:
+            raise AssertionError(f"{exc}\n--- app\n{cluster.logs('app')[-3000:]}\n--- worker\n{cluster.logs('worker')[-3000:]}") from None
+    finally:
+        cluster.stop()
+    assert cluster.runs() and "> ok" in str(done[0].body["text"])
