@@ -37,6 +37,8 @@ from integrations.latest_result import read_latest_result
 from integrations.slack.messages import thread_messages
 from scheduler.db import session_scope
 from scheduler.models import Session
+from scheduler.policy import load_policy
+from scheduler.session_view import session_view
 from templates import render
 
 log = logging.getLogger("pacer.slack")
@@ -111,14 +113,15 @@ class SlackNotifier:
         self._client.chat_postMessage(channel=self._ops_channel, text=text, blocks=blocks, unfurl_links=False)
 
     def _session(self, session_id: int) -> dict[str, Any] | None:
-        """A plain snapshot, so rendering never touches a row outside its transaction."""
+        """The one session view every surface shows (`scheduler.session_view`), with where it came
+        from and its latest result: a plain snapshot, so rendering never touches a row outside
+        its transaction."""
         with session_scope(self._engine) as db:
             row = db.get(Session, session_id)
             if row is None:
                 return None
             result = read_latest_result(db, row) if row.status in RESULT_STATUSES else None
-            return {"id": row.id, "title": row.title, "genesis": row.genesis, "requester": row.requester, "source": dict(row.source or {}),
-                    "result": result}
+            return {**session_view(row, load_policy(db)), "source": dict(row.source or {}), "result": result}
 
     def _later(self, what: str, func: Any, *args: Any) -> None:
         if self._submit is None:
