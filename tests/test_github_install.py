@@ -14,6 +14,8 @@ from sqlalchemy import Engine
 
 from bot.app import create_app
 from bot.github.install import Installed, installed
+from scheduler.db import session_scope
+from scheduler.models import Trigger
 from tests.github_support import FakeGithub, headers, make_pacer, serving
 
 
@@ -53,6 +55,12 @@ def test_the_labels_pacer_reads_are_made_where_missing_and_a_redelivery_makes_no
         engine: Engine, clock: Any, deferrer: Any, github: FakeGithub, caplog: pytest.LogCaptureFixture) -> None:
     github.labels["octo/web"] = [{"name": "Pacer:Hold", "color": "000000", "description": "ours"}]
     github.forbidden.add("octo/locked")
+    with session_scope(engine) as db:  # "pacer" (the default) for every repository; "agent" for octo/api alone
+        db.add(Trigger(name="any", kind="github_label", prompt_template="{{ title }}", config={}, created_at=clock.now()))
+        db.add(Trigger(name="api", kind="github_label", prompt_template="{{ title }}", config={"label": "agent", "repositories": ["Octo/API"]},
+                       created_at=clock.now()))
+        db.add(Trigger(name="off", kind="github_label", prompt_template="{{ title }}", config={"label": "later"}, enabled=False,
+                       created_at=clock.now()))
     pacer = make_pacer(engine, clock, deferrer, GITHUB_TOKEN="ghp_test", GITHUB_API_URL=github.url + "/")
     app = create_app(pacer, start_scheduler=False)
     payload = {"action": "created", "installation": {"id": 7}, "repositories": _repos("octo/app", "octo/web", "octo/locked")}
@@ -66,17 +74,18 @@ def test_the_labels_pacer_reads_are_made_where_missing_and_a_redelivery_makes_no
         assert app.state.github.drain()
 
     assert first.status_code == 202 and again.status_code == 202 and added.status_code == 202
-    assert first.json()["message"].startswith("Installed on 3 repositories: Pacer makes its labels pacer:priority and pacer:hold")
+    assert first.json()["message"] == ("Installed on 3 repositories: Pacer makes its labels pacer:priority, pacer:hold and its "
+                                       "github_label triggers' labels where they are missing, in a moment.")
     names = {repo: [label["name"] for label in labels] for repo, labels in github.labels.items()}
-    assert names == {"octo/app": ["pacer:priority", "pacer:hold"], "octo/web": ["Pacer:Hold", "pacer:priority"],
-                     "octo/locked": [], "octo/api": ["pacer:priority", "pacer:hold"]}
+    assert names == {"octo/app": ["pacer:priority", "pacer:hold", "pacer"], "octo/web": ["Pacer:Hold", "pacer:priority", "pacer"],
+                     "octo/locked": [], "octo/api": ["pacer:priority", "pacer:hold", "pacer", "agent"]}
     assert github.labels["octo/web"][0] == {"name": "Pacer:Hold", "color": "000000", "description": "ours"}  # theirs, untouched
     creates = [c for c in github.writes() if c.path.endswith("/labels")]
-    # app 2, web 1, locked 1 (its first refusal ends its turn); the redelivery: locked 1 again; api 2.
-    assert len(creates) == 2 + 1 + 1 + 1 + 2
+    # app 3, web 2, locked 1 (its first refusal ends its turn); the redelivery: locked 1 again; api 4.
+    assert len(creates) == 3 + 2 + 1 + 1 + 4
     warnings = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
     assert len(warnings) == 2 and all(w.startswith("github: Pacer's labels were not made on octo/locked: GitHub forbade it (403")
-                                      and w.endswith("create pacer:priority and pacer:hold there by hand (README, \"Connecting GitHub\")")
+                                      and w.endswith("create pacer:priority, pacer:hold and pacer there by hand (README, \"Connecting GitHub\")")
                                       for w in warnings)
     assert not any(r.exc_info for r in caplog.records)
 

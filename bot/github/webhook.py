@@ -207,7 +207,7 @@ class GithubEdge:
         values = {"repositories": what.repositories, "labels": [label.name for label in install.LABELS], "credentials": self.labels is not None}
         if self.labels is None:
             return Answer(200, "webhook_installed", values)
-        self.submit(f"labels on {', '.join(what.repositories)}", install.make_labels, self.labels, what)
+        self.submit(f"labels on {', '.join(what.repositories)}", install.make_labels, self.labels, what, self.pacer.engine)
         return Answer(202, "webhook_installed", values)
 
     def submit(self, what: str, func: Callable[..., Any], *args: Any) -> Future[Any]:
