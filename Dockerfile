@@ -1,23 +1,35 @@
-FROM python:3.11-slim
 # The agent CLI the image carries for PACER_RUNNER=command: `claude-code` (Claude Code's `claude`,
-# from npm, so Node.js comes with it) or `none` (the echo agent, or an agent you add yourself):
+# from npm, with the Node.js it needs) or `none` (the echo agent, or an agent you add yourself):
 #   docker build --build-arg AGENT=none .
 ARG AGENT=claude-code
-ARG CLAUDE_CODE_VERSION=latest
-ENV PYTHONDONTWRITEBYTECODE=1 PYTHONUNBUFFERED=1 DISABLE_AUTOUPDATER=1
+
+# Claude Code asks for Node.js 22 or later; Debian's own package is older, so the official build
+# is copied from Node's image.
+FROM node:22-bookworm-slim AS node
+
+FROM python:3.11-slim AS base
+ENV PYTHONDONTWRITEBYTECODE=1 PYTHONUNBUFFERED=1
 # git makes a session's worktree, and fetches and pushes its branch; without it no session that
 # names a repository can run.
-RUN set -eux; \
-    case "$AGENT" in claude-code|none) ;; *) echo "AGENT must be claude-code or none, not $AGENT" >&2; exit 1;; esac; \
-    apt-get update; \
-    apt-get install -y --no-install-recommends git ca-certificates; \
-    if [ "$AGENT" = "claude-code" ]; then \
-        apt-get install -y --no-install-recommends nodejs npm; \
-        npm install -g "@anthropic-ai/claude-code@${CLAUDE_CODE_VERSION}"; \
-        npm cache clean --force; \
-        claude --version; \
-    fi; \
-    rm -rf /var/lib/apt/lists/*
+RUN apt-get update \
+ && apt-get install -y --no-install-recommends git ca-certificates \
+ && rm -rf /var/lib/apt/lists/*
+
+FROM base AS agent-none
+
+FROM base AS agent-claude-code
+ARG CLAUDE_CODE_VERSION=latest
+# The image is rebuilt to move to a new release; an agent updating itself mid-turn is not wanted.
+ENV DISABLE_AUTOUPDATER=1
+COPY --from=node /usr/local/bin/node /usr/local/bin/node
+COPY --from=node /usr/local/lib/node_modules/npm /usr/local/lib/node_modules/npm
+RUN ln -s ../lib/node_modules/npm/bin/npm-cli.js /usr/local/bin/npm \
+ && npm install -g "@anthropic-ai/claude-code@${CLAUDE_CODE_VERSION}" \
+ && npm cache clean --force \
+ && claude --version
+
+# Only `none` and `claude-code` name a stage; another value stops the build there.
+FROM agent-${AGENT}
 WORKDIR /app
 COPY pyproject.toml README.md requirements.lock ./
 COPY bot ./bot

@@ -10,6 +10,7 @@ import sys
 import tomllib
 from pathlib import Path
 
+import pytest
 import yaml
 from alembic.config import Config
 from alembic.script import ScriptDirectory
@@ -135,49 +136,75 @@ def test_the_readme_names_the_events_and_labels_a_deploy_needs() -> None:
 # --- the Dockerfile ------------------------------------------------------------------------------
 
 
-def _dockerfile() -> tuple[dict[str, str], str]:
-    """The Dockerfile's build arguments with their defaults, and its RUN step that installs packages."""
-    lines = (ROOT / "Dockerfile").read_text().replace("\\\n", " ").splitlines()
-    args = dict(line.removeprefix("ARG ").partition("=")[::2] for line in lines if line.startswith("ARG "))
-    [install] = [line.removeprefix("RUN ") for line in lines if line.startswith("RUN ") and "apt-get" in line]
-    return args, install
+def _dockerfile() -> tuple[dict[str, str], dict[str, list[str]]]:
+    """The Dockerfile's global build arguments with their defaults, and each stage's instructions
+    (continuation lines joined) by its name; the last stage is named `final`."""
+    text = (ROOT / "Dockerfile").read_text().replace("\\\n", " ")
+    lines = [line for line in text.splitlines() if line.strip() and not line.startswith("#")]
+    args: dict[str, str] = {}
+    stages: dict[str, list[str]] = {}
+    current: list[str] | None = None
+    for line in lines:
+        if line.startswith("FROM "):
+            words = line.split()
+            current = stages.setdefault(words[3] if len(words) > 3 and words[2].upper() == "AS" else "final", [])
+        elif current is None and line.startswith("ARG "):
+            name, _, default = line.removeprefix("ARG ").partition("=")
+            args[name] = default
+        if current is not None:
+            current.append(line)
+    return args, stages
 
 
-def _install(tmp_path: Path, **build_args: str) -> tuple[subprocess.CompletedProcess[str], str]:
-    """The install step run by sh as `docker build` would, with stand-ins for apt-get, npm, claude
-    and rm on PATH that only write down what they were asked."""
-    defaults, script = _dockerfile()
+def _run(tmp_path: Path, step: str, env: dict[str, str]) -> tuple[subprocess.CompletedProcess[str], str]:
+    """A RUN step under sh as `docker build` runs it, with stand-ins for the tools it calls that
+    only write down what they were asked."""
     fakes = tmp_path / "bin"
     fakes.mkdir(parents=True)
     called = tmp_path / "called"
-    for tool in ("apt-get", "npm", "claude", "rm"):
+    for tool in ("apt-get", "rm", "ln", "npm", "claude"):
         (fakes / tool).write_text(f'#!/bin/sh\necho "{tool} $*" >> {called}\n')
         (fakes / tool).chmod(0o755)
-    env = {"PATH": f"{fakes}:/usr/bin:/bin", **defaults, **build_args}
-    done = subprocess.run(["sh", "-c", script], env=env, capture_output=True, text=True, timeout=30)
+    done = subprocess.run(["sh", "-c", step.removeprefix("RUN ")], env={"PATH": f"{fakes}:/usr/bin:/bin", **env},
+                          capture_output=True, text=True, timeout=30)
     return done, called.read_text() if called.exists() else ""
 
 
-def test_the_image_has_git_and_claude_code_unless_built_without_an_agent(tmp_path: Path) -> None:
-    done, called = _install(tmp_path / "default")
+def test_the_agent_build_argument_picks_a_stage_claude_code_by_default() -> None:
+    args, stages = _dockerfile()
+    assert args["AGENT"] == "claude-code" and stages["final"][0] == "FROM agent-${AGENT}"
+    assert stages["agent-none"] == ["FROM base AS agent-none"]  # nothing more: no Node.js, no agent
+    assert stages["agent-claude-code"][0] == "FROM base AS agent-claude-code"
+    node = re.fullmatch(r"FROM node:(\d+)-[a-z-]+ AS node", stages["node"][0])
+    assert node and int(node.group(1)) >= 22, "Claude Code asks for Node.js 22 or later"
+    copied = [line for line in stages["agent-claude-code"] if line.startswith("COPY --from=node ")]
+    assert {line.split()[-1] for line in copied} == {"/usr/local/bin/node", "/usr/local/lib/node_modules/npm"}
+
+
+def test_every_image_has_git(tmp_path: Path) -> None:
+    _args, stages = _dockerfile()
+    [step] = [line for line in stages["base"] if line.startswith("RUN ")]
+    done, called = _run(tmp_path, step, {})
     assert done.returncode == 0, done.stderr
-    assert "install -y --no-install-recommends git ca-certificates" in called
-    assert "npm install -g @anthropic-ai/claude-code@latest" in called and "claude --version" in called
+    assert "apt-get install -y --no-install-recommends git ca-certificates" in called
 
-    done, called = _install(tmp_path / "pinned", CLAUDE_CODE_VERSION="2.0.1")
-    assert "npm install -g @anthropic-ai/claude-code@2.0.1" in called
 
-    done, called = _install(tmp_path / "none", AGENT="none")
-    assert done.returncode == 0 and " git " in called and "npm" not in called and "nodejs" not in called
-
-    done, called = _install(tmp_path / "typo", AGENT="claude")
-    assert done.returncode != 0 and "AGENT must be claude-code or none, not claude" in done.stderr and called == ""
+@pytest.mark.parametrize(("version", "asked"), [(None, "@anthropic-ai/claude-code@latest"), ("2.1.3", "@anthropic-ai/claude-code@2.1.3")])
+def test_the_claude_code_stage_installs_the_cli_with_npm(tmp_path: Path, version: str | None, asked: str) -> None:
+    _args, stages = _dockerfile()
+    stage = stages["agent-claude-code"]
+    [default] = [line.partition("=")[2] for line in stage if line.startswith("ARG CLAUDE_CODE_VERSION=")]
+    [step] = [line for line in stage if line.startswith("RUN ")]
+    done, called = _run(tmp_path, step, {"CLAUDE_CODE_VERSION": version or default})
+    assert done.returncode == 0, done.stderr
+    assert called.splitlines() == ["ln -s ../lib/node_modules/npm/bin/npm-cli.js /usr/local/bin/npm", f"npm install -g {asked}",
+                                   "npm cache clean --force", "claude --version"]
 
 
 def test_the_image_installs_pacer_at_the_locked_versions() -> None:
-    text = (ROOT / "Dockerfile").read_text()
-    assert "requirements.lock" in text.split("COPY pyproject.toml", 1)[1].splitlines()[0]
-    assert "pip install --no-cache-dir -c requirements.lock ." in text
+    _args, stages = _dockerfile()
+    assert "COPY pyproject.toml README.md requirements.lock ./" in stages["final"]
+    assert "RUN pip install --no-cache-dir -c requirements.lock ." in stages["final"]
 
 
 # --- the Slack app manifest ----------------------------------------------------------------------
