@@ -18,8 +18,9 @@ from bot.adapters import WITHHELD_FROM_AGENTS, build_pool, build_runner, runtime
 from bot.settings import load
 from integrations.runners.command import CommandRunner, build_argv, split_template
 from integrations.runners.echo import EchoRunner
-from integrations.runners.outcomes import AgentReport, classify, parse_report, parse_reset
+from integrations.runners.outcomes import AgentReport, announced_session, classify, parse_report, parse_reset
 from integrations.runners.pool import ThreadWorkerPool
+from integrations.runners.streams import HEAD_BYTES, Announcement
 from scheduler.clock import VirtualClock
 from scheduler.errors import ConfigError, InvalidInput
 from scheduler.ports import Outcome, TurnRequest, TurnResult
@@ -315,6 +316,58 @@ def test_captured_output_is_bounded_and_the_result_still_read(tmp_path: Path) ->
     assert result.extra["output_truncated"] is True
     plain = runner.run(turn("[fake:big=300000][fake:plain]", turn_id=2))
     assert len(plain.output) <= 10_000 and plain.extra["output_truncated"] is True
+
+
+def test_the_agent_session_is_heard_from_the_init_line_before_the_turn_is_cut_off(tmp_path: Path) -> None:
+    heard: list[str] = []
+    runner = command_runner(tmp_path)
+    thread, out = in_thread(lambda: runner.run(turn("[fake:stream][fake:slow=30]", turn_id=31, on_agent_session=heard.append)))
+    wait_for(lambda: heard != [])  # the agent has only printed its init line, and sleeps
+    assert heard == [f"fake-{call(tmp_path)['pid']}"]
+    assert runner.halt(31)
+    thread.join(5)
+    (result,) = out
+    assert (result.outcome, result.agent_session_id) == (Outcome.HALTED, heard[0])  # a halted turn resumes it too
+    assert heard == [heard[0]]  # told once
+
+
+def test_the_final_json_result_still_names_the_session_and_a_known_one_is_not_told_again(tmp_path: Path) -> None:
+    heard: list[str] = []
+    result = command_runner(tmp_path).run(turn("one object at the end", on_agent_session=heard.append))
+    assert heard == [result.agent_session_id] == [f"fake-{call(tmp_path)['pid']}"]
+    resumed = command_runner(tmp_path).run(turn("[fake:stream] again", turn_id=2, agent_session_id="s-9", on_agent_session=heard.append))
+    assert resumed.agent_session_id == "s-9" and heard == [result.agent_session_id]
+
+
+@pytest.mark.parametrize(
+    ("line", "expected"),
+    [
+        ('{"type":"system","subtype":"init","session_id":"9f1c-2","tools":["Bash"]}', "9f1c-2"),
+        ('{"type":"result","is_error":false,"session_id":"r-1","total_cost_usd":0.1}', "r-1"),
+        ('{"type":"system","subtype":"init","session_id":"--dangerously-skip-permissions"}', None),  # an option, not an id
+        ('{"type":"system","subtype":"init","session_id":42}', None),
+        ('{"type":"assistant","session_id":"a-1"}', None),  # neither the init line nor the result
+        ('{"session_id":"tool-output"}', None),  # another tool's JSON is its output
+        ("session_id: plain text", None),
+        ('{"type":"system","subtype":"init","session_id":"cut', None),
+    ],
+)
+def test_announced_session(line: str, expected: str | None) -> None:
+    assert announced_session(line) == expected
+
+
+def test_the_head_is_read_across_chunks_only_so_far_and_a_failing_listener_stops_nothing() -> None:
+    def broken(session_id: str) -> None:
+        raise ConnectionError("database unreachable")
+
+    head = Announcement(None, broken)
+    init = b'{"type":"system","subtype":"init","session_id":"split-1"}\n'
+    for chunk in (b"warming up\n" + init[:20], init[20:], b'{"type":"result","session_id":"other"}\n'):
+        head.feed(chunk)
+    assert head.said == "split-1" and not head.listening
+    late = Announcement(None, None)
+    late.feed(b"x" * HEAD_BYTES + init)
+    assert late.said is None and not late.listening
 
 
 def test_a_missing_program_is_a_failure_that_names_it(tmp_path: Path) -> None:

@@ -23,7 +23,9 @@ reads untrusted prompts and has no business with them.
 
 Output is captured through reader threads that keep the last `max_output_bytes` of each stream
 (the JSON result and the error are at the end), so a chatty agent never blocks on a full pipe
-nor fills memory.
+nor fills memory. The agent's session id is heard as soon as it says it (`streams`: Claude
+Code's stream-json init line) and passed to `request.on_agent_session`, so a turn cut off
+before its result still resumes that conversation; the result carries it as well.
 """
 
 from __future__ import annotations
@@ -41,6 +43,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from integrations.runners.outcomes import AGENT_SESSION_ID, AgentReport, classify, model_option, parse_report, refused_model
+from integrations.runners.streams import Announcement, Tail
 from scheduler.clock import SystemClock
 from scheduler.errors import ConfigError, InvalidInput
 from scheduler.ports import Clock, Outcome, TurnRequest, TurnResult
@@ -103,37 +106,6 @@ def build_argv(
 def child_environment(environ: Mapping[str, str], withheld: frozenset[str]) -> dict[str, str]:
     """The agent's environment: Pacer's own, minus the `withheld` names (Pacer's secrets)."""
     return {k: v for k, v in environ.items() if k not in withheld}
-
-
-class _Tail(threading.Thread):
-    """Drains one pipe, keeping only its last `limit` bytes."""
-
-    def __init__(self, stream: object, limit: int) -> None:
-        super().__init__(daemon=True, name="pacer-runner-pipe")
-        self._fd = stream.fileno()  # type: ignore[attr-defined]
-        self._stream = stream
-        self._limit = limit
-        self._buffer = bytearray()
-        self.total = 0
-
-    def run(self) -> None:
-        try:
-            while chunk := os.read(self._fd, 65_536):
-                self.total += len(chunk)
-                self._buffer += chunk
-                if len(self._buffer) > self._limit:
-                    del self._buffer[: len(self._buffer) - self._limit]
-        except OSError:
-            pass
-        finally:
-            self._stream.close()  # type: ignore[attr-defined]
-
-    @property
-    def truncated(self) -> bool:
-        return self.total > self._limit
-
-    def text(self) -> str:
-        return bytes(self._buffer).decode("utf-8", errors="replace")
 
 
 @dataclass
@@ -265,7 +237,8 @@ class CommandRunner:
         if halted_before_start:
             _signal_group(proc, signal.SIGTERM)
         try:
-            out, err = _Tail(proc.stdout, self.max_output_bytes), _Tail(proc.stderr, self.max_output_bytes)
+            head = Announcement(request.agent_session_id, request.on_agent_session)
+            out, err = Tail(proc.stdout, self.max_output_bytes, head), Tail(proc.stderr, self.max_output_bytes)
             out.start()
             err.start()
             if stdin_text is not None:
@@ -281,6 +254,8 @@ class CommandRunner:
         out.join(READER_JOIN_SECONDS)
         err.join(READER_JOIN_SECONDS)
         wall_ms = int((time.monotonic() - started) * 1000)
+        if head.said is not None:
+            request = replace(request, agent_session_id=head.said)  # a turn cut off after the init line resumes it
         return self._result(request, proc.returncode, out, err, wall_ms, timed_out, turn.halted.is_set())
 
     def _wait(self, proc: subprocess.Popen[bytes], turn: _Turn, deadline: float) -> bool:
@@ -313,8 +288,8 @@ class CommandRunner:
         self,
         request: TurnRequest,
         exit_code: int,
-        out: _Tail,
-        err: _Tail,
+        out: Tail,
+        err: Tail,
         wall_ms: int,
         timed_out: bool,
         halted: bool,

@@ -6,7 +6,9 @@ Pure: text and `now` in, values out, so one table tests every class (tests/test_
     outcome, reset_at, error = classify(exit_code, stdout, stderr, report, now)
 
 Claude Code's `--output-format json` prints one object; `--output-format stream-json` prints one
-object a line and the last `"type": "result"` line is the report. Either is accepted.
+object a line and the last `"type": "result"` line is the report. Either is accepted. A stream's
+first line, `"subtype": "init"`, names the agent's session before any result
+(`announced_session`).
 
 The classes, checked in this order because provider messages overlap — Anthropic answers an
 empty credit balance with a 400 invalid_request_error, so credits must win over "invalid
@@ -205,6 +207,17 @@ def parse_report(stdout: str) -> AgentReport | None:
     return None
 
 
+def announced_session(line: str) -> str | None:
+    """The agent's own session id when one line of its output states it: Claude Code's stream-json
+    init line (`"type": "system", "subtype": "init"`, its first) or its result; else None.
+    Another tool's JSON is its output, so only those two kinds of line count."""
+    text = line.strip()
+    obj = _json_object(text) if text.startswith("{") else None
+    if obj is None or not ((obj.get("type") == "system" and obj.get("subtype") == "init") or _is_report(obj)):
+        return None
+    return _report_from(obj).session_id
+
+
 def _next_local(hour: int, minute: int, zone: ZoneInfo, now: datetime) -> datetime:
     """The next time the clock in `zone` reads hour:minute, strictly after now."""
     local_now = now.astimezone(zone)
@@ -323,4 +336,4 @@ def model_option(words: list[str]) -> str | None:
     return None
 
 
-__all__ = ["AGENT_SESSION_ID", "AgentReport", "classify", "model_option", "parse_report", "parse_reset", "refused_model"]
+__all__ = ["AGENT_SESSION_ID", "AgentReport", "announced_session", "classify", "model_option", "parse_report", "parse_reset", "refused_model"]
