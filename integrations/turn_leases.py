@@ -1,7 +1,8 @@
 """The worker pool with a heartbeat: every turn this process holds keeps its lease.
 
     pool = LeasedPool(ThreadWorkerPool(runner, 12), engine, owner, timedelta(seconds=30), clock)
-    pool.submit(request, on_done)     # as the inner pool; the turn's lease is renewed from now on
+    pool.submit(request, on_done)     # as the inner pool; the turn's lease is renewed from now on,
+                                      # and the agent's session id recorded as soon as it says it
     pool.shutdown(wait=True)          # the heartbeat stops with the pool
 
 Every third of a lease, one UPDATE renews the leases of the turns this process has accepted and
@@ -9,6 +10,11 @@ not yet reported (`scheduler.leases.renew`): so a turn queued behind busy worker
 lease as well as a running one, and a turn this process has lost track of is not renewed and
 comes back through recovery. A turn the renewal does not return was recovered elsewhere after
 its lease ran out (this process stalled past it): it is halted here, so it runs once.
+
+The runner is given `request.on_agent_session`: the agent's session id goes onto the session's
+row as soon as the agent states it (`scheduler.leases.record_agent_session`, while this process
+still owns the turn), wherever the turn runs, `pacer serve` or `pacer worker`. A turn whose
+process dies before its result then re-runs with --resume rather than start the work over.
 
 A process that cannot renew for two thirds of a lease (its database unreachable) halts every
 turn it holds: by the time the lease runs out and another process recovers a turn, its first run
@@ -21,12 +27,14 @@ import logging
 import threading
 import time
 from collections.abc import Callable
+from dataclasses import replace
 from datetime import datetime, timedelta
+from functools import partial
 from typing import Any
 
 from sqlalchemy import Engine
 
-from scheduler.leases import renew
+from scheduler.leases import record_agent_session, renew
 from scheduler.ports import TurnRequest, TurnResult
 
 log = logging.getLogger("pacer.leases")
@@ -59,7 +67,7 @@ class LeasedPool:
         with self._lock:
             self._held.add(turn_id)
         try:
-            self.pool.submit(request, done)
+            self.pool.submit(replace(request, on_agent_session=partial(self.record_agent_session, turn_id)), done)
         except BaseException:
             with self._lock:
                 self._held.discard(turn_id)
@@ -68,6 +76,11 @@ class LeasedPool:
 
     def halt(self, turn_id: int) -> bool:
         return bool(self.pool.halt(turn_id))
+
+    def record_agent_session(self, turn_id: int, agent_session_id: str) -> None:
+        """What the runner calls when the agent of `turn_id` names its session."""
+        if record_agent_session(self.engine, turn_id, self.owner, agent_session_id):
+            log.info("turn %s: the agent's session is %s; a re-run resumes it", turn_id, agent_session_id)
 
     def running(self) -> list[int]:
         """The turns accepted here and not yet reported: the ones whose leases this pool renews."""

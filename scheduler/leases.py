@@ -25,7 +25,7 @@ from sqlmodel import Session as DBSession
 from sqlmodel import col, select
 
 from scheduler.db import core
-from scheduler.models import Turn
+from scheduler.models import Session, Turn
 
 
 def owner_id() -> str:
@@ -73,6 +73,17 @@ def claim(engine: Engine, turn_id: int, owner: str, until: datetime) -> bool:
         .where(col(Turn.id) == turn_id, col(Turn.status) == "running", col(Turn.owner).is_(None))
         .values(owner=owner, lease_expires_at=until)
     )
+    with engine.begin() as conn:
+        return bool(conn.execute(stmt).rowcount)
+
+
+def record_agent_session(engine: Engine, turn_id: int, owner: str, agent_session_id: str) -> bool:
+    """The agent's own session id, written on the session of `owner`'s running turn as soon as the
+    agent states it, so a re-run of the turn resumes that conversation. False when the turn has
+    ended or is no longer `owner`'s: a turn recovered elsewhere may already run again, and its id
+    is the one that counts."""
+    turn = select(Turn.session_id).where(col(Turn.id) == turn_id, col(Turn.owner) == owner, col(Turn.status) == "running")
+    stmt = update(Session).where(col(Session.id) == turn.scalar_subquery()).values(agent_session_id=agent_session_id)
     with engine.begin() as conn:
         return bool(conn.execute(stmt).rowcount)
 

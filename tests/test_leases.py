@@ -4,6 +4,9 @@ cannot run a turn a second time. Two contexts on one database stand for two proc
 
 from __future__ import annotations
 
+import json
+import shlex
+import sys
 import threading
 import time
 from datetime import UTC, datetime, timedelta
@@ -12,6 +15,7 @@ from pathlib import Path
 from sqlalchemy import create_engine
 from sqlmodel import col, select
 
+from integrations.runners.command import CommandRunner, build_argv
 from integrations.runners.echo import EchoRunner
 from integrations.runners.pool import ThreadWorkerPool
 from integrations.turn_leases import LeasedPool
@@ -23,9 +27,10 @@ from scheduler.lifecycle import recover, recover_lost_turns
 from scheduler.models import Turn
 from scheduler.ports import Outcome, TurnRequest, TurnResult
 from scheduler.turns import submit_turn
-from tests.harness import build, new
+from tests.harness import build, new, row
 
 LEASE = timedelta(seconds=30)
+FAKE = Path(__file__).parent / "fixtures" / "fake_claude.py"
 
 
 def process(engine, clock, owner: str):
@@ -113,3 +118,42 @@ def test_a_process_that_cannot_renew_halts_its_turns_before_its_lease_runs_out(t
     finally:
         pool.shutdown(wait=True)
         unreachable.dispose()
+
+
+def test_a_turn_cut_off_after_its_agent_named_its_session_re_runs_with_resume(any_engine, clock, tmp_path: Path) -> None:
+    """The agent's first line names its conversation; its process then stalls past its lease. The
+    id is on the session before any result, so the turn recovered elsewhere resumes it."""
+    a, _, _ = process(any_engine, clock, "a")
+    b, b_deferrer, b_workers = process(any_engine, clock, "b")
+    template = f"{shlex.quote(sys.executable)} {shlex.quote(str(FAKE))} -p {{prompt}} --output-format stream-json --verbose"
+    runner = CommandRunner(template, "--resume {agent_session_id}", "claude_code", 60, tmp_path / "work",
+                           withheld=frozenset(), env={"PATH": "/usr/bin:/bin"})
+    pool = LeasedPool(ThreadWorkerPool(runner, 1), any_engine, "a", LEASE, clock.now)
+    a.workers = pool
+    prompt = "[fake:stream][fake:slow=30] long work"
+    try:
+        sa = new(a, prompt=prompt)
+        submit_turn(a, sa, prompt)
+        deadline = time.monotonic() + 10
+        while row(a, sa).agent_session_id is None and time.monotonic() < deadline:
+            time.sleep(0.05)
+        said = row(a, sa).agent_session_id
+        pid = json.loads((tmp_path / "work" / f"session-{sa}" / "fake_call.json").read_text())["pid"]
+        assert said == f"fake-{pid}"
+        [turn] = turns(a, sa)
+        assert turn.status == "running"  # recorded while the agent works, before any result
+
+        clock.advance(LEASE + timedelta(seconds=1))  # a stalls past its lease; b sweeps
+        assert recover_lost_turns(b) == 1
+        b_deferrer.advance(timedelta(seconds=1))
+        again = b_workers.submitted[-1]
+        assert (again.session_id, again.agent_session_id) == (sa, said)
+        argv, _ = build_argv(runner.words, runner.resume_words, again, tmp_path)
+        assert argv[-2:] == ["--resume", said]
+        assert pool.beat() == [turn.id]  # a wakes and stops its run: the conversation goes on on b
+        deadline = time.monotonic() + 10
+        while pool.running() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert pool.running() == [] and row(a, sa).agent_session_id == said
+    finally:
+        pool.shutdown(wait=True, halt=True)

@@ -11,6 +11,7 @@ stopped with SIGTERM hands a turn that outlasts its drain back for the next work
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -320,3 +321,66 @@ def test_a_turn_a_worker_ends_is_told_in_its_slack_thread(database_url: str, tmp
     finally:
         cluster.stop()
     assert cluster.runs() and "> ok" in str(done[0].body["text"])
+
+
+# A stand-in for `claude -p --output-format stream-json --verbose`: its first line names its
+# conversation (`conv-<session>-<turn>`, or the one it was asked to --resume), then it works for a
+# minute, or half a second when it resumes. Its argv goes to the log beside the agent log.
+RESUMING_AGENT = """
+import json, os, sys, time
+session, turn, rest = sys.argv[1], sys.argv[2], sys.argv[3:]
+log = os.environ["P12_AGENT_LOG"]
+with open(log, "a") as f:
+    f.write(f"{session} {turn} {os.getpid()} {time.time()}\\n")
+with open(log + ".argv", "a") as f:
+    f.write(json.dumps({"turn": int(turn), "argv": rest}) + "\\n")
+resumed = rest[1] if rest[:1] == ["--resume"] else None
+conversation = resumed or f"conv-{session}-{turn}"
+print(json.dumps({"type": "system", "subtype": "init", "session_id": conversation, "tools": ["Bash"]}), flush=True)
+time.sleep(0.5 if resumed else 60)
+print(json.dumps({"type": "result", "is_error": False, "result": "resumed" if resumed else "fresh", "total_cost_usd": 0.001,
+                  "session_id": conversation}))
+"""
+
+
+def test_a_turn_cut_off_with_its_worker_re_runs_with_resume_of_the_conversation_it_began(database_url: str, tmp_path: Path) -> None:
+    """A first turn has no agent session id until its agent says one: the worker records it from
+    the agent's init line, is killed mid-turn, and the turn recovered on another worker is run
+    with `--resume` of that conversation rather than from scratch."""
+    cluster = Cluster(tmp_path, database_url)
+    cluster.agent.write_text(RESUMING_AGENT)
+    engine = dbmod.make_engine(database_url)
+    began = time.monotonic()
+    try:
+        cluster.serve("serve")
+        cluster.worker("worker-a")
+        with httpx.Client(timeout=10) as client:
+            session = cluster.new(client, 0, "a long first turn", "priority")
+
+        def said() -> list[tuple]:
+            return _rows(engine, "SELECT s.agent_session_id, t.id, t.status FROM sessions s JOIN turns t ON t.session_id = s.id "
+                                 "WHERE s.id = :s AND s.agent_session_id IS NOT NULL", s=session)
+
+        assert _until(lambda: said() != [], 30), (cluster.logs("worker-a")[-3000:], _rows(engine, "SELECT id, status FROM turns"))
+        [(conversation, first, status)] = said()
+        assert (conversation, status) == (f"conv-{session}-{first}", "running")  # heard mid-turn, before any result
+        cluster.procs["worker-a"].send_signal(signal.SIGKILL)
+        cluster.procs["worker-a"].wait(timeout=10)
+        killed = time.monotonic()
+        cluster.worker("worker-b")
+        done = lambda: _rows(engine, "SELECT status FROM sessions WHERE id = :s", s=session) == [("done",)]  # noqa: E731
+        assert _until(done, 30), (_rows(engine, "SELECT id, status, outcome, owner FROM turns"), cluster.logs("worker-b")[-2000:])
+        recovered = time.monotonic() - killed
+    finally:
+        cluster.stop()
+    turns = _rows(engine, "SELECT id, status, outcome, output FROM turns WHERE session_id = :s ORDER BY id", s=session)
+    kept = _rows(engine, "SELECT agent_session_id FROM sessions WHERE id = :s", s=session)
+    engine.dispose()
+    assert [(status, outcome, output) for _id, status, outcome, output in turns] == [
+        ("failed", "interrupted", ""), ("done", "success", "resumed"),
+    ], turns
+    argv = {entry["turn"]: entry["argv"] for entry in map(json.loads, Path(f"{cluster.agent_log}.argv").read_text().splitlines())}
+    assert argv == {first: [], turns[1][0]: ["--resume", conversation]}
+    assert kept == [(conversation,)]
+    print(f"a first turn cut off with its worker re-ran with --resume {conversation} {recovered:.1f} s after the kill "
+          f"(lease {LEASE_SECONDS} s); test {time.monotonic() - began:.1f} s")
