@@ -10,7 +10,7 @@ from fastapi import FastAPI
 from fastapi.responses import JSONResponse
 
 from bot import api as rest_api
-from bot import metrics, runtime
+from bot import live_page, metrics, runtime
 from bot.github import webhook as github_webhook
 from bot.request_ids import RequestIds
 from bot.runtime import Pacer
@@ -53,6 +53,9 @@ def create_app(pacer: Pacer, *, start_scheduler: bool = True) -> FastAPI:
 
     # The REST API: /api/v1 sessions, triggers, policy, holds, chat; bearer PACER_API_TOKEN.
     rest_api.register(app)
+
+    # The live page: GET /, its polled state and its static files; the same token as the API.
+    live_page.register(app)
 
     # Slack: /slack/events (with a signing secret), Socket Mode (with an app token) and the thread
     # notifier, when a bot token and either of those are configured (Bolt is imported only then).

@@ -1,10 +1,11 @@
 """Every sentence a person reads, as Jinja2 templates, and the one environment that renders them.
 
 `text/` for the console, the API and logs; `slack/` for Slack mrkdwn; `github/` for GitHub
-markdown; `errors/` for the message each deliberate error carries, one file of macros per module.
+markdown; `page/` for the live page's HTML (autoescaped); `errors/` for the message each
+deliberate error carries, one file of macros per module.
 The scheduler and every surface render from here, so they cannot say different things.
 """
 
-from templates.render import environment, error_text, render, render_prompt, slack_escape
+from templates.render import environment, error_text, render, render_html, render_prompt, slack_escape
 
-__all__ = ["environment", "error_text", "render", "render_prompt", "slack_escape"]
+__all__ = ["environment", "error_text", "render", "render_html", "render_prompt", "slack_escape"]

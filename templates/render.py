@@ -50,6 +50,27 @@ def render(name: str, **context: Any) -> str:
     return environment().get_template(name).render(**context).strip()
 
 
+@lru_cache(maxsize=1)
+def html_environment() -> Environment:
+    """The live page's environment: the same files and filters, with HTML autoescape on, since a
+    session's title or a hold's reason is text someone typed and the page is HTML."""
+    env = Environment(
+        loader=PackageLoader("templates", ""),
+        undefined=StrictUndefined,
+        autoescape=True,
+        trim_blocks=True,
+        lstrip_blocks=True,
+        auto_reload=False,
+    )
+    env.filters.update(environment().filters)
+    return env
+
+
+def render_html(name: str, **context: Any) -> str:
+    """Render `templates/<name>` as HTML, every value escaped."""
+    return html_environment().get_template(name).render(**context).strip()
+
+
 def error_text(name: str, /, **context: Any) -> str:
     """The sentence an error carries: `name` is "<module>/<macro>", a macro in `templates/errors/<module>.j2`.
 

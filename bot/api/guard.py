@@ -91,14 +91,14 @@ def error_body(status: int, error: str, message: str, *, field: str | None = Non
     return JSONResponse(body, status_code=status, headers=headers)
 
 
-def _configured_token(request: Request) -> str | None:
+def configured_token(request: Request) -> str | None:
     pacer = request.app.state.pacer
     token = pacer.settings.api_token or pacer.extras.get(DEMO_TOKEN_KEY)
     return str(token) if token else None
 
 
 def authenticate(request: Request) -> Caller:
-    token = _configured_token(request)
+    token = configured_token(request)
     if not token:
         raise ApiError(401, "unauthorized", error_text("api/token_not_configured"))
     header = request.headers.get("authorization", "")

@@ -1,0 +1,87 @@
+// The live page's only script: draw each quota window with uPlot, then every poll swap in the
+// sections the server rendered and give the charts their new points. Every word it shows comes
+// from the page (the chart labels in #charts' data-labels) or from the server's HTML.
+(function () {
+  "use strict";
+  var poll = parseInt(document.body.dataset.pollMs, 10) || 2000;
+  var host = document.getElementById("charts");
+  var labels = JSON.parse(host.dataset.labels);
+  var plots = {};
+
+  function options(chart) {
+    return {
+      width: Math.max(Math.min(host.clientWidth - 24, 720), 320),
+      height: 240,
+      scales: { x: { time: true } },
+      tzDate: function (ts) { return uPlot.tzDate(new Date(ts * 1000), "Etc/UTC"); },  // UTC, as every time the server writes
+      series: [
+        {},
+        { label: labels.spent, stroke: "#c0392b", width: 0, points: { show: true, size: 10, fill: "#c0392b" } },
+        { label: labels.pacing, stroke: "#7f8c8d", dash: [6, 4] },
+        { label: labels.sustainable, stroke: "#27ae60" },
+        { label: labels.projection, stroke: "#e67e22", dash: [2, 3] },
+        { label: labels.reserve, stroke: "#2c5aa0", width: 2 },
+        { label: labels.capacity, stroke: "#333333", width: 1 }
+      ],
+      axes: [{}, { label: chart.calibrated ? labels.usd : labels.fraction }]
+    };
+  }
+
+  function series(chart) {
+    return [chart.x, chart.spent, chart.pacing, chart.sustainable, chart.projection, chart.reserve, chart.capacity];
+  }
+
+  function draw(charts) {
+    var seen = {};
+    charts.forEach(function (chart) {
+      seen[chart.name] = true;
+      if (plots[chart.name]) {
+        plots[chart.name].setData(series(chart));
+        return;
+      }
+      var box = document.createElement("div");
+      box.className = "chart";
+      box.dataset.window = chart.name;
+      var title = document.createElement("h3");
+      title.textContent = chart.label;
+      box.appendChild(title);
+      host.appendChild(box);
+      plots[chart.name] = new uPlot(options(chart), series(chart), box);
+    });
+    Object.keys(plots).forEach(function (name) {
+      if (!seen[name]) {
+        plots[name].destroy();
+        var box = host.querySelector('[data-window="' + name + '"]');
+        if (box) { box.remove(); }
+        delete plots[name];
+      }
+    });
+  }
+
+  function swap(sections) {
+    Object.keys(sections).forEach(function (id) {
+      var element = document.getElementById(id);
+      if (element && element.innerHTML !== sections[id]) { element.innerHTML = sections[id]; }
+    });
+  }
+
+  function refresh() {
+    fetch("/live/state", { credentials: "same-origin", cache: "no-store" })
+      .then(function (answer) {
+        if (answer.status === 401) { window.location.reload(); }  // the token changed: show how to get back in
+        return answer.ok ? answer.json() : null;
+      })
+      .then(function (state) {
+        if (state) {
+          swap(state.sections);
+          draw(state.charts);
+          document.body.dataset.stateAt = state.now;
+        }
+      })
+      .catch(function () { /* a restart or a dropped connection: the next poll tries again */ })
+      .then(function () { window.setTimeout(refresh, poll); });
+  }
+
+  draw(JSON.parse(document.getElementById("chart-data").textContent));
+  window.setTimeout(refresh, poll);
+}());

@@ -1,0 +1,135 @@
+"""The live page (GET /): who may see it, what it shows, and, in Debian's headless Chromium driven
+by Selenium, that it loads without a console error, draws the queue and the charts, and shows a
+session created through the API within 5 s."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from bot.live_page import COOKIE
+from tests.api_client import TOKEN, Api, make_api
+
+CHROMIUM = "/usr/bin/chromium"
+CHROMEDRIVER = "/usr/bin/chromedriver"
+
+
+@pytest.fixture
+def api(engine, clock) -> Iterator[Api]:
+    api = make_api(engine, clock, max_sessions=1, turn_minutes=30)
+    api.quota.spent_5h = 420.0  # something on the chart: $420 of $1,000
+    yield api
+    api.close()
+
+
+def create(api: Api, prompt: str, **body: Any) -> dict[str, Any]:
+    r = api.post("/sessions", {"prompt": prompt, **body})
+    assert r.status_code == 201, r.text
+    return r.json()["session"]  # type: ignore[no-any-return]
+
+
+def signed_in(api: Api) -> httpx.Client:
+    client = httpx.Client(base_url=api.server.url, timeout=30)
+    first = client.get("/", params={"token": TOKEN})
+    assert first.status_code == 303 and first.headers["location"] == "/"
+    return client
+
+
+def test_without_the_token_the_page_says_how_to_get_in(api: Api) -> None:
+    bare = httpx.get(f"{api.server.url}/", timeout=30)
+    assert bare.status_code == 401 and "Open /?token=&lt;PACER_API_TOKEN&gt; once" in bare.text
+    wrong = httpx.get(f"{api.server.url}/", params={"token": "nope"}, timeout=30)
+    assert wrong.status_code == 401 and "That token is not valid" in wrong.text
+    assert httpx.get(f"{api.server.url}/live/state", timeout=30).status_code == 401
+
+
+def test_the_token_once_sets_a_strict_httponly_cookie_that_is_not_the_token(api: Api) -> None:
+    first = httpx.get(f"{api.server.url}/", params={"token": TOKEN}, timeout=30)
+    cookie = first.headers["set-cookie"]
+    assert first.status_code == 303 and COOKIE in cookie and TOKEN not in cookie
+    assert "HttpOnly" in cookie and "SameSite=strict" in cookie and "Path=/" in cookie
+    bearer = httpx.get(f"{api.server.url}/", headers={"Authorization": f"Bearer {TOKEN}"}, timeout=30)
+    assert bearer.status_code == 200
+
+
+def test_the_page_shows_the_card_the_queue_the_holds_and_the_day(api: Api) -> None:
+    running = create(api, "running work")
+    waiting = create(api, "waiting <b>work</b>")
+    client = signed_in(api)
+    page = client.get("/")
+    assert page.status_code == 200 and "default-src 'none'" in page.headers["content-security-policy"]
+    html = page.text
+    assert f'data-session-id="{running["id"]}"' in html and f'data-session-id="{waiting["id"]}"' in html
+    assert "waiting &lt;b&gt;work&lt;/b&gt;" in html  # a title is text, never markup
+    assert "A new spot session would" in html and "$420.00 spent of $1,000.00" in html
+    assert "starts: 1 ·" in html  # the running session's turn, on the timeline
+    state = client.get("/live/state").json()
+    assert set(state["sections"]) == {"card", "queue", "holds", "timeline", "updated"}
+    five = next(c for c in state["charts"] if c["name"] == "5h")
+    assert five["spent"][1] == 420.0 and five["reserve"][0] == five["pacing"][2] and five["pacing"][0] == 0.0
+    for name in ("uPlot.iife.min.js", "uPlot.min.css", "live.js", "live.css", "uPlot.LICENSE"):
+        assert client.get(f"/static/{name}").status_code == 200, name
+    assert client.get("/static/..%2Fapp.py").status_code == 404
+    assert client.post("/").status_code == 405  # read-only
+
+
+def chrome(tmp_path: Path) -> Any:
+    if not (shutil.which(CHROMIUM) and shutil.which(CHROMEDRIVER)):
+        if os.environ.get("PACER_REQUIRE_CHROMIUM"):
+            pytest.fail(f"PACER_REQUIRE_CHROMIUM is set but {CHROMIUM} or {CHROMEDRIVER} is missing: apt-get install chromium chromium-driver")
+        pytest.skip("Debian's chromium and chromium-driver are not installed (CI sets PACER_REQUIRE_CHROMIUM=1 and installs them)")
+    from selenium import webdriver
+    from selenium.webdriver.chrome.service import Service
+
+    options = webdriver.ChromeOptions()
+    options.binary_location = CHROMIUM
+    for arg in ("--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage", "--window-size=1400,1600",
+                f"--user-data-dir={tmp_path / 'chromium'}"):
+        options.add_argument(arg)
+    options.set_capability("goog:loggingPrefs", {"browser": "ALL"})
+    return webdriver.Chrome(service=Service(CHROMEDRIVER), options=options)
+
+
+def test_in_chromium_the_page_loads_clean_and_shows_a_new_session_within_5_s(api: Api, tmp_path: Path) -> None:
+    from selenium.webdriver.common.by import By
+
+    create(api, "running work")
+    create(api, "waiting work")
+    browser = chrome(tmp_path)
+    try:
+        began = time.monotonic()
+        browser.get(f"{api.server.url}/?token={TOKEN}")
+        assert browser.current_url == f"{api.server.url}/"  # the token left the address bar
+        deadline = time.monotonic() + 10
+        while not browser.find_elements(By.CSS_SELECTOR, "#charts .uplot canvas") and time.monotonic() < deadline:
+            time.sleep(0.05)
+        loaded = time.monotonic() - began
+        assert len(browser.find_elements(By.CSS_SELECTOR, "#charts .uplot canvas")) == 2, "one chart per window"
+        assert len(browser.find_elements(By.CSS_SELECTOR, "#queue tr[data-session-id]")) == 2
+
+        created = create(api, "arrived while watching")
+        asked = time.monotonic()
+        row = f'#queue tr[data-session-id="{created["id"]}"]'
+        while not browser.find_elements(By.CSS_SELECTOR, row) and time.monotonic() - asked < 5:
+            time.sleep(0.05)
+        seen = time.monotonic() - asked
+        assert browser.find_elements(By.CSS_SELECTOR, row), "the new session did not appear within 5 s"
+        assert "arrived while watching" in browser.find_element(By.CSS_SELECTOR, row).text
+        time.sleep(2.5)  # one more poll: redrawing the charts with new points must stay clean too
+        browser.save_screenshot(str(tmp_path / "live-page.png"))
+        shot = os.environ.get("PACER_LIVE_SCREENSHOT")  # a copy kept outside the tmp dir, to look at
+        if shot:
+            shutil.copy(tmp_path / "live-page.png", shot)
+        errors = [entry for entry in browser.get_log("browser") if entry["level"] == "SEVERE"]
+        assert errors == [], errors
+        print(f"\nlive page: loaded with charts in {loaded:.2f} s; new session shown after {seen:.2f} s; "
+              f"screenshot {tmp_path / 'live-page.png'}")
+    finally:
+        browser.quit()
