@@ -133,3 +133,38 @@ def test_in_chromium_the_page_loads_clean_and_shows_a_new_session_within_5_s(api
               f"screenshot {tmp_path / 'live-page.png'}")
     finally:
         browser.quit()
+
+
+def test_the_day_holds_every_start_and_the_pauses_and_preemptions_the_rows_keep(any_engine, clock) -> None:
+    from datetime import timedelta
+
+    from scheduler.db import session_scope
+    from scheduler.models import Session, Turn
+    from scheduler.timeline import last_day
+    from tests.harness import build, new
+
+    ctx, *_ = build(any_engine, clock)
+    now, hour = clock.now(), timedelta(hours=1)
+    ran, paused, preempted, long_ago = (new(ctx, title=t) for t in ("ran", "paused", "preempted", "long ago"))
+    with session_scope(any_engine) as db:
+        for at, kind in ((now - hour, "first"), (now - 25 * hour, "follow_up"), (now - 0.5 * hour, "follow_up")):
+            db.add(Turn(session_id=ran, kind=kind, status="done", created_at=at, started_at=at))
+        for sid, fields in (
+            (paused, {"pause_reason": "at_utilization_limit", "pause_at": now - 2 * hour}),
+            (preempted, {"pause_reason": "preempted_by_priority", "pause_at": now - 3 * hour,
+                         "last_preempted_at": now - 3 * hour, "preemption_count": 3}),
+            (long_ago, {"last_preempted_at": now - 30 * hour, "preemption_count": 1}),
+        ):
+            row = db.get(Session, sid)
+            for name, value in fields.items():
+                setattr(row, name, value)
+            db.add(row)
+    with session_scope(any_engine) as db:
+        day = last_day(db, now)
+    assert [(m.kind, m.session_id, m.detail) for m in day.marks] == [
+        ("preemption", preempted, "3"),  # a preemption's pause is not a second mark
+        ("pause", paused, "at_utilization_limit"),
+        ("start", ran, "first"),
+        ("start", ran, "follow_up"),
+    ]
+    assert day.offset(now - 12 * hour) == 0.5 and day.offset(now - 30 * hour) == 0.0
