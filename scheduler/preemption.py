@@ -30,19 +30,21 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
+from sqlalchemy import or_
 from sqlmodel import Session as DBSession
 from sqlmodel import col, func, select
 
 from scheduler.attempt import PASS_THROUGH, Work
 from scheduler.context import Context
 from scheduler.effects import Effects
-from scheduler.fleet import running_fleet
+from scheduler.fleet import running_fleet, running_rows
 from scheduler.gate import Decision, Reason
+from scheduler.genesis import SchedulingClass
 from scheduler.models import EnqueuedMessage, HumanMessage, Session, Status, Turn
 from scheduler.pause import COOLDOWN, PREEMPTED, banner, last_turn, record_pause
 from scheduler.policy import PolicyView, load_policy
 from scheduler.records import clear_pause, halt_turn, is_running, running_turn
-from scheduler.sessions import is_spot
+from scheduler.sessions import class_from, is_spot
 from templates import render
 
 log = logging.getLogger("pacer.preemption")
@@ -66,6 +68,27 @@ def _quota_fleet(db: DBSession, ctx: Context, policy: PolicyView, *, excluding: 
         (s, t) for s, t in running_fleet(db, ctx, policy)
         if ctx.runtime(s.runtime).spends_quota and s.id != excluding
     ]
+
+
+def _quota_rows(db: DBSession, ctx: Context, policy: PolicyView, excluding: int | None) -> list[tuple[int, bool]]:
+    """(session id, is spot) for `_quota_fleet`'s turns, from the fleet's columns that every
+    decision reads anyway: the count decides whether anything must yield, and most starts
+    find a free slot without loading a single whole row."""
+    return [
+        (sid, class_from(own, genesis, policy) is SchedulingClass.SPOT)
+        for sid, own, genesis, runtime, _weight in running_rows(db)
+        if ctx.runtime(runtime).spends_quota and sid != excluding
+    ]
+
+
+def _yield_fleet(db: DBSession, ctx: Context, spot: list[int], excluding: int | None) -> list[tuple[Session, Turn]]:
+    """The whole rows of `_quota_fleet` that can matter in a full fleet: a spot session (who
+    may yield) or one carrying a mark (who may be standing). Every other row only counts."""
+    stmt = (
+        select(Session, Turn).join(Turn, col(Turn.session_id) == col(Session.id))
+        .where(Turn.status == "running", or_(col(Session.id).in_(spot), col(Session.preempt_mark_at).is_not(None)))
+    )
+    return [(s, t) for s, t in db.exec(stmt) if ctx.runtime(s.runtime).spends_quota and s.id != excluding]
 
 
 def is_standing(session: Session) -> bool:
@@ -130,11 +153,15 @@ def _preempt(db: DBSession, ctx: Context, session: Session, now: datetime, notic
         return  # a spot start only takes a free slot; a runtime that spends nothing takes none
     if not policy.preemption_enabled or not policy.gating_enabled:
         return  # switched off (or no ceiling to keep): the fleet runs one over, as it did before
-    fleet = _quota_fleet(db, ctx, policy, excluding=session.id)
-    standing = sum(1 for s, _t in fleet if is_standing(s))
+    rows = _quota_rows(db, ctx, policy, session.id)
     slots = policy.slots(ctx.agent_workers)
-    if len(fleet) - standing < slots:
-        return  # a slot is free, or already promised by a standing mark
+    if len(rows) < slots:
+        return  # a slot is free (standing marks could only free more)
+    fleet = _yield_fleet(db, ctx, [sid for sid, spot in rows if spot], session.id)
+    running = len(rows)
+    standing = sum(1 for s, _t in fleet if is_standing(s))
+    if running - standing < slots:
+        return  # a slot is already promised by a standing mark
     turns = {s.id: t for s, t in fleet}
     candidates = [s for s, t in fleet if is_eligible(s, t, ctx, policy, now)]
     victim = None
@@ -147,15 +174,15 @@ def _preempt(db: DBSession, ctx: Context, session: Session, now: datetime, notic
     if victim is None:
         log.info(
             "priority session #%s starts into a full fleet (%s of %s) with no eligible spot session to yield: the fleet runs one over",
-            session.id, len(fleet), slots,
+            session.id, running, slots,
         )
-        notices.append(("preempt_none", {"session_id": session.id, "running": len(fleet), "slots": slots}))
+        notices.append(("preempt_none", {"session_id": session.id, "running": running, "slots": slots}))
         return
     victim.preempt_mark_at = now
     victim.preempted_by_id = session.id
     victim.preemption_count += 1
     victim.pending_sleep = True
-    detail = render("text/preempted.j2", by=session.id, by_title=session.title, slots=slots, running=len(fleet))
+    detail = render("text/preempted.j2", by=session.id, by_title=session.title, slots=slots, running=running)
     record_pause(victim, PREEMPTED, detail, now, costs=True)
     db.add(victim)
     db.flush()
