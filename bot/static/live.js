@@ -13,6 +13,7 @@
       width: Math.max(Math.min(host.clientWidth - 24, 720), 320),
       height: 240,
       scales: { x: { time: true } },
+      legend: { live: false },  // three points a line: a hover readout says less than the card beside it
       tzDate: function (ts) { return uPlot.tzDate(new Date(ts * 1000), "Etc/UTC"); },  // UTC, as every time the server writes
       series: [
         {},
