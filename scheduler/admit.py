@@ -14,12 +14,12 @@ from collections.abc import Callable
 
 from scheduler.attempt import PASS_THROUGH, Block, Submission, TurnAttempt, Work
 from scheduler.explain import explain
-from scheduler.fleet import asking_for, build_snapshot
+from scheduler.fleet import asking_for, build_snapshot, running_rows
 from scheduler.gate import Decision, Reason, decide
 from scheduler.log_context import about_session
 from scheduler.models import Session, Status
 from scheduler.policy import PolicyView, load_policy
-from scheduler.records import clear_hold, hold, is_running, start
+from scheduler.records import clear_hold, hold, start
 from scheduler.sessions import is_spot
 
 log = logging.getLogger("pacer.admit")
@@ -43,9 +43,12 @@ def blocked(work: Work, session: Session) -> Block | None:
 
 
 def gate_decision(work: Work, policy: PolicyView, session: Session) -> Decision:
+    work.db.flush()  # as a read would: a pending turn write drops the fleet's memo first
     snapshot = build_snapshot(work.db, work.ctx, policy, work.reading)
     # A session whose deliverer already flipped it to running is counted in the fleet itself.
-    return decide(snapshot, asking_for(session, work.ctx, policy, running=is_running(work.db, session.id or 0)), work.now)
+    # The fleet's rows just read say whether this one runs: no second read for one row of them.
+    running = any(sid == session.id for sid, *_ in running_rows(work.db))
+    return decide(snapshot, asking_for(session, work.ctx, policy, running=running), work.now)
 
 
 def admit(work: Work, session: Session, attempt: TurnAttempt, ahead: Ahead | None = None) -> Submission:

@@ -130,9 +130,11 @@ def waiting_for_workers(db: DBSession, workers: int) -> int:
 def fleet_columns(db: DBSession, policy: PolicyView) -> list[tuple[int, bool, str]]:
     """(session id, is spot, runtime) for every turn a worker is executing now."""
     fleet = []
+    spot: dict[tuple[str | None, str], bool] = {}  # a fleet has a few (class, genesis) pairs, not one per turn
     for sid, own, genesis, runtime, _weight in running_rows(db):
-        cls = class_from(own, genesis, policy)
-        fleet.append((sid, cls is SchedulingClass.SPOT, runtime))
+        if (own, genesis) not in spot:
+            spot[own, genesis] = class_from(own, genesis, policy) is SchedulingClass.SPOT
+        fleet.append((sid, spot[own, genesis], runtime))
     return fleet
 
 

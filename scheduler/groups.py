@@ -27,6 +27,7 @@ from scheduler.attempt import Block
 from scheduler.context import Context
 from scheduler.errors import InvalidInput
 from scheduler.models import Session, Status, Trigger, Turn
+from scheduler.store import kept
 from templates import error_text, render
 
 log = logging.getLogger("pacer.groups")
@@ -49,16 +50,10 @@ def parse_group_limit(value: Any) -> int:
 
 
 def group_limit(db: DBSession, session: Session) -> int:
+    """The limit of the session's group, from its trigger."""
     if session.trigger_id is None:
         return DEFAULT_LIMIT
-    trigger = db.get(Trigger, session.trigger_id)
-    if trigger is None or "group_limit" not in (trigger.config or {}):
-        return DEFAULT_LIMIT
-    try:
-        return parse_group_limit(trigger.config["group_limit"])
-    except InvalidInput as exc:
-        log.warning("trigger #%s: %s; using %d", trigger.id, exc, DEFAULT_LIMIT)
-        return DEFAULT_LIMIT
+    return declared_limits(db).get(session.trigger_id, DEFAULT_LIMIT)
 
 
 def _claims(now: datetime) -> Any:
@@ -94,15 +89,23 @@ def occupancy(db: DBSession, now: datetime) -> dict[str, int]:
 
 def declared_limits(db: DBSession) -> dict[int, int]:
     """Trigger id -> its valid `group_limit`, for the triggers that declare one; every other
-    session's limit is DEFAULT_LIMIT (`group_limit`)."""
+    session's limit is DEFAULT_LIMIT. Every decision asks and triggers change rarely: the map is
+    kept across transactions until a trigger is written (`store.kept` reads the triggers' write
+    counter in this transaction, so an edit committed by any process is seen by the next
+    decision). Read-only for callers: the same map serves every transaction."""
+    limits: dict[int, int] = kept(db, "group_limits", (Trigger,), lambda: _read_limits(db))
+    return limits
+
+
+def _read_limits(db: DBSession) -> dict[int, int]:
     limits = {}
     for trigger_id, config in db.exec(select(Trigger.id, Trigger.config)):
         if trigger_id is None or "group_limit" not in (config or {}):
             continue
         try:
             limits[int(trigger_id)] = parse_group_limit(config["group_limit"])
-        except InvalidInput:
-            continue  # `group_limit` says why, and uses the default
+        except InvalidInput as exc:
+            log.warning("trigger #%s: %s; using %d", trigger_id, exc, DEFAULT_LIMIT)
     return limits
 
 

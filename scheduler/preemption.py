@@ -37,14 +37,13 @@ from sqlmodel import col, func, select
 from scheduler.attempt import PASS_THROUGH, Work
 from scheduler.context import Context
 from scheduler.effects import Effects
-from scheduler.fleet import running_fleet, running_rows
+from scheduler.fleet import fleet_columns, running_fleet
 from scheduler.gate import Decision, Reason
-from scheduler.genesis import SchedulingClass
 from scheduler.models import EnqueuedMessage, HumanMessage, Session, Status, Turn
 from scheduler.pause import COOLDOWN, PREEMPTED, banner, last_turn, record_pause
 from scheduler.policy import PolicyView, load_policy
 from scheduler.records import clear_pause, halt_turn, is_running, running_turn
-from scheduler.sessions import class_from, is_spot
+from scheduler.sessions import is_spot
 from templates import render
 
 log = logging.getLogger("pacer.preemption")
@@ -74,11 +73,7 @@ def _quota_rows(db: DBSession, ctx: Context, policy: PolicyView, excluding: int 
     """(session id, is spot) for `_quota_fleet`'s turns, from the fleet's columns that every
     decision reads anyway: the count decides whether anything must yield, and most starts
     find a free slot without loading a single whole row."""
-    return [
-        (sid, class_from(own, genesis, policy) is SchedulingClass.SPOT)
-        for sid, own, genesis, runtime, _weight in running_rows(db)
-        if ctx.runtime(runtime).spends_quota and sid != excluding
-    ]
+    return [(sid, spot) for sid, spot, runtime in fleet_columns(db, policy) if ctx.runtime(runtime).spends_quota and sid != excluding]
 
 
 def _yield_fleet(db: DBSession, ctx: Context, spot: list[int], excluding: int | None) -> list[tuple[Session, Turn]]:

@@ -108,6 +108,7 @@ def test_a_pass_over_hundreds_waiting_on_one_busy_group_reads_a_bounded_number_o
             event.remove(engine, "before_cursor_execute", listener)
         return len(seen)
 
+    statements_of_one_pass(1)  # the first pass over a waiter reads what later ones keep (the triggers' group limits)
     few = statements_of_one_pass(30)
     many = statements_of_one_pass(570)
     assert many == few
