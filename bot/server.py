@@ -7,6 +7,7 @@ from __future__ import annotations
 import gc
 import logging
 import os
+from collections.abc import Mapping
 
 import uvicorn
 from sqlalchemy.exc import OperationalError
@@ -44,8 +45,17 @@ def serve(settings: Settings, *, host: str | None = None, port: int | None = Non
         settings.effective_slots, settings.max_sessions, settings.agent_workers,
     )
     uvicorn.run(app, host=bind_host, port=bind_port, log_level=settings.log_level.lower(), lifespan="on",
-                access_log=settings.access_log, log_config=logs.config(settings.log_level, settings.log_format))
+                access_log=settings.access_log, log_config=logs.config(settings.log_level, settings.log_format),
+                **proxy_options(os.environ))
     return 0
+
+
+def proxy_options(environ: Mapping[str, str]) -> dict[str, object]:
+    """On Fly, every request reaches the machine through Fly's edge proxy, which ends TLS and says
+    so in X-Forwarded-Proto: trust it there, so a request that came over https is seen as https
+    (the live page's cookie is then Secure). Elsewhere uvicorn's default stands: only a proxy on
+    loopback is trusted, or the addresses FORWARDED_ALLOW_IPS names."""
+    return {"forwarded_allow_ips": "*"} if environ.get("FLY_APP_NAME") else {}
 
 
 def _freeze_startup_heap(_pacer: object) -> None:

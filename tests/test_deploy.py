@@ -232,3 +232,12 @@ def test_the_slack_manifest_asks_for_the_events_and_scopes_pacer_uses_and_no_mor
                             source))
     assert called <= set(SLACK_METHODS), "a new Web API method: add the scope it needs to deploy/slack-manifest.yaml and here"
     assert {scope for scope in SLACK_METHODS.values() if scope} <= set(SLACK_SCOPES)
+
+
+def test_on_fly_the_edge_proxys_forwarded_scheme_is_trusted() -> None:
+    """Fly's proxy ends TLS: there uvicorn trusts X-Forwarded-Proto from any address, so an https
+    request is seen as one (the live page's cookie is then Secure); elsewhere its default stands."""
+    from bot.server import proxy_options
+
+    assert proxy_options({"FLY_APP_NAME": "pacer"}) == {"forwarded_allow_ips": "*"}
+    assert proxy_options({}) == {}
