@@ -9,7 +9,11 @@ p50/p99 response time, then checks the promise: exactly 1,000 sessions, none twi
 Exits 1 when the promise breaks; the latency target is reported, with the server's CPU per
 request, because on a shared machine it measures the neighbours as much as Pacer.
 
-    python -m bench.webhooks [--deliveries 1000] [--redeliveries 200] [--concurrency 20]
+    python -m bench.webhooks [--deliveries 1000] [--redeliveries 200] [--concurrency 20] [--postgres]
+
+With --postgres the server runs on PostgreSQL instead: a database `<name>_webhooks` on the server
+PACER_BENCH_DATABASE_URL (else PACER_TEST_DATABASE_URL) names, created for the run and dropped
+after it.
 """
 
 from __future__ import annotations
@@ -30,12 +34,13 @@ from pathlib import Path
 from typing import Any
 
 import httpx
-from sqlalchemy import func, or_
+from sqlalchemy import func, or_, text
 from sqlmodel import Session as DBSession
 from sqlmodel import col, select
 
 from bench.serve import free_port, start_pacer
 from bot.github.webhook import signature
+from bot.settings_rules import database_url
 from scheduler import db as dbmod
 from scheduler.models import Session, Trigger, Turn
 
@@ -132,6 +137,21 @@ def wait_until_asked(engine: Any, expected: int, *, timeout: float) -> float | N
     return None
 
 
+def _postgres(*, drop: bool) -> str:
+    """A fresh database `<name>_webhooks` on the benchmark's PostgreSQL server (or drop it)."""
+    base = os.environ.get("PACER_BENCH_DATABASE_URL") or os.environ.get("PACER_TEST_DATABASE_URL")
+    if not base:
+        raise SystemExit("--postgres needs PACER_BENCH_DATABASE_URL (or PACER_TEST_DATABASE_URL)")
+    name = f"{base.rsplit('/', 1)[1].split('?')[0]}_webhooks"
+    admin = dbmod.make_engine(database_url("PACER_BENCH_DATABASE_URL", base))
+    with admin.connect().execution_options(isolation_level="AUTOCOMMIT") as conn:
+        conn.execute(text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
+        if not drop:
+            conn.execute(text(f'CREATE DATABASE "{name}"'))
+    admin.dispose()
+    return base.rsplit("/", 1)[0] + f"/{name}"
+
+
 def percentile(values: list[float], pct: float) -> float:
     ordered = sorted(values)
     return ordered[min(len(ordered) - 1, max(0, round(pct / 100 * len(ordered)) - 1))]
@@ -143,13 +163,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--redeliveries", type=int, default=200)
     parser.add_argument("--concurrency", type=int, default=20)
     parser.add_argument("--seed", type=int, default=7)
+    parser.add_argument("--postgres", action="store_true", help="run pacer serve on PostgreSQL (PACER_BENCH_DATABASE_URL)")
     args = parser.parse_args(argv)
 
     rng = random.Random(args.seed)
     workdir = Path(tempfile.mkdtemp(prefix="pacer-bench-webhooks-"))
-    url = f"sqlite:///{workdir / 'pacer.db'}"
-    dbmod.migrate(url)
-    engine = dbmod.make_engine(url)
+    url = _postgres(drop=False) if args.postgres else f"sqlite:///{workdir / 'pacer.db'}"
+    dbmod.migrate(database_url("DATABASE_URL", url))
+    engine = dbmod.make_engine(database_url("DATABASE_URL", url))
     with dbmod.session_scope(engine) as db:
         db.add(Trigger(name="relabel", kind="github_label", config={"label": "pacer"}, prompt_template="Work on {{ url }}: {{ title }}",
                        created_at=datetime.now(UTC)))
@@ -180,6 +201,7 @@ def main(argv: list[str] | None = None) -> int:
             server.kill()
 
     latencies = [seconds * 1000 for seconds, _status in results]
+    print(f"database     {'PostgreSQL' if args.postgres else 'SQLite'}; load {os.getloadavg()[0]:.1f} (1-minute average) on {os.cpu_count()} CPUs")
     statuses: dict[int, int] = {}
     for _seconds, status in results:
         statuses[status] = statuses.get(status, 0) + 1
@@ -208,6 +230,9 @@ def main(argv: list[str] | None = None) -> int:
         failures.append(f"{args.deliveries - asked} sessions were never asked for a first turn")
     for failure in failures:
         print(f"FAIL         {failure}")
+    engine.dispose()
+    if args.postgres:
+        _postgres(drop=True)
     verdict = "met" if p99 < TARGET_P99_MS else "MISSED (p99 depends on this machine's free CPU: see server CPU)"
     print(f"target       p99 < {TARGET_P99_MS:.0f} ms {verdict}")
     return 1 if failures else 0
