@@ -20,6 +20,7 @@ from bot.commands import command as c
 from bot.context import Answer, Context
 from bot.triggers import change_trigger
 from scheduler.budgets import reset_spend
+from scheduler.cost_caps import spent_by
 from scheduler.db import session_scope
 from scheduler.lifecycle import archive as archive_session
 from scheduler.policy import load_policy, set_policy
@@ -31,7 +32,7 @@ def archive(ctx: Context, command: c.Archive) -> Answer:
     sctx = ctx.pacer.ctx
     archive_session(sctx, command.session_id, actor=ctx.actor)
     with session_scope(sctx.engine) as db:
-        view = session_view(get_session(db, command.session_id), load_policy(db))
+        view = session_view(get_session(db, command.session_id), load_policy(db), spent_by(db, command.session_id))
     return Answer("archived", {"session": view})
 
 

@@ -17,6 +17,7 @@ from bot.commands.grammar import NAMES, USAGE
 from bot.context import Answer, Context, StoreContext
 from bot.render import render
 from scheduler.budgets import spends
+from scheduler.cost_caps import spent_by
 from scheduler.holds_view import all_holds
 from scheduler.models import Session
 from scheduler.policy import audit_log, load_policy
@@ -103,7 +104,7 @@ def why_answer(ctx: StoreContext, command: c.Why) -> Answer:
     return Answer(
         "why",
         {
-            "session": session_view(session, policy),
+            "session": session_view(session, policy, spent_by(ctx.db, session.id or 0)),
             "headline": reason.headline,
             "others": list(reason.others),
             "now": ctx.now,

@@ -14,6 +14,7 @@ from bot import queue_view
 from bot.commands import command as c
 from bot.context import Answer, StoreContext
 from scheduler import precedence as prec
+from scheduler.cost_caps import spent_by
 from scheduler.errors import InvalidInput, Refused
 from scheduler.models import Session, Status
 from scheduler.policy import PolicyView, load_policy
@@ -34,7 +35,7 @@ FINISHED = (Status.DONE.value, Status.ARCHIVED.value)
 
 
 def _plain(ctx: StoreContext, session: Session) -> dict[str, Any]:
-    return session_view(session, load_policy(ctx.db))
+    return session_view(session, load_policy(ctx.db), spent_by(ctx.db, session.id or 0))
 
 
 def _open(session: Session, what: str) -> None:

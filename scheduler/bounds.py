@@ -11,6 +11,7 @@ Numbers follow the columns that store them (INTEGER, 32 bits signed):
     capacity        1 .. 10,000                       a session's own slot budget
     capacity multiplier  above 0 .. 100, finite       its budget as a multiple of the fleet's
     weight          0 .. 10,000, finite
+    cost cap        above 0 .. 1,000,000 US dollars, finite    what a session's turns may cost
 
 A repository is "owner/name" as GitHub spells them (`check_repository`): letters, digits, '-',
 '_' and '.', the owner not starting with '.' or '-', no '..', at most 100 characters each, so it is safe as
@@ -43,6 +44,7 @@ MAX_CAPACITY = MAX_SESSIONS
 MAX_WEIGHT = float(MAX_SESSIONS)
 MAX_MULTIPLIER = 100.0
 MAX_DEPTH = 32
+MAX_COST_CAP_USD = 1_000_000.0
 
 REPOSITORY = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]{0,99}/[A-Za-z0-9_.][A-Za-z0-9_.-]{0,99}", re.ASCII)
 REPLACEMENT = "\ufffd"
@@ -62,6 +64,12 @@ def check_claim(weight: float, capacity: int | None, multiplier: float | None) -
         check_int(capacity, "capacity", 1, MAX_CAPACITY)
     if multiplier is not None and not 0 < multiplier <= MAX_MULTIPLIER:
         raise InvalidInput(error_text("sessions/multiplier_range", max_multiplier=MAX_MULTIPLIER), field="capacity_multiplier")
+
+
+def check_cost_cap(cap: float | None) -> None:
+    """A session's cost cap: None (no cap) or a finite number of dollars above 0."""
+    if cap is not None and not 0 < cap <= MAX_COST_CAP_USD:  # NaN fails both comparisons
+        raise InvalidInput(error_text("sessions/cost_cap_range", max_cap=MAX_COST_CAP_USD), field="cost_cap_usd")
 
 
 def text_problem(value: str) -> str | None:

@@ -28,7 +28,7 @@ from datetime import datetime, timedelta
 from sqlmodel import Session as DBSession
 from sqlmodel import col, func, select
 
-from scheduler import preemption
+from scheduler import cost_caps, preemption
 from scheduler.attempt import PASS_THROUGH, Work
 from scheduler.context import Context
 from scheduler.db import session_scope
@@ -77,6 +77,7 @@ class SweepReport:
     batch: int = 0  # how many spot resumes this pass allowed
     waived: bool = False  # the batch was narrowed to one because the pace was waived
     marks: preemption.MarkReport = field(default_factory=preemption.MarkReport)
+    capped: list[int] = field(default_factory=list)  # halted at their cost cap
 
 
 def ceiling_sweep(ctx: Context) -> SweepReport:
@@ -88,6 +89,8 @@ def ceiling_sweep(ctx: Context) -> SweepReport:
         policy = load_policy(db)
         report.marks = preemption.resolve_marks(db, ctx, policy, now, work.effects)
         _pause_running(work, policy, report)
+        # Any session's cost cap, priority or spot: the ceiling's own pauses are halted already.
+        report.capped = cost_caps.halt_capped(work, skip=report.paused)
         _resume_dormant(work, policy, report)
     work.effects.apply(ctx)
     if report.paused or report.resumed:

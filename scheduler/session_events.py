@@ -27,6 +27,7 @@ from sqlmodel import Session as DBSession
 from sqlmodel import col, select
 
 from scheduler.context import Context
+from scheduler.cost_caps import spent_by
 from scheduler.db import session_scope
 from scheduler.errors import InvalidInput, Refused
 from scheduler.firing import Fired, TriggerEvent, fire
@@ -137,7 +138,7 @@ def session_facts(db: DBSession, session: Session, new_status: str) -> dict[str,
     trigger = db.get(Trigger, session.trigger_id) if session.trigger_id is not None else None
     output = (last.output if last is not None else "")[:OUTPUT_CHARS]
     facts = {
-        **session_view(session, policy),
+        **session_view(session, policy, spent_by(db, session.id or 0)),
         "status": new_status,
         "trigger": trigger.name if trigger is not None else None,
         "prompt": session.prompt,

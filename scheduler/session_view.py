@@ -18,7 +18,8 @@ def class_source(session: Session) -> str:
     return "trigger" if session.class_from_trigger else "session"
 
 
-def session_view(session: Session, policy: PolicyView) -> dict[str, Any]:
+def session_view(session: Session, policy: PolicyView, spent_usd: float) -> dict[str, Any]:
+    """`spent_usd`: the session's spend so far (`cost_caps.spent_by`), shown beside its cap."""
     return {
         "id": session.id,
         "title": session.title,
@@ -34,6 +35,8 @@ def session_view(session: Session, policy: PolicyView) -> dict[str, Any]:
         "weight": session.weight,
         "capacity": session.capacity,
         "capacity_multiplier": session.capacity_multiplier,
+        "cost_cap_usd": session.cost_cap_usd,
+        "spent_usd": round(spent_usd, 4),
         "concurrency_group": session.concurrency_group,
         "requester": session.requester,
         "created_at": session.created_at,

@@ -119,6 +119,7 @@ class NewSession:
     weight: float = 1.0
     capacity: int | None = None
     capacity_multiplier: float | None = None
+    cost_cap_usd: float | None = None
     concurrency_group: str | None = None
     requester: str | None = None
     source: dict[str, Any] | None = None
@@ -137,6 +138,7 @@ def validate_new(req: NewSession) -> None:
     if req.precedence is not None:
         bounds.check_int(req.precedence, "precedence", -bounds.MAX_PRECEDENCE, bounds.MAX_PRECEDENCE)
     bounds.check_claim(req.weight, req.capacity, req.capacity_multiplier)
+    bounds.check_cost_cap(req.cost_cap_usd)
     if req.parent_id is not None and req.forked_from_id is not None:
         raise InvalidInput(error_text("sessions/parent_and_fork"), field="parent_id")
     if req.repository is not None:
@@ -190,6 +192,7 @@ def new_row(
         "weight": req.weight,
         "capacity": req.capacity,
         "capacity_multiplier": req.capacity_multiplier,
+        "cost_cap_usd": req.cost_cap_usd,
         "concurrency_group": req.concurrency_group or (trigger.concurrency_group if trigger else None),
         "requester": req.requester,
         "source": dict(req.source or {}),

@@ -13,6 +13,7 @@ from scheduler import (
     auth_outage,
     budgets,
     capacity,
+    cost_caps,
     groups,
     interference,
     operator_holds,
@@ -59,6 +60,7 @@ def install(ctx: Context) -> Context:
         groups.admission_check(ctx),
         interference.admission_check(ctx),
         budgets.admission_check(ctx),
+        cost_caps.admission_check(ctx),
         capacity.admission_check(ctx),
         capacity.deference_check(ctx),
     ])

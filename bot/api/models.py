@@ -19,6 +19,7 @@ from bot.api.fields import (
     Capacity,
     Change,
     ClassChoice,
+    CostCap,
     GenesisName,
     JsonObject,
     MaxSessions,
@@ -65,6 +66,7 @@ class SessionCreate(Request):
     weight: float = Field(1.0, ge=0, le=bounds.MAX_WEIGHT, allow_inf_nan=False, description="Capacity claim; 0 allowed")
     capacity: Capacity | None = Field(None, description="Per-session capacity budget (1: run alone)")
     capacity_multiplier: Multiplier | None = Field(None, description="Its budget as this multiple of the fleet's slots (1.5: 7.5 of 5)")
+    cost_cap_usd: CostCap | None = Field(None, description="Its turns may cost this many US dollars together, no more")
     concurrency_group: Text | None = Field(None, max_length=200)
     repository: Repository | None = Field(None, max_length=201, description="owner/name: its turns work in a worktree of it")
 
@@ -78,6 +80,7 @@ class SessionPatch(Change):
     weight: float | None = Field(None, ge=0, le=bounds.MAX_WEIGHT, allow_inf_nan=False, description="Capacity claim; 0 allowed")
     capacity: Capacity | None = Field(None, description="Its own capacity budget; null: the fleet's again")
     capacity_multiplier: Multiplier | None = Field(None, description="Its budget as a multiple of the fleet's slots; null: the fleet's again")
+    cost_cap_usd: CostCap | None = Field(None, description="Its cost cap in US dollars; null: no cap")
 
 
 class MessageCreate(Request):
@@ -137,6 +140,8 @@ class SessionOut(BaseModel):
     weight: float
     capacity: int | None
     capacity_multiplier: float | None
+    cost_cap_usd: float | None = Field(description="Its cost cap in US dollars; null: none")
+    spent_usd: float = Field(description="What its turns have cost so far, in US dollars")
     concurrency_group: str | None
     requester: str | None
     created_at: datetime

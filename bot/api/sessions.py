@@ -37,6 +37,7 @@ from scheduler import precedence as prec
 from scheduler.bounds import check_claim
 from scheduler.capacity import ClaimChange, change_claim
 from scheduler.context import Context
+from scheduler.cost_caps import set_cap, spends_by
 from scheduler.db import session_scope
 from scheduler.errors import InvalidInput, PacerError, Refused
 from scheduler.genesis import SchedulingClass, parse_class
@@ -117,6 +118,7 @@ def create(body: SessionCreate, request: Request, who: CallerDep) -> dict[str, A
         weight=body.weight,
         capacity=body.capacity,
         capacity_multiplier=body.capacity_multiplier,
+        cost_cap_usd=body.cost_cap_usd,
         concurrency_group=body.concurrency_group,
         requester=who.actor,
         source={"surface": "api", "caller": who.name},
@@ -159,7 +161,8 @@ def list_sessions(
             if genesis:
                 stmt = stmt.where(Session.genesis == genesis)
             rows = list(db.exec(stmt.order_by(col(Session.created_at).desc(), col(Session.id).desc()).limit(limit)))
-        sessions = [session_view(row, policy) for row in rows]
+        spent = spends_by(db, [row.id or 0 for row in rows])
+        sessions = [session_view(row, policy, spent[row.id or 0]) for row in rows]
     return {"order": order, "count": len(sessions), "sessions": sessions}
 
 
@@ -170,7 +173,7 @@ def read(session_id: SessionId, request: Request) -> dict[str, Any]:
 
 
 @router.patch("/sessions/{session_id}", response_model=SessionChanged, responses=refusals(404, 409, 422, 503),
-              summary="Change a session's class, rank, weight or own capacity budget")
+              summary="Change a session's class, rank, weight, own capacity budget or cost cap")
 def patch(session_id: SessionId, body: SessionPatch, request: Request, who: CallerDep) -> dict[str, Any]:
     ctx = context(request)
     fields = body.model_dump(exclude_unset=True)
@@ -204,6 +207,8 @@ def patch(session_id: SessionId, body: SessionPatch, request: Request, who: Call
             changed["precedence"] = [before_rank, session.precedence]
     if claim is not None:
         changed.update(change_claim(ctx, session_id, claim, actor=who.name))
+    if "cost_cap_usd" in fields:
+        changed.update(set_cap(ctx, session_id, fields["cost_cap_usd"], actor=who.name))
     started = None
     if promoted:
         # Promotion removes the gate; StartNow is what stops it waiting out a re-check (#423).

@@ -17,6 +17,7 @@ from sqlmodel import col, select
 from bot.api.guard import ApiError
 from scheduler.attempt import Submission
 from scheduler.context import Context
+from scheduler.cost_caps import spent_by
 from scheduler.explain import explain
 from scheduler.models import EnqueuedMessage, Session
 from scheduler.policy import PolicyView
@@ -41,7 +42,7 @@ def _mechanism(m: Mechanism) -> dict[str, Any]:
 
 
 def session_detail(db: DBSession, session: Session, policy: PolicyView, now: datetime, extra: list[Mechanism] | None = None) -> dict[str, Any]:
-    out = session_view(session, policy)
+    out = session_view(session, policy, spent_by(db, session.id or 0))
     reason = waiting_reason(session, now, extra or [], spot=is_spot(session, policy))
     waiting = None
     if reason.headline is not None:

@@ -35,6 +35,7 @@ from sqlalchemy import Engine
 
 from integrations.latest_result import read_latest_result
 from integrations.slack.messages import thread_messages
+from scheduler.cost_caps import spent_by
 from scheduler.db import session_scope
 from scheduler.models import Session
 from scheduler.policy import load_policy
@@ -121,7 +122,7 @@ class SlackNotifier:
             if row is None:
                 return None
             result = read_latest_result(db, row) if row.status in RESULT_STATUSES else None
-            return {**session_view(row, load_policy(db)), "source": dict(row.source or {}), "result": result}
+            return {**session_view(row, load_policy(db), spent_by(db, session_id)), "source": dict(row.source or {}), "result": result}
 
     def _later(self, what: str, func: Any, *args: Any) -> None:
         if self._submit is None:
