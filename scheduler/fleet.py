@@ -84,17 +84,37 @@ def running_fleet(db: DBSession, ctx: Context, policy: PolicyView) -> list[tuple
     return list(db.exec(stmt))
 
 
-def running_rows(db: DBSession) -> list[tuple[int, str | None, str, str, float]]:
+RunningRow = tuple[int, str | None, str, str, float]
+
+
+def running_rows(db: DBSession) -> list[RunningRow]:
     """(session id, own class, genesis, runtime, weight) for every turn a worker is executing
     now: a few columns, not whole rows, read once per transaction until a turn is written —
     every decision and the capacity check ask it."""
-    def load() -> list[tuple[int, str | None, str, str, float]]:
-        return [(int(sid or 0), own, str(genesis), str(runtime), float(weight)) for sid, own, genesis, runtime, weight in core(db, _RUNNING)]
+    return _running(db)[0]
+
+
+def running_marks(db: DBSession) -> frozenset[int]:
+    """The sessions of `running_rows` that carry a preemption mark, from the same read."""
+    return _running(db)[1]
+
+
+def _running(db: DBSession) -> tuple[list[RunningRow], frozenset[int]]:
+    def load() -> tuple[list[RunningRow], frozenset[int]]:
+        rows, marks = [], set()
+        for sid, own, genesis, runtime, weight, marked in core(db, _RUNNING):
+            rows.append((int(sid or 0), own, str(genesis), str(runtime), float(weight)))
+            if marked:
+                marks.add(int(sid or 0))
+        return rows, frozenset(marks)
 
     return cached(db, "running", load)
 
 
-_RUNNING_COLUMNS: tuple[Any, ...] = (Session.id, Session.scheduling_class, Session.genesis, Session.runtime, Session.weight)
+_RUNNING_COLUMNS: tuple[Any, ...] = (
+    Session.id, Session.scheduling_class, Session.genesis, Session.runtime, Session.weight,
+    col(Session.preempt_mark_at).is_not(None),
+)
 _RUNNING = (  # built once: every decision reads it
     sa_select(*_RUNNING_COLUMNS)
     .join(Turn, col(Turn.session_id) == col(Session.id))

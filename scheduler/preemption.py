@@ -30,14 +30,13 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
-from sqlalchemy import or_
 from sqlmodel import Session as DBSession
 from sqlmodel import col, func, select
 
 from scheduler.attempt import PASS_THROUGH, Work
 from scheduler.context import Context
 from scheduler.effects import Effects
-from scheduler.fleet import fleet_columns, running_fleet
+from scheduler.fleet import fleet_columns, running_fleet, running_marks
 from scheduler.gate import Decision, Reason
 from scheduler.models import EnqueuedMessage, HumanMessage, Session, Status, Turn
 from scheduler.pause import COOLDOWN, PREEMPTED, banner, last_turn, record_pause
@@ -76,13 +75,10 @@ def _quota_rows(db: DBSession, ctx: Context, policy: PolicyView, excluding: int 
     return [(sid, spot) for sid, spot, runtime in fleet_columns(db, policy) if ctx.runtime(runtime).spends_quota and sid != excluding]
 
 
-def _yield_fleet(db: DBSession, ctx: Context, spot: list[int], excluding: int | None) -> list[tuple[Session, Turn]]:
+def _yield_fleet(db: DBSession, ctx: Context, wanted: list[int], excluding: int | None) -> list[tuple[Session, Turn]]:
     """The whole rows of `_quota_fleet` that can matter in a full fleet: a spot session (who
     may yield) or one carrying a mark (who may be standing). Every other row only counts."""
-    stmt = (
-        select(Session, Turn).join(Turn, col(Turn.session_id) == col(Session.id))
-        .where(Turn.status == "running", or_(col(Session.id).in_(spot), col(Session.preempt_mark_at).is_not(None)))
-    )
+    stmt = select(Session, Turn).join(Turn, col(Turn.session_id) == col(Session.id)).where(Turn.status == "running", col(Session.id).in_(wanted))
     return [(s, t) for s, t in db.exec(stmt) if ctx.runtime(s.runtime).spends_quota and s.id != excluding]
 
 
@@ -152,7 +148,9 @@ def _preempt(db: DBSession, ctx: Context, session: Session, now: datetime, notic
     slots = policy.slots(ctx.agent_workers)
     if len(rows) < slots:
         return  # a slot is free (standing marks could only free more)
-    fleet = _yield_fleet(db, ctx, [sid for sid, spot in rows if spot], session.id)
+    marks = running_marks(db)
+    wanted = [sid for sid, spot in rows if spot or sid in marks]
+    fleet = _yield_fleet(db, ctx, wanted, session.id) if wanted else []
     running = len(rows)
     standing = sum(1 for s, _t in fleet if is_standing(s))
     if running - standing < slots:
