@@ -138,7 +138,7 @@ def _give_back(work: Work, turn: Turn) -> int:
     if session.status == Status.ARCHIVED.value:
         return 0
     session.status = Status.WAITING.value
-    if release_after_crash(session):
+    if release_after_crash(db, session):
         log.warning("session #%s: its preemption mark is released; the crash freed its slot", session.id)
     hold(work, session, TurnAttempt(turn.prompt, turn.attachments, turn.kind), _interrupted(now))
     return 1

@@ -187,6 +187,21 @@ class Turn(SQLModel, table=True):
     job_id: int | None = Field(default=None, sa_column=Column(BigInteger(), nullable=True))
 
 
+class PreemptionEvent(SQLModel, table=True):
+    """One charged preemption: who yielded, to whom, the turn it was running, and whether that
+    turn was halted. `Session.preemption_count` says how many in a life; only these rows say
+    when and between whom (`scheduler.cycling`). A mark released un-charged deletes its row."""
+
+    __tablename__ = "preemption_events"
+
+    id: int | None = Field(default=None, primary_key=True)
+    session_id: int = Field(foreign_key="sessions.id", index=True)
+    by_id: int | None = None
+    turn_id: int | None = None
+    at: datetime = Field(sa_column=Column(UTCDateTime(), nullable=False, index=True))
+    halted: bool = False
+
+
 class EnqueuedMessage(SQLModel, table=True):
     """The durable per-session message queue: a second refused turn waits here, in order."""
 

@@ -20,7 +20,8 @@ that it only defers: it never raises and never holds anything.
 The ledger: `preemption_count` is charged when the mark is made and `last_preempted_at` (the
 cooldown) when the mark is taken — the victim slept or was halted. A mark released because the
 fleet came back under its cap un-charges the count, so it costs neither a recorded preemption
-nor a cooldown. A resume deliberately clears neither.
+nor a cooldown. A resume deliberately clears neither. Each charge is also a row of
+`preemption_ledger`, which says when and to whom: what the cycling report counts.
 """
 
 from __future__ import annotations
@@ -33,6 +34,7 @@ from typing import Any
 from sqlmodel import Session as DBSession
 from sqlmodel import col, func, select
 
+from scheduler import preemption_ledger
 from scheduler.attempt import PASS_THROUGH, Work
 from scheduler.context import Context
 from scheduler.effects import Effects
@@ -175,6 +177,7 @@ def _preempt(db: DBSession, ctx: Context, session: Session, now: datetime, notic
     victim.preempted_by_id = session.id
     victim.preemption_count += 1
     victim.pending_sleep = True
+    preemption_ledger.record(db, victim, session, turns.get(victim.id), now)
     detail = render("text/preempted.j2", by=session.id, by_title=session.title, slots=slots, running=running)
     record_pause(victim, PREEMPTED, detail, now, costs=True)
     db.add(victim)
@@ -183,20 +186,21 @@ def _preempt(db: DBSession, ctx: Context, session: Session, now: datetime, notic
     notices.append(("preempt_marked", {"session_id": victim.id, "by": session.id, "sentence": banner(victim, now)}))
 
 
-def release_after_crash(session: Session) -> bool:
+def release_after_crash(db: DBSession, session: Session) -> bool:
     """A crash ended the marked turn before its end could sleep it: every turn in flight was
     lost with it, so the slot the mark promised is free and the preemption never happened.
     The mark is released and un-charged, and the session goes back through the gate like any
     interrupted turn. Returns whether there was a mark to release."""
     if not is_standing(session):
         return False
-    _release(session, uncharge=True)
+    _release(db, session, uncharge=True)
     session.pending_sleep = False
     return True
 
 
-def _release(session: Session, *, uncharge: bool) -> None:
+def _release(db: DBSession, session: Session, *, uncharge: bool) -> None:
     if uncharge:
+        preemption_ledger.uncharge(db, session)
         session.preemption_count = max(session.preemption_count - 1, 0)
         session.pause_count = max(session.pause_count - 1, 0)
     else:
@@ -238,15 +242,16 @@ def resolve_marks(db: DBSession, ctx: Context, policy: PolicyView, now: datetime
             continue
         age = now - session.preempt_mark_at
         if age > STALE_MARK_AGE:
-            _release(session, uncharge=False)
+            _release(db, session, uncharge=False)
             report.stale.append(sid)
             log.warning("session #%s: its preemption mark is %s old, so its provenance broke; released", sid, age)
         elif running < slots:
-            _release(session, uncharge=True)
+            _release(db, session, uncharge=True)
             report.released.append(sid)
             log.warning("session #%s: the fleet is back under its cap (%s of %s running); its preemption mark is released and un-charged", sid, running, slots)
             effects.notice("preempt_released", session_id=sid)
         elif age > GRACE:
+            preemption_ledger.halted(db, session)
             session.last_preempted_at = session.preempt_mark_at
             session.preempt_mark_at = None
             halt_turn(Work(db, ctx, now, effects), turn)
