@@ -69,6 +69,7 @@ ENGINE: dict[str, EngineHandler] = {
     "restart": engine.restart,
     "weight": engine.change_claim,
     "capacity": engine.change_claim,
+    "cap": engine.set_cost_cap,
     "archive": changing.archive,
     "policy set": changing.policy_set,
     "trigger class": changing.trigger_class,

@@ -21,6 +21,7 @@ from bot.context import Answer, Context
 from bot.gate_view import spot_runtime
 from bot.runtime import Pacer
 from scheduler import capacity as claims
+from scheduler import cost_caps
 from scheduler.admit import blocked as admission_block
 from scheduler.attempt import Work
 from scheduler.db import session_scope
@@ -69,6 +70,11 @@ def change_claim(ctx: Context, command: c.Weight | c.Capacity) -> Answer:
     return Answer("claim_changed", {"session_id": command.session_id, "changed": changed})
 
 
+def set_cost_cap(ctx: Context, command: c.Cap) -> Answer:
+    changed = cost_caps.set_cap(ctx.pacer.ctx, command.session_id, command.cost_cap_usd, actor=ctx.actor)
+    return Answer("cap_changed", {"session_id": command.session_id, "changed": changed, "cap": command.cost_cap_usd})
+
+
 def pause(ctx: Context, command: c.Pause) -> Answer:
     if command.until is None:
         # pause_into_spot_queue has no engine call yet; the wall-clock sleep does.
@@ -97,6 +103,7 @@ def new(ctx: Context, command: c.New) -> Answer:
         weight=1.0 if command.claim.weight is None else command.claim.weight,
         capacity=command.claim.capacity,
         capacity_multiplier=command.claim.multiplier,
+        cost_cap_usd=command.cost_cap_usd,
     )
     with session_scope(sctx.engine) as db:
         session = create_session(db, request, now=ctx.now)

@@ -185,7 +185,7 @@ def test_each_form_parses(text: str, expected: c.Command) -> None:
         ("trigger 3 precedence high", "precedence: 'high' is not a whole number", USAGE["trigger"]),
         ("new", "missing <prompt>: say what the agent should do", USAGE["new"]),
         ("new --spot", "missing <prompt>: say what the agent should do", USAGE["new"]),
-        ("new --priority do it", "option: '--priority' is not an option; the only one is --spot", USAGE["new"]),
+        ("new --priority do it", "option: '--priority' is not an option; the options are --spot and --cap <usd>", USAGE["new"]),
         ("whatif", "missing <id> or --spot", USAGE["whatif"]),
         ("whatif soon", "id: 'soon' is neither a session id (42 or #42) nor --spot", USAGE["whatif"]),
         ("whatif --spot 4", "unexpected argument '4'", USAGE["whatif"]),

@@ -309,6 +309,9 @@ ACTIONS = [
            lambda o, ids: _status(o, ids["held"])["weight"] == 0.5 and "queue_pass" in o.armed),
     Action("capacity", "capacity {held} 1.5x", ("PATCH", "/sessions/{held}", {"capacity_multiplier": 1.5}),
            lambda o, ids: _status(o, ids["held"])["capacity_multiplier"] == 1.5 and "queue_pass" in o.armed),
+    # a person's own spend limit: the cap, and a queue pass so a session held on it starts
+    Action("cap", "cap {held} 5", ("PATCH", "/sessions/{held}", {"cost_cap_usd": 5}),
+           lambda o, ids: _status(o, ids["held"])["cost_cap_usd"] == 5.0 and "queue_pass" in o.armed),
     Action("pause queue", "pause {held} queue", ("POST", "/sessions/{held}/pause", None),
            lambda o, ids: _status(o, ids["held"])["pause_reason"] is not None),
     Action("pause until", "pause {held} until 2h", ("POST", "/sessions/{held}/pause", {"until": (T0 + timedelta(hours=2)).isoformat()}),

@@ -97,6 +97,15 @@ class Capacity:
 
 
 @dataclass(frozen=True)
+class Cap:
+    """A session's cost cap in US dollars; None clears it."""
+
+    name: ClassVar[str] = "cap"
+    session_id: int
+    cost_cap_usd: float | None
+
+
+@dataclass(frozen=True)
 class Pause:
     """`until` None parks the session in the spot queue with no wake-up time."""
 
@@ -200,6 +209,7 @@ class New:
     spot: bool = False
     repository: str | None = None
     claim: ClaimChange = ClaimChange()
+    cost_cap_usd: float | None = None
 
 
 @dataclass(frozen=True)
@@ -221,7 +231,7 @@ class ThreadReply:
 
 
 Command = (
-    Help | Queue | Holds | Why | Promote | Demote | Rank | Start | Restart | Weight | Capacity | Pause | Archive | Hold | Release
+    Help | Queue | Holds | Why | Promote | Demote | Rank | Start | Restart | Weight | Capacity | Cap | Pause | Archive | Hold | Release
     | Resume | PolicyShow | PolicySet | TriggerClass | TriggerPrecedence | New | WhatIf | ThreadReply
 )
 

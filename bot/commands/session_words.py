@@ -1,8 +1,11 @@
-"""The words that make a session or shape its claim: `new`, `reply`, `weight` and `capacity`.
+"""The words that make a session or shape its claim: `new`, `reply`, `weight`, `capacity` and `cap`.
 
 A claim is seed 000's: a weight (default 1, 0 allowed: it adds no load but keeps its turn) and,
 at most one of, the session's own budget as a whole number (`capacity 1` runs it alone) or as a
 multiple of the fleet's slots (`capacity 1.5x`); `capacity fleet` goes back to the fleet's.
+
+A cost cap is US dollars, with or without the `$` (`cap 12 5`, `new --cap $5 …`, `new cap:5 …`);
+`none` clears it (`scheduler.cost_caps`).
 """
 
 from __future__ import annotations
@@ -17,6 +20,7 @@ from scheduler.errors import InvalidInput
 
 _NUMBER = re.compile(r"\d{1,6}(\.\d{1,6})?", re.ASCII)
 FLEET = "fleet"
+NO_CAP = "none"
 
 
 def _number(cur: Cursor, token: str, field: str) -> float:
@@ -45,9 +49,28 @@ def _claim(cur: Cursor, weight: float | None, budget: str | None) -> ClaimChange
     return claim
 
 
+def _cost_cap(cur: Cursor, token: str, *, clearable: bool) -> float | None:
+    """A cost cap from its word, checked as every surface checks it (`bounds.check_cost_cap`)."""
+    if clearable and token.lower() == NO_CAP:
+        return None
+    amount = token.removeprefix("$")
+    if _NUMBER.fullmatch(amount) is None:
+        raise cur.fail("not_a_cap", token=shown(token))
+    try:
+        bounds.check_cost_cap(float(amount))
+    except InvalidInput as exc:
+        raise cur.relay(exc) from None
+    return float(amount)
+
+
 def new(cur: Cursor) -> c.New:
     spot = False
+    cap: float | None = None
     while (token := cur.peek()) is not None and token.startswith("--"):
+        if token.lower() == "--cap":
+            cur.take("--cap")
+            cap = _cost_cap(cur, cur.take("a cost cap in US dollars, e.g. $5"), clearable=False)
+            continue
         if token.lower() != "--spot":
             raise cur.fail("only_spot_option", token=shown(token))
         cur.take("--spot")
@@ -55,20 +78,22 @@ def new(cur: Cursor) -> c.New:
     repository = None
     weight: float | None = None
     budget: str | None = None
-    while (token := cur.peek()) is not None and token.lower().split(":", 1)[0] in ("repo", "weight", "capacity") and ":" in token:
+    while (token := cur.peek()) is not None and token.lower().split(":", 1)[0] in ("repo", "weight", "capacity", "cap") and ":" in token:
         key, value = cur.take("an option").split(":", 1)
         key = key.lower()
         if key == "repo":
             repository = cur.repository(value, "repo")
         elif key == "weight":
             weight = _number(cur, value, "weight")
+        elif key == "cap":
+            cap = _cost_cap(cur, value, clearable=False)
         else:
             budget = value
     claim = _claim(cur, weight, budget)
     prompt = cur.rest()
     if not prompt:
         raise cur.fail("missing_prompt")
-    return c.New(prompt, spot=spot, repository=repository, claim=claim)
+    return c.New(prompt, spot=spot, repository=repository, claim=claim, cost_cap_usd=cap)
 
 
 def reply(cur: Cursor) -> c.ThreadReply:
@@ -91,3 +116,10 @@ def capacity(cur: Cursor) -> c.Capacity:
     budget = cur.take("a budget: a whole number, a multiplier like 1.5x, or fleet")
     cur.end()
     return c.Capacity(session_id, _claim(cur, None, budget))
+
+
+def cap(cur: Cursor) -> c.Cap:
+    session_id = cur.session_id()
+    value = _cost_cap(cur, cur.take("a cost cap in US dollars, e.g. 5, or none"), clearable=True)
+    cur.end()
+    return c.Cap(session_id, value)
