@@ -19,6 +19,7 @@ from sqlalchemy import case, func
 from sqlmodel import Session as DBSession
 from sqlmodel import col, select
 
+from scheduler.cost_caps import spends_by
 from scheduler.genesis import SchedulingClass
 from scheduler.models import Session, Status
 from scheduler.policy import PolicyView
@@ -54,6 +55,8 @@ class QueueRow:
     ahead: int | None
     record: Mechanism | None  # the headline waiting reason, for a waiting row
     badges: tuple[str, ...] = ()  # a claim that is not the default: c2, c1.5x, w0.5
+    cost_cap: float | None = None  # its cost cap, shown with what it has spent
+    spent: float = 0.0
 
     @property
     def parked(self) -> bool:
@@ -149,6 +152,7 @@ def build(
     waiting = waiting_by_class(db, policy)
     shown_waiting = [s.id for s, _ in ranked if s.id is not None and s.status == Status.WAITING.value]
     places = places_of(db, policy, flt, shown_waiting, waiting)
+    spent = spends_by(db, [s.id for s, _ in ranked if s.id is not None and s.cost_cap_usd is not None])
     priority: list[QueueRow] = []
     spot: list[QueueRow] = []
     for session, cls in ranked:
@@ -166,6 +170,8 @@ def build(
             ahead=None if place is None else place - 1,
             record=waiting_reason(session, now, spot=cls is SchedulingClass.SPOT).headline if session.status == Status.WAITING.value else None,
             badges=badges(session),
+            cost_cap=session.cost_cap_usd,
+            spent=spent.get(session.id, 0.0),
         )
         (priority if cls is SchedulingClass.PRIORITY else spot).append(row)
     totals = class_totals(db, policy, flt)

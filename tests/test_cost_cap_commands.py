@@ -65,6 +65,10 @@ def test_the_cap_command_sets_and_clears_the_cap(api) -> None:
     assert row(ctx, sid).cost_cap_usd == 5.0
     assert console(api, f"cap {sid} abc").ok is False
     assert row(ctx, sid).cost_cap_usd == 5.0  # refused: nothing moved
+    why = console(api, f"why {sid}")
+    assert why.text.splitlines()[0].endswith(" · p0 · $0.00 spent of its $5.00 cost cap"), why.text
+    queue = console(api, "queue")
+    assert "· $0.00 spent of its $5.00 cost cap" in queue.text, queue.text
     said = console(api, f"cap {sid} none")
     assert said.ok and "$5.00 → none" in said.text and row(ctx, sid).cost_cap_usd is None
 
@@ -93,3 +97,22 @@ def test_the_api_takes_the_cap_on_create_and_patch_and_refuses_a_bad_one(api) ->
     assert r.status_code == 200 and r.json()["changed"] == {"cost_cap_usd": [3.0, 7.5]}, r.text
     r = api.call("PATCH", f"/sessions/{sid}", json={"cost_cap_usd": None})
     assert r.status_code == 200 and r.json()["session"]["cost_cap_usd"] is None
+
+
+def test_the_github_status_comment_and_the_slack_thread_show_spend_and_cap() -> None:
+    from datetime import UTC, datetime
+
+    from integrations.github.status import render_body, status_view
+    from scheduler.genesis import SchedulingClass
+    from scheduler.models import Session
+    from templates import render
+
+    session = Session(id=7, title="fix it", status="running", cost_cap_usd=5.0, created_at=datetime(2026, 12, 1, tzinfo=UTC))
+    view = status_view(session, SchedulingClass.PRIORITY, datetime(2026, 12, 1, tzinfo=UTC))
+    body = render_body(view.__class__(**{**view.__dict__, "spent": 1.25}))
+    assert "**Pacer** · session #7 · priority · $1.25 spent of its $5.00 cost cap" in body
+    uncapped = status_view(Session(id=8, title="x", status="running", created_at=datetime(2026, 12, 1, tzinfo=UTC)),
+                           SchedulingClass.PRIORITY, datetime(2026, 12, 1, tzinfo=UTC))
+    assert "cost cap" not in render_body(uncapped)
+    said = render("slack/session_started.j2", session={"id": 7, "title": "fix it", "cost_cap_usd": 5.0, "spent_usd": 1.25})
+    assert said == ":arrow_forward: *#7* fix it ($1.25 spent of its $5.00 cost cap) has started."

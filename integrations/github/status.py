@@ -27,6 +27,7 @@ from sqlmodel import Session as DBSession
 from sqlmodel import col, select
 
 from integrations.latest_result import LatestResult, read_latest_result
+from scheduler.cost_caps import spent_by
 from scheduler.genesis import SchedulingClass
 from scheduler.models import Session, Status, Turn
 from scheduler.operator_holds import applies, live_holds
@@ -59,6 +60,8 @@ class StatusView:
     until: datetime | None = None
     operator_hold: str | None = None
     work: LatestResult | None = None
+    cost_cap: float | None = None  # the session's cost cap, shown with `spent`
+    spent: float = 0.0
 
 
 RESULT_CHARS = 60_000  # GitHub takes 65,536 characters in a comment; the rest is the frame
@@ -80,7 +83,8 @@ def status_view(
 ) -> StatusView:
     """Pure: the row (plus what only a query knows) to the view."""
     base: dict[str, Any] = {"session_id": session.id or 0, "title": session.title,
-                            "scheduling_class": scheduling_class.value, "operator_hold": operator_hold}
+                            "scheduling_class": scheduling_class.value, "operator_hold": operator_hold,
+                            "cost_cap": session.cost_cap_usd}
     status = session.status
     if status == Status.ARCHIVED.value:
         return StatusView("archived", **base)
@@ -125,7 +129,8 @@ def read_status(db: DBSession, session_id: int, now: datetime) -> tuple[Where, S
     if session.status in (Status.FAILED.value, Status.BLOCKED.value):
         error = db.exec(select(Turn.error).where(Turn.session_id == session_id).order_by(col(Turn.id).desc())).first()
     view = status_view(session, cls, now, position=position, queued=queued, operator_hold=on_hold, error=error)
-    return where, replace(view, work=read_latest_result(db, session))
+    spent = spent_by(db, session_id) if session.cost_cap_usd is not None else 0.0
+    return where, replace(view, work=read_latest_result(db, session), spent=spent)
 
 
 def render_body(view: StatusView) -> str:
