@@ -108,3 +108,11 @@ def operator_hold_blocks(holds: list[Any], *, now: Any) -> list[Block]:
         )
         out.append(SectionBlock(text=mrkdwn(text), accessory=button))
     return out
+
+
+def cycling_blocks(cycling: Any) -> list[Block]:
+    """The preemption cycling report (`scheduler.cycling.Cycling`) as one section, or nothing
+    when no session or pair is cycling: the holds answer and the App Home show it alike."""
+    if cycling is None or cycling.empty:
+        return []
+    return [SectionBlock(text=mrkdwn(render("slack/cycling.j2", cycling=cycling)))]

@@ -77,6 +77,9 @@ def holds_answer(ctx: StoreContext, command: c.Holds) -> Answer:
 def _holds_blocks(ctx: StoreContext, values: dict[str, Any]) -> list[dict[str, Any]]:
     out: list[Block] = [HeaderBlock(text=PlainTextObject(text=render("slack/holds_heading.j2", **values)))]
     counts = [0]
+    for block in blocks.cycling_blocks(values["cycling"]):  # first, so a long list never cuts it
+        out.append(block)
+        counts.append(0)
     for hold in values["queue_holds"]:
         out.append(SectionBlock(text=blocks.mrkdwn(render("slack/holds_queue_row.j2", hold=hold))))
         counts.append(1)
@@ -86,7 +89,7 @@ def _holds_blocks(ctx: StoreContext, values: dict[str, Any]) -> list[dict[str, A
     for held in values["sessions"]:
         out.append(SectionBlock(text=blocks.mrkdwn(render("slack/holds_session_row.j2", held=held))))
         counts.append(1)
-    if len(out) == 1:
+    if not (values["queue_holds"] or values["operator_holds"] or values["sessions"]):
         out.append(ContextBlock(elements=[blocks.mrkdwn(render("slack/holds_none.j2"))]))
         counts.append(0)
     return blocks.capped(out, counts, ctx.block_limit, values["sessions_not_shown"])

@@ -3,6 +3,8 @@ show, so they cannot disagree about why the queue is not starting work.
 
     queue holds      label, sentence, since, "Resumes at", whether Resume can work, how many wait
     operator holds   armer, selector, reason, expiry, the sessions held now
+    cycling          sessions preempted again and again, and pairs taking each other's slot
+                     (`scheduler.cycling`): not a hold, but why spot work keeps stopping
     sessions         each held, paused, parked or sleeping session with its records, the headline
                      first (`scheduler.waiting`'s ranking) and each with its re-check time
 
@@ -21,9 +23,11 @@ from sqlmodel import Session as DBSession
 from sqlmodel import col, select
 
 from scheduler import prerequisites, queue_holds
+from scheduler.cycling import Cycling
 from scheduler.models import QueueHold, Session, Status
 from scheduler.operator_holds import OperatorHoldView, list_holds
 from scheduler.policy import load_policy
+from scheduler.preemption_ledger import cycling_now
 from scheduler.queue_holds import QueueHoldView
 from scheduler.sessions import is_spot
 from scheduler.waiting import Mechanism, waiting_reason
@@ -46,6 +50,7 @@ class HoldsView:
     operator_holds: list[OperatorHoldView] = field(default_factory=list)
     sessions: list[HeldSession] = field(default_factory=list)
     sessions_not_shown: int = 0
+    cycling: Cycling | None = None  # not a hold, but why spot work keeps stopping: shown beside them
 
     @property
     def empty(self) -> bool:
@@ -58,6 +63,7 @@ class HoldsView:
             "operator_holds": self.operator_holds,
             "sessions": self.sessions,
             "sessions_not_shown": self.sessions_not_shown,
+            "cycling": self.cycling,
             "now": self.now,
         }
 
@@ -69,6 +75,7 @@ def all_holds(db: DBSession, now: datetime, *, session_rows: int = SESSION_ROWS)
         operator_holds=list_holds(db, now),
         sessions=_sessions(db, now, session_rows),
         sessions_not_shown=max(_parked_count(db) - session_rows, 0),
+        cycling=cycling_now(db, now),
     )
 
 

@@ -14,11 +14,13 @@ from slack_sdk import WebClient
 from sqlalchemy.exc import IntegrityError
 from sqlmodel import col, delete, select
 
+from bot import blocks
 from bot.gate_view import current_card
 from bot.runtime import Pacer
 from bot.slack.edge import ask
 from integrations.slack import messages
 from scheduler.models import SlackHomeViewer
+from scheduler.preemption_ledger import cycling_now
 
 log = logging.getLogger("pacer.slack")
 
@@ -36,11 +38,25 @@ def home_view(pacer: Pacer, user_id: str) -> dict[str, Any]:
     reply = ask(pacer, actor=user_id, text=HOME_QUESTION, surface=SURFACE)
     card: list[dict[str, Any]] = []
     if reply.ok:
+        now = pacer.clock.now()
         try:
-            card = messages.gate_card_blocks(current_card(pacer, pacer.clock.now()))
+            card = messages.gate_card_blocks(current_card(pacer, now))
         except Exception:  # the queue is still worth showing without the card
             log.exception("slack: the gate card for %s's App Home could not be built", user_id)
+        card += cycling_blocks(pacer, now)
     return messages.home_view(reply, above=card)
+
+
+def cycling_blocks(pacer: Pacer, now: datetime) -> list[dict[str, Any]]:
+    """The preemption cycling report under the gate card, as `/pacer holds` shows it; nothing
+    when nothing cycles."""
+    try:
+        with pacer.db() as db:
+            found = cycling_now(db, now)
+    except Exception:  # the queue is still worth showing without the report
+        log.exception("slack: the preemption cycling report for the App Home could not be read")
+        return []
+    return [block.to_dict() for block in blocks.cycling_blocks(found)]
 
 
 def publish_home(pacer: Pacer, client: WebClient, user_id: str) -> None:
