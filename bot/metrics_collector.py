@@ -27,6 +27,7 @@ from scheduler.fleet import read_quota
 from scheduler.gate_card import GateCard, build_card
 from scheduler.models import OperatorHold, QueueHold, Session, Status, Turn
 from scheduler.policy import load_policy
+from scheduler.preemption_ledger import cycling_now
 from scheduler.records import hold_job_id
 from scheduler.sessions import class_expr
 
@@ -75,7 +76,7 @@ class DatabaseCollector(Collector):
             policy = load_policy(db)
             families = [
                 self._statuses(db), self._queue(db, class_expr(policy)), *self._holds(db, now),
-                *self._turns(db), *self._preemptions(db), self._rechecks(db),
+                *self._turns(db), *self._preemptions(db, now), self._rechecks(db),
             ]
             card = build_card(db, self.ctx, reading, now)
         return families + self._windows(card, now)
@@ -146,12 +147,23 @@ class DatabaseCollector(Collector):
                 durations.add_metric([outcome], [*buckets, ("+Inf", int(count))], total_ms / 1000)
         return [outcomes, durations]
 
-    def _preemptions(self, db: DBSession) -> list[Metric]:
+    def _preemptions(self, db: DBSession, now: datetime) -> list[Metric]:
         total = CounterMetricFamily("pacer_preemptions", "Times a running spot session yielded its slot to priority work")
         total.add_metric([], int(db.exec(select(func.coalesce(func.sum(Session.preemption_count), 0))).one()))
         marked = GaugeMetricFamily("pacer_preemption_marks", "Spot sessions marked to yield their slot now")
         marked.add_metric([], int(db.exec(select(func.count()).where(col(Session.preempt_mark_at).is_not(None))).one()))
-        return [total, marked]
+        found = cycling_now(db, now)
+        sessions = GaugeMetricFamily("pacer_preemption_cycling_sessions",
+                                     "Sessions preempted at least 3 times in the last 24 h")
+        sessions.add_metric([], len(found.sessions))
+        pairs = GaugeMetricFamily("pacer_preemption_cycling_pairs",
+                                  "Pairs of sessions with at least 2 preemptions between them in the last 24 h")
+        pairs.add_metric([], len(found.pairs))
+        lost = GaugeMetricFamily("pacer_preemption_lost_usd", "What turns halted by preemption in the last 24 h had spent: "
+                                 "of every preemption (all) and of the cycling sessions and pairs (cycling)", labels=["of"])
+        lost.add_metric(["all"], found.window_cost_lost_usd)
+        lost.add_metric(["cycling"], found.cost_lost_usd)
+        return [total, marked, sessions, pairs, lost]
 
     def _rechecks(self, db: DBSession) -> Metric:
         family = GaugeMetricFamily("pacer_rechecks_armed", "Held sessions' re-check alarms in the shared job store")

@@ -1,5 +1,5 @@
-"""The preemption cycling report on every surface: `/pacer holds` (text and Block Kit) and the
-App Home. The ledger is written as the scheduler writes it
+"""The preemption cycling report on every surface: `/pacer holds` (text and Block Kit), the App
+Home and `/metrics`. The ledger is written as the scheduler writes it
 (`tests/test_cycling.py` drives real preemptions); here it is seeded, so each surface is read
 against one known report."""
 
@@ -10,6 +10,7 @@ from datetime import timedelta
 import pytest
 
 from bot import chat
+from bot.metrics_collector import DatabaseCollector
 from bot.runtime import Pacer
 from bot.settings import load
 from bot.slack.home import home_view
@@ -74,3 +75,13 @@ def test_the_app_home_shows_it_under_the_gate_card(pacer) -> None:
     texts = [b["text"]["text"] for b in home_view(pacer, "UOP")["blocks"] if b["type"] == "section"]
     [report] = [t for t in texts if t.startswith("*Preemption cycling*")]
     assert f"*#{victim}* nightly refactor · preempted 3 times (1 halted)" in report and "$1.25 lost" in report
+
+
+def test_metrics_count_the_cycling_sessions_pairs_and_cost(pacer) -> None:
+    seed_cycle(pacer)
+    samples = {(s.name, tuple(sorted(s.labels.items()))): s.value
+               for family in DatabaseCollector(pacer.engine, pacer.ctx).collect() for s in family.samples}
+    assert samples[("pacer_preemption_cycling_sessions", ())] == 1
+    assert samples[("pacer_preemption_cycling_pairs", ())] == 1
+    assert samples[("pacer_preemption_lost_usd", (("of", "all"),))] == 1.25
+    assert samples[("pacer_preemption_lost_usd", (("of", "cycling"),))] == 1.25
