@@ -18,7 +18,7 @@ import time
 from collections import Counter, defaultdict
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -38,11 +38,13 @@ from scheduler import db as dbmod
 from scheduler import wiring
 from scheduler.clock import VirtualClock
 from scheduler.context import Context, Runtime
+from scheduler.cycling import WINDOW, Event
 from scheduler.deferrer import VirtualDeferrer
 from scheduler.errors import PacerError
 from scheduler.jobs import targets
 from scheduler.models import SESSIONS, Session, Status
 from scheduler.policy import ensure_policy, load_policy
+from scheduler.preemption_ledger import events_since
 from scheduler.promotion import record_human_message
 from scheduler.sessions import NewSession, class_from, insert_session
 from scheduler.turns import submit_turn
@@ -73,6 +75,7 @@ class Run:
     wall_seconds: float
     end: datetime
     cpu_seconds: float = 0.0  # this process's CPU: the speed on a machine nobody else is using
+    preemption_events: list[Event] = field(default_factory=list)  # the ledger, read before the store closes
 
 
 class Simulation:
@@ -219,9 +222,11 @@ class Simulation:
             if progress is not None and (t - scenario.start) % PROGRESS_EVERY == timedelta(0):
                 progress(t)
         states = account(self.engine, self.deferrer, self.pool, self.tracked, t)
+        with dbmod.session_scope(self.engine) as db:
+            ledger = events_since(db, scenario.start - WINDOW)
         wall, cpu = time.perf_counter() - began, time.process_time() - cpu
         return Run(scenario, self.policy, self.tracked, self.sampler.trace, self.pool, self.jobs, self.notices,
-                   self.marks, self.released, self.sweeps, states, self.timings, wall, t, cpu)
+                   self.marks, self.released, self.sweeps, states, self.timings, wall, t, cpu, ledger)
 
     def close(self) -> None:
         self.engine.dispose()

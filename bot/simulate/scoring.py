@@ -17,6 +17,7 @@ from typing import Any
 from bot.simulate.engine import Run
 from bot.simulate.scenario import Scenario
 from integrations.quota.ledger import window_bounds
+from scheduler.cycling import detect
 from scheduler.preemption import COOLDOWN
 from scheduler.wiring import PERIODIC
 
@@ -183,6 +184,33 @@ def interruptions_report(run: Run) -> dict[str, Any]:
             "preemptions_halted": halted, "preemptions_slept": slept, "repreemptions_inside_cooldown": repreempted}
 
 
+def cycling_report(run: Run) -> dict[str, Any]:
+    """`cycling.detect` read at every preemption of the run: the sessions and pairs that were
+    cycling at any moment, the most preemptions one session took in a day, and the cost lost to
+    halted turns, in all and by the preemptions that made a session or a pair cycle."""
+    events = run.preemption_events
+    sessions: set[int] = set()
+    pairs: set[tuple[int, int]] = set()
+    cycling_events: set[int] = set()
+    worst = 0
+    for at in sorted({e.at for e in events}):
+        found = detect(events, at)
+        ids = {s.session_id for s in found.sessions}
+        keys = {(p.first_id, p.second_id) for p in found.pairs}
+        sessions |= ids
+        pairs |= keys
+        worst = max([worst, *(s.preemptions for s in found.sessions)])
+        for i, e in enumerate(events):
+            key = (min(e.session_id, e.by_id or 0), max(e.session_id, e.by_id or 0))
+            if found.since < e.at <= at and (e.session_id in ids or key in keys):
+                cycling_events.add(i)
+    return {
+        "cycling_sessions": len(sessions), "cycling_pairs": len(pairs), "cycling_most_in_a_day": worst,
+        "preemption_lost_usd": round(sum(e.cost_lost_usd for e in events), 2),
+        "cycling_lost_usd": round(sum(events[i].cost_lost_usd for i in cycling_events), 2),
+    }
+
+
 def score(run: Run) -> dict[str, Any]:
     scenario = run.scenario
     total, spot = spend_by_minute(run)
@@ -206,6 +234,7 @@ def score(run: Run) -> dict[str, Any]:
         **waits_report(run),
         "rechecks": run.jobs.get("recheck", 0), "jobs": dict(sorted(run.jobs.items())),
         **interruptions_report(run),
+        "cycling": cycling_report(run),
         "states": dict(sorted(states.items())), "lost": len(lost), "lost_sessions": {str(k): v for k, v in sorted(lost.items())[:20]},
         "sweep_interval_minutes": interval / MINUTE,
         "one_sweep_of_fleet_burn_usd": round(slots * max_burn * (interval / MINUTE), 2),
