@@ -50,6 +50,7 @@ from bot.github.events import (
     Control,
     IntakeEvent,
     Kind,
+    cost_cap_of,
     is_trusted,
     who_acted,
 )
@@ -305,6 +306,7 @@ def _create(db: DBSession, trigger: Trigger, event: IntakeEvent, now: datetime, 
         # A control label already on the issue counts from the start; only people GitHub lets
         # label can have put it there.
         scheduling_class="priority" if PRIORITY_LABEL in labels else None,
+        cost_cap_usd=cost_cap_of(labels),  # else the trigger's default
         trigger_id=trigger.id,
         runtime=settings.runtime,
         concurrency_group=trigger.concurrency_group or f"repo:{event.repository}",

@@ -295,12 +295,13 @@ def _filter(flt: Any) -> dict[str, Any]:
     return out
 
 
+# Every kind also takes `cost_cap_usd`: the cost cap its sessions start with (scheduler.cost_caps).
 CONFIG_KEYS: Mapping[str, tuple[str, ...]] = {
-    "slack": ("channels", "dms", "repository"),
-    "github_issue": ("repositories", "labels", "authors", "trusted_associations"),
-    "github_label": ("label", "repositories", "authors", "issues", "pull_requests", "trusted_associations"),
-    "schedule": ("cron", "timezone", "repository"),
-    "ao_event": ("session_id", "filter", "states", "events", "repository"),
+    "slack": ("channels", "dms", "repository", "cost_cap_usd"),
+    "github_issue": ("repositories", "labels", "authors", "trusted_associations", "cost_cap_usd"),
+    "github_label": ("label", "repositories", "authors", "issues", "pull_requests", "trusted_associations", "cost_cap_usd"),
+    "schedule": ("cron", "timezone", "repository", "cost_cap_usd"),
+    "ao_event": ("session_id", "filter", "states", "events", "repository", "cost_cap_usd"),
 }
 _CONFIG_CHECKS: Mapping[str, Callable[[Mapping[str, Any]], dict[str, Any]]] = {
     "slack": _slack,
@@ -328,6 +329,11 @@ def check_config(kind: str, config: Any) -> dict[str, Any]:
     checked = _CONFIG_CHECKS[kind](config)
     if "repository" in config:
         checked["repository"] = bounds.check_repository(config["repository"], "config.repository")
+    if "cost_cap_usd" in config:
+        cap = config["cost_cap_usd"]
+        if isinstance(cap, bool) or not isinstance(cap, (int, float)) or not 0 < cap <= bounds.MAX_COST_CAP_USD:
+            raise InvalidInput(error_text("trigger_spec/cost_cap", value=cap, max_cap=bounds.MAX_COST_CAP_USD), field="config.cost_cap_usd")
+        checked["cost_cap_usd"] = float(cap)
     return checked
 
 

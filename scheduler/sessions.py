@@ -192,7 +192,7 @@ def new_row(
         "weight": req.weight,
         "capacity": req.capacity,
         "capacity_multiplier": req.capacity_multiplier,
-        "cost_cap_usd": req.cost_cap_usd,
+        "cost_cap_usd": req.cost_cap_usd if req.cost_cap_usd is not None else _trigger_cap(trigger),
         "concurrency_group": req.concurrency_group or (trigger.concurrency_group if trigger else None),
         "requester": req.requester,
         "source": dict(req.source or {}),
@@ -208,6 +208,12 @@ def _trigger_repository(trigger: Trigger | None) -> str | None:
     """The repository a trigger's sessions work in (`config.repository`, checked when written)."""
     found = (trigger.config or {}).get("repository") if trigger is not None else None
     return found if isinstance(found, str) else None
+
+
+def _trigger_cap(trigger: Trigger | None) -> float | None:
+    """The cost cap a trigger's sessions start with (`config.cost_cap_usd`, checked when written)."""
+    found = (trigger.config or {}).get("cost_cap_usd") if trigger is not None else None
+    return float(found) if isinstance(found, (int, float)) and not isinstance(found, bool) else None
 
 
 def create_session(db: DBSession, req: NewSession, *, now: datetime, fallback: Genesis = Genesis.UNKNOWN) -> Session:

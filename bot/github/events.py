@@ -32,15 +32,16 @@ GitHub grants only to collaborators and members; another bot's label counts as n
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
 
-from scheduler.bounds import MAX_ID, clean_text
+from scheduler.bounds import MAX_COST_CAP_USD, MAX_ID, clean_text
 
 TRUSTED_ASSOCIATIONS = frozenset({"OWNER", "MEMBER", "COLLABORATOR"})
 PRIORITY_LABEL = "pacer:priority"
+COST_CAP_LABEL = re.compile(r"pacer:cap-\$?(\d{1,6}(?:\.\d{1,2})?)", re.ASCII)  # pacer:cap-5, pacer:cap-2.50
 HOLD_LABEL = "pacer:hold"
 CONTROL_LABELS = frozenset({PRIORITY_LABEL, HOLD_LABEL})
 # Someone able to label another person's issue has triage access or more: a collaborator.
@@ -263,3 +264,10 @@ def _int(value: Any) -> int | None:
     if isinstance(value, int) and not isinstance(value, bool) and 1 <= value <= MAX_INSTALLATION_ID:
         return value
     return None
+
+
+def cost_cap_of(labels: Iterable[str]) -> float | None:
+    """The cost cap a `pacer:cap-<usd>` label sets (the lowest, when several do); None if none
+    does. A label that is not a cap above 0 (`pacer:cap-0`, `pacer:cap-lots`) sets nothing."""
+    caps = [float(m.group(1)) for label in labels if (m := COST_CAP_LABEL.fullmatch(label.lower())) is not None]
+    return min((cap for cap in caps if 0 < cap <= MAX_COST_CAP_USD), default=None)
