@@ -108,6 +108,7 @@ def build(
         notifier=notifier,
         agent_workers=settings.agent_workers,
         runtimes=runtimes_from_settings(settings),
+        notice_minutes=settings.notice_minutes,
         job_runner=job_runner,
         owner=owner,
         turn_lease=lease,

@@ -92,6 +92,9 @@ class Settings(BaseSettings):
     reserve_5h_pct: Percent = _field("PACER_RESERVE_5H_PCT", "20", "Priority reserve of the 5-hour window, percent")
     reserve_7d_pct: Percent = _field("PACER_RESERVE_7D_PCT", "20", "Priority reserve of the 7-day window, percent")
     preemption: Flag = _field("PACER_PREEMPTION", "true", "Let a priority start take a slot from a running spot session")
+    notice_minutes: Amount = _field(
+        "PACER_NOTICE_MINUTES", "30", "Warn running spot sessions when a window's spot budget runs out within this many minutes at the present burn (0: never)"
+    )
     window_5h_usd: Dollars = _field("PACER_WINDOW_5H_USD", "50", "Ledger quota: dollars a 5-hour window is worth")
     window_7d_usd: Dollars = _field("PACER_WINDOW_7D_USD", "600", "Ledger quota: dollars a 7-day window is worth")
     window_anchor: Annotated[str, _rule(rules.instant)] = _field(

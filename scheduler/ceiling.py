@@ -16,7 +16,9 @@ minutes, applies the same gate decision to work already running:
 
 Priority sessions, runtimes that spend no quota and Pacer's own bookkeeping are never paused. A
 sleeper promoted to priority resumes on the next pass whatever the windows say; one with a wake
-still ahead is left alone. The same pass resolves preemption marks first (`preemption.resolve_marks`).
+still ahead is left alone. The same pass resolves preemption marks first (`preemption.resolve_marks`)
+and, when nothing is paused, tells the running spot sessions once that a window's spot budget runs
+out within PACER_NOTICE_MINUTES (`budget_notice`).
 """
 
 from __future__ import annotations
@@ -28,7 +30,7 @@ from datetime import datetime, timedelta
 from sqlmodel import Session as DBSession
 from sqlmodel import col, func, select
 
-from scheduler import cost_caps, preemption
+from scheduler import budget_notice, cost_caps, preemption
 from scheduler.attempt import PASS_THROUGH, Work
 from scheduler.context import Context
 from scheduler.db import session_scope
@@ -78,6 +80,7 @@ class SweepReport:
     waived: bool = False  # the batch was narrowed to one because the pace was waived
     marks: preemption.MarkReport = field(default_factory=preemption.MarkReport)
     capped: list[int] = field(default_factory=list)  # halted at their cost cap
+    noticed: list[int] = field(default_factory=list)  # told their window's spot budget runs out soon
 
 
 def ceiling_sweep(ctx: Context) -> SweepReport:
@@ -91,6 +94,7 @@ def ceiling_sweep(ctx: Context) -> SweepReport:
         _pause_running(work, policy, report)
         # Any session's cost cap, priority or spot: the ceiling's own pauses are halted already.
         report.capped = cost_caps.halt_capped(work, skip=report.paused)
+        _notice_ending(work, policy, report)
         _resume_dormant(work, policy, report)
     work.effects.apply(ctx)
     if report.paused or report.resumed:
@@ -135,6 +139,20 @@ def _pause_running(work: Work, policy: PolicyView, report: SweepReport) -> None:
         log.warning("session #%s paused mid-run: %s", session.id, sentence)
         report.paused.append(session.id or 0)
     db.flush()
+
+
+def _notice_ending(work: Work, policy: PolicyView, report: SweepReport) -> None:
+    """Tell the running spot sessions the ceiling would pause that a window's spot budget runs
+    out soon (`scheduler.budget_notice`): the first window to run out is the one that pauses them."""
+    if report.paused:
+        return  # the ceiling stops running work now: its own pause notice says so
+    ending = budget_notice.ending_now(work, policy, work.ctx.notice_minutes)
+    if not ending:
+        return
+    db, ctx = work.db, work.ctx
+    capped = set(report.capped)  # halted at their cost cap in this pass: the budget will not pause them
+    pausable = [s.id or 0 for s, t in running_fleet(db, ctx, policy) if is_pausable(s, ctx, policy, t.kind) and s.id not in capped]
+    report.noticed = budget_notice.tell(work, pausable, ending[0])
 
 
 def _stopped(snapshot: Snapshot, ctx: Context, session_id: int, runtime: str, now: datetime) -> bool:

@@ -354,6 +354,21 @@ class StatusComment(SQLModel, table=True):
     updated_at: datetime | None = utc_column()
 
 
+class BudgetNotice(SQLModel, table=True):
+    """The early notice a running spot session was given that a window's spot budget runs out
+    (`scheduler.budget_notice`): one row per session and window, taken over by the next notice
+    only once the window it named has rolled over, so each window instance tells a session once
+    whichever process runs the sweep."""
+
+    __tablename__ = "budget_notices"
+
+    session_id: int = Field(primary_key=True)
+    window: str = Field(primary_key=True)
+    resets_at: datetime = Field(sa_column=Column(UTCDateTime(), nullable=False))
+    runs_out_at: datetime = Field(sa_column=Column(UTCDateTime(), nullable=False))
+    sent_at: datetime = Field(sa_column=Column(UTCDateTime(), nullable=False))
+
+
 class StoreVersion(SQLModel, table=True):
     """How often each kept store's table has been written, counted by database triggers
     (`scheduler.versions`): what lets a read be kept across transactions and processes."""

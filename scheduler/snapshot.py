@@ -14,6 +14,11 @@ from typing import Any
 from scheduler.policy import PolicyView
 
 
+def window_label(name: str) -> str:
+    """How a sentence names a window."""
+    return {"5h": "5-hour", "7d": "weekly"}.get(name, name)
+
+
 @dataclass(frozen=True)
 class WindowState:
     name: str  # "5h" | "7d"
@@ -25,7 +30,7 @@ class WindowState:
 
     @property
     def label(self) -> str:
-        return {"5h": "5-hour", "7d": "weekly"}.get(self.name, self.name)
+        return window_label(self.name)
 
 
 @dataclass(frozen=True)
