@@ -1,5 +1,6 @@
 """The early notice: when a window's spot budget runs out within PACER_NOTICE_MINUTES at the
-present burn, each running spot session is told once per window instance."""
+present burn, each running spot session is told once per window instance, in its Slack thread (or
+by DM to whoever asked for it with /pacer)."""
 
 from __future__ import annotations
 
@@ -7,10 +8,13 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
+from slack_sdk import WebClient
 from sqlalchemy import Engine
 
+from integrations.slack.notifier import SESSION_PRIORITY, SlackNotifier, thread_source
 from scheduler.budget_notice import EVENT, RunOut, running_out
 from scheduler.gate import WindowFigures
+from tests.slack_mock import BOT_TOKEN, MockSlack
 from tests.sweeping import Scene
 
 NOW = datetime(2026, 11, 2, 9, 0, tzinfo=UTC)
@@ -111,3 +115,34 @@ def test_notice_minutes_zero_tells_nobody(engine: Engine, clock: Any) -> None:
     scene.start(), scene.start(), scene.start()
     _running_out(scene)
     assert scene.sweep().noticed == [] and scene.events(EVENT) == []
+
+
+SENTENCE = ("At the present burn the 5-hour window's spot budget runs out at about 2026-11-02 09:20 UTC. This session is paused by "
+            "then, keeping what it has written, and resumes by itself after the window rolls over at 2026-11-02 13:00 UTC.")
+
+
+def test_the_notice_reaches_the_sessions_slack_thread(engine: Engine, clock: Any, mock: MockSlack) -> None:
+    scene = _ending_scene(engine, clock)
+    scene.ctx.notifier = SlackNotifier(engine, WebClient(token=BOT_TOKEN, base_url=mock.api_url), ops_channel="C0OPS")
+    message = {"channel": "C0WORK", "ts": "1790000000.000100", "user": "UMEM", "channel_type": "channel"}
+    sid = scene.start(genesis="slack", title="Fix the flaky test", requester="UMEM", source={"slack": thread_source(message)})
+    asked = scene.start(genesis="command", title="Tidy the docs", requester="UASK", source={"surface": "slack"})
+    scene.start(genesis="command", title="From the console", requester="ops", source={"surface": "console"})
+    mock.calls.clear()
+    _running_out(scene)
+    scene.sweep()
+    calls = {c.body["channel"]: c.body for c in mock.calls_to("chat.postMessage")}
+    assert set(calls) == {"C0WORK", "UASK"}  # the console's session has no Slack to be told in
+    thread = calls["C0WORK"]
+    assert thread["thread_ts"] == "1790000000.000100"
+    assert thread["text"].startswith(f":hourglass_flowing_sand: *#{sid}* Fix the flaky test will be paused soon.\n")
+    assert SENTENCE in thread["text"]
+    (button,) = thread["blocks"][-1]["elements"]
+    assert (button["action_id"], button["value"]) == (SESSION_PRIORITY, str(sid))
+    dm = calls["UASK"]
+    assert "thread_ts" not in dm and f"*#{asked}* Tidy the docs will be paused soon." in dm["text"]
+
+    mock.calls.clear()
+    scene.advance(minutes=5)
+    scene.sweep()
+    assert mock.calls_to("chat.postMessage") == []  # once

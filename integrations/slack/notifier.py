@@ -15,6 +15,10 @@ or rate-limited Slack never stalls the scheduler thread that emitted the notice.
         The thread is Session.source["slack"] = {"channel": C, "thread_ts": TS}, as
         `thread_source(event)` builds it at intake. A `held` notice carries "Make this session
         priority" (action id SESSION_PRIORITY).
+    budget_ending
+        session_id, label, runs_out_at, resets_at: a window's spot budget runs out soon and the
+        session will be paused (`scheduler.budget_notice`). In its thread, or, for a session asked
+        for with /pacer in Slack, by DM to its requester; with "Make this session priority".
     queue_hold
         hold: the QueueHold (reason, sentence, since, resumes_at, group); resumable: whether
         Resume can work. Posted in the ops channel, with Resume (QUEUE_RESUME) only where it
@@ -44,7 +48,9 @@ from templates import render
 
 log = logging.getLogger("pacer.slack")
 
-SESSION_EVENTS = frozenset({"queued", "held", "started", "paused", "done", "failed", "archived"})
+SESSION_EVENTS = frozenset({"queued", "held", "started", "paused", "done", "failed", "archived", "budget_ending"})
+BUDGET_ENDING = "budget_ending"  # also reaches a requester who asked from Slack outside a thread, by DM
+SLACK_SURFACE = "slack"  # Session.source["surface"] of a session asked for with /pacer in Slack
 RESULT_STATUSES = frozenset({"done", "failed", "blocked"})  # a finished session's news carries its latest result
 QUEUE_HOLD = "queue_hold"
 QUEUE_RESUME = "pacer.queue_resume"
@@ -72,6 +78,15 @@ def thread_of(source: Mapping[str, Any] | None) -> tuple[str, str] | None:
     return str(slack["channel"]), str(slack["thread_ts"])
 
 
+def dm_of(session: Mapping[str, Any]) -> tuple[str, None] | None:
+    """(the requester's user id, no thread) for a session asked for with /pacer in Slack: posting
+    to a user id opens the bot's DM with them. None for every other session."""
+    source, requester = session.get("source") or {}, session.get("requester")
+    if source.get("surface") != SLACK_SURFACE or not isinstance(requester, str) or not requester:
+        return None
+    return requester, None
+
+
 class SlackNotifier:
     """Posts session news into the session's thread and queue-hold news into the ops channel."""
 
@@ -89,13 +104,15 @@ class SlackNotifier:
 
     def post_session_news(self, event: str, context: Mapping[str, Any]) -> None:
         session = self._session(int(context["session_id"]))
-        where = thread_of(session["source"]) if session else None
-        if session is None or where is None:
+        if session is None:
+            return
+        where = thread_of(session["source"]) or (dm_of(session) if event == BUDGET_ENDING else None)
+        if where is None:
             return
         channel, thread_ts = where
         text = render(f"slack/session_{event}.j2", **{**context, "session": session, "result": session["result"]})
         messages = thread_messages(text)  # a long answer in full, over as many messages as it takes
-        if event == "held":
+        if event in ("held", BUDGET_ENDING):
             label = render("slack/label_make_priority.j2")
             button = ButtonElement(text=label, action_id=SESSION_PRIORITY, value=str(session["id"]))
             messages[-1]["blocks"].append(ActionsBlock(elements=[button]).to_dict())
