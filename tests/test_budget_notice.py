@@ -1,9 +1,10 @@
 """The early notice: when a window's spot budget runs out within PACER_NOTICE_MINUTES at the
 present burn, each running spot session is told once per window instance, in its Slack thread (or
-by DM to whoever asked for it with /pacer)."""
+by DM to whoever asked for it with /pacer) and on its issue's status comment."""
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -11,9 +12,16 @@ import pytest
 from slack_sdk import WebClient
 from sqlalchemy import Engine
 
+from bot.github.events import IntakeEvent, parse
+from bot.github_intake import github_event
+from integrations.github.client import GithubClients
+from integrations.github.comments import PyGithubComments, StatusComments
 from integrations.slack.notifier import SESSION_PRIORITY, SlackNotifier, thread_source
 from scheduler.budget_notice import EVENT, RunOut, running_out
+from scheduler.db import session_scope
 from scheduler.gate import WindowFigures
+from scheduler.models import Trigger
+from tests.github_support import FakeGithub, issue_payload
 from tests.slack_mock import BOT_TOKEN, MockSlack
 from tests.sweeping import Scene
 
@@ -146,3 +154,38 @@ def test_the_notice_reaches_the_sessions_slack_thread(engine: Engine, clock: Any
     scene.advance(minutes=5)
     scene.sweep()
     assert mock.calls_to("chat.postMessage") == []  # once
+
+
+@pytest.fixture
+def fake() -> Iterator[FakeGithub]:
+    server = FakeGithub().start()
+    yield server
+    server.stop()
+
+
+def test_the_status_comment_shows_the_notice_until_the_pause(engine: Engine, clock: Any, fake: FakeGithub) -> None:
+    scene = _ending_scene(engine, clock)
+    with session_scope(engine) as db:
+        db.add(Trigger(name="issues", kind="github_issue", prompt_template="{{ title }}", created_at=clock.now()))
+    parsed = parse("issues", issue_payload("opened", number=7), bot_login="pacer[bot]")
+    assert isinstance(parsed, IntakeEvent)
+    (sid,) = github_event(scene.ctx, parsed)
+    scene.start(), scene.start()
+    status = StatusComments(engine, PyGithubComments(GithubClients(base_url=fake.url + "/", token="ghp_test", throttle=False)), clock=clock)
+    scene.ctx.notifier = status
+    comment = status.refresh(sid)
+    assert comment is not None and "Started" in fake.comments[comment]["body"] and "spot budget" not in fake.comments[comment]["body"]
+
+    _running_out(scene)
+    assert sid in scene.sweep().noticed
+    assert status.drain()
+    body = fake.comments[comment]["body"]
+    assert "Started: an agent is working on this now." in body and SENTENCE in body
+
+    scene.advance(minutes=15)
+    scene.quota.spent_5h = 790  # the budget ran out as foretold: the session is paused, and says so instead
+    assert sid in scene.sweep().paused
+    assert status.drain()
+    body = fake.comments[comment]["body"]
+    assert "Paused" in body and SENTENCE not in body
+    status.close()

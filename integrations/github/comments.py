@@ -4,7 +4,7 @@ Off the webhook path and idempotent, because PyGithub's retry can sleep until a 
 and the network can fail after GitHub acted:
 
   * `StatusComments` is a `scheduler.ports.Notifier`. A notice (started, held, paused, done,
-    failed, archived, refused; github_control when a label moved a class or a hold) only
+    failed, archived, refused, budget_ending; github_control when a label moved a class or a hold) only
     queues a refresh of that session on one
     worker thread — never a GitHub call inside a scheduler transaction or a request. Refreshes
     of the same session coalesce while queued.
@@ -38,7 +38,7 @@ from templates import error_text
 
 log = logging.getLogger("pacer.github")
 
-NOTICES = frozenset({"started", "held", "paused", "done", "failed", "archived", "refused", "github_control"})
+NOTICES = frozenset({"started", "held", "paused", "done", "failed", "archived", "refused", "github_control", "budget_ending"})
 
 
 class CommentPort(Protocol):

@@ -6,7 +6,8 @@ arriving late, twice or out of order still end on the comment that matches the d
     queued    waiting; spot sessions show their place in the spot queue and, when the gate held
               the last ask, why and when it is asked again
     held      a priority session waiting on a hold (a queue hold, its group, an operator hold)
-    started   a turn is running
+    started   a turn is running; with the early notice when a window's spot budget runs out
+              soon (`scheduler.budget_notice`), until that window rolls over
     paused    a pause, a park, a sleep, or waiting for a person's input
     done / failed / archived
 
@@ -27,6 +28,7 @@ from sqlmodel import Session as DBSession
 from sqlmodel import col, select
 
 from integrations.latest_result import LatestResult, read_latest_result
+from scheduler.budget_notice import RunOut, standing_notice
 from scheduler.cost_caps import spent_by
 from scheduler.genesis import SchedulingClass
 from scheduler.models import Session, Status, Turn
@@ -62,6 +64,7 @@ class StatusView:
     work: LatestResult | None = None
     cost_cap: float | None = None  # the session's cost cap, shown with `spent`
     spent: float = 0.0
+    ending: RunOut | None = None  # a running spot session told its window's spot budget runs out soon
 
 
 RESULT_CHARS = 60_000  # GitHub takes 65,536 characters in a comment; the rest is the frame
@@ -130,7 +133,8 @@ def read_status(db: DBSession, session_id: int, now: datetime) -> tuple[Where, S
         error = db.exec(select(Turn.error).where(Turn.session_id == session_id).order_by(col(Turn.id).desc())).first()
     view = status_view(session, cls, now, position=position, queued=queued, operator_hold=on_hold, error=error)
     spent = spent_by(db, session_id) if session.cost_cap_usd is not None else 0.0
-    return where, replace(view, work=read_latest_result(db, session), spent=spent)
+    ending = standing_notice(db, session_id, now) if view.state == "started" else None
+    return where, replace(view, work=read_latest_result(db, session), spent=spent, ending=ending)
 
 
 def render_body(view: StatusView) -> str:
