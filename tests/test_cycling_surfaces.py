@@ -22,6 +22,7 @@ from scheduler.cycling import Event
 from scheduler.db import session_scope
 from scheduler.models import PreemptionEvent, Turn
 from tests import harness
+from tests.api_client import make_api
 from tests.conftest import T0
 
 H = timedelta(hours=1)
@@ -80,6 +81,19 @@ def test_the_app_home_shows_it_under_the_gate_card(pacer) -> None:
     texts = [b["text"]["text"] for b in home_view(pacer, "UOP")["blocks"] if b["type"] == "section"]
     [report] = [t for t in texts if t.startswith("*Preemption cycling*")]
     assert f"*#{victim}* nightly refactor · preempted 3 times (1 halted)" in report and "$1.25 lost" in report
+
+
+def test_the_api_holds_carry_the_same_report(engine, clock) -> None:
+    api = make_api(engine, clock)
+    try:
+        victim, taker, _other = seed_cycle(api.pacer)
+        out = api.get("/holds").json()
+    finally:
+        api.close()
+    [s] = out["cycling"]["sessions"]
+    assert (s["session_id"], s["preemptions"], s["halted"], s["cost_lost_usd"]) == (victim, 3, 1, 1.25)
+    [p] = out["cycling"]["pairs"]
+    assert (p["first_id"], p["second_id"], p["first_yielded"], p["second_yielded"]) == (victim, taker, 2, 0)
 
 
 def test_metrics_count_the_cycling_sessions_pairs_and_cost(pacer) -> None:

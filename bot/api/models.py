@@ -373,3 +373,5 @@ class HoldsOut(BaseModel):
     operator_holds: list[dict[str, Any]] = Field(description="Holds a person placed on a selector, with armer, reason, expiry")
     sessions: list[dict[str, Any]] = Field(description="Each held, paused, parked or sleeping session, headline record first")
     sessions_not_shown: int
+    cycling: dict[str, Any] | None = Field(default=None, description="Sessions preempted 3+ times and pairs with 2+ preemptions "
+                                           "between them in the last 24 h, with the cost their halted turns lost")

@@ -176,5 +176,6 @@ def list_holds(request: Request) -> dict[str, Any]:
                 "operator_holds": _plain(found.operator_holds),
                 "sessions": _plain(found.sessions),
                 "sessions_not_shown": found.sessions_not_shown,
+                "cycling": _plain(found.cycling),
             }
         return {"source": "records", **_records(db, now)}
