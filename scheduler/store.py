@@ -36,13 +36,18 @@ def read_or_fail_open(db: DBSession, what: str, read: Callable[[], T], fallback:
     The savepoint matters on PostgreSQL: a failed statement aborts the whole transaction, and
     the queue pass that asked must still be able to start the sessions a hold store would not
     have held (seed 000: "holds fail open … rather than stranding waiters"). SQLite keeps its
-    transaction through a failed statement, so there the savepoint is two statements for nothing."""
+    transaction through a failed statement, so there the savepoint is two statements for nothing.
+    So it is when the read begins the transaction (a notice's read of the watched states): rolling
+    back the whole transaction then undoes exactly what the savepoint would have."""
+    first = not db.in_transaction() and not (db.new or db.dirty or db.deleted)  # nothing of its own to undo
     try:
-        if db.get_bind().dialect.name == "sqlite":
+        if first or db.get_bind().dialect.name == "sqlite":
             return read()
         with db.begin_nested():
             return read()
     except SQLAlchemyError as exc:
+        if first:
+            db.rollback()
         log.warning("%s could not be read (%s); admission ignores it this time", what, type(exc).__name__)
         return fallback
 
