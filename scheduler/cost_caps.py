@@ -9,11 +9,14 @@ minutes it has run. Two rules follow:
   before a turn       the spend has reached the cap: the turn is not started. The admission
                       check holds it, saying what was spent, the cap, and how to raise it.
   while a turn runs   spend + the running turn's estimate has reached the cap: the turn is
-                      halted (`records.halt_turn`) by the ceiling sweep, and the session holds
-                      on the cap, its next turn a resume of the halted one.
+                      halted (`records.halt_turn`), and the session holds on the cap, its
+                      next turn a resume of the halted one.
 
 No turn's cost is known before it runs, so the first rule cannot refuse the turn that *would*
-cross the cap; the second stops that turn within one ceiling sweep of burn past it. A person's
+cross the cap; the second stops that turn when the estimate reaches the cap. A capped turn's
+start (`before_start`) arms an alarm (`cost_cap_due`) for the instant the estimate reaches it;
+the alarm halts the turn, or arms again when the cap was raised or the rate moved meanwhile.
+The ceiling sweep checks every capped running turn too, the net under a lost alarm. A person's
 start-now is held like any other start: the cap is the person's own limit, raised or cleared
 by `set_cap`, which asks for a queue pass so a held session starts at once.
 """
@@ -23,7 +26,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Collection
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 
 from sqlalchemy import func
 from sqlmodel import Session as DBSession
@@ -36,14 +39,15 @@ from scheduler.db import session_scope
 from scheduler.effects import request_queue_pass
 from scheduler.errors import Refused
 from scheduler.fleet import burn_rate
+from scheduler.gate import Decision
 from scheduler.models import Session, Status, Turn
-from scheduler.records import halt_turn, hold, lock
+from scheduler.records import halt_turn, hold, lock, running_turn
 from templates import error_text, render
 
 log = logging.getLogger("pacer.cost_caps")
 
 REASON = "cost_cap"
-FINISHED = (Status.DONE.value, Status.ARCHIVED.value)
+DUE_JOB = "cost_cap_due"  # the alarm target's name in `scheduler.jobs.targets`
 
 
 @dataclass(frozen=True)
@@ -117,20 +121,61 @@ def halt_capped(work: Work, *, skip: Collection[int] = ()) -> list[int]:
     for session, turn in list(db.exec(stmt)):
         if session.id in skip or turn.kind in PASS_THROUGH or session.cost_cap_usd is None:
             continue
-        spent = spent_by(db, session.id or 0)
-        estimate = running_estimate(ctx, turn, now)
-        if spent + estimate < session.cost_cap_usd:
-            continue
-        row = lock(db, session.id or 0)
-        halt_turn(work, turn)
-        spend = CapSpend(session.id or 0, spent + estimate, session.cost_cap_usd)
-        sentence = render("text/cost_cap_halted.j2", spend=spend)
-        # The halted turn reports HALTED and the session waits; this hold is what brings it back.
-        hold(work, row, TurnAttempt(render("text/continue_nudge.j2"), (), "resume"), Block(REASON, sentence))
-        work.effects.notice("paused", session_id=row.id, reason=REASON, sentence=sentence, title=row.title)
-        log.warning("session #%s halted at its cost cap: %s", row.id, sentence)
-        halted.append(row.id or 0)
+        spend = CapSpend(session.id or 0, spent_by(db, session.id or 0) + running_estimate(ctx, turn, now), session.cost_cap_usd)
+        if spend.is_reached:
+            _halt(work, turn, spend)
+            halted.append(spend.session_id)
     return halted
+
+
+def _halt(work: Work, turn: Turn, spend: CapSpend) -> None:
+    row = lock(work.db, spend.session_id)
+    halt_turn(work, turn)
+    sentence = render("text/cost_cap_halted.j2", spend=spend)
+    # The halted turn reports HALTED and the session waits; this hold is what brings it back.
+    hold(work, row, TurnAttempt(render("text/continue_nudge.j2"), (), "resume"), Block(REASON, sentence))
+    work.effects.cancel(_due_job_id(spend.session_id))
+    work.effects.notice("paused", session_id=row.id, reason=REASON, sentence=sentence, title=row.title)
+    log.warning("session #%s halted at its cost cap: %s", row.id, sentence)
+
+
+def _due_job_id(session_id: int) -> str:
+    return f"cost-cap:{session_id}"
+
+
+def _arm(work: Work, session_id: int, runtime: str, left: float) -> None:
+    """Arm the alarm for when the burn estimate spends `left` more dollars; at no rate, none."""
+    rate = burn_rate(work.ctx, runtime)
+    if rate > 0:
+        work.effects.alarm(_due_job_id(session_id), work.now + timedelta(minutes=left / rate), DUE_JOB, session_id)
+
+
+def before_start(work: Work, session: Session, decision: Decision) -> None:
+    """The `before_start` hook: a capped session's turn arms the alarm that halts it at the cap."""
+    if session.cost_cap_usd is None or session.id is None:
+        return
+    try:
+        _arm(work, session.id, session.runtime, max(session.cost_cap_usd - spent_by(work.db, session.id), 0.0))
+    except Exception:  # a start never fails on its alarm: the ceiling sweep is the net under it
+        log.exception("session #%s: the cost-cap alarm could not be armed", session.id)
+
+
+def cost_cap_due(ctx: Context, session_id: int) -> None:
+    """The alarm: halt the session's running turn if its estimate has reached the cap, else arm
+    again for when it will (a raised cap, a changed rate, a turn that started later)."""
+    now = ctx.clock.now()
+    with session_scope(ctx.engine) as db:
+        work = Work(db, ctx, now)
+        session = db.get(Session, session_id)
+        turn = running_turn(db, session_id)
+        if session is None or session.cost_cap_usd is None or turn is None or turn.kind in PASS_THROUGH:
+            return
+        spend = CapSpend(session_id, spent_by(db, session_id) + running_estimate(ctx, turn, now), session.cost_cap_usd)
+        if spend.is_reached:
+            _halt(work, turn, spend)
+        else:
+            _arm(work, session_id, turn.runtime, session.cost_cap_usd - spend.spent)
+    work.effects.apply(ctx)
 
 
 def set_cap(ctx: Context, session_id: int, cap: float | None, *, actor: str | None) -> dict[str, list[float | None]]:
@@ -141,7 +186,7 @@ def set_cap(ctx: Context, session_id: int, cap: float | None, *, actor: str | No
     now = ctx.clock.now()
     with session_scope(ctx.engine) as db:
         session = lock(db, session_id)
-        if session.status in FINISHED:
+        if session.status == Status.ARCHIVED.value:  # a done session may still be replied to
             raise Refused(error_text("sessions/cost_cap_finished", session_id=session_id, status=session.status))
         before = session.cost_cap_usd
         if before == cap:
@@ -149,6 +194,9 @@ def set_cap(ctx: Context, session_id: int, cap: float | None, *, actor: str | No
         session.cost_cap_usd = cap
         session.updated_at = now
         db.add(session)
+        running = session.status == Status.RUNNING.value
+    if running and cap is not None:  # a running turn's alarm is timed for the old cap: ask now
+        ctx.schedule(_due_job_id(session_id), now, DUE_JOB, session_id)
     log.info("session #%s cost cap changed by %s: %s -> %s", session_id, actor or "someone", before, cap)
     ctx.emit("claim_changed", session_id=session_id, actor=actor)  # its row on every queue view
     request_queue_pass(ctx)

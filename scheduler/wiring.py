@@ -51,6 +51,8 @@ def install(ctx: Context) -> Context:
     ctx.hooks.setdefault("*", []).append(session_events.listener(ctx))
     # Preemption: a priority start into a full fleet takes a slot off a running spot session.
     ctx.hooks.setdefault("before_start", []).append(preemption.before_start)
+    # A capped session's turn: the alarm that halts it when its burn estimate reaches the cap.
+    ctx.hooks.setdefault("before_start", []).append(cost_caps.before_start)
     # Order matters: the first check that says no is the reason a session shows.
     ctx.admission_checks.extend([
         operator_holds.admission_check(ctx),
