@@ -116,3 +116,20 @@ def test_the_github_status_comment_and_the_slack_thread_show_spend_and_cap() -> 
     assert "cost cap" not in render_body(uncapped)
     said = render("slack/session_started.j2", session={"id": 7, "title": "fix it", "cost_cap_usd": 5.0, "spent_usd": 1.25})
     assert said == ":arrow_forward: *#7* fix it ($1.25 spent of its $5.00 cost cap) has started."
+
+
+def test_a_done_session_cap_changes_on_the_api_as_on_the_command(api) -> None:
+    from scheduler.db import session_scope
+    from scheduler.models import Session
+
+    ctx = api.pacer.ctx
+    sid = new(ctx, requester="alice")
+    with session_scope(ctx.engine) as db:
+        row_ = db.get(Session, sid)
+        row_.status = "done"
+        db.add(row_)
+    r = api.call("PATCH", f"/sessions/{sid}", json={"cost_cap_usd": 4})
+    assert r.status_code == 200 and r.json()["changed"] == {"cost_cap_usd": [None, 4.0]}, r.text
+    r = api.call("PATCH", f"/sessions/{sid}", json={"cost_cap_usd": 6, "precedence": 3})
+    assert r.status_code == 409 and row(ctx, sid).cost_cap_usd == 4.0, r.text
+    assert console(api, f"cap {sid} 5").ok and row(ctx, sid).cost_cap_usd == 5.0

@@ -184,7 +184,9 @@ def patch(session_id: SessionId, body: SessionPatch, request: Request, who: Call
     with session_scope(ctx.engine) as db:
         session = get_session(db, session_id)
         who.require_owner(f"changing session #{session_id}", session.requester)
-        if session.status in FINISHED:
+        # A done session may still be replied to, so its cost cap may change, as `/pacer cap` allows.
+        cap_only = session.status == Status.DONE.value and fields.keys() == {"cost_cap_usd"}
+        if session.status in FINISHED and not cap_only:
             raise Refused(error_text("api/cannot_rank", session_id=session_id, status=session.status))
         claim = _claim_change(fields)
         if claim is not None:  # checked before anything moves: a bad claim changes nothing
