@@ -21,6 +21,7 @@ from scheduler.errors import InvalidInput, Refused
 from scheduler.fleet import read_quota
 from scheduler.log_context import about_session
 from scheduler.models import EnqueuedMessage, Session, Status
+from scheduler.policy import load_policy
 from scheduler.queue_pass import admit_in_queue
 from scheduler.records import is_asleep, is_running, lock, wake_job_id
 from templates import error_text
@@ -52,6 +53,9 @@ def submit_turn(
         reading = read_quota(ctx, now)
         with session_scope(ctx.engine) as db:
             work = Work(db, ctx, now, reading=reading)
+            # Every admission reads the policy: as the transaction's first read, the store versions
+            # it is kept by need no savepoint (`store.read_or_fail_open`): two round trips fewer.
+            load_policy(db)
             session = lock(db, session_id)
             if session.status == Status.ARCHIVED.value:
                 raise Refused(error_text("turns/archived", session_id=session_id))
