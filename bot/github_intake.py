@@ -59,18 +59,12 @@ from bot.github_sessions import comment_session, sessions_of_issue
 from bot.runtime import Pacer
 from scheduler.bounds import clean_text
 from scheduler.context import Context
+from scheduler.cost_caps import set_cap
 from scheduler.db import session_scope
 from scheduler.errors import InvalidInput, PacerError
 from scheduler.firing import render_trigger_prompt
 from scheduler.lifecycle import archive
-from scheduler.models import (
-    ACTIVE_STATUSES,
-    OperatorHold,
-    Session,
-    Status,
-    Trigger,
-    WebhookDelivery,
-)
+from scheduler.models import ACTIVE_STATUSES, OperatorHold, Session, Status, Trigger, WebhookDelivery
 from scheduler.operator_holds import place_hold, release_hold
 from scheduler.prerequisites import parse_prerequisites, record_prerequisites, set_issue_state
 from scheduler.promotion import record_human_message
@@ -123,6 +117,7 @@ class GithubPlan:
     place_holds: list[int] = field(default_factory=list)  # sessions the hold label holds
     release_holds: list[int] = field(default_factory=list)  # operator hold ids the label armed
     promoted: list[int] = field(default_factory=list)  # sessions pacer:priority moved
+    caps: list[tuple[int, float]] = field(default_factory=list)  # (session id, the cap a pacer:cap-<usd> label names)
     released: list[int] = field(default_factory=list)  # sessions whose label hold ends
     issue_state: str | None = None  # open | closed, for the prerequisites naming the issue
     messages: list[tuple[int, str]] = field(default_factory=list)  # (session id, a trusted comment)
@@ -135,7 +130,7 @@ class GithubPlan:
 
     @property
     def steered_ids(self) -> list[int]:
-        return sorted(set(self.start_now + self.archive + self.place_holds + self.promoted + self.released))
+        return sorted(set(self.start_now + self.archive + self.place_holds + self.promoted + self.released + [s for s, _ in self.caps]))
 
     @property
     def is_empty(self) -> bool:
@@ -205,6 +200,8 @@ def finish_github(pacer_or_ctx: Pacer | Context, plan: GithubPlan) -> None:
         _guarded(f"start now of session #{session_id}", start_now, ctx, session_id, actor=plan.actor)
     for session_id in plan.archive:
         _guarded(f"archive of session #{session_id}", archive, ctx, session_id, actor=plan.actor)
+    for session_id, cap in plan.caps:
+        _guarded(f"cost cap of session #{session_id}", set_cap, ctx, session_id, cap, actor=plan.actor)
     for hold_id in plan.release_holds:
         # The label armed it, so whoever may remove the label (write access, checked) ends it.
         _guarded(f"release of hold {hold_id}", release_hold, ctx, hold_id, actor=plan.actor, actor_role="operator")
@@ -351,6 +348,8 @@ def _control(db: DBSession, event: IntakeEvent, now: datetime, plan: GithubPlan)
             plan.release_holds.extend(holds)
             if holds:
                 plan.released.append(session_id)
+        elif event.control is Control.CAP:
+            plan.caps.append((session_id, cost_cap_of([event.label or ""]) or 0.0))
         elif event.control is Control.CLOSE and session.status == Status.WAITING.value:
             plan.archive.append(session_id)
     if not sessions and event.control not in (Control.CLOSE, Control.REOPEN):

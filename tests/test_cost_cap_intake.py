@@ -72,3 +72,16 @@ def test_a_bad_trigger_default_is_refused_naming_the_key(cap) -> None:
 def test_a_good_trigger_default_is_kept_on_every_kind() -> None:
     assert check_config("github_issue", {"cost_cap_usd": 5})["cost_cap_usd"] == 5.0
     assert check_config("schedule", {"cron": "0 * * * *", "cost_cap_usd": 2.5})["cost_cap_usd"] == 2.5
+
+
+def test_a_cap_label_added_later_caps_the_issue_session_and_strangers_cannot(ctx: Any, clock: Any) -> None:
+    _trigger(ctx, clock, {})
+    (sid,) = github_event(ctx, _event(number=2))
+    stranger = parse("issues", issue_payload("labeled", number=2, label="pacer:cap-1", author="alice", association="NONE"),
+                     bot_login="pacer[bot]")
+    github_event(ctx, stranger)
+    assert row(ctx, sid).cost_cap_usd is None  # only people with write access steer work
+    github_event(ctx, parse("issues", issue_payload("labeled", number=2, label="pacer:cap-7.5", sender="carol"), bot_login="pacer[bot]"))
+    assert row(ctx, sid).cost_cap_usd == 7.5
+    github_event(ctx, parse("issues", issue_payload("labeled", number=2, label="pacer:cap-abc", sender="carol"), bot_login="pacer[bot]"))
+    assert row(ctx, sid).cost_cap_usd == 7.5  # not a cap: an ordinary label

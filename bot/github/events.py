@@ -66,6 +66,7 @@ class Control(StrEnum):
     RELEASE = "release"
     CLOSE = "close"
     REOPEN = "reopen"
+    CAP = "cap"  # a `pacer:cap-<usd>` label added to an issue whose session runs or waits
 
 
 @dataclass(frozen=True)
@@ -191,6 +192,8 @@ def _route(event: str, action: str, label: str, comment: str = "") -> tuple[Kind
             return Kind.CONTROL, Control.PRIORITY
         if lowered == HOLD_LABEL:
             return Kind.CONTROL, Control.HOLD
+        if cost_cap_of([lowered]) is not None:
+            return Kind.CONTROL, Control.CAP
         return (Kind.GITHUB_LABEL, None) if label else (None, None)
     if action == "unlabeled" and lowered == HOLD_LABEL:
         return Kind.CONTROL, Control.RELEASE
