@@ -140,8 +140,8 @@ def wrote(db: ORMSession, *models: type) -> None:
 # change rarely. `kept` holds such a read across transactions, per engine, while the tables it
 # read are at the version it was read at (`scheduler.versions`: database triggers count every
 # write, from any process). The versions are one small read per transaction; without them the
-# reads they stand for are asked every time. Staleness is bounded by the transaction itself: a write that commits after
-# this transaction read the versions is seen by the next one.
+# reads they stand for are asked every time. Staleness is bounded by the transaction itself: a
+# write that commits after this transaction read the versions is seen by the next one.
 
 _KEPT: weakref.WeakKeyDictionary[Any, dict[str, tuple[tuple[int, ...], Any]]] = weakref.WeakKeyDictionary()
 _VERSIONS = sa_select(col(StoreVersion.name), col(StoreVersion.version))
