@@ -24,6 +24,8 @@ from scheduler.sessions import is_spot
 
 log = logging.getLogger("pacer.admit")
 
+CEILING_CHECK_JOB = "ceiling_check"  # one id: priority starts in one burst share one check
+
 # Offers the room to the queue ranked ahead of a session the gate would admit; True when any of
 # it started (`queue_pass.offer_ahead`).
 Ahead = Callable[[Work, PolicyView, Session], bool]
@@ -87,6 +89,8 @@ def _admit(work: Work, session: Session, attempt: TurnAttempt, ahead: Ahead | No
         for hook in ctx.hooks.get("before_start", []):
             hook(work, session, decision)  # preemption lives here: it never raises
         turn = start(work, session, attempt)
+        if decision.reason is Reason.PRIORITY and ctx.runtime(session.runtime).spends_quota:
+            effects.alarm(CEILING_CHECK_JOB, now, "ceiling_check")  # its burn may carry spot work over the line
         return Submission("started", session.id or 0, turn.id, reason=decision.reason, decision=decision)
     text = explain(decision, now)
     return hold(work, session, attempt, Block(decision.reason, text.sentence()), decision)

@@ -102,6 +102,23 @@ def ceiling_sweep(ctx: Context) -> SweepReport:
     return report
 
 
+def ceiling_check(ctx: Context) -> SweepReport:
+    """The sweep's pause, asked at once: a priority turn that spends quota has just started, and
+    its burn may carry the running spot work's projected spend over a window's spot budget
+    before the next sweep (P15: the budget is a ceiling the spot work never crosses, not one it
+    crosses by up to a sweep of burn). Only the pause: resumes and marks wait for the sweep."""
+    now = ctx.clock.now()
+    reading = read_quota(ctx, now)
+    report = SweepReport()
+    with session_scope(ctx.engine) as db:
+        work = Work(db, ctx, now, reading=reading)
+        _pause_running(work, load_policy(db), report)
+    work.effects.apply(ctx)
+    if report.paused:
+        log.info("ceiling check after a priority start: paused %s", report.paused)
+    return report
+
+
 def is_pausable(session: Session, ctx: Context, policy: PolicyView, turn_kind: str) -> bool:
     """Only quota-spending spot work: priority is never paused, nor a runtime that spends
     nothing against the windows, nor Pacer's own seconds-long bookkeeping."""

@@ -6,7 +6,10 @@ A spot session takes a turn while, for both windows, three checks hold:
               the window's non-reserved budget (absolute: it protects the priority reserve).
               Only spend inside the window counts: with less than ten minutes to its rollover
               the projection runs to the rollover, since what is spent after it is the next
-              window's;
+              window's. The projection starts when the reading was taken, not at `now`: what
+              the running fleet spent since is in no reading yet (a reading is reused for a few
+              seconds, and a pool's accounts report late), and near a rollover, where the
+              horizon is seconds, that unrecorded spend is what crossed the line;
   the pace  — the fleet's burn, this session's included, is at or under the sustainable rate
               (spot budget left / time left); waived when no spot work is in flight, and for
               a longer window the shorter one's caps cannot spend out before its rollover
@@ -65,7 +68,7 @@ class WindowFigures:
     resets_at: datetime
     sustainable_rate: float | None  # per minute; None when the window has rolled over
     fleet_burn: float | None  # per minute, None in fraction mode
-    projected: float  # what the cap projects inside the window: ten minutes or to the rollover (0 in fraction mode)
+    projected: float  # what the cap projects inside the window: spend since the reading, then ten minutes or to the rollover (0 in fraction mode)
     within_cap: bool
     within_pace: bool
     pace_unneeded: bool = False  # a shorter window's caps cannot spend this one out before its rollover
@@ -177,6 +180,15 @@ class _Asked:
     own_burn: float
     pace_waived: bool
     pace_unneeded: bool = False
+    accruing_burn: float = 0.0  # what was running when the reading was taken: the fleet, and the asker if it runs
+
+
+def unrecorded_minutes(w: WindowState, now: datetime) -> float:
+    """Minutes of this window's spend since its reading, which the reading cannot hold yet."""
+    if w.read_at is None:
+        return 0.0
+    since = max(w.read_at, w.resets_at - w.period)
+    return max((now - since).total_seconds() / 60.0, 0.0)
 
 
 def _figures(w: WindowState, reserve_pct: float, asked: _Asked, now: datetime) -> WindowFigures:
@@ -187,7 +199,7 @@ def _figures(w: WindowState, reserve_pct: float, asked: _Asked, now: datetime) -
     minutes_left = max((w.resets_at - now).total_seconds() / 60.0, 0.0)
     if w.calibrated:
         burn = fleet_burn + own_burn
-        projected = burn * projection_minutes(minutes_left)
+        projected = burn * projection_minutes(minutes_left) + asked.accruing_burn * unrecorded_minutes(w, now)
         within_cap = w.spent + projected <= spot_budget
         sustainable = spot_left / minutes_left if minutes_left > 0 else None
         passed = sustainable is None or burn <= sustainable
@@ -240,12 +252,13 @@ def evaluate(
     waiver = spot_in_flight == 0
     fleet_burn = sum(t.burn_per_min for t in others)
     own_burn = asking.burn_per_min
+    accruing = fleet_burn + (own_burn if asking.already_running else 0.0)
 
     live = [live_window(w, now) for w in snapshot.windows]
     reserves = {w.name: min(snapshot.policy.reserve_pct(w.name) + reserve_margin_pct, 100.0) for w in live}
     unneeded = pace_unneeded(live, {w.name: snapshot.policy.reserve_pct(w.name) for w in live}, now, margin_pct=reserve_margin_pct)
     figures = tuple(
-        _figures(w, reserves[w.name], _Asked(fleet_burn, own_burn, waiver, w.name in unneeded), now)
+        _figures(w, reserves[w.name], _Asked(fleet_burn, own_burn, waiver, w.name in unneeded, accruing), now)
         for w in live
     )
     running = len(quota_fleet) if asking.already_running else len(others)

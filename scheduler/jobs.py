@@ -64,6 +64,7 @@ def targets() -> dict[str, Callable[..., Any]]:
         "session_event": session_events.session_event,
         "trigger_release": trigger_release.release_promoted,
         "ceiling_sweep": ceiling.ceiling_sweep,
+        "ceiling_check": ceiling.ceiling_check,
         cost_caps.DUE_JOB: cost_caps.cost_cap_due,
         "max_override_expired": policy.expire_max_override,
         "auth_outage_sweep": auth_outage.unpark_sweep,

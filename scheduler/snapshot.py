@@ -27,6 +27,7 @@ class WindowState:
     capacity: float  # dollars when calibrated; 1.0 in fraction mode
     spent: float  # same unit as capacity
     calibrated: bool
+    read_at: datetime | None = None  # when `spent` was true: spend since then is in no reading yet
 
     @property
     def label(self) -> str:

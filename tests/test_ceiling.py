@@ -339,3 +339,18 @@ def test_parking_an_unknown_or_archived_session_is_refused(engine, clock) -> Non
     with pytest.raises(Refused, match="archived"):
         pause_into_spot_queue(scene.ctx, a)
     assert scene.row(a).pause_reason is None
+
+
+def test_a_priority_start_asks_the_ceiling_at_once_whether_spot_work_would_cross(engine, clock) -> None:
+    """P15, the predictive ceiling: a priority turn's burn can carry running spot work over the
+    spot budget before the next sweep (the saturated example crossed by $0.32 that way). Its start
+    asks the sweep's pause question at once, so the spot work stops before the line, not after."""
+    scene = Scene(engine, clock, max_sessions=5, burn=0.5)
+    a, b = scene.start(), scene.start()
+    scene.quota.reset_5h = clock.now() + timedelta(minutes=4)
+    scene.quota.spent_5h = 795.5  # $800 spot budget: two spot turns' $4 to the rollover fits
+    assert scene.sweep().paused == []
+    scene.start(cls="priority")  # a third $0.50/min makes it $6: over the line before the rollover
+    scene.advance(seconds=1)
+    assert scene.running_ids().isdisjoint({a, b})
+    assert {scene.row(a).pause_reason, scene.row(b).pause_reason} == {"at_utilization_limit"}

@@ -3,6 +3,7 @@ incidents as named tests, and hypothesis properties."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 
 import pytest
@@ -19,6 +20,7 @@ from scheduler.gate import (
     live_window,
     pace_unneeded,
     projection_minutes,
+    unrecorded_minutes,
 )
 from scheduler.policy import PolicyView
 from scheduler.snapshot import Asking, FleetTurn, Snapshot, WindowState
@@ -329,3 +331,27 @@ def test_the_resume_margin_never_skips_a_pace_the_plain_reserves_need() -> None:
     reserves = {"5h": 50.0, "7d": 0.0}
     assert pace_unneeded([w5, w7], reserves, NOW) == set()
     assert pace_unneeded([w5, w7], reserves, NOW, margin_pct=5.0) == set()
+
+
+@pytest.mark.parametrize(
+    ("read_seconds_ago", "allowed"),
+    [
+        (0, True),  # a fresh reading: $239.85 + 7 s of $1.00/min stays under $240
+        (4, False),  # reused for 4 s: the fleet's $0.75/min since then is in no reading, and crosses
+    ],
+)
+def test_the_cap_projects_from_the_reading_not_from_now(read_seconds_ago, allowed) -> None:
+    """P15, the predictive ceiling: seven seconds before a rollover, the cap's horizon is seven
+    seconds, and spend since a reading taken a few seconds earlier is what crossed the line in the
+    saturated example. The projection starts at the reading."""
+    w5 = replace(window(spent=239.85, capacity=300.0, hours_left=7 / 3600), read_at=NOW - timedelta(seconds=read_seconds_ago))
+    fleet = tuple(spot_turn(i, burn=0.25) for i in range(3))
+    decision = evaluate(snap(w5=w5, fleet=fleet), asking(burn=0.25), NOW)
+    assert decision.allowed is allowed, decision.windows
+    assert allowed or (decision.ceiling is Ceiling.SPOT_BUDGET and decision.paced_windows == ())  # the cap, not the pace
+
+
+def test_a_reading_older_than_the_window_counts_only_the_window_s_own_minutes() -> None:
+    w = replace(window(hours_left=1.0), read_at=NOW - timedelta(hours=9))
+    assert unrecorded_minutes(w, NOW) == pytest.approx(4 * 60)  # since the window opened, not the reading
+    assert unrecorded_minutes(replace(w, read_at=None), NOW) == 0.0
