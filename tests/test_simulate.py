@@ -14,6 +14,7 @@ import pytest
 from bot.simulate import ScenarioError, load_scenario, parse_scenario, score, simulate
 from bot.simulate.demand import expand
 from bot.simulate.scoring import percentile
+from templates import render
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples" / "scenarios"
 
@@ -312,3 +313,18 @@ def test_the_meter_splits_a_turn_that_straddles_a_windows_start_as_the_ledger_do
     for ledger in (kept, fresh):
         assert ledger.spent(window, t + 3 * hour) == pytest.approx(8.0 + 4.0)
         assert ledger.spent(t, t + 3 * hour) == pytest.approx(16.0)
+
+
+def test_the_report_says_what_the_cost_caps_did() -> None:
+    """P15: a session's cost cap in a scenario is the one `/pacer new --cap` sets; the report
+    counts the capped sessions, what they spent, who was held at the cap and what was halted.
+    The eight label sessions burn $0.20/min for 25 minutes ($5 each) under a $2 cap."""
+    scenario = parse_scenario(small(**{"arrivals.0.cost_cap_usd": 2}), name="capped")
+    report = score(simulate(scenario, "pacer"))
+    caps = report["cost_caps"]
+    assert caps["capped_sessions"] == 8 and caps["halted_turns"] >= 1 and caps["held_at_cap"] >= 1, caps
+    assert caps["capped_spent_usd"] <= 8 * 2.0 + caps["over_cap_usd"] + 0.005
+    line = next(line for line in render("text/simulate_report.j2", r=report).splitlines() if line.startswith("Cost caps:"))
+    assert line.startswith("Cost caps: 8 sessions capped · $") and "held at their cap at the end" in line, line
+    with pytest.raises(ScenarioError, match=r"arrivals\[0\].cost_cap_usd"):
+        parse_scenario(small(**{"arrivals.0.cost_cap_usd": -1}))

@@ -26,6 +26,7 @@ class Demand:
     durations: tuple[timedelta, ...]  # the first turn, then each follow-up
     replies: tuple[datetime, ...] = ()  # when a person replies in its thread
     title: str = ""
+    cost_cap_usd: float | None = None
 
 
 @dataclass
@@ -55,7 +56,8 @@ def expand(scenario: Scenario) -> list[Demand]:
             raw.append((member.at, len(raw), member))
     ordered = [d for at, _, d in sorted(raw, key=lambda x: (x[0], x[1])) if scenario.start <= at < scenario.end]
     return [
-        Demand(i, d.at, d.genesis, d.scheduling_class, d.precedence, d.runtime, d.durations, d.replies, d.title or f"{d.genesis} #{i}")
+        Demand(i, d.at, d.genesis, d.scheduling_class, d.precedence, d.runtime, d.durations, d.replies, d.title or f"{d.genesis} #{i}",
+               d.cost_cap_usd)
         for i, d in enumerate(ordered)
     ]
 
@@ -66,7 +68,7 @@ def _batch(spec: ArrivalSpec) -> list[Demand]:
         at = spec.at + spec.every * k
         out.append(Demand(
             0, at, spec.genesis, spec.scheduling_class, spec.precedence, spec.runtime, spec.durations,
-            tuple(at + offset for offset in spec.replies), spec.title,
+            tuple(at + offset for offset in spec.replies), spec.title, spec.cost_cap_usd,
         ))
     return out
 
@@ -83,7 +85,8 @@ def _poisson(spec: GeneratorSpec, scenario: Scenario, rng: random.Random) -> lis
             return out
         turns = rng.randint(spec.turns_min, spec.turns_max)
         durations = tuple(_uniform(rng, spec.duration_min, spec.duration_max) for _ in range(turns + 1))
-        out.append(Demand(0, t, spec.genesis, spec.scheduling_class, spec.precedence, spec.runtime, durations))
+        out.append(Demand(0, t, spec.genesis, spec.scheduling_class, spec.precedence, spec.runtime, durations,
+                          cost_cap_usd=spec.cost_cap_usd))
 
 
 def _uniform(rng: random.Random, low: timedelta, high: timedelta) -> timedelta:

@@ -29,6 +29,7 @@ from sqlmodel import SQLModel, col
 import scheduler.models  # noqa: F401  (the tables)
 from bot.simulate import policies
 from bot.simulate.accounting import account
+from bot.simulate.caps import cost_cap_figures
 from bot.simulate.demand import Demand, Tracked, expand
 from bot.simulate.meter import build_meter
 from bot.simulate.scenario import Scenario
@@ -76,6 +77,7 @@ class Run:
     end: datetime
     cpu_seconds: float = 0.0  # this process's CPU: the speed on a machine nobody else is using
     preemption_events: list[Event] = field(default_factory=list)  # the ledger, read before the store closes
+    cost_caps: dict[str, Any] = field(default_factory=dict)  # `caps.cost_cap_figures`, read then too
 
 
 class Simulation:
@@ -148,7 +150,7 @@ class Simulation:
         now = self.clock.now()
         request = NewSession(
             title=demand.title, genesis=demand.genesis, scheduling_class=demand.scheduling_class,
-            precedence=demand.precedence, runtime=demand.runtime,
+            precedence=demand.precedence, runtime=demand.runtime, cost_cap_usd=demand.cost_cap_usd,
         )
         with dbmod.session_scope(self.engine) as db:  # the intake a webhook takes: one Core INSERT
             sid = insert_session(db, request, now=now)
@@ -224,9 +226,10 @@ class Simulation:
         states = account(self.engine, self.deferrer, self.pool, self.tracked, t)
         with dbmod.session_scope(self.engine) as db:
             ledger = events_since(db, scenario.start - WINDOW)
+            caps = cost_cap_figures(db)
         wall, cpu = time.perf_counter() - began, time.process_time() - cpu
         return Run(scenario, self.policy, self.tracked, self.sampler.trace, self.pool, self.jobs, self.notices,
-                   self.marks, self.released, self.sweeps, states, self.timings, wall, t, cpu, ledger)
+                   self.marks, self.released, self.sweeps, states, self.timings, wall, t, cpu, ledger, caps)
 
     def close(self) -> None:
         self.engine.dispose()

@@ -71,6 +71,7 @@ class ArrivalSpec:
     every: timedelta = timedelta(0)
     replies: tuple[timedelta, ...] = ()  # human replies, offsets from the arrival
     title: str = ""
+    cost_cap_usd: float | None = None  # each session's cost cap (P15)
 
 
 @dataclass(frozen=True)
@@ -86,6 +87,7 @@ class GeneratorSpec:
     turns_max: int = 0
     start: datetime | None = None
     end: datetime | None = None
+    cost_cap_usd: float | None = None  # each session's cost cap (P15)
 
 
 @dataclass(frozen=True)

@@ -235,6 +235,7 @@ def score(run: Run) -> dict[str, Any]:
         "rechecks": run.jobs.get("recheck", 0), "jobs": dict(sorted(run.jobs.items())),
         **interruptions_report(run),
         "cycling": cycling_report(run),
+        "cost_caps": dict(run.cost_caps),
         "states": dict(sorted(states.items())), "lost": len(lost), "lost_sessions": {str(k): v for k, v in sorted(lost.items())[:20]},
         "sweep_interval_minutes": interval / MINUTE,
         "one_sweep_of_fleet_burn_usd": round(slots * max_burn * (interval / MINUTE), 2),

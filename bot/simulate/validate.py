@@ -36,8 +36,8 @@ SIMULATION = ("start", "duration", "seed", "resume_overhead", "name")
 POLICY = ("gating", "reserve_5h_pct", "reserve_7d_pct", "max_sessions", "agent_workers", "preemption", "flat_target_pct")
 WINDOW = ("name", "period", "budget_usd", "first_reset")
 RUNTIME = ("name", "burn_usd_per_min", "spends_quota")
-ARRIVAL = ("at", "genesis", "class", "precedence", "runtime", "duration", "count", "every", "turns", "replies", "title")
-GENERATOR = ("genesis", "rate_per_hour", "duration", "runtime", "class", "precedence", "turns", "start", "end")
+ARRIVAL = ("at", "genesis", "class", "precedence", "runtime", "duration", "count", "every", "turns", "replies", "title", "cost_cap_usd")
+GENERATOR = ("genesis", "rate_per_hour", "duration", "runtime", "class", "precedence", "turns", "start", "end", "cost_cap_usd")
 ACCOUNT = ("name", "capacity_5h_usd", "capacity_7d_usd", "readings")
 READING = ("at", "status", "external_5h_pct", "external_7d_pct")
 MAX_TURNS = 1000
@@ -155,6 +155,7 @@ def _arrival(at: str, raw: Any, start: datetime, runtimes: list[str]) -> Arrival
         every=every,
         replies=tuple(offsets),
         title=_text(f"{at}.title", a["title"]) if "title" in a else "",
+        cost_cap_usd=_cap(f"{at}.cost_cap_usd", a),
     )
 
 
@@ -178,6 +179,7 @@ def _generator(at: str, raw: Any, start: datetime, runtimes: list[str]) -> Gener
         turns_max=turns_high,
         start=begin,
         end=end,
+        cost_cap_usd=_cap(f"{at}.cost_cap_usd", g),
     )
 
 
@@ -205,6 +207,11 @@ def _account(at: str, raw: Any, start: datetime) -> AccountSpec:
 
 
 # --------------------------------------------------------------------------- value readers
+
+
+def _cap(where: str, table: Mapping[str, Any]) -> float | None:
+    """A session's cost cap in US dollars, as `/pacer new --cap` takes it: above 0."""
+    return _number(where, table["cost_cap_usd"], above=True, high=1_000_000) if "cost_cap_usd" in table else None
 
 
 def _number(where: str, value: Any, *, low: float = 0.0, high: float | None = None, above: bool = False) -> float:
