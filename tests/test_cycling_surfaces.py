@@ -133,6 +133,7 @@ def _report(cycling: dict) -> dict:
         "repreemptions_inside_cooldown": 0, "states": {}, "lost": 0, "wall_seconds": 0, "cpu_seconds": 0,
         "simulated_seconds_per_wall_second": 0, "quota_reads": 0, "sweep_interval_minutes": 5,
         "one_sweep_of_fleet_burn_usd": 0.0, "checks": {}, "cycling": cycling,
+        "cost_caps": {"capped_sessions": 0, "capped_spent_usd": 0.0, "held_at_cap": 0, "halted_turns": 0, "over_cap_usd": 0.0},
     }
 
 
