@@ -22,6 +22,7 @@ from bot.slack.home_refresh import HomeRefresher
 from bot.slack.http import install_notifier
 from integrations.slack.client import web_client
 from integrations.slack.notifier import SlackNotifier
+from integrations.tracked_pool import run_guarded
 
 log = logging.getLogger("pacer.worker")
 
@@ -44,14 +45,7 @@ class WorkerNotices:
         install_notifier(pacer, self._home)
 
     def submit(self, what: str, func: Callable[..., Any], *args: Any) -> Future[Any]:
-        def guarded() -> Any:
-            try:
-                return func(*args)
-            except Exception:
-                log.exception("worker: %s failed", what)
-                return None
-
-        return self._pool.submit(guarded)
+        return self._pool.submit(run_guarded, log, f"worker: {what}", func, *args)
 
     def close(self) -> None:
         if self._home is not None:

@@ -7,10 +7,20 @@ with that request's id and that session's id, as the request itself did."""
 from __future__ import annotations
 
 import contextvars
+import logging
 import threading
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor, wait
 from typing import Any
+
+
+def run_guarded(log: logging.Logger, what: str, func: Callable[..., Any], *args: Any) -> Any:
+    """func(*args) for work nobody waits on: an exception is logged as "<what> failed", never raised."""
+    try:
+        return func(*args)
+    except Exception:
+        log.exception("%s failed", what)
+        return None
 
 
 class TrackedPool(ThreadPoolExecutor):

@@ -30,12 +30,11 @@ def _when(value: Any) -> str:
     return value.strftime("%Y-%m-%d %H:%M UTC") if value is not None else "—"
 
 
-@lru_cache(maxsize=1)
-def environment() -> Environment:
+def _environment(*, autoescape: bool) -> Environment:
     env = Environment(
         loader=PackageLoader("templates", ""),
         undefined=StrictUndefined,
-        autoescape=False,
+        autoescape=autoescape,
         trim_blocks=True,
         lstrip_blocks=True,
         keep_trailing_newline=False,
@@ -43,6 +42,11 @@ def environment() -> Environment:
     )
     env.filters.update(slack=slack_escape, money=_money, pct=_pct, when=_when, repr=repr)
     return env
+
+
+@lru_cache(maxsize=1)
+def environment() -> Environment:
+    return _environment(autoescape=False)
 
 
 def render(name: str, **context: Any) -> str:
@@ -54,16 +58,7 @@ def render(name: str, **context: Any) -> str:
 def html_environment() -> Environment:
     """The live page's environment: the same files and filters, with HTML autoescape on, since a
     session's title or a hold's reason is text someone typed and the page is HTML."""
-    env = Environment(
-        loader=PackageLoader("templates", ""),
-        undefined=StrictUndefined,
-        autoescape=True,
-        trim_blocks=True,
-        lstrip_blocks=True,
-        auto_reload=False,
-    )
-    env.filters.update(environment().filters)
-    return env
+    return _environment(autoescape=True)
 
 
 def render_html(name: str, **context: Any) -> str:

@@ -70,25 +70,25 @@ def read_policy(request: Request) -> dict[str, Any]:
     return {"policy": row, "gate": card.as_dict(), "audit": audit}
 
 
+def _merged_map(changes: dict[str, Any], key: str) -> dict[str, Any] | None:
+    """A map field of the PATCH: null clears the map in force; a map is returned to be merged onto
+    it (a null value there removes one entry)."""
+    if key not in changes:
+        return None
+    given = changes.pop(key)
+    if given is None:
+        changes[key] = {}
+        return None
+    return dict(given)
+
+
 @router.patch("/policy", response_model=PolicyChanged, responses=refusals(422, 503), summary="Change the policy (audited)")
 def patch_policy(body: PolicyPatch, request: Request, who: CallerDep) -> dict[str, Any]:
     who.require_operator("changing the policy")
     ctx = context(request)
     changes: dict[str, Any] = body.model_dump(exclude_unset=True)
-    overrides = None
-    if "genesis_class_overrides" in changes:
-        given = changes.pop("genesis_class_overrides")
-        if given is None:
-            changes["genesis_class_overrides"] = {}  # null clears every override
-        else:
-            overrides = given  # merged onto those in force; a null value removes one
-    budgets = None
-    if "cost_budgets" in changes:
-        given = changes.pop("cost_budgets")
-        if given is None:
-            changes["cost_budgets"] = {}  # null removes every budget
-        else:
-            budgets = given  # merged onto those in force; a null value removes one
+    overrides = _merged_map(changes, "genesis_class_overrides")
+    budgets = _merged_map(changes, "cost_budgets")
     temporary = {key: changes.pop(key) for key in ("max_sessions_override", "max_sessions_override_until") if key in changes}
     for key in [k for k, v in changes.items() if v is None]:
         changes.pop(key)

@@ -57,7 +57,7 @@ from bot.http_body import read_bounded
 from bot.runtime import Pacer
 from integrations.github.comments import CommentPort, StatusComments
 from integrations.github.labels import LabelPort, PyGithubLabels
-from integrations.tracked_pool import TrackedPool
+from integrations.tracked_pool import TrackedPool, run_guarded
 from scheduler.db import session_scope
 from scheduler.models import WebhookDelivery
 from templates import error_text, render
@@ -215,11 +215,7 @@ class GithubEdge:
 
         def guarded() -> Any:
             self._wait_for_lull()
-            try:
-                return func(*args)
-            except Exception:
-                log.exception("github: %s failed", what)
-                return None
+            return run_guarded(log, f"github: {what}", func, *args)
 
         return self._pool.submit(guarded)
 

@@ -16,7 +16,7 @@ from typing import Any
 from bot import chat
 from bot.runtime import Pacer
 from bot.slack_intake import slack_message
-from integrations.tracked_pool import TrackedPool
+from integrations.tracked_pool import TrackedPool, run_guarded
 from templates import render
 
 log = logging.getLogger("pacer.slack")
@@ -51,15 +51,7 @@ class SlackEdge:
 
     def submit(self, what: str, func: Callable[..., Any], *args: Any) -> Future[Any]:
         """Run func(*args) after the ack; an exception is logged with `what`, never raised."""
-
-        def guarded() -> Any:
-            try:
-                return func(*args)
-            except Exception:
-                log.exception("slack: %s failed", what)
-                return None
-
-        return self._pool.submit(guarded)
+        return self._pool.submit(run_guarded, log, f"slack: {what}", func, *args)
 
     def drain(self, timeout: float = 10.0) -> bool:
         """Wait for Bolt's executor, then for the work handed off; True when all of it finished
