@@ -7,10 +7,12 @@ the webhook can make its promise ("each session exactly once, none lost") before
                              triggers, create each session with its rendered prompt, record its
                              prerequisites (`scheduler.prerequisites`), change a class for
                              `pacer:priority`. Returns a `GithubPlan`. Fast: a few row writes.
-  finish_github(ctx, plan)   after the commit, off the request: place or release the label's
-                             operator holds (`scheduler.operator_holds`), submit each first turn,
-                             StartNow for promotions, archive a closed issue's waiting sessions and
-                             record the issue's state for the prerequisites that name it.
+  finish_github(ctx, plan)   after the commit, off the request (`bot.github_plan`): place or
+                             release the label's operator holds (`scheduler.operator_holds`),
+                             submit each first turn, StartNow for promotions, archive a closed
+                             issue's waiting sessions and record the issue's state for the
+                             prerequisites that name it. A burst's plans are finished together
+                             (`finish_github_plans`).
   github_event(ctx, event)   both in one go, for callers that are not the webhook.
 
 A comment by someone with write access on a session's issue, or on the pull request Pacer opened
@@ -34,7 +36,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
@@ -54,31 +56,23 @@ from bot.github.events import (
     is_trusted,
     who_acted,
 )
-from bot.github_commands import CommentCommand, command_text, comment_command, run_comment_command
+from bot.github_commands import command_text, comment_command
+from bot.github_plan import GithubPlan, finish_github
 from bot.github_sessions import comment_session, sessions_of_issue
-from bot.runtime import Pacer
 from scheduler.bounds import clean_text
 from scheduler.context import Context
-from scheduler.cost_caps import set_cap
 from scheduler.db import session_scope
-from scheduler.errors import InvalidInput, PacerError
+from scheduler.errors import InvalidInput
 from scheduler.firing import render_trigger_prompt
-from scheduler.lifecycle import archive
 from scheduler.models import ACTIVE_STATUSES, OperatorHold, Session, Status, Trigger, WebhookDelivery
-from scheduler.operator_holds import place_hold, release_hold
-from scheduler.prerequisites import parse_prerequisites, record_prerequisites, set_issue_state
-from scheduler.promotion import record_human_message
+from scheduler.prerequisites import parse_prerequisites, record_prerequisites
 from scheduler.sessions import NewSession, change_class, insert_session
-from scheduler.start_now import start_now
-from scheduler.turns import submit_turn
-from templates import render
 
 log = logging.getLogger("pacer.intake")
 
 DEFAULT_TRIGGER_LABEL = "pacer"
 GITHUB_ACTOR_PREFIX = "github:"
 INTAKE_HOOK_ID = "pacer:intake"
-COMMENT_SURFACE = "github_comment"
 ACTIVE = frozenset(s.value for s in ACTIVE_STATUSES)
 
 # Built once: every delivery runs these, and building a statement costs more than running it.
@@ -103,38 +97,6 @@ class IntakeSettings:
     def from_settings(cls, settings: Any) -> IntakeSettings:
         runtime = "echo" if settings.runner == "echo" else settings.runtime_name
         return cls(runtime=runtime, max_prompt_chars=settings.max_prompt_chars)
-
-
-@dataclass
-class GithubPlan:
-    """What `record_github` decided and committed; what `finish_github` performs afterwards."""
-
-    actor: str = ""
-    issue: str = ""  # owner/name#12
-    created: list[tuple[int, str]] = field(default_factory=list)  # (session id, first prompt)
-    start_now: list[int] = field(default_factory=list)
-    archive: list[int] = field(default_factory=list)
-    place_holds: list[int] = field(default_factory=list)  # sessions the hold label holds
-    release_holds: list[int] = field(default_factory=list)  # operator hold ids the label armed
-    promoted: list[int] = field(default_factory=list)  # sessions pacer:priority moved
-    caps: list[tuple[int, float]] = field(default_factory=list)  # (session id, the cap a pacer:cap-<usd> label names)
-    released: list[int] = field(default_factory=list)  # sessions whose label hold ends
-    issue_state: str | None = None  # open | closed, for the prerequisites naming the issue
-    messages: list[tuple[int, str]] = field(default_factory=list)  # (session id, a trusted comment)
-    hold_command: bool = False  # the hold came from a `/hold` comment, not the label
-    commands: list[CommentCommand] = field(default_factory=list)  # `/pacer …` comments, to run and answer
-
-    @property
-    def created_ids(self) -> list[int]:
-        return [sid for sid, _ in self.created]
-
-    @property
-    def steered_ids(self) -> list[int]:
-        return sorted(set(self.start_now + self.archive + self.place_holds + self.promoted + self.released + [s for s, _ in self.caps]))
-
-    @property
-    def is_empty(self) -> bool:
-        return not (self.created or self.steered_ids or self.release_holds or self.issue_state or self.messages or self.commands)
 
 
 def github_event(pacer_or_ctx: Any, event: IntakeEvent, *, settings: IntakeSettings | None = None) -> list[int]:
@@ -181,37 +143,6 @@ def record_github(db: DBSession, event: IntakeEvent, *, now: datetime, settings:
             if HOLD_LABEL in {label.lower() for label in event.labels}:
                 plan.place_holds.append(created[0])
     return plan
-
-
-def finish_github(pacer_or_ctx: Pacer | Context, plan: GithubPlan) -> None:
-    """The slow half, after the commit. Each step stands alone: one failure is logged, not spread.
-    Holds go first, so a session born under `pacer:hold` is held at its first ask. `/pacer`
-    commands need the whole runtime (its settings and roster): given only a Context, they are
-    logged and not run."""
-    ctx: Context = getattr(pacer_or_ctx, "ctx", pacer_or_ctx)
-    reason = render("text/github_hold_reason.j2", label=HOLD_LABEL, issue=plan.issue, actor=plan.actor, command=plan.hold_command)
-    for session_id in plan.place_holds:
-        _guarded(f"hold on session #{session_id}", place_hold, ctx, "session", [str(session_id)], armer=plan.actor, reason=reason)
-    for session_id, prompt in plan.created:
-        _guarded(f"first turn of session #{session_id}", submit_turn, ctx, session_id, prompt, kind="first")
-    for session_id, text in plan.messages:  # trusted already: write access, judged at record time
-        _guarded(f"comment on session #{session_id}", record_human_message, ctx, session_id, plan.actor, text, COMMENT_SURFACE, roster=True)
-    for session_id in plan.start_now:
-        _guarded(f"start now of session #{session_id}", start_now, ctx, session_id, actor=plan.actor)
-    for session_id in plan.archive:
-        _guarded(f"archive of session #{session_id}", archive, ctx, session_id, actor=plan.actor)
-    for session_id, cap in plan.caps:
-        _guarded(f"cost cap of session #{session_id}", set_cap, ctx, session_id, cap, actor=plan.actor)
-    for hold_id in plan.release_holds:
-        # The label armed it, so whoever may remove the label (write access, checked) ends it.
-        _guarded(f"release of hold {hold_id}", release_hold, ctx, hold_id, actor=plan.actor, actor_role="operator")
-    if plan.issue_state is not None:
-        repository, _, number = plan.issue.rpartition("#")
-        _guarded(f"state of {plan.issue}", set_issue_state, ctx, repository, int(number), plan.issue_state)
-    for command in plan.commands:
-        _guarded(f"/pacer {command.text} by {command.actor}", run_comment_command, pacer_or_ctx, command)
-    for session_id in plan.steered_ids:  # a class or a hold moved: the status comment follows
-        ctx.emit("github_control", session_id=session_id, issue=plan.issue, actor=plan.actor)
 
 
 def github_trigger_mismatch(kind: str, config: Mapping[str, Any], event: IntakeEvent) -> str | None:
@@ -387,13 +318,3 @@ def _names(value: Any) -> set[str]:
     if isinstance(value, str):
         value = [value]
     return {str(v).lower() for v in value} if isinstance(value, list) else set()
-
-
-def _guarded(what: str, func: Any, *args: Any, **kwargs: Any) -> Any:
-    try:
-        return func(*args, **kwargs)
-    except PacerError as exc:
-        log.info("github: %s: %s", what, exc)
-    except Exception:
-        log.exception("github: %s failed", what)
-    return None

@@ -10,6 +10,7 @@ queue instead of racing it; otherwise it is admitted at its place in the queue
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Mapping, Sequence
 from datetime import datetime
 from typing import Any
@@ -25,6 +26,8 @@ from scheduler.policy import load_policy
 from scheduler.queue_pass import admit_in_queue
 from scheduler.records import is_asleep, is_running, lock, wake_job_id
 from templates import error_text
+
+log = logging.getLogger("pacer.turns")
 
 TAKES_OVER = frozenset({"follow_up", "human", "restart"})  # addressed to the session by someone
 
@@ -47,8 +50,7 @@ def submit_turn(
 ) -> Submission:
     """The one entry point every turn comes through: first start, follow-up, wake, poll, restart."""
     with about_session(session_id):
-        if kind not in TURN_KINDS:
-            raise InvalidInput(error_text("turns/kind_unknown", kind=kind, kinds=sorted(TURN_KINDS)), field="kind")
+        _known(kind)
         now = ctx.clock.now()
         reading = read_quota(ctx, now)
         with session_scope(ctx.engine) as db:
@@ -56,25 +58,81 @@ def submit_turn(
             # Every admission reads the policy: as the transaction's first read, the store versions
             # it is kept by need no savepoint (`store.read_or_fail_open`): two round trips fewer.
             load_policy(db)
-            session = lock(db, session_id)
-            if session.status == Status.ARCHIVED.value:
-                raise Refused(error_text("turns/archived", session_id=session_id))
-            waits = None if kind in PASS_THROUGH else _waits_behind(session, kind, is_running(db, session_id), now)
-            if waits is not None:
-                # Two jobs racing one session would drop one prompt: the later one waits in the
-                # durable queue and is delivered after the turn ahead of it. A paused session's
-                # pause has one resume owner (seed 001), which delivers it; a wake still ahead is
-                # the session's next event. The hold, the pause and the wake are left alone.
-                db.add(EnqueuedMessage(session_id=session_id, prompt=prompt, attachments=[dict(a) for a in attachments], kind=kind, created_at=now))
-                result = Submission("queued", session_id, reason=waits)
-                work.effects.queue_pass = waits == "paused"  # the queue pass resumes the front paused session, margin and all
-            else:
-                if kind in TAKES_OVER and session.status in (Status.BLOCKED.value, Status.FAILED.value):
-                    session.consecutive_failures = 0  # someone took a stopped session up again: six fresh attempts
-                if is_asleep(session, now):  # a person taking the session over consumes its wake
-                    session.wake_at = None
-                    session.wake_prompt = None
-                    work.effects.cancel(wake_job_id(session_id))
-                result = admit_in_queue(work, session, TurnAttempt(prompt, attachments, kind))
+            result = _submit(work, session_id, prompt, attachments, kind)
         work.effects.apply(ctx)
         return result
+
+
+def submit_turns(ctx: Context, turns: Sequence[tuple[int, str]], *, kind: str = "first") -> list[Submission | None]:
+    """`submit_turn` for many sessions at once — a burst's first turns (a bulk relabel) — decided
+    one after another, in session order, inside one transaction: one policy read, one commit, one
+    application of their effects, where one at a time pays each of them per session. The
+    decisions are the same ones, each seeing the starts decided before it.
+
+    A session that is archived by now is refused (its Submission says so) and the rest go on.
+    Any other failure rolls the whole batch back and each turn is submitted again alone, so one
+    bad session costs the others nothing but time; what that session raises is logged, and its
+    entry is None."""
+    _known(kind)
+    ordered = sorted(turns)  # rows locked in one order: two batches never wait on each other crosswise
+    now = ctx.clock.now()
+    reading = read_quota(ctx, now)
+    try:
+        with session_scope(ctx.engine) as db:
+            work = Work(db, ctx, now, reading=reading)
+            load_policy(db)
+            results = {session_id: _submit_or_refuse(work, session_id, prompt, kind) for session_id, prompt in ordered}
+    except Exception:
+        log.exception("a batch of %d %s turns failed; each is submitted alone", len(ordered), kind)
+        return [_alone(ctx, session_id, prompt, kind) for session_id, prompt in turns]
+    work.effects.apply(ctx)
+    return [results[session_id] for session_id, _prompt in turns]
+
+
+def _known(kind: str) -> None:
+    if kind not in TURN_KINDS:
+        raise InvalidInput(error_text("turns/kind_unknown", kind=kind, kinds=sorted(TURN_KINDS)), field="kind")
+
+
+def _submit_or_refuse(work: Work, session_id: int, prompt: str, kind: str) -> Submission:
+    with about_session(session_id):
+        try:
+            return _submit(work, session_id, prompt, (), kind)
+        except Refused as exc:  # the archived check, before anything of this session is written
+            return Submission("refused", session_id, reason="archived", sentence=str(exc))
+
+
+def _alone(ctx: Context, session_id: int, prompt: str, kind: str) -> Submission | None:
+    try:
+        return submit_turn(ctx, session_id, prompt, kind=kind)
+    except Refused as exc:
+        return Submission("refused", session_id, reason="archived", sentence=str(exc))
+    except Exception:
+        log.exception("the %s turn of session #%s could not be submitted", kind, session_id)
+        return None
+
+
+def _submit(work: Work, session_id: int, prompt: str, attachments: Sequence[Mapping[str, Any]], kind: str) -> Submission:
+    """One turn, inside the caller's transaction: queued behind the session's own work, or
+    admitted at its place in the queue."""
+    db, now = work.db, work.now
+    session = lock(db, session_id)
+    if session.status == Status.ARCHIVED.value:
+        raise Refused(error_text("turns/archived", session_id=session_id))
+    waits = None if kind in PASS_THROUGH else _waits_behind(session, kind, is_running(db, session_id), now)
+    if waits is not None:
+        # Two jobs racing one session would drop one prompt: the later one waits in the
+        # durable queue and is delivered after the turn ahead of it. A paused session's
+        # pause has one resume owner (seed 001), which delivers it; a wake still ahead is
+        # the session's next event. The hold, the pause and the wake are left alone.
+        db.add(EnqueuedMessage(session_id=session_id, prompt=prompt, attachments=[dict(a) for a in attachments], kind=kind, created_at=now))
+        if waits == "paused":
+            work.effects.queue_pass = True  # the queue pass resumes the front paused session, margin and all
+        return Submission("queued", session_id, reason=waits)
+    if kind in TAKES_OVER and session.status in (Status.BLOCKED.value, Status.FAILED.value):
+        session.consecutive_failures = 0  # someone took a stopped session up again: six fresh attempts
+    if is_asleep(session, now):  # a person taking the session over consumes its wake
+        session.wake_at = None
+        session.wake_prompt = None
+        work.effects.cancel(wake_job_id(session_id))
+    return admit_in_queue(work, session, TurnAttempt(prompt, attachments, kind))

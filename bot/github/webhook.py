@@ -36,6 +36,7 @@ import json
 import logging
 import threading
 import time
+from collections import deque
 from collections.abc import AsyncIterator, Callable, Mapping
 from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import asynccontextmanager
@@ -52,7 +53,8 @@ from sqlalchemy.exc import IntegrityError
 
 from bot.adapters import github_clients, github_comments
 from bot.github import events, install
-from bot.github_intake import GithubPlan, IntakeSettings, finish_github, record_github
+from bot.github_intake import IntakeSettings, record_github
+from bot.github_plan import GithubPlan, finish_github_plans
 from bot.http_body import read_bounded
 from bot.runtime import Pacer
 from integrations.github.comments import CommentPort, StatusComments
@@ -72,6 +74,9 @@ LULL_SECONDS = 0.05
 MAX_YIELD_SECONDS = 2.0
 _DELIVERY = insert(WebhookDelivery.__table__)  # type: ignore[attr-defined]  # Core: no ORM object to build
 RECORD_THREADS = 8  # PostgreSQL: writers that may record deliveries at once
+# Plans finished together at most: a burst's first turns decided in one transaction each this
+# many, which holds their rows' locks for a fraction of a second.
+FINISH_BATCH = 50
 
 
 def signature(secret: bytes, body: bytes) -> str:
@@ -121,9 +126,10 @@ class GithubEdge:
     One thread on purpose: follow-up work is a handful of short transactions per event, and on
     SQLite every writer queues on one lock anyway; a second thread would only contend with the
     requests being answered. For the same reason the worker yields to deliveries: during a burst
-    (a bulk relabel) each item waits for a lull of LULL_SECONDS, at most MAX_YIELD_SECONDS, so
-    the answers GitHub times stay fast and the follow-up catches up right after. Nothing waits
-    on that follow-up but the sessions themselves, whose rows are already committed.
+    (a bulk relabel) each batch of plans waits for a lull of LULL_SECONDS, at most
+    MAX_YIELD_SECONDS, so the answers GitHub times stay fast and the follow-up catches up right
+    after, FINISH_BATCH plans at a time. Nothing waits on that follow-up but the sessions
+    themselves, whose rows are already committed.
     """
 
     def __init__(self, pacer: Pacer, *, intake: IntakeSettings | None = None, labels: LabelPort | None = None) -> None:
@@ -142,6 +148,7 @@ class GithubEdge:
         self._recorder = ThreadPoolExecutor(max_workers=threads, thread_name_prefix="github-record")
         self._pool = TrackedPool(1, "github-intake")
         self._lock = threading.Lock()
+        self._plans: deque[GithubPlan] = deque()  # recorded, answered, not yet finished
         self._in_flight = 0
         self._last_delivery = 0.0  # time.monotonic() of the last delivery seen
 
@@ -218,6 +225,24 @@ class GithubEdge:
             return run_guarded(log, f"github: {what}", func, *args)
 
         return self._pool.submit(guarded)
+
+    def finish(self, plan: GithubPlan) -> Future[Any]:
+        """Do what a recorded delivery asks for after its answer. Plans wait in order for the
+        follow-up thread, which takes up to FINISH_BATCH of them at a time: a burst's first turns
+        are then decided a batch to a transaction (`finish_github_plans`)."""
+        with self._lock:
+            self._plans.append(plan)
+        return self._pool.submit(self._finish_waiting)
+
+    def _finish_waiting(self) -> None:
+        with self._lock:
+            if not self._plans:  # an earlier call took this one's plan along with its own
+                return
+        self._wait_for_lull()
+        with self._lock:
+            plans = [self._plans.popleft() for _ in range(min(FINISH_BATCH, len(self._plans)))]
+        more = f" and {len(plans) - 1} more" if len(plans) > 1 else ""
+        run_guarded(log, f"github: intake of {plans[0].issue}{more}", finish_github_plans, self.pacer, plans)
 
     def _wait_for_lull(self) -> None:
         deadline = time.monotonic() + MAX_YIELD_SECONDS
@@ -297,7 +322,7 @@ def register(app: FastAPI, pacer: Pacer) -> GithubEdge:
         headers = {k.lower(): v for k, v in request.headers.items()}
         answer = await edge.record(headers, body)
         if answer.plan is not None and not answer.plan.is_empty:
-            edge.submit(f"intake of {answer.values.get('issue')}", finish_github, pacer, answer.plan)
+            edge.finish(answer.plan)
         return answer.response()
 
     # A plain Starlette route: the endpoint reads the raw body itself, so FastAPI's request
