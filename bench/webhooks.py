@@ -9,11 +9,12 @@ p50/p99 response time, then checks the promise: exactly 1,000 sessions, none twi
 Exits 1 when the promise breaks; the latency target is reported, with the server's CPU per
 request, because on a shared machine it measures the neighbours as much as Pacer.
 
-    python -m bench.webhooks [--deliveries 1000] [--redeliveries 200] [--concurrency 20] [--postgres]
+    python -m bench.webhooks [--deliveries 1000] [--redeliveries 200] [--concurrency 20] [--postgres] [--priority]
 
 With --postgres the server runs on PostgreSQL instead: a database `<name>_webhooks` on the server
 PACER_BENCH_DATABASE_URL (else PACER_TEST_DATABASE_URL) names, created for the run and dropped
-after it.
+after it. With --priority every issue also carries `pacer:priority`, so each first turn takes the
+priority path (a start into the fleet, preemption's check) instead of the spot gate.
 """
 
 from __future__ import annotations
@@ -39,6 +40,7 @@ from sqlmodel import Session as DBSession
 from sqlmodel import col, select
 
 from bench.serve import free_port, start_pacer
+from bot.github.events import PRIORITY_LABEL
 from bot.github.webhook import signature
 from bot.settings_rules import database_url
 from scheduler import db as dbmod
@@ -51,7 +53,7 @@ WARM_UP = 20
 TARGET_P99_MS = 200.0
 
 
-def deliveries(count: int, redeliveries: int, rng: random.Random, *, owner: str = "bench-org") -> list[tuple[str, bytes]]:
+def deliveries(count: int, redeliveries: int, rng: random.Random, *, owner: str = "bench-org", priority: bool = False) -> list[tuple[str, bytes]]:
     """(GUID, body) in sending order: each redelivery comes after its original."""
     template = json.loads(EXAMPLE.read_text())
     originals: list[tuple[str, bytes]] = []
@@ -65,6 +67,8 @@ def deliveries(count: int, redeliveries: int, rng: random.Random, *, owner: str 
         payload["issue"]["html_url"] = f"https://github.com/{repo}/issues/{number}"
         payload["label"]["name"] = "pacer"
         payload["issue"]["labels"].append(dict(payload["label"]))
+        if priority:  # the issue carries pacer:priority too: its session is born priority
+            payload["issue"]["labels"].append(dict(payload["label"], name=PRIORITY_LABEL))
         originals.append((f"{owner}-{i:05d}-{rng.getrandbits(32):08x}", json.dumps(payload).encode()))
     order = list(originals)
     for index in rng.sample(range(count), redeliveries):
@@ -163,6 +167,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--redeliveries", type=int, default=200)
     parser.add_argument("--concurrency", type=int, default=20)
     parser.add_argument("--seed", type=int, default=7)
+    parser.add_argument("--priority", action="store_true", help="every issue also carries pacer:priority: priority first turns")
     parser.add_argument("--postgres", action="store_true", help="run pacer serve on PostgreSQL (PACER_BENCH_DATABASE_URL)")
     args = parser.parse_args(argv)
 
@@ -174,7 +179,7 @@ def main(argv: list[str] | None = None) -> int:
     with dbmod.session_scope(engine) as db:
         db.add(Trigger(name="relabel", kind="github_label", config={"label": "pacer"}, prompt_template="Work on {{ url }}: {{ title }}",
                        created_at=datetime.now(UTC)))
-    jobs = deliveries(args.deliveries, args.redeliveries, rng)
+    jobs = deliveries(args.deliveries, args.redeliveries, rng, priority=args.priority)
     port = free_port()
     server = start_server(workdir, url, port)
     try:
@@ -201,6 +206,7 @@ def main(argv: list[str] | None = None) -> int:
             server.kill()
 
     latencies = [seconds * 1000 for seconds, _status in results]
+    print(f"sessions of  {'priority' if args.priority else 'spot'} class (label pacer{', ' + PRIORITY_LABEL if args.priority else ''})")
     print(f"database     {'PostgreSQL' if args.postgres else 'SQLite'}; load {os.getloadavg()[0]:.1f} (1-minute average) on {os.cpu_count()} CPUs")
     statuses: dict[int, int] = {}
     for _seconds, status in results:
