@@ -21,21 +21,26 @@ def free_port() -> int:
         return int(sock.getsockname()[1])
 
 
-def start_pacer(workdir: Path, url: str, port: int, env: Mapping[str, str]) -> subprocess.Popen[bytes]:
-    """Start `pacer serve` on `url` with `env` on top of the defaults; its log is workdir/server.log."""
+def start_pacer(workdir: Path, url: str, port: int, env: Mapping[str, str], *, log_name: str = "server.log") -> subprocess.Popen[bytes]:
+    """Start `pacer serve` on `url` with `env` on top of the defaults; its log is workdir/`log_name`."""
     full = {
         **os.environ, "DATABASE_URL": url, "PACER_RUNNER": "echo", "PACER_LOG_LEVEL": "WARNING",
         "PACER_WORKDIR": str(workdir / "work"), "PACER_CONFIG": str(workdir / "pacer.toml"), **env,
     }
     (workdir / "pacer.toml").write_text("")
-    log = (workdir / "server.log").open("wb")
+    log = (workdir / log_name).open("wb")
     process = subprocess.Popen(
         [sys.executable, "-m", "bot.cli", "serve", "--host", "127.0.0.1", "--port", str(port)],
         env=full, stdout=log, stderr=subprocess.STDOUT, cwd=str(workdir),
     )
-    if wait_until_up(f"http://127.0.0.1:{port}", START_SECONDS, alive=lambda: process.poll() is None):
+    try:
+        up = wait_until_up(f"http://127.0.0.1:{port}", START_SECONDS, alive=lambda: process.poll() is None)
+    except BaseException:  # Ctrl-C while it starts: the caller never got the process to stop
+        process.kill()
+        raise
+    if up:
         return process
     if process.poll() is not None:
-        raise RuntimeError(f"pacer serve exited ({process.returncode}); see {workdir / 'server.log'}")
+        raise RuntimeError(f"pacer serve exited ({process.returncode}); see {workdir / log_name}")
     process.kill()
     raise RuntimeError(f"pacer serve did not answer /healthz within {START_SECONDS} s")

@@ -29,6 +29,7 @@ import statistics
 import subprocess
 import tempfile
 import time
+from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime
 from pathlib import Path
@@ -90,10 +91,13 @@ def senders(base: str, concurrency: int) -> queue.SimpleQueue[httpx.Client]:
     return pool
 
 
-def send_all(clients: queue.SimpleQueue[httpx.Client], jobs: list[tuple[str, bytes]], concurrency: int) -> tuple[list[tuple[float, int]], float]:
-    """Post every job, `concurrency` at a time; returns ((seconds, status) per request, wall seconds)."""
+def send_all(clients: queue.SimpleQueue[httpx.Client], jobs: list[tuple[str, bytes]], concurrency: int,
+             *, bases: Sequence[str] = ("",)) -> tuple[list[tuple[float, int]], float]:
+    """Post every job, `concurrency` at a time, the i-th to `bases[i % len(bases)]` as a load
+    balancer's round robin would ("" is the client's own base URL); returns ((seconds, status)
+    per request, wall seconds)."""
 
-    def post(job: tuple[str, bytes]) -> tuple[float, int]:
+    def post(index: int, job: tuple[str, bytes]) -> tuple[float, int]:
         guid, body = job
         headers = {
             "Content-Type": "application/json", "X-GitHub-Event": "issues", "X-GitHub-Delivery": guid,
@@ -102,14 +106,17 @@ def send_all(clients: queue.SimpleQueue[httpx.Client], jobs: list[tuple[str, byt
         client = clients.get()
         try:
             started = time.perf_counter()
-            response = client.post("/github/webhook", content=body, headers=headers)
+            response = client.post(f"{bases[index % len(bases)]}/github/webhook", content=body, headers=headers)
             return time.perf_counter() - started, response.status_code
         finally:
             clients.put(client)
 
     begun = time.perf_counter()
-    with ThreadPoolExecutor(max_workers=concurrency) as pool:
-        results = list(pool.map(post, jobs))
+    pool = ThreadPoolExecutor(max_workers=concurrency)
+    try:
+        results = list(pool.map(post, range(len(jobs)), jobs))
+    finally:  # on Ctrl-C, send no more than the requests already on the wire
+        pool.shutdown(cancel_futures=True)
     wall = time.perf_counter() - begun
     return results, wall
 
