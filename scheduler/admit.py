@@ -13,6 +13,7 @@ import logging
 from collections.abc import Callable
 
 from scheduler.attempt import PASS_THROUGH, Block, Submission, TurnAttempt, Work
+from scheduler.db import one_decider
 from scheduler.explain import explain
 from scheduler.fleet import asking_for, build_snapshot, running_rows
 from scheduler.gate import Decision, Reason, decide
@@ -63,6 +64,7 @@ def admit(work: Work, session: Session, attempt: TurnAttempt, ahead: Ahead | Non
 
 def _admit(work: Work, session: Session, attempt: TurnAttempt, ahead: Ahead | None) -> Submission:
     db, ctx, now, effects = work.db, work.ctx, work.now, work.effects
+    one_decider(db)  # held already where the decision began; late here is still under the lock
     policy = load_policy(db)
     if attempt.kind in PASS_THROUGH:
         turn = start(work, session, attempt)

@@ -33,7 +33,7 @@ from sqlmodel import col, func, select
 from scheduler import budget_notice, cost_caps, preemption
 from scheduler.attempt import PASS_THROUGH, Work
 from scheduler.context import Context
-from scheduler.db import session_scope
+from scheduler.db import one_decider, session_scope
 from scheduler.explain import explain
 from scheduler.fleet import (
     asking_for,
@@ -88,6 +88,7 @@ def ceiling_sweep(ctx: Context) -> SweepReport:
     reading = read_quota(ctx, now)
     report = SweepReport()
     with session_scope(ctx.engine) as db:
+        one_decider(db)  # before any row lock: deciders take turns (scheduler.db)
         work = Work(db, ctx, now, reading=reading)
         policy = load_policy(db)
         report.marks = preemption.resolve_marks(db, ctx, policy, now, work.effects)
@@ -111,6 +112,7 @@ def ceiling_check(ctx: Context) -> SweepReport:
     reading = read_quota(ctx, now)
     report = SweepReport()
     with session_scope(ctx.engine) as db:
+        one_decider(db)  # before any row lock: deciders take turns (scheduler.db)
         work = Work(db, ctx, now, reading=reading)
         _pause_running(work, load_policy(db), report)
     work.effects.apply(ctx)

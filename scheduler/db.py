@@ -128,6 +128,38 @@ def session_scope(engine: Engine) -> Iterator[DBSession]:
             raise
 
 
+# The transaction-level advisory lock every transaction that may start a turn takes: "PACD".
+DECIDER_LOCK_KEY = 0x5041_4344
+
+
+def one_decider(db: DBSession) -> None:
+    """Take the deciders' lock for the rest of this transaction (PostgreSQL; a no-op on SQLite,
+    whose one writer at a time, `BEGIN IMMEDIATE`, already is such a lock).
+
+    Admission reads the fleet, the concurrency groups' occupants and the budget, then starts a
+    turn on what it read. Two transactions doing that at once, on two threads or two replicas,
+    both see the last free slot: measured before this lock, with max_sessions 5 and eight
+    threads, 8 to 11 turns ran, and 8 at once in one concurrency group (seed 002: never more
+    than one). So deciders take turns across every process on the database.
+
+    Taken first, before any row lock: a transaction holding a session's row while it waits for
+    this lock, and the holder waiting for that row, would deadlock. Entry points that decide
+    call it as they open their transaction; `admit` calls it again, a no-op
+    then, so a path that forgot still decides under the lock. Held until commit or rollback."""
+    transaction = db.get_transaction()
+    if transaction is not None and db.info.get("pacer.decider") is transaction:
+        return
+    if db.get_bind().dialect.name == "postgresql":
+        db.connection().execute(_DECIDER_LOCK, {"key": DECIDER_LOCK_KEY})
+    db.info["pacer.decider"] = db.get_transaction()
+
+
+# A decision takes milliseconds and a batch of them well under a second: a wait of 30 s is a
+# transaction that decides inside another one's (it would wait for ever), so it fails loudly.
+# The timeout holds for the rest of the transaction, row locks included; one round trip.
+_DECIDER_LOCK = text("SELECT set_config('lock_timeout', '30s', true), pg_advisory_xact_lock(:key)")
+
+
 def core(db: DBSession, statement: Executable, params: Mapping[str, Any] | None = None) -> Result[*tuple[Any, ...]]:
     """Run a Core statement (a read of columns, an UPDATE of a few) on the transaction's own
     connection, after flushing what the ORM has pending — what autoflush would have done.

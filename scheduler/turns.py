@@ -17,7 +17,7 @@ from typing import Any
 
 from scheduler.attempt import PASS_THROUGH, TURN_KINDS, Submission, TurnAttempt, Work
 from scheduler.context import Context
-from scheduler.db import session_scope
+from scheduler.db import one_decider, session_scope
 from scheduler.errors import InvalidInput, Refused
 from scheduler.fleet import read_quota
 from scheduler.log_context import about_session
@@ -54,6 +54,7 @@ def submit_turn(
         now = ctx.clock.now()
         reading = read_quota(ctx, now)
         with session_scope(ctx.engine) as db:
+            one_decider(db)  # before any row lock: deciders take turns (scheduler.db)
             work = Work(db, ctx, now, reading=reading)
             # Every admission reads the policy: as the transaction's first read, the store versions
             # it is kept by need no savepoint (`store.read_or_fail_open`): two round trips fewer.
@@ -79,6 +80,7 @@ def submit_turns(ctx: Context, turns: Sequence[tuple[int, str]], *, kind: str = 
     reading = read_quota(ctx, now)
     try:
         with session_scope(ctx.engine) as db:
+            one_decider(db)  # before any row lock: deciders take turns (scheduler.db)
             work = Work(db, ctx, now, reading=reading)
             load_policy(db)
             results = {session_id: _submit_or_refuse(work, session_id, prompt, kind) for session_id, prompt in ordered}

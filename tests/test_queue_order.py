@@ -124,9 +124,10 @@ def test_bookkeeping_does_not_wait_on_the_queue(engine, clock) -> None:
 
 
 def test_the_sweep_leaves_alone_a_session_a_pass_resumed_meanwhile(any_engine, clock, monkeypatch) -> None:
-    """PostgreSQL: a queue pass in another transaction resumes and commits a paused session after
-    the sweep read its list; the sweep locks each row (skipping one another transaction holds)
-    and re-checks it is still paused, so the session runs one turn, not two."""
+    """PostgreSQL: a queue pass in another transaction, asked after the sweep read its list of
+    paused sessions, waits for the sweep to commit (one decider at a time: `db.one_decider`)
+    and then finds them resumed, so each session runs one turn, not two. (Before that lock the
+    pass committed first, and the sweep's row lock and re-check were what kept it to one.)"""
     if any_engine.dialect.name != "postgresql":
         pytest.skip("SQLite serialises the two transactions: the race cannot happen")
     scene = Scene(any_engine, clock, max_sessions=3, turn_minutes=600)
@@ -137,15 +138,19 @@ def test_the_sweep_leaves_alone_a_session_a_pass_resumed_meanwhile(any_engine, c
     scene.quota.spent_5h = 0  # the rollover
     listed = ceiling.dormant_paused
 
+    other = threading.Thread(target=lambda: queue_pass(scene.ctx))
+
     def then_a_turn_ends_elsewhere(db, policy, limit):
         found = listed(db, policy, limit)
-        other = threading.Thread(target=lambda: queue_pass(scene.ctx))
         other.start()
-        other.join()
+        other.join(timeout=0.5)
+        assert other.is_alive(), "the other decider went ahead inside the sweep's transaction"
         return found
 
     monkeypatch.setattr(ceiling, "dormant_paused", then_a_turn_ends_elsewhere)
     scene.sweep()
+    other.join(timeout=30)
+    assert not other.is_alive()
     for sid in (first, second):
         assert [t.status for t in scene.turns(sid)].count("running") <= 1
     assert {first, second} <= scene.running_ids()
