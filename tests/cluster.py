@@ -26,6 +26,7 @@ from bot.leader import leader_address
 from integrations.apscheduler_deferrer import JOB_TABLE
 from scheduler import db as dbmod
 from scheduler.records import hold_job_id
+from tests.conftest import NO_POSTGRES
 
 ROOT = Path(__file__).resolve().parents[1]
 TOKEN = "workers-test-token"
@@ -56,7 +57,7 @@ def scratch_database(prefix: str) -> Iterator[str]:
     if not base:
         if os.environ.get("PACER_REQUIRE_POSTGRES") == "1":
             pytest.fail("PACER_REQUIRE_POSTGRES=1 but PACER_TEST_DATABASE_URL is not set")
-        pytest.skip("worker processes share turns through PostgreSQL (set PACER_TEST_DATABASE_URL)")
+        pytest.skip(f"processes sharing one database need PostgreSQL: {NO_POSTGRES}")
     from bot.settings_rules import database_url as driver_url
 
     admin = dbmod.make_engine(driver_url("PACER_TEST_DATABASE_URL", base))

@@ -19,7 +19,6 @@ import subprocess
 import sys
 import threading
 import time
-import uuid
 from collections import Counter
 from collections.abc import Callable, Iterator
 from datetime import UTC, datetime
@@ -34,6 +33,7 @@ from bot.leader import LOCK_KEY
 from integrations.apscheduler_deferrer import APSchedulerDeferrer, build_scheduler
 from integrations.shared_alarms import AlarmListener, SharedDeferrer
 from scheduler import db as dbmod
+from tests.cluster import scratch_database
 
 ROOT = Path(__file__).resolve().parents[1]
 TOKEN = "replicas-test-token"
@@ -91,23 +91,8 @@ def test_a_standby_stores_its_alarms_and_only_the_leader_fires_them(any_engine: 
 
 @pytest.fixture
 def database_url() -> Iterator[str]:
-    base = os.environ.get("PACER_TEST_DATABASE_URL")
-    if not base:
-        if os.environ.get("PACER_REQUIRE_POSTGRES") == "1":
-            pytest.fail("PACER_REQUIRE_POSTGRES=1 but PACER_TEST_DATABASE_URL is not set")
-        pytest.skip("two processes on one database need PostgreSQL (set PACER_TEST_DATABASE_URL)")
-    from bot.settings_rules import database_url as driver_url
-
-    admin = dbmod.make_engine(driver_url("PACER_TEST_DATABASE_URL", base))
-    name = f"pacer_p12_{uuid.uuid4().hex[:8]}"
-    with admin.connect().execution_options(isolation_level="AUTOCOMMIT") as conn:
-        conn.execute(text(f'CREATE DATABASE "{name}"'))
-    try:
-        yield base.rsplit("/", 1)[0] + f"/{name}"
-    finally:
-        with admin.connect().execution_options(isolation_level="AUTOCOMMIT") as conn:
-            conn.execute(text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
-        admin.dispose()
+    with scratch_database("pacer_p12") as url:
+        yield url
 
 
 class Replicas:

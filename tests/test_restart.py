@@ -15,7 +15,6 @@ import signal
 import subprocess
 import sys
 import time
-import uuid
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -29,6 +28,7 @@ from sqlmodel import col
 from bot.demo import wait_until_up
 from scheduler import db as dbmod
 from scheduler.models import Session
+from tests.cluster import scratch_database
 
 ROOT = Path(__file__).resolve().parents[1]
 TOKEN = "restart-test-token"
@@ -39,23 +39,8 @@ def database_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str
     if request.param == "sqlite":
         yield f"sqlite:///{tmp_path}/pacer.db"
         return
-    base = os.environ.get("PACER_TEST_DATABASE_URL")
-    if not base:
-        if os.environ.get("PACER_REQUIRE_POSTGRES") == "1":
-            pytest.fail("PACER_REQUIRE_POSTGRES=1 but PACER_TEST_DATABASE_URL is not set")
-        pytest.skip("PostgreSQL not configured (set PACER_TEST_DATABASE_URL)")
-    from bot.settings_rules import database_url as driver_url
-
-    admin = dbmod.make_engine(driver_url("PACER_TEST_DATABASE_URL", base))
-    name = f"pacer_restart_{uuid.uuid4().hex[:8]}"
-    with admin.connect().execution_options(isolation_level="AUTOCOMMIT") as conn:
-        conn.execute(text(f'CREATE DATABASE "{name}"'))
-    try:
-        yield base.rsplit("/", 1)[0] + f"/{name}"
-    finally:
-        with admin.connect().execution_options(isolation_level="AUTOCOMMIT") as conn:
-            conn.execute(text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
-        admin.dispose()
+    with scratch_database("pacer_restart") as url:
+        yield url
 
 
 def _serve(tmp: Path, port: int, url: str, echo_seconds: str, log: Path) -> subprocess.Popen[bytes]:
