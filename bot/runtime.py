@@ -159,7 +159,7 @@ def start(pacer: Pacer) -> None:
     leader fires them (`integrations.shared_alarms`)."""
     if pacer.scheduler is not None and not pacer.scheduler.running:
         pacer.scheduler.start(paused=True)
-    leadership = Leadership(pacer.engine, lambda: lead(pacer))
+    leadership = Leadership(pacer.engine, lambda: lead(pacer), on_deposed=lambda: step_down(pacer))
     pacer.extras["leadership"] = leadership
     leadership.start()
 
@@ -189,6 +189,17 @@ def lead(pacer: Pacer) -> None:
         log.info("scheduler started with sweeps: %s", ", ".join(sorted(wiring.PERIODIC)))
     recover(pacer.ctx)
     hold_sweep(pacer.ctx)
+
+
+def step_down(pacer: Pacer) -> None:
+    """The lock is lost: stop firing alarms (another process may lead by now) and stand by as a
+    standby does, arming alarms into the shared store; `lead` resumes it if elected again."""
+    if pacer.scheduler is not None and pacer.scheduler.running:
+        pacer.scheduler.pause()
+    listener = pacer.extras.pop("alarm_listener", None)
+    if listener is not None:
+        listener.stop()
+    log.warning("this process no longer leads the scheduler; standing by")
 
 
 def _every(pacer: Pacer, name: str, **interval: float) -> None:

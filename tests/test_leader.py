@@ -5,8 +5,9 @@ from __future__ import annotations
 import threading
 
 import pytest
+from sqlalchemy import text
 
-from bot.leader import Leadership
+from bot.leader import KEEPALIVE, LOCK_KEY, Leadership
 
 
 def test_sqlite_elects_one_leader_through_a_lock_file(engine) -> None:
@@ -33,3 +34,34 @@ def test_only_one_process_leads_and_a_standby_takes_over(any_engine) -> None:
     assert second_elected.wait(5), "the standby did not take over"
     assert second.is_leader
     second.stop()
+
+
+def test_a_leader_that_loses_its_lock_connection_steps_down_and_the_standby_leads(any_engine) -> None:
+    """The database dropped the leader's lock session (a restart, a network cut): another process
+    may take the lock at once, so the old leader must stop firing alarms. It notices at its next
+    ping, steps down, and stands by; when the new leader goes, it leads again."""
+    if any_engine.dialect.name != "postgresql":
+        pytest.skip("advisory locks are a PostgreSQL feature; a SQLite file lock cannot be lost")
+    first_elected, deposed, second_elected = threading.Event(), threading.Event(), threading.Event()
+    first = Leadership(any_engine, first_elected.set, retry_seconds=0.05, on_deposed=deposed.set)
+    second = Leadership(any_engine, second_elected.set, retry_seconds=0.05)
+    assert first.start() is True and second.start() is False
+    with first._recording:  # both ends keep the lock connection alive: a vanished peer is noticed in seconds
+        assert first._conn.execute(text("SHOW tcp_keepalives_idle")).scalar() == str(KEEPALIVE["idle"])
+    first_elected.clear()
+
+    with any_engine.connect() as conn:
+        killed = conn.execute(
+            text("SELECT pg_terminate_backend(pid) FROM pg_locks WHERE locktype = 'advisory' AND granted AND objid = :k "
+                 "AND database = (SELECT oid FROM pg_database WHERE datname = current_database())"),
+            {"k": LOCK_KEY},
+        ).scalars().all()
+    assert killed == [True]
+
+    assert deposed.wait(5), "the leader did not notice it lost the lock"
+    assert second_elected.wait(5), "the standby did not take over"
+    assert second.is_leader and not first.is_leader
+    second.stop()
+    assert first_elected.wait(5), "the old leader did not stand by for the lock"
+    assert first.is_leader
+    first.stop()

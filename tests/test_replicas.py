@@ -29,7 +29,7 @@ import pytest
 from sqlalchemy import Engine, text
 
 from bot.demo import wait_until_up
-from bot.leader import LOCK_KEY
+from bot.leader import LOCK_KEY, leader_address
 from integrations.apscheduler_deferrer import APSchedulerDeferrer, build_scheduler
 from integrations.shared_alarms import AlarmListener, SharedDeferrer
 from scheduler import db as dbmod
@@ -243,6 +243,16 @@ def test_sessions_held_through_the_standby_have_one_recheck_and_its_queue_pass_r
         every = [busy, *held]
         done = lambda: _rows(engine, "SELECT count(*) FROM sessions WHERE status = 'done'")[0][0] == len(every)  # noqa: E731
         assert _until(done, 25), (_rows(engine, "SELECT session_id, status, started_at, finished_at FROM turns ORDER BY id"), replicas.logs("leader")[-3000:])
+
+        # The database drops the leader's lock session (a restart, a network cut): the lock is
+        # free for the standby at once, so the old leader must stop firing alarms, and does.
+        holder = _leader_pid(engine)
+        _rows(engine, "SELECT pg_terminate_backend(:pid)", pid=holder)
+        cut = time.monotonic()
+        assert _until(lambda: _leader_pid(engine) not in (None, holder), 10), "the standby did not take the freed lock"
+        assert leader_address(engine) == f"http://127.0.0.1:{replicas.ports[standby]}"
+        assert _until(lambda: "stepping down to stand by" in replicas.logs("leader"), 5), replicas.logs("leader")[-3000:]
+        print(f"the lock's session dropped: the old leader stood down and the standby led {time.monotonic() - cut:.1f} s later")
     finally:
         replicas.stop()
 
