@@ -11,10 +11,13 @@ from pathlib import Path
 import pytest
 from sqlalchemy import Engine, event
 
+from bot import triggers as store
 from bot.github_plan import GithubPlan, finish_github, finish_github_plans
+from bot.trigger_spec import check_spec
 from scheduler import turns
 from scheduler.clock import VirtualClock
 from scheduler.context import Context
+from scheduler.db import session_scope
 from scheduler.groups import repository_group
 from scheduler.lifecycle import archive
 from scheduler.models import Status
@@ -154,3 +157,18 @@ def test_plans_that_steer_are_finished_alone_in_their_place(any_engine: Engine) 
 
     assert row(ctx, ids[2]).status == Status.ARCHIVED.value
     assert [row(ctx, sid).status for sid in (ids[1], ids[3])] == [Status.RUNNING.value] * 2  # #2's slot went on
+
+
+def test_each_start_in_a_batch_fires_the_triggers_watching_it(any_engine: Engine) -> None:
+    """Every session a batch starts arms its own session event for the triggers watching it."""
+    ctx, deferrer, *_rest = wired(any_engine, VirtualClock(T0), max_sessions=4)
+    config = {"filter": {"genesis": "api"}, "states": ["running"]}
+    spec = check_spec({"name": "on-start", "kind": "ao_event", "prompt_template": "{{ session.title }} began", "config": config})
+    with session_scope(any_engine) as db:
+        store.create_trigger(db, spec, now=ctx.clock.now())
+    ids = [new(ctx, genesis="api", scheduling_class="priority") for _ in range(3)]
+
+    assert [r.outcome for r in submit_turns(ctx, [(sid, "go") for sid in ids])] == ["started"] * 3
+
+    armed = sorted(int(job.split(":")[1]) for job in deferrer.pending() if job.startswith("session_event:"))
+    assert armed == ids
