@@ -29,7 +29,7 @@ def complete_turn(ctx: Context, turn_id: int, result: TurnResult) -> None:
         now = ctx.clock.now()
         reading = read_quota(ctx, now)  # before the transaction: a quota source may read the database
         with session_scope(ctx.engine) as db:
-            one_decider(db)  # before any row lock: deciders take turns (scheduler.db)
+            one_decider(db, wait=None)  # before any row lock: deciders take turns; a report waits its turn
             work = Work(db, ctx, now, Effects(queue_pass=True), reading)  # a turn ending can free a slot
             turn = db.get(Turn, turn_id, with_for_update=True)
             if turn is None or turn.status != "running":

@@ -132,7 +132,7 @@ def session_scope(engine: Engine) -> Iterator[DBSession]:
 DECIDER_LOCK_KEY = 0x5041_4344
 
 
-def one_decider(db: DBSession) -> None:
+def one_decider(db: DBSession, *, wait: str | None = "30s") -> None:
     """Take the deciders' lock for the rest of this transaction (PostgreSQL; a no-op on SQLite,
     whose one writer at a time, `BEGIN IMMEDIATE`, already is such a lock).
 
@@ -145,19 +145,28 @@ def one_decider(db: DBSession) -> None:
     Taken first, before any row lock: a transaction holding a session's row while it waits for
     this lock, and the holder waiting for that row, would deadlock. Entry points that decide
     call it as they open their transaction; `admit` calls it again, a no-op
-    then, so a path that forgot still decides under the lock. Held until commit or rollback."""
+    then, so a path that forgot still decides under the lock. Held until commit or rollback.
+
+    `wait` bounds the wait for the lock alone (PostgreSQL's lock_timeout, set for that one
+    statement and put back after it): a decision takes milliseconds and a batch of them well
+    under a second, so a 30 s wait is a transaction deciding inside another one's, which would
+    wait for ever, and it fails loudly instead. None waits as long as it takes: a turn's
+    completion, whose failure would cost the turn's whole run."""
     transaction = db.get_transaction()
     if transaction is not None and db.info.get("pacer.decider") is transaction:
         return
     if db.get_bind().dialect.name == "postgresql":
-        db.connection().execute(_DECIDER_LOCK, {"key": DECIDER_LOCK_KEY})
+        db.connection().execute(_DECIDER_LOCK, {"key": DECIDER_LOCK_KEY, "wait": wait or "0"})
     db.info["pacer.decider"] = db.get_transaction()
 
 
-# A decision takes milliseconds and a batch of them well under a second: a wait of 30 s is a
-# transaction that decides inside another one's (it would wait for ever), so it fails loudly.
-# The timeout holds for the rest of the transaction, row locks included; one round trip.
-_DECIDER_LOCK = text("SELECT set_config('lock_timeout', '30s', true), pg_advisory_xact_lock(:key)")
+# One round trip: lock_timeout set, the lock taken, lock_timeout put back (read first:
+# MATERIALIZED, or the read would be inlined after the set). The target list runs left to right.
+_DECIDER_LOCK = text(
+    "WITH before AS MATERIALIZED (SELECT current_setting('lock_timeout') AS timeout)"
+    " SELECT set_config('lock_timeout', :wait, true), pg_advisory_xact_lock(:key), set_config('lock_timeout', before.timeout, true)"
+    " FROM before"
+)
 
 
 def core(db: DBSession, statement: Executable, params: Mapping[str, Any] | None = None) -> Result[*tuple[Any, ...]]:

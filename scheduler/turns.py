@@ -15,13 +15,16 @@ from collections.abc import Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
+from sqlalchemy import bindparam, exists, or_
+from sqlalchemy import select as sa_select
+
 from scheduler.attempt import PASS_THROUGH, TURN_KINDS, Submission, TurnAttempt, Work
 from scheduler.context import Context
-from scheduler.db import one_decider, session_scope
+from scheduler.db import core, one_decider, session_scope
 from scheduler.errors import InvalidInput, Refused
 from scheduler.fleet import read_quota
 from scheduler.log_context import about_session
-from scheduler.models import EnqueuedMessage, Session, Status
+from scheduler.models import EnqueuedMessage, Session, Status, Turn
 from scheduler.policy import load_policy
 from scheduler.queue_pass import admit_in_queue
 from scheduler.records import is_asleep, is_running, lock, wake_job_id
@@ -30,6 +33,11 @@ from templates import error_text
 log = logging.getLogger("pacer.turns")
 
 TAKES_OVER = frozenset({"follow_up", "human", "restart"})  # addressed to the session by someone
+
+_TURNS, _QUEUED = Turn.__table__, EnqueuedMessage.__table__  # type: ignore[attr-defined]
+_HAS_TURN_OR_QUEUE = sa_select(or_(
+    exists().where(_TURNS.c.session_id == bindparam("sid")), exists().where(_QUEUED.c.session_id == bindparam("sid")),
+))
 
 
 def _waits_behind(session: Session, kind: str, busy: bool, now: datetime) -> str | None:
@@ -121,6 +129,11 @@ def _submit(work: Work, session_id: int, prompt: str, attachments: Sequence[Mapp
     session = lock(db, session_id)
     if session.status == Status.ARCHIVED.value:
         raise Refused(error_text("turns/archived", session_id=session_id))
+    if kind == "first" and _begun(work, session):
+        # Two askers can race for a session's first turn: the intake that made it (a webhook's
+        # follow-up, maybe still waiting in its queue) and recovery at an election, which finds
+        # it with no turn yet. The second finds it begun: queueing its copy would run it twice.
+        return Submission("refused", session_id, reason="first_turn_taken", sentence=error_text("turns/first_taken", session_id=session_id))
     waits = None if kind in PASS_THROUGH else _waits_behind(session, kind, is_running(db, session_id), now)
     if waits is not None:
         # Two jobs racing one session would drop one prompt: the later one waits in the
@@ -138,3 +151,13 @@ def _submit(work: Work, session_id: int, prompt: str, attachments: Sequence[Mapp
         session.wake_prompt = None
         work.effects.cancel(wake_job_id(session_id))
     return admit_in_queue(work, session, TurnAttempt(prompt, attachments, kind))
+
+
+def _begun(work: Work, session: Session) -> bool:
+    """Whether the session has had its first turn asked already: started, held, paused, parked,
+    asleep, or a turn or a queued prompt of its own (one indexed read)."""
+    if session.started_at is not None or session.status != Status.WAITING.value:
+        return True
+    if any(v is not None for v in (session.hold_reason, session.pause_reason, session.park_reason, session.wake_at)):
+        return True
+    return bool(core(work.db, _HAS_TURN_OR_QUEUE, {"sid": session.id}).scalar())

@@ -11,6 +11,7 @@ from typing import Any
 
 import pytest
 from sqlalchemy import Engine, text
+from sqlalchemy.exc import OperationalError
 
 from scheduler import db as dbmod
 from scheduler.clock import VirtualClock
@@ -89,3 +90,14 @@ def test_batches_and_single_decisions_over_one_burst_neither_deadlock_nor_overfi
 
     assert "lost" not in outcomes
     assert outcomes.count("started") == SLOTS == _running(any_engine)
+
+
+def test_a_decider_waits_for_the_lock_at_most_its_wait_and_leaves_lock_timeout_as_it_was(any_engine: Engine) -> None:
+    if any_engine.dialect.name != "postgresql":
+        pytest.skip("SQLite's BEGIN IMMEDIATE is the lock there")
+    with dbmod.session_scope(any_engine) as holder:
+        dbmod.one_decider(holder)
+        dbmod.one_decider(holder)  # again in the same transaction: held already, no second wait
+        with pytest.raises(OperationalError, match="lock timeout"), dbmod.session_scope(any_engine) as waiter:
+            dbmod.one_decider(waiter, wait="200ms")  # a decider inside another's would wait for ever
+        assert holder.execute(text("SHOW lock_timeout")).scalar_one() == "0"  # row locks wait as before

@@ -105,7 +105,7 @@ def test_what_the_queue_ahead_left_is_asked_whole_its_group_included(engine, clo
     child = scene.session(concurrency_group="repo:x", parent_id=parent, minutes=600)
     assert scene.row(child).precedence > scene.row(parent).precedence
     assert submit_turn(scene.ctx, child, "child work").reason == "concurrency_group"
-    assert submit_turn(scene.ctx, parent, "parent follow-up").outcome == "queued"
+    assert submit_turn(scene.ctx, parent, "parent follow-up", kind="follow_up").outcome == "queued"
     scene.advance(minutes=31)  # the parent's turn ends; its queued follow-up asks for a turn
     assert child in scene.running_ids() and parent not in scene.running_ids()
     assert scene.row(parent).hold_reason == "concurrency_group" and scene.row(parent).hold_prompt == "parent follow-up"

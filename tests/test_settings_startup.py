@@ -272,7 +272,7 @@ def test_a_turn_that_finishes_within_the_drain_reports_as_usual(tmp_path: Path) 
     [turn] = _turns(pacer, session_id)
     assert turn.status == "done"
     # After the drain no turn starts here: a new one is kept back for the next leader.
-    submit_turn(pacer.ctx, session_id, "one more")
+    submit_turn(pacer.ctx, session_id, "one more", kind="follow_up")
     assert pacer.ctx.workers.kept_back and pacer.ctx.workers.pool.running() == []
     pacer.ctx.workers.pool.shutdown()
 

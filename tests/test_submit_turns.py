@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 from sqlalchemy import Engine, event
+from sqlmodel import func, select
 
 from bot import triggers as store
 from bot.github_plan import GithubPlan, finish_github, finish_github_plans
@@ -19,8 +20,8 @@ from scheduler.clock import VirtualClock
 from scheduler.context import Context
 from scheduler.db import session_scope
 from scheduler.groups import repository_group
-from scheduler.lifecycle import archive
-from scheduler.models import Status
+from scheduler.lifecycle import archive, recover
+from scheduler.models import EnqueuedMessage, Status, Turn
 from scheduler.operator_holds import REASON as OPERATOR_HOLD
 from scheduler.operator_holds import place_hold
 from scheduler.turns import submit_turn, submit_turns
@@ -143,7 +144,7 @@ def test_a_burst_of_plans_decides_its_first_turns_in_one_transaction_and_a_hold_
 
     together = _commits(any_engine, lambda: finish_github_plans(ctx, plans))
 
-    assert row(ctx, ids[0]).hold_reason == OPERATOR_HOLD  # held at its first ask, as alone
+    assert (row(ctx, ids[0]).hold_reason, row(ctx, ids[0]).hold_prompt) == (OPERATOR_HOLD, "fix #0")  # held at its first ask
     assert [row(ctx, sid).status for sid in ids[1:]].count(Status.RUNNING.value) == 2
     assert together == alone - (len(plans) - 1)  # five decisions, one commit; the hold and the notices as alone
 
@@ -172,3 +173,33 @@ def test_each_start_in_a_batch_fires_the_triggers_watching_it(any_engine: Engine
 
     armed = sorted(int(job.split(":")[1]) for job in deferrer.pending() if job.startswith("session_event:"))
     assert armed == ids
+
+
+def test_a_first_turn_asked_twice_runs_once(any_engine: Engine) -> None:
+    """Recovery at an election finds a webhook's session with no turn yet while its plan still
+    waits in the edge's queue: both ask for the first turn. The second ask changes nothing."""
+    ctx, *_rest = wired(any_engine, VirtualClock(T0), max_sessions=1)
+    running, held = new(ctx, genesis="api", prompt="fix #1"), new(ctx, genesis="api", prompt="fix #2")
+    assert recover(ctx)["first_turns"] == 2  # one starts, one is held behind it
+
+    again = submit_turns(ctx, [(running, "fix #1"), (held, "fix #2")])
+    alone = submit_turn(ctx, held, "fix #2")
+
+    assert [(r.outcome, r.reason) for r in [*again, alone]] == [("refused", "first_turn_taken")] * 3
+    assert "first turn asked already" in alone.sentence
+    with session_scope(any_engine) as db:
+        assert db.exec(select(func.count()).select_from(EnqueuedMessage)).one() == 0
+        assert db.exec(select(func.count()).select_from(Turn)).one() == 1
+    assert (row(ctx, running).status, row(ctx, held).hold_prompt) == (Status.RUNNING.value, "fix #2")
+
+
+def test_a_plan_that_fails_costs_the_plans_after_it_nothing(any_engine: Engine) -> None:
+    ctx, ids, plans = _plans(any_engine)
+    plans[0].place_holds.clear()
+    broken = GithubPlan(actor="github:octo", issue="acme/api#not-a-number", issue_state="closed")  # int() fails outside any step's guard
+    plans.insert(1, broken)
+
+    finish_github_plans(ctx, plans)
+
+    assert [row(ctx, sid).status for sid in ids].count(Status.RUNNING.value) == 2  # both slots, the broken plan in between
+    assert all(row(ctx, sid).hold_reason is not None for sid in ids if row(ctx, sid).status != Status.RUNNING.value)
