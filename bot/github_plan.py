@@ -119,17 +119,17 @@ def finish_github_plans(pacer_or_ctx: Pacer | Context, plans: Sequence[GithubPla
             continue
         _create_together(ctx, run)
         run = []
-        finish_github(pacer_or_ctx, plan)
+        _guarded(f"intake of {plan.issue}", finish_github, pacer_or_ctx, plan)  # one plan's failure is its own
     _create_together(ctx, run)
 
 
 def _create_together(ctx: Context, run: Sequence[GithubPlan]) -> None:
     if len(run) <= 1:
         for plan in run:
-            finish_github(ctx, plan)
+            _guarded(f"intake of {plan.issue}", finish_github, ctx, plan)
         return
     for plan in run:
-        _place_holds(ctx, plan)
+        _guarded(f"holds of {plan.issue}", _place_holds, ctx, plan)
     turns = [turn for plan in run for turn in plan.created]
     submissions = _guarded(f"first turns of {len(turns)} sessions", submit_turns, ctx, turns, kind="first") or []
     for submission in submissions:

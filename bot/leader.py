@@ -39,6 +39,7 @@ RETRY_SECONDS = 2.0  # a standby's try for the lock, and the leader's ping of it
 # probes 2 s apart (server: tcp_keepalives_*, set on the session; client: libpq's keepalives_*,
 # and tcp_user_timeout for data sent and never acknowledged).
 KEEPALIVE = {"idle": 4, "interval": 2, "count": 3}
+STOP_WAIT_SECONDS = 5.0  # how long `stop` waits for the election thread (a ping, a try, a `lead`)
 _CLIENT_KEEPALIVE = {
     "keepalives": 1, "keepalives_idle": KEEPALIVE["idle"], "keepalives_interval": KEEPALIVE["interval"],
     "keepalives_count": KEEPALIVE["count"], "tcp_user_timeout": 10_000,
@@ -84,10 +85,11 @@ class Leadership:
         conn = self._lock_connection()
         got = bool(conn.execute(text("SELECT pg_try_advisory_lock(:k)"), {"k": LOCK_KEY}).scalar())
         conn.commit()
-        if not got:
-            conn.close()
-            return False
-        self._conn = conn  # held open: the lock lives as long as this connection
+        with self._recording:
+            if not got or self._stop.is_set():  # stopping meanwhile: closing the session releases the lock
+                conn.close()
+                return False
+            self._conn = conn  # held open: the lock lives as long as this connection
         self._elected()
         return True
 
@@ -182,6 +184,8 @@ class Leadership:
 
     def stop(self) -> None:
         self._stop.set()
+        if self._thread is not None and self._thread is not threading.current_thread():
+            self._thread.join(timeout=STOP_WAIT_SECONDS)  # an election under way finishes first, then is undone
         with self._recording:
             self._release()
         self.is_leader = False
