@@ -31,7 +31,7 @@ from sqlmodel import col, select
 from scheduler.admit import admit
 from scheduler.attempt import Block, Work
 from scheduler.context import Context
-from scheduler.db import one_decider, session_scope
+from scheduler.db import deciding_scope, session_scope
 from scheduler.fleet import read_quota
 from scheduler.models import Session, Status
 from scheduler.policy import load_policy
@@ -86,8 +86,7 @@ def unpark_sweep(ctx: Context) -> dict[str, int]:
         ids = parked_ids(db, ctx)
     outcomes: dict[str, int] = {}
     for session_id in ids:
-        with session_scope(ctx.engine) as db:
-            one_decider(db)  # before any row lock: deciders take turns (scheduler.db)
+        with deciding_scope(ctx.engine) as db:
             work = Work(db, ctx, now, reading=reading)
             session = lock(db, session_id)
             if session.park_reason != REASON:

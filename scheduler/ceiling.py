@@ -33,7 +33,7 @@ from sqlmodel import col, func, select
 from scheduler import budget_notice, cost_caps, preemption
 from scheduler.attempt import PASS_THROUGH, Work
 from scheduler.context import Context
-from scheduler.db import one_decider, session_scope
+from scheduler.db import deciding_scope
 from scheduler.explain import explain
 from scheduler.fleet import (
     asking_for,
@@ -87,8 +87,7 @@ def ceiling_sweep(ctx: Context) -> SweepReport:
     now = ctx.clock.now()
     reading = read_quota(ctx, now)
     report = SweepReport()
-    with session_scope(ctx.engine) as db:
-        one_decider(db)  # before any row lock: deciders take turns (scheduler.db)
+    with deciding_scope(ctx.engine) as db:
         work = Work(db, ctx, now, reading=reading)
         policy = load_policy(db)
         report.marks = preemption.resolve_marks(db, ctx, policy, now, work.effects)
@@ -111,8 +110,7 @@ def ceiling_check(ctx: Context) -> SweepReport:
     now = ctx.clock.now()
     reading = read_quota(ctx, now)
     report = SweepReport()
-    with session_scope(ctx.engine) as db:
-        one_decider(db)  # before any row lock: deciders take turns (scheduler.db)
+    with deciding_scope(ctx.engine) as db:
         work = Work(db, ctx, now, reading=reading)
         _pause_running(work, load_policy(db), report)
     work.effects.apply(ctx)

@@ -10,7 +10,7 @@ from datetime import timedelta
 from scheduler import failures, ladder
 from scheduler.attempt import Block, TurnAttempt, Work
 from scheduler.context import Context
-from scheduler.db import one_decider, session_scope
+from scheduler.db import deciding_scope
 from scheduler.effects import Effects
 from scheduler.fleet import read_quota
 from scheduler.log_context import about_session, name_session
@@ -28,8 +28,7 @@ def complete_turn(ctx: Context, turn_id: int, result: TurnResult) -> None:
     with about_session():  # a worker thread reports many turns: each names its own session
         now = ctx.clock.now()
         reading = read_quota(ctx, now)  # before the transaction: a quota source may read the database
-        with session_scope(ctx.engine) as db:
-            one_decider(db, wait=None)  # before any row lock: deciders take turns; a report waits its turn
+        with deciding_scope(ctx.engine, wait=None) as db:  # a report waits its turn, however long
             work = Work(db, ctx, now, Effects(queue_pass=True), reading)  # a turn ending can free a slot
             turn = db.get(Turn, turn_id, with_for_update=True)
             if turn is None or turn.status != "running":

@@ -128,6 +128,15 @@ def session_scope(engine: Engine) -> Iterator[DBSession]:
             raise
 
 
+@contextmanager
+def deciding_scope(engine: Engine, *, wait: str | None = "30s") -> Iterator[DBSession]:
+    """`session_scope` for a transaction that may start a turn: the deciders' lock first,
+    before any row lock (`one_decider`)."""
+    with session_scope(engine) as db:
+        one_decider(db, wait=wait)
+        yield db
+
+
 # The transaction-level advisory lock every transaction that may start a turn takes: "PACD".
 DECIDER_LOCK_KEY = 0x5041_4344
 
@@ -144,7 +153,7 @@ def one_decider(db: DBSession, *, wait: str | None = "30s") -> None:
 
     Taken first, before any row lock: a transaction holding a session's row while it waits for
     this lock, and the holder waiting for that row, would deadlock. Entry points that decide
-    call it as they open their transaction; `admit` calls it again, a no-op
+    open their transaction with `deciding_scope`; `admit` calls it again, a no-op
     then, so a path that forgot still decides under the lock. Held until commit or rollback.
 
     `wait` bounds the wait for the lock alone (PostgreSQL's lock_timeout, set for that one

@@ -27,7 +27,7 @@ from scheduler.admit import admit, blocked
 from scheduler.attempt import Block, Submission, TurnAttempt, Work, is_manual
 from scheduler.candidates import PAGE, Candidate, Passed, outranks, page
 from scheduler.context import Context
-from scheduler.db import one_decider, session_scope
+from scheduler.db import deciding_scope
 from scheduler.explain import explain
 from scheduler.fleet import asking_for, build_snapshot, burn_rate, read_quota
 from scheduler.gate import RESUME_MARGIN_PCT, Decision, Reason, decide
@@ -300,8 +300,7 @@ def queue_pass(ctx: Context, *, due_session: int | None = None) -> list[int]:
     """
     now = ctx.clock.now()
     reading = read_quota(ctx, now)
-    with session_scope(ctx.engine) as db:
-        one_decider(db)  # before any row lock: deciders take turns (scheduler.db)
+    with deciding_scope(ctx.engine) as db:
         work = Work(db, ctx, now, reading=reading)
         walk = _Pass(work, load_policy(db))
         due = locked_copy(db, due_session) if due_session is not None else None

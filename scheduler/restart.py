@@ -26,7 +26,7 @@ from typing import Any
 from scheduler.admit import admit
 from scheduler.attempt import Submission, TurnAttempt, Work
 from scheduler.context import Context
-from scheduler.db import one_decider, session_scope
+from scheduler.db import deciding_scope
 from scheduler.errors import Refused
 from scheduler.fleet import read_quota
 from scheduler.models import EnqueuedMessage, Session, Status
@@ -54,8 +54,7 @@ class Restarted:
 def restart_from_scratch(ctx: Context, session_id: int, *, actor: str | None = None) -> Restarted:
     now = ctx.clock.now()
     reading = read_quota(ctx, now)
-    with session_scope(ctx.engine) as db:
-        one_decider(db)  # before any row lock: deciders take turns (scheduler.db)
+    with deciding_scope(ctx.engine) as db:
         work = Work(db, ctx, now, reading=reading)
         session = lock(db, session_id)
         if session.status == Status.ARCHIVED.value:

@@ -20,7 +20,7 @@ from sqlmodel import col, func, select
 from scheduler.admit import admit
 from scheduler.attempt import Submission, TurnAttempt, Work, manual_start
 from scheduler.context import Context
-from scheduler.db import one_decider, session_scope
+from scheduler.db import deciding_scope
 from scheduler.errors import Refused
 from scheduler.fleet import read_quota
 from scheduler.models import EnqueuedMessage, Status, Turn
@@ -42,8 +42,7 @@ def start_now(ctx: Context, session_id: int, *, actor: str | None = None) -> Sta
     now = ctx.clock.now()
     reading = read_quota(ctx, now)
     # A person's press: it does not wait out a rate limit, a prerequisite or position order (seed 002).
-    with manual_start(), session_scope(ctx.engine) as db:
-        one_decider(db)  # before any row lock: deciders take turns (scheduler.db)
+    with manual_start(), deciding_scope(ctx.engine) as db:
         work = Work(db, ctx, now, reading=reading)
         session = lock(db, session_id)
         if session.status == Status.ARCHIVED.value:

@@ -20,7 +20,7 @@ from sqlalchemy import select as sa_select
 
 from scheduler.attempt import PASS_THROUGH, TURN_KINDS, Submission, TurnAttempt, Work
 from scheduler.context import Context
-from scheduler.db import core, one_decider, session_scope
+from scheduler.db import core, deciding_scope
 from scheduler.errors import InvalidInput, Refused
 from scheduler.fleet import read_quota
 from scheduler.log_context import about_session
@@ -61,8 +61,7 @@ def submit_turn(
         _known(kind)
         now = ctx.clock.now()
         reading = read_quota(ctx, now)
-        with session_scope(ctx.engine) as db:
-            one_decider(db)  # before any row lock: deciders take turns (scheduler.db)
+        with deciding_scope(ctx.engine) as db:
             work = Work(db, ctx, now, reading=reading)
             # Every admission reads the policy: as the transaction's first read, the store versions
             # it is kept by need no savepoint (`store.read_or_fail_open`): two round trips fewer.
@@ -87,8 +86,7 @@ def submit_turns(ctx: Context, turns: Sequence[tuple[int, str]], *, kind: str = 
     now = ctx.clock.now()
     reading = read_quota(ctx, now)
     try:
-        with session_scope(ctx.engine) as db:
-            one_decider(db)  # before any row lock: deciders take turns (scheduler.db)
+        with deciding_scope(ctx.engine) as db:
             work = Work(db, ctx, now, reading=reading)
             load_policy(db)
             results = {session_id: _submit_or_refuse(work, session_id, prompt, kind) for session_id, prompt in ordered}
@@ -109,17 +107,21 @@ def _submit_or_refuse(work: Work, session_id: int, prompt: str, kind: str) -> Su
         try:
             return _submit(work, session_id, prompt, (), kind)
         except Refused as exc:  # the archived check, before anything of this session is written
-            return Submission("refused", session_id, reason="archived", sentence=str(exc))
+            return _archived(session_id, exc)
 
 
 def _alone(ctx: Context, session_id: int, prompt: str, kind: str) -> Submission | None:
     try:
         return submit_turn(ctx, session_id, prompt, kind=kind)
     except Refused as exc:
-        return Submission("refused", session_id, reason="archived", sentence=str(exc))
+        return _archived(session_id, exc)
     except Exception:
         log.exception("the %s turn of session #%s could not be submitted", kind, session_id)
         return None
+
+
+def _archived(session_id: int, refusal: Refused) -> Submission:
+    return Submission("refused", session_id, reason="archived", sentence=str(refusal))
 
 
 def _submit(work: Work, session_id: int, prompt: str, attachments: Sequence[Mapping[str, Any]], kind: str) -> Submission:
