@@ -12,13 +12,14 @@ an adapter takes. `integrations/` never reads settings; `bot.runtime` builds thr
 
 from __future__ import annotations
 
+import logging
 import os
 from collections.abc import Mapping
 from datetime import datetime, timedelta
 
 from sqlalchemy import Engine, make_url
 
-from bot.settings import SECRET_NAMES, Settings
+from bot.settings import FROM_DEFAULT, FROM_ENV, VARIABLES, Settings
 from integrations.github.client import GithubClients
 from integrations.github.comments import PyGithubComments
 from integrations.github.publish import Publisher
@@ -31,22 +32,77 @@ from integrations.runners import (
     ThreadWorkerPool,
     echo_burn_per_min,
 )
+from integrations.runners.custody import Custody, choose
 from integrations.runners.workspace import WorkspaceRunner
 from integrations.turn_queue import TurnQueue, build_app
 from integrations.workspaces import GitRemote, Workspaces
 from scheduler.burn import fallback_rates
 from scheduler.context import Runtime
 from scheduler.ports import QuotaSource, Runner
+from templates import render
 
-# An agent reads untrusted prompts: it never sees Pacer's secrets or where its database is.
-WITHHELD_FROM_AGENTS = frozenset(SECRET_NAMES | {"DATABASE_URL"})
+log = logging.getLogger("pacer.custody")
+
+def build_custody(settings: Settings) -> Custody:
+    """Where agents run (custody.py): as PACER_AGENT_USER, in a sandbox, or as Pacer's own user;
+    start-up says which, and what an agent could still reach."""
+    custody = choose(user=settings.agent_user, sandbox=settings.agent_sandbox, home=settings.agent_home or _default_home(settings),
+                     binds=settings.agent_bind, passthrough=settings.agent_env, roots=(settings.workdir, settings.workspaces))
+    if custody.mode == "none":
+        log.warning(render("text/custody.j2", mode=custody.mode))
+    else:
+        log.info(render("text/custody.j2", mode=custody.mode, user=custody.user.name if custody.user else None))
+    custody.make_roots()
+    if custody.user is not None:
+        for path in readable_by_others(_pacers_files(settings)):
+            log.warning(render("text/custody.j2", mode="exposed", path=path, user=custody.user.name))
+    return custody
 
 
-def build_runner(settings: Settings, environ: Mapping[str, str] | None = None, *, engine: Engine | None = None) -> Runner:
-    """The runner PACER_RUNNER names. `environ` is what a command agent inherits (minus
-    WITHHELD_FROM_AGENTS); it defaults to this process's environment. With `engine`, a command
-    agent works in its session's worktree when the session names a repository, and its commits
-    go back as a branch and a draft pull request."""
+def _pacers_files(settings: Settings) -> list[str]:
+    toml = {settings.origin(v.name) for v in VARIABLES} - {FROM_ENV, FROM_DEFAULT}
+    found = [settings.triggers_file or "", *toml]
+    url = make_url(settings.database_url)
+    if url.get_backend_name() == "sqlite" and url.database:
+        found += [url.database, url.database + "-wal"]
+    return [p for p in found if p]
+
+
+def readable_by_others(paths: list[str]) -> list[str]:
+    """Those of `paths` another user could read: the file is readable by others and every
+    directory above it can be passed through."""
+    exposed = []
+    for path in map(os.path.abspath, paths):
+        try:
+            if os.stat(path).st_mode & 0o004 and all(os.stat(d).st_mode & 0o001 for d in _parents(path)):
+                exposed.append(path)
+        except OSError:
+            continue
+    return exposed
+
+
+def _parents(path: str) -> list[str]:
+    parents, parent = [], os.path.dirname(path)
+    while parent and parent not in parents:
+        parents.append(parent)
+        if parent == os.path.dirname(parent):
+            break
+        parent = os.path.dirname(parent)
+    return parents
+
+
+def _default_home(settings: Settings) -> str | None:
+    # An agent as Pacer's own user must not be handed Pacer's HOME (its ~/.ssh, ~/.config):
+    # it gets one beside its working directories. A separate user has a home of its own.
+    return None if settings.agent_user else os.path.join(os.path.dirname(os.path.abspath(settings.workdir)), "agent-home")
+
+
+def build_runner(settings: Settings, environ: Mapping[str, str] | None = None, *, engine: Engine | None = None,
+                 custody: Custody | None = None) -> Runner:
+    """The runner PACER_RUNNER names. `environ` is what a command agent's environment is
+    chosen from (custody.AGENT_NAMES and PACER_AGENT_ENV only); it defaults to this process's
+    environment. With `engine`, a command agent works in its session's own repository when the
+    session names one, and its commits go back as a branch and a draft pull request."""
     if settings.runner == "echo":
         return EchoRunner(settings.echo_seconds, settings.echo_cost_usd)
     runner = CommandRunner(
@@ -56,7 +112,7 @@ def build_runner(settings: Settings, environ: Mapping[str, str] | None = None, *
         settings.turn_timeout_seconds,
         settings.workdir,
         env=os.environ if environ is None else environ,
-        withheld=WITHHELD_FROM_AGENTS,
+        custody=custody or build_custody(settings),
     )
     if engine is None:
         return runner

@@ -19,7 +19,9 @@ def _settings(args: argparse.Namespace):  # type: ignore[no-untyped-def]
 
 def cmd_serve(args: argparse.Namespace) -> int:
     from bot.server import serve
+    from integrations.runners.custody import harden_process
 
+    harden_process()
     settings = _settings(args)
     if args.demo:
         from bot.demo import own_database
@@ -44,7 +46,9 @@ def cmd_migrate(args: argparse.Namespace) -> int:
 
 def cmd_worker(args: argparse.Namespace) -> int:
     from bot.worker import work
+    from integrations.runners.custody import harden_process
 
+    harden_process()
     return work(_settings(args))
 
 

@@ -23,6 +23,7 @@ from bot.notify import CompositeNotifier, LogNotifier
 from bot.settings import Settings
 from integrations.apscheduler_deferrer import APSchedulerDeferrer, build_scheduler
 from integrations.quota.history import load_burn_table
+from integrations.runners.custody import end_unsupervised
 from integrations.runners.workspace import WorkspaceJanitor, sweep
 from integrations.schedules import sync_schedules
 from integrations.shared_alarms import AlarmListener, SharedDeferrer
@@ -97,6 +98,8 @@ def build(
     clock = clock or SystemClock()
     owner, lease = None, None
     if workers is None:  # this process runs turns: it owns them and its heartbeat renews their leases
+        if settings.runner != "echo":
+            end_unsupervised()  # agents a killed Pacer on this machine left behind, before any turn is given back
         owner, lease = owner_id(), timedelta(seconds=settings.turn_lease_seconds)
         workers = LeasedPool(build_pool(settings, engine=engine), engine, owner, lease, clock.now)
     ctx = Context(

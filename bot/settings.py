@@ -108,7 +108,10 @@ class Settings(BaseSettings):
     runner: Annotated[str, _rule(rules.one_of("echo", "command"))] = _field(
         "PACER_RUNNER", "echo", "Turn runner: echo (built-in, no account) or command (a CLI agent)"
     )
-    runner_command: Text = _field("PACER_RUNNER_COMMAND", "claude -p {prompt} --output-format json", "Command template for the command runner")
+    runner_command: Text = _field(
+        "PACER_RUNNER_COMMAND", "claude -p --output-format stream-json --verbose",
+        "Command template for the command runner (no {prompt}: the prompt goes on stdin)",
+    )
     runner_resume_args: Text = _field("PACER_RUNNER_RESUME_ARGS", "--resume {agent_session_id}", "Arguments appended on later turns of a session")
     runtime_name: Text = _field("PACER_RUNTIME_NAME", "claude_code", "Name of the command runner's runtime")
     runtime_spends_quota: Flag = _field("PACER_RUNTIME_SPENDS_QUOTA", "true", "Whether the command runtime spends quota (takes a slot)")
@@ -130,6 +133,17 @@ class Settings(BaseSettings):
     workspace_ttl: Count = _field("PACER_WORKSPACE_TTL", "72", "Hours a finished session's worktree is kept before it is removed")
     workspaces_max_mb: Count = _field(
         "PACER_WORKSPACES_MAX_MB", "20480", "Disk all workspaces may use; past it the hourly sweep removes finished sessions' worktrees, oldest first"
+    )
+    agent_user: Text | None = _field("PACER_AGENT_USER", None, "Run agents as this unprivileged user (Pacer must run as root; the image has pacer-agent)")
+    agent_sandbox: Annotated[str, _rule(rules.one_of("auto", "bwrap", "off"))] = _field(
+        "PACER_AGENT_SANDBOX", "auto", "Run agents in a bubblewrap sandbox: auto (when bwrap works here), bwrap (required) or off"
+    )
+    agent_home: Text | None = _field("PACER_AGENT_HOME", None, "The agents' HOME, where their CLI keeps its login (default: PACER_AGENT_USER's home)")
+    agent_env: Annotated[tuple[str, ...], _rule(rules.names)] = _field(
+        "PACER_AGENT_ENV", "", "More environment variables agents get, comma-separated (never PACER_*, GITHUB_*, SLACK_*, DATABASE_URL)"
+    )
+    agent_bind: Annotated[tuple[str, ...], _rule(rules.paths)] = _field(
+        "PACER_AGENT_BIND", "", "More paths the sandbox shows agents read-only, comma-separated (an agent installed outside /usr and /opt)"
     )
     echo_seconds: Amount = _field("PACER_ECHO_SECONDS", "2", "Echo agent: seconds a turn takes")
     echo_cost_usd: Amount = _field("PACER_ECHO_COST_USD", "0.05", "Echo agent: dollars a turn reports")
@@ -326,6 +340,8 @@ def _shown_value(name: str, settings: Settings) -> str:
         return str(value).lower()
     if isinstance(value, float) and value.is_integer():
         return str(int(value))
+    if isinstance(value, tuple):
+        return rules.as_text(value) or "(none)"
     return redact_url(str(value))
 
 

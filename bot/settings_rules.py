@@ -6,6 +6,7 @@ A rule takes (NAME, raw text); `bot.settings` runs it before pydantic's own type
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from datetime import datetime
 from typing import Any
@@ -24,7 +25,9 @@ def refuse(macro: str, **values: Any) -> PydanticCustomError:
 
 
 def as_text(value: Any) -> str:
-    """A TOML value as the environment would spell it (`true`, `4`, `0.5`)."""
+    """A value as the environment would spell it (`true`, `4`, `0.5`; a parsed list of names as `A,B`)."""
+    if isinstance(value, tuple):
+        return ",".join(map(str, value))
     return str(value).lower() if isinstance(value, bool) else str(value)
 
 
@@ -124,6 +127,29 @@ def roster(name: str, raw: str) -> dict[str, str]:
             raise refuse("roster_entry", name=name, item=item)
         roster[user.strip()] = role.strip()
     return roster
+
+
+_ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+
+
+def names(name: str, raw: str) -> tuple[str, ...]:
+    """Comma-separated environment variable names, none of them Pacer's own."""
+    found = tuple(filter(None, (part.strip() for part in raw.split(","))))
+    for item in found:
+        if not _ENV_NAME.match(item):
+            raise refuse("env_name", name=name, item=item)
+        if item.startswith(("PACER_", "GITHUB_", "SLACK_", "DATABASE_URL")):
+            raise refuse("pacers_env_name", name=name, item=item)
+    return found
+
+
+def paths(name: str, raw: str) -> tuple[str, ...]:
+    """Comma-separated absolute paths."""
+    found = tuple(filter(None, (part.strip() for part in raw.split(","))))
+    for item in found:
+        if not item.startswith("/"):
+            raise refuse("absolute_path", name=name, item=item)
+    return found
 
 
 def instant(name: str, raw: str) -> str:

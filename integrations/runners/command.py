@@ -1,25 +1,29 @@
 """The command runner: a CLI agent (Claude Code first) run as a subprocess, one process a turn.
 
-    runner = CommandRunner("claude -p {prompt} --output-format json",
-                           "--resume {agent_session_id}", "claude_code", 3600, "./var/work",
-                           withheld=frozenset({"SLACK_BOT_TOKEN", "DATABASE_URL"}))
+    runner = CommandRunner("claude -p --output-format stream-json --verbose", "--resume {agent_session_id}",
+                           "claude_code", 3600, "./var/work", custody=Custody())
     result = runner.run(request)      # blocking; on a worker thread
-    runner.halt(request.turn_id)      # from any thread: SIGTERM the group, SIGKILL after a grace
+    runner.halt(request.turn_id)      # from any thread: the agent is stopped, then killed after a grace
 
 Never a shell. The template is split with `shlex.split` once, at start-up, and the placeholders
 are substituted inside each argument afterwards, in one pass, so a prompt is always exactly one
 argv element whatever it holds (quotes, `;`, `$(...)`, newlines) and a prompt that contains
 `{turn_id}` is not substituted again; a prompt beginning with "-" gets a leading space where it
-begins an argument, so it cannot be read as an option. Placeholders: {prompt} {agent_session_id} {session_id}
-{turn_id} {workdir}. A template without {prompt} gets the prompt on stdin instead. The resume
+begins an argument, so it cannot be read as an option. Placeholders: {prompt} {prompt_file}
+{agent_session_id} {session_id} {turn_id} {workdir}. The prompt reaches the agent one of three
+ways: a template without {prompt} or {prompt_file} gives it on stdin; {prompt_file} is the path of
+a file holding it (an in-memory file the agent inherits, `/dev/fd/3`: nothing on disk, nothing
+another session can read); {prompt} puts it on the command line, where Linux takes at most
+`ARGUMENT_BYTES` an argument, so a longer prompt goes on stdin instead when {prompt} is a word
+of its own (Claude Code's `-p` and Codex's `exec` both read stdin when no prompt argument is
+given) and fails the turn, saying why, when {prompt} is part of a longer word. The resume
 arguments are appended only on a turn that carries an agent session id.
 
-Each turn runs in the session's working directory (`<workdir_root>/session-<id>`, created, or
-the request's own `workdir`), in its own process group, so a halt or a timeout kills the agent
-and everything it spawned; when the agent exits, anything it left behind in its group is killed
-too, so no turn outlives its result. The child gets Pacer's environment minus the `withheld`
-names the caller gives (`bot.adapters` withholds Pacer's secrets and the database URL): an agent
-reads untrusted prompts and has no business with them.
+Each turn runs in the session's working directory (`<workdir_root>/session-<id>`, or the request's
+own `workdir`), under the custody `custody` describes (custody.py): the leash, which ends the
+agent and everything it spawned when the turn ends, when it is halted or timed out, and when
+the Pacer process supervising it dies; an environment of allowlisted names only; and, where
+configured, its own user or a sandbox.
 
 Output is captured through reader threads that keep the last `max_output_bytes` of each stream
 (the JSON result and the error are at the end), so a chatty agent never blocks on a full pipe
@@ -42,6 +46,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
+from integrations.runners import leash
+from integrations.runners.custody import Custody
 from integrations.runners.outcomes import AGENT_SESSION_ID, AgentReport, classify, model_option, parse_report, refused_model
 from integrations.runners.streams import Announcement, Tail
 from scheduler.clock import SystemClock
@@ -51,11 +57,15 @@ from templates import error_text, render
 
 log = logging.getLogger("pacer.runner")
 
-PLACEHOLDERS = ("prompt", "agent_session_id", "session_id", "turn_id", "workdir")
+PLACEHOLDERS = ("prompt", "prompt_file", "agent_session_id", "session_id", "turn_id", "workdir")
+# The longest argument Linux takes: 32 pages (MAX_ARG_STRLEN), its terminating NUL included.
+ARGUMENT_BYTES = 131_071
+PROMPT_FD = leash.GIVEN_FD  # the descriptor {prompt_file} names in the agent
 MAX_OUTPUT_BYTES = 1_048_576
 KILL_GRACE_SECONDS = 3.0
 POLL_SECONDS = 0.1  # how often a waiting turn looks at its halt flag and its deadline
 READER_JOIN_SECONDS = 2.0  # a daemonised grandchild may hold the pipe open; don't wait forever
+LEASH_MARGIN_SECONDS = 1.0  # past the grace, a leash that has not ended its agent is killed with its group
 
 _PLACEHOLDER = re.compile(r"\{(" + "|".join(PLACEHOLDERS) + r")\}")
 _ANY_NAME = re.compile(r"\{([A-Za-z_][A-Za-z0-9_]*)\}")
@@ -74,38 +84,56 @@ def split_template(template: str, setting: str) -> list[str]:
     return words
 
 
-def build_argv(
-    words: list[str], resume_words: list[str], request: TurnRequest, workdir: Path
-) -> tuple[list[str], str | None]:
-    """The argv for one turn and the text for its stdin (the prompt, when no word takes it).
+@dataclass(frozen=True)
+class Invocation:
+    """How one turn's agent is started: its argv, what goes on its stdin, and whether it gets
+    the prompt as the file {prompt_file} names."""
 
-    Pure. Raises InvalidInput when the request's agent session id is not a plain identifier,
-    since it would be passed as an argument.
+    argv: list[str]
+    stdin: str | None
+    prompt_file: bool = False
+
+
+def build_argv(words: list[str], resume_words: list[str], request: TurnRequest, workdir: Path) -> Invocation:
+    """The invocation of one turn's agent. Pure.
+
+    Raises InvalidInput when the request's agent session id is not a plain identifier (it would
+    be passed as an argument), and when the prompt is too long for the argument it is part of.
     """
     resume = request.agent_session_id
     if resume is not None and not AGENT_SESSION_ID.match(resume):
         raise InvalidInput(error_text("runners/agent_session_id", value=resume[:40]), field="agent_session_id")
+    chosen = words + (resume_words if resume else [])
+    prompt_bytes = len(request.prompt.encode("utf-8", errors="surrogatepass"))
+    on_stdin = not any("{prompt}" in word or "{prompt_file}" in word for word in chosen)
+    if prompt_bytes + 1 > ARGUMENT_BYTES and any("{prompt}" in word for word in chosen):  # + 1: the space before a "-"
+        if any("{prompt}" in word and word != "{prompt}" for word in chosen):
+            raise InvalidInput(error_text("runners/prompt_too_long", size=prompt_bytes, limit=ARGUMENT_BYTES - 1), field="prompt")
+        chosen, on_stdin = [word for word in chosen if word != "{prompt}"], True
     values = {
         "prompt": request.prompt,
+        "prompt_file": f"/dev/fd/{PROMPT_FD}",
         "agent_session_id": resume or "",
         "session_id": str(request.session_id),
         "turn_id": str(request.turn_id),
         "workdir": str(workdir),
     }
-    chosen = words + (resume_words if resume else [])
     argv = [_PLACEHOLDER.sub(lambda m: values[m.group(1)], word) for word in chosen]
     if request.prompt.startswith("-"):
         # Claude Code takes the prompt as a positional argument: a prompt reading
         # "--dangerously-skip-permissions" would be parsed as that option. A leading space
         # keeps it a prompt and changes nothing an agent reads.
-        argv = [" " + arg if word.startswith("{prompt}") else arg for word, arg in zip(chosen, argv, strict=True)]
-    takes_prompt = any("{prompt}" in word for word in chosen)
-    return argv, None if takes_prompt else request.prompt
+        argv = [" " + arg if word.startswith("{prompt}") and not word.startswith("{prompt_file}") else arg
+                for word, arg in zip(chosen, argv, strict=True)]
+    return Invocation(argv, request.prompt if on_stdin else None, any("{prompt_file}" in word for word in chosen))
 
 
-def child_environment(environ: Mapping[str, str], withheld: frozenset[str]) -> dict[str, str]:
-    """The agent's environment: Pacer's own, minus the `withheld` names (Pacer's secrets)."""
-    return {k: v for k, v in environ.items() if k not in withheld}
+def _prompt_descriptor(prompt: str) -> int:
+    """An in-memory file holding `prompt`, read from its start: the agent inherits it."""
+    fd = os.memfd_create("pacer-prompt", 0)
+    os.write(fd, prompt.encode("utf-8", errors="replace"))
+    os.lseek(fd, 0, os.SEEK_SET)
+    return fd
 
 
 @dataclass
@@ -118,10 +146,18 @@ class _Turn:
     finished: bool = False
 
 
-def _signal_group(proc: subprocess.Popen[bytes], sig: signal.Signals) -> None:
-    # start_new_session=True made the agent its own group leader: its pid is the group id.
+def _signal_leash(proc: subprocess.Popen[bytes]) -> None:
+    """Ask the leash to stop its agent: it SIGTERMs every descendant, SIGKILLs them after its grace."""
     try:
-        os.killpg(proc.pid, sig)
+        os.kill(proc.pid, signal.SIGTERM)
+    except (ProcessLookupError, PermissionError):
+        pass
+
+
+def _kill_group(proc: subprocess.Popen[bytes]) -> None:
+    # The leash leads a session of its own: its pid is the group id of all it has not moved away.
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)
     except (ProcessLookupError, PermissionError):
         pass
 
@@ -150,7 +186,7 @@ class CommandRunner:
         timeout_s: float,
         workdir_root: str | Path,
         *,
-        withheld: frozenset[str],
+        custody: Custody | None = None,
         env: Mapping[str, str] | None = None,
         clock: Clock | None = None,
         max_output_bytes: int = MAX_OUTPUT_BYTES,
@@ -167,7 +203,8 @@ class CommandRunner:
         self.workdir_root = Path(workdir_root)
         self.max_output_bytes = max_output_bytes
         self.kill_grace_s = kill_grace_s
-        self._env = child_environment(os.environ if env is None else env, withheld)
+        self.custody = custody or Custody()
+        self._environ = dict(os.environ if env is None else env)
         self._clock = clock or SystemClock()
         self._lock = threading.Lock()
         self._turns: dict[int, _Turn] = {}
@@ -176,7 +213,7 @@ class CommandRunner:
         return Path(request.workdir) if request.workdir else self.workdir_root / f"session-{request.session_id}"
 
     def halt(self, turn_id: int) -> bool:
-        """SIGTERM the turn's process group (SIGKILL follows after the grace); False if not running."""
+        """Stop the turn's agent (SIGKILL follows after the grace); False if not running."""
         with self._lock:
             turn = self._turns.get(turn_id)
         if turn is None:
@@ -187,55 +224,58 @@ class CommandRunner:
             turn.halted.set()
             proc = turn.proc
         if proc is not None:
-            _signal_group(proc, signal.SIGTERM)
+            _signal_leash(proc)
         return True
 
     def run(self, request: TurnRequest) -> TurnResult:
         workdir = self.workdir_for(request)
         try:
-            argv, stdin_text = build_argv(self.words, self.resume_words, request, workdir)
+            invocation = build_argv(self.words, self.resume_words, request, workdir)
         except InvalidInput as exc:
             return self._failed(request, Outcome.FAILED, str(exc))
-        workdir.mkdir(parents=True, exist_ok=True)
+        self.custody.prepare(workdir)
         turn = _Turn()
         with self._lock:
             if request.turn_id in self._turns:
                 raise RuntimeError(f"turn {request.turn_id} is already running on {self.runtime_name}")
             self._turns[request.turn_id] = turn
         try:
-            return self._execute(request, argv, stdin_text, workdir, turn)
+            return self._execute(request, invocation, workdir, turn)
         finally:
+            self.custody.release(workdir)
             with self._lock:
                 self._turns.pop(request.turn_id, None)
 
-    def _execute(
-        self, request: TurnRequest, argv: list[str], stdin_text: str | None, workdir: Path, turn: _Turn
-    ) -> TurnResult:
-        env = dict(self._env, PACER_SESSION_ID=str(request.session_id), PACER_TURN_ID=str(request.turn_id))
+    def _execute(self, request: TurnRequest, invocation: Invocation, workdir: Path, turn: _Turn) -> TurnResult:
+        argv, stdin_text = invocation.argv, invocation.stdin
+        env = self.custody.environment(self._environ, {"PACER_SESSION_ID": str(request.session_id), "PACER_TURN_ID": str(request.turn_id)})
+        prompt_fd = _prompt_descriptor(request.prompt) if invocation.prompt_file else None
         started = time.monotonic()
         try:
             proc = subprocess.Popen(  # an argv list, never a shell
-                argv,
+                self.custody.command(argv, workdir, grace_s=self.kill_grace_s, prompt_fd=prompt_fd),
                 cwd=workdir,
                 env=env,
                 stdin=subprocess.PIPE if stdin_text is not None else subprocess.DEVNULL,
                 stdout=subprocess.PIPE,
                 stderr=subprocess.PIPE,
-                start_new_session=True,
                 close_fds=True,
+                pass_fds=(prompt_fd,) if prompt_fd is not None else (),
+                **self.custody.popen_options(),
             )
-        except FileNotFoundError:
-            return self._failed(request, Outcome.FAILED, render("text/runner_error.j2", kind="not_found", program=argv[0]))
         except OSError as exc:
             message = exc.strerror or type(exc).__name__
             return self._failed(
                 request, Outcome.FAILED, render("text/runner_error.j2", kind="not_started", program=argv[0], message=message)
             )
+        finally:
+            if prompt_fd is not None:
+                os.close(prompt_fd)
         with turn.lock:
             turn.proc = proc
             halted_before_start = turn.halted.is_set()
         if halted_before_start:
-            _signal_group(proc, signal.SIGTERM)
+            _signal_leash(proc)
         try:
             head = Announcement(request.agent_session_id, request.on_agent_session)
             out, err = Tail(proc.stdout, self.max_output_bytes, head), Tail(proc.stderr, self.max_output_bytes)
@@ -245,12 +285,12 @@ class CommandRunner:
                 threading.Thread(target=_feed, args=(proc, stdin_text), daemon=True, name="pacer-runner-stdin").start()
             timed_out = self._wait(proc, turn, started + self.timeout_s)
         except BaseException:
-            _signal_group(proc, signal.SIGKILL)  # never leave an agent running behind an error
+            _kill_group(proc)  # never leave an agent running behind an error
             proc.wait()
             raise
         with turn.lock:
             turn.finished = True
-        _signal_group(proc, signal.SIGKILL)  # whatever the agent left running in its group
+        _kill_group(proc)  # the leash has ended what the agent left; this is for a leash that was killed
         out.join(READER_JOIN_SECONDS)
         err.join(READER_JOIN_SECONDS)
         wall_ms = int((time.monotonic() - started) * 1000)
@@ -259,7 +299,8 @@ class CommandRunner:
         return self._result(request, proc.returncode, out, err, wall_ms, timed_out, turn.halted.is_set())
 
     def _wait(self, proc: subprocess.Popen[bytes], turn: _Turn, deadline: float) -> bool:
-        """Wait for the agent; on a halt or past the deadline, SIGTERM then SIGKILL its group.
+        """Wait for the agent; on a halt or past the deadline, ask the leash to stop it (it kills
+        after the grace), and kill the leash's group should the leash itself not end.
 
         Returns whether the deadline passed.
         """
@@ -268,13 +309,13 @@ class CommandRunner:
         while True:
             now = time.monotonic()
             if term_sent_at is None and turn.halted.is_set():
-                term_sent_at = now  # halt() already sent the SIGTERM
+                term_sent_at = now  # halt() already asked the leash
             if term_sent_at is None and now >= deadline:
                 timed_out, term_sent_at = True, now
                 log.warning("turn ran past its %.0fs timeout; terminating pid %s", self.timeout_s, proc.pid)
-                _signal_group(proc, signal.SIGTERM)
-            if term_sent_at is not None and now - term_sent_at >= self.kill_grace_s:
-                _signal_group(proc, signal.SIGKILL)
+                _signal_leash(proc)
+            if term_sent_at is not None and now - term_sent_at >= self.kill_grace_s + LEASH_MARGIN_SECONDS:
+                _kill_group(proc)
                 proc.wait()
                 return timed_out
             step = POLL_SECONDS if term_sent_at is not None else min(POLL_SECONDS, max(deadline - now, 0.0))
@@ -316,6 +357,8 @@ class CommandRunner:
         if timed_out:
             error = render("text/runner_error.j2", kind="timeout", seconds=f"{self.timeout_s:g}")
             return replace(base, outcome=Outcome.FAILED_RETRYABLE, error=error)
+        if exit_code == leash.NOT_EXECUTABLE and stderr.startswith(leash.CANNOT_RUN):
+            return replace(base, outcome=Outcome.FAILED, error=render("text/runner_error.j2", kind="not_found", program=self.words[0]))
         outcome, reset_at, failure = classify(exit_code, stdout, stderr, report, self._clock.now())
         if outcome is Outcome.MODEL_ACCESS:
             # The queue hold names the model: as the refusal wrote it, else as the command chose it.
@@ -329,4 +372,4 @@ class CommandRunner:
         return TurnResult(outcome=outcome, error=error, agent_session_id=request.agent_session_id)
 
 
-__all__ = ["CommandRunner", "build_argv", "child_environment", "classify", "split_template"]
+__all__ = ["ARGUMENT_BYTES", "CommandRunner", "Invocation", "build_argv", "classify", "split_template"]
