@@ -1,15 +1,27 @@
-"""Workspaces: a git mirror per repository and a worktree per session, on its own branch.
+"""Workspaces: a git mirror per repository, Pacer's own, and a clone of it per session, the agent's.
 
     spaces = Workspaces(root, GitRemote("https://github.com/{repository}.git", token=...))
     space = spaces.open(session_id=42, repository="acme/api", title="Fix the flaky login test")
-    space.path      # the runner's {workdir}: a checkout of the default branch
+    space.path      # the runner's {workdir}: the session's own repository, on its own branch
     space.branch    # pacer/42-fix-the-flaky-login-test
+    spaces.new_commits(space); spaces.push(space)   # after a turn: what it committed, to the remote
 
-Later turns of the session reuse its worktree. The token reaches git only for the one command
-that talks to the remote (fetch, push), as configuration passed in that command's environment
-(GIT_CONFIG_COUNT/KEY/VALUE): never in a remote URL, never in the mirror's or the worktree's
-config, never on a command line, never in the agent's environment (seed of this rule:
-PRACTICES.md, "Agents and git").
+Later turns of the session reuse its working tree. Everything in it — files, `.git/config`,
+hooks, the branch it has checked out — is the agent's and therefore hostile, so Pacer never runs
+git in it once the agent has had it. After a turn Pacer fetches the session's branch, by the name
+Pacer gave it, out of the session's repository into its own mirror (`refs/sessions/<id>/heads/`):
+the one operation git documents as safe against an untrusted repository (`git upload-pack` avoids
+the served repository's dangerous configuration and hooks), with every object's hash checked as
+it arrives. Counting and pushing then run in the mirror, to the remote's own URL. The agent cannot
+write the mirror (it is Pacer's; see custody.py), so nothing one session plants reaches the next.
+
+Every git command Pacer runs gets a minimal environment (PATH, a HOME with no configuration, no
+system or global configuration, no terminal prompt) and configuration that turns off what a
+repository could make git execute: hooks, fsmonitor, credential helpers, pagers, the `ext::`
+transport. The token reaches git only for the one command that talks to the remote (fetch, push),
+as an `http.extraHeader` in that command's environment (GIT_CONFIG_COUNT/KEY/VALUE): never in a
+URL, never in a config file, never on a command line, never in the agent's environment
+(PRACTICES.md, "Agents and git").
 """
 
 from __future__ import annotations
@@ -33,6 +45,22 @@ log = logging.getLogger("pacer.workspaces")
 REPOSITORY = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*/[A-Za-z0-9][A-Za-z0-9_.-]*$")
 SLUG_CHARS = 40
 GIT_TIMEOUT_SECONDS = 600
+# What a repository's configuration could make Pacer's git run, turned off on every command.
+HARDENED = (
+    ("core.hooksPath", os.devnull),
+    ("core.fsmonitor", "false"),
+    ("credential.helper", ""),
+    ("core.pager", "cat"),
+    ("core.askPass", ""),
+    ("protocol.ext.allow", "never"),
+    ("gc.auto", "0"),  # a session's repository was made from the mirror's objects: they stay
+    ("maintenance.auto", "false"),
+    ("advice.detachedHead", "false"),
+)
+PASSED_TO_GIT = ("PATH", "LANG", "SSH_AUTH_SOCK", "GIT_SSH_COMMAND", "SSL_CERT_FILE", "SSL_CERT_DIR", "HTTPS_PROXY", "https_proxy",
+                 "HTTP_PROXY", "http_proxy", "NO_PROXY", "no_proxy")
+# upload-pack of a session's repository: it is the agent's, so its owner may not be Pacer's user.
+UPLOAD_PACK = "git -c safe.directory=* -c core.hooksPath=/dev/null upload-pack"
 
 
 class WorkspaceError(Exception):
@@ -53,15 +81,14 @@ class GitRemote:
     def url(self, repository: str) -> str:
         return self.template.format(repository=repository)
 
-    def credential_env(self, token: str | None = None) -> dict[str, str]:
-        """Git configuration for one command, in its environment only: an Authorization header
-        for HTTP remotes (GitHub accepts a token as the password of x-access-token). `token`
-        (a GitHub App installation's) stands in for the remote's own."""
+    def credential_config(self, token: str | None = None) -> list[tuple[str, str]]:
+        """An Authorization header for HTTP remotes (GitHub accepts a token as the password of
+        x-access-token). `token` (a GitHub App installation's) stands in for the remote's own."""
         token = token or self.token
         if not token:
-            return {}
+            return []
         basic = base64.b64encode(f"x-access-token:{token}".encode()).decode()
-        return {"GIT_CONFIG_COUNT": "1", "GIT_CONFIG_KEY_0": "http.extraHeader", "GIT_CONFIG_VALUE_0": f"Authorization: Basic {basic}"}
+        return [("http.extraHeader", f"Authorization: Basic {basic}")]
 
 
 @dataclass(frozen=True)
@@ -70,7 +97,8 @@ class Workspace:
     repository: str
     path: Path
     branch: str
-    created: bool  # False: an earlier turn's worktree, reused
+    created: bool  # False: an earlier turn's working tree, reused
+    start: str = ""  # the mirror's ref the branch started from: what "new commits" are counted against
 
 
 def slug(title: str) -> str:
@@ -82,9 +110,23 @@ def branch_name(session_id: int, title: str) -> str:
     return f"pacer/{session_id}-{slug(title)}"
 
 
+def git_environment(environ: Mapping[str, str], home: Path, config: Sequence[tuple[str, str]]) -> dict[str, str]:
+    """What one of Pacer's git commands runs with: a few names of `environ`, no configuration
+    but Pacer's own (`HARDENED`, then `config`), nothing that prompts."""
+    env = {k: environ[k] for k in PASSED_TO_GIT if k in environ}
+    env.setdefault("PATH", os.defpath)
+    env.update(HOME=str(home), GIT_CONFIG_NOSYSTEM="1", GIT_CONFIG_GLOBAL=os.devnull, GIT_TERMINAL_PROMPT="0", GIT_ASKPASS="",
+               SSH_ASKPASS="", LC_ALL="C")
+    pairs = [*HARDENED, *config]
+    env["GIT_CONFIG_COUNT"] = str(len(pairs))
+    for i, (key, value) in enumerate(pairs):
+        env[f"GIT_CONFIG_KEY_{i}"], env[f"GIT_CONFIG_VALUE_{i}"] = key, value
+    return env
+
+
 class Workspaces:
     def __init__(self, root: str | Path, remote: GitRemote, *, git: str = "git", max_bytes: int | None = None) -> None:
-        self.root = Path(root)
+        self.root = Path(root).resolve()
         self.remote = remote
         self.git = git
         self.max_bytes = max_bytes  # what every workspace together may use (`runners.workspace.sweep` holds it)
@@ -98,22 +140,25 @@ class Workspaces:
             return self._locks.setdefault(repository.lower(), threading.RLock())
 
     def mirror_path(self, repository: str) -> Path:
-        return self.root / "mirrors" / f"{repository}.git"
+        return self.root / "mirrors" / f"{repository.lower()}.git"
 
     def worktree_path(self, session_id: int) -> Path:
         return self.root / "sessions" / f"session-{session_id}"
 
     def _run(self, args: Sequence[str], *, step: str, cwd: Path | None = None, remote: bool = False, token: str | None = None) -> str:
-        env = {k: v for k, v in os.environ.items() if not k.startswith("GIT_CONFIG_")}
-        env["GIT_TERMINAL_PROMPT"] = "0"  # never wait for a password on a terminal nobody watches
-        if remote:
-            env.update(self.remote.credential_env(token))
-        done = subprocess.run([self.git, *args], cwd=cwd, env=env, capture_output=True, text=True, timeout=GIT_TIMEOUT_SECONDS, check=False)
+        home = self.root / "git-home"
+        home.mkdir(parents=True, exist_ok=True)
+        env = git_environment(os.environ, home, self.remote.credential_config(token) if remote else [])
+        done = subprocess.run([self.git, *args], cwd=cwd or self.root, env=env, capture_output=True, text=True, timeout=GIT_TIMEOUT_SECONDS,
+                              check=False)
         if done.returncode != 0:
             lines = (done.stderr or done.stdout).strip().splitlines()
             said = self._redact([line for line in lines if line.startswith(("fatal:", "error:"))][:1] or lines[-1:] or [""], token)
             raise WorkspaceError(error_text("workspaces/git_failed", step=step, code=done.returncode, said=said))
         return done.stdout
+
+    def _in_mirror(self, repository: str, *args: str, step: str, remote: bool = False, token: str | None = None) -> str:
+        return self._run(["--git-dir", str(self.mirror_path(repository)), *args], step=step, remote=remote, token=token)
 
     def _redact(self, lines: Sequence[str], token: str | None = None) -> str:
         text = " ".join(lines)
@@ -123,102 +168,139 @@ class Workspaces:
 
     def sync(self, repository: str, *, token: str | None = None) -> Path:
         """The repository's mirror, cloned the first time and fetched after (with `token`, when
-        given, for those two commands)."""
+        given, for those two commands). The remote's branches land in refs/remotes/origin/*."""
         if not REPOSITORY.match(repository) or ".." in repository:
             raise WorkspaceError(error_text("workspaces/not_a_repository", repository=repository))
         with self._mirror_lock(repository):
-            return self._sync(repository, token)
-
-    def _sync(self, repository: str, token: str | None) -> Path:
-        mirror = self.mirror_path(repository)
-        if not (mirror / "HEAD").exists():
-            mirror.parent.mkdir(parents=True, exist_ok=True)
-            self._run(["clone", "--bare", self.remote.url(repository), str(mirror)], step="clone", remote=True, token=token)
-            # Remote-tracking refs, so a session's branch can track the one it started from.
-            self._run(["--git-dir", str(mirror), "config", "remote.origin.fetch", "+refs/heads/*:refs/remotes/origin/*"], step="config")
-        # Into origin/*, never into local branches: a session's branch is checked out in its
-        # worktree, and git refuses to move a branch a worktree has checked out.
-        self._run(["--git-dir", str(mirror), "fetch", "--prune", "origin"], step="fetch", remote=True, token=token)
-        return mirror
+            mirror = self.mirror_path(repository)
+            if not (mirror / "HEAD").exists():
+                mirror.parent.mkdir(parents=True, exist_ok=True)
+                self._run(["clone", "--bare", "--", self.remote.url(repository), str(mirror)], step="clone", remote=True, token=token)
+            # To the remote's own URL, whatever a config says: the refspec is Pacer's too.
+            self._in_mirror(repository, "fetch", "--prune", "--no-tags", self.remote.url(repository), "+refs/heads/*:refs/remotes/origin/*",
+                            step="fetch", remote=True, token=token)
+            return mirror
 
     def open(self, *, session_id: int, repository: str, title: str, base: str | None = None, token: str | None = None) -> Workspace:
-        """The session's worktree: reused when an earlier turn made it, else made from `base`
-        (a pull request's branch) or the default branch, on the session's own branch."""
+        """The session's working tree: reused when an earlier turn made it, else made from the
+        session's branch if the mirror has one, else from `base` (a pull request's branch) or the
+        default branch, on a new branch of the session's own."""
         path = self.worktree_path(session_id)
-        if (path / ".git").exists():
-            branch = self._run(["rev-parse", "--abbrev-ref", "HEAD"], step="rev-parse", cwd=path).strip()
-            return Workspace(session_id, repository, path, branch, created=False)
         with self._mirror_lock(repository):
-            return self._make(session_id, repository, title, base, token)
+            reuse = (path / ".git").is_dir() and not (path / ".git").is_symlink()
+            if not reuse or not (self.mirror_path(repository) / "HEAD").exists():
+                self.sync(repository, token=token)
+            default = self._in_mirror(repository, "symbolic-ref", "--short", "HEAD", step="default branch").strip()
+            start = f"refs/remotes/origin/{base or default}"
+            kept = self._session_branch(repository, session_id)
+            branch = kept[0] if kept else branch_name(session_id, title)
+            if reuse:
+                return Workspace(session_id, repository, path, branch, created=False, start=start)
+            if self.remove(session_id, repository):  # a worktree of the mirror an earlier layout made, or a broken tree
+                self._in_mirror(repository, "worktree", "prune", step="worktree prune")
+            if kept is None:  # the mirror is what remembers the branch Pacer gave the session
+                self._in_mirror(repository, "update-ref", f"refs/sessions/{session_id}/heads/{branch}", start, step="update-ref")
+            self._make(repository, path, branch, kept[1] if kept else start, start)
+        log.info("session #%s works in %s on %s (from %s)", session_id, path, branch, "its branch" if kept else start)
+        return Workspace(session_id, repository, path, branch, created=True, start=start)
 
-    def _make(self, session_id: int, repository: str, title: str, base: str | None, token: str | None) -> Workspace:
-        path = self.worktree_path(session_id)
-        mirror = self.mirror_path(repository)
-        self.sync(repository, token=token)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        self._run(["--git-dir", str(mirror), "worktree", "prune"], step="worktree prune")  # a worktree removed by hand
-        kept = self._session_branch(mirror, session_id)
-        if kept is not None:
-            # Its worktree was removed (archive, TTL) and a new turn came: its branch, with its
-            # commits and its upstream, is still in the mirror.
-            self._run(["--git-dir", str(mirror), "worktree", "add", str(path), kept], step="worktree add")
-            log.info("session #%s works in %s on %s again", session_id, path, kept)
-            return Workspace(session_id, repository, path, kept, created=True)
-        branch = branch_name(session_id, title)
-        start = "origin/" + (base or self._run(["--git-dir", str(mirror), "symbolic-ref", "--short", "HEAD"], step="default branch").strip())
-        self._run(["--git-dir", str(mirror), "worktree", "add", "-b", branch, str(path), start], step="worktree add")
-        self._run(["branch", f"--set-upstream-to={start}"], step="upstream", cwd=path)
-        log.info("session #%s works in %s on %s (from %s)", session_id, path, branch, start)
-        return Workspace(session_id, repository, path, branch, created=True)
+    def _make(self, repository: str, path: Path, branch: str, source: str, start: str) -> None:
+        """A new repository at `path` holding the remote's branches and `branch` at `source`,
+        checked out. Built beside it and renamed into place, so a crash leaves no half-made tree."""
+        building = path.with_name(f".{path.name}.new")
+        shutil.rmtree(building, ignore_errors=True)
+        building.parent.mkdir(parents=True, exist_ok=True)
+        self._run(["init", "-q", str(building)], step="init")
+        refspecs = ["+refs/remotes/origin/*:refs/remotes/origin/*", f"+{source}:refs/heads/{branch}"]
+        self._run(["fetch", "-q", "--no-tags", str(self.mirror_path(repository)), *refspecs], step="fetch from the mirror", cwd=building)
+        self._run(["checkout", "-q", branch], step="checkout", cwd=building)
+        upstream = start.removeprefix("refs/remotes/origin/")
+        for key, value in (("remote.origin.url", self.remote.url(repository)), ("remote.origin.fetch", "+refs/heads/*:refs/remotes/origin/*"),
+                           (f"branch.{branch}.remote", "origin"), (f"branch.{branch}.merge", f"refs/heads/{upstream}")):
+            self._run(["config", key, value], step="config", cwd=building)
+        os.rename(building, path)
 
-    def _session_branch(self, mirror: Path, session_id: int) -> str | None:
-        """The branch an earlier worktree of the session made, if the mirror has one."""
-        found = self._run(["--git-dir", str(mirror), "branch", "--list", "--format=%(refname:short)", f"pacer/{session_id}-*"],
-                          step="branch list")
-        names = found.split()
-        return names[0] if names else None
+    def _session_branch(self, repository: str, session_id: int) -> tuple[str, str] | None:
+        """The branch Pacer gave the session and the mirror's ref holding it, if the mirror has
+        one: collected after an earlier turn, pushed to the remote, or made by an earlier layout."""
+        found = self._in_mirror(repository, "for-each-ref", "--format=%(refname)", f"refs/sessions/{session_id}/heads/",
+                                f"refs/remotes/origin/pacer/{session_id}-*", f"refs/heads/pacer/{session_id}-*", step="branch list")
+        refs = found.split()
+        for prefix in (f"refs/sessions/{session_id}/heads/", "refs/remotes/origin/", "refs/heads/"):
+            for ref in refs:
+                if ref.startswith(prefix):
+                    return ref[len(prefix):], ref
+        return None
+
+    def collect(self, space: Workspace) -> str:
+        """Fetch the session's branch, by the name Pacer gave it, from its working tree into the
+        mirror; the ref it landed in. Refused when the working tree's repository borrows objects
+        from elsewhere (an agent could point it at another repository's)."""
+        dot_git = space.path / ".git"
+        for checked in (dot_git, dot_git / "objects"):
+            if checked.is_symlink() or not checked.is_dir():
+                raise WorkspaceError(error_text("workspaces/tampered", path=checked, what="is not a directory of its own"))
+        for borrowed in ("alternates", "http-alternates"):
+            if (dot_git / "objects" / "info" / borrowed).exists():
+                raise WorkspaceError(error_text("workspaces/tampered", path=dot_git / "objects" / "info" / borrowed, what="borrows objects"))
+        ref = f"refs/sessions/{space.session_id}/heads/{space.branch}"
+        with self._mirror_lock(space.repository):
+            self._in_mirror(space.repository, "fetch", "-q", "--no-tags", f"--upload-pack={UPLOAD_PACK}", str(dot_git),
+                            f"+refs/heads/{space.branch}:{ref}", step="collect the session's branch")
+        return ref
 
     def new_commits(self, space: Workspace) -> int:
-        """Commits on the session's branch that its upstream lacks: the branch it started from
-        until its first push, its own copy on the remote after. Zero: nothing to push."""
-        return int(self._run(["rev-list", "--count", "@{upstream}..HEAD"], step="rev-list", cwd=space.path).strip() or 0)
+        """Commits on the session's branch that the remote lacks: its own copy there once pushed,
+        the branch it started from until then. Zero: nothing to push."""
+        ref = self.collect(space)
+        pushed = f"refs/remotes/origin/{space.branch}"
+        has_pushed = self._in_mirror(space.repository, "for-each-ref", "--format=%(refname)", pushed, step="branch list").strip()
+        against = pushed if has_pushed else space.start
+        return int(self._in_mirror(space.repository, "rev-list", "--count", f"{against}..{ref}", step="rev-list").strip() or 0)
 
     def push(self, space: Workspace, *, token: str | None = None) -> None:
-        """Push the session's branch. A rejected push (the branch moved on the remote) raises
-        with git's words; it is reported, never retried blindly or forced."""
+        """Push the session's branch, as collected, from the mirror. A rejected push (the branch
+        moved on the remote) raises with git's words; it is reported, never retried blindly or forced."""
+        ref = f"refs/sessions/{space.session_id}/heads/{space.branch}"
         with self._mirror_lock(space.repository):
-            self._run(["push", "origin", f"{space.branch}:refs/heads/{space.branch}"], step="push", cwd=space.path, remote=True, token=token)
-            self._run(["fetch", "origin", f"+refs/heads/{space.branch}:refs/remotes/origin/{space.branch}"], step="fetch", cwd=space.path,
-                      remote=True, token=token)
-            self._run(["branch", f"--set-upstream-to=origin/{space.branch}"], step="upstream", cwd=space.path)
+            self._in_mirror(space.repository, "push", "--no-verify", "--", self.remote.url(space.repository), f"{ref}:refs/heads/{space.branch}",
+                            step="push", remote=True, token=token)
+            self._in_mirror(space.repository, "update-ref", f"refs/remotes/origin/{space.branch}", ref, step="update-ref")
 
     def remove(self, session_id: int, repository: str) -> bool:
-        """Remove the session's worktree (its branch stays in the mirror); False when none."""
+        """Remove the session's working tree (its branch stays in the mirror); False when none."""
         path = self.worktree_path(session_id)
-        if not path.exists():
+        if not path.exists() and not path.is_symlink():
             return False
-        mirror = self.mirror_path(repository)
-        try:
-            self._run(["--git-dir", str(mirror), "worktree", "remove", "--force", str(path)], step="worktree remove")
-        except WorkspaceError:
-            shutil.rmtree(path, ignore_errors=True)  # a worktree whose mirror is gone is only files
-            self._run(["--git-dir", str(mirror), "worktree", "prune"], step="worktree prune")
+        if path.is_symlink():
+            path.unlink()
+        else:
+            shutil.rmtree(path, ignore_errors=True)
         return True
 
     def worktree_bytes(self, session_id: int) -> int:
         return _size(self.worktree_path(session_id))
 
     def usage(self) -> Mapping[str, int]:
-        """Bytes on disk: every mirror together, and each session's worktree."""
+        """Bytes on disk: every mirror together, and each session's working tree."""
         found = {"mirrors": _size(self.root / "mirrors")}
         sessions = self.root / "sessions"
         if sessions.exists():
             for child in sorted(sessions.iterdir()):
-                found[child.name] = _size(child)
+                if not child.name.startswith("."):
+                    found[child.name] = _size(child)
         return found
 
 
 def _size(path: Path) -> int:
-    if not path.exists():
+    if not path.exists() or path.is_symlink():
         return 0
-    return sum(p.stat().st_size for p in path.rglob("*") if p.is_file() and not p.is_symlink())
+    total = 0
+    for dirpath, _dirnames, filenames in os.walk(path):  # never follows a link the agent planted
+        for name in filenames:
+            try:
+                info = os.lstat(os.path.join(dirpath, name))
+            except OSError:
+                continue
+            total += info.st_size if not os.path.islink(os.path.join(dirpath, name)) else 0
+    return total
