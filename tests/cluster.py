@@ -4,8 +4,8 @@ stand-in agent that logs every run it starts, so a turn run twice, or never, sho
 
 from __future__ import annotations
 
+import atexit
 import os
-import signal
 import socket
 import subprocess
 import sys
@@ -27,20 +27,22 @@ from integrations.apscheduler_deferrer import JOB_TABLE
 from scheduler import db as dbmod
 from scheduler.records import hold_job_id
 from tests.conftest import NO_POSTGRES
+from tests.custody_support import agent_python, custody_settings, make_room, remove_room, require_custody
 
 ROOT = Path(__file__).resolve().parents[1]
 TOKEN = "workers-test-token"
 LEASE_SECONDS = 2.0
 SLOTS = 12  # two workers of six
 
-# A stand-in for a coding agent: logs "<session> <turn> <pid> <epoch>" as it starts, then works for the
-# seconds its prompt names ("sleep=N"), or one second when it continues a session it has worked on
-# before (as an agent's --resume picks up where it left off).
+# A stand-in for a coding agent: logs "<session> <turn> <pid> <epoch>" as it starts, in its session's
+# working directory (the one place an agent in custody may write), then works for the seconds its
+# prompt names ("sleep=N"), or one second when it continues a session it has worked on before (as an
+# agent's --resume picks up where it left off).
 AGENT = """
 import json, os, re, sys, time
 session, turn = sys.argv[1], sys.argv[2]
 prompt = sys.stdin.read()
-log = os.environ["P12_AGENT_LOG"]
+log = "runs.log"
 again = os.path.exists(log) and any(line.split(" ")[0] == session for line in open(log).read().splitlines() if line)
 with open(log, "a") as f:
     f.write(f"{session} {turn} {os.getpid()} {time.time()}\\n")
@@ -73,12 +75,15 @@ def scratch_database(prefix: str) -> Iterator[str]:
 
 
 class Cluster:
-    """`pacer serve` and `pacer worker` processes on one database, sharing one agent log."""
+    """`pacer serve` and `pacer worker` processes on one database, their agents in the custody that
+    ships, each logging its runs in its session's working directory."""
 
     def __init__(self, tmp: Path, url: str) -> None:
         self.tmp, self.url = tmp, url
-        self.agent, self.agent_log = tmp / "agent.py", tmp / "agent.log"
-        self.agent.write_text(AGENT)
+        require_custody()
+        self.room = make_room(**{"agent.py": AGENT})
+        atexit.register(remove_room, self.room)  # read after stop(): the runs, the logs
+        self.agent = self.room / "bin" / "agent.py"
         self.procs: dict[str, subprocess.Popen[bytes]] = {}
         self.urls: dict[str, str] = {}  # each `pacer serve` by name
 
@@ -87,9 +92,9 @@ class Cluster:
             **os.environ, "PYTHONPATH": str(ROOT), "PACER_API_TOKEN": TOKEN, "DATABASE_URL": self.url,
             "PACER_TURN_QUEUE": "procrastinate", "PACER_TURN_LEASE_SECONDS": str(LEASE_SECONDS),
             "PACER_MAX_SESSIONS": str(SLOTS), "PACER_AGENT_WORKERS": str(SLOTS), "PACER_DRAIN_SECONDS": "2",
-            "PACER_RUNNER": "command", "PACER_RUNNER_COMMAND": f"{sys.executable} {self.agent} {{session_id}} {{turn_id}}",
-            "PACER_WORKDIR": str(self.tmp / "work"), "PACER_WORKSPACES": str(self.tmp / "workspaces"),
-            "PACER_LOG_LEVEL": "INFO", "P12_AGENT_LOG": str(self.agent_log),
+            "PACER_RUNNER": "command", "PACER_RUNNER_COMMAND": f"{agent_python()} {self.agent} {{session_id}} {{turn_id}}",
+            "PACER_WORKDIR": str(self.room / "work"), "PACER_WORKSPACES": str(self.room / "workspaces"),
+            "PACER_LOG_LEVEL": "INFO", **custody_settings(self.room, "shipped"),
             # Spot work waits for slots only: windows too large for the pace to hold it, and no
             # preemption (a preempted session sleeps until the five-minute ceiling sweep).
             "PACER_WINDOW_5H_USD": "100000", "PACER_WINDOW_7D_USD": "1000000", "PACER_PREEMPTION": "false", **extra,
@@ -135,9 +140,8 @@ class Cluster:
         return {int(t): float(at) for _s, t, _pid, at in self._log()}
 
     def _log(self) -> list[list[str]]:
-        if not self.agent_log.exists():
-            return []
-        return [line.split() for line in self.agent_log.read_text().splitlines() if line]
+        lines = [line.split() for log in (self.room / "work").glob("session-*/runs.log") for line in log.read_text().splitlines() if line]
+        return sorted(lines, key=lambda fields: float(fields[3]))
 
     def logs(self, name: str) -> str:
         path = self.tmp / f"{name}.log"
@@ -152,12 +156,6 @@ class Cluster:
                 proc.wait(timeout=20)
             except subprocess.TimeoutExpired:
                 proc.kill()
-        # A killed worker's agents outlive it in their own process groups: end them here.
-        for _s, _t, pid, _at in self._log():
-            try:
-                os.killpg(int(pid), signal.SIGKILL)
-            except (ProcessLookupError, PermissionError, ValueError):
-                pass
 
 
 @dataclass(frozen=True)

@@ -127,7 +127,7 @@ def test_a_turn_cut_off_after_its_agent_named_its_session_re_runs_with_resume(an
     b, b_deferrer, b_workers = process(any_engine, clock, "b")
     template = f"{shlex.quote(sys.executable)} {shlex.quote(str(FAKE))} -p {{prompt}} --output-format stream-json --verbose"
     runner = CommandRunner(template, "--resume {agent_session_id}", "claude_code", 60, tmp_path / "work",
-                           withheld=frozenset(), env={"PATH": "/usr/bin:/bin"})
+                           env={"PATH": "/usr/bin:/bin"})
     pool = LeasedPool(ThreadWorkerPool(runner, 1), any_engine, "a", LEASE, clock.now)
     a.workers = pool
     prompt = "[fake:stream][fake:slow=30] long work"
@@ -148,7 +148,7 @@ def test_a_turn_cut_off_after_its_agent_named_its_session_re_runs_with_resume(an
         b_deferrer.advance(timedelta(seconds=1))
         again = b_workers.submitted[-1]
         assert (again.session_id, again.agent_session_id) == (sa, said)
-        argv, _ = build_argv(runner.words, runner.resume_words, again, tmp_path)
+        argv = build_argv(runner.words, runner.resume_words, again, tmp_path).argv
         assert argv[-2:] == ["--resume", said]
         assert pool.beat() == [turn.id]  # a wakes and stops its run: the conversation goes on on b
         deadline = time.monotonic() + 10

@@ -11,7 +11,6 @@ from pathlib import Path
 
 import pytest
 
-from bot.adapters import WITHHELD_FROM_AGENTS
 from integrations.runners.command import CommandRunner
 from integrations.runners.outcomes import model_option, refused_model
 from scheduler.clock import VirtualClock
@@ -65,7 +64,7 @@ def test_the_command_names_the_model_it_chooses(words: list[str], model: str | N
 def test_the_command_runner_reports_model_access_with_the_model(tmp_path: Path, said: str, model: str) -> None:
     template = f"{shlex.quote(sys.executable)} {shlex.quote(str(FAKE))} -p {{prompt}} --output-format json --model opus"
     runner = CommandRunner(template, "", "claude_code", 30, tmp_path / "work", env={"PATH": "/usr/bin:/bin"},
-                           clock=VirtualClock(T0), withheld=WITHHELD_FROM_AGENTS)
+                           clock=VirtualClock(T0))
     result = runner.run(TurnRequest(session_id=3, turn_id=1, prompt=f"[fake:error={said}]", runtime="claude_code"))
     assert result.outcome is Outcome.MODEL_ACCESS, result.error
     assert result.extra["model"] == model

@@ -12,6 +12,7 @@ that arrived through it. A stand-in agent logs every run it starts, so a turn ru
 
 from __future__ import annotations
 
+import atexit
 import os
 import signal
 import socket
@@ -34,6 +35,7 @@ from integrations.apscheduler_deferrer import APSchedulerDeferrer, build_schedul
 from integrations.shared_alarms import AlarmListener, SharedDeferrer
 from scheduler import db as dbmod
 from tests.cluster import scratch_database
+from tests.custody_support import agent_python, custody_settings, make_room, remove_room, require_custody
 
 ROOT = Path(__file__).resolve().parents[1]
 TOKEN = "replicas-test-token"
@@ -45,11 +47,11 @@ AGENT = """
 import json, os, re, sys, time
 session, turn = sys.argv[1], sys.argv[2]
 prompt = sys.stdin.read()
-log = os.environ["P12_AGENT_LOG"]
+log = "runs.log"  # in its session's working directory: the one place an agent in custody may write
 seen = open(log).read().split("\\n") if os.path.exists(log) else []
 again = any(line.split(" ")[0] == session for line in seen if line)
 with open(log, "a") as f:
-    f.write(f"{session} {turn} {os.getpid()}\\n")
+    f.write(f"{session} {turn} {os.getpid()} {time.time()}\\n")
 asked = re.search(r"sleep=([0-9.]+)", prompt)
 time.sleep(1.0 if again or not asked else float(asked.group(1)))
 print(json.dumps({"type": "result", "is_error": False, "result": "ok", "total_cost_usd": 0.001, "session_id": f"agent-{session}"}))
@@ -96,12 +98,15 @@ def database_url() -> Iterator[str]:
 
 
 class Replicas:
-    """`pacer serve` processes on one database, each on its own port, sharing one agent log."""
+    """`pacer serve` processes on one database, each on its own port, their agents in the custody
+    that ships, each logging its runs in its session's working directory."""
 
     def __init__(self, tmp: Path, url: str, **settings: str) -> None:
         self.tmp, self.url = tmp, url
-        self.agent, self.agent_log = tmp / "agent.py", tmp / "agent.log"
-        self.agent.write_text(AGENT)
+        require_custody()
+        self.room = make_room(**{"agent.py": AGENT})
+        atexit.register(remove_room, self.room)
+        self.agent = self.room / "bin" / "agent.py"
         self.settings = settings
         self.procs: list[subprocess.Popen[bytes]] = []
         self.ports: list[int] = []
@@ -112,9 +117,9 @@ class Replicas:
         env = {
             **os.environ, "PYTHONPATH": str(ROOT), "PACER_PORT": str(port), "PACER_API_TOKEN": TOKEN,
             "DATABASE_URL": self.url, "PACER_RUNNER": "command",
-            "PACER_RUNNER_COMMAND": f"{sys.executable} {self.agent} {{session_id}} {{turn_id}}",
-            "PACER_WORKDIR": str(self.tmp / "work"), "PACER_WORKSPACES": str(self.tmp / "workspaces"),
-            "PACER_LOG_LEVEL": "INFO", "P12_AGENT_LOG": str(self.agent_log), **self.settings,
+            "PACER_RUNNER_COMMAND": f"{agent_python()} {self.agent} {{session_id}} {{turn_id}}",
+            "PACER_WORKDIR": str(self.room / "work"), "PACER_WORKSPACES": str(self.room / "workspaces"),
+            "PACER_LOG_LEVEL": "INFO", **custody_settings(self.room, "shipped"), **self.settings,
         }
         log = (self.tmp / f"{name}.log").open("ab")
         proc = subprocess.Popen([sys.executable, "-m", "bot.cli", "serve"], cwd=self.tmp, env=env, stdout=log, stderr=subprocess.STDOUT)
@@ -132,9 +137,8 @@ class Replicas:
 
     def runs(self) -> list[tuple[int, int]]:
         """(session, turn) for every run the agent started, in order."""
-        if not self.agent_log.exists():
-            return []
-        return [(int(s), int(t)) for s, t, _pid in (line.split() for line in self.agent_log.read_text().splitlines() if line)]
+        lines = [line.split() for log in (self.room / "work").glob("session-*/runs.log") for line in log.read_text().splitlines() if line]
+        return [(int(s), int(t)) for s, t, _pid, _at in sorted(lines, key=lambda fields: float(fields[3]))]
 
     def logs(self, name: str) -> str:
         return (self.tmp / f"{name}.log").read_text()
@@ -148,13 +152,6 @@ class Replicas:
                 proc.wait(timeout=20)
             except subprocess.TimeoutExpired:
                 proc.kill()
-        # A killed server's agents outlive it in their own process groups: end them here.
-        if self.agent_log.exists():
-            for line in self.agent_log.read_text().splitlines():
-                try:
-                    os.killpg(int(line.split()[2]), signal.SIGKILL)
-                except (ProcessLookupError, PermissionError, IndexError, ValueError):
-                    pass
 
 
 def _port() -> int:

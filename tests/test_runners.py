@@ -4,6 +4,7 @@ and the outcome classification table the queue holds act on."""
 from __future__ import annotations
 
 import json
+import os
 import shlex
 import sys
 import threading
@@ -14,9 +15,10 @@ from pathlib import Path
 
 import pytest
 
-from bot.adapters import WITHHELD_FROM_AGENTS, build_pool, build_runner, runtimes_from_settings
+from bot.adapters import build_pool, build_runner, runtimes_from_settings
 from bot.settings import load
 from integrations.runners.command import CommandRunner, build_argv, split_template
+from integrations.runners.custody import supervisor_mark
 from integrations.runners.echo import EchoRunner
 from integrations.runners.outcomes import AgentReport, announced_session, classify, parse_report, parse_reset
 from integrations.runners.pool import ThreadWorkerPool
@@ -24,6 +26,7 @@ from integrations.runners.streams import HEAD_BYTES, Announcement
 from scheduler.clock import VirtualClock
 from scheduler.errors import ConfigError, InvalidInput
 from scheduler.ports import Outcome, TurnRequest, TurnResult
+from tests.custody_support import agent_user
 
 T0 = datetime(2026, 11, 30, 12, 0, tzinfo=UTC)
 FAKE = Path(__file__).parent / "fixtures" / "fake_claude.py"
@@ -59,7 +62,7 @@ def is_alive(pid: int) -> bool:
 
 
 def command_runner(tmp_path: Path, **kw: object) -> CommandRunner:
-    options: dict[str, object] = {"env": {"PATH": "/usr/bin:/bin"}, "clock": VirtualClock(T0), "withheld": WITHHELD_FROM_AGENTS}
+    options: dict[str, object] = {"env": {"PATH": "/usr/bin:/bin"}, "clock": VirtualClock(T0)}
     options.update(kw)
     template = str(options.pop("template", FAKE_TEMPLATE))
     timeout = float(options.pop("timeout_s", 30))  # type: ignore[arg-type]
@@ -144,21 +147,23 @@ def test_template_is_split_first_and_each_word_substituted_once(tmp_path: Path) 
     words = split_template('agent --settings \'{"x": 1}\' -p {prompt} --tag t{turn_id}', "T")
     resume = split_template("--resume {agent_session_id}", "R")
     prompt = 'a "quoted" {turn_id} ; $(id)\nline two'
-    argv, stdin = build_argv(words, resume, turn(prompt, turn_id=9, agent_session_id="s-1"), tmp_path)
+    invocation = build_argv(words, resume, turn(prompt, turn_id=9, agent_session_id="s-1"), tmp_path)
+    argv, stdin = invocation.argv, invocation.stdin
     assert argv == ["agent", "--settings", '{"x": 1}', "-p", prompt, "--tag", "t9", "--resume", "s-1"]
     assert stdin is None
 
 
 def test_a_prompt_that_looks_like_an_option_stays_a_prompt(tmp_path: Path) -> None:
     words = split_template("claude -p {prompt} --output-format json", "T")
-    argv, _ = build_argv(words, [], turn("--dangerously-skip-permissions"), tmp_path)
+    argv = build_argv(words, [], turn("--dangerously-skip-permissions"), tmp_path).argv
     assert argv == ["claude", "-p", " --dangerously-skip-permissions", "--output-format", "json"]
-    inline, _ = build_argv(split_template("agent --prompt={prompt}", "T"), [], turn("-x"), tmp_path)
+    inline = build_argv(split_template("agent --prompt={prompt}", "T"), [], turn("-x"), tmp_path).argv
     assert inline == ["agent", "--prompt=-x"]  # glued to its option: already unambiguous
 
 
 def test_a_template_without_prompt_sends_it_on_stdin(tmp_path: Path) -> None:
-    argv, stdin = build_argv(split_template("agent --json", "T"), [], turn("hi there"), tmp_path)
+    invocation = build_argv(split_template("agent --json", "T"), [], turn("hi there"), tmp_path)
+    argv, stdin = invocation.argv, invocation.stdin
     assert argv == ["agent", "--json"] and stdin == "hi there"
 
 
@@ -172,13 +177,13 @@ def test_a_template_without_prompt_sends_it_on_stdin(tmp_path: Path) -> None:
 )
 def test_bad_templates_stop_start_up_with_the_setting_named(tmp_path: Path, template: str, message: str) -> None:
     with pytest.raises(ConfigError, match="PACER_RUNNER_COMMAND") as info:
-        CommandRunner(template, "", "claude_code", 60, tmp_path, withheld=frozenset())
+        CommandRunner(template, "", "claude_code", 60, tmp_path)
     assert message in str(info.value)
 
 
 def test_bad_timeout_is_refused(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match="PACER_TURN_TIMEOUT_SECONDS"):
-        CommandRunner("claude -p {prompt}", "", "claude_code", 0, tmp_path, withheld=frozenset())
+        CommandRunner("claude -p {prompt}", "", "claude_code", 0, tmp_path)
 
 
 def test_an_agent_session_id_that_looks_like_an_option_is_refused(tmp_path: Path) -> None:
@@ -232,7 +237,8 @@ def test_the_prompt_goes_on_stdin_when_the_template_has_no_placeholder(tmp_path:
 def test_the_agent_gets_no_pacer_secrets(tmp_path: Path) -> None:
     env = {"PATH": "/usr/bin:/bin", "SLACK_BOT_TOKEN": "xoxb-secret", "DATABASE_URL": "postgres://u:p@h/db"}
     command_runner(tmp_path, env=env).run(turn(session=5, turn_id=8))
-    assert call(tmp_path, 5)["env"] == {"PACER_SESSION_ID": "5", "PACER_TURN_ID": "8"}
+    seen = call(tmp_path, 5)["env"]
+    assert seen == {"PACER_SESSION_ID": "5", "PACER_TURN_ID": "8", "PACER_SUPERVISOR": supervisor_mark(os.getpid())}
 
 
 def test_halt_kills_the_whole_process_group(tmp_path: Path) -> None:
@@ -591,14 +597,15 @@ def test_build_runner_and_runtimes_follow_the_settings(tmp_path: Path) -> None:
     assert runtimes["echo"].spends_quota and runtimes["echo"].default_burn_per_min == pytest.approx(0.5)
     assert runtimes["claude_code"].spends_quota
 
+    user = {"PACER_AGENT_USER": agent_user()} if os.geteuid() == 0 else {}  # as root, agents need their own user
     command = load(
         {"PACER_RUNNER": "command", "PACER_RUNTIME_NAME": "codex", "PACER_RUNTIME_SPENDS_QUOTA": "false",
-         "PACER_WORKDIR": str(tmp_path), "PACER_AGENT_WORKERS": "3"},
+         "PACER_WORKDIR": str(tmp_path), "PACER_AGENT_WORKERS": "3", **user},
         toml_path=None,
     )
     runner = build_runner(command, {"PATH": "/bin"})
     assert isinstance(runner, CommandRunner)
-    assert runner.words == ["claude", "-p", "{prompt}", "--output-format", "json"]
+    assert runner.words == ["claude", "-p", "--output-format", "stream-json", "--verbose"]  # the prompt goes on stdin
     assert runner.resume_words == ["--resume", "{agent_session_id}"]
     assert runtimes_from_settings(command)["codex"].spends_quota is False
     pool = build_pool(command, runner)

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import json
 import os
-import sys
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -33,6 +32,7 @@ from scheduler.deferrer import VirtualDeferrer
 from scheduler.jobs import targets
 from scheduler.models import Session, Trigger, Turn
 from tests.conftest import T0
+from tests.custody_support import agent_python, custody_settings, open_room, require_custody
 from tests.github_support import SECRET, FakeGithub, comment_payload, headers, issue_payload, serving
 from tests.slack_mock import BOT_TOKEN, SIGNING_SECRET, MockSlack, PacerServer, SlackClient
 from tests.test_workspaces import git
@@ -62,15 +62,25 @@ def remote(tmp_path: Path) -> Path:
     return tmp_path / "remotes"
 
 
-def _pacer(engine: Engine, tmp_path: Path, github: FakeGithub, remote: Path, **extra: str) -> Pacer:
+@pytest.fixture
+def room() -> Iterator[Path]:
+    """Where the agents' programs and working trees live, reachable by the agent user."""
+    require_custody()
+    with open_room() as room:
+        yield room
+
+
+def _pacer(engine: Engine, room: Path, github: FakeGithub, remote: Path, **extra: str) -> Pacer:
+    """Pacer with the command runner in the custody that ships: the agent runs as its own user (the
+    tests run as root) and in the sandbox where this machine has one."""
     settings = load({
         "GITHUB_WEBHOOK_SECRET": SECRET, "GITHUB_TOKEN": TOKEN, "GITHUB_API_URL": github.url + "/",
-        "PACER_RUNNER": "command", "PACER_RUNNER_COMMAND": f"{sys.executable} {AGENT} {{prompt}} {tmp_path / 'seen'}",
-        "PACER_WORKSPACES": str(tmp_path / "ws"), "PACER_GIT_REMOTE": f"file://{remote}/{{repository}}.git",
-        "PACER_WORKDIR": str(tmp_path / "work"), "PACER_MAX_BODY_BYTES": "131072", **extra,
+        "PACER_RUNNER": "command", "PACER_RUNNER_COMMAND": f"{agent_python()} {room / 'bin' / AGENT.name} {{prompt}}",
+        "PACER_WORKSPACES": str(room / "ws"), "PACER_GIT_REMOTE": f"file://{remote}/{{repository}}.git",
+        "PACER_WORKDIR": str(room / "work"), "PACER_MAX_BODY_BYTES": "131072", **custody_settings(room, "shipped"), **extra,
     }, toml_path=None)
     # The agent inherits a process environment that holds the token, as production's would.
-    runner = build_runner(settings, {**os.environ, "GITHUB_TOKEN": TOKEN, "HOME": str(tmp_path)}, engine=engine)
+    runner = build_runner(settings, {**os.environ, "GITHUB_TOKEN": TOKEN, "HOME": str(room)}, engine=engine)
     ctx = Context(jobs=targets(), engine=engine, clock=SystemClock(), deferrer=VirtualDeferrer(VirtualClock(T0)),
                   workers=build_pool(settings, runner), notifier=CompositeNotifier(LogNotifier()),
                   runtimes=runtimes_from_settings(settings))
@@ -127,9 +137,9 @@ def first_turn(engine: Engine, github: FakeGithub, remote: Path, comment: dict[s
 
 
 def test_a_label_becomes_a_branch_a_draft_pull_request_and_the_whole_answer(
-    engine: Engine, tmp_path: Path, github: FakeGithub, remote: Path
+    engine: Engine, room: Path, github: FakeGithub, remote: Path
 ) -> None:
-    pacer = _pacer(engine, tmp_path, github, remote)
+    pacer = _pacer(engine, room, github, remote)
     app = create_app(pacer, start_scheduler=False)
     payload = issue_payload("labeled", label="pacer", repository="acme/api", number=7, title="Record every turn")
     body = json.dumps(payload).encode()
@@ -156,20 +166,20 @@ def test_a_label_becomes_a_branch_a_draft_pull_request_and_the_whole_answer(
     assert "| Turns | 2 |" in comment_text(github) and len(github.comments) == 1
 
     # The token reached git for the push alone: not the worktree's config, not the agent.
-    seen = tmp_path / "seen"
+    seen = room / "ws" / "sessions" / "session-1" / ".seen"
     environment = json.loads((seen / "env-1.json").read_text())
     assert environment["PACER_SESSION_ID"] == "1"
-    assert (tmp_path / "ws" / "sessions" / "session-1" / "CHANGES.md").read_text().startswith("turn 1: Fix acme/api#7")
+    assert (room / "ws" / "sessions" / "session-1" / "CHANGES.md").read_text().startswith("turn 1: Fix acme/api#7")
     assert not any(TOKEN in value for value in environment.values()) and "GITHUB_TOKEN" not in environment
     assert all(TOKEN not in (seen / f"git-config-{n}.txt").read_text() for n in (1, 2))
-    assert all(TOKEN not in p.read_text(errors="replace") for p in (tmp_path / "ws").rglob("config") if p.is_file())
+    assert all(TOKEN not in p.read_text(errors="replace") for p in (room / "ws").rglob("config") if p.is_file())
 
 
 def test_a_slack_message_gets_the_whole_answer_in_its_thread(
-    engine: Engine, tmp_path: Path, github: FakeGithub, remote: Path, mock: MockSlack
+    engine: Engine, room: Path, github: FakeGithub, remote: Path, mock: MockSlack
 ) -> None:
     env = {"SLACK_BOT_TOKEN": BOT_TOKEN, "SLACK_SIGNING_SECRET": SIGNING_SECRET, "SLACK_API_URL": mock.api_url, "PACER_ROSTER": "UMEM=member"}
-    pacer = _pacer(engine, tmp_path, github, remote, **env)
+    pacer = _pacer(engine, room, github, remote, **env)
     app = create_app(pacer, start_scheduler=False)
     server = PacerServer(app).start()
     client = SlackClient(server.url, app.state.slack, mock)

@@ -234,11 +234,11 @@ def test_a_turn_a_worker_ends_is_told_in_its_slack_thread(database_url: str, tmp
 
 # A stand-in for `claude -p --output-format stream-json --verbose`: its first line names its
 # conversation (`conv-<session>-<turn>`, or the one it was asked to --resume), then it works for a
-# minute, or half a second when it resumes. Its argv goes to the log beside the agent log.
+# minute, or half a second when it resumes. Its argv goes to the log beside its runs log.
 RESUMING_AGENT = """
 import json, os, sys, time
 session, turn, rest = sys.argv[1], sys.argv[2], sys.argv[3:]
-log = os.environ["P12_AGENT_LOG"]
+log = "runs.log"
 with open(log, "a") as f:
     f.write(f"{session} {turn} {os.getpid()} {time.time()}\\n")
 with open(log + ".argv", "a") as f:
@@ -288,7 +288,8 @@ def test_a_turn_cut_off_with_its_worker_re_runs_with_resume_of_the_conversation_
     assert [(status, outcome, output) for _id, status, outcome, output in turns] == [
         ("failed", "interrupted", ""), ("done", "success", "resumed"),
     ], turns
-    argv = {entry["turn"]: entry["argv"] for entry in map(json.loads, Path(f"{cluster.agent_log}.argv").read_text().splitlines())}
+    logged = (cluster.room / "work" / f"session-{session}" / "runs.log.argv").read_text().splitlines()
+    argv = {entry["turn"]: entry["argv"] for entry in map(json.loads, logged)}
     assert argv == {first: [], turns[1][0]: ["--resume", conversation]}
     assert kept == [(conversation,)]
     print(f"a first turn cut off with its worker re-ran with --resume {conversation} {recovered:.1f} s after the kill "
