@@ -91,3 +91,17 @@ def custody_settings(room: Path, mode: str) -> dict[str, str]:
         del settings["PACER_AGENT_HOME"]  # the user's own home
     (room / "home").mkdir(exist_ok=True)
     return settings
+
+
+def agent_processes(program: Path) -> list[int]:
+    """The pids of every process on this machine running `program`, whoever supervises it."""
+    found = []
+    for name in os.listdir("/proc"):
+        if name.isdigit():
+            try:
+                with open(f"/proc/{name}/cmdline", "rb") as f:
+                    if str(program).encode() in f.read():
+                        found.append(int(name))
+            except OSError:
+                continue
+    return found

@@ -29,6 +29,7 @@ import pytest
 
 from scheduler import db as dbmod
 from tests.cluster import LEASE_SECONDS, ROOT, TOKEN, Cluster, HeldSample, held_sample, rows, scratch_database, until
+from tests.custody_support import agent_processes
 from tests.slack_mock import BOT_USER_ID, MockSlack, event_body, signed_headers
 
 SESSIONS = 200  # a third priority, the rest spot
@@ -276,6 +277,8 @@ def test_a_turn_cut_off_with_its_worker_re_runs_with_resume_of_the_conversation_
         cluster.procs["worker-a"].send_signal(signal.SIGKILL)
         cluster.procs["worker-a"].wait(timeout=10)
         killed = time.monotonic()
+        # Its agent died with it (the leash), rather than finishing the attempt unsupervised.
+        assert until(lambda: not agent_processes(cluster.agent), 6), agent_processes(cluster.agent)
         cluster.worker("worker-b")
         done = lambda: rows(engine, "SELECT status FROM sessions WHERE id = :s", s=session) == [("done",)]  # noqa: E731
         assert until(done, 30), (rows(engine, "SELECT id, status, outcome, owner FROM turns"), cluster.logs("worker-b")[-2000:])
