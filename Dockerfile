@@ -9,10 +9,11 @@ FROM node:22-bookworm-slim AS node
 
 FROM python:3.11-slim AS base
 ENV PYTHONDONTWRITEBYTECODE=1 PYTHONUNBUFFERED=1
-# git makes a session's worktree, and fetches and pushes its branch; without it no session that
-# names a repository can run.
+# git makes a session's clone, and fetches and pushes its branch; without it no session that
+# names a repository can run. bubblewrap is the agents' sandbox (PACER_AGENT_SANDBOX=auto uses it
+# where the machine allows user namespaces, as Fly's do).
 RUN apt-get update \
- && apt-get install -y --no-install-recommends git ca-certificates \
+ && apt-get install -y --no-install-recommends git ca-certificates bubblewrap \
  && rm -rf /var/lib/apt/lists/*
 
 FROM base AS agent-none
@@ -37,7 +38,11 @@ COPY scheduler ./scheduler
 COPY integrations ./integrations
 COPY templates ./templates
 RUN pip install --no-cache-dir -c requirements.lock .
-RUN useradd --system --create-home pacer && mkdir -p /app/var && chown pacer /app/var
-USER pacer
+# Pacer runs as root so that it can hand each turn to pacer-agent, an unprivileged user that can
+# neither read Pacer's files (/app/var is root's alone) nor signal or trace its processes, and take
+# it back; the agents work under /srv/agents, which that user can pass through but not list.
+RUN useradd --system --create-home pacer-agent \
+ && mkdir -p /app/var /srv/agents && chmod 700 /app/var && chmod 711 /srv/agents
+ENV PACER_AGENT_USER=pacer-agent PACER_WORKDIR=/srv/agents/work PACER_WORKSPACES=/srv/agents/workspaces
 EXPOSE 8080
 CMD ["pacer", "serve"]
