@@ -126,7 +126,9 @@ class Settings(BaseSettings):
         "PACER_DRAIN_SECONDS", "30", "On SIGTERM, how long running turns may finish before they are handed to the next leader (keep under Fly's kill_timeout)"
     )
     workdir: Text = _field("PACER_WORKDIR", "./var/work", "Per-session working directories live under here")
-    workspaces: Text = _field("PACER_WORKSPACES", "./var/workspaces", "Git workspaces: a mirror per repository (Pacer's), a clone per session that names one (its agent's)")
+    workspaces: Text = _field(
+        "PACER_WORKSPACES", "./var/workspaces", "Git workspaces: a mirror per repository (Pacer's), a clone per session that names one (its agent's)"
+    )
     git_remote: Text = _field(
         "PACER_GIT_REMOTE", "https://github.com/{repository}.git", "Where a session's repository is fetched from and pushed to ({repository} is owner/name)"
     )
@@ -138,7 +140,9 @@ class Settings(BaseSettings):
     agent_sandbox: Annotated[str, _rule(rules.one_of("auto", "bwrap", "off"))] = _field(
         "PACER_AGENT_SANDBOX", "auto", "Run agents in a bubblewrap sandbox: auto (when bwrap works here), bwrap (required) or off"
     )
-    agent_home: Text | None = _field("PACER_AGENT_HOME", None, "The agents' HOME, where their CLI keeps its login (default: PACER_AGENT_USER's home, else agent-home beside PACER_WORKDIR)")
+    agent_home: Text | None = _field(
+        "PACER_AGENT_HOME", None, "The agents' HOME, where their CLI keeps its login (default: PACER_AGENT_USER's home, else agent-home beside PACER_WORKDIR)"
+    )
     agent_env: Annotated[tuple[str, ...], _rule(rules.names)] = _field(
         "PACER_AGENT_ENV", "", "More environment variables agents get, comma-separated (never PACER_*, GITHUB_*, SLACK_*, DATABASE_URL)"
     )

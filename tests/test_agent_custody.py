@@ -28,7 +28,7 @@ import pytest
 from tests.custody_support import agent_python, agent_user, custody_settings, open_room, require_custody, sandbox_usable
 from tests.slack_mock import MockSlack
 from tests.test_crash import _port
-from tests.test_workspaces import git
+from tests.test_workspaces import bare_remote, git
 
 ROOT = Path(__file__).resolve().parents[1]
 SECRETS = {
@@ -55,18 +55,6 @@ def room() -> Iterator[Path]:
     require_custody()
     with open_room() as room:
         yield room
-
-
-def _remote(room: Path) -> Path:
-    seed = room / "seed"
-    seed.mkdir()
-    git("init", "-q", "-b", "main", cwd=seed)
-    (seed / "README.md").write_text("hello\n")
-    git("add", ".", cwd=seed)
-    git("commit", "-q", "-m", "first", cwd=seed)
-    bare = room / "remotes" / "acme" / "api.git"
-    git("clone", "-q", "--bare", str(seed), str(bare))
-    return bare
 
 
 def _serve(room: Path, port: int, mode: str, slack: MockSlack) -> subprocess.Popen[str]:
@@ -121,7 +109,7 @@ def _run(api: str, body: dict[str, object], db: Path) -> tuple[int, str]:
 def test_a_hostile_agent_reaches_none_of_pacers_secrets_and_plants_nothing(room: Path, mode: str) -> None:
     if mode == "shipped" and agent_user() is None and not sandbox_usable():
         pytest.skip("neither the agent user (root) nor bubblewrap is available: 'none' covers this machine")
-    bare = _remote(room)
+    bare = bare_remote(room) / "acme" / "api.git"
     marker = room / f"hook-ran-{uuid.uuid4().hex}"
     port = _port()
     api = f"http://127.0.0.1:{port}/api/v1"

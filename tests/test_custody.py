@@ -20,7 +20,7 @@ from integrations.runners import leash
 from integrations.runners.custody import SUPERVISOR, Custody, choose, end_unsupervised, supervisor_mark
 from integrations.workspaces import GitRemote, WorkspaceError, Workspaces
 from scheduler.errors import ConfigError
-from tests.test_workspaces import git
+from tests.test_workspaces import bare_remote, git
 
 LEASH = [sys.executable, "-I", "-S", leash.__file__]
 
@@ -160,19 +160,8 @@ def test_an_agent_never_runs_as_root_and_a_user_needs_root() -> None:
             choose(user=os.environ.get("USER") or "nobody", sandbox="off", home=None)
 
 
-def _remote(tmp_path: Path) -> Path:
-    seed = tmp_path / "seed"
-    seed.mkdir()
-    git("init", "-q", "-b", "main", cwd=seed)
-    (seed / "README.md").write_text("hello\n")
-    git("add", ".", cwd=seed)
-    git("commit", "-q", "-m", "first", cwd=seed)
-    git("clone", "-q", "--bare", str(seed), str(tmp_path / "remotes" / "acme" / "api.git"))
-    return tmp_path / "remotes"
-
-
 def test_pacers_git_runs_nothing_a_repository_configures_and_refuses_a_borrowing_one(tmp_path: Path) -> None:
-    remote = _remote(tmp_path)
+    remote = bare_remote(tmp_path)
     spaces = Workspaces(tmp_path / "ws", GitRemote(f"file://{remote}/{{repository}}.git"))
     space = spaces.open(session_id=1, repository="acme/api", title="x")
     (space.path / "new.txt").write_text("work\n")

@@ -19,19 +19,23 @@ def git(*args: str, cwd: Path | None = None) -> str:
     return subprocess.run(["git", *args], cwd=cwd, env=env, check=True, capture_output=True, text=True).stdout
 
 
-@pytest.fixture
-def remote(tmp_path: Path) -> Path:
-    """acme/api.git: a bare repository with one commit on main."""
-    work = tmp_path / "seed"
+def bare_remote(root: Path) -> Path:
+    """`root`/remotes/acme/api.git: a bare repository with one commit on main; its remotes folder."""
+    work = root / "seed"
     work.mkdir()
     git("init", "-q", "-b", "main", cwd=work)
     (work / "README.md").write_text("hello\n")
     git("add", ".", cwd=work)
     git("commit", "-q", "-m", "first", cwd=work)
-    bare = tmp_path / "remotes" / "acme" / "api.git"
+    bare = root / "remotes" / "acme" / "api.git"
     bare.parent.mkdir(parents=True)
     git("clone", "-q", "--bare", str(work), str(bare))
-    return tmp_path / "remotes"
+    return root / "remotes"
+
+
+@pytest.fixture
+def remote(tmp_path: Path) -> Path:
+    return bare_remote(tmp_path)
 
 
 def test_a_session_gets_a_worktree_on_its_own_branch_and_keeps_it(tmp_path: Path, remote: Path) -> None:

@@ -46,8 +46,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from integrations.runners import leash
 from integrations.runners.custody import Custody
+from integrations.runners.leash import CANNOT_RUN, GIVEN_FD, NOT_EXECUTABLE
 from integrations.runners.outcomes import AGENT_SESSION_ID, AgentReport, classify, model_option, parse_report, refused_model
 from integrations.runners.streams import Announcement, Tail
 from scheduler.clock import SystemClock
@@ -60,7 +60,7 @@ log = logging.getLogger("pacer.runner")
 PLACEHOLDERS = ("prompt", "prompt_file", "agent_session_id", "session_id", "turn_id", "workdir")
 # The longest argument Linux takes: 32 pages (MAX_ARG_STRLEN), its terminating NUL included.
 ARGUMENT_BYTES = 131_071
-PROMPT_FD = leash.GIVEN_FD  # the descriptor {prompt_file} names in the agent
+PROMPT_FD = GIVEN_FD  # the descriptor {prompt_file} names in the agent
 MAX_OUTPUT_BYTES = 1_048_576
 KILL_GRACE_SECONDS = 3.0
 POLL_SECONDS = 0.1  # how often a waiting turn looks at its halt flag and its deadline
@@ -357,7 +357,7 @@ class CommandRunner:
         if timed_out:
             error = render("text/runner_error.j2", kind="timeout", seconds=f"{self.timeout_s:g}")
             return replace(base, outcome=Outcome.FAILED_RETRYABLE, error=error)
-        if exit_code == leash.NOT_EXECUTABLE and stderr.startswith(leash.CANNOT_RUN):
+        if exit_code == NOT_EXECUTABLE and stderr.startswith(CANNOT_RUN):
             return replace(base, outcome=Outcome.FAILED, error=render("text/runner_error.j2", kind="not_found", program=self.words[0]))
         outcome, reset_at, failure = classify(exit_code, stdout, stderr, report, self._clock.now())
         if outcome is Outcome.MODEL_ACCESS:

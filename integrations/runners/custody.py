@@ -38,13 +38,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from integrations.runners import leash
 from scheduler.errors import ConfigError
 from templates import error_text
 
 log = logging.getLogger("pacer.custody")
 
-LEASH = Path(leash.__file__).resolve()
+LEASH = Path(__file__).resolve().with_name("leash.py")  # run as a script, by path: it imports nothing of Pacer's
 MODES = ("none", "user", "sandbox", "user+sandbox")
 # What an agent's environment may hold of Pacer's: the names a CLI and its toolchain need, and
 # the agents' own credentials. Everything else — Pacer's settings, its secrets, the database URL,
