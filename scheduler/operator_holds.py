@@ -44,7 +44,6 @@ log = logging.getLogger("pacer.operator_holds")
 SELECTOR_KINDS = ("session", "genesis", "trigger", "repository", "label", "class", "all")
 MAX_TTL = timedelta(days=30)
 MAX_REASON = 500
-HELD_SCAN = 500  # held sessions a hold's detail lists
 REASON = "operator_hold"
 OPERATOR_ROLE = "operator"
 ENDED = frozenset({Status.DONE.value, Status.FAILED.value, Status.ARCHIVED.value})
@@ -212,18 +211,6 @@ def _end(db: DBSession, hold: OperatorHold, at: datetime, by: str, effects: Effe
 # --------------------------------------------------------------------------- reading
 
 
-@dataclass(frozen=True)
-class OperatorHoldView:
-    id: int
-    selector_kind: str
-    selector_value: str
-    armer: str
-    reason: str
-    created_at: datetime
-    expires_at: datetime | None
-    held: tuple[int, ...] = ()  # sessions waiting on it now
-
-
 def _ended_armers(db: DBSession, holds: Sequence[OperatorHold]) -> set[str]:
     ids = {sid for h in holds if (sid := armer_session_id(h.armer)) is not None}
     if not ids:
@@ -246,32 +233,6 @@ def live_holds(db: DBSession, now: datetime) -> list[OperatorHold]:
     )
     ended = _ended_armers(db, rows)
     return [h for h in rows if h.armer not in ended]
-
-
-def list_holds(db: DBSession, now: datetime) -> list[OperatorHoldView]:
-    return [_view(db, h, now) for h in live_holds(db, now)]
-
-
-def show_hold(db: DBSession, hold_id: int, now: datetime) -> OperatorHoldView:
-    """One hold's full detail, released or not; `held` lists the sessions it holds now."""
-    hold = db.get(OperatorHold, hold_id)
-    if hold is None:
-        raise NotFound(error_text("operator_holds/not_found", hold_id=hold_id))
-    return _view(db, hold, now)
-
-
-def _view(db: DBSession, hold: OperatorHold, now: datetime | None = None) -> OperatorHoldView:
-    held: tuple[int, ...] = ()
-    if now is not None and is_live(hold, now):
-        policy = load_policy(db)
-        waiting = db.exec(
-            select(Session).where(Session.status == Status.WAITING.value, Session.hold_reason == REASON).order_by(col(Session.id)).limit(HELD_SCAN)
-        )
-        held = tuple(s.id or 0 for s in waiting if selects(hold, s, policy))
-    return OperatorHoldView(
-        id=hold.id or 0, selector_kind=hold.selector_kind, selector_value=hold.selector_value, armer=hold.armer,
-        reason=hold.reason, created_at=hold.created_at, expires_at=hold.expires_at, held=held,
-    )
 
 
 # --------------------------------------------------------------------------- admission
