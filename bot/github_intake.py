@@ -6,10 +6,11 @@ the webhook can make its promise ("each session exactly once, none lost") before
   record_github(db, event)   in the caller's transaction, next to the delivery record: match
                              triggers, create each session with its rendered prompt, record its
                              prerequisites (`scheduler.prerequisites`), change a class for
-                             `pacer:priority`. Returns a `GithubPlan`. Fast: a few row writes.
-  finish_github(ctx, plan)   after the commit, off the request (`bot.github_plan`): place or
-                             release the label's operator holds (`scheduler.operator_holds`),
-                             submit each first turn, StartNow for promotions, archive a closed
+                             `pacer:priority`, place or lift the hold of `pacer:hold` and `/hold`
+                             (`scheduler.operator_holds`). Returns a `GithubPlan`. Fast: a few
+                             row writes.
+  finish_github(ctx, plan)   after the commit, off the request (`bot.github_plan`): announce the
+                             holds, submit each first turn, StartNow for promotions, archive a closed
                              issue's waiting sessions and record the issue's state for the
                              prerequisites that name it. A burst's plans are finished together
                              (`finish_github_plans`).
@@ -19,6 +20,14 @@ A comment by someone with write access on a session's issue, or on the pull requ
 for it, is a human message on that session (`bot.github_sessions.comment_session`), delivered in
 `finish_github` as a Slack thread reply is: the session's next turn, and a jump in the spot queue.
 Prow's `/hold` and `/hold cancel` lines place and lift the same hold the `pacer:hold` label does.
+
+Steering applies in delivery order per issue. Every delivery first takes its issue's steering
+lock (`scheduler.db.steer_in_turn`), and a hold is written or ended in the delivery's own
+transaction, so a `/hold` and a `/hold cancel` 20 ms apart end lifted: the cancel's transaction
+waits for the hold's and then reads it. The order lives in the database, not in a process, so
+it holds with several `pacer serve` on one PostgreSQL, each taking one of the two deliveries;
+follow-ups serialised per issue inside one process would not be ordered against a delivery
+another process took. The follow-up (`finish_github`) only announces what was decided.
 
 A crash between the two loses nothing: a committed session with a prompt and no turn gets its
 first turn from `scheduler.lifecycle.recover` at the next start.
@@ -61,12 +70,14 @@ from bot.github_plan import GithubPlan, finish_github
 from bot.github_sessions import comment_session, sessions_of_issue
 from scheduler.bounds import clean_text
 from scheduler.context import Context
-from scheduler.db import session_scope
+from scheduler.db import session_scope, steer_in_turn
 from scheduler.errors import InvalidInput
 from scheduler.firing import render_trigger_prompt
 from scheduler.models import ACTIVE_STATUSES, OperatorHold, Session, Status, Trigger, WebhookDelivery
+from scheduler.operator_holds import NewOperatorHold, add_hold, end_hold
 from scheduler.prerequisites import parse_prerequisites, record_prerequisites
 from scheduler.sessions import NewSession, change_class, insert_session
+from templates import render
 
 log = logging.getLogger("pacer.intake")
 
@@ -112,8 +123,8 @@ def github_event(pacer_or_ctx: Any, event: IntakeEvent, *, settings: IntakeSetti
 
 def record_github(db: DBSession, event: IntakeEvent, *, now: datetime, settings: IntakeSettings) -> GithubPlan:
     plan = GithubPlan(actor=f"{GITHUB_ACTOR_PREFIX}{event.actor}", issue=event.issue_key)
+    steer_in_turn(db, event.issue_key.lower())  # before any read: this issue's earlier deliveries are committed
     if event.kind is Kind.CONTROL:
-        plan.hold_command = event.comment is not None
         _control(db, event, now, plan)
         return plan
     if event.kind is Kind.COMMENT:
@@ -141,7 +152,7 @@ def record_github(db: DBSession, event: IntakeEvent, *, now: datetime, settings:
         if created is not None:
             plan.created.append(created)
             if HOLD_LABEL in {label.lower() for label in event.labels}:
-                plan.place_holds.append(created[0])
+                _hold(db, plan, created[0], now, command=False)
     return plan
 
 
@@ -273,18 +284,29 @@ def _control(db: DBSession, event: IntakeEvent, now: datetime, plan: GithubPlan)
             log.info("github: %s made session #%s priority (was %s)", event.actor, session_id, before.value)
         elif event.control is Control.HOLD:
             if db.exec(_label_holds(session_id)).first() is None:  # one hold, however often labelled
-                plan.place_holds.append(session_id)
+                _hold(db, plan, session_id, now, command=event.comment is not None)
         elif event.control is Control.RELEASE:
-            holds = [hold.id or 0 for hold in db.exec(_label_holds(session_id)).all()]
-            plan.release_holds.extend(holds)
+            # The label armed it, so whoever may remove the label (write access, checked) ends it.
+            holds = db.exec(_label_holds(session_id)).all()
+            for hold in holds:
+                end_hold(db, hold, now, plan.actor, plan.after_commit)
+                plan.holds_lifted.append(hold.id or 0)
             if holds:
                 plan.released.append(session_id)
+                plan.after_commit.queue_pass = True  # the held session may start now
         elif event.control is Control.CAP:
             plan.caps.append((session_id, cost_cap_of([event.label or ""]) or 0.0))
         elif event.control is Control.CLOSE and session.status == Status.WAITING.value:
             plan.archive.append(session_id)
     if not sessions and event.control not in (Control.CLOSE, Control.REOPEN):
         log.info("github: %s on %s: no session of that issue is active", event.control, event.issue_key)
+
+
+def _hold(db: DBSession, plan: GithubPlan, session_id: int, now: datetime, *, command: bool) -> None:
+    """The hold of `pacer:hold` or `/hold`, written beside the delivery that asks for it."""
+    reason = render("text/github_hold_reason.j2", label=HOLD_LABEL, issue=plan.issue, actor=plan.actor, command=command)
+    hold = add_hold(db, NewOperatorHold("session", [str(session_id)], plan.actor, reason), now)
+    plan.holds_placed.append((session_id, hold.id or 0))
 
 
 def intake_key(trigger_id: int, issue_key: str) -> str:

@@ -1,9 +1,10 @@
 """What a GitHub delivery asks for after its commit, and doing it (`bot.github_intake` records it).
 
 `record_github` commits, next to the delivery record, only what must be in place before the
-webhook answers: the sessions and their prompts. The rest is a `GithubPlan`, done off the
-request by `finish_github`: place or release the label's operator holds, submit each first
-turn, StartNow for promotions, archive, cost caps, comments and `/pacer` commands.
+webhook answers: the sessions and their prompts, a class change, a hold placed or lifted. The
+rest is a `GithubPlan`, done off the request by `finish_github`: announce those holds (and ask
+for the queue pass a lifted one may start), submit each first turn, StartNow for promotions,
+archive, cost caps, comments and `/pacer` commands.
 
 A burst (a bulk relabel, a script opening issues) is many plans that only create sessions.
 `finish_github_plans` decides such a run's first turns together (`scheduler.turns.submit_turns`):
@@ -19,19 +20,18 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from bot.github.events import HOLD_LABEL
 from bot.github_commands import CommentCommand, run_comment_command
 from bot.runtime import Pacer
 from scheduler.context import Context
 from scheduler.cost_caps import set_cap
+from scheduler.effects import Effects
 from scheduler.errors import PacerError
 from scheduler.lifecycle import archive
-from scheduler.operator_holds import place_hold, release_hold
+from scheduler.operator_holds import announce_holds
 from scheduler.prerequisites import set_issue_state
 from scheduler.promotion import record_human_message
 from scheduler.start_now import start_now
 from scheduler.turns import submit_turn, submit_turns
-from templates import render
 
 log = logging.getLogger("pacer.intake")
 
@@ -47,14 +47,14 @@ class GithubPlan:
     created: list[tuple[int, str]] = field(default_factory=list)  # (session id, first prompt)
     start_now: list[int] = field(default_factory=list)
     archive: list[int] = field(default_factory=list)
-    place_holds: list[int] = field(default_factory=list)  # sessions the hold label holds
-    release_holds: list[int] = field(default_factory=list)  # operator hold ids the label armed
+    holds_placed: list[tuple[int, int]] = field(default_factory=list)  # (session id, hold id) written with the delivery
+    holds_lifted: list[int] = field(default_factory=list)  # hold ids ended with the delivery
+    after_commit: Effects = field(default_factory=Effects)  # what those writes ask for once committed
     promoted: list[int] = field(default_factory=list)  # sessions pacer:priority moved
     caps: list[tuple[int, float]] = field(default_factory=list)  # (session id, the cap a pacer:cap-<usd> label names)
     released: list[int] = field(default_factory=list)  # sessions whose label hold ends
     issue_state: str | None = None  # open | closed, for the prerequisites naming the issue
     messages: list[tuple[int, str]] = field(default_factory=list)  # (session id, a trusted comment)
-    hold_command: bool = False  # the hold came from a `/hold` comment, not the label
     commands: list[CommentCommand] = field(default_factory=list)  # `/pacer …` comments, to run and answer
 
     @property
@@ -63,27 +63,28 @@ class GithubPlan:
 
     @property
     def steered_ids(self) -> list[int]:
-        return sorted(set(self.start_now + self.archive + self.place_holds + self.promoted + self.released + [s for s, _ in self.caps]))
+        held = [s for s, _ in self.holds_placed]
+        return sorted(set(self.start_now + self.archive + held + self.promoted + self.released + [s for s, _ in self.caps]))
 
     @property
     def is_empty(self) -> bool:
-        return not (self.created or self.steered_ids or self.release_holds or self.issue_state or self.messages or self.commands)
+        return not (self.created or self.steered_ids or self.holds_lifted or self.issue_state or self.messages or self.commands)
 
 
     @property
     def only_creates(self) -> bool:
         """Sessions born (held under `pacer:hold`, perhaps) and nothing else asked."""
-        steps = (self.start_now, self.archive, self.release_holds, self.promoted, self.caps, self.released, self.messages, self.commands)
-        return not any(steps) and self.issue_state is None and set(self.place_holds) <= set(self.created_ids)
+        steps = (self.start_now, self.archive, self.holds_lifted, self.promoted, self.caps, self.released, self.messages, self.commands)
+        return not any(steps) and self.issue_state is None and {s for s, _ in self.holds_placed} <= set(self.created_ids)
 
 
 def finish_github(pacer_or_ctx: Pacer | Context, plan: GithubPlan) -> None:
     """The slow half, after the commit. Each step stands alone: one failure is logged, not spread.
-    Holds go first, so a session born under `pacer:hold` is held at its first ask. `/pacer`
-    commands need the whole runtime (its settings and roster): given only a Context, they are
-    logged and not run."""
+    A session born under `pacer:hold` is held at its first ask: its hold committed with it.
+    `/pacer` commands need the whole runtime (its settings and roster): given only a Context,
+    they are logged and not run."""
     ctx: Context = getattr(pacer_or_ctx, "ctx", pacer_or_ctx)
-    _place_holds(ctx, plan)
+    _announce_holds(ctx, plan)
     for session_id, prompt in plan.created:
         _guarded(f"first turn of session #{session_id}", submit_turn, ctx, session_id, prompt, kind="first")
     for session_id, text in plan.messages:  # trusted already: write access, judged at record time
@@ -94,9 +95,6 @@ def finish_github(pacer_or_ctx: Pacer | Context, plan: GithubPlan) -> None:
         _guarded(f"archive of session #{session_id}", archive, ctx, session_id, actor=plan.actor)
     for session_id, cap in plan.caps:
         _guarded(f"cost cap of session #{session_id}", set_cap, ctx, session_id, cap, actor=plan.actor)
-    for hold_id in plan.release_holds:
-        # The label armed it, so whoever may remove the label (write access, checked) ends it.
-        _guarded(f"release of hold {hold_id}", release_hold, ctx, hold_id, actor=plan.actor, actor_role="operator")
     if plan.issue_state is not None:
         repository, _, number = plan.issue.rpartition("#")
         _guarded(f"state of {plan.issue}", set_issue_state, ctx, repository, int(number), plan.issue_state)
@@ -129,7 +127,7 @@ def _create_together(ctx: Context, run: Sequence[GithubPlan]) -> None:
             _guarded(f"intake of {plan.issue}", finish_github, ctx, plan)
         return
     for plan in run:
-        _guarded(f"holds of {plan.issue}", _place_holds, ctx, plan)
+        _guarded(f"holds of {plan.issue}", _announce_holds, ctx, plan)
     turns = [turn for plan in run for turn in plan.created]
     submissions = _guarded(f"first turns of {len(turns)} sessions", submit_turns, ctx, turns, kind="first") or []
     for submission in submissions:
@@ -139,10 +137,12 @@ def _create_together(ctx: Context, run: Sequence[GithubPlan]) -> None:
         _tell_steered(ctx, plan)
 
 
-def _place_holds(ctx: Context, plan: GithubPlan) -> None:
-    reason = render("text/github_hold_reason.j2", label=HOLD_LABEL, issue=plan.issue, actor=plan.actor, command=plan.hold_command)
-    for session_id in plan.place_holds:
-        _guarded(f"hold on session #{session_id}", place_hold, ctx, "session", [str(session_id)], armer=plan.actor, reason=reason)
+def _announce_holds(ctx: Context, plan: GithubPlan) -> None:
+    if plan.holds_placed:
+        _guarded(f"notices of the holds on {plan.issue}", announce_holds, ctx, [hold_id for _, hold_id in plan.holds_placed])
+    plan.after_commit.apply(ctx)
+    for hold_id in plan.holds_lifted:
+        log.warning("operator hold %s released by %s", hold_id, plan.actor)
 
 
 def _tell_steered(ctx: Context, plan: GithubPlan) -> None:

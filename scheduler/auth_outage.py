@@ -94,7 +94,7 @@ def unpark_sweep(ctx: Context) -> dict[str, int]:
             session.park_reason = None
             session.park_at = None
             db.add(session)
-            outcome = admit(work, session, replay(session)).outcome
+            outcome = admit(work, session, replay(db, session)).outcome
         work.effects.apply(ctx)
         outcomes[outcome] = outcomes.get(outcome, 0) + 1
     if ids:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import threading
+import zlib
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
@@ -176,6 +177,24 @@ _DECIDER_LOCK = text(
     " SELECT set_config('lock_timeout', :wait, true), pg_advisory_xact_lock(:key), set_config('lock_timeout', before.timeout, true)"
     " FROM before"
 )
+
+
+# The transaction-level advisory locks a steered issue's deliveries take, in PostgreSQL's
+# two-key space (never the deciders' one-key lock): "PACS", then a hash of the key.
+STEERING_LOCK_SPACE = 0x5041_4353
+_STEERING_LOCK = text("SELECT pg_advisory_xact_lock(:space, :key)")
+
+
+def steer_in_turn(db: DBSession, key: str) -> None:
+    """Wait for the transactions that took `key`'s steering lock before this one, and hold it
+    until commit or rollback (PostgreSQL; SQLite's one writer at a time already is such a lock).
+
+    What a transaction reads after it is what every earlier one committed: a hold lifted in
+    the delivery after the one that placed it finds the hold, on any process, however slow the
+    first transaction was. Two keys that hash alike only wait for each other."""
+    if db.get_bind().dialect.name == "postgresql":
+        digest = zlib.crc32(key.encode())
+        db.connection().execute(_STEERING_LOCK, {"space": STEERING_LOCK_SPACE, "key": digest - (1 << 32) if digest >= 1 << 31 else digest})
 
 
 def core(db: DBSession, statement: Executable, params: Mapping[str, Any] | None = None) -> Result[*tuple[Any, ...]]:

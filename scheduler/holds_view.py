@@ -22,18 +22,19 @@ from sqlalchemy import func, or_
 from sqlmodel import Session as DBSession
 from sqlmodel import col, select
 
-from scheduler import prerequisites, queue_holds
+from scheduler import operator_holds, prerequisites, queue_holds
 from scheduler.cycling import Cycling
-from scheduler.models import QueueHold, Session, Status
-from scheduler.operator_holds import OperatorHoldView, list_holds
+from scheduler.errors import NotFound
+from scheduler.models import OperatorHold, QueueHold, Session, Status
 from scheduler.policy import load_policy
 from scheduler.preemption_ledger import cycling_now
 from scheduler.queue_holds import QueueHoldView
 from scheduler.sessions import is_spot
 from scheduler.waiting import Mechanism, waiting_reason
-from templates import render
+from templates import error_text, render
 
 SESSION_ROWS = 30
+HELD_SCAN = 500  # held sessions an operator hold's detail lists
 
 
 @dataclass(frozen=True)
@@ -41,6 +42,44 @@ class HeldSession:
     id: int
     title: str
     records: list[Mechanism]  # the headline first, then the others on the record
+
+
+@dataclass(frozen=True)
+class OperatorHoldView:
+    id: int
+    selector_kind: str
+    selector_value: str
+    armer: str
+    reason: str
+    created_at: datetime
+    expires_at: datetime | None
+    held: tuple[int, ...] = ()  # sessions waiting on it now
+
+
+def list_holds(db: DBSession, now: datetime) -> list[OperatorHoldView]:
+    return [_view(db, h, now) for h in operator_holds.live_holds(db, now)]
+
+
+def show_hold(db: DBSession, hold_id: int, now: datetime) -> OperatorHoldView:
+    """One hold's full detail, released or not; `held` lists the sessions it holds now."""
+    hold = db.get(OperatorHold, hold_id)
+    if hold is None:
+        raise NotFound(error_text("operator_holds/not_found", hold_id=hold_id))
+    return _view(db, hold, now)
+
+
+def _view(db: DBSession, hold: OperatorHold, now: datetime | None = None) -> OperatorHoldView:
+    held: tuple[int, ...] = ()
+    if now is not None and operator_holds.is_live(hold, now):
+        policy = load_policy(db)
+        held_here = (Session.status == Status.WAITING.value, Session.hold_reason == operator_holds.REASON)
+        waiting = db.exec(select(Session).where(*held_here).order_by(col(Session.id)).limit(HELD_SCAN))
+        held = tuple(s.id or 0 for s in waiting if operator_holds.selects(hold, s, policy))
+    return OperatorHoldView(
+        id=hold.id or 0, selector_kind=hold.selector_kind, selector_value=hold.selector_value, armer=hold.armer,
+        reason=hold.reason, created_at=hold.created_at, expires_at=hold.expires_at, held=held,
+    )
+
 
 
 @dataclass(frozen=True)

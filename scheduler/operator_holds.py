@@ -44,7 +44,6 @@ log = logging.getLogger("pacer.operator_holds")
 SELECTOR_KINDS = ("session", "genesis", "trigger", "repository", "label", "class", "all")
 MAX_TTL = timedelta(days=30)
 MAX_REASON = 500
-HELD_SCAN = 500  # held sessions a hold's detail lists
 REASON = "operator_hold"
 OPERATOR_ROLE = "operator"
 ENDED = frozenset({Status.DONE.value, Status.FAILED.value, Status.ARCHIVED.value})
@@ -150,34 +149,68 @@ def _normalize(db: DBSession, kind: str, values: Sequence[str]) -> str:
     return value.lower()
 
 
+@dataclass(frozen=True)
+class NewOperatorHold:
+    """A hold someone asks for: what it selects, who arms it, why, and for how long (None: until released)."""
+
+    kind: str
+    values: Sequence[str] = ()
+    armer: str = ""
+    reason: str = ""
+    ttl: timedelta | None = None
+
+
 def place_hold(
     ctx: Context, kind: str, values: Sequence[str] = (), *, armer: str, reason: str = "", ttl: timedelta | None = None,
 ) -> OperatorHold:
     """Hold every session `kind`/`values` selects. `armer` is who placed it (a chat id, or
     `session:<id>`); `ttl` None holds until released. Nothing is written on a bad argument."""
-    if not armer or not armer.strip():
-        raise InvalidInput(error_text("operator_holds/armer_missing"), field="armer")
-    if len(reason) > MAX_REASON:
-        raise InvalidInput(error_text("operator_holds/reason_too_long", limit=MAX_REASON), field="reason")
-    if ttl is not None and not timedelta(0) < ttl <= MAX_TTL:
-        raise InvalidInput(error_text("operator_holds/ttl_range"), field="ttl")
     now = ctx.clock.now()
     effects = Effects()
     with session_scope(ctx.engine) as db:
-        value = _normalize(db, kind, values)
-        hold = OperatorHold(
-            selector_kind=kind, selector_value=value, armer=armer.strip(), reason=reason.strip(), created_at=now,
-            expires_at=now + ttl if ttl is not None else None,
-        )
-        db.add(hold)
-        db.flush()
-        if hold.expires_at is not None:
-            effects.alarm(expiry_job_id(hold.id or 0), hold.expires_at, "operator_hold_expired", hold.id)
-        notice_deadlocks(ctx, db, [hold], now, effects)
-        effects.notice("operator_hold", hold_id=hold.id, armer=hold.armer, selector_kind=kind, selector_value=value)
+        hold = add_hold(db, NewOperatorHold(kind, tuple(values), armer, reason, ttl), now)
+        announce(ctx, db, hold, now, effects)
     effects.apply(ctx)
-    log.warning("operator hold %s placed by %s on %s %s", hold.id, hold.armer, kind, value)
     return hold
+
+
+def add_hold(db: DBSession, new: NewOperatorHold, now: datetime) -> OperatorHold:
+    """`place_hold`'s row, in the caller's transaction: a webhook writes it beside its delivery
+    record, so a hold and its lifting take effect in the order their deliveries commit. Its
+    alarm and notices follow the commit (`announce_holds`)."""
+    if not new.armer or not new.armer.strip():
+        raise InvalidInput(error_text("operator_holds/armer_missing"), field="armer")
+    if len(new.reason) > MAX_REASON:
+        raise InvalidInput(error_text("operator_holds/reason_too_long", limit=MAX_REASON), field="reason")
+    if new.ttl is not None and not timedelta(0) < new.ttl <= MAX_TTL:
+        raise InvalidInput(error_text("operator_holds/ttl_range"), field="ttl")
+    hold = OperatorHold(
+        selector_kind=new.kind, selector_value=_normalize(db, new.kind, new.values), armer=new.armer.strip(),
+        reason=new.reason.strip(), created_at=now, expires_at=now + new.ttl if new.ttl is not None else None,
+    )
+    db.add(hold)
+    db.flush()
+    return hold
+
+
+def announce(ctx: Context, db: DBSession, hold: OperatorHold, now: datetime, effects: Effects) -> None:
+    """What a new hold sets going after its commit: its TTL alarm, the deadlocks it closes, its notice."""
+    if hold.expires_at is not None:
+        effects.alarm(expiry_job_id(hold.id or 0), hold.expires_at, "operator_hold_expired", hold.id)
+    notice_deadlocks(ctx, db, [hold], now, effects)
+    effects.notice("operator_hold", hold_id=hold.id, armer=hold.armer, selector_kind=hold.selector_kind, selector_value=hold.selector_value)
+    log.warning("operator hold %s placed by %s on %s %s", hold.id, hold.armer, hold.selector_kind, hold.selector_value)
+
+
+def announce_holds(ctx: Context, hold_ids: Sequence[int]) -> None:
+    """`announce` the holds `add_hold` wrote in a transaction that has committed, those still in force."""
+    now = ctx.clock.now()
+    effects = Effects()
+    with session_scope(ctx.engine) as db:
+        for hold in db.exec(select(OperatorHold).where(col(OperatorHold.id).in_(list(hold_ids))).order_by(col(OperatorHold.id))):
+            if is_live(hold, now):
+                announce(ctx, db, hold, now, effects)
+    effects.apply(ctx)
 
 
 def release_hold(ctx: Context, hold_id: int, *, actor: str, actor_role: str | None = None) -> OperatorHold:
@@ -194,13 +227,14 @@ def release_hold(ctx: Context, hold_id: int, *, actor: str, actor_role: str | No
             raise Refused(error_text("operator_holds/already_released", hold_id=hold_id, by=hold.released_by, at=hold.released_at))
         if not is_live(hold, now):
             raise Refused(error_text("operator_holds/already_expired", hold_id=hold_id, at=hold.expires_at))
-        _end(db, hold, now, actor, effects)
+        end_hold(db, hold, now, actor, effects)
     effects.apply(ctx)
     log.warning("operator hold %s released by %s", hold_id, actor)
     return hold
 
 
-def _end(db: DBSession, hold: OperatorHold, at: datetime, by: str, effects: Effects) -> None:
+def end_hold(db: DBSession, hold: OperatorHold, at: datetime, by: str, effects: Effects) -> None:
+    """End `hold` in the caller's transaction; `effects` (after the commit) drop its TTL alarm."""
     hold.released_at = at
     hold.released_by = by
     db.add(hold)
@@ -210,18 +244,6 @@ def _end(db: DBSession, hold: OperatorHold, at: datetime, by: str, effects: Effe
 
 
 # --------------------------------------------------------------------------- reading
-
-
-@dataclass(frozen=True)
-class OperatorHoldView:
-    id: int
-    selector_kind: str
-    selector_value: str
-    armer: str
-    reason: str
-    created_at: datetime
-    expires_at: datetime | None
-    held: tuple[int, ...] = ()  # sessions waiting on it now
 
 
 def _ended_armers(db: DBSession, holds: Sequence[OperatorHold]) -> set[str]:
@@ -246,32 +268,6 @@ def live_holds(db: DBSession, now: datetime) -> list[OperatorHold]:
     )
     ended = _ended_armers(db, rows)
     return [h for h in rows if h.armer not in ended]
-
-
-def list_holds(db: DBSession, now: datetime) -> list[OperatorHoldView]:
-    return [_view(db, h, now) for h in live_holds(db, now)]
-
-
-def show_hold(db: DBSession, hold_id: int, now: datetime) -> OperatorHoldView:
-    """One hold's full detail, released or not; `held` lists the sessions it holds now."""
-    hold = db.get(OperatorHold, hold_id)
-    if hold is None:
-        raise NotFound(error_text("operator_holds/not_found", hold_id=hold_id))
-    return _view(db, hold, now)
-
-
-def _view(db: DBSession, hold: OperatorHold, now: datetime | None = None) -> OperatorHoldView:
-    held: tuple[int, ...] = ()
-    if now is not None and is_live(hold, now):
-        policy = load_policy(db)
-        waiting = db.exec(
-            select(Session).where(Session.status == Status.WAITING.value, Session.hold_reason == REASON).order_by(col(Session.id)).limit(HELD_SCAN)
-        )
-        held = tuple(s.id or 0 for s in waiting if selects(hold, s, policy))
-    return OperatorHoldView(
-        id=hold.id or 0, selector_kind=hold.selector_kind, selector_value=hold.selector_value, armer=hold.armer,
-        reason=hold.reason, created_at=hold.created_at, expires_at=hold.expires_at, held=held,
-    )
 
 
 # --------------------------------------------------------------------------- admission
@@ -311,7 +307,7 @@ def expired(ctx: Context, hold_id: int) -> None:
         if hold.expires_at > now:
             effects.alarm(expiry_job_id(hold_id), hold.expires_at, "operator_hold_expired", hold_id)
         else:
-            _end(db, hold, hold.expires_at, "its TTL passed", effects)
+            end_hold(db, hold, hold.expires_at, "its TTL passed", effects)
             effects.queue_pass = True
     effects.apply(ctx)
 
@@ -326,9 +322,9 @@ def prune(ctx: Context) -> list[int]:
         ended = _ended_armers(db, open_rows)
         for hold in open_rows:
             if hold.expires_at is not None and hold.expires_at <= now:
-                _end(db, hold, hold.expires_at, "its TTL passed", effects)
+                end_hold(db, hold, hold.expires_at, "its TTL passed", effects)
             elif hold.armer in ended:
-                _end(db, hold, now, "its armer ended", effects)
+                end_hold(db, hold, now, "its armer ended", effects)
             else:
                 continue
             pruned.append(hold.id or 0)

@@ -36,9 +36,9 @@ from scheduler.explain import explain
 from scheduler.fleet import asking_for, build_snapshot
 from scheduler.gate import RESUME_MARGIN_PCT, Decision, decide
 from scheduler.genesis import SchedulingClass
-from scheduler.models import EnqueuedMessage, Session, Status, Turn
+from scheduler.models import EnqueuedMessage, Session, Status
 from scheduler.policy import PolicyView, load_policy
-from scheduler.records import clear_pause, existing_attachments, is_asleep
+from scheduler.records import STOPPED, clear_pause, is_asleep, last_turn, replay, stopped_turn
 from scheduler.sessions import class_defaults, class_expr_for, class_from
 from templates import render
 
@@ -180,10 +180,6 @@ def _dormant_stmt(defaults: tuple[SchedulingClass, ...], limit: int) -> Any:
     )
 
 
-def last_turn(db: DBSession, session_id: int) -> Turn | None:
-    return db.exec(select(Turn).where(Turn.session_id == session_id).order_by(col(Turn.id).desc())).first()
-
-
 def next_queued(db: DBSession, session_id: int) -> EnqueuedMessage | None:
     return db.exec(
         select(EnqueuedMessage)
@@ -194,19 +190,23 @@ def next_queued(db: DBSession, session_id: int) -> EnqueuedMessage | None:
 
 def _resume_turn(db: DBSession, session: Session, now: datetime) -> TurnAttempt:
     """The turn a resume delivers. A held turn that never ran goes first (one turn, never a
-    second job; the park's own prompt waits behind it). Otherwise the park's prompt, in place
-    of the nudge. An interrupted turn gets the nudge — the agent lost a tool call and has to
-    pick up. A session that finished its turn and has a message waiting gets that message: a
-    nudge in front of it would only spend a turn saying nothing."""
+    second job; the park's own prompt waits behind it). So does a turn cut off before the agent
+    named a conversation (`records.stopped_turn`): there is nothing for a nudge to resume, and
+    the task itself must run. Otherwise the park's prompt, in place of the nudge. An interrupted
+    turn gets the nudge — the agent lost a tool call and has to pick up. A session that finished
+    its turn and has a message waiting gets that message: a nudge in front of it would only
+    spend a turn saying nothing."""
     sid = session.id or 0
-    if session.hold_reason is not None and session.hold_prompt is not None:
+    held = session.hold_reason is not None and session.hold_prompt is not None
+    first = replay(db, session) if held else stopped_turn(db, session)
+    if first is not None:
         if session.pause_resume_prompt:
             db.add(EnqueuedMessage(session_id=sid, prompt=session.pause_resume_prompt, kind="resume", created_at=now))
-        return TurnAttempt(session.hold_prompt, existing_attachments(session.hold_attachments or []), session.hold_turn_kind or "first")
+        return first
     if session.pause_resume_prompt:
         return TurnAttempt(session.pause_resume_prompt, [], "resume")
     previous = last_turn(db, sid)
-    interrupted = previous is not None and previous.status in ("halted", "failed")
+    interrupted = previous is not None and previous.status in STOPPED
     if not interrupted:
         queued = next_queued(db, sid)
         if queued is not None:

@@ -41,9 +41,9 @@ from scheduler.effects import Effects
 from scheduler.fleet import fleet_columns, running_fleet, running_marks
 from scheduler.gate import Decision, Reason
 from scheduler.models import EnqueuedMessage, HumanMessage, Session, Status, Turn
-from scheduler.pause import COOLDOWN, PREEMPTED, banner, last_turn, record_pause
+from scheduler.pause import COOLDOWN, PREEMPTED, banner, record_pause
 from scheduler.policy import PolicyView, load_policy
-from scheduler.records import clear_pause, halt_turn, is_running, running_turn
+from scheduler.records import clear_pause, halt_turn, is_running, last_turn, running_turn
 from scheduler.sessions import is_spot
 from templates import render
 

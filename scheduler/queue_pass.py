@@ -210,11 +210,12 @@ class _Pass:
     def attempt(self, session: Session, *, advance: bool) -> tuple[str, bool]:
         """Ask once for a held session. Returns (outcome, stop the pass?)."""
         work = self.work
-        turn = replay(session)
+        turn = replay(work.db, session)
         block = blocked(work, session)
         if block is not None:
             if advance or _restates(session, block):
-                hold(work, session, TurnAttempt(session.hold_prompt, session.hold_attachments, turn.kind), block)
+                # Held again as it was recorded: a held resume stays one (`records.replay`).
+                hold(work, session, TurnAttempt(session.hold_prompt, session.hold_attachments, session.hold_turn_kind or turn.kind), block)
             return "held", not block.skip_only
         decision = self.gate.decide(session)
         if decision.allowed:

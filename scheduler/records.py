@@ -28,6 +28,8 @@ from scheduler.ports import TurnRequest
 from scheduler.store import wrote
 from templates import error_text, render
 
+STOPPED = ("halted", "failed")  # a turn cut off before its end
+
 
 def hold_job_id(session_id: int) -> str:
     return f"recheck:{session_id}"
@@ -243,11 +245,37 @@ def hold(work: Work, session: Session, attempt: TurnAttempt, block: Block, decis
     return Submission("held", session.id or 0, reason=reason, sentence=sentence, retry_at=due, decision=decision)
 
 
-def replay(session: Session) -> TurnAttempt:
-    """The held turn, as its re-check asks it again."""
+def replay(db: DBSession, session: Session) -> TurnAttempt:
+    """The held turn, as its re-check asks it again. A held resume (a cost cap's halt) carries on
+    as `resume_turn` says."""
     if session.hold_prompt is None:  # a hold recorded without its prompt comes back on a recovery nudge
         return TurnAttempt(render("text/recovery_nudge.j2", session=session), [], "recovery")
+    if session.hold_turn_kind == "resume":
+        return resume_turn(db, session, session.hold_prompt)
     return TurnAttempt(session.hold_prompt, existing_attachments(session.hold_attachments or []), session.hold_turn_kind or "first")
+
+
+def last_turn(db: DBSession, session_id: int) -> Turn | None:
+    return db.exec(select(Turn).where(Turn.session_id == session_id).order_by(col(Turn.id).desc())).first()
+
+
+def resume_turn(db: DBSession, session: Session, nudge: str) -> TurnAttempt:
+    """The turn that carries a session on after its last one stopped (a pause, a preemption, a
+    park or a cost cap halted it): `nudge`, which the runner delivers into the conversation the
+    agent named (`--resume`). When it named none — an agent that names it only in its final
+    result, cut off before it — the nudge would reach an agent that never saw the task: the
+    stopped turn goes again instead, with its attachments."""
+    return stopped_turn(db, session) or TurnAttempt(nudge, [], "resume")
+
+
+def stopped_turn(db: DBSession, session: Session) -> TurnAttempt | None:
+    """The last turn again, when it was cut off (halted, or failed) with no conversation to resume."""
+    if session.agent_session_id is not None:
+        return None
+    previous = last_turn(db, session.id or 0)
+    if previous is None or previous.status not in STOPPED:
+        return None
+    return TurnAttempt(previous.prompt, existing_attachments(previous.attachments), previous.kind)
 
 
 def next_queued_id(db: DBSession, session_id: int) -> int | None:

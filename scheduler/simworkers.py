@@ -20,6 +20,9 @@ class VirtualWorkerPool:
     duration: Callable[[TurnRequest], timedelta] = lambda _r: timedelta(minutes=20)
     burn_per_min: Callable[[TurnRequest], float] = lambda _r: 0.5
     outcome: Callable[[TurnRequest], Outcome] = lambda _r: Outcome.SUCCESS
+    # False: the agent names its conversation only in its final result (a command runner with
+    # `--output-format json`), so a halted turn reports none.
+    names_conversation_early: bool = True
     running: dict[int, tuple[TurnRequest, Callable[[TurnResult], None], datetime]] = field(default_factory=dict)
     submitted: list[TurnRequest] = field(default_factory=list)
 
@@ -43,5 +46,6 @@ class VirtualWorkerPool:
         request, on_done, started = entry
         minutes = (self.clock.now() - started).total_seconds() / 60.0
         outcome = forced or self.outcome(request)
+        named = self.names_conversation_early or forced is None
         on_done(TurnResult(outcome, cost_usd=minutes * self.burn_per_min(request), output=f"simulated {minutes:.1f} min",
-                           duration_ms=int(minutes * 60000), agent_session_id=f"sim-{request.session_id}"))
+                           duration_ms=int(minutes * 60000), agent_session_id=f"sim-{request.session_id}" if named else None))

@@ -70,7 +70,7 @@ def start_now(ctx: Context, session_id: int, *, actor: str | None = None) -> Sta
             shape = "paused"
             sub = resume_paused(work, session).submission
         elif session.hold_reason is not None:
-            attempt = replay(session)
+            attempt = replay(db, session)
             session.hold_count = 0  # a person asked for it directly: the ladder starts over
             shape = "held"
             sub = admit(work, session, attempt)

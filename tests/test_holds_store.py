@@ -12,8 +12,9 @@ from scheduler.capacity import arrivals, occupied
 from scheduler.context import Context
 from scheduler.effects import Effects
 from scheduler.groups import occupying
+from scheduler.holds_view import list_holds
 from scheduler.models import OperatorHold, Prerequisite, QueueHold, Session, Turn
-from scheduler.operator_holds import list_holds, live_holds
+from scheduler.operator_holds import live_holds
 from scheduler.policy import load_policy
 from scheduler.prerequisites import (
     issue_sessions,

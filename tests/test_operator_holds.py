@@ -15,15 +15,14 @@ from sqlmodel import SQLModel, func, select
 from scheduler import db as dbmod
 from scheduler.db import session_scope
 from scheduler.errors import Forbidden, InvalidInput, NotFound, Refused
+from scheduler.holds_view import list_holds, show_hold
 from scheduler.models import OperatorHold, Session, Trigger
 from scheduler.operator_holds import (
     SELECTOR_KINDS,
     admission_check,
     applies,
-    list_holds,
     place_hold,
     release_hold,
-    show_hold,
 )
 from scheduler.policy import ensure_policy, load_policy
 from scheduler.prerequisites import record_prerequisites

@@ -23,7 +23,7 @@ from scheduler.groups import repository_group
 from scheduler.lifecycle import archive, recover
 from scheduler.models import EnqueuedMessage, Status, Turn
 from scheduler.operator_holds import REASON as OPERATOR_HOLD
-from scheduler.operator_holds import place_hold
+from scheduler.operator_holds import NewOperatorHold, add_hold, place_hold
 from scheduler.turns import submit_turn, submit_turns
 from tests.conftest import T0, _fresh_sqlite
 from tests.harness import new, row
@@ -113,12 +113,15 @@ def test_an_unknown_kind_is_refused_before_anything_is_written(any_engine: Engin
     assert row(ctx, sid).status == Status.WAITING.value and not row(ctx, sid).hold_reason
 
 
-def _plans(engine: Engine) -> tuple[Context, list[int], list[GithubPlan]]:
-    """Five issues opened at once, the first under `pacer:hold`, for two slots."""
+def _plans(engine: Engine, *, held: bool = True) -> tuple[Context, list[int], list[GithubPlan]]:
+    """Five issues opened at once, the first under `pacer:hold` unless not `held`, for two slots."""
     ctx, *_rest = wired(engine, VirtualClock(T0), max_sessions=2)
     ids = [new(ctx, genesis="github_issue", scheduling_class="spot") for _ in range(5)]
     plans = [GithubPlan(actor="github:octo", issue=f"acme/api#{n}", created=[(sid, f"fix #{n}")]) for n, sid in enumerate(ids)]
-    plans[0].place_holds.append(ids[0])  # born under pacer:hold
+    if held:  # born under pacer:hold: its hold committed with its delivery, as `record_github` writes it
+        with session_scope(engine) as db:
+            hold = add_hold(db, NewOperatorHold("session", [str(ids[0])], "github:octo", "pacer:hold"), T0)
+        plans[0].holds_placed.append((ids[0], hold.id or 0))
     return ctx, ids, plans
 
 
@@ -194,8 +197,7 @@ def test_a_first_turn_asked_twice_runs_once(any_engine: Engine) -> None:
 
 
 def test_a_plan_that_fails_costs_the_plans_after_it_nothing(any_engine: Engine) -> None:
-    ctx, ids, plans = _plans(any_engine)
-    plans[0].place_holds.clear()
+    ctx, ids, plans = _plans(any_engine, held=False)
     broken = GithubPlan(actor="github:octo", issue="acme/api#not-a-number", issue_state="closed")  # int() fails outside any step's guard
     plans.insert(1, broken)
 

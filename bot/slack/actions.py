@@ -26,7 +26,7 @@ from slack_sdk import WebClient
 from bot.blocks import HOLD_RELEASE, QUEUE_ROW
 from bot.render import render
 from bot.runtime import Pacer
-from bot.slack.edge import SlackEdge, ask
+from bot.slack.edge import SlackEdge, ask, command_lines
 from bot.slack.home import publish_home
 from integrations.slack import messages
 from integrations.slack.notifier import QUEUE_RESUME, SESSION_PRIORITY
@@ -49,7 +49,7 @@ _ID = re.compile(r"^[1-9][0-9]{0,17}$")
 def register(app: App, edge: SlackEdge) -> None:
     def on_action(ack: Ack, body: dict[str, Any], action: dict[str, Any], client: WebClient, respond: Respond | None) -> None:
         ack()
-        edge.submit(f"action {action.get('action_id')}", run_action, edge.pacer, body, action, client, respond)
+        edge.submit_in_turn(action_lines(body, action), f"action {action.get('action_id')}", run_action, edge.pacer, body, action, client, respond)
 
     for action_id in (QUEUE_ROW, HOLD_RELEASE, QUEUE_RESUME, SESSION_PRIORITY):
         app.action(action_id)(on_action)
@@ -71,6 +71,15 @@ def command_for(action: Mapping[str, Any]) -> str:
     if action_id == SESSION_PRIORITY:
         return f"promote {_session_id(str(action.get('value') or ''))}"
     raise InvalidInput(error_text("slack/action_unknown", action_id=action_id), field="action_id")
+
+
+def action_lines(body: Mapping[str, Any], action: Mapping[str, Any]) -> tuple[str, ...]:
+    """The lines an action waits in: those of the command it means, typed by the clicking user."""
+    user = str(_mapping(body.get("user")).get("id") or "")
+    try:
+        return command_lines(user, command_for(action))
+    except InvalidInput:  # answered with what is wrong, in the user's line
+        return command_lines(user, "")
 
 
 def _session_id(raw: str, *, what: str = "session id") -> str:

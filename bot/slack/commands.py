@@ -1,7 +1,8 @@
 """`/pacer`: ack at once, answer later through the command's response_url.
 
 The ack carries no body, so Slack shows nothing until the answer arrives; the answer is built on
-the edge's work pool, so a slow query never holds an ack past Slack's 3 seconds.
+the edge's work pool, so a slow query never holds an ack past Slack's 3 seconds, and in turn
+behind its author's earlier commands and those on the same sessions (`edge.command_lines`).
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ from typing import Any
 from slack_bolt import Ack, App, Respond
 
 from bot.runtime import Pacer
-from bot.slack.edge import SlackEdge, ask
+from bot.slack.edge import SlackEdge, ask, command_lines
 from integrations.slack import messages
 
 log = logging.getLogger("pacer.slack")
@@ -24,7 +25,8 @@ SURFACE = "slack"
 def register(app: App, edge: SlackEdge) -> None:
     def pacer_command(ack: Ack, command: dict[str, Any], respond: Respond) -> None:
         ack()
-        edge.submit(f"{COMMAND} {command.get('text', '')[:40]!r}", answer_command, edge.pacer, command, respond)
+        lines = command_lines(str(command.get("user_id") or ""), str(command.get("text") or ""))
+        edge.submit_in_turn(lines, f"{COMMAND} {command.get('text', '')[:40]!r}", answer_command, edge.pacer, command, respond)
 
     app.command(COMMAND)(pacer_command)
 

@@ -4,19 +4,29 @@ one way to ask `bot.chat`.
 A listener acks and hands the real work — asking `bot.chat`, reading the database, calling the
 Web API — to this pool, so the ack never waits on an answer: a burst of slow answers queues here
 while every ack still goes back in milliseconds, well inside Slack's 3 seconds.
+
+Steering is handed over in turn (`submit_in_turn`): a command, a button or a message waits for
+the earlier work of its author and of the sessions or thread it names (`command_lines`,
+`message_lines`), so one person's `promote 10`, `demote 10`, `demote 10 top` apply in the order
+they arrived, while other people's work runs beside it on the pool. The order is this process's:
+behind a load balancer, two commands that reach two replicas apply as each replica gets to them.
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Mapping
 from concurrent.futures import Future
 from typing import Any
 
 from bot import chat
+from bot.commands import command as c
+from bot.commands import parse
+from bot.roles import subjects
 from bot.runtime import Pacer
 from bot.slack_intake import slack_message
-from integrations.tracked_pool import TrackedPool, run_guarded
+from integrations.tracked_pool import InOrder, TrackedPool, run_guarded
+from scheduler.errors import CommandError
 from templates import render
 
 log = logging.getLogger("pacer.slack")
@@ -48,15 +58,20 @@ class SlackEdge:
         self.intake = intake  # where a fresh Slack message goes
         self.listeners = TrackedPool(listener_threads, "slack-listener")
         self._pool = TrackedPool(work_threads, "slack-work")
+        self._in_turn = InOrder(self._pool)
 
     def submit(self, what: str, func: Callable[..., Any], *args: Any) -> Future[Any]:
         """Run func(*args) after the ack; an exception is logged with `what`, never raised."""
         return self._pool.submit(run_guarded, log, f"slack: {what}", func, *args)
 
+    def submit_in_turn(self, lines: Iterable[str], what: str, func: Callable[..., Any], *args: Any) -> Future[Any]:
+        """`submit`, once the work handed over earlier in any of `lines` has run."""
+        return self._in_turn.submit(lines, run_guarded, log, f"slack: {what}", func, *args)
+
     def drain(self, timeout: float = 10.0) -> bool:
         """Wait for Bolt's executor, then for the work handed off; True when all of it finished
         in time. A listener hands its work off before it returns, so this order misses nothing."""
-        return self.listeners.drain(timeout) and self._pool.drain(timeout)
+        return self.listeners.drain(timeout) and self._in_turn.drain(timeout) and self._pool.drain(timeout)
 
     def close(self, timeout: float = 10.0) -> None:
         """Finish what was acked (Slack will not resend it), then stop both pools."""
@@ -72,3 +87,29 @@ def ask(pacer: Pacer, *, actor: str, text: str, surface: str) -> chat.Reply:
     except Exception:
         log.exception("slack: answering %r for %s failed", text[:80], actor)
         return chat.Reply(text=render("slack/command_failed.j2"), blocks=[], in_channel=False, ok=False)
+
+
+def command_lines(actor: str, text: str) -> tuple[str, ...]:
+    """The lines a `/pacer` command (or a button meaning one) waits in: its author's, each
+    session it names, and one for holds, since a release names a hold rather than its sessions.
+    A command that does not parse is answered with its error in its author's line."""
+    lines = [f"person:{actor}"]
+    try:
+        command = parse(text)
+    except CommandError:
+        return tuple(lines)
+    named = {*subjects(command), *getattr(command, "neighbours", ())}
+    session_id = getattr(command, "session_id", None)
+    if isinstance(session_id, int):
+        named.add(session_id)
+    lines += [f"session:{sid}" for sid in sorted(named)]
+    if isinstance(command, c.Hold | c.Release | c.Resume):
+        lines.append("holds")
+    return tuple(lines)
+
+
+def message_lines(event: Mapping[str, Any]) -> tuple[str, ...]:
+    """The lines a message waits in: its author's and its thread's (a reply is a turn of the
+    thread's session, and its replies reach the agent in the order they were written)."""
+    thread = event.get("thread_ts") or event.get("ts")
+    return (f"person:{event.get('user')}", f"thread:{event.get('channel')}:{thread}")

@@ -22,7 +22,7 @@ from slack_sdk import WebClient
 from sqlalchemy.exc import IntegrityError
 
 from bot.runtime import Pacer
-from bot.slack.edge import SlackEdge
+from bot.slack.edge import SlackEdge, message_lines
 from bot.slack.home import open_home
 from bot.slack_intake import SenderNotice, slack_mention
 from scheduler.bounds import clean_text, clean_tree
@@ -38,7 +38,7 @@ def register(app: App, edge: SlackEdge) -> None:
     def on_message(body: dict[str, Any], event: dict[str, Any], client: WebClient) -> None:
         if is_ignored(event):
             return
-        edge.submit("message intake", take_message, edge.pacer, body, edge.intake, client)
+        edge.submit_in_turn(message_lines(event), "message intake", take_message, edge.pacer, body, edge.intake, client)
 
     def on_home_opened(event: dict[str, Any], client: WebClient) -> None:
         if event.get("tab", "home") != "home":  # the Messages tab fires this event too
@@ -48,7 +48,7 @@ def register(app: App, edge: SlackEdge) -> None:
     def on_mention(body: dict[str, Any], event: dict[str, Any], client: WebClient) -> None:
         if is_ignored(event):
             return
-        edge.submit("mention intake", take_message, edge.pacer, body, slack_mention, client)
+        edge.submit_in_turn(message_lines(event), "mention intake", take_message, edge.pacer, body, slack_mention, client)
 
     app.event("message")(on_message)
     app.event("app_mention")(on_mention)
