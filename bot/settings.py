@@ -139,6 +139,19 @@ class Settings(BaseSettings):
     console_user: Text = _field("PACER_CONSOLE_USER", "console", "The roster user the console speaks as")
     ops_channel: Text | None = _field("PACER_OPS_CHANNEL", None, "Slack channel where queue holds announce themselves")
     max_body_bytes: Annotated[int, _rule(rules.whole(1024))] = _field("PACER_MAX_BODY_BYTES", "1048576", "Largest HTTP request body accepted")
+    header_timeout_seconds: Count = _field(
+        "PACER_HEADER_TIMEOUT_SECONDS", "10", "Longest a client may take to send a request's headers (from connecting, or the last answer); then 408, closed"
+    )
+    body_timeout_seconds: Count = _field(
+        "PACER_BODY_TIMEOUT_SECONDS", "10", "Longest a request body may stall between two chunks; past it the client gets 408 and the connection closes"
+    )
+    body_min_rate: Count = _field(
+        "PACER_BODY_MIN_RATE", "1024", "Slowest a request body may arrive, bytes a second, once its first PACER_BODY_TIMEOUT_SECONDS are spent; slower is a 408"
+    )
+    max_connections: Annotated[int, _rule(rules.whole(2, 100000))] = _field(
+        "PACER_MAX_CONNECTIONS", "200", "Connections and requests at once; a request past it is answered 503 (uvicorn's limit_concurrency)"
+    )
+    keep_alive_seconds: Count = _field("PACER_KEEP_ALIVE_SECONDS", "5", "How long an idle connection stays open after an answer")
     max_prompt_chars: Count = _field("PACER_MAX_PROMPT_CHARS", "100000", "Longest prompt accepted")
     triggers_file: Text | None = _field("PACER_TRIGGERS_FILE", None, "triggers.toml loaded at start (triggers as code)")
     slack_bot_token: Secret = _field("SLACK_BOT_TOKEN", None, "Slack bot token (xoxb-…)")

@@ -32,13 +32,15 @@ ROSTER = "alice=operator,bob=member,carol=member"
 class Server:
     """`app` under uvicorn in a thread, on a free 127.0.0.1 port."""
 
-    def __init__(self, app: Any, *, lifespan: str = "off") -> None:
+    def __init__(self, app: Any, *, lifespan: str = "off", **options: Any) -> None:
         self.app = app
         self._sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
         self._sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         self._sock.bind(("127.0.0.1", 0))
-        self.url = f"http://127.0.0.1:{self._sock.getsockname()[1]}"
-        self._server = uvicorn.Server(uvicorn.Config(app, log_level="warning", lifespan=lifespan, access_log=False))
+        self.port = self._sock.getsockname()[1]
+        self.url = f"http://127.0.0.1:{self.port}"
+        config = {"log_level": "warning", "access_log": False, **options}
+        self._server = uvicorn.Server(uvicorn.Config(app, lifespan=lifespan, **config))
         self._thread = threading.Thread(target=self._server.run, kwargs={"sockets": [self._sock]}, name="pacer-http", daemon=True)
 
     def start(self) -> Server:
