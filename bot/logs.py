@@ -103,3 +103,10 @@ def config(level: str = "INFO", fmt: str = "text") -> dict[str, Any]:
 
 def configure(level: str = "INFO", fmt: str = "text") -> None:
     logging.config.dictConfig(config(level, fmt))
+
+
+def first_line(exc: BaseException) -> str:
+    """The first line of a driver's error (psycopg and sqlite3 put what failed there), for a log
+    line or a message in place of its traceback; SQLAlchemy's wrapper is looked through."""
+    lines = str(getattr(exc, "orig", None) or exc).strip().splitlines()
+    return lines[0].strip() if lines else type(exc).__name__

@@ -30,7 +30,7 @@ def serve(settings: Settings, *, host: str | None = None, port: int | None = Non
     try:
         pacer = runtime.build(settings, migrate=True)
     except OperationalError as exc:  # one line naming what to do, not the driver's 130-line traceback
-        log.error(error_text("server/database_unreachable", url=redact_url(settings.database_url), reason=first_line(exc.orig or exc)))
+        log.error(error_text("server/database_unreachable", url=redact_url(settings.database_url), reason=logs.first_line(exc)))
         return 1
     bind_host = host or settings.host
     bind_port = port or settings.port
@@ -107,9 +107,3 @@ def _advertise(pacer: runtime.Pacer, url: str) -> None:
     leadership = pacer.extras.get("leadership")
     if leadership is not None:
         leadership.advertise(url)
-
-
-def first_line(exc: BaseException) -> str:
-    """The first line of a driver's error: psycopg and sqlite3 put what failed there."""
-    lines = str(exc).strip().splitlines()
-    return lines[0].strip() if lines else type(exc).__name__

@@ -10,6 +10,7 @@ size limit, and the one place a raised error becomes a JSON answer.
                                    chunked, by the bytes read (reading stops there)
     ApiError(400 disconnected)     the client left before its body arrived
     ApiError(503 unavailable)      the scheduler is not running in this process
+    a database error -> 503        unavailable, with Retry-After: the database cannot be reached
 
 `bot.api.refusals` states each of these bodies in the OpenAPI document.
 
@@ -29,11 +30,14 @@ from fastapi import Depends, Request, Response
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from fastapi.routing import APIRoute
+from sqlalchemy.exc import InterfaceError, OperationalError
+from sqlalchemy.exc import TimeoutError as PoolTimeout
 from starlette.exceptions import HTTPException
 from starlette.requests import ClientDisconnect
 from starlette.types import Message
 
 from bot.http_body import read_bounded
+from bot.logs import first_line
 from bot.roles import Role, role_of
 from scheduler.errors import Forbidden, InvalidInput, NotFound, Refused
 from templates import error_text
@@ -41,6 +45,10 @@ from templates import error_text
 log = logging.getLogger("pacer.api")
 
 ACTOR_HEADER = "X-Pacer-Actor"
+# What a database that is down, restarting or out of connections raises: the driver's connection
+# errors (OperationalError, InterfaceError) and the pool's wait for a free connection running out.
+DATABASE_DOWN = (OperationalError, InterfaceError, PoolTimeout)
+RETRY_AFTER_SECONDS = 5
 DEMO_TOKEN_KEY = "demo_api_token"  # pacer.extras: the token `pacer serve --demo` made up
 
 
@@ -182,6 +190,13 @@ class GuardedRoute(APIRoute):
                 return error_body(403, "forbidden", str(exc))
             except Refused as exc:
                 return error_body(409, "conflict", str(exc))
+            except DATABASE_DOWN as exc:
+                # One line, not the driver's traceback: the outage is the operator's to see, the
+                # caller's to wait out.
+                log.warning("%s %s: the database cannot be reached (%s)", request.method, request.url.path, first_line(exc))
+                answer = error_body(503, "unavailable", error_text("api/database_unavailable", seconds=RETRY_AFTER_SECONDS))
+                answer.headers["Retry-After"] = str(RETRY_AFTER_SECONDS)
+                return answer
             except HTTPException as exc:
                 if exc.status_code != 400:
                     raise
