@@ -133,8 +133,7 @@ def place(body: HoldCreate, request: Request, who: CallerDep) -> dict[str, Any]:
 @router.post("/holds/{hold_id}/release", response_model=HoldReleased, responses=refusals(404, 409, 422, 503),
              summary="Release an operator hold (another person's needs the operator role)")
 def release(hold_id: HoldId, request: Request, who: CallerDep) -> dict[str, Any]:
-    role = who.reach.value if who.reach is not None else None
-    hold = release_hold(context(request), hold_id, actor=who.name, actor_role=role)
+    hold = release_hold(context(request), hold_id, actor=who.name, actor_role=who.role.value)
     return {"hold_id": hold_id, "armer": hold.armer, "released_by": hold.released_by}
 
 

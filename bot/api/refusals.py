@@ -7,7 +7,8 @@ each status its own body, so a client can tell a refusal from its shape alone:
 
     400 disconnected    the client went away before its body arrived
     401 unauthorized    no token configured, none sent, or the wrong one (with WWW-Authenticate)
-    403 forbidden       X-Pacer-Actor is off the roster, or their role does not allow it
+    403 forbidden       X-Pacer-Actor names someone the token does not speak for, or the
+                        caller's role does not allow it
     404 not_found       the session or trigger in the path does not exist
     409 conflict        the request is well formed but the state refuses it
     408 timeout         the body stalled or came too slowly (PACER_BODY_TIMEOUT_SECONDS,
@@ -83,7 +84,8 @@ class UnavailableBody(ErrorBody):
 _BODIES: dict[int, tuple[type[ErrorBody], str]] = {
     400: (DisconnectedBody, "The client went away before its body arrived"),
     401: (UnauthorizedBody, "No API token is configured, none was sent, or it is not the right one"),
-    403: (ForbiddenBody, "X-Pacer-Actor is off the roster, or their role does not allow this"),
+    403: (ForbiddenBody, "X-Pacer-Actor names someone other than the token's holder (the shared token names no one), "
+                         "or the caller's role does not allow this"),
     404: (NotFoundBody, "The session or trigger named in the path does not exist"),
     409: (ConflictBody, "Well formed, but the state refuses it (archived, finished, asleep, a name taken, disabled)"),
     408: (TimeoutBody, "The body stalled for PACER_BODY_TIMEOUT_SECONDS or came slower than PACER_BODY_MIN_RATE; "
