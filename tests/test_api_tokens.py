@@ -6,7 +6,9 @@ from __future__ import annotations
 
 import hashlib
 import logging
+import signal
 
+import httpx
 import pytest
 
 from bot.settings import in_force, load
@@ -14,6 +16,8 @@ from scheduler.db import session_scope
 from scheduler.errors import ConfigError
 from scheduler.models import Session
 from tests.api_client import PERSONAL, PERSONAL_TOKENS, ROSTER, TOKEN, make_api
+from tests.test_crash import TOKEN as SERVE_TOKEN
+from tests.test_crash import _port, _serve
 
 
 @pytest.fixture
@@ -121,3 +125,21 @@ def test_a_role_for_the_shared_token_must_be_one_pacer_has() -> None:
     assert str(refused.value) == "PACER_API_ROLE='admin': must be 'member' or 'operator'"
     assert load({"PACER_ROSTER": ROSTER, "PACER_API_TOKENS": PERSONAL_TOKENS}, toml_path=None).api_role == "member"
 
+
+def test_a_real_pacer_serve_logs_no_token_even_with_the_access_log_on(tmp_path) -> None:
+    port = _port()
+    bob = "bobs-own-token-0123456789"
+    server = _serve(tmp_path, port, echo_seconds="0.1", PACER_ACCESS_LOG="true", PACER_ROSTER="bob=member",
+                    PACER_API_TOKENS=f"bob={bob}", PACER_LOG_LEVEL="DEBUG")
+    try:
+        base = f"http://127.0.0.1:{port}"
+        assert httpx.get(f"{base}/", params={"token": SERVE_TOKEN}, timeout=10).status_code == 303
+        assert httpx.get(f"{base}/", params={"token": bob}, timeout=10).status_code == 303
+        assert httpx.get(f"{base}/", params={"token": bob + "x"}, timeout=10).status_code == 401
+        for token in (SERVE_TOKEN, bob, bob + "x"):
+            httpx.get(f"{base}/api/v1/sessions", headers={"Authorization": f"Bearer {token}"}, timeout=10)
+    finally:
+        server.send_signal(signal.SIGTERM)
+        log, _ = server.communicate(timeout=60)
+    assert 'GET /?token=*** HTTP/1.1" 303' in log, log[-2000:]
+    assert SERVE_TOKEN not in log and bob not in log
