@@ -143,3 +143,17 @@ def test_a_real_pacer_serve_logs_no_token_even_with_the_access_log_on(tmp_path) 
         log, _ = server.communicate(timeout=60)
     assert 'GET /?token=*** HTTP/1.1" 303' in log, log[-2000:]
     assert SERVE_TOKEN not in log and bob not in log
+
+
+def test_a_member_holds_only_their_own_sessions_over_the_api_as_in_slack(api) -> None:
+    bobs = as_token(api, "POST", "/sessions", PERSONAL["bob"], json={"prompt": "bob's"}).json()["session"]["id"]
+    carols = as_token(api, "POST", "/sessions", PERSONAL["carol"], json={"prompt": "carol's"}).json()["session"]["id"]
+    assert as_token(api, "POST", "/holds", PERSONAL["bob"], json={"selector": f"#{bobs}"}).status_code == 201
+    for selector, says in [(f"#{carols}", "requested by carol"), (f"{bobs},{carols}", "requested by carol"),
+                           ("all", "holding all needs the operator role"), ("genesis:api", "needs the operator role")]:
+        refused = as_token(api, "POST", "/holds", PERSONAL["bob"], json={"selector": selector})
+        assert refused.status_code == 403 and says in refused.json()["message"], (selector, refused.text)
+        # the shared token, a member unless set, is refused the same
+        assert as_token(api, "POST", "/holds", TOKEN, json={"selector": selector}).status_code == 403
+    assert as_token(api, "POST", "/holds", PERSONAL["alice"], json={"selector": "all"}).status_code == 201
+    assert len(api.get("/holds").json()["operator_holds"]) == 2
