@@ -14,6 +14,7 @@ from bot import live_page, metrics, runtime
 from bot.github import webhook as github_webhook
 from bot.request_ids import RequestIds
 from bot.runtime import Pacer
+from bot.slow_clients import BodyDeadline
 from scheduler import db as dbmod
 
 log = logging.getLogger("pacer.app")
@@ -64,6 +65,9 @@ def create_app(pacer: Pacer, *, start_scheduler: bool = True) -> FastAPI:
         from bot.slack import http as slack_http
 
         app.state.slack = slack_http.register(app, pacer)
+
+    # A request body that stalls or crawls is a 408, whichever route reads it.
+    app.add_middleware(BodyDeadline, stall_seconds=pacer.settings.body_timeout_seconds, min_rate=pacer.settings.body_min_rate)
 
     # GET /metrics (Prometheus), and on every request an id for its log lines and a latency sample.
     app.add_middleware(RequestIds, observe=metrics.register(app, pacer))

@@ -95,7 +95,7 @@ def available(name: str) -> bool:
 def answer(pacer: Pacer, actor: str, text: str, *, surface: str, role: Role | None = None) -> Reply:
     """Parse, authorize, execute and render `text` as `actor` speaking on `surface`
     (`slack`, `slack_home`, `console` or `api`). `role` is one the surface has already
-    established (the API's token holder acts with the operator's reach); without it the roster
+    established (the API's shared token acts with PACER_API_ROLE); without it the roster
     decides."""
     now = pacer.clock.now()
     flavour = "slack" if surface.startswith("slack") else "text"

@@ -13,6 +13,7 @@ import sys
 from typing import TextIO
 
 from bot import chat, runtime, settings_checks
+from bot.api.callers import AUTOMATION
 from bot.leader import Leadership, leader_address
 from bot.render import render
 from bot.runtime import Pacer
@@ -65,8 +66,10 @@ def _forward(settings: Settings, who: str, stdin: TextIO, stdout: TextIO, *, ser
     if not settings.api_token:
         stdout.write(render("text/console_no_token.j2", url=base) + "\n")
         return 2
-    headers = {"Authorization": f"Bearer {settings.api_token}", "X-Pacer-Actor": who}
-    stdout.write(render("text/console_banner.j2", user=who, role=settings.roster.get(who)) + "\n")
+    # Through the API the console is the shared token's automation: a token proves no person, so
+    # it cannot speak for PACER_CONSOLE_USER there (README, "Who the API speaks for").
+    headers = {"Authorization": f"Bearer {settings.api_token}"}
+    stdout.write(render("text/console_banner.j2", user=AUTOMATION, role=settings.api_role) + "\n")
     stdout.write(render("text/console_forwarding.j2", url=base) + "\n")
     with httpx.Client(timeout=30) as client:
         for line in stdin:

@@ -38,7 +38,7 @@ from typing import Any
 import httpx
 
 from bot import triggers as store
-from bot.api.guard import DEMO_TOKEN_KEY
+from bot.api.callers import DEMO_TOKEN_KEY
 from bot.settings import Settings
 from bot.trigger_spec import check_spec
 
@@ -92,6 +92,9 @@ def install_demo(pacer: Any, *, base_url: str | None = None, pace_seconds: float
     if not token:
         token = pacer.extras.setdefault(DEMO_TOKEN_KEY, secrets.token_urlsafe(18))
         log.warning("demo: PACER_API_TOKEN is unset, so this run's API token is %s (demo only)", token)
+    if pacer.settings.origin("PACER_API_ROLE") == "default":
+        # The feed sets the policy through the shared token, as an operator's automation would.
+        pacer.settings = pacer.settings.replaced(PACER_API_ROLE="operator")
     secret = pacer.settings.github_webhook_secret
     if not secret:
         # So the label trigger (and the follow-up it leads to) fire through the real, signed

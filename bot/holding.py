@@ -40,8 +40,8 @@ def pause(ctx: Context, command: c.Pause) -> Answer:
 
 def reply(ctx: Context, command: c.ThreadReply) -> Answer:
     surface = "slack_thread" if ctx.surface.startswith("slack") else ("api" if ctx.surface == "api" else "console")
-    # A human message needs a person on the roster, not only a role: the API's token holder has
-    # the operator's reach but is automation, so it posts follow-ups through /sessions/{id}/messages.
+    # A human message needs a person on the roster, not only a role: the API's shared token has a
+    # role but is automation, so it posts follow-ups through /sessions/{id}/messages.
     message = record_human_message(ctx.pacer.ctx, command.session_id, ctx.actor, command.text, surface,
                                    roster=ctx.pacer.settings.roster)
     return Answer("replied", {"session_id": command.session_id, "message_id": message.id})

@@ -2,11 +2,14 @@
 two seconds by `static/live.js`) and GET /static/<file> (the vendored uPlot and the page's own
 script and style). Read-only: no forms, no other methods.
 
-Who may look: whoever holds the API token (`PACER_API_TOKEN`). `/?token=<token>` once sets an
-HttpOnly, SameSite=Strict cookie and redirects to `/`, so the token leaves the address bar and
-the history; the cookie holds an HMAC of the token, never the token, and stops working when the
-token changes. `Authorization: Bearer <token>` works too. Anyone else gets a 401 page saying how
-to get in. Nothing is fetched from another origin, and the Content-Security-Policy says so.
+Who may look: whoever holds an API token, the shared `PACER_API_TOKEN` or a personal one from
+`PACER_API_TOKENS`. `/?token=<token>` once sets an HttpOnly, SameSite=Strict cookie and redirects
+to `/`, so the token leaves the address bar and the history. The cookie is `<expiry>.<HMAC>`:
+the instant it stops working (PACER_LIVE_COOKIE_HOURS on, also its Max-Age) signed with a key
+made from the token (its SHA-256, all Pacer keeps of a personal one), never the token itself. The
+server refuses it past that instant, or once the token is changed or removed, whatever the
+browser still sends. `Authorization: Bearer <token>` works too. Anyone else gets a 401 page saying
+how to get in. Nothing is fetched from another origin, and the Content-Security-Policy says so.
 """
 
 from __future__ import annotations
@@ -20,7 +23,8 @@ from fastapi import APIRouter, FastAPI, Request
 from fastapi.responses import FileResponse, HTMLResponse, JSONResponse, RedirectResponse, Response
 
 from bot import live_view
-from bot.api.guard import configured_token
+from bot.api.callers import bearer, identify, shared_token
+from bot.settings_rules import token_digest
 from templates import render_html
 
 COOKIE = "pacer_live"
@@ -37,44 +41,65 @@ HEADERS = {
 router = APIRouter(include_in_schema=False)
 
 
-def cookie_value(token: str) -> str:
-    return hmac.new(token.encode(), b"pacer live page", hashlib.sha256).hexdigest()
+def cookie_value(key: str, expires: int) -> str:
+    """The cookie for a token whose key (its SHA-256) is `key`, good until `expires` (Unix seconds)."""
+    mac = hmac.new(key.encode(), f"pacer live page|{expires}".encode(), hashlib.sha256).hexdigest()
+    return f"{expires}.{mac}"
 
 
-def is_signed_in(request: Request, token: str | None) -> bool:
-    if not token:
+def cookie_keys(pacer: Any) -> list[str]:
+    """Every key a cookie may be signed with: one per token that opens the page."""
+    shared = shared_token(pacer)
+    return [*([token_digest(shared)] if shared else []), *pacer.settings.personal_tokens.values()]
+
+
+def now_seconds(request: Request) -> int:
+    return int(request.app.state.pacer.clock.now().timestamp())
+
+
+def is_signed_in(request: Request) -> bool:
+    pacer = request.app.state.pacer
+    given = bearer(request.headers)
+    if given is not None:
+        return identify(pacer, given) is not None
+    expires, _, _mac = request.cookies.get(COOKIE, "").partition(".")
+    if not expires.isdigit() or int(expires) <= now_seconds(request):
         return False
-    cookie = request.cookies.get(COOKIE, "")
-    if cookie and hmac.compare_digest(cookie.encode(), cookie_value(token).encode()):
-        return True
-    scheme, _, given = request.headers.get("authorization", "").partition(" ")
-    return scheme.lower() == "bearer" and hmac.compare_digest(given.strip().encode(), token.encode())
+    cookie = request.cookies[COOKIE].encode()
+    matched = False
+    for key in cookie_keys(pacer):  # every key is tried, so the time taken says nothing of which matched
+        matched |= hmac.compare_digest(cookie, cookie_value(key, int(expires)).encode())
+    return matched
 
 
-def locked(token: str | None, *, wrong: bool) -> HTMLResponse:
-    body = render_html("page/locked.html.j2", configured=bool(token), wrong=wrong)
+def locked(request: Request, configured: bool, *, wrong: bool) -> HTMLResponse:
+    hours = request.app.state.pacer.settings.live_cookie_hours
+    body = render_html("page/locked.html.j2", configured=configured, wrong=wrong, hours=hours)
     return HTMLResponse(body, status_code=401, headers={**HEADERS, "WWW-Authenticate": "Bearer"})
 
 
 @router.get("/", response_class=HTMLResponse)
 def page(request: Request) -> Response:
-    token = configured_token(request)
+    pacer = request.app.state.pacer
+    configured = bool(cookie_keys(pacer))
     given = request.query_params.get("token")
     if given is not None:
-        if not token or not hmac.compare_digest(given.encode(), token.encode()):
-            return locked(token, wrong=True)
+        if identify(pacer, given) is None:
+            return locked(request, configured, wrong=True)
+        lasts = int(pacer.settings.live_cookie_hours) * 3600
         answer = RedirectResponse("/", status_code=303, headers=HEADERS)
-        answer.set_cookie(COOKIE, cookie_value(token), httponly=True, samesite="strict", secure=request.url.scheme == "https", path="/")
+        answer.set_cookie(COOKIE, cookie_value(token_digest(given), now_seconds(request) + lasts), max_age=lasts, httponly=True,
+                          samesite="strict", secure=request.url.scheme == "https", path="/")
         return answer
-    if not is_signed_in(request, token):
-        return locked(token, wrong=False)
+    if not is_signed_in(request):
+        return locked(request, configured, wrong=False)
     view = live_view.read(request.app.state.pacer)
     return HTMLResponse(render_html("page/live.html.j2", **sections(view), charts=view.charts(), poll_ms=POLL_MS), headers=HEADERS)
 
 
 @router.get("/live/state")
 def state(request: Request) -> Response:
-    if not is_signed_in(request, configured_token(request)):
+    if not is_signed_in(request):
         return JSONResponse({"error": "unauthorized"}, status_code=401, headers=HEADERS)
     view = live_view.read(request.app.state.pacer)
     return JSONResponse({"sections": sections(view), "charts": view.charts(), "now": view.now.isoformat()}, headers=HEADERS)

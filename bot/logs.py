@@ -37,6 +37,7 @@ UVICORN = ("uvicorn", "uvicorn.error", "uvicorn.access", "uvicorn.asgi")
 
 
 NAMED_SESSION = re.compile(r"\bsession #(\d+)")
+QUERY_TOKEN = re.compile(r"([?&]token=)[^&#\s]*", re.IGNORECASE)
 REQUEST_ID: ContextVar[str | None] = ContextVar("pacer_request_id", default=None)
 
 
@@ -56,6 +57,16 @@ class Ids(logging.Filter):
         if session_id is not None:
             named.append(f"session={session_id}")
         record.ids = f" [{' '.join(named)}]" if named else ""
+        return True
+
+
+class HideTokens(logging.Filter):
+    """The live page is opened with `/?token=<token>`, and uvicorn's access line names the path
+    with its query: the token's value is written as *** before any handler sees the line."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if isinstance(record.args, tuple):
+            record.args = tuple(QUERY_TOKEN.sub(r"\1***", arg) if isinstance(arg, str) else arg for arg in record.args)
         return True
 
 
@@ -90,16 +101,24 @@ def config(level: str = "INFO", fmt: str = "text") -> dict[str, Any]:
         "version": 1,
         "disable_existing_loggers": False,
         "formatters": {"pacer": formatter},
-        "filters": {"ids": {"()": Ids}},
+        "filters": {"ids": {"()": Ids}, "hide_tokens": {"()": HideTokens}},
         "handlers": {"pacer": {"class": "logging.StreamHandler", "formatter": "pacer", "filters": ["ids"], "stream": "ext://sys.stderr"}},
         "root": {"level": level, "handlers": ["pacer"]},
         "loggers": {
             **{name: {"level": chatty_level} for name in CHATTY},
             # No handlers of their own: uvicorn's lines propagate to the one root handler.
             **{name: {"level": level, "handlers": [], "propagate": True} for name in UVICORN},
+            "uvicorn.access": {"level": level, "handlers": [], "propagate": True, "filters": ["hide_tokens"]},
         },
     }
 
 
 def configure(level: str = "INFO", fmt: str = "text") -> None:
     logging.config.dictConfig(config(level, fmt))
+
+
+def first_line(exc: BaseException) -> str:
+    """The first line of a driver's error (psycopg and sqlite3 put what failed there), for a log
+    line or a message in place of its traceback; SQLAlchemy's wrapper is looked through."""
+    lines = str(getattr(exc, "orig", None) or exc).strip().splitlines()
+    return lines[0].strip() if lines else type(exc).__name__

@@ -8,14 +8,17 @@ import gc
 import logging
 import os
 from collections.abc import Mapping
+from typing import Any
 
 import uvicorn
 from sqlalchemy.exc import OperationalError
+from uvicorn.protocols.http.auto import AutoHTTPProtocol
 
 from bot import logs, runtime, settings_checks, triggers_file
 from bot.app import create_app
 from bot.drain import drain
 from bot.settings import Settings, redact_url
+from bot.slow_clients import MAX_HEADER_BYTES, guarded_protocol
 from templates import error_text
 
 log = logging.getLogger("pacer.server")
@@ -27,7 +30,7 @@ def serve(settings: Settings, *, host: str | None = None, port: int | None = Non
     try:
         pacer = runtime.build(settings, migrate=True)
     except OperationalError as exc:  # one line naming what to do, not the driver's 130-line traceback
-        log.error(error_text("server/database_unreachable", url=redact_url(settings.database_url), reason=first_line(exc.orig or exc)))
+        log.error(error_text("server/database_unreachable", url=redact_url(settings.database_url), reason=logs.first_line(exc)))
         return 1
     bind_host = host or settings.host
     bind_port = port or settings.port
@@ -44,10 +47,30 @@ def serve(settings: Settings, *, host: str | None = None, port: int | None = Non
         bind_host, bind_port, settings.database_url.split("@")[-1], settings.runner,
         settings.effective_slots, settings.max_sessions, settings.agent_workers,
     )
-    uvicorn.run(app, host=bind_host, port=bind_port, log_level=settings.log_level.lower(), lifespan="on",
-                access_log=settings.access_log, log_config=logs.config(settings.log_level, settings.log_format),
-                **proxy_options(os.environ))
+    uvicorn.run(app, host=bind_host, port=bind_port, lifespan="on", **http_options(settings, os.environ))
     return 0
+
+
+def http_options(settings: Settings, environ: Mapping[str, str]) -> dict[str, Any]:
+    """uvicorn's options for `pacer serve`: logging, the proxy it trusts, and the client bounds."""
+    return {
+        "log_level": settings.log_level.lower(),
+        "access_log": settings.access_log,
+        "log_config": logs.config(settings.log_level, settings.log_format),
+        **client_bounds(settings),
+        **proxy_options(environ),
+    }
+
+
+def client_bounds(settings: Settings) -> dict[str, Any]:
+    """What a client may hold open: uvicorn's own idle and concurrency limits, and its protocol
+    with the header deadline it lacks (`bot.slow_clients`; the body deadline is in the app)."""
+    return {
+        "http": guarded_protocol(AutoHTTPProtocol, settings.header_timeout_seconds),
+        "h11_max_incomplete_event_size": 2 * MAX_HEADER_BYTES,  # a backstop: the guard's 431 comes first
+        "timeout_keep_alive": settings.keep_alive_seconds,
+        "limit_concurrency": settings.max_connections,
+    }
 
 
 def proxy_options(environ: Mapping[str, str]) -> dict[str, object]:
@@ -84,9 +107,3 @@ def _advertise(pacer: runtime.Pacer, url: str) -> None:
     leadership = pacer.extras.get("leadership")
     if leadership is not None:
         leadership.advertise(url)
-
-
-def first_line(exc: BaseException) -> str:
-    """The first line of a driver's error: psycopg and sqlite3 put what failed there."""
-    lines = str(exc).strip().splitlines()
-    return lines[0].strip() if lines else type(exc).__name__

@@ -27,6 +27,7 @@ from templates import error_text
 SECRET_NAMES = frozenset(
     {
         "PACER_API_TOKEN",
+        "PACER_API_TOKENS",
         "SLACK_BOT_TOKEN",
         "SLACK_SIGNING_SECRET",
         "SLACK_APP_TOKEN",
@@ -76,7 +77,15 @@ class Settings(BaseSettings):
     )
     host: Text = _field("PACER_HOST", "127.0.0.1", "Address the HTTP server binds")
     port: Annotated[int, _rule(rules.port)] = _field("PACER_PORT", "8080", "Port the HTTP server binds")
-    api_token: Secret = _field("PACER_API_TOKEN", None, "Bearer token for /api/v1 (unset: the API answers 401 to everyone)")
+    api_token: Secret = _field(
+        "PACER_API_TOKEN", None, "Shared bearer token for /api/v1 and the live page: automation, audited as 'api token' (unset, and no PACER_API_TOKENS: 401)"
+    )
+    api_tokens: Annotated[dict[str, str] | None, _rule(rules.api_tokens)] = _field(
+        "PACER_API_TOKENS", None, "Personal API tokens, alice=<token>,bob=sha256:<hex>: each acts as its rostered holder whatever X-Pacer-Actor says"
+    )
+    api_role: Annotated[str, _rule(rules.one_of("member", "operator"))] = _field(
+        "PACER_API_ROLE", "member", "The role the shared PACER_API_TOKEN acts with: member, or operator for automation that changes policy and triggers"
+    )
     log_level: Annotated[str, _rule(rules.log_level)] = _field(
         "PACER_LOG_LEVEL", "INFO", "Log level (APScheduler and HTTP clients log at WARNING unless this is DEBUG)"
     )
@@ -154,9 +163,25 @@ class Settings(BaseSettings):
     roster: Annotated[dict[str, str], _rule(rules.roster)] = _field(
         "PACER_ROSTER", "", "Who may steer Pacer: U012AB=operator,U034CD=member (also [roster] in pacer.toml)"
     )
-    console_user: Text = _field("PACER_CONSOLE_USER", "console", "The roster user the console speaks as")
+    console_user: Text = _field(
+        "PACER_CONSOLE_USER", "console", "The roster user the console speaks as (through a leading server, it is the shared token's 'api token')"
+    )
     ops_channel: Text | None = _field("PACER_OPS_CHANNEL", None, "Slack channel where queue holds announce themselves")
     max_body_bytes: Annotated[int, _rule(rules.whole(1024))] = _field("PACER_MAX_BODY_BYTES", "1048576", "Largest HTTP request body accepted")
+    header_timeout_seconds: Count = _field(
+        "PACER_HEADER_TIMEOUT_SECONDS", "10", "Longest a client may take to send a request's headers (from connecting, or the last answer); then 408, closed"
+    )
+    body_timeout_seconds: Count = _field(
+        "PACER_BODY_TIMEOUT_SECONDS", "10", "Longest a request body may stall between two chunks; past it the client gets 408 and the connection closes"
+    )
+    body_min_rate: Count = _field(
+        "PACER_BODY_MIN_RATE", "1024", "Slowest a request body may arrive, bytes a second, once its first PACER_BODY_TIMEOUT_SECONDS are spent; slower is a 408"
+    )
+    max_connections: Annotated[int, _rule(rules.whole(2, 100000))] = _field(
+        "PACER_MAX_CONNECTIONS", "200", "Connections and requests at once; a request past it is answered 503 (uvicorn's limit_concurrency)"
+    )
+    keep_alive_seconds: Count = _field("PACER_KEEP_ALIVE_SECONDS", "5", "How long an idle connection stays open after an answer")
+    live_cookie_hours: Count = _field("PACER_LIVE_COOKIE_HOURS", "12", "How long the live page's sign-in cookie lasts; then the token is asked for again")
     max_prompt_chars: Count = _field("PACER_MAX_PROMPT_CHARS", "100000", "Longest prompt accepted")
     triggers_file: Text | None = _field("PACER_TRIGGERS_FILE", None, "triggers.toml loaded at start (triggers as code)")
     slack_bot_token: Secret = _field("SLACK_BOT_TOKEN", None, "Slack bot token (xoxb-…)")
@@ -200,6 +225,11 @@ class Settings(BaseSettings):
     @property
     def effective_slots(self) -> int:
         return min(self.max_sessions, self.agent_workers)
+
+    @property
+    def personal_tokens(self) -> Mapping[str, str]:
+        """Each person's token as its SHA-256, by holder ({} when PACER_API_TOKENS is unset)."""
+        return self.api_tokens or {}
 
     @property
     def sqlite(self) -> bool:
@@ -287,6 +317,7 @@ def load(environ: Mapping[str, str], *, toml_path: str | Path | None = None) -> 
     if roster != settings.roster:
         origins["PACER_ROSTER"] = f"{origins['PACER_ROSTER']} + {path}" if "PACER_ROSTER" in origins else str(path)
         settings = settings.model_copy(update={"roster": roster})
+    rules.api_token_holders(settings.personal_tokens, settings.roster, settings.api_token)
     settings._origins, settings._toml = origins, toml_data
     return settings
 
@@ -298,7 +329,12 @@ def _raw_values(settings: Settings) -> dict[str, Any]:
         value = getattr(settings, attr)
         if value is None:
             continue
-        out[name] = ",".join(f"{u}={r}" for u, r in value.items()) if name == "PACER_ROSTER" else rules.as_text(value)
+        if name == "PACER_ROSTER":
+            out[name] = ",".join(f"{u}={r}" for u, r in value.items())
+        elif name == "PACER_API_TOKENS":
+            out[name] = ",".join(f"{holder}=sha256:{digest}" for holder, digest in value.items())
+        else:
+            out[name] = rules.as_text(value)
     return out
 
 
@@ -335,6 +371,8 @@ def in_force(settings: Settings) -> list[Shown]:
 def _shown_value(name: str, settings: Settings) -> str:
     if name == "PACER_ROSTER":
         return ",".join(f"{user}={role}" for user, role in sorted(settings.roster.items())) or "(empty)"
+    if name == "PACER_API_TOKENS" and settings.api_tokens is not None:  # who holds one, never a token or its hash
+        return ",".join(f"{holder}=***" for holder in sorted(settings.api_tokens))
     value = getattr(settings, _ATTRS[name])
     if value is None:
         return "(unset)"

@@ -6,13 +6,15 @@ A rule takes (NAME, raw text); `bot.settings` runs it before pydantic's own type
 
 from __future__ import annotations
 
+import hashlib
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from datetime import datetime
 from typing import Any
 
 from pydantic_core import PydanticCustomError
 
+from scheduler.errors import ConfigError
 from templates import error_text
 
 # The error type pydantic carries a refusal under; its context holds the sentence.
@@ -160,3 +162,45 @@ def instant(name: str, raw: str) -> str:
     if anchor.tzinfo is None:
         raise refuse("instant_offset", name=name)
     return raw
+
+
+# A personal API token's shortest length, and the form its SHA-256 may be given in instead.
+TOKEN_MIN_CHARS = 16
+HASHED_TOKEN = re.compile(r"sha256:([0-9a-f]{64})")
+
+
+def token_digest(token: str) -> str:
+    """What Pacer keeps of an API token: its SHA-256, hex. Tokens are long and random, so an
+    unsalted hash is enough to keep the token itself out of memory dumps and `pacer config`."""
+    return hashlib.sha256(token.encode()).hexdigest()
+
+
+def api_tokens(name: str, raw: str) -> dict[str, str]:
+    """`alice=<token>,bob=sha256:<hex>` as {holder: SHA-256 of their token}. A refusal names the
+    holder and the rule, never the token."""
+    secret(name, raw)
+    tokens: dict[str, str] = {}
+    for item in filter(None, (part.strip() for part in raw.split(","))):
+        holder, sep, token = (piece.strip() for piece in item.partition("="))
+        if not sep or not holder or not token:
+            raise refuse("api_token_entry", name=name, holder=holder if sep else None)
+        hashed = HASHED_TOKEN.fullmatch(token)
+        if hashed is None and len(token) < TOKEN_MIN_CHARS:
+            raise refuse("api_token_short", name=name, holder=holder, minimum=TOKEN_MIN_CHARS)
+        digest = hashed.group(1) if hashed else token_digest(token)
+        if holder in tokens:
+            raise refuse("api_token_twice", name=name, holder=holder)
+        shared = [other for other, known in tokens.items() if known == digest]
+        if shared:
+            raise refuse("api_token_shared", name=name, holder=holder, other=shared[0])
+        tokens[holder] = digest
+    return tokens
+
+
+def api_token_holders(tokens: Mapping[str, str], roster: Mapping[str, str], shared: str | None) -> None:
+    """Every personal token belongs to someone on the roster, and none is the shared token."""
+    for holder, digest in tokens.items():
+        if holder not in roster:
+            raise ConfigError(error_text("settings/api_token_not_rostered", holder=holder))
+        if shared is not None and digest == token_digest(shared):
+            raise ConfigError(error_text("settings/api_token_is_shared", holder=holder))

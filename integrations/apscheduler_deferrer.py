@@ -2,7 +2,8 @@
 so a re-check survives a restart. One scheduler per job store: only the leader runs this.
 
 Re-checks never misfire-drop (`misfire_grace_time=None`) and coalesce; ids are stable
-(`recheck:<session id>`) and re-arming replaces. Job arguments are pickled, so only ids travel,
+(`recheck:<session id>`) and re-arming replaces. An alarm due while its previous run still runs
+runs once more after it, never dropped (`RerunningExecutor`). Job arguments are pickled, so only ids travel,
 and the callable is a module-level function found by its import path.
 """
 
@@ -13,6 +14,7 @@ from collections.abc import Callable
 from datetime import datetime
 from typing import Any
 
+from apscheduler.executors.base import MaxInstancesReachedError
 from apscheduler.executors.pool import ThreadPoolExecutor
 from apscheduler.jobstores.base import JobLookupError
 from apscheduler.jobstores.sqlalchemy import SQLAlchemyJobStore
@@ -48,10 +50,62 @@ class StoppingScheduler(BackgroundScheduler):  # type: ignore[misc]  # APSchedul
                 raise
 
 
+class RerunningExecutor(ThreadPoolExecutor):  # type: ignore[misc]
+    """APScheduler's thread pool, except that a one-shot alarm that comes due while its previous
+    run still runs is not dropped ("skipped: maximum number of running instances reached"): it
+    runs once more when that run ends, however many came due meanwhile.
+
+    A queue pass asked for while one runs is asked for because something changed that the
+    running pass may have read before the change; dropping it left that change unseen until the
+    next unrelated request. A periodic job comes round again by itself, so an overlapping run of
+    one is still skipped, as APScheduler does."""
+
+    def __init__(self, max_workers: int) -> None:
+        super().__init__(max_workers)
+        self._again: dict[str, tuple[Any, list[datetime]]] = {}
+
+    def submit_job(self, job: Any, run_times: list[datetime]) -> None:
+        assert self._lock is not None, "the executor is not started"
+        with self._lock:
+            if self._instances[job.id] >= job.max_instances:
+                if not isinstance(job.trigger, DateTrigger):
+                    raise MaxInstancesReachedError(job)
+                self._again[job.id] = (job, run_times)  # the latest request stands for all of them
+                return
+            # Counted before the pool is handed it: a run that ends at once reports itself done
+            # on this very thread (the lock is re-entrant), and must find itself counted.
+            self._instances[job.id] += 1
+            try:
+                self._do_submit_job(job, run_times)
+            except BaseException:
+                self._instances[job.id] -= 1
+                if not self._instances[job.id]:
+                    del self._instances[job.id]
+                raise
+
+    def _run_job_success(self, job_id: str, events: list[Any]) -> None:
+        super()._run_job_success(job_id, events)
+        self._run_again(job_id)
+
+    def _run_job_error(self, job_id: str, exc: BaseException, traceback: Any = None) -> None:
+        super()._run_job_error(job_id, exc, traceback)
+        self._run_again(job_id)
+
+    def _run_again(self, job_id: str) -> None:
+        with self._lock:
+            waiting = self._again.pop(job_id, None)
+            if waiting is None:
+                return
+            try:
+                self.submit_job(*waiting)
+            except RuntimeError:  # the pool is shut down: the scheduler stopped, the rows remain
+                log.info("alarm %s was due again as the scheduler stopped; the next leader's sweeps find its work", job_id)
+
+
 def build_scheduler(engine: Engine, *, threads: int = 4) -> BackgroundScheduler:
     return StoppingScheduler(
         jobstores={"default": SQLAlchemyJobStore(engine=engine, tablename=JOB_TABLE)},
-        executors={"default": ThreadPoolExecutor(threads)},
+        executors={"default": RerunningExecutor(threads)},
         job_defaults={"misfire_grace_time": None, "coalesce": True, "max_instances": 1},
         timezone="UTC",
     )

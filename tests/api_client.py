@@ -25,20 +25,25 @@ from scheduler.deferrer import VirtualDeferrer
 from scheduler.simworkers import VirtualWorkerPool
 from tests.harness import SetQuota, build
 
-TOKEN = "test-token-0123456789"
+TOKEN = "test-token-0123456789"  # the shared token: automation, audited as "api token"
 ROSTER = "alice=operator,bob=member,carol=member"
+# Each rostered person's own token: a call `as` someone sends theirs.
+PERSONAL = {name: f"{name}-token-0123456789" for name in ("alice", "bob", "carol")}
+PERSONAL_TOKENS = ",".join(f"{name}={token}" for name, token in PERSONAL.items())
 
 
 class Server:
     """`app` under uvicorn in a thread, on a free 127.0.0.1 port."""
 
-    def __init__(self, app: Any, *, lifespan: str = "off") -> None:
+    def __init__(self, app: Any, *, lifespan: str = "off", **options: Any) -> None:
         self.app = app
         self._sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
         self._sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         self._sock.bind(("127.0.0.1", 0))
-        self.url = f"http://127.0.0.1:{self._sock.getsockname()[1]}"
-        self._server = uvicorn.Server(uvicorn.Config(app, log_level="warning", lifespan=lifespan, access_log=False))
+        self.port = self._sock.getsockname()[1]
+        self.url = f"http://127.0.0.1:{self.port}"
+        config = {"log_level": "warning", "access_log": False, **options}
+        self._server = uvicorn.Server(uvicorn.Config(app, lifespan=lifespan, **config))
         self._thread = threading.Thread(target=self._server.run, kwargs={"sockets": [self._sock]}, name="pacer-http", daemon=True)
 
     def start(self) -> Server:
@@ -67,7 +72,11 @@ class Api:
     quota: SetQuota
 
     def headers(self, actor: str | None = None, token: str | None = TOKEN) -> dict[str, str]:
+        """A call as `actor` carries their own token (and names them); without one, the shared
+        token, which then names someone it cannot speak for."""
         out = {}
+        if token == TOKEN and actor in PERSONAL:
+            token = PERSONAL[actor]
         if token is not None:
             out["Authorization"] = f"Bearer {token}"
         if actor is not None:
@@ -99,7 +108,10 @@ class Api:
 
 
 def settings_for(engine: Engine, **extra: str) -> Settings:
-    environ = {"DATABASE_URL": str(engine.url), "PACER_API_TOKEN": TOKEN, "PACER_ROSTER": ROSTER, **extra}
+    """The harness's deployment: its automation (the shared token) is an operator, as the API
+    tests' token holder has always acted, and each rostered person has a token of their own."""
+    environ = {"DATABASE_URL": str(engine.url), "PACER_API_TOKEN": TOKEN, "PACER_ROSTER": ROSTER,
+               "PACER_API_TOKENS": PERSONAL_TOKENS, "PACER_API_ROLE": "operator", **extra}
     return load({k: v for k, v in environ.items() if v is not None})
 
 

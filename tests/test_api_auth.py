@@ -18,7 +18,7 @@ def api(engine, clock):
 
 
 def test_an_unset_token_answers_every_call_401_saying_it_is_not_configured(engine, clock, request) -> None:
-    api = make_api(engine, clock, PACER_API_TOKEN="")
+    api = make_api(engine, clock, PACER_API_TOKEN="", PACER_API_TOKENS="")
     request.addfinalizer(api.close)
     for method, path in [("GET", "/sessions"), ("POST", "/sessions"), ("GET", "/policy"), ("DELETE", "/triggers/1")]:
         r = api.call(method, path, json={"prompt": "x"} if method == "POST" else None)
@@ -49,11 +49,13 @@ def test_the_token_is_checked_before_the_body_is_parsed(api) -> None:
     assert r.status_code == 422 and r.json()["error"] == "invalid_input"
 
 
-def test_an_actor_off_the_roster_is_403_naming_them(api) -> None:
-    r = api.get("/sessions", actor="mallory")
-    assert r.status_code == 403
-    assert r.json()["error"] == "forbidden"
-    assert "'mallory' is not on the roster" in r.json()["message"] and "PACER_ROSTER=mallory=member" in r.json()["message"]
+def test_the_shared_token_naming_an_actor_is_403_saying_whose_token_to_send(api) -> None:
+    for someone in ("mallory", "alice"):  # off the roster, or on it: the shared token speaks for neither
+        r = api.get("/sessions", token=TOKEN, actor=someone) if someone == "mallory" else api.client.get(
+            "/api/v1/sessions", headers={"Authorization": f"Bearer {TOKEN}", "X-Pacer-Actor": someone})
+        assert r.status_code == 403
+        assert r.json()["error"] == "forbidden"
+        assert f"speaks as 'api token', not for '{someone}'" in r.json()["message"] and "PACER_API_TOKENS" in r.json()["message"]
 
 
 def test_a_member_cannot_change_policy_or_triggers_and_is_told_the_role_needed(api) -> None:
@@ -158,21 +160,22 @@ def test_the_openapi_document_parses_and_lists_every_path(api) -> None:
     assert served.status_code == 200 and set(expected) <= set(served.json()["paths"])
 
 
-def test_chat_without_an_actor_acts_with_the_operators_reach_as_every_other_route_does(api) -> None:
-    # The token holder without X-Pacer-Actor may PATCH /policy; `policy set` over /chat is the
-    # same change, so it is allowed there too, and audited under the same name.
+def test_chat_with_the_shared_token_acts_as_the_api_token_with_its_role_as_every_other_route_does(api) -> None:
+    # The harness's automation is an operator (PACER_API_ROLE=operator): it may PATCH /policy;
+    # `policy set` over /chat is the same change, so it is allowed there too, and audited under
+    # the same name, "api token" — not a person.
     assert api.patch("/policy", {"max_sessions": 3}).status_code == 200
     r = api.post("/chat", {"text": "policy set max_sessions=4"})
     assert r.status_code == 200 and r.json()["ok"] is True, r.json()
     out = api.get("/policy").json()
-    assert out["policy"]["max_sessions"] == 4 and "via api by api: max_sessions 3 -> 4" in out["audit"][0]
+    assert out["policy"]["max_sessions"] == 4 and "via api by api token: max_sessions 3 -> 4" in out["audit"][0]
     created = api.post("/chat", {"text": "new fix the build"}).json()
     assert created["ok"] is True and "Created" in created["text"], created
-    # A human message needs a person on the roster: the token holder's `reply` is refused, naming why.
+    # A human message needs a person on the roster: the automation's `reply` is refused, naming why.
     anonymous = api.post("/chat", {"text": "reply 1 also the docs"}).json()
-    assert anonymous["ok"] is False and "api is not on the roster" in anonymous["text"]
+    assert anonymous["ok"] is False and "api token is not on the roster" in anonymous["text"]
     assert api.post("/chat", {"text": "reply 1 also the docs"}, actor="alice").json()["ok"] is True
-    # A named actor keeps their own role: a member is refused the operator's command.
+    # A person keeps their own role: a member is refused the operator's command.
     refused = api.post("/chat", {"text": "policy set max_sessions=5"}, actor="bob").json()
     assert refused["ok"] is False and "needs the operator role" in refused["text"] and "you are a member" in refused["text"]
     assert api.get("/policy").json()["policy"]["max_sessions"] == 4

@@ -12,7 +12,7 @@ import httpx
 from sqlmodel import select
 
 from bot import demo
-from bot.api.guard import DEMO_TOKEN_KEY
+from bot.api.callers import DEMO_TOKEN_KEY
 from bot.app import create_app
 from bot.runtime import Pacer
 from scheduler import wiring

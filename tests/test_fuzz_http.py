@@ -65,6 +65,7 @@ from tests.slack_mock import (
 TOKEN = "fuzz-token-0123456789"
 GITHUB_SECRET = "fuzz-github-secret"
 ROSTER = "alice=operator,bob=member,UOPS=operator,UMEM=member"
+PERSONAL = {"alice": "alice-fuzz-token-0123456789", "bob": "bob-fuzz-token-0123456789", "UOPS": "uops-fuzz-token-0123456789"}
 FUZZ = settings(
     derandomize=not os.environ.get("PACER_FUZZ_EXPLORE"),
     database=None,
@@ -116,7 +117,8 @@ class Served:
 
 def _environ(database_url: str, mock: MockSlack, workdir: Path) -> dict[str, str]:
     return {
-        "DATABASE_URL": database_url, "PACER_API_TOKEN": TOKEN, "PACER_ROSTER": ROSTER,
+        "DATABASE_URL": database_url, "PACER_API_TOKEN": TOKEN, "PACER_ROSTER": ROSTER, "PACER_API_ROLE": "operator",
+        "PACER_API_TOKENS": ",".join(f"{name}={token}" for name, token in PERSONAL.items()),
         "GITHUB_WEBHOOK_SECRET": GITHUB_SECRET, "SLACK_BOT_TOKEN": BOT_TOKEN, "SLACK_SIGNING_SECRET": SIGNING_SECRET,
         "SLACK_API_URL": mock.api_url, "PACER_OPS_CHANNEL": "C0OPS", "PACER_MAX_BODY_BYTES": "65536",
         "PACER_ECHO_SECONDS": "0.02", "PACER_WORKDIR": str(workdir), "PACER_MAX_SESSIONS": "4",
@@ -371,7 +373,7 @@ COMMAND_FAILED = {render("text/command_failed.j2"), render("slack/command_failed
 def test_pacer_commands_on_every_surface_are_never_a_5xx(served: Served, line: str, surface: str) -> None:
     mark = len(served.log.records)
     if surface == "api":
-        headers = {"Authorization": f"Bearer {TOKEN}", "X-Pacer-Actor": "alice", "Content-Type": "application/json"}
+        headers = {"Authorization": f"Bearer {PERSONAL['alice']}", "X-Pacer-Actor": "alice", "Content-Type": "application/json"}
         response = served.http.post("/api/v1/chat", content=json.dumps({"text": line}).encode(), headers=headers)
         served.check(response, {200, 422}, mark, f"/api/v1/chat {line[:200]!r}")
         if response.status_code == 200:
@@ -512,8 +514,10 @@ def api_calls(draw: st.DrawFn) -> tuple[str, str, bytes | None, dict[str, str]]:
         body = draw(encoded(doc))
     elif draw(st.integers(0, 9)) == 0:
         body = draw(encoded(draw(json_values)))
-    headers = {"Authorization": f"Bearer {TOKEN}", "Content-Type": draw(st.sampled_from(["application/json"] * 6 + ["text/plain", ""]))}
     actor = draw(st.sampled_from([None, None, "alice", "bob", "mallory", "", "UOPS"]))
+    # A person by their own token, mostly; now and then the shared token naming them (a 403).
+    token = PERSONAL.get(actor or "", TOKEN) if draw(st.integers(0, 5)) else TOKEN
+    headers = {"Authorization": f"Bearer {token}", "Content-Type": draw(st.sampled_from(["application/json"] * 6 + ["text/plain", ""]))}
     if actor is not None:
         headers["X-Pacer-Actor"] = actor
     return method, "/api/v1" + path, body, headers

@@ -110,6 +110,7 @@ def test_every_failed_status_comment_is_one_warning_line_naming_what_to_do(tmp_p
     port = _free_port()
     url = f"http://127.0.0.1:{port}"
     env = _env(DATABASE_URL=f"sqlite:///{tmp_path}/pacer.db", PACER_PORT=str(port), PACER_API_TOKEN="t0ken-0123456789abcdef",
+               PACER_API_ROLE="operator",  # the automation sets up the trigger
                GITHUB_WEBHOOK_SECRET=SECRET, GITHUB_TOKEN="ghp_refused", GITHUB_API_URL=github.url, PACER_ECHO_SECONDS="1")
     proc = subprocess.Popen([sys.executable, "-m", "bot.cli", "serve"], cwd=tmp_path, env=env,
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)

@@ -8,6 +8,7 @@ import os
 import shutil
 import time
 from collections.abc import Iterator
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
@@ -15,7 +16,7 @@ import httpx
 import pytest
 
 from bot.live_page import COOKIE
-from tests.api_client import TOKEN, Api, make_api
+from tests.api_client import PERSONAL, TOKEN, Api, make_api
 
 CHROMIUM = "/usr/bin/chromium"
 CHROMEDRIVER = "/usr/bin/chromedriver"
@@ -44,7 +45,7 @@ def signed_in(api: Api) -> httpx.Client:
 
 def test_without_the_token_the_page_says_how_to_get_in(api: Api) -> None:
     bare = httpx.get(f"{api.server.url}/", timeout=30)
-    assert bare.status_code == 401 and "Open /?token=&lt;PACER_API_TOKEN&gt; once" in bare.text
+    assert bare.status_code == 401 and "Open /?token=&lt;your API token&gt; once" in bare.text and "for 12 hours" in bare.text
     wrong = httpx.get(f"{api.server.url}/", params={"token": "nope"}, timeout=30)
     assert wrong.status_code == 401 and "That token is not valid" in wrong.text
     assert httpx.get(f"{api.server.url}/live/state", timeout=30).status_code == 401
@@ -55,8 +56,40 @@ def test_the_token_once_sets_a_strict_httponly_cookie_that_is_not_the_token(api:
     cookie = first.headers["set-cookie"]
     assert first.status_code == 303 and COOKIE in cookie and TOKEN not in cookie
     assert "HttpOnly" in cookie and "SameSite=strict" in cookie and "Path=/" in cookie
+    assert "Max-Age=43200" in cookie  # PACER_LIVE_COOKIE_HOURS=12
     bearer = httpx.get(f"{api.server.url}/", headers={"Authorization": f"Bearer {TOKEN}"}, timeout=30)
     assert bearer.status_code == 200
+
+
+def test_the_cookie_expires_and_the_server_refuses_it_past_its_expiry(api: Api) -> None:
+    client = signed_in(api)
+    assert client.get("/").status_code == 200 and client.get("/live/state").status_code == 200
+    api.pacer.clock.advance(timedelta(hours=12) - timedelta(seconds=1))
+    assert client.get("/live/state").status_code == 200
+    api.pacer.clock.advance(timedelta(seconds=1))
+    # A browser that kept the cookie past its Max-Age (or a copy of it) still sends it: refused.
+    assert client.get("/live/state").status_code == 401
+    page = client.get("/")
+    assert page.status_code == 401 and "Open /?token=" in page.text
+    # Its expiry is signed: moving it on is a cookie no key signed.
+    expires, mac = client.cookies[COOKIE].split(".")
+    client.cookies.set(COOKIE, f"{int(expires) + 86400}.{mac}")
+    assert client.get("/live/state").status_code == 401
+
+
+def test_a_personal_token_opens_the_page_and_its_cookie_ends_with_the_token(engine, clock, request) -> None:
+    api = make_api(engine, clock)
+    request.addfinalizer(api.close)
+    client = httpx.Client(base_url=api.server.url, timeout=30)
+    request.addfinalizer(client.close)
+    first = client.get("/", params={"token": PERSONAL["bob"]})
+    assert first.status_code == 303 and PERSONAL["bob"] not in first.headers["set-cookie"]
+    assert client.get("/live/state").status_code == 200
+    # The same cookie, served by a Pacer where bob's token is gone, opens nothing.
+    without_bob = make_api(engine, clock, PACER_API_TOKENS=f"alice={PERSONAL['alice']}")
+    request.addfinalizer(without_bob.close)
+    assert httpx.get(f"{without_bob.server.url}/live/state", cookies={COOKIE: client.cookies[COOKIE]}, timeout=30).status_code == 401
+    assert httpx.get(f"{api.server.url}/live/state", cookies={COOKIE: client.cookies[COOKIE]}, timeout=30).status_code == 200
 
 
 def test_the_page_shows_the_card_the_queue_the_holds_and_the_day(api: Api) -> None:

@@ -66,6 +66,7 @@ from tests.slack_mock import TEAM_ID, MockSlack, PacerServer, SlackClient, pacer
 
 TOKEN = "parity-token-0123456789"
 ACTOR = "UOPS"
+ACTOR_TOKEN = "uops-own-token-0123456789"  # the REST door speaks as ACTOR through their own token
 SURFACES = ("rest", "slack", "block_kit", "console")
 TABLES = (Session, Turn, Trigger, Policy, PolicyAudit, OperatorHold, QueueHold, Prerequisite, HumanMessage, EnqueuedMessage)
 # Where a row names the door it came through: the one thing parity lets differ.
@@ -168,14 +169,15 @@ def world(tmp: Path, mock: MockSlack) -> Iterator[World]:
                   quota=quota, notifier=CompositeNotifier(LogNotifier()), runtimes={"echo": Runtime("echo", True, 0.1)},
                   quota_ttl=0, rng=random.Random(7))  # one seed: the ladder's jitter is the same in every world
     wiring.install(ctx)
-    settings = pacer_settings(mock, PACER_API_TOKEN=TOKEN, PACER_ROSTER=f"{ACTOR}=operator,UMEM=member")
+    settings = pacer_settings(mock, PACER_API_TOKEN=TOKEN, PACER_API_TOKENS=f"{ACTOR}={ACTOR_TOKEN}",
+                              PACER_ROSTER=f"{ACTOR}=operator,UMEM=member")
     pacer = Pacer(settings=settings, engine=engine, clock=clock, deferrer=deferrer, ctx=ctx)
     app = create_app(pacer, start_scheduler=False)
     server = PacerServer(app).start()
     slack = SlackClient(server.url, app.state.slack, mock)
     slack.pacer = pacer
     http = httpx.Client(base_url=f"{server.url}/api/v1", timeout=30,
-                        headers={"Authorization": f"Bearer {TOKEN}", "X-Pacer-Actor": ACTOR})
+                        headers={"Authorization": f"Bearer {ACTOR_TOKEN}", "X-Pacer-Actor": ACTOR})
     try:
         ids = _base(ctx, quota)
         here = World(pacer, deferrer, slack, mock, http, ids)

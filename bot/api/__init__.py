@@ -1,6 +1,7 @@
 """The REST API under /api/v1: sessions, triggers, policy and holds, with its OpenAPI document
-(FastAPI's, at /openapi.json and /docs). Every route is behind the bearer token
-(`PACER_API_TOKEN`) and answers errors as JSON that names what is wrong (see `guard`)."""
+(FastAPI's, at /openapi.json and /docs). Every route is behind a bearer token — a person's own
+(`PACER_API_TOKENS`) or the shared one for automation (`PACER_API_TOKEN`), see `callers` — and
+answers errors as JSON that names what is wrong (see `guard`)."""
 
 from __future__ import annotations
 
@@ -13,14 +14,19 @@ from fastapi.routing import APIRoute
 from fastapi.security import HTTPBearer
 
 from bot.api import chat, holding, policy, sessions, triggers
-from bot.api.guard import ACTOR_HEADER, error_body
+from bot.api.callers import ACTOR_HEADER
+from bot.api.guard import error_body
 from templates import error_text
 
 PREFIX = "/api/v1"
 
 # Documents the bearer scheme in the OpenAPI document; the check itself runs in GuardedRoute,
 # before the body is parsed.
-bearer = HTTPBearer(auto_error=False, description="PACER_API_TOKEN")
+bearer = HTTPBearer(
+    auto_error=False,
+    description="A person's own token from PACER_API_TOKENS (the call acts as them, with their role), or the shared "
+    "PACER_API_TOKEN for automation (audited as 'api token', with the role PACER_API_ROLE: member unless set)",
+)
 
 
 # GuardedRoute reads X-Pacer-Actor before the body is parsed, so it is no route's parameter;
@@ -30,8 +36,8 @@ ACTOR = {
     "in": "header",
     "required": False,
     "schema": {"type": "string"},
-    "description": "A rostered human the token holder speaks for (403 if off the roster); without it, the token "
-    "holder acts with the operator's reach",
+    "description": "Optional: the person the call speaks for, who must be the holder of the personal token sent "
+    "(403 for anyone else). The shared token speaks only as 'api token': with it, leave this out (403 otherwise)",
 }
 
 

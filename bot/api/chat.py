@@ -28,7 +28,7 @@ class ChatOut(BaseModel):
 
 
 @router.post("/chat", response_model=ChatOut, responses=refusals(422),
-             summary="Run a /pacer command as the caller (X-Pacer-Actor; without it, with the operator's reach)")
+             summary="Run a /pacer command as the caller: the personal token's holder, or 'api token' with PACER_API_ROLE")
 def post_chat(body: ChatIn, request: Request, who: CallerDep) -> ChatOut:
-    reply = chat.answer(request.app.state.pacer, who.name, body.text, surface="api", role=who.reach)
+    reply = chat.answer(request.app.state.pacer, who.name, body.text, surface="api", role=who.role)
     return ChatOut(ok=reply.ok, text=reply.text)

@@ -1,8 +1,9 @@
-"""What stands in front of every /api/v1 route: the bearer token, the acting human, the body
-size limit, and the one place a raised error becomes a JSON answer.
+"""What stands in front of every /api/v1 route: the bearer token and who it speaks for
+(`bot.api.callers`), the body size limit, and the one place a raised error becomes a JSON answer.
 
     ApiError(401 unauthorized)     no token configured, none given, or the wrong one
-    Forbidden        -> 403        X-Pacer-Actor is off the roster, or their role does not allow it
+    Forbidden        -> 403        X-Pacer-Actor names someone the token does not speak for, or
+                                   the caller's role does not allow it
     NotFound         -> 404
     InvalidInput     -> 422        with `field`; request-shape errors list every field at fault
     Refused          -> 409        the request is valid but the state refuses it
@@ -10,6 +11,7 @@ size limit, and the one place a raised error becomes a JSON answer.
                                    chunked, by the bytes read (reading stops there)
     ApiError(400 disconnected)     the client left before its body arrived
     ApiError(503 unavailable)      the scheduler is not running in this process
+    a database error -> 503        unavailable, with Retry-After: the database cannot be reached
 
 `bot.api.refusals` states each of these bodies in the OpenAPI document.
 
@@ -19,29 +21,32 @@ learns nothing about the API's shapes, and its errors never reach the other surf
 
 from __future__ import annotations
 
-import hmac
 import logging
 from collections.abc import Callable, Coroutine, Mapping
-from dataclasses import dataclass
 from typing import Annotated, Any
 
 from fastapi import Depends, Request, Response
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from fastapi.routing import APIRoute
+from sqlalchemy.exc import InterfaceError, OperationalError
+from sqlalchemy.exc import TimeoutError as PoolTimeout
 from starlette.exceptions import HTTPException
 from starlette.requests import ClientDisconnect
 from starlette.types import Message
 
+from bot.api.callers import Caller, Unauthorized, identify_caller
 from bot.http_body import read_bounded
-from bot.roles import Role, role_of
+from bot.logs import first_line
 from scheduler.errors import Forbidden, InvalidInput, NotFound, Refused
 from templates import error_text
 
 log = logging.getLogger("pacer.api")
 
-ACTOR_HEADER = "X-Pacer-Actor"
-DEMO_TOKEN_KEY = "demo_api_token"  # pacer.extras: the token `pacer serve --demo` made up
+# What a database that is down, restarting or out of connections raises: the driver's connection
+# errors (OperationalError, InterfaceError) and the pool's wait for a free connection running out.
+DATABASE_DOWN = (OperationalError, InterfaceError, PoolTimeout)
+RETRY_AFTER_SECONDS = 5
 
 
 class ApiError(Exception):
@@ -50,35 +55,6 @@ class ApiError(Exception):
         self.status = status
         self.error = error
         self.field = field
-
-
-@dataclass(frozen=True)
-class Caller:
-    """Who is calling: the token holder, speaking for `actor` when the header names a rostered
-    human. Without the header the token holder acts with the operator's reach, as the API key
-    a deployment issues to its own automation does."""
-
-    actor: str | None
-    role: Role | None
-
-    @property
-    def name(self) -> str:
-        return self.actor or "api"
-
-    @property
-    def reach(self) -> Role | None:
-        """The role a `/pacer` command runs with: the actor's own, or the operator's for the token holder."""
-        return self.role if self.actor is not None else Role.OPERATOR
-
-    def require_operator(self, what: str) -> None:
-        if self.actor is not None and self.role is not Role.OPERATOR:
-            raise Forbidden(error_text("api/needs_operator", what=what, actor=self.actor, role=self.role.value if self.role else None))
-
-    def require_owner(self, what: str, requester: str | None) -> None:
-        """A member may steer only the sessions they requested; an operator, any."""
-        if self.actor is None or self.role is Role.OPERATOR or requester == self.actor:
-            return
-        raise Forbidden(error_text("api/needs_owner", what=what, requester=requester, actor=self.actor))
 
 
 def error_body(status: int, error: str, message: str, *, field: str | None = None, errors: list[dict[str, Any]] | None = None) -> JSONResponse:
@@ -91,36 +67,19 @@ def error_body(status: int, error: str, message: str, *, field: str | None = Non
     return JSONResponse(body, status_code=status, headers=headers)
 
 
-def configured_token(request: Request) -> str | None:
-    pacer = request.app.state.pacer
-    token = pacer.settings.api_token or pacer.extras.get(DEMO_TOKEN_KEY)
-    return str(token) if token else None
-
-
 def authenticate(request: Request) -> Caller:
-    token = configured_token(request)
-    if not token:
-        raise ApiError(401, "unauthorized", error_text("api/token_not_configured"))
-    header = request.headers.get("authorization", "")
-    scheme, _, given = header.partition(" ")
-    if scheme.lower() != "bearer" or not given.strip():
-        raise ApiError(401, "unauthorized", error_text("api/token_missing"))
-    if not hmac.compare_digest(given.strip().encode(), token.encode()):
-        raise ApiError(401, "unauthorized", error_text("api/token_wrong"))
-    actor = request.headers.get(ACTOR_HEADER)
-    if actor is None or not actor.strip():
-        return Caller(None, None)
-    actor = actor.strip()
-    role = role_of(request.app.state.pacer.settings.roster, actor)
-    if role is None:
-        raise Forbidden(error_text("api/not_rostered", header=ACTOR_HEADER, actor=actor))
-    return Caller(actor, role)
+    try:
+        return identify_caller(request.app.state.pacer, request.headers)
+    except Unauthorized as exc:
+        raise ApiError(401, "unauthorized", str(exc)) from None
 
 
 def caller(request: Request) -> Caller:
     """The dependency an endpoint takes its caller from (set by the route class)."""
     found = getattr(request.state, "caller", None)
-    return found if isinstance(found, Caller) else Caller(None, None)
+    if not isinstance(found, Caller):  # every /api/v1 route is a GuardedRoute, which sets it
+        raise ApiError(401, "unauthorized", error_text("api/token_missing"))
+    return found
 
 
 CallerDep = Annotated[Caller, Depends(caller)]
@@ -182,6 +141,13 @@ class GuardedRoute(APIRoute):
                 return error_body(403, "forbidden", str(exc))
             except Refused as exc:
                 return error_body(409, "conflict", str(exc))
+            except DATABASE_DOWN as exc:
+                # One line, not the driver's traceback: the outage is the operator's to see, the
+                # caller's to wait out.
+                log.warning("%s %s: the database cannot be reached (%s)", request.method, request.url.path, first_line(exc))
+                answer = error_body(503, "unavailable", error_text("api/database_unavailable", seconds=RETRY_AFTER_SECONDS))
+                answer.headers["Retry-After"] = str(RETRY_AFTER_SECONDS)
+                return answer
             except HTTPException as exc:
                 if exc.status_code != 400:
                     raise

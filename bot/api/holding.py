@@ -24,6 +24,7 @@ from bot.api.guard import CallerDep, GuardedRoute
 from bot.api.models import SessionDetail
 from bot.api.refusals import refusals
 from bot.api.views import context, session_detail
+from bot.roles import Role
 from scheduler import bounds
 from scheduler.db import session_scope
 from scheduler.errors import InvalidInput
@@ -125,6 +126,13 @@ def pause(session_id: SessionId, request: Request, who: CallerDep, body: PauseCr
 def place(body: HoldCreate, request: Request, who: CallerDep) -> dict[str, Any]:
     ttl = timedelta(seconds=body.ttl_seconds) if body.ttl_seconds is not None else None
     kind, values = body.kind_and_values()
+    # As `/pacer hold` is judged: a member holds only sessions they requested.
+    if kind != "session":
+        who.require_operator(f"holding {body.selector}")
+    elif who.role is not Role.OPERATOR:
+        with session_scope(context(request).engine) as db:
+            for value in values:
+                who.require_owner(f"holding session #{value}", get_session(db, int(value)).requester)
     hold = place_hold(context(request), kind, values, armer=who.name, reason=body.reason, ttl=ttl)
     return {"hold_id": hold.id, "selector_kind": hold.selector_kind, "selector_value": hold.selector_value,
             "armer": hold.armer, "reason": hold.reason, "expires_at": hold.expires_at}
@@ -133,8 +141,7 @@ def place(body: HoldCreate, request: Request, who: CallerDep) -> dict[str, Any]:
 @router.post("/holds/{hold_id}/release", response_model=HoldReleased, responses=refusals(404, 409, 422, 503),
              summary="Release an operator hold (another person's needs the operator role)")
 def release(hold_id: HoldId, request: Request, who: CallerDep) -> dict[str, Any]:
-    role = who.reach.value if who.reach is not None else None
-    hold = release_hold(context(request), hold_id, actor=who.name, actor_role=role)
+    hold = release_hold(context(request), hold_id, actor=who.name, actor_role=who.role.value)
     return {"hold_id": hold_id, "armer": hold.armer, "released_by": hold.released_by}
 
 

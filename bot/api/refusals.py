@@ -7,12 +7,16 @@ each status its own body, so a client can tell a refusal from its shape alone:
 
     400 disconnected    the client went away before its body arrived
     401 unauthorized    no token configured, none sent, or the wrong one (with WWW-Authenticate)
-    403 forbidden       X-Pacer-Actor is off the roster, or their role does not allow it
+    403 forbidden       X-Pacer-Actor names someone the token does not speak for, or the
+                        caller's role does not allow it
     404 not_found       the session or trigger in the path does not exist
     409 conflict        the request is well formed but the state refuses it
+    408 timeout         the body stalled or came too slowly (PACER_BODY_TIMEOUT_SECONDS,
+                        PACER_BODY_MIN_RATE); the connection is closed
     413 too_large       the body passes PACER_MAX_BODY_BYTES
     422 invalid_input   a value breaks a rule: the schema's, or one only the server can check
-    503 unavailable     the scheduler is not running in this process
+    503 unavailable     the database cannot be reached (with Retry-After), or the scheduler is
+                        not running in this process
 """
 
 from __future__ import annotations
@@ -22,9 +26,9 @@ from typing import Any, Literal
 from pydantic import BaseModel, Field
 from pydantic.json_schema import SkipJsonSchema
 
-# Every route's guard answers these before the route runs: the body is read (400, 413) and the
-# caller checked (401, 403) first.
-EVERY_ROUTE = (400, 401, 403, 413)
+# Every route's guard answers these: the body is read (400, 408, 413) and the caller checked
+# (401, 403) before the route runs, and any route may find the database down (503).
+EVERY_ROUTE = (400, 401, 403, 408, 413, 503)
 
 
 class ErrorBody(BaseModel):
@@ -52,6 +56,10 @@ class ConflictBody(ErrorBody):
     error: Literal["conflict"]
 
 
+class TimeoutBody(ErrorBody):
+    error: Literal["timeout"]
+
+
 class TooLargeBody(ErrorBody):
     error: Literal["too_large"]
 
@@ -76,13 +84,17 @@ class UnavailableBody(ErrorBody):
 _BODIES: dict[int, tuple[type[ErrorBody], str]] = {
     400: (DisconnectedBody, "The client went away before its body arrived"),
     401: (UnauthorizedBody, "No API token is configured, none was sent, or it is not the right one"),
-    403: (ForbiddenBody, "X-Pacer-Actor is off the roster, or their role does not allow this"),
+    403: (ForbiddenBody, "X-Pacer-Actor names someone other than the token's holder (the shared token names no one), "
+                         "or the caller's role does not allow this"),
     404: (NotFoundBody, "The session or trigger named in the path does not exist"),
     409: (ConflictBody, "Well formed, but the state refuses it (archived, finished, asleep, a name taken, disabled)"),
+    408: (TimeoutBody, "The body stalled for PACER_BODY_TIMEOUT_SECONDS or came slower than PACER_BODY_MIN_RATE; "
+                       "the connection is closed"),
     413: (TooLargeBody, "The body passes PACER_MAX_BODY_BYTES"),
     422: (InvalidInputBody, "A value breaks a rule: the schema's, or one only the server can check (a row it names, "
                            "a configured runtime, a trigger's config or template)"),
-    503: (UnavailableBody, "The scheduler is not running in this process"),
+    503: (UnavailableBody, "The database cannot be reached (try again after Retry-After seconds), or the scheduler "
+                           "is not running in this process"),
 }
 
 
@@ -94,6 +106,9 @@ def refusals(*statuses: int) -> dict[int | str, dict[str, Any]]:
         entry: dict[str, Any] = {"model": model, "description": description}
         if status == 401:
             entry["headers"] = {"WWW-Authenticate": {"description": "Bearer", "schema": {"type": "string"}}}
+        if status == 503:
+            entry["headers"] = {"Retry-After": {"description": "Seconds to wait before trying again (when the database is down)",
+                                                "schema": {"type": "integer"}}}
         out[status] = entry
     return out
 

@@ -120,7 +120,7 @@ def create(body: SessionCreate, request: Request, who: CallerDep) -> dict[str, A
         capacity_multiplier=body.capacity_multiplier,
         cost_cap_usd=body.cost_cap_usd,
         concurrency_group=body.concurrency_group,
-        requester=who.actor,
+        requester=who.name,
         source={"surface": "api", "caller": who.name},
         repository=body.repository,
     )

@@ -105,7 +105,7 @@ def delete(trigger_id: TriggerId, request: Request, who: CallerDep) -> dict[str,
 def invoke(trigger_id: TriggerId, request: Request, who: CallerDep, body: TriggerInvoke | None = None) -> dict[str, Any]:
     ctx = context(request)
     body = body or TriggerInvoke(title=None)
-    event = TriggerEvent("api", body.context, title=body.title, requester=who.actor, source={"kind": "invoke", "caller": who.name})
+    event = TriggerEvent("api", body.context, title=body.title, requester=who.name, source={"kind": "invoke", "caller": who.name})
     fired = fire(ctx, trigger_id, event, by_hand=True)
     now = ctx.clock.now()
     with session_scope(ctx.engine) as db:
