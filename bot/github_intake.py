@@ -64,6 +64,7 @@ from scheduler.context import Context
 from scheduler.db import session_scope
 from scheduler.errors import InvalidInput
 from scheduler.firing import render_trigger_prompt
+from scheduler.groups import repository_group
 from scheduler.models import ACTIVE_STATUSES, OperatorHold, Session, Status, Trigger, WebhookDelivery
 from scheduler.prerequisites import parse_prerequisites, record_prerequisites
 from scheduler.sessions import NewSession, change_class, insert_session
@@ -237,7 +238,7 @@ def _create(db: DBSession, trigger: Trigger, event: IntakeEvent, now: datetime, 
         cost_cap_usd=cost_cap_of(labels),  # else the trigger's default
         trigger_id=trigger.id,
         runtime=settings.runtime,
-        concurrency_group=trigger.concurrency_group or f"repo:{event.repository}",
+        concurrency_group=trigger.concurrency_group or repository_group(event.repository),
         requester=f"{GITHUB_ACTOR_PREFIX}{event.actor}",
         source=github_source(event, trigger),
         repository=event.repository,
@@ -288,8 +289,10 @@ def _control(db: DBSession, event: IntakeEvent, now: datetime, plan: GithubPlan)
 
 
 def intake_key(trigger_id: int, issue_key: str) -> str:
-    """The delivery-ledger id that says this trigger has taken this issue."""
-    return f"{trigger_id}:{issue_key.lower()}"[:100]
+    """The delivery-ledger id that says this trigger has taken this issue. Whole, never cut: an
+    issue key is at most 151 characters (`bounds.MAX_REPOSITORY_CHARS` and `#` and ten digits),
+    and the column has no length."""
+    return f"{trigger_id}:{issue_key.lower()}"
 
 
 def _taken(db: DBSession, trigger_id: int, issue_key: str) -> bool:

@@ -26,6 +26,7 @@ from sqlalchemy import or_
 from sqlmodel import Session as DBSession
 from sqlmodel import col, select
 
+from scheduler import bounds
 from scheduler.attempt import Block
 from scheduler.context import Context
 from scheduler.db import session_scope
@@ -49,7 +50,6 @@ REASON = "operator_hold"
 OPERATOR_ROLE = "operator"
 ENDED = frozenset({Status.DONE.value, Status.FAILED.value, Status.ARCHIVED.value})
 _SESSION_ARMER = re.compile(r"^session:([0-9]{1,12})$")
-_REPOSITORY = re.compile(r"^[a-z0-9][a-z0-9-]{0,38}/[a-z0-9._-]{1,100}$")
 
 
 def expiry_job_id(hold_id: int) -> str:
@@ -141,10 +141,7 @@ def _normalize(db: DBSession, kind: str, values: Sequence[str]) -> str:
             raise NotFound(error_text("operator_holds/trigger_not_found", value=value))
         return str(found.id)
     if kind == "repository":
-        repo = value.lower()
-        if not _REPOSITORY.match(repo):
-            raise InvalidInput(error_text("operator_holds/repository_shape", value=value), field="selector")
-        return repo
+        return bounds.check_repository(value, "selector")
     if len(value) > 100:
         raise InvalidInput(error_text("operator_holds/label_too_long"), field="selector")
     return value.lower()

@@ -19,7 +19,9 @@ payload can make `parse` raise. Routing is on the `X-GitHub-Event` header plus `
 
 Text is read as it can be stored: a NUL or a lone surrogate (JSON can escape both) becomes U+FFFD,
 so a delivery is never refused, nor redelivered for ever, for one bad character in an issue body.
-An issue number past what a row holds, or a repository name GitHub would never send, is Ignored.
+An issue number past what a row holds, or a repository name GitHub would never send
+(`scheduler.bounds.is_repository`: the rule every door holds), is Ignored, never refused with a
+5xx that GitHub would redeliver for ever.
 
 Trust follows the label- and mention-triggered agents: only people with write access start
 work, read from `author_association` (OWNER, MEMBER, COLLABORATOR); a comment is judged by its
@@ -37,7 +39,7 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
 
-from scheduler.bounds import MAX_COST_CAP_USD, MAX_ID, clean_text
+from scheduler.bounds import MAX_COST_CAP_USD, MAX_ID, clean_text, is_repository
 
 TRUSTED_ASSOCIATIONS = frozenset({"OWNER", "MEMBER", "COLLABORATOR"})
 PRIORITY_LABEL = "pacer:priority"
@@ -46,8 +48,6 @@ HOLD_LABEL = "pacer:hold"
 CONTROL_LABELS = frozenset({PRIORITY_LABEL, HOLD_LABEL})
 # Someone able to label another person's issue has triage access or more: a collaborator.
 INFERRED_LABELER_ASSOCIATION = "COLLABORATOR"
-# GitHub's own rule for owner and repository names.
-REPOSITORY = re.compile(r"[A-Za-z0-9_.-]{1,100}/[A-Za-z0-9_.-]{1,100}", re.ASCII)
 MAX_INSTALLATION_ID = 2**63 - 1
 # Prow's hold commands: a line of their own anywhere in a comment.
 HOLD_COMMAND = re.compile(r"^/hold(\s+cancel)?\s*$", re.IGNORECASE | re.MULTILINE)
@@ -127,7 +127,7 @@ def parse(event: str, payload: Mapping[str, Any], *, bot_login: str) -> IntakeEv
         return Ignored(f"{name} carries no {noun} or repository")
     number = item.get("number")
     full_name = _text(repo.get("full_name"))
-    if not isinstance(number, int) or isinstance(number, bool) or not 1 <= number <= MAX_ID or REPOSITORY.fullmatch(full_name) is None:
+    if not isinstance(number, int) or isinstance(number, bool) or not 1 <= number <= MAX_ID or not is_repository(full_name):
         return Ignored(f"{name} carries no issue number or repository name")
     label = _label_name(payload.get("label"))
     comment = _mapping(payload.get("comment"))
