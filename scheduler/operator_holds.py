@@ -2,7 +2,8 @@
 selector matches; they stay waiting, even with capacity free, and each shows "held by <armer>".
 
 Selectors: `session` (ids), `genesis`, `trigger` (id or name, stored as the id), `repository`
-(`source["repository"]`), `label` (`source["labels"]`), `class` (the resolved class) and `all`.
+(the one it works in, or its issue's `source["repository"]`, in lower case either way), `label`
+(`source["labels"]`), `class` (the resolved class) and `all`.
 The armer is a person (their chat id) or a session (`session:<id>`). A hold ends when it is
 released (by its armer, or by an operator for anyone's), when its TTL passes, or when its
 armer session ends. Expired and armer-ended holds are pruned by the sweep, and their alarm
@@ -88,7 +89,7 @@ def selects(hold: OperatorHold, session: Session, policy: PolicyView | None) -> 
     if kind == "trigger":
         return session.trigger_id is not None and str(session.trigger_id) == value
     if kind == "repository":
-        return repository_of(session) == value
+        return value in (repository_of(session), session.repository)
     if kind == "label":
         return value in labels_of(session)
     if kind == "class":

@@ -201,3 +201,11 @@ def test_the_migration_puts_the_rows_written_before_in_lower_case(tmp_path: Path
     engine.dispose()
     assert [tuple(r) for r in found] == [("repo:acme/api", "acme/api"), ("team-A", "acme/web"), (None, None)]
 
+
+def test_a_hold_on_a_repository_holds_its_sessions_whichever_door_named_it_and_however_spelled(api: Any, any_engine: Engine) -> None:
+    assert api.post("/holds", {"selector": "repo:ACME/API"}, actor="alice").status_code == 201
+    held = api.post("/sessions", {"prompt": "do it", "repository": "Acme/Api"}, actor="alice")
+    other = api.post("/sessions", {"prompt": "do it", "repository": "acme/web"}, actor="alice")
+    assert held.status_code == other.status_code == 201, (held.text, other.text)
+    assert held.json()["submission"]["reason"] == "operator_hold", held.text
+    assert other.json()["submission"]["outcome"] == "started", other.text
