@@ -13,9 +13,11 @@ payload can make `parse` raise. Routing is on the `X-GitHub-Event` header plus `
                                                prerequisites naming the issue are satisfied)
     issues.reopened, pull_request.reopened     control: reopen
     issue_comment.created                      comment (a human message on the session of that
-                                               issue or of the pull request Pacer opened)
+                                               issue or of the pull request Pacer opened); once
+                                               per comment id, whatever its delivery ids
         ... with a line `/hold`                control: hold (Prow's; `/hold cancel`: release)
-    anything else, and Pacer's own events      Ignored
+    anything else (issue_comment.edited too),  Ignored
+    and Pacer's own events
 
 Text is read as it can be stored: a NUL or a lone surrogate (JSON can escape both) becomes U+FFFD,
 so a delivery is never refused, nor redelivered for ever, for one bad character in an issue body.
@@ -90,6 +92,7 @@ class IntakeEvent:
     sender: str = ""
     installation_id: int | None = None
     comment: str | None = None  # issue_comment: what the comment says
+    comment_id: int | None = None  # and its id, the same in every delivery of it
     commenter: str | None = None
     commenter_association: str | None = None
     head_ref: str | None = None  # a pull request's branch, when it lives in the same repository
@@ -172,7 +175,8 @@ def _head_ref(item: Mapping[str, Any], repository: str) -> str | None:
 
 
 def _commented(comment: Mapping[str, Any]) -> dict[str, Any]:
-    return {"comment": _text(comment.get("body")), "commenter": _text(_mapping(comment.get("user")).get("login")),
+    return {"comment": _text(comment.get("body")), "comment_id": _int(comment.get("id")),
+            "commenter": _text(_mapping(comment.get("user")).get("login")),
             "commenter_association": _text(comment.get("author_association")).upper() or "NONE"}
 
 
