@@ -4,6 +4,10 @@ SQLite and PostgreSQL:
     one comment, many deliveries   a comment is taken once by its id, whatever its delivery and
                                    hook ids: one message, one `/pacer` answer, one hold
     an edited comment              is not a new message (Pacer acts on `created` only)
+    Pacer's own comments           its status comment and its `/pacer` replies begin with its
+                                   marker, and are Pacer's whoever posted them: with a personal
+                                   access token they arrive as that person's, and the default
+                                   GITHUB_BOT_LOGIN does not know them
 """
 
 from __future__ import annotations
@@ -20,8 +24,9 @@ from sqlmodel import Session as DBSession
 from sqlmodel import col, func, select
 
 from bot.app import create_app
+from integrations.github import markers
 from scheduler.db import session_scope
-from scheduler.models import HumanMessage, OperatorHold, Trigger
+from scheduler.models import HumanMessage, OperatorHold, Session, Trigger
 from tests.github_support import FakeGithub, comment_payload, headers, issue_payload, make_pacer, serving
 
 
@@ -109,7 +114,7 @@ def test_a_hold_and_a_command_in_a_comment_delivered_twice_act_once(hook: Hook) 
         hook.send("issue_comment", payload)
     with DBSession(hook.engine) as db:
         assert [(h.selector_value, h.released_at) for h in db.exec(select(OperatorHold))] == [(str(session_id), None)]
-    replies = [c["body"] for c in hook.fake.comments.values() if "@bob `/pacer queue`" in c["body"]]
+    replies = [c["body"] for c in hook.fake.comments.values() if c["body"].startswith(markers.REPLY)]
     assert len(replies) == 1 and "@bob `/pacer queue`" in replies[0]
 
 
@@ -123,3 +128,19 @@ def test_an_edited_comment_is_not_a_new_message(hook: Hook) -> None:
     assert answer.status_code == 200 and "issue_comment.edited starts nothing" in answer.json()["message"]
     assert hook.messages() == [(session_id, "Cover the error path.")]
 
+
+def test_pacers_own_status_comment_and_replies_posted_with_a_token_are_not_turns(hook: Hook) -> None:
+    session_id = _session(hook)
+    hook.send("issue_comment", comment_payload("/pacer queue", commenter="bob", association="MEMBER"))
+    written = [c["body"] for c in hook.fake.comments.values()]
+    status = [body for body in written if body.startswith(markers.STATUS)]
+    replies = [body for body in written if body.startswith(markers.REPLY)]
+    assert len(status) == 1 and len(replies) == 1, written
+    # GitHub sends each back as issue_comment.created by the token's owner, an OWNER of the repository.
+    for body in [*status, *replies]:
+        answer = hook.send("issue_comment", comment_payload(body, commenter="alice", association="OWNER"))
+        assert answer.status_code == 200 and "is Pacer's own comment" in answer.json()["message"], answer.text
+    assert hook.messages() == []
+    assert len([c for c in hook.fake.comments.values() if c["body"].startswith(markers.REPLY)]) == 1  # no reply to a reply
+    with DBSession(hook.engine) as db:
+        assert db.get(Session, session_id) is not None

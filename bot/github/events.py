@@ -17,7 +17,8 @@ payload can make `parse` raise. Routing is on the `X-GitHub-Event` header plus `
                                                per comment id, whatever its delivery ids
         ... with a line `/hold`                control: hold (Prow's; `/hold cancel`: release)
     anything else (issue_comment.edited too),  Ignored
-    and Pacer's own events
+    Pacer's own events, and its own comments
+    (they begin with its marker, `markers`)
 
 Text is read as it can be stored: a NUL or a lone surrogate (JSON can escape both) becomes U+FFFD,
 so a delivery is never refused, nor redelivered for ever, for one bad character in an issue body.
@@ -41,6 +42,7 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
 
+from integrations.github import markers
 from scheduler.bounds import MAX_COST_CAP_USD, MAX_ID, clean_text, is_repository
 
 TRUSTED_ASSOCIATIONS = frozenset({"OWNER", "MEMBER", "COLLABORATOR"})
@@ -134,6 +136,8 @@ def parse(event: str, payload: Mapping[str, Any], *, bot_login: str) -> IntakeEv
         return Ignored(f"{name} carries no issue number or repository name")
     label = _label_name(payload.get("label"))
     comment = _mapping(payload.get("comment"))
+    if event == "issue_comment" and markers.is_pacers(_text(comment.get("body"))):
+        return Ignored(f"{name} is Pacer's own comment (it begins with Pacer's marker), posted by {_text(sender.get('login')) or 'nobody'}")
     kind, control = _route(event, action, label, _text(comment.get("body")))
     if kind is None:
         return Ignored(f"{name}{f' ({label})' if label else ''} starts nothing")
