@@ -497,6 +497,7 @@ ROUTES: list[tuple[str, str, Any]] = [
                            "capacity": 2, "concurrency_group": "g", "genesis": "api", "runtime": "echo"}),
     ("POST", "/sessions", {"prompt": "child", "parent_session_id": 1}),
     ("POST", "/sessions", {"prompt": "top", "place": "top_of_spot", "forked_from": 2}),
+    ("POST", "/sessions", {"prompt": "in a repository", "repository": "acme/api"}),
     ("GET", "/sessions?status=waiting,running&class=spot&order=precedence&limit=50", None),
     ("GET", "/sessions?genesis={text}&limit={int}", None),
     ("GET", "/sessions/{id}", None),
@@ -537,6 +538,10 @@ def api_calls(draw: st.DrawFn) -> tuple[str, str, bytes | None, dict[str, str]]:
     actor = draw(st.sampled_from([None, None, "alice", "bob", "mallory", "", "UOPS"]))
     if actor is not None:
         headers["X-Pacer-Actor"] = actor
+    # A retry's key, reused across bodies and callers, or past its rule (only POST /sessions reads it).
+    key = draw(st.sampled_from([None, None, None, "k1", "k1", '"k1"', "k2", "", '"', "x" * 256, "a b", "a,b", "../.."]))
+    if key is not None:
+        headers["Idempotency-Key"] = key
     return method, "/api/v1" + path, body, headers
 
 
