@@ -38,7 +38,10 @@ unique on (hook_id, delivery_id)) under Pacer's own hook id `pacer:intake` and t
 `<trigger id>:<owner/name#12>`. A second event for the same issue finds the key by its unique
 index — one seek, however many sessions exist — and the constraint is the backstop should two
 transactions race (the matching trigger rows are locked first on PostgreSQL; SQLite's writes
-are serial anyway). GitHub's hook ids are numbers, so the two kinds of row cannot collide.
+are serial anyway). A comment is taken once the same way, by its id under `pacer:comment`: the
+same comment delivered under several delivery ids (several hooks, an App and a repository
+webhook) is one message, one command, one hold. GitHub's hook ids are numbers, so Pacer's kinds
+of row cannot collide with theirs.
 """
 
 from __future__ import annotations
@@ -51,6 +54,8 @@ from typing import Any
 
 from sqlalchemy import Table, bindparam, insert
 from sqlalchemy import select as core_select
+from sqlalchemy.dialects.postgresql import insert as postgresql_insert
+from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlmodel import Session as DBSession
 from sqlmodel import col, select
 
@@ -73,6 +78,7 @@ from scheduler.context import Context
 from scheduler.db import session_scope, steer_in_turn
 from scheduler.errors import InvalidInput
 from scheduler.firing import render_trigger_prompt
+from scheduler.groups import repository_group
 from scheduler.models import ACTIVE_STATUSES, OperatorHold, Session, Status, Trigger, WebhookDelivery
 from scheduler.operator_holds import NewOperatorHold, add_hold, end_hold
 from scheduler.prerequisites import parse_prerequisites, record_prerequisites
@@ -84,6 +90,7 @@ log = logging.getLogger("pacer.intake")
 DEFAULT_TRIGGER_LABEL = "pacer"
 GITHUB_ACTOR_PREFIX = "github:"
 INTAKE_HOOK_ID = "pacer:intake"
+COMMENT_HOOK_ID = "pacer:comment"
 ACTIVE = frozenset(s.value for s in ACTIVE_STATUSES)
 
 # Built once: every delivery runs these, and building a statement costs more than running it.
@@ -124,6 +131,9 @@ def github_event(pacer_or_ctx: Any, event: IntakeEvent, *, settings: IntakeSetti
 def record_github(db: DBSession, event: IntakeEvent, *, now: datetime, settings: IntakeSettings) -> GithubPlan:
     plan = GithubPlan(actor=f"{GITHUB_ACTOR_PREFIX}{event.actor}", issue=event.issue_key)
     steer_in_turn(db, event.issue_key.lower())  # before any read: this issue's earlier deliveries are committed
+    if event.comment_id is not None and not _first_of_comment(db, event.comment_id, now):
+        log.info("github: comment %s on %s was taken already, under another delivery; nothing new", event.comment_id, event.issue_key)
+        return plan
     if event.kind is Kind.CONTROL:
         _control(db, event, now, plan)
         return plan
@@ -248,7 +258,7 @@ def _create(db: DBSession, trigger: Trigger, event: IntakeEvent, now: datetime, 
         cost_cap_usd=cost_cap_of(labels),  # else the trigger's default
         trigger_id=trigger.id,
         runtime=settings.runtime,
-        concurrency_group=trigger.concurrency_group or f"repo:{event.repository}",
+        concurrency_group=trigger.concurrency_group or repository_group(event.repository),
         requester=f"{GITHUB_ACTOR_PREFIX}{event.actor}",
         source=github_source(event, trigger),
         repository=event.repository,
@@ -310,8 +320,19 @@ def _hold(db: DBSession, plan: GithubPlan, session_id: int, now: datetime, *, co
 
 
 def intake_key(trigger_id: int, issue_key: str) -> str:
-    """The delivery-ledger id that says this trigger has taken this issue."""
-    return f"{trigger_id}:{issue_key.lower()}"[:100]
+    """The delivery-ledger id that says this trigger has taken this issue. Whole, never cut: an
+    issue key is at most 151 characters (`bounds.MAX_REPOSITORY_CHARS` and `#` and ten digits),
+    and the column has no length."""
+    return f"{trigger_id}:{issue_key.lower()}"
+
+
+def _first_of_comment(db: DBSession, comment_id: int, now: datetime) -> bool:
+    """Take a comment's key in the delivery ledger; False when an earlier delivery of the same
+    comment took it (a conflict waits for a racing one to commit, then does nothing)."""
+    row = {"hook_id": COMMENT_HOOK_ID, "delivery_id": str(comment_id), "event": "issue_comment", "received_at": now}
+    upsert = postgresql_insert if db.get_bind().dialect.name == "postgresql" else sqlite_insert
+    taken = upsert(_DELIVERIES).values(row).on_conflict_do_nothing().returning(_DELIVERIES.c.id)
+    return db.connection().execute(taken).first() is not None
 
 
 def _taken(db: DBSession, trigger_id: int, issue_key: str) -> bool:

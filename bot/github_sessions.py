@@ -27,7 +27,7 @@ def sessions_of_issue(db: DBSession, issue_key: str) -> Sequence[Session]:
     """Every GitHub session of one issue, for the controls and comments (rare: a scan is fine)."""
     stmt = select(Session).where(
         col(Session.genesis).in_(GITHUB_GENESES),
-        col(Session.source)["issue_key"].as_string() == issue_key,
+        func.lower(col(Session.source)["issue_key"].as_string()) == issue_key.lower(),
     )
     return db.exec(stmt.order_by(col(Session.id))).all()
 

@@ -12,9 +12,11 @@ first turn through `scheduler.turns.submit_turn`.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 from typing import Any
+
+from sqlmodel import Session as DBSession
 
 from scheduler import firing, session_events
 from scheduler.context import Context
@@ -28,10 +30,12 @@ __all__ = ["Fired", "api_session", "schedule_fired", "session_event", "slack_mes
 
 
 def api_session(
-    ctx: Context, request: NewSession, prompt: str, attachments: Sequence[Mapping[str, Any]] = ()
+    ctx: Context, request: NewSession, prompt: str, attachments: Sequence[Mapping[str, Any]] = (),
+    *, also: Callable[[DBSession, int], None] | None = None,
 ) -> Fired:
     """An API caller's session: `api` genesis when it declares none and names no parent or
-    fork (a child inherits its parent's genesis verbatim)."""
+    fork (a child inherits its parent's genesis verbatim). `also` writes what must commit with
+    the session (its idempotency key), given the transaction and the new session's id."""
     now = ctx.clock.now()
     if not request.declares:
         request = replace(request, declares=prompt)  # its prompt may say what it depends on
@@ -42,6 +46,8 @@ def api_session(
         db.add(session)
         db.flush()
         session_id = session.id or 0
+        if also is not None:
+            also(db, session_id)
     submission = submit_turn(ctx, session_id, prompt, attachments, kind="first")
     return Fired(session_id, submission)
 

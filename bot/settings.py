@@ -193,7 +193,8 @@ class Settings(BaseSettings):
     github_app_id: Text | None = _field("GITHUB_APP_ID", None, "GitHub App id (with GITHUB_APP_PRIVATE_KEY)")
     github_app_private_key: Secret = _field("GITHUB_APP_PRIVATE_KEY", None, "GitHub App private key, PEM")
     github_api_url: Url = _field("GITHUB_API_URL", "https://api.github.com/", "Base URL of GitHub's REST API")
-    github_bot_login: Text = _field("GITHUB_BOT_LOGIN", "pacer[bot]", "Pacer's own GitHub login; its events are ignored")
+    github_bot_login: Text = _field("GITHUB_BOT_LOGIN", "pacer[bot]",
+                                         "Pacer's own GitHub login; its events are ignored (with GITHUB_TOKEN: the token's user)")
 
     _origins: dict[str, str] = PrivateAttr(default_factory=dict)
     _toml: dict[str, Any] = PrivateAttr(default_factory=dict)

@@ -37,7 +37,6 @@ from templates.render import compile_prompt, render_prompt
 
 KINDS: tuple[str, ...] = ("slack", "github_issue", "github_label", "schedule", "ao_event")
 NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9 ._:/-]{0,99}$")
-REPOSITORY = re.compile(r"^[A-Za-z0-9_.-]+/[A-Za-z0-9_.-]+$")
 TEMPLATE_CHARS = 20_000
 
 
@@ -152,12 +151,9 @@ def check_template(source: Any, kind: str, config: Any = None) -> str:
 # --------------------------------------------------------------------------- config, by kind
 
 
-def _strings(value: Any, key: str, *, pattern: re.Pattern[str] | None = None, what: str = "") -> list[str]:
+def _strings(value: Any, key: str) -> list[str]:
     if not isinstance(value, list) or not all(isinstance(v, str) and v for v in value):
         raise InvalidInput(error_text("trigger_spec/not_strings", key=key), field=f"config.{key}")
-    for v in value:
-        if pattern is not None and not pattern.match(v):
-            raise InvalidInput(error_text("trigger_spec/not_pattern", key=key, value=v, what=what), field=f"config.{key}")
     return list(value)
 
 
@@ -186,7 +182,7 @@ ASSOCIATIONS = ("OWNER", "MEMBER", "COLLABORATOR", "CONTRIBUTOR", "FIRST_TIME_CO
 def _github_common(config: Mapping[str, Any]) -> dict[str, Any]:
     out: dict[str, Any] = {}
     if "repositories" in config:
-        out["repositories"] = _strings(config["repositories"], "repositories", pattern=REPOSITORY, what="owner/name")
+        out["repositories"] = [bounds.check_repository(v, "config.repositories") for v in _strings(config["repositories"], "repositories")]
     if "authors" in config:
         out["authors"] = _strings(config["authors"], "authors")
     if "trusted_associations" in config:

@@ -37,12 +37,12 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from scheduler.bounds import is_repository
 from scheduler.errors import ConfigError
 from templates import error_text
 
 log = logging.getLogger("pacer.workspaces")
 
-REPOSITORY = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*/[A-Za-z0-9][A-Za-z0-9_.-]*$")
 SLUG_CHARS = 40
 GIT_TIMEOUT_SECONDS = 600
 # What a repository's configuration could make Pacer's git run, turned off on every command.
@@ -169,7 +169,7 @@ class Workspaces:
     def sync(self, repository: str, *, token: str | None = None) -> Path:
         """The repository's mirror, cloned the first time and fetched after (with `token`, when
         given, for those two commands). The remote's branches land in refs/remotes/origin/*."""
-        if not REPOSITORY.match(repository) or ".." in repository:
+        if not is_repository(repository):
             raise WorkspaceError(error_text("workspaces/not_a_repository", repository=repository))
         with self._mirror_lock(repository):
             mirror = self.mirror_path(repository)

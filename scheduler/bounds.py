@@ -13,9 +13,21 @@ Numbers follow the columns that store them (INTEGER, 32 bits signed):
     weight          0 .. 10,000, finite
     cost cap        above 0 .. 1,000,000 US dollars, finite    what a session's turns may cost
 
-A repository is "owner/name" as GitHub spells them (`check_repository`): letters, digits, '-',
-'_' and '.', the owner not starting with '.' or '-', no '..', at most 100 characters each, so it is safe as
-a path under the workspaces and inside a remote URL.
+A repository is "owner/name" by GitHub's own rules, one rule for every door (the API, the
+webhook, `/pacer`, triggers and the triggers file) and for the workspace (`REPOSITORY_PATTERN`):
+
+    owner   1 to 39 letters and digits, single hyphens between them (no '_', no '.', not
+            starting or ending with '-'): a user's or an organisation's login
+    name    1 to 100 letters, digits, '.', '-' and '_'; not '.' or '..' (a path out of the
+            mirrors), and not ending in '.git' in any case (`acme/x.git` is how a clone URL
+            names `acme/x`, and the mirror of `x` is `x.git`). A leading '.' is a name, as
+            GitHub's own `acme/.github` is
+
+So it is safe as a path under the workspaces and inside a remote URL. GitHub's names are
+case-insensitive: `check_repository` answers the name in lower case, the form every key takes
+(a session's repository and so its mirror, its concurrency group, the intake key), so `ACME/API`
+and `acme/api` are one repository. A name GitHub delivers keeps GitHub's spelling where a person
+reads it (an issue's title and status comment).
 
 Text: PostgreSQL cannot store NUL, and a lone UTF-16 surrogate is not UTF-8 at all, so neither
 database takes it. What a person or an API caller sends with either is refused, naming the field
@@ -46,7 +58,13 @@ MAX_MULTIPLIER = 100.0
 MAX_DEPTH = 32
 MAX_COST_CAP_USD = 1_000_000.0
 
-REPOSITORY = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]{0,99}/[A-Za-z0-9_.][A-Za-z0-9_.-]{0,99}", re.ASCII)
+OWNER_PATTERN = r"[A-Za-z0-9](?:[A-Za-z0-9]|-(?=[A-Za-z0-9])){0,38}"
+_NAME_ENDS = r"(?![A-Za-z0-9._-])"
+NAME_PATTERN = rf"(?!\.{{1,2}}{_NAME_ENDS})(?![A-Za-z0-9._-]*\.[Gg][Ii][Tt]{_NAME_ENDS})[A-Za-z0-9._-]{{1,100}}"
+# Whole: a JSON Schema pattern as well as Python's (`(?![\s\S])`: `$` would let a newline end it).
+REPOSITORY_PATTERN = rf"^{OWNER_PATTERN}/{NAME_PATTERN}(?![\s\S])"
+REPOSITORY = re.compile(REPOSITORY_PATTERN)
+MAX_REPOSITORY_CHARS = 39 + 1 + 100
 REPLACEMENT = "\ufffd"
 _UNSTORABLE = re.compile("[\x00\ud800-\udfff]")
 
@@ -109,11 +127,17 @@ def check_int(value: int, field: str, low: int, high: int) -> int:
     return value
 
 
+def is_repository(value: Any) -> bool:
+    """Whether `value` is a repository "owner/name" by the rule above."""
+    return isinstance(value, str) and REPOSITORY.match(value) is not None
+
+
 def check_repository(value: Any, field: str = "repository") -> str:
-    """`value` when it is a repository "owner/name"; otherwise InvalidInput naming `field`."""
-    if not isinstance(value, str) or REPOSITORY.fullmatch(value) is None or ".." in value or value.endswith((".", "/")):
-        raise InvalidInput(error_text("bounds/not_a_repository", field=field, value=str(value)[:120]), field=field)
-    return value
+    """`value` in lower case when it is a repository "owner/name"; otherwise InvalidInput naming
+    `field` and the rule."""
+    if not is_repository(value):
+        raise InvalidInput(error_text("bounds/not_a_repository", field=field, value=str(value)[:MAX_REPOSITORY_CHARS + 20]), field=field)
+    return str(value).lower()
 
 
 def is_id(value: Any) -> bool:

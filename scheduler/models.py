@@ -322,6 +322,22 @@ class WebhookDelivery(SQLModel, table=True):
     received_at: datetime = Field(sa_column=Column(UTCDateTime(), nullable=False))
 
 
+class IdempotencyKey(SQLModel, table=True):
+    """A POST /api/v1/sessions sent with an Idempotency-Key (`bot.api.idempotency`): written in
+    the transaction that makes its session, so a retry finds the session it made, and its answer."""
+
+    __tablename__ = "idempotency_keys"
+    __table_args__ = (UniqueConstraint("caller", "key"),)
+
+    id: int | None = Field(default=None, primary_key=True)
+    caller: str  # who sent it: the API's name for its caller
+    key: str
+    fingerprint: str  # SHA-256 of the request body, canonical JSON
+    session_id: int = Field(foreign_key="sessions.id")
+    answer: dict[str, Any] | None = Field(default=None, sa_column=Column(JSON, nullable=True))  # None: not answered yet
+    created_at: datetime = Field(sa_column=Column(UTCDateTime(), nullable=False, index=True))
+
+
 class SlackEvent(SQLModel, table=True):
     __tablename__ = "slack_events"
 

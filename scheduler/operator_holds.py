@@ -2,7 +2,8 @@
 selector matches; they stay waiting, even with capacity free, and each shows "held by <armer>".
 
 Selectors: `session` (ids), `genesis`, `trigger` (id or name, stored as the id), `repository`
-(`source["repository"]`), `label` (`source["labels"]`), `class` (the resolved class) and `all`.
+(the one it works in, or its issue's `source["repository"]`, in lower case either way), `label`
+(`source["labels"]`), `class` (the resolved class) and `all`.
 The armer is a person (their chat id) or a session (`session:<id>`). A hold ends when it is
 released (by its armer, or by an operator for anyone's), when its TTL passes, or when its
 armer session ends. Expired and armer-ended holds are pruned by the sweep, and their alarm
@@ -26,6 +27,7 @@ from sqlalchemy import or_
 from sqlmodel import Session as DBSession
 from sqlmodel import col, select
 
+from scheduler import bounds
 from scheduler.attempt import Block
 from scheduler.context import Context
 from scheduler.db import session_scope
@@ -48,7 +50,6 @@ REASON = "operator_hold"
 OPERATOR_ROLE = "operator"
 ENDED = frozenset({Status.DONE.value, Status.FAILED.value, Status.ARCHIVED.value})
 _SESSION_ARMER = re.compile(r"^session:([0-9]{1,12})$")
-_REPOSITORY = re.compile(r"^[a-z0-9][a-z0-9-]{0,38}/[a-z0-9._-]{1,100}$")
 
 
 def expiry_job_id(hold_id: int) -> str:
@@ -87,7 +88,7 @@ def selects(hold: OperatorHold, session: Session, policy: PolicyView | None) -> 
     if kind == "trigger":
         return session.trigger_id is not None and str(session.trigger_id) == value
     if kind == "repository":
-        return repository_of(session) == value
+        return value in (repository_of(session), session.repository)
     if kind == "label":
         return value in labels_of(session)
     if kind == "class":
@@ -140,10 +141,7 @@ def _normalize(db: DBSession, kind: str, values: Sequence[str]) -> str:
             raise NotFound(error_text("operator_holds/trigger_not_found", value=value))
         return str(found.id)
     if kind == "repository":
-        repo = value.lower()
-        if not _REPOSITORY.match(repo):
-            raise InvalidInput(error_text("operator_holds/repository_shape", value=value), field="selector")
-        return repo
+        return bounds.check_repository(value, "selector")
     if len(value) > 100:
         raise InvalidInput(error_text("operator_holds/label_too_long"), field="selector")
     return value.lower()

@@ -35,6 +35,7 @@ from sqlmodel import col, select
 
 from scheduler import queue_holds
 from scheduler.attempt import Block, is_manual
+from scheduler.bounds import NAME_PATTERN, OWNER_PATTERN
 from scheduler.context import Context
 from scheduler.db import session_scope
 from scheduler.effects import Effects, request_queue_pass
@@ -50,7 +51,7 @@ MAX_PER_SESSION = 20  # an issue body listing more is recorded up to here, with 
 NAMED_IN_HOLD = 5  # targets a queue-level prerequisite hold names before "and N more"
 REASON = "prerequisite"
 
-_REF = r"(?:(?P<repo>[A-Za-z0-9][A-Za-z0-9-]{0,38}/[A-Za-z0-9._-]{1,100}))?#(?P<num>[0-9]{1,9})\b"
+_REF = rf"(?:(?P<repo>{OWNER_PATTERN}/{NAME_PATTERN}))?#(?P<num>[0-9]{{1,9}})\b"
 _MENTION = re.compile(r"(?<![\w@/])@" + _REF)
 _DEPENDS = re.compile(r"\bdepends\s+on\b\s*:?", re.IGNORECASE)
 _LIST_ITEM = re.compile(r"\s*(?:(?:,|&|\band\b)\s*)?" + _REF, re.IGNORECASE)

@@ -196,12 +196,17 @@ def new_row(
         "concurrency_group": req.concurrency_group or (trigger.concurrency_group if trigger else None),
         "requester": req.requester,
         "source": dict(req.source or {}),
-        "repository": req.repository or _trigger_repository(trigger),
+        "repository": _repository(req.repository or _trigger_repository(trigger)),
         "status": Status.WAITING.value,
         "precedence": precedence,
         "created_at": now,
         "updated_at": now,
     }
+
+
+def _repository(named: str | None) -> str | None:
+    """The repository as every key takes it (`bounds.check_repository`): in lower case."""
+    return bounds.check_repository(named) if named is not None else None
 
 
 def _trigger_repository(trigger: Trigger | None) -> str | None:

@@ -28,6 +28,7 @@ from bot.github.webhook import signature
 SECRET = "It's a Secret to Everybody"
 FIXTURES = Path(__file__).parent / "fixtures" / "github"
 _delivery_ids = itertools.count(1)
+_comment_ids = itertools.count(5001)
 
 
 def example_payloads() -> list[tuple[str, Path]]:
@@ -71,13 +72,15 @@ def issue_payload(
 
 def comment_payload(
     body: str, *, number: int = 7, repository: str = "octo/app", commenter: str = "alice", association: str = "MEMBER",
-    pull_request: bool = False, sender_type: str = "User",
+    pull_request: bool = False, sender_type: str = "User", comment_id: int | None = None,
 ) -> dict[str, Any]:
-    """An `issue_comment.created` payload: a comment on an issue, or on a pull request's conversation."""
+    """An `issue_comment.created` payload: a comment on an issue, or on a pull request's
+    conversation. Each is a new comment (its own id) unless `comment_id` says which."""
     payload = issue_payload("created", number=number, repository=repository)
     if pull_request:
         payload["issue"]["pull_request"] = {"url": f"https://api.github.com/repos/{repository}/pulls/{number}"}
-    payload["comment"] = {"id": 5001, "body": body, "user": {"login": commenter, "type": sender_type}, "author_association": association}
+    payload["comment"] = {"id": comment_id or next(_comment_ids), "body": body,
+                           "user": {"login": commenter, "type": sender_type}, "author_association": association}
     payload["sender"] = {"login": commenter, "type": sender_type}
     return payload
 

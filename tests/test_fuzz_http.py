@@ -178,7 +178,11 @@ def served(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFact
 
 # --------------------------------------------------------------------------- values and mutations
 
-NASTY_TEXT = [
+# Repository names past the rule (`bounds.REPOSITORY_PATTERN`) and at its edges: a path out of the
+# mirrors, an owner GitHub would not give, a name ending in .git, two spellings of one, the longest.
+REPOSITORY_NAMES = ["-u/x", "../..", "a/..", ".git/x", "_x/y", "a/.hidden", "a/.git", "a/x.git", "ACME/API", "acme/api",
+                    "o" * 39 + "/" + "n" * 100, "o" * 40 + "/x", "a/" + "n" * 101]
+NASTY_TEXT = [*REPOSITORY_NAMES,
     "", " ", "\t\n ", "\x00", "a\x00b", "\ud800", "x\udfff", "\ud83d\ude00", "\x1b[31m", "\u202e", "é", "😀",
     "{{ 7*7 }}", "{% raw %}", "<@U0>", "&lt;", "' OR 1=1 --", "%s%n", "#1", "owner/repo#2", "depends on #1",
     "pacer:priority", "pacer:hold", "bug", "a" * 300,
@@ -293,6 +297,8 @@ def _examples() -> list[tuple[str, Any]]:
         ("issues", issue_payload("reopened")),
         ("pull_request", issue_payload("labeled", label="bug", pull_request=True)),
         ("issues", issue_payload(body="depends on #1, #2 and acme/api#3\n@#4")),
+        *[("issues", issue_payload(repository=name, number=n)) for n, name in enumerate(REPOSITORY_NAMES, start=1)],
+        *[("issues", issue_payload("labeled", label="bug", labels=("bug",), repository=name)) for name in REPOSITORY_NAMES],
     ]
     return found + own
 
@@ -329,11 +335,26 @@ def test_github_deliveries_are_never_a_5xx(served: Served, delivery: tuple[bytes
     served.check(response, {200, 202, 400, 401, 413}, mark, f"GitHub {headers[b'X-GitHub-Event'.decode()]!r} {body[:200]!r}")
 
 
+@pytest.mark.parametrize("name", REPOSITORY_NAMES, ids=lambda name: name[:12])
+def test_github_deliveries_naming_each_repository_are_never_a_5xx(served: Served, name: str) -> None:
+    # Each name once, unmutated and signed, as the draws above may not reach them all.
+    for number, payload in enumerate([issue_payload(repository=name, number=7000), issue_payload("labeled", label="bug", repository=name)]):
+        body = json.dumps(payload).encode()
+        sent = {"Content-Type": "application/json", "X-GitHub-Event": "issues", "X-GitHub-Delivery": f"repo-{number}-{name}"[:100],
+                "X-GitHub-Hook-ID": "1", "X-Hub-Signature-256": signature(GITHUB_SECRET.encode(), body)}
+        mark = len(served.log.records)
+        response = served.http.post("/github/webhook", content=body, headers=sent)
+        served.settle()
+        assert response.status_code == (202 if bounds.is_repository(name) else 200), response.text
+        assert not served.log.since(mark), served.log.since(mark)
+
+
 # --------------------------------------------------------------------------- the /pacer grammar
 
 GRAMMAR_WORDS = [
     "top", "above", "below", "between", "until", "queue", "for", "set", "class", "precedence", "--spot", "--x", "all",
     "priority", "spot", "default", "genesis:slack", "genesis:x", "trigger:#1", "trigger:0", "repo:acme/web", "repo:..",
+    *[f"repo:{name}" for name in REPOSITORY_NAMES],
     "label:bug", "label:", "class:spot", "class:x", "gating=off", "gating=maybe", "preemption=on", "reserve_5h=10",
     "reserve_7d=101", "reserve_5h=nan", "max_sessions=3", "max_sessions=0", f"max_sessions={2**63}",
     f"max_sessions={bounds.MAX_SESSIONS + 1}", "override:api=priority", "override:slack=spot", "override:x=spot", "x=y",
@@ -478,6 +499,7 @@ ROUTES: list[tuple[str, str, Any]] = [
                            "capacity": 2, "concurrency_group": "g", "genesis": "api", "runtime": "echo"}),
     ("POST", "/sessions", {"prompt": "child", "parent_session_id": 1}),
     ("POST", "/sessions", {"prompt": "top", "place": "top_of_spot", "forked_from": 2}),
+    ("POST", "/sessions", {"prompt": "in a repository", "repository": "acme/api"}),
     ("GET", "/sessions?status=waiting,running&class=spot&order=precedence&limit=50", None),
     ("GET", "/sessions?genesis={text}&limit={int}", None),
     ("GET", "/sessions/{id}", None),
@@ -520,6 +542,10 @@ def api_calls(draw: st.DrawFn) -> tuple[str, str, bytes | None, dict[str, str]]:
     headers = {"Authorization": f"Bearer {token}", "Content-Type": draw(st.sampled_from(["application/json"] * 6 + ["text/plain", ""]))}
     if actor is not None:
         headers["X-Pacer-Actor"] = actor
+    # A retry's key, reused across bodies and callers, or past its rule (only POST /sessions reads it).
+    key = draw(st.sampled_from([None, None, None, "k1", "k1", '"k1"', "k2", "", '"', "x" * 256, "a b", "a,b", "../.."]))
+    if key is not None:
+        headers["Idempotency-Key"] = key
     return method, "/api/v1" + path, body, headers
 
 

@@ -15,6 +15,7 @@ from sqlmodel import col, select
 from bot.github.events import Control, Ignored, IntakeEvent, Kind, is_trusted, parse
 from bot.github_commands import command_text
 from bot.github_intake import github_event
+from integrations.github import markers
 from scheduler import wiring
 from scheduler.db import session_scope
 from scheduler.models import EnqueuedMessage, HumanMessage, OperatorHold, Session, Trigger, Turn
@@ -162,6 +163,8 @@ def test_pacer_commands_run_as_their_author_and_are_answered_in_a_comment(engine
     github_event(pacer, _event(comment_payload("/pacer queue", commenter="eve", association="NONE")))  # no answer at all
     answers = [c["body"] for c in github.comments.values()]
     assert len(answers) == 3 and all(c["issue"] == "octo/app#7" for c in github.comments.values())
+    assert all(answer.startswith(markers.REPLY + "\n") for answer in answers)  # how Pacer knows its own replies
+    answers = [answer.removeprefix(markers.REPLY + "\n") for answer in answers]
     assert answers[0].startswith("@bob `/pacer queue`:\n\n```text\n") and f"#{session_id}" in answers[0]
     assert answers[1].startswith("@bob `/pacer policy set gating=off` was refused:") and "operator" in answers[1]
     assert answers[2].startswith("@carol `/pacer policy set gating=off`:")

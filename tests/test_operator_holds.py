@@ -88,7 +88,7 @@ def show_hold_now(ctx, hold_id):
         ("session", ["#99"], NotFound, "session #99 does not exist"),
         ("genesis", ["email"], InvalidInput, "genesis 'email' is not a genesis"),
         ("class", ["urgent"], InvalidInput, "class 'urgent' is not a class; use priority or spot"),
-        ("repository", ["not a repo"], InvalidInput, "repository 'not a repo' is not owner/name"),
+        ("repository", ["not a repo"], InvalidInput, "selector: 'not a repo' is not a repository; use owner/name"),
         ("trigger", ["nope"], NotFound, "trigger nope does not exist"),
         ("all", ["x"], InvalidInput, "all takes no value"),
         ("label", ["a", "b"], InvalidInput, "label takes exactly one value"),

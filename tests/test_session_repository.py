@@ -33,13 +33,13 @@ def _rows(engine: Any) -> list[Session]:
         return list(db.exec(select(Session).order_by(col(Session.id))).all())
 
 
-@pytest.mark.parametrize("value", ["acme/api", "Octo-Org/my_repo.js", "acme/.github", "a/b"])
-def test_owner_name_is_a_repository(value: str) -> None:
-    assert bounds.check_repository(value) == value
+@pytest.mark.parametrize("value", ["acme/api", "Octo-Org/my_repo.js", "acme/.github", "a/b", "acme/a..b", "acme/api."])
+def test_owner_name_is_a_repository_in_lower_case(value: str) -> None:
+    assert bounds.check_repository(value) == value.lower()
 
 
-@pytest.mark.parametrize("value", ["acme", "acme/api/extra", "../etc", "acme/..", "acme/a..b", "-x/api", "acme/", "/api",
-                                   "acme/api.", "acme /api", "acme/ api", "acme/api\n", "", 42, None, "a" * 101 + "/b"])
+@pytest.mark.parametrize("value", ["acme", "acme/api/extra", "../etc", "acme/..", "-x/api", "acme/", "/api", "acme/api.git",
+                                   "acme /api", "acme/ api", "acme/api\n", "", 42, None, "a" * 40 + "/b"])
 def test_anything_else_is_refused_naming_the_argument_and_the_form(value: Any) -> None:
     with pytest.raises(InvalidInput) as refused:
         bounds.check_repository(value, "config.repository")
@@ -56,7 +56,7 @@ def test_a_github_session_takes_the_repository_of_its_event(any_engine: Any, clo
     event = parse("issues", issue_payload("labeled", label="pacer", repository="Octo/App"), bot_login="pacer[bot]")
     assert isinstance(event, IntakeEvent)
     (session_id,) = github_event(ctx, event)
-    assert [(s.id, s.repository) for s in _rows(any_engine)] == [(session_id, "Octo/App")]
+    assert [(s.id, s.repository) for s in _rows(any_engine)] == [(session_id, "octo/app")]
 
 
 def test_a_trigger_carries_a_repository_its_sessions_work_in(engine: Any, clock: Any) -> None:
@@ -84,8 +84,9 @@ def test_pacer_new_takes_repo_and_refuses_a_bad_one_changing_nothing(engine: Any
     assert (session.repository, session.prompt) == ("acme/api", "fix the flaky login test")
     bad = chat.answer(pacer, "UOP", "new repo:acme fix it", surface="console")
     assert not bad.ok
-    assert bad.text == ("error: repo: 'acme' is not a repository; use owner/name, e.g. acme/api (letters, digits, '-', '_' and '.')\n"
-                        f"usage: {USAGE['new']}")
+    assert bad.text == ("error: repo: 'acme' is not a repository; use owner/name, e.g. acme/api: the owner 1 to 39 letters and digits"
+                        " with single hyphens between them, the name 1 to 100 letters, digits, '.', '-' and '_', not '.' or '..'"
+                        f" nor ending in '.git'\nusage: {USAGE['new']}")
     assert len(_rows(engine)) == 1
 
 

@@ -85,6 +85,10 @@ cron = "*/30 * * * *"
         (('[[trigger]]\nname = "d"\nkind = "slack"\nprompt_template = "x"\n[trigger.config]\ndms = true\n'
          '[[trigger]]\nname = "d"\nkind = "slack"\nprompt_template = "x"\n[trigger.config]\ndms = true\n'),
          ["triggers.toml:7:", "trigger #2 'd'", "already used by trigger #1"]),
+        ('[[trigger]]\nname = "g"\nkind = "github_issue"\nprompt_template = "x"\n[trigger.config]\nrepositories = ["acme/api", "_x/y"]\n',
+         ["triggers.toml:6:", "trigger #1 'g'", "config.repositories: '_x/y' is not a repository", "single hyphens"]),
+        ('[[trigger]]\nname = "s"\nkind = "schedule"\nprompt_template = "x"\n[trigger.config]\ncron = "0 9 * * *"\nrepository = "a/x.git"\n',
+         ["triggers.toml:7:", "trigger #1 's'", "config.repository: 'a/x.git' is not a repository", "nor ending in '.git'"]),
         ('name = "loose"\n', ["top-level key 'name' is not allowed"]),
         ('[[trigger]\nname = "x"\n', ["not valid TOML", "line 1"]),
     ],

@@ -161,9 +161,7 @@ def whole(value: Any) -> Any:
 Text = Annotated[str, AfterValidator(_storable), Documented(pattern=STORABLE)]
 Prompt = Annotated[str, Field(min_length=1), AfterValidator(_storable), AfterValidator(_not_blank), Documented(pattern=NOT_BLANK)]
 TriggerName = Annotated[str, Field(min_length=1, max_length=100), AfterValidator(_storable), Documented(pattern=NAME.pattern)]
-# `bounds.check_repository` as one pattern: owner/name, no "..", not ending in "." or "/".
-REPOSITORY = r"^(?!.*\.\.)[A-Za-z0-9_][A-Za-z0-9_.-]{0,99}/(?:[A-Za-z0-9_]|[A-Za-z0-9_.][A-Za-z0-9_.-]{0,98}[A-Za-z0-9_-])(?![\s\S])"
-Repository = Annotated[str, AfterValidator(_storable), Documented(pattern=REPOSITORY)]
+Repository = Annotated[str, AfterValidator(_storable), Documented(pattern=bounds.REPOSITORY_PATTERN)]
 Template = Annotated[str, Field(min_length=1, max_length=TEMPLATE_CHARS), AfterValidator(_storable), Documented(pattern=NOT_BLANK)]
 Overrides = Annotated[
     dict[Annotated[str, Documented(enum=list(get_args(OverridableGenesis)))], Literal["priority", "spot"] | None],

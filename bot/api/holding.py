@@ -16,7 +16,7 @@ from datetime import datetime, timedelta
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Path, Request
-from pydantic import AwareDatetime, BaseModel, Field
+from pydantic import AwareDatetime, BaseModel, ConfigDict, Field
 
 from bot.api.fields import Request as Body
 from bot.api.fields import SessionId, Text
@@ -45,7 +45,7 @@ _ID = r"#?[1-9][0-9]{0,8}"
 # is the server's to say (404).
 SELECTOR = (
     rf"^(all|{_ID}(,{_ID}){{0,49}}|genesis:({'|'.join(g.value for g in Genesis)})|class:(priority|spot)|trigger:{_ID}"
-    r"|repo:[A-Za-z0-9][A-Za-z0-9-]{0,38}/[A-Za-z0-9._-]{1,100}|label:[A-Za-z0-9._/+-]{1,100})$"
+    rf"|repo:{bounds.OWNER_PATTERN}/{bounds.NAME_PATTERN}|label:[A-Za-z0-9._/+-]{{1,100}})$"
 )
 KINDS = {"genesis": "genesis", "class": "class", "trigger": "trigger", "repo": "repository", "label": "label"}
 
@@ -62,6 +62,8 @@ class Paused(BaseModel):
 
 
 class HoldCreate(Body):
+    model_config = ConfigDict(regex_engine="python-re")  # the repository rule looks ahead
+
     selector: str = Field(pattern=SELECTOR, description="As /pacer hold takes it: #12 or 12,14 (sessions), genesis:<genesis>, "
                           "class:priority|spot, trigger:<id>, repo:<owner/name>, label:<name> or all")
     ttl_seconds: int | None = Field(None, ge=1, le=int(MAX_TTL.total_seconds()), description="Omit to hold until released")

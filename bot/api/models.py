@@ -68,7 +68,8 @@ class SessionCreate(Request):
     capacity_multiplier: Multiplier | None = Field(None, description="Its budget as this multiple of the fleet's slots (1.5: 7.5 of 5)")
     cost_cap_usd: CostCap | None = Field(None, description="Its turns may cost this many US dollars together, no more")
     concurrency_group: Text | None = Field(None, max_length=200)
-    repository: Repository | None = Field(None, max_length=201, description="owner/name: its turns work in a worktree of it")
+    repository: Repository | None = Field(None, max_length=bounds.MAX_REPOSITORY_CHARS,
+                                          description="owner/name: its turns work in a worktree of it; kept in lower case")
 
 
 class SessionPatch(Change):

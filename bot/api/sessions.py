@@ -12,9 +12,12 @@ import importlib
 import importlib.util
 from typing import Annotated, Any, Literal
 
-from fastapi import APIRouter, Query, Request
+from fastapi import APIRouter, Header, Query, Request
+from fastapi.responses import JSONResponse
+from sqlalchemy.exc import IntegrityError
 from sqlmodel import col, select
 
+import bot.api.idempotency as idempotency
 from bot import intake
 from bot.api.fields import Documented, GenesisName, SessionId
 from bot.api.guard import CallerDep, GuardedRoute
@@ -96,10 +99,22 @@ def _lineage_exists(ctx: Context, body: SessionCreate) -> None:
                 raise InvalidInput(error_text("api/lineage_not_found", field=field, session_id=sid), field=field)
 
 
-@router.post("/sessions", response_model=SessionCreated, status_code=201, responses=refusals(409, 422, 503),
+IdempotencyKey = Annotated[str | None, Header(
+    alias=idempotency.HEADER, pattern=idempotency.PATTERN,
+    description="Send a create again with the same key after a lost answer: the first answer comes back, not a second "
+                "session. 1 to 255 of letters, digits and - _ . : ~ + / =, bare or quoted; kept 24 hours, per caller")]
+REPLAYED: dict[int | str, dict[str, Any]] = {201: {"headers": {idempotency.REPLAYED_HEADER: {
+    "description": "true: the answer to an earlier request with this Idempotency-Key", "schema": {"type": "string", "enum": ["true"]}}}}}
+
+
+@router.post("/sessions", response_model=SessionCreated, status_code=201, responses={**refusals(409, 422, 503), **REPLAYED},
              summary="Create a session and submit its first turn")
-def create(body: SessionCreate, request: Request, who: CallerDep) -> dict[str, Any]:
+def create(body: SessionCreate, request: Request, who: CallerDep, idempotency_key: IdempotencyKey = None) -> Any:
     ctx = context(request)
+    key = idempotency.key_of(idempotency_key)
+    fingerprint = idempotency.fingerprint(body) if key is not None else ""
+    if key is not None and (earlier := idempotency.earlier_answer(ctx.engine, who.name, key, fingerprint, ctx.clock.now())):
+        return _replayed(earlier)
     _check_prompt(request, body.prompt, "prompt")
     prec.resolve_placement(precedence=body.precedence, place=body.place)
     if body.parent_session_id is not None and body.forked_from is not None:
@@ -124,8 +139,22 @@ def create(body: SessionCreate, request: Request, who: CallerDep) -> dict[str, A
         source={"surface": "api", "caller": who.name},
         repository=body.repository,
     )
-    fired = intake.api_session(ctx, request_, body.prompt)
-    return {"session": _detail(ctx, fired.session_id), "submission": submission_out(fired.submission, ctx.clock.now())}
+    claim = idempotency.claim(who.name, key, fingerprint, ctx.clock.now()) if key is not None else None
+    try:
+        fired = intake.api_session(ctx, request_, body.prompt, also=claim)
+    except IntegrityError:
+        # Another request with this key made its session first: answer as its retry would be.
+        if key is None or not (earlier := idempotency.earlier_answer(ctx.engine, who.name, key, fingerprint, ctx.clock.now())):
+            raise
+        return _replayed(earlier)
+    answer = {"session": _detail(ctx, fired.session_id), "submission": submission_out(fired.submission, ctx.clock.now())}
+    if key is not None:
+        idempotency.record_answer(ctx.engine, who.name, key, SessionCreated.model_validate(answer).model_dump(mode="json"))
+    return answer
+
+
+def _replayed(answer: dict[str, Any]) -> JSONResponse:
+    return JSONResponse(answer, status_code=201, headers={idempotency.REPLAYED_HEADER: "true"})
 
 
 @router.get("/sessions", response_model=SessionList, responses=refusals(422, 503),

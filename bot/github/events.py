@@ -13,13 +13,18 @@ payload can make `parse` raise. Routing is on the `X-GitHub-Event` header plus `
                                                prerequisites naming the issue are satisfied)
     issues.reopened, pull_request.reopened     control: reopen
     issue_comment.created                      comment (a human message on the session of that
-                                               issue or of the pull request Pacer opened)
+                                               issue or of the pull request Pacer opened); once
+                                               per comment id, whatever its delivery ids
         ... with a line `/hold`                control: hold (Prow's; `/hold cancel`: release)
-    anything else, and Pacer's own events      Ignored
+    anything else (issue_comment.edited too),  Ignored
+    Pacer's own events, and its own comments
+    (they begin with its marker, `markers`)
 
 Text is read as it can be stored: a NUL or a lone surrogate (JSON can escape both) becomes U+FFFD,
 so a delivery is never refused, nor redelivered for ever, for one bad character in an issue body.
-An issue number past what a row holds, or a repository name GitHub would never send, is Ignored.
+An issue number past what a row holds, or a repository name GitHub would never send
+(`scheduler.bounds.is_repository`: the rule every door holds), is Ignored, never refused with a
+5xx that GitHub would redeliver for ever.
 
 Trust follows the label- and mention-triggered agents: only people with write access start
 work, read from `author_association` (OWNER, MEMBER, COLLABORATOR); a comment is judged by its
@@ -37,7 +42,8 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
 
-from scheduler.bounds import MAX_COST_CAP_USD, MAX_ID, clean_text
+from integrations.github import markers
+from scheduler.bounds import MAX_COST_CAP_USD, MAX_ID, clean_text, is_repository
 
 TRUSTED_ASSOCIATIONS = frozenset({"OWNER", "MEMBER", "COLLABORATOR"})
 PRIORITY_LABEL = "pacer:priority"
@@ -46,8 +52,6 @@ HOLD_LABEL = "pacer:hold"
 CONTROL_LABELS = frozenset({PRIORITY_LABEL, HOLD_LABEL})
 # Someone able to label another person's issue has triage access or more: a collaborator.
 INFERRED_LABELER_ASSOCIATION = "COLLABORATOR"
-# GitHub's own rule for owner and repository names.
-REPOSITORY = re.compile(r"[A-Za-z0-9_.-]{1,100}/[A-Za-z0-9_.-]{1,100}", re.ASCII)
 MAX_INSTALLATION_ID = 2**63 - 1
 # Prow's hold commands: a line of their own anywhere in a comment.
 HOLD_COMMAND = re.compile(r"^/hold(\s+cancel)?\s*$", re.IGNORECASE | re.MULTILINE)
@@ -90,6 +94,7 @@ class IntakeEvent:
     sender: str = ""
     installation_id: int | None = None
     comment: str | None = None  # issue_comment: what the comment says
+    comment_id: int | None = None  # and its id, the same in every delivery of it
     commenter: str | None = None
     commenter_association: str | None = None
     head_ref: str | None = None  # a pull request's branch, when it lives in the same repository
@@ -127,10 +132,12 @@ def parse(event: str, payload: Mapping[str, Any], *, bot_login: str) -> IntakeEv
         return Ignored(f"{name} carries no {noun} or repository")
     number = item.get("number")
     full_name = _text(repo.get("full_name"))
-    if not isinstance(number, int) or isinstance(number, bool) or not 1 <= number <= MAX_ID or REPOSITORY.fullmatch(full_name) is None:
+    if not isinstance(number, int) or isinstance(number, bool) or not 1 <= number <= MAX_ID or not is_repository(full_name):
         return Ignored(f"{name} carries no issue number or repository name")
     label = _label_name(payload.get("label"))
     comment = _mapping(payload.get("comment"))
+    if event == "issue_comment" and markers.is_pacers(_text(comment.get("body"))):
+        return Ignored(f"{name} is Pacer's own comment (it begins with Pacer's marker), posted by {_text(sender.get('login')) or 'nobody'}")
     kind, control = _route(event, action, label, _text(comment.get("body")))
     if kind is None:
         return Ignored(f"{name}{f' ({label})' if label else ''} starts nothing")
@@ -172,7 +179,8 @@ def _head_ref(item: Mapping[str, Any], repository: str) -> str | None:
 
 
 def _commented(comment: Mapping[str, Any]) -> dict[str, Any]:
-    return {"comment": _text(comment.get("body")), "commenter": _text(_mapping(comment.get("user")).get("login")),
+    return {"comment": _text(comment.get("body")), "comment_id": _int(comment.get("id")),
+            "commenter": _text(_mapping(comment.get("user")).get("login")),
             "commenter_association": _text(comment.get("author_association")).upper() or "NONE"}
 
 

@@ -21,10 +21,11 @@ from sqlalchemy import Engine
 from sqlmodel import Session as DBSession
 from sqlmodel import col, select
 
-from bot.github.events import HOLD_LABEL, MAX_INSTALLATION_ID, PRIORITY_LABEL, REPOSITORY
+from bot.github.events import HOLD_LABEL, MAX_INSTALLATION_ID, PRIORITY_LABEL
 from bot.github_intake import DEFAULT_TRIGGER_LABEL
 from integrations.github.comments import why_not_written
 from integrations.github.labels import Label, LabelPort
+from scheduler.bounds import is_repository
 from scheduler.models import Trigger
 from templates import error_text
 
@@ -59,7 +60,7 @@ def installed(event_name: str, payload: Mapping[str, Any]) -> Installed | None:
     installation = payload.get("installation")
     number = installation.get("id") if isinstance(installation, Mapping) else None
     valid = isinstance(number, int) and not isinstance(number, bool) and 0 < number <= MAX_INSTALLATION_ID
-    repositories = tuple(dict.fromkeys(n for n in names if isinstance(n, str) and REPOSITORY.fullmatch(n)))
+    repositories = tuple(dict.fromkeys(n for n in names if is_repository(n)))
     return Installed(number if valid else None, repositories)
 
 

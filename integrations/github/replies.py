@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from typing import Protocol
 
+from integrations.github import markers
 from integrations.github.client import GithubClients
 from integrations.github.status import Where
 
@@ -18,11 +19,12 @@ class ReplyPort(Protocol):
 
 
 class PyGithubReplies:
-    """`ReplyPort` over PyGithub. A create is never retried blind (`GithubClients`)."""
+    """`ReplyPort` over PyGithub. A create is never retried blind (`GithubClients`). Each reply
+    begins with Pacer's marker, so its own delivery back is known for Pacer's (`markers`)."""
 
     def __init__(self, clients: GithubClients) -> None:
         self.clients = clients
 
     def reply(self, where: Where, body: str) -> int:
         issue = self.clients.client(where.installation_id).get_repo(where.repository).get_issue(where.number)
-        return int(issue.create_comment(body).id)
+        return int(issue.create_comment(f"{markers.REPLY}\n{body}").id)

@@ -27,6 +27,7 @@ from sqlalchemy import and_, func, or_
 from sqlmodel import Session as DBSession
 from sqlmodel import col, select
 
+from integrations.github import markers
 from integrations.latest_result import LatestResult, read_latest_result
 from scheduler.budget_notice import RunOut, standing_notice
 from scheduler.cost_caps import spent_by
@@ -38,7 +39,7 @@ from scheduler.sessions import class_expr, class_of
 from scheduler.waiting import OVERTAKEN, waiting_reason
 from templates import render
 
-MARKER = "<!-- pacer:status -->"
+MARKER = markers.STATUS
 
 
 @dataclass(frozen=True)
