@@ -89,7 +89,7 @@ class Cluster:
 
     def env(self, **extra: str) -> dict[str, str]:
         return {
-            **os.environ, "PYTHONPATH": str(ROOT), "PACER_API_TOKEN": TOKEN, "DATABASE_URL": self.url,
+            **os.environ, "PYTHONPATH": str(ROOT), "PACER_API_TOKEN": TOKEN, "PACER_API_ROLE": "operator", "DATABASE_URL": self.url,
             "PACER_TURN_QUEUE": "procrastinate", "PACER_TURN_LEASE_SECONDS": str(LEASE_SECONDS),
             "PACER_MAX_SESSIONS": str(SLOTS), "PACER_AGENT_WORKERS": str(SLOTS), "PACER_DRAIN_SECONDS": "2",
             "PACER_RUNNER": "command", "PACER_RUNNER_COMMAND": f"{agent_python()} {self.agent} {{session_id}} {{turn_id}}",

@@ -25,6 +25,7 @@ from pathlib import Path
 import httpx
 import pytest
 
+from bot.demo import wait_until_up
 from tests.custody_support import agent_python, agent_user, custody_settings, open_room, require_custody, sandbox_usable
 from tests.slack_mock import MockSlack
 from tests.test_crash import _port
@@ -77,17 +78,10 @@ def _serve(room: Path, port: int, mode: str, slack: MockSlack) -> subprocess.Pop
         env.pop("PACER_AGENT_HOME", None)
     log = open(room / "serve.log", "a")  # noqa: SIM115 - the server's whole life
     proc = subprocess.Popen([sys.executable, "-m", "bot.cli", "serve"], cwd=state, env=env, stdout=log, stderr=subprocess.STDOUT, text=True)
-    deadline = time.monotonic() + 30
-    while time.monotonic() < deadline:
-        try:
-            if httpx.get(f"http://127.0.0.1:{port}/healthz", timeout=1).status_code == 200:
-                return proc
-        except httpx.TransportError:
-            time.sleep(0.2)
-        if proc.poll() is not None:
-            break
-    proc.kill()
-    raise AssertionError((room / "serve.log").read_text())
+    if not wait_until_up(f"http://127.0.0.1:{port}", 30, alive=lambda: proc.poll() is None):
+        proc.kill()
+        raise AssertionError((room / "serve.log").read_text())
+    return proc
 
 
 def _run(api: str, body: dict[str, object], db: Path) -> tuple[int, str]:
