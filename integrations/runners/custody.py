@@ -203,7 +203,7 @@ class Custody:
             directory.chmod(mode | 0o001)
         if workdir.stat().st_uid == self.user.uid:
             return
-        inner = [entry for entry in os.scandir(workdir)]
+        inner = list(os.scandir(workdir))
         if inner and all(entry.stat(follow_symlinks=False).st_uid == self.user.uid for entry in inner[:8]):
             os.chown(workdir, self.user.uid, self.user.gid)  # locked after its last turn (`release`): its contents are the agent's
         else:
