@@ -46,6 +46,7 @@ def _set_policy(ctx: Any, words: list[str]) -> int:
     from bot.render import render
     from scheduler.budgets import reset_spend
     from scheduler.errors import CommandError, InvalidInput
+    from scheduler.models import PolicyAudit
     from scheduler.policy import set_policy
     from templates import error_text
 
@@ -55,6 +56,7 @@ def _set_policy(ctx: Any, words: list[str]) -> int:
             raise InvalidInput(error_text("cli/set_one_pair", item=spaced), field="--set")
         command = parse("policy " + " ".join(words))
         assert isinstance(command, c.PolicySet)
+        audit: PolicyAudit | None
         if command.reset_spend:
             audit = reset_spend(ctx, command.reset_spend[0], surface="cli:pacer policy", actor=os.environ.get("USER"))
         else:

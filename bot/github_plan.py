@@ -83,7 +83,7 @@ def finish_github(pacer_or_ctx: Pacer | Context, plan: GithubPlan) -> None:
     A session born under `pacer:hold` is held at its first ask: its hold committed with it.
     `/pacer` commands need the whole runtime (its settings and roster): given only a Context,
     they are logged and not run."""
-    ctx: Context = getattr(pacer_or_ctx, "ctx", pacer_or_ctx)
+    ctx = _context_of(pacer_or_ctx)
     _announce_holds(ctx, plan)
     for session_id, prompt in plan.created:
         _guarded(f"first turn of session #{session_id}", submit_turn, ctx, session_id, prompt, kind="first")
@@ -109,7 +109,7 @@ def finish_github_plans(pacer_or_ctx: Pacer | Context, plans: Sequence[GithubPla
     one `submit_turns`. Inside such a run the order of the plans' steps cannot matter: each
     step touches only its own plan's new sessions, and a first turn is decided after every
     hold, as it is alone."""
-    ctx: Context = getattr(pacer_or_ctx, "ctx", pacer_or_ctx)
+    ctx = _context_of(pacer_or_ctx)
     run: list[GithubPlan] = []
     for plan in plans:
         if plan.only_creates:
@@ -119,6 +119,10 @@ def finish_github_plans(pacer_or_ctx: Pacer | Context, plans: Sequence[GithubPla
         run = []
         _guarded(f"intake of {plan.issue}", finish_github, pacer_or_ctx, plan)  # one plan's failure is its own
     _create_together(ctx, run)
+
+
+def _context_of(pacer_or_ctx: Pacer | Context) -> Context:
+    return pacer_or_ctx.ctx if isinstance(pacer_or_ctx, Pacer) else pacer_or_ctx
 
 
 def _create_together(ctx: Context, run: Sequence[GithubPlan]) -> None:

@@ -66,12 +66,11 @@ def session_event(ctx: Context, session_id: int, new_status: str) -> list[Fired]
 # --- GitHub intake (bot/github_intake.py, kept in its own module): issue and label events
 # become github_issue / github_label sessions; the webhook records and finishes in two halves.
 from bot.github_intake import (  # noqa: E402
-    GithubPlan,
     IntakeSettings,
-    finish_github,
     github_event,
     record_github,
 )
+from bot.github_plan import GithubPlan, finish_github  # noqa: E402
 
 __all__ += ["GithubPlan", "IntakeSettings", "finish_github", "github_event", "record_github"]
 # --- end GitHub intake ---

@@ -50,8 +50,8 @@ class Ids(logging.Filter):
         if session_id is None:
             session_id = SESSION_ID.get()
         if session_id is None:  # a line outside any decision that still names its session
-            named = NAMED_SESSION.search(record.getMessage())
-            session_id = int(named.group(1)) if named else None
+            found = NAMED_SESSION.search(record.getMessage())
+            session_id = int(found.group(1)) if found else None
         record.request_id, record.session_id = request_id, session_id
         named = [f"request={request_id}"] if request_id else []
         if session_id is not None:

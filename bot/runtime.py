@@ -125,7 +125,7 @@ def build(
     return pacer
 
 
-def periodic_targets(pacer: Pacer) -> dict[str, Callable[[Context], None]]:
+def periodic_targets(pacer: Pacer) -> dict[str, Callable[[Context], object]]:
     """The face's alarm targets, run through `bot.jobs.run` beside the scheduler's own."""
 
     def burn_refresh(ctx: Context) -> None:

@@ -48,6 +48,7 @@ def thread_key(channel: str | None, thread_ts: str | None) -> str | None:
 
 
 def _trigger_for(db: Any, channel: str, is_dm: bool) -> Trigger | None:
+    trigger: Trigger
     for trigger in db.exec(select(Trigger).where(Trigger.kind == "slack", col(Trigger.enabled).is_(True)).order_by(col(Trigger.id))):
         config = trigger.config or {}
         if channel in (config.get("channels") or []) or (is_dm and config.get("dms")):

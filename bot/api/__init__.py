@@ -60,7 +60,7 @@ def refuse_other_methods(api: APIRouter) -> None:
     for module in MODULES:
         for route in module.router.routes:
             if isinstance(route, APIRoute):
-                allowed.setdefault(route.path, set()).update(route.methods)
+                allowed.setdefault(route.path, set()).update(route.methods or ())
     for path, methods in allowed.items():
         api.add_api_route(path, method_refusal(sorted(methods)), methods=[m for m in METHODS if m not in methods],
                           include_in_schema=False)

@@ -89,7 +89,7 @@ def patch_policy(body: PolicyPatch, request: Request, who: CallerDep) -> dict[st
     changes: dict[str, Any] = body.model_dump(exclude_unset=True)
     overrides = _merged_map(changes, "genesis_class_overrides")
     budgets = _merged_map(changes, "cost_budgets")
-    temporary = {key: changes.pop(key) for key in ("max_sessions_override", "max_sessions_override_until") if key in changes}
+    temporary: dict[str, Any] = {key: changes.pop(key) for key in ("max_sessions_override", "max_sessions_override_until") if key in changes}
     for key in [k for k, v in changes.items() if v is None]:
         changes.pop(key)
     changes.update(temporary)  # null clears a temporary max sessions

@@ -60,7 +60,7 @@ def installed(event_name: str, payload: Mapping[str, Any]) -> Installed | None:
     installation = payload.get("installation")
     number = installation.get("id") if isinstance(installation, Mapping) else None
     valid = isinstance(number, int) and not isinstance(number, bool) and 0 < number <= MAX_INSTALLATION_ID
-    repositories = tuple(dict.fromkeys(n for n in names if is_repository(n)))
+    repositories = tuple(dict.fromkeys(n for n in names if isinstance(n, str) and is_repository(n)))
     return Installed(number if valid else None, repositories)
 
 

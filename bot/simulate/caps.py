@@ -15,14 +15,14 @@ from scheduler.models import Session, Turn
 
 
 def cost_cap_figures(db: DBSession) -> dict[str, Any]:
-    capped = {int(sid or 0): (float(cap), reason) for sid, cap, reason in db.exec(
+    capped = {int(sid or 0): (float(cap or 0.0), reason) for sid, cap, reason in db.exec(
         select(Session.id, Session.cost_cap_usd, Session.hold_reason).where(col(Session.cost_cap_usd).is_not(None))
     )}
     spent: dict[int, float] = {}
     halted = 0
     if capped:
         ids = list(capped)
-        for sid, total in db.exec(select(Turn.session_id, func.sum(Turn.cost_usd)).where(col(Turn.session_id).in_(ids)).group_by(Turn.session_id)):
+        for sid, total in db.exec(select(Turn.session_id, func.sum(Turn.cost_usd)).where(col(Turn.session_id).in_(ids)).group_by(col(Turn.session_id))):
             spent[int(sid)] = float(total or 0.0)
         halted = int(db.exec(select(func.count()).select_from(Turn).where(col(Turn.session_id).in_(ids), Turn.status == "halted")).one())
     return {

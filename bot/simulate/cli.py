@@ -89,7 +89,7 @@ def progress_bar(scenario: Scenario, policy: str) -> Iterator[Callable[[datetime
     if not sys.stderr.isatty():
         yield None
         return
-    from tqdm import tqdm
+    from tqdm import tqdm  # type: ignore[import-untyped]
 
     hour = timedelta(hours=1)
     with tqdm(total=math.ceil(scenario.duration / hour), desc=error_text("simulate/progress", policy=policy),

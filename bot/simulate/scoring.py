@@ -18,7 +18,7 @@ from bot.simulate.engine import Run
 from bot.simulate.scenario import Scenario
 from integrations.quota.ledger import window_bounds
 from scheduler.cycling import detect
-from scheduler.preemption import COOLDOWN
+from scheduler.pause import COOLDOWN
 from scheduler.wiring import PERIODIC
 
 MINUTE = timedelta(minutes=1)

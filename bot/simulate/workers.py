@@ -113,7 +113,7 @@ class SimWorkerPool(VirtualWorkerPool):
             return
         request, _on_done, started = entry
         now = self.clock.now()
-        ran = now - started  # type: ignore[operator]
+        ran = now - started
         span = self.spans[turn_id]
         span.ended, span.halted = now, forced is Outcome.HALTED
         if span.spends_quota:

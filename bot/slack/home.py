@@ -81,7 +81,7 @@ def remember_viewer(pacer: Pacer, user_id: str, now: datetime) -> None:
             else:
                 row.opened_at = now
                 db.add(row)
-            db.exec(delete(SlackHomeViewer).where(col(SlackHomeViewer.opened_at) < now - VIEWER_TTL))  # type: ignore[call-overload]
+            db.exec(delete(SlackHomeViewer).where(col(SlackHomeViewer.opened_at) < now - VIEWER_TTL))
     except IntegrityError:
         log.debug("slack: %s opened the App Home on two replicas at once; one recorded it", user_id)
 
