@@ -6,6 +6,6 @@ deliberate error carries, one file of macros per module.
 The scheduler and every surface render from here, so they cannot say different things.
 """
 
-from templates.render import environment, error_text, render, render_html, render_prompt, slack_escape
+from templates.render import environment, error_text, render, render_chat, render_html, render_prompt, slack_escape
 
-__all__ = ["environment", "error_text", "render", "render_html", "render_prompt", "slack_escape"]
+__all__ = ["environment", "error_text", "render", "render_chat", "render_html", "render_prompt", "slack_escape"]

@@ -1,17 +1,22 @@
 """One Jinja2 environment over `templates/`, the single source of every sentence a person reads.
 
-Three flavours share the files: `text` (console, API, logs), `slack` (mrkdwn; only &, <, > are
-escaped, as Slack does) and `github` (markdown). Trigger authors' prompt templates render in a
-sandbox, so a template can read data but never run code.
+A chat answer is one file under `chat/` rendered in either flavour, `text` (console, API, CLI) or
+`slack` (mrkdwn): the markup filters below read `flavour` from the context, so the Slack and the
+plain sentence cannot drift apart. Trigger authors' prompt templates render in a sandbox, so a
+template can read data but never run code.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from functools import lru_cache
 from typing import Any
 
-from jinja2 import Environment, PackageLoader, StrictUndefined
+from jinja2 import Environment, PackageLoader, StrictUndefined, pass_context
+from jinja2.runtime import Context
 from jinja2.sandbox import SandboxedEnvironment
+
+FLAVOURS = ("text", "slack")
 
 
 def slack_escape(value: Any) -> str:
@@ -30,6 +35,34 @@ def _when(value: Any) -> str:
     return value.strftime("%Y-%m-%d %H:%M UTC") if value is not None else "—"
 
 
+def _is_slack(context: Context) -> bool:
+    flavour: object = context.resolve_or_missing("flavour")
+    if flavour not in FLAVOURS:
+        raise ValueError(f"{context.name} needs `flavour` ({' or '.join(FLAVOURS)}) in its context, not {flavour!r}: "
+                         "render it with render_chat, and import its macros with context")
+    return flavour == "slack"
+
+
+def _flavoured(slack: Callable[[Any], str], text: Callable[[Any], Any] = lambda value: value) -> Callable[..., Any]:
+    # In text the value passes through untouched, so the page's autoescape still sees it as it is.
+    @pass_context
+    def mark(context: Context, value: Any) -> Any:
+        return slack(value) if _is_slack(context) else text(value)
+
+    return mark
+
+
+MARKUP = {
+    "esc": _flavoured(slack_escape),  # what someone typed: Slack would read &, <, > as markup
+    "strong": _flavoured(lambda value: f"*{value}*"),
+    "em": _flavoured(lambda value: f"_{value}_"),
+    "code": _flavoured(lambda value: f"`{value}`"),
+    "tag": _flavoured(lambda value: f"_{value}_", lambda value: f"[{value}]"),  # "genesis · class"
+    "slash": _flavoured(lambda value: f"/pacer {value}"),  # a command as the surface types it
+    "emoji": _flavoured(lambda value: f":{value}: ", lambda value: ""),  # Slack's lead emoji
+}
+
+
 def _environment(*, autoescape: bool) -> Environment:
     env = Environment(
         loader=PackageLoader("templates", ""),
@@ -40,7 +73,7 @@ def _environment(*, autoescape: bool) -> Environment:
         keep_trailing_newline=False,
         auto_reload=False,  # the files ship with the package: no stat() per sentence rendered
     )
-    env.filters.update(slack=slack_escape, money=_money, pct=_pct, when=_when, repr=repr)
+    env.filters.update(slack=slack_escape, money=_money, pct=_pct, when=_when, repr=repr, **MARKUP)
     return env
 
 
@@ -54,11 +87,21 @@ def render(name: str, **context: Any) -> str:
     return environment().get_template(name).render(**context).strip()
 
 
+def render_chat(name: str, flavour: str, **context: Any) -> str:
+    """Render the chat answer `templates/chat/<name>.j2` in `flavour`: `slack` or `text`."""
+    if flavour not in FLAVOURS:
+        raise ValueError(f"chat/{name}.j2: flavour {flavour!r} is not one of {', '.join(FLAVOURS)}")
+    return render(f"chat/{name}.j2", flavour=flavour, **context)
+
+
 @lru_cache(maxsize=1)
 def html_environment() -> Environment:
     """The live page's environment: the same files and filters, with HTML autoescape on, since a
-    session's title or a hold's reason is text someone typed and the page is HTML."""
-    return _environment(autoescape=True)
+    session's title or a hold's reason is text someone typed and the page is HTML. The page shows
+    the plain-text sentences of `chat/`, so its flavour is `text`."""
+    env = _environment(autoescape=True)
+    env.globals["flavour"] = "text"
+    return env
 
 
 def render_html(name: str, **context: Any) -> str:
