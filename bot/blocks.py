@@ -25,6 +25,7 @@ from slack_sdk.models.blocks import (
 
 from bot.queue_view import QueueRow, QueueView
 from bot.render import render
+from templates import render_chat
 
 QUEUE_ROW = "pacer.queue_row"
 HOLD_RELEASE = "pacer.hold_release"
@@ -115,4 +116,4 @@ def cycling_blocks(cycling: Any) -> list[Block]:
     when no session or pair is cycling: the holds answer and the App Home show it alike."""
     if cycling is None or cycling.empty:
         return []
-    return [SectionBlock(text=mrkdwn(render("slack/cycling.j2", cycling=cycling)))]
+    return [SectionBlock(text=mrkdwn(render_chat("cycling", "slack", cycling=cycling)))]

@@ -27,7 +27,6 @@ from bot.commands import command as c
 from bot.commands import parse, usage_of, verb
 from bot.commands.grammar import GENERAL_USAGE
 from bot.context import Answer, Context, EngineHandler, StoreContext, StoreHandler
-from bot.render import render
 from bot.roles import Role, authorize, role_of, subjects
 from bot.runtime import Pacer
 from scheduler.errors import (
@@ -40,7 +39,7 @@ from scheduler.errors import (
 )
 from scheduler.models import OperatorHold
 from scheduler.sessions import get_session
-from templates import error_text
+from templates import error_text, render_chat
 
 log = logging.getLogger("pacer.chat")
 
@@ -107,22 +106,22 @@ def answer(pacer: Pacer, actor: str, text: str, *, surface: str, role: Role | No
         if verb(command) in REORDERING:
             pacer.ctx.emit("queue_reordered", session_id=getattr(command, "session_id", None), actor=actor)
         values = {**result.values, "started": started}
-        body = render(f"{flavour}/{result.template}.j2", **values)
+        body = render_chat(result.template, flavour, **values)
         return Reply(text=body, blocks=result.blocks, in_channel=result.in_channel)
     except CommandError as exc:
         return _refusal(flavour, str(exc), exc.usage)
     except (Forbidden, InvalidInput, NotFound, Refused) as exc:
         return _refusal(flavour, str(exc), usage_of(command.name) if command else GENERAL_USAGE)
     except engine.Unavailable as exc:
-        return Reply(text=render(f"{flavour}/command_unavailable.j2", command=exc.name), ok=False)
+        return Reply(text=render_chat("command_unavailable", flavour, command=exc.name), ok=False)
     except (StoreUnavailable, OperationalError, InterfaceError) as exc:
         # The transaction rolled back with the error: nothing changed, and the person is told
         # to try again rather than shown a driver's message.
         log.warning("chat: the store could not be read for %r: %s", text[:80], exc)
-        return Reply(text=render(f"{flavour}/command_store_unavailable.j2"), ok=False)
+        return Reply(text=render_chat("command_store_unavailable", flavour), ok=False)
     except Exception:
         log.exception("chat: answering %r for %s on %s failed", text[:80], actor, surface)
-        return Reply(text=render(f"{flavour}/command_failed.j2"), ok=False)
+        return Reply(text=render_chat("command_failed", flavour), ok=False)
 
 
 def _execute(pacer: Pacer, command: c.Command, actor: str, role: Role | None, surface: str, now: datetime) -> Answer:
@@ -152,5 +151,5 @@ def _ownership(db: DBSession, command: c.Command) -> tuple[Mapping[int, str | No
 
 
 def _refusal(flavour: str, message: str, usage: str) -> Reply:
-    return Reply(text=render(f"{flavour}/command_error.j2", message=message, usage=usage), ok=False)
+    return Reply(text=render_chat("command_error", flavour, message=message, usage=usage), ok=False)
 

@@ -43,12 +43,11 @@ def _set_policy(ctx: Any, words: list[str]) -> int:
     from bot.changing import shown
     from bot.commands import command as c
     from bot.commands import parse
-    from bot.render import render
     from scheduler.budgets import reset_spend
     from scheduler.errors import CommandError, InvalidInput
     from scheduler.models import PolicyAudit
     from scheduler.policy import set_policy
-    from templates import error_text
+    from templates import error_text, render_chat
 
     try:
         spaced = next((item for item in words[1:] if not item.strip() or any(ch.isspace() for ch in item)), None)
@@ -63,13 +62,13 @@ def _set_policy(ctx: Any, words: list[str]) -> int:
             audit = set_policy(ctx, dict(command.changes), overrides=dict(command.overrides), budgets=dict(command.budgets),
                                surface="cli:pacer policy", actor=os.environ.get("USER"))
     except CommandError as exc:
-        print(render("text/command_error.j2", message=str(exc), usage=exc.usage))
+        print(render_chat("command_error", "text", message=str(exc), usage=exc.usage))
         return 2
     except InvalidInput as exc:
-        print(render("text/command_error.j2", message=str(exc), usage=USAGE))
+        print(render_chat("command_error", "text", message=str(exc), usage=USAGE))
         return 2
     moved = [(key, shown(old), shown(new)) for key, (old, new) in (audit.changes if audit else {}).items()]
-    print(render("text/policy_set.j2", moved=moved, line=audit.line if audit else None))
+    print(render_chat("policy_set", "text", moved=moved, line=audit.line if audit else None))
     return 0
 
 

@@ -38,7 +38,7 @@ class Context:
 
     @property
     def flavour(self) -> str:
-        """Which template directory speaks to this surface."""
+        """The flavour `templates/chat/` speaks in on this surface: Slack mrkdwn or plain text."""
         return "slack" if self.surface.startswith("slack") else "text"
 
     @property
@@ -52,7 +52,7 @@ class Context:
 
 @dataclass(frozen=True)
 class Answer:
-    """A handler's result. `template` is a stem under `templates/<flavour>/`; `values` must be
+    """A handler's result. `template` is a stem under `templates/chat/`; `values` must be
     plain data (they are rendered after the commit). `start_now` names sessions a promotion
     moved to priority, handed to the start-now hook once the change is committed."""
 

@@ -145,6 +145,6 @@ def _as_one_account(reading: QuotaReading | None) -> list[AccountReading]:
 
 
 def render_card(card: GateCard, flavour: str = "text") -> str:
-    from templates import render
+    from templates import render_chat
 
-    return render(f"{flavour}/gate_card.j2", card=card, d=card.decision)
+    return render_chat("gate_card", flavour, card=card, d=card.decision)

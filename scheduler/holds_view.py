@@ -31,7 +31,7 @@ from scheduler.preemption_ledger import cycling_now
 from scheduler.queue_holds import QueueHoldView
 from scheduler.sessions import is_spot
 from scheduler.waiting import Mechanism, waiting_reason
-from templates import error_text, render
+from templates import error_text, render_chat
 
 SESSION_ROWS = 30
 HELD_SCAN = 500  # held sessions an operator hold's detail lists
@@ -96,7 +96,7 @@ class HoldsView:
         return not (self.queue_holds or self.operator_holds or self.sessions)
 
     def values(self) -> dict[str, Any]:
-        """The template context of `text/holds.j2` and `slack/holds.j2`."""
+        """The template context of `chat/holds.j2`."""
         return {
             "queue_holds": self.queue_holds,
             "operator_holds": self.operator_holds,
@@ -119,7 +119,7 @@ def all_holds(db: DBSession, now: datetime, *, session_rows: int = SESSION_ROWS)
 
 
 def render_holds(view: HoldsView, flavour: str = "text") -> str:
-    return render(f"{flavour}/holds.j2", **view.values())
+    return render_chat("holds", flavour, **view.values())
 
 
 def _waiting(db: DBSession, group: str | None) -> int:

@@ -1,8 +1,9 @@
 """Every sentence a person reads, as Jinja2 templates, and the one environment that renders them.
 
-`text/` for the console, the API and logs; `slack/` for Slack mrkdwn; `github/` for GitHub
-markdown; `page/` for the live page's HTML (autoescaped); `errors/` for the message each
-deliberate error carries, one file of macros per module.
+`chat/` for every chat answer, one file rendered as Slack mrkdwn or plain text (`render_chat`);
+`text/` for the console, the API and logs; `slack/` for Slack-only pieces (Block Kit rows, notices);
+`github/` for GitHub markdown; `page/` for the live page's HTML (autoescaped); `errors/` for the
+message each deliberate error carries, one file of macros per module.
 The scheduler and every surface render from here, so they cannot say different things.
 """
 

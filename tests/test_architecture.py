@@ -286,3 +286,11 @@ def test_no_sentence_a_person_reads_is_built_in_a_raise() -> None:
         and isinstance(node.exc.args[0], ast.JoinedStr) and raised_name(node.exc) not in PROGRAMMER_ERRORS
     ]
     assert built == [], f"raise with an f-string sentence (use templates.error_text): {built}"
+
+
+def test_no_template_name_is_both_a_text_and_a_slack_file() -> None:
+    """One sentence, one source: a chat answer is one file under templates/chat/ whose markup is a
+    filter of the flavour, never a text/ and a slack/ copy that can drift apart."""
+    names = {kind: {p.name for p in (ROOT / "templates" / kind).glob("*.j2")} for kind in ("text", "slack")}
+    both = sorted(names["text"] & names["slack"])
+    assert both == [], f"templates in both text/ and slack/ (make one templates/chat/ file with the markup filters): {both}"

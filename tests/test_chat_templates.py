@@ -3,9 +3,13 @@ filters of `templates.render` make the Slack and the plain sentence from the sam
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
-from templates import environment, render_chat
+from templates import environment, render, render_chat
+
+CHAT = Path(__file__).resolve().parent.parent / "templates" / "chat"
 
 
 @pytest.mark.parametrize(
@@ -26,6 +30,24 @@ def test_a_markup_filter_marks_up_in_slack_and_passes_text_through(source: str, 
     assert (template.render(flavour="slack"), template.render(flavour="text")) == (slack, text)
 
 
+@pytest.mark.parametrize("path", sorted(CHAT.glob("*.j2")), ids=lambda p: p.name)
+def test_every_chat_template_compiles(path: Path) -> None:
+    environment().get_template(f"chat/{path.name}")
+
+
+def test_a_chat_template_without_a_flavour_fails_loudly_with_its_name() -> None:
+    with pytest.raises(ValueError, match=r"chat/started\.j2 needs `flavour` \(text or slack\)"):
+        render("chat/started.j2", sentence="It started.")
+
+
+def test_a_macro_imported_without_context_cannot_guess_the_flavour() -> None:
+    template = environment().from_string('{% from "chat/_chat_session.j2" import name %}{{ name(s) }}')
+    with pytest.raises(ValueError, match="import its macros with context"):
+        template.render(flavour="slack", s={"id": 4, "title": "fix"})
+
+
 def test_render_chat_names_the_flavours_it_knows() -> None:
     with pytest.raises(ValueError, match="flavour 'github' is not one of text, slack"):
         render_chat("started", "github", sentence="It started.")
+    assert render_chat("started", "slack", sentence="a<b") == "a&lt;b"
+    assert render_chat("started", "text", sentence="a<b") == "a<b"

@@ -151,6 +151,6 @@ def test_wheel_ships_templates_and_migrations(tmp_path: Path) -> None:
                    check=True, capture_output=True, timeout=300)
     wheel = next(tmp_path.glob("pacer-*.whl"))
     names = set(zipfile.ZipFile(wheel).namelist())
-    assert "templates/text/help.j2" in names
+    assert "templates/chat/help.j2" in names
     assert "scheduler/migrations/env.py" in names
     assert any(n.startswith("scheduler/migrations/versions/0001") for n in names)

@@ -46,10 +46,10 @@ from bot import runtime
 from bot.app import create_app
 from bot.commands.grammar import NAMES
 from bot.github.webhook import signature
-from bot.render import render
 from bot.settings import load
 from bot.settings_rules import database_url
 from scheduler import bounds
+from templates import render_chat
 from tests.api_client import Server
 from tests.conftest import _fresh_postgres, _postgres_url
 from tests.github_support import FIXTURES, issue_payload
@@ -386,7 +386,7 @@ def _command_form(fields: dict[str, str]) -> bytes:
     return urlencode(fields, encoding="utf-8", errors="surrogatepass").encode()
 
 
-COMMAND_FAILED = {render("text/command_failed.j2"), render("slack/command_failed.j2")}
+COMMAND_FAILED = {render_chat("command_failed", "text"), render_chat("command_failed", "slack")}
 
 
 @settings(FUZZ, max_examples=EXAMPLES["pacer"])

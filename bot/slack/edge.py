@@ -27,7 +27,7 @@ from bot.runtime import Pacer
 from bot.slack_intake import slack_message
 from integrations.tracked_pool import InOrder, TrackedPool, run_guarded
 from scheduler.errors import CommandError
-from templates import render
+from templates import render_chat
 
 log = logging.getLogger("pacer.slack")
 
@@ -86,7 +86,7 @@ def ask(pacer: Pacer, *, actor: str, text: str, surface: str) -> chat.Reply:
         return chat.answer(pacer, actor=actor, text=text, surface=surface)
     except Exception:
         log.exception("slack: answering %r for %s failed", text[:80], actor)
-        return chat.Reply(text=render("slack/command_failed.j2"), blocks=[], in_channel=False, ok=False)
+        return chat.Reply(text=render_chat("command_failed", "slack"), blocks=[], in_channel=False, ok=False)
 
 
 def command_lines(actor: str, text: str) -> tuple[str, ...]:
