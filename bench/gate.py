@@ -19,14 +19,12 @@ from sqlalchemy import insert
 
 from integrations.quota.ledger import LedgerSource
 from scheduler import db as dbmod
-from scheduler.clock import VirtualClock
 from scheduler.context import Context, Runtime
-from scheduler.deferrer import VirtualDeferrer
 from scheduler.fleet import asking_for, build_snapshot, read_quota
 from scheduler.gate import evaluate
 from scheduler.models import Session, Turn
 from scheduler.policy import ensure_policy, load_policy
-from scheduler.simworkers import VirtualWorkerPool
+from scheduler.testing import VirtualClock, VirtualDeferrer, VirtualWorkerPool
 
 NOW = datetime(2026, 11, 30, 12, 0, tzinfo=UTC)
 

@@ -18,11 +18,11 @@ from sqlalchemy import insert
 from sqlmodel import SQLModel
 
 from scheduler import db as dbmod
-from scheduler.clock import VirtualClock
 from scheduler.models import Session
 from scheduler.policy import ensure_policy
 from scheduler.records import hold_job_id
 from scheduler.sweeps import hold_sweep
+from scheduler.testing import VirtualClock
 from scheduler.turns import submit_turn
 from tests.harness import build, new
 

@@ -1,7 +1,7 @@
 """The ports: every piece of I/O the scheduler needs, each one or two methods wide.
 
 Production adapters live in `integrations/`; tests and the simulator use the virtual ones in
-`scheduler/clock.py` and `scheduler/deferrer.py`, never a mock of Pacer's own code.
+`scheduler/testing.py`, never a mock of Pacer's own code.
 """
 
 from __future__ import annotations

@@ -19,10 +19,8 @@ from bot.app import create_app
 from bot.runtime import Pacer
 from bot.settings import Settings, load
 from scheduler import wiring
-from scheduler.clock import VirtualClock
 from scheduler.context import Context
-from scheduler.deferrer import VirtualDeferrer
-from scheduler.simworkers import VirtualWorkerPool
+from scheduler.testing import VirtualClock, VirtualDeferrer, VirtualWorkerPool
 from tests.harness import SetQuota, build
 
 TOKEN = "test-token-0123456789"  # the shared token: automation, audited as "api token"

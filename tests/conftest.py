@@ -15,10 +15,9 @@ from sqlmodel import SQLModel
 
 import scheduler.models  # noqa: F401
 from scheduler import db as dbmod
-from scheduler.clock import VirtualClock
-from scheduler.deferrer import VirtualDeferrer
 from scheduler.policy import ensure_policy
 from scheduler.store import forget_kept
+from scheduler.testing import VirtualClock, VirtualDeferrer
 from scheduler.versions import seed
 from tests.slack_mock import MockSlack, serving
 

@@ -10,16 +10,14 @@ from datetime import datetime, timedelta
 
 from sqlalchemy import Engine
 
-from scheduler.clock import VirtualClock
 from scheduler.context import Context, Runtime
 from scheduler.db import session_scope
-from scheduler.deferrer import VirtualDeferrer
 from scheduler.jobs import targets
 from scheduler.models import Session
 from scheduler.policy import change_policy
 from scheduler.ports import QuotaReading, WindowReading
 from scheduler.sessions import NewSession, create_session
-from scheduler.simworkers import VirtualWorkerPool
+from scheduler.testing import VirtualClock, VirtualDeferrer, VirtualWorkerPool
 
 
 @dataclass

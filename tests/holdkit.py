@@ -9,14 +9,12 @@ from typing import Any
 
 from sqlalchemy import Engine
 
-from scheduler.clock import VirtualClock
 from scheduler.completion import complete_turn
 from scheduler.context import Context
 from scheduler.db import session_scope
-from scheduler.deferrer import VirtualDeferrer
 from scheduler.holds_view import HoldsView, all_holds, render_holds
 from scheduler.ports import Outcome, TurnResult
-from scheduler.simworkers import VirtualWorkerPool
+from scheduler.testing import VirtualClock, VirtualDeferrer, VirtualWorkerPool
 from scheduler.wiring import install
 from tests.harness import SetQuota, build
 

@@ -289,7 +289,7 @@ def make_pacer(engine: Any, clock: Any, deferrer: Any, settings: Any) -> Any:
     from bot.runtime import Pacer
     from scheduler.context import Context
     from scheduler.jobs import targets
-    from scheduler.simworkers import VirtualWorkerPool
+    from scheduler.testing import VirtualWorkerPool
 
     ctx = Context(jobs=targets(), engine=engine, clock=clock, deferrer=deferrer, workers=VirtualWorkerPool(clock, deferrer),
                   notifier=CompositeNotifier(LogNotifier()))

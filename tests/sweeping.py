@@ -11,11 +11,11 @@ from sqlalchemy import Engine
 from sqlmodel import col, select
 
 from scheduler import wiring
-from scheduler.clock import VirtualClock
 from scheduler.context import Runtime
 from scheduler.db import session_scope
 from scheduler.models import Session, Turn
 from scheduler.policy import change_policy
+from scheduler.testing import VirtualClock
 from scheduler.turns import submit_turn
 from tests.harness import build, new
 

@@ -15,13 +15,13 @@ from sqlmodel import SQLModel
 
 from scheduler import db as dbmod
 from scheduler.capacity import deference_window, fits, occupied
-from scheduler.clock import VirtualClock
 from scheduler.db import session_scope
 from scheduler.errors import InvalidInput
 from scheduler.models import Session
 from scheduler.policy import ensure_policy, load_policy
 from scheduler.sessions import NewSession, create_session
 from scheduler.start_now import start_now
+from scheduler.testing import VirtualClock
 from scheduler.turns import submit_turn
 from tests.harness import new, row
 from tests.holdkit import wired

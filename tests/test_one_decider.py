@@ -14,8 +14,8 @@ from sqlalchemy import Engine, text
 from sqlalchemy.exc import OperationalError
 
 from scheduler import db as dbmod
-from scheduler.clock import VirtualClock
 from scheduler.groups import repository_group
+from scheduler.testing import VirtualClock
 from scheduler.turns import submit_turn, submit_turns
 from tests.conftest import T0
 from tests.harness import new

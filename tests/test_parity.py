@@ -36,10 +36,8 @@ from bot.runtime import Pacer
 from integrations.slack.notifier import QUEUE_RESUME
 from scheduler import db as dbmod
 from scheduler import wiring
-from scheduler.clock import VirtualClock
 from scheduler.context import Context, Runtime
 from scheduler.db import session_scope
-from scheduler.deferrer import VirtualDeferrer
 from scheduler.jobs import targets
 from scheduler.models import (
     EnqueuedMessage,
@@ -58,7 +56,7 @@ from scheduler.parking import pause_into_spot_queue
 from scheduler.policy import change_policy, ensure_policy
 from scheduler.prerequisites import record_prerequisites
 from scheduler.sessions import NewSession, create_session
-from scheduler.simworkers import VirtualWorkerPool
+from scheduler.testing import VirtualClock, VirtualDeferrer, VirtualWorkerPool
 from scheduler.turns import submit_turn
 from tests.conftest import T0
 from tests.harness import SetQuota

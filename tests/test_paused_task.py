@@ -14,11 +14,11 @@ from typing import Any
 import pytest
 from sqlalchemy import Engine
 
-from scheduler.clock import VirtualClock
 from scheduler.cost_caps import set_cap
 from scheduler.parking import pause_into_spot_queue
 from scheduler.ports import TurnRequest
 from scheduler.start_now import start_now
+from scheduler.testing import VirtualClock
 from scheduler.turns import submit_turn
 from tests.sweeping import Scene
 

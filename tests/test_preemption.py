@@ -13,7 +13,6 @@ from hypothesis import strategies as st
 from sqlmodel import SQLModel, select
 
 from scheduler import preemption
-from scheduler.clock import VirtualClock
 from scheduler.db import make_engine, session_scope
 from scheduler.fleet import running_fleet
 from scheduler.models import HumanMessage, Session
@@ -21,6 +20,7 @@ from scheduler.policy import ensure_policy, load_policy
 from scheduler.records import hold_job_id
 from scheduler.sessions import is_spot
 from scheduler.sleep import wake_me_up_later
+from scheduler.testing import VirtualClock
 from scheduler.turns import submit_turn
 from scheduler.waiting import waiting_reason
 from tests.conftest import T0

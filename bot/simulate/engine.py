@@ -37,10 +37,8 @@ from bot.simulate.trace import Sampler, Trace
 from bot.simulate.workers import Item, SimWorkerPool
 from scheduler import db as dbmod
 from scheduler import wiring
-from scheduler.clock import VirtualClock
 from scheduler.context import Context, Runtime
 from scheduler.cycling import WINDOW, Event
-from scheduler.deferrer import VirtualDeferrer
 from scheduler.errors import PacerError
 from scheduler.jobs import targets
 from scheduler.models import SESSIONS, Session, Status
@@ -48,6 +46,7 @@ from scheduler.policy import ensure_policy, load_policy
 from scheduler.preemption_ledger import events_since
 from scheduler.promotion import record_human_message
 from scheduler.sessions import NewSession, class_from, insert_session
+from scheduler.testing import VirtualClock, VirtualDeferrer
 from scheduler.turns import submit_turn
 from templates import error_text
 

@@ -16,10 +16,8 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
 from bot.simulate.meter import Meter
-from scheduler.clock import VirtualClock
-from scheduler.deferrer import VirtualDeferrer
 from scheduler.ports import Outcome, TurnRequest, TurnResult
-from scheduler.simworkers import VirtualWorkerPool
+from scheduler.testing import VirtualClock, VirtualDeferrer, VirtualWorkerPool
 
 NUDGE = timedelta(minutes=2)
 
