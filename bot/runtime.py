@@ -31,7 +31,7 @@ from integrations.turn_leases import LeasedPool
 from scheduler import db as dbmod
 from scheduler import wiring
 from scheduler.clock import SystemClock
-from scheduler.context import Context, WorkerPool
+from scheduler.context import Context, TurnWorkers
 from scheduler.leases import owner_id
 from scheduler.lifecycle import recover, recover_lost_turns
 from scheduler.policy import ensure_policy
@@ -78,7 +78,7 @@ def build(
     *,
     clock: Clock | None = None,
     deferrer: Deferrer | None = None,
-    workers: WorkerPool | None = None,
+    workers: TurnWorkers | None = None,
     migrate: bool = True,
 ) -> Pacer:
     engine = dbmod.make_engine(settings.database_url)

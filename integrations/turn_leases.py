@@ -41,7 +41,7 @@ log = logging.getLogger("pacer.leases")
 
 
 class LeasedPool:
-    """WorkerPool port (scheduler.context) over another pool, renewing its turns' leases."""
+    """TurnWorkers port (scheduler.context) over another pool, renewing its turns' leases."""
 
     def __init__(self, pool: Any, engine: Engine, owner: str, lease: timedelta, now: Callable[[], datetime]) -> None:
         self.pool = pool

@@ -1,7 +1,7 @@
 """Everything a scheduler operation needs from the outside world, passed in as one value.
 
 Production builds it in `bot/runtime.py`; tests and the simulator build it with a VirtualClock,
-a VirtualDeferrer and a virtual worker pool. No operation reads a global.
+a VirtualDeferrer and VirtualWorkers. No operation reads a global.
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ from scheduler.ports import Clock, Deferrer, Notifier, QuotaSource, TurnRequest,
 log = logging.getLogger("pacer.notify")
 
 
-class WorkerPool(Protocol):
+class TurnWorkers(Protocol):
     """Executes turns off the caller's thread and reports each result exactly once."""
 
     def submit(self, request: TurnRequest, on_done: Callable[[TurnResult], None]) -> None: ...
@@ -36,7 +36,7 @@ class WorkerPool(Protocol):
 class TurnDispatcher(Protocol):
     """Hands started turns to worker machines inside the transaction that decides them, so a
     turn and the job that runs it commit together or not at all (`integrations.turn_queue`).
-    A Context without one runs its turns on its own pool after commit (`Effects.apply`)."""
+    A Context without one runs its turns on its own workers after commit (`Effects.apply`)."""
 
     def enqueue(self, db: DBSession, turn_id: int, session_id: int) -> int:
         """Defer the turn's job on `db`'s transaction; its job id."""
@@ -75,7 +75,7 @@ class Context:
     engine: Engine
     clock: Clock
     deferrer: Deferrer
-    workers: WorkerPool
+    workers: TurnWorkers
     quota: QuotaSource | None = None
     notifier: Notifier = field(default_factory=NullNotifier)
     agent_workers: int = 12
@@ -108,7 +108,7 @@ class Context:
     # where nothing renews one): recovery may take any running turn.
     owner: str | None = None
     turn_lease: timedelta | None = None
-    # Worker machines run the turns (procrastinate on PostgreSQL); None: this process's pool.
+    # Worker machines run the turns (procrastinate on PostgreSQL); None: this process's workers.
     dispatcher: TurnDispatcher | None = None
 
     def run_job(self, name: str, *args: Any) -> Any:

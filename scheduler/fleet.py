@@ -136,9 +136,9 @@ def waiting_for_workers(db: DBSession, workers: int) -> int:
     """Turns counted as running that no worker thread executes yet (seed 001, "What the ceiling
     counts": "N more waiting for one of the M worker slots"). A turn is running from the
     transaction that starts it, so two kinds wait: one handed to worker machines whose job no
-    worker has claimed (no owner yet, `leases.claim`), and one a process's pool holds beyond its
+    worker has claimed (no owner yet, `leases.claim`), and one a process's workers hold beyond its
     `workers` threads (a priority start, a runtime that spends no quota or gating off can take the
-    fleet past the pool). The second reads each owner's count against this process's
+    fleet past the workers). The second reads each owner's count against this process's
     PACER_AGENT_WORKERS, which every process of a deployment shares."""
     unclaimed = db.exec(select(func.count()).select_from(Turn).where(
         col(Turn.status) == "running", col(Turn.owner).is_(None), col(Turn.job_id).is_not(None))).one()

@@ -1,7 +1,7 @@
 """Turn leases: which process runs a turn, and until when it vouches for it.
 
 A turn starts with an owner (the process that dispatched it, `records.start`) and a lease
-(`Context.turn_lease` from the start). While the owner's worker pool holds the turn, the owner's
+(`Context.turn_lease` from the start). While the owner's workers hold the turn, the owner's
 heartbeat renews the lease (`renew`). A process that dies stops renewing; once its leases run
 out, recovery on whichever process sweeps (`lost_turns`) takes those turns, and only those: a
 turn whose owner is alive and beating is never taken, whoever sweeps. A turn started with no

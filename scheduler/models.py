@@ -183,7 +183,7 @@ class Turn(SQLModel, table=True):
     owner: str | None = None
     lease_expires_at: datetime | None = utc_column()
     # The procrastinate job that runs the turn on a worker machine (`integrations.turn_queue`);
-    # None when the deciding process runs it on its own pool.
+    # None when the deciding process runs it on its own workers.
     job_id: int | None = Field(default=None, sa_column=Column(BigInteger(), nullable=True))
 
 

@@ -69,8 +69,8 @@ class PolicyView:
         return self.max_sessions_override if self.max_sessions_override is not None else self.max_sessions
 
     def slots(self, agent_workers: int) -> int:
-        """The slots that bind: the worker pool bounds the ceiling whatever the setting says
-        (seed 001, "What the ceiling counts": min(configured, the pool))."""
+        """The slots that bind: the agent workers bound the ceiling whatever the setting says
+        (seed 001, "What the ceiling counts": min(configured, the agent workers))."""
         return min(self.effective_max, agent_workers)
 
 

@@ -57,8 +57,8 @@ class TurnRequest:
     workdir: str | None = None
     runtime: str = "echo"
     # Called by the runner with the agent's own session id as soon as the agent states it, before
-    # any result, so a turn cut off mid-way still re-runs with --resume. The pool that runs the
-    # turn gives it (`integrations.turn_leases`); None: the result alone carries the id.
+    # any result, so a turn cut off mid-way still re-runs with --resume. The workers that run
+    # the turn give it (`integrations.turn_leases`); None: the result alone carries the id.
     on_agent_session: Callable[[str], None] | None = field(default=None, compare=False, repr=False)
 
 

@@ -193,7 +193,7 @@ def start(work: Work, session: Session, attempt: TurnAttempt) -> Turn:
 
 def halt_turn(work: Work, turn: Turn) -> None:
     """Stop a running turn (a pause, a preemption, an archive) wherever it runs. A turn on this
-    process's pool is halted after commit; a worker machine's job is cancelled in this
+    process's workers is halted after commit; a worker machine's job is cancelled in this
     transaction, so the halt commits with the decision. A job no worker had taken never runs:
     its turn is reported HALTED after commit, and given a lease now, so a report lost to a crash
     comes back through recovery rather than leave the turn running forever."""

@@ -71,5 +71,5 @@ class Snapshot:
 
     @property
     def slots_unreachable(self) -> bool:
-        """The configured max is above the worker pool, so it can never bind."""
+        """The configured max is above the agent workers, so it can never bind."""
         return self.policy.effective_max > self.agent_workers

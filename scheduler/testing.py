@@ -1,11 +1,11 @@
 """The in-memory fakes of the ports, shipped with the scheduler as procrastinate ships its
 in-memory connector: a clock that moves only when told to, the virtual-time Deferrer (one-shot
-alarms in a heap, fired by advancing the clock) and a worker pool in virtual time.
+alarms in a heap, fired by advancing the clock) and turn workers in virtual time.
 
 This is what lets a test walk a seven-day window in milliseconds and `pacer simulate` replay
 a month; the scheduler code they drive is the real one. Production uses the system clock
 (`scheduler/clock.py`), the APScheduler adapter (`integrations/apscheduler_deferrer.py`) and the
-runners' thread pool (`integrations/runners/pool.py`).
+runners' threads (`integrations/runners/pool.py`).
 """
 
 from __future__ import annotations
@@ -100,7 +100,7 @@ class VirtualDeferrer:
 # A turn "runs" until the VirtualDeferrer reaches its end, and costs its runtime's burn for the
 # minutes it ran.
 @dataclass
-class VirtualWorkerPool:
+class VirtualWorkers:
     clock: VirtualClock
     deferrer: VirtualDeferrer
     duration: Callable[[TurnRequest], timedelta] = lambda _r: timedelta(minutes=20)

@@ -20,7 +20,7 @@ from bot.runtime import Pacer
 from bot.settings import Settings, load
 from scheduler import wiring
 from scheduler.context import Context
-from scheduler.testing import VirtualClock, VirtualDeferrer, VirtualWorkerPool
+from scheduler.testing import VirtualClock, VirtualDeferrer, VirtualWorkers
 from tests.harness import SetQuota, build
 
 TOKEN = "test-token-0123456789"  # the shared token: automation, audited as "api token"
@@ -66,7 +66,7 @@ class Api:
     pacer: Pacer
     ctx: Context
     deferrer: VirtualDeferrer
-    workers: VirtualWorkerPool
+    workers: VirtualWorkers
     quota: SetQuota
 
     def headers(self, actor: str | None = None, token: str | None = TOKEN) -> dict[str, str]:

@@ -56,7 +56,7 @@ from scheduler.parking import pause_into_spot_queue
 from scheduler.policy import change_policy, ensure_policy
 from scheduler.prerequisites import record_prerequisites
 from scheduler.sessions import NewSession, create_session
-from scheduler.testing import VirtualClock, VirtualDeferrer, VirtualWorkerPool
+from scheduler.testing import VirtualClock, VirtualDeferrer, VirtualWorkers
 from scheduler.turns import submit_turn
 from tests.conftest import T0
 from tests.harness import SetQuota
@@ -163,7 +163,7 @@ def world(tmp: Path, mock: MockSlack) -> Iterator[World]:
     clock = VirtualClock(T0)
     deferrer = RecordingDeferrer(clock)
     quota = SetQuota(clock)
-    ctx = Context(jobs=targets(), engine=engine, clock=clock, deferrer=deferrer, workers=VirtualWorkerPool(clock, deferrer),
+    ctx = Context(jobs=targets(), engine=engine, clock=clock, deferrer=deferrer, workers=VirtualWorkers(clock, deferrer),
                   quota=quota, notifier=CompositeNotifier(LogNotifier()), runtimes={"echo": Runtime("echo", True, 0.1)},
                   quota_ttl=0, rng=random.Random(7))  # one seed: the ladder's jitter is the same in every world
     wiring.install(ctx)
