@@ -21,9 +21,9 @@ from integrations.quota.ledger import LedgerSource
 from scheduler import db as dbmod
 from scheduler.context import Context, Runtime
 from scheduler.fleet import asking_for, build_snapshot, read_quota
-from scheduler.gate import evaluate
 from scheduler.models import Session, Turn
 from scheduler.policy import ensure_policy, load_policy
+from scheduler.rules.gate import evaluate
 from scheduler.testing import VirtualClock, VirtualDeferrer, VirtualWorkers
 
 NOW = datetime(2026, 11, 30, 12, 0, tzinfo=UTC)

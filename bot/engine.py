@@ -26,18 +26,18 @@ from scheduler.admit import blocked as admission_block
 from scheduler.attempt import Work
 from scheduler.db import session_scope
 from scheduler.errors import PacerError
-from scheduler.explain import explain
 from scheduler.fleet import asking_for, build_snapshot, burn_rate, read_quota
-from scheduler.gate import decide
-from scheduler.genesis import Genesis
 from scheduler.models import Session
 from scheduler.policy import load_policy
-from scheduler.precedence import TOP_OF_SPOT
 from scheduler.records import is_asleep
 from scheduler.restart import restart_from_scratch
+from scheduler.rules.explain import explain
+from scheduler.rules.gate import decide
+from scheduler.rules.genesis import Genesis
+from scheduler.rules.precedence import TOP_OF_SPOT
+from scheduler.rules.snapshot import Asking
 from scheduler.sessions import NewSession, class_of, create_session, get_session, new_row
 from scheduler.sleep import wake_me_up_later
-from scheduler.snapshot import Asking
 from scheduler.start_now import start_now
 from scheduler.turns import submit_turn
 

@@ -22,7 +22,7 @@ from scheduler import firing, session_events
 from scheduler.context import Context
 from scheduler.db import session_scope
 from scheduler.firing import Fired
-from scheduler.genesis import Genesis
+from scheduler.rules.genesis import Genesis
 from scheduler.sessions import NewSession, create_session
 from scheduler.turns import submit_turn
 

@@ -24,10 +24,10 @@ from typing import Any
 from bot import queue_view
 from bot.gate_view import current_card
 from bot.runtime import Pacer
-from scheduler.gate import WindowFigures
 from scheduler.gate_card import GateCard, render_card
 from scheduler.holds_view import HoldsView, all_holds
 from scheduler.policy import load_policy
+from scheduler.rules.gate import WindowFigures
 from scheduler.timeline import Timeline, last_day
 
 QUEUE_ROWS = 50

@@ -13,11 +13,11 @@ from sqlmodel import col, select
 from bot import queue_view
 from bot.commands import command as c
 from bot.context import Answer, StoreContext
-from scheduler import precedence as prec
 from scheduler.cost_caps import spent_by
 from scheduler.errors import InvalidInput, Refused
 from scheduler.models import Session, Status
 from scheduler.policy import PolicyView, load_policy
+from scheduler.rules import precedence as prec
 from scheduler.session_view import session_view
 from scheduler.sessions import (
     QueueFilter,

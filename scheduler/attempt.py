@@ -19,8 +19,8 @@ from sqlmodel import Session as DBSession
 
 from scheduler.context import Context
 from scheduler.effects import Effects
-from scheduler.gate import Decision
 from scheduler.ports import QuotaReading
+from scheduler.rules.gate import Decision
 
 PASS_THROUGH = frozenset({"clone_only", "monitoring"})  # spend nothing: never gated
 TURN_KINDS = frozenset(

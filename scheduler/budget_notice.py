@@ -29,10 +29,10 @@ from sqlmodel import col, select
 from scheduler.attempt import Work
 from scheduler.db import core
 from scheduler.fleet import build_snapshot
-from scheduler.gate import WindowFigures, decide
 from scheduler.models import BudgetNotice
 from scheduler.policy import PolicyView
-from scheduler.snapshot import Asking, window_label
+from scheduler.rules.gate import WindowFigures, decide
+from scheduler.rules.snapshot import Asking, window_label
 
 EVENT = "budget_ending"
 NOTICE_MINUTES = 30.0

@@ -48,10 +48,10 @@ from scheduler.db import session_scope
 from scheduler.effects import request_queue_pass
 from scheduler.errors import Refused
 from scheduler.fleet import running_rows
-from scheduler.genesis import SchedulingClass
 from scheduler.models import Session, Status
 from scheduler.policy import PolicyView, load_policy
 from scheduler.records import lock
+from scheduler.rules.genesis import SchedulingClass
 from scheduler.sessions import class_of, is_spot
 from templates import error_text, render
 

@@ -34,7 +34,6 @@ from scheduler import budget_notice, cost_caps, preemption
 from scheduler.attempt import PASS_THROUGH, Work
 from scheduler.context import Context
 from scheduler.db import deciding_scope
-from scheduler.explain import explain
 from scheduler.fleet import (
     asking_for,
     build_snapshot,
@@ -43,7 +42,6 @@ from scheduler.fleet import (
     read_quota,
     running_fleet,
 )
-from scheduler.gate import Ceiling, Decision, decide
 from scheduler.models import Session, Status
 from scheduler.pause import (
     AT_UTILIZATION_LIMIT,
@@ -59,8 +57,10 @@ from scheduler.pause import (
 from scheduler.policy import PolicyView, load_policy
 from scheduler.queue_pass import locked_unless_taken
 from scheduler.records import halt_turn
+from scheduler.rules.explain import explain
+from scheduler.rules.gate import Ceiling, Decision, decide
+from scheduler.rules.snapshot import Asking, Snapshot
 from scheduler.sessions import is_spot
-from scheduler.snapshot import Asking, Snapshot
 
 log = logging.getLogger("pacer.ceiling")
 

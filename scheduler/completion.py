@@ -1,13 +1,12 @@
 """Completion: a worker reports a turn's result, and the session moves on — done, the next queued
 message, a retry on its backoff, a pause's sleep, or what a queue hold decides (seed 002,
-"The holds", through `scheduler.failures`). A turn ending can free a slot, so it asks for a queue pass.
+"The holds", through `scheduler.rules.failures`). A turn ending can free a slot, so it asks for a queue pass.
 """
 
 from __future__ import annotations
 
 from datetime import timedelta
 
-from scheduler import failures, ladder
 from scheduler.attempt import Block, TurnAttempt, Work
 from scheduler.context import Context
 from scheduler.db import deciding_scope
@@ -18,6 +17,7 @@ from scheduler.models import EnqueuedMessage, Session, Status, Turn
 from scheduler.ports import Outcome, TurnResult
 from scheduler.queue_pass import admit_in_queue
 from scheduler.records import hold, lock, next_queued_id
+from scheduler.rules import failures, ladder
 from templates import render
 
 OUTPUT_CHARS = 100_000  # a turn's output kept on its row

@@ -85,7 +85,7 @@ class Context:
     notice_minutes: float = 30.0  # tell running spot sessions a window's spot budget ends this soon (0: never)
     quota_cache: tuple[Any, Any] | None = None
     installed: bool = False  # scheduler.wiring.install has registered its parts
-    burn: Any = None  # scheduler.burn.BurnTable, refreshed from turn history
+    burn: Any = None  # scheduler.rules.burn.BurnTable, refreshed from turn history
     hooks: dict[str, list[Callable[..., Any]]] = field(default_factory=dict)
     # Runs a named alarm target: `job_runner(name, *args)`. Production passes the module-level
     # `bot.jobs.run` (APScheduler pickles a reference to it, and ids only); left None, a

@@ -39,9 +39,9 @@ from scheduler.db import session_scope
 from scheduler.effects import request_queue_pass
 from scheduler.errors import Refused
 from scheduler.fleet import burn_rate
-from scheduler.gate import Decision
 from scheduler.models import Session, Status, Turn
 from scheduler.records import halt_turn, hold, lock, running_turn
+from scheduler.rules.gate import Decision
 from templates import error_text, render
 
 log = logging.getLogger("pacer.cost_caps")

@@ -21,12 +21,12 @@ from sqlmodel import col, select
 
 from scheduler.context import Context
 from scheduler.db import core
-from scheduler.genesis import SchedulingClass
 from scheduler.models import Session, Turn
 from scheduler.policy import PolicyView
 from scheduler.ports import QuotaReading
+from scheduler.rules.genesis import SchedulingClass
+from scheduler.rules.snapshot import Asking, FleetTurn, Snapshot, WindowState
 from scheduler.sessions import class_from, is_spot
-from scheduler.snapshot import Asking, FleetTurn, Snapshot, WindowState
 from scheduler.store import cached, invalidated_by
 
 log = logging.getLogger("pacer.fleet")
@@ -127,7 +127,7 @@ invalidated_by("running", Turn, Session)  # a class or weight change counts too
 
 def running_sessions(db: DBSession) -> int:
     """Sessions with a turn a worker is running, every runtime and every class: the backlog
-    top-up ceiling's count (`scheduler.top_up`). The concurrency limit reads the same rows and
+    top-up ceiling's count (`scheduler.rules.top_up`). The concurrency limit reads the same rows and
     counts only the runtimes that spend quota."""
     return len({sid for sid, *_ in running_rows(db)})
 
@@ -167,7 +167,7 @@ def build_snapshot(db: DBSession, ctx: Context, policy: PolicyView, reading: Quo
         fleet.append(FleetTurn(sid, spot, ctx.runtime(runtime).spends_quota, rates[runtime]))
     pool = None
     if reading is not None and reading.accounts:
-        from scheduler.pool import pool_capacity
+        from scheduler.rules.pool import pool_capacity
 
         pool = pool_capacity(list(reading.accounts), ctx.clock.now())
     return Snapshot(

@@ -2,7 +2,7 @@
 it — windows, reserve, burn, sustainable rate, which ceiling holds and what lifts it, when the
 pool comes back, and the queue's counts. One builder; `pacer policy`, GET /api/v1/policy and
 the App Home all render it, so they cannot disagree. Beside the gate, the backlog top-up ceiling
-(`scheduler.top_up`): its thresholds, the running count against it and since when it is under."""
+(`scheduler.rules.top_up`): its thresholds, the running count against it and since when it is under."""
 
 from __future__ import annotations
 
@@ -14,14 +14,14 @@ from sqlmodel import Session as DBSession
 from sqlmodel import col, select
 
 from scheduler.context import Context
-from scheduler.explain import Explanation, explain
 from scheduler.fleet import build_snapshot, burn_rate, waiting_for_workers
-from scheduler.gate import Decision, evaluate
 from scheduler.models import Session, Status
 from scheduler.policy import PolicyView, load_policy
-from scheduler.pool import CapacityState, capacity_sentence, pool_capacity, weekly_reset_sentence
 from scheduler.ports import AccountReading, QuotaReading
-from scheduler.snapshot import Asking, Snapshot
+from scheduler.rules.explain import Explanation, explain
+from scheduler.rules.gate import Decision, evaluate
+from scheduler.rules.pool import CapacityState, capacity_sentence, pool_capacity, weekly_reset_sentence
+from scheduler.rules.snapshot import Asking, Snapshot
 from scheduler.top_up_sweep import TopUpReading, read_top_up
 
 

@@ -4,9 +4,9 @@ show, so they cannot disagree about why the queue is not starting work.
     queue holds      label, sentence, since, "Resumes at", whether Resume can work, how many wait
     operator holds   armer, selector, reason, expiry, the sessions held now
     cycling          sessions preempted again and again, and pairs taking each other's slot
-                     (`scheduler.cycling`): not a hold, but why spot work keeps stopping
+                     (`scheduler.rules.cycling`): not a hold, but why spot work keeps stopping
     sessions         each held, paused, parked or sleeping session with its records, the headline
-                     first (`scheduler.waiting`'s ranking) and each with its re-check time
+                     first (`scheduler.rules.waiting`'s ranking) and each with its re-check time
 
 The prerequisite hold is computed here as it stands now (every candidate waits on one), with the
 recorded row's `since` when `prerequisites.reconcile` has recorded it.
@@ -23,14 +23,14 @@ from sqlmodel import Session as DBSession
 from sqlmodel import col, select
 
 from scheduler import operator_holds, prerequisites, queue_holds
-from scheduler.cycling import Cycling
 from scheduler.errors import NotFound
 from scheduler.models import OperatorHold, QueueHold, Session, Status
 from scheduler.policy import load_policy
 from scheduler.preemption_ledger import cycling_now
 from scheduler.queue_holds import QueueHoldView
+from scheduler.rules.cycling import Cycling
+from scheduler.rules.waiting import Mechanism, waiting_reason
 from scheduler.sessions import is_spot
-from scheduler.waiting import Mechanism, waiting_reason
 from templates import error_text, render
 
 SESSION_ROWS = 30

@@ -190,7 +190,7 @@ class Turn(SQLModel, table=True):
 class PreemptionEvent(SQLModel, table=True):
     """One charged preemption: who yielded, to whom, the turn it was running, and whether that
     turn was halted. `Session.preemption_count` says how many in a life; only these rows say
-    when and between whom (`scheduler.cycling`). A mark released un-charged deletes its row."""
+    when and between whom (`scheduler.rules.cycling`). A mark released un-charged deletes its row."""
 
     __tablename__ = "preemption_events"
 
@@ -244,7 +244,7 @@ class Policy(SQLModel, table=True):
     genesis_class_overrides: dict[str, str] = json_column({})
     cost_budgets: dict[str, float] = json_column({})  # runtime -> US dollars (seed 002, "Cost budget")
     spend_reset_at: dict[str, str] = json_column({})  # runtime -> ISO instant its spend counts from
-    # The backlog top-up thresholds (seed 001, "Its sibling"): see `scheduler.top_up`.
+    # The backlog top-up thresholds (seed 001, "Its sibling"): see `scheduler.rules.top_up`.
     top_up_ceiling: int = 3
     top_up_stretch_minutes: int = 0
     top_up_cooldown_minutes: int = 30

@@ -1,6 +1,6 @@
 """The runner outcomes that become queue holds (seed 002, "The holds"): the `turn_finished` hook.
 
-`scheduler.failures.next_step` decides what an outcome does; this places the queue hold it names
+`scheduler.rules.failures.next_step` decides what an outcome does; this places the queue hold it names
 and moves the session: a rate limit, a rejected credential and a model the plan does not include
 send the turn back to the queue with no retry spent, exhausted credits block the session, and a session that failed (at once, or
 six times in a row) stops and holds its own concurrency group. A success also proves the
@@ -18,9 +18,7 @@ from sqlalchemy import func
 from sqlmodel import Session as DBSession
 from sqlmodel import col, select
 
-from scheduler import failures, ladder
 from scheduler.attempt import Block, TurnAttempt, Work
-from scheduler.failures import NextStep
 from scheduler.models import QueueHold, Session, Status, Turn
 from scheduler.ports import Outcome, TurnResult
 from scheduler.queue_holds import (
@@ -39,6 +37,8 @@ from scheduler.queue_holds import (
     view,
 )
 from scheduler.records import hold
+from scheduler.rules import failures, ladder
+from scheduler.rules.failures import NextStep
 from scheduler.store import present
 from templates import render
 

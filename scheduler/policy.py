@@ -19,10 +19,10 @@ from scheduler.context import Context
 from scheduler.db import core, session_scope
 from scheduler.effects import request_queue_pass
 from scheduler.errors import InvalidInput
-from scheduler.genesis import Genesis, SchedulingClass, validate_overrides
 from scheduler.models import Policy, PolicyAudit
+from scheduler.rules.genesis import Genesis, SchedulingClass, validate_overrides
+from scheduler.rules.top_up import TOP_UP_ATTRIBUTES, TOP_UP_KEYS, TOP_UP_RANGES, TopUpPolicy
 from scheduler.store import cached, invalidated_by, kept
-from scheduler.top_up import TOP_UP_ATTRIBUTES, TOP_UP_KEYS, TOP_UP_RANGES, TopUpPolicy
 from templates import error_text
 
 log = logging.getLogger("pacer.policy")

@@ -39,11 +39,11 @@ from scheduler.attempt import PASS_THROUGH, Work
 from scheduler.context import Context
 from scheduler.effects import Effects
 from scheduler.fleet import fleet_columns, running_fleet, running_marks
-from scheduler.gate import Decision, Reason
 from scheduler.models import EnqueuedMessage, HumanMessage, Session, Status, Turn
 from scheduler.pause import COOLDOWN, PREEMPTED, banner, record_pause
 from scheduler.policy import PolicyView, load_policy
 from scheduler.records import clear_pause, halt_turn, is_running, last_turn, running_turn
+from scheduler.rules.gate import Decision, Reason
 from scheduler.sessions import is_spot
 from templates import render
 

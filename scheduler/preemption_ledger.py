@@ -1,6 +1,6 @@
 """The preemption ledger: one `preemption_events` row per charged preemption, kept in step with
 `Session.preemption_count` — written when the mark is made, deleted when the mark is released
-un-charged, flagged when the mark halts the turn. What `scheduler.cycling` reads, because the
+un-charged, flagged when the mark halts the turn. What `scheduler.rules.cycling` reads, because the
 per-session counter cannot say when a preemption happened nor who took the slot.
 
 A session has at most one standing mark, so its newest row is always the standing mark's.
@@ -14,8 +14,8 @@ from sqlalchemy.orm import aliased
 from sqlmodel import Session as DBSession
 from sqlmodel import col, select
 
-from scheduler.cycling import WINDOW, Cycling, Event, detect
 from scheduler.models import PreemptionEvent, Session, Turn
+from scheduler.rules.cycling import WINDOW, Cycling, Event, detect
 
 
 def record(db: DBSession, victim: Session, by: Session, turn: Turn | None, now: datetime) -> None:

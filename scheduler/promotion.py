@@ -28,11 +28,11 @@ from sqlmodel import col, select
 from scheduler.context import Context
 from scheduler.db import session_scope
 from scheduler.errors import Forbidden, InvalidInput, NotFound, PacerError, Refused
-from scheduler.genesis import SchedulingClass
 from scheduler.models import ACTIVE_STATUSES, HumanMessage, Session, Status, Turn
 from scheduler.policy import PolicyView, load_policy
-from scheduler.precedence import SLOT_GAP, TOP_OF_SPOT
 from scheduler.records import lock
+from scheduler.rules.genesis import SchedulingClass
+from scheduler.rules.precedence import SLOT_GAP, TOP_OF_SPOT
 from scheduler.sessions import class_expr, is_spot, set_precedence
 from scheduler.start_now import start_now
 from scheduler.turns import submit_turn

@@ -30,7 +30,7 @@ for a named reason decided by a runner's outcome, and says so.
 
 Rate limits, auth, credits and the plan's models belong to the provider account every run shares, so they hold the
 whole queue; a failed session holds its own concurrency group (the working tree it may have left
-half-done), and nothing beyond itself when it has none (`scheduler.failures`). One hold is in force per scope. Every hold
+half-done), and nothing beyond itself when it has none (`scheduler.rules.failures`). One hold is in force per scope. Every hold
 gates admission only: running turns are never stopped by one. A hold announces itself once,
 when it is new, and a change of reason counts as new. A hold whose "Resumes at" has passed has
 lifted by itself: its alarm releases it and asks for a queue pass, and admission ignores it meanwhile.

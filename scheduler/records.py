@@ -18,13 +18,13 @@ from sqlalchemy.orm.attributes import set_committed_value
 from sqlmodel import Session as DBSession
 from sqlmodel import col, select
 
-from scheduler import ladder
 from scheduler.attempt import Block, Submission, TurnAttempt, Work
 from scheduler.db import core
 from scheduler.errors import NotFound
-from scheduler.gate import Decision
 from scheduler.models import SESSIONS, EnqueuedMessage, Session, Status, Turn
 from scheduler.ports import TurnRequest
+from scheduler.rules import ladder
+from scheduler.rules.gate import Decision
 from scheduler.store import wrote
 from templates import error_text, render
 

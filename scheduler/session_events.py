@@ -12,7 +12,7 @@ contains it — so it never fires on a session it spawned itself, directly or th
 
 An ao_event trigger may instead subscribe to an event about the whole fleet (`config.events`):
 `no_sessions_in_progress`, which the top-up sweep fires while fewer sessions than the top-up
-ceiling are running (`scheduler.top_up`), so the idle fleet is handed more work.
+ceiling are running (`scheduler.rules.top_up`), so the idle fleet is handed more work.
 """
 
 from __future__ import annotations
@@ -33,10 +33,10 @@ from scheduler.errors import InvalidInput, Refused
 from scheduler.firing import Fired, TriggerEvent, fire
 from scheduler.models import Session, Status, Trigger, Turn
 from scheduler.policy import load_policy
+from scheduler.rules.top_up import EVENT as NO_SESSIONS_IN_PROGRESS
 from scheduler.session_view import session_view
 from scheduler.sessions import class_of
 from scheduler.store import kept
-from scheduler.top_up import EVENT as NO_SESSIONS_IN_PROGRESS
 
 log = logging.getLogger("pacer.session_events")
 

@@ -16,9 +16,12 @@ from sqlmodel import Session as DBSession
 from sqlmodel import col, select
 
 from scheduler import bounds
-from scheduler import precedence as prec
 from scheduler.errors import InvalidInput, NotFound
-from scheduler.genesis import (
+from scheduler.models import ACTIVE_STATUSES, SESSIONS, Session, Status, Trigger
+from scheduler.policy import PolicyView, load_policy
+from scheduler.prerequisites import parse_prerequisites, record_prerequisites
+from scheduler.rules import precedence as prec
+from scheduler.rules.genesis import (
     DEFAULT_CLASS,
     Genesis,
     SchedulingClass,
@@ -28,9 +31,6 @@ from scheduler.genesis import (
     parse_genesis,
     resolve_class,
 )
-from scheduler.models import ACTIVE_STATUSES, SESSIONS, Session, Status, Trigger
-from scheduler.policy import PolicyView, load_policy
-from scheduler.prerequisites import parse_prerequisites, record_prerequisites
 from templates import error_text
 
 

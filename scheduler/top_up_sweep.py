@@ -1,4 +1,4 @@
-"""The top-up sweep: the leader's periodic shell around `scheduler.top_up.step` (seed 001, "Its
+"""The top-up sweep: the leader's periodic shell around `scheduler.rules.top_up.step` (seed 001, "Its
 sibling: the backlog top-up ceiling").
 
 Each minute it counts the sessions running a turn, moves the sweep's state (when the fleet went
@@ -25,8 +25,8 @@ from scheduler.db import core, session_scope
 from scheduler.fleet import running_sessions
 from scheduler.models import TopUpRecord
 from scheduler.policy import load_policy
+from scheduler.rules.top_up import EVENT, TopUpPolicy, TopUpState, is_under, next_firing, step
 from scheduler.session_events import fleet_event
-from scheduler.top_up import EVENT, TopUpPolicy, TopUpState, is_under, next_firing, step
 from templates import render
 
 log = logging.getLogger("pacer.top_up")

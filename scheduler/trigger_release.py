@@ -24,9 +24,9 @@ from dataclasses import dataclass, field
 from scheduler.context import Context
 from scheduler.db import session_scope
 from scheduler.errors import PacerError
-from scheduler.genesis import SchedulingClass
 from scheduler.models import Session, Status
 from scheduler.policy import load_policy
+from scheduler.rules.genesis import SchedulingClass
 from scheduler.sessions import class_of
 from scheduler.start_now import start_now
 

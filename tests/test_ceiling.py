@@ -11,16 +11,16 @@ from scheduler import wiring
 from scheduler.ceiling import MAX_RESUMES_PER_SWEEP, paused_figures
 from scheduler.db import session_scope
 from scheduler.errors import InvalidInput, NotFound, Refused
-from scheduler.gate import Ceiling
 from scheduler.jobs import targets
 from scheduler.lifecycle import archive, recover
 from scheduler.models import Session
 from scheduler.parking import pause_into_spot_queue
+from scheduler.rules.gate import Ceiling
+from scheduler.rules.waiting import waiting_reason
 from scheduler.sessions import change_class
 from scheduler.sleep import wake_me_up_later
 from scheduler.start_now import start_now
 from scheduler.turns import submit_turn
-from scheduler.waiting import waiting_reason
 from tests.harness import build
 from tests.sweeping import Scene
 

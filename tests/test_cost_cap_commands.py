@@ -103,8 +103,8 @@ def test_the_github_status_comment_and_the_slack_thread_show_spend_and_cap() -> 
     from datetime import UTC, datetime
 
     from integrations.github.status import render_body, status_view
-    from scheduler.genesis import SchedulingClass
     from scheduler.models import Session
+    from scheduler.rules.genesis import SchedulingClass
     from templates import render
 
     session = Session(id=7, title="fix it", status="running", cost_cap_usd=5.0, created_at=datetime(2026, 12, 1, tzinfo=UTC))

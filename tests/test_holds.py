@@ -8,12 +8,12 @@ from datetime import timedelta
 import pytest
 from sqlmodel import select
 
-from scheduler import ladder
 from scheduler.db import session_scope
 from scheduler.errors import Refused
 from scheduler.lifecycle import archive, recover
 from scheduler.models import EnqueuedMessage, Turn
 from scheduler.records import hold_job_id
+from scheduler.rules import ladder
 from scheduler.sessions import change_class
 from scheduler.sleep import wake_me_up_later
 from scheduler.start_now import start_now

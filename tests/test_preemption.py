@@ -18,11 +18,11 @@ from scheduler.fleet import running_fleet
 from scheduler.models import HumanMessage, Session
 from scheduler.policy import ensure_policy, load_policy
 from scheduler.records import hold_job_id
+from scheduler.rules.waiting import waiting_reason
 from scheduler.sessions import is_spot
 from scheduler.sleep import wake_me_up_later
 from scheduler.testing import VirtualClock
 from scheduler.turns import submit_turn
-from scheduler.waiting import waiting_reason
 from tests.conftest import T0
 from tests.sweeping import Scene
 

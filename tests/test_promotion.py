@@ -14,13 +14,13 @@ from scheduler.db import session_scope
 from scheduler.errors import Forbidden, InvalidInput, NotFound, Refused
 from scheduler.lifecycle import archive
 from scheduler.models import EnqueuedMessage, HumanMessage, Session
-from scheduler.precedence import SLOT_GAP
 from scheduler.promotion import (
     STARVATION_EXEMPTION,
     choose_demotion,
     promotion_job_id,
     record_human_message,
 )
+from scheduler.rules.precedence import SLOT_GAP
 from scheduler.turns import submit_turn
 from tests.conftest import T0
 from tests.sweeping import Scene

@@ -9,9 +9,9 @@ import pytest
 from sqlmodel import select
 
 from scheduler.errors import InvalidInput, NotFound
-from scheduler.genesis import SchedulingClass
 from scheduler.models import Session, Status, Trigger
 from scheduler.policy import change_policy, load_policy
+from scheduler.rules.genesis import SchedulingClass
 from scheduler.sessions import (
     NewSession,
     QueueFilter,

@@ -21,8 +21,8 @@ from scheduler.db import session_scope
 from scheduler.errors import InvalidInput
 from scheduler.models import PolicyAudit, Session
 from scheduler.policy import change_policy
+from scheduler.rules.top_up import TopUpPolicy, TopUpState, next_firing, step
 from scheduler.sessions import NewSession
-from scheduler.top_up import TopUpPolicy, TopUpState, next_firing, step
 from scheduler.top_up_sweep import load_state, top_up_sweep
 from tests.conftest import T0
 from tests.harness import build

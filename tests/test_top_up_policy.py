@@ -18,7 +18,7 @@ from bot import chat
 from scheduler.db import session_scope
 from scheduler.models import PolicyAudit
 from scheduler.policy import load_policy
-from scheduler.top_up import TopUpPolicy
+from scheduler.rules.top_up import TopUpPolicy
 from tests.api_client import make_api
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -31,8 +31,8 @@ from scheduler.fleet import read_quota
 from scheduler.gate_card import build_card
 from scheduler.models import OperatorHold, Policy, QueueHold, Session, Status
 from scheduler.policy import audit_log, ensure_policy, load_policy, set_policy
-from scheduler.top_up import TOP_UP_ATTRIBUTES
-from scheduler.waiting import waiting_reason
+from scheduler.rules.top_up import TOP_UP_ATTRIBUTES
+from scheduler.rules.waiting import waiting_reason
 
 router = APIRouter(route_class=GuardedRoute, tags=["policy"])
 

@@ -3,7 +3,7 @@
 The same operations the Slack commands and the console perform, over the same scheduler calls:
 creation through `bot.intake.api_session` (then `submit_turn`), a promotion of a waiting session
 through StartNow, archive through `scheduler.lifecycle`, the waiting reason from
-`scheduler.waiting`.
+`scheduler.rules.waiting`.
 """
 
 from __future__ import annotations
@@ -36,18 +36,18 @@ from bot.api.models import (
 )
 from bot.api.refusals import refusals
 from bot.api.views import context, session_detail, start_now_out, submission_out
-from scheduler import precedence as prec
 from scheduler.bounds import check_claim
 from scheduler.capacity import ClaimChange, change_claim
 from scheduler.context import Context
 from scheduler.cost_caps import set_cap, spends_by
 from scheduler.db import session_scope
 from scheduler.errors import InvalidInput, PacerError, Refused
-from scheduler.genesis import SchedulingClass, parse_class
 from scheduler.lifecycle import archive
 from scheduler.models import Session, Status
 from scheduler.policy import load_policy
 from scheduler.restart import restart_from_scratch
+from scheduler.rules import precedence as prec
+from scheduler.rules.genesis import SchedulingClass, parse_class
 from scheduler.session_view import session_view
 from scheduler.sessions import (
     NewSession,

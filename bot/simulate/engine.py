@@ -38,13 +38,13 @@ from bot.simulate.workers import Item, SimWorkerPool
 from scheduler import db as dbmod
 from scheduler import wiring
 from scheduler.context import Context, Runtime
-from scheduler.cycling import WINDOW, Event
 from scheduler.errors import PacerError
 from scheduler.jobs import targets
 from scheduler.models import SESSIONS, Session, Status
 from scheduler.policy import ensure_policy, load_policy
 from scheduler.preemption_ledger import events_since
 from scheduler.promotion import record_human_message
+from scheduler.rules.cycling import WINDOW, Event
 from scheduler.sessions import NewSession, class_from, insert_session
 from scheduler.testing import VirtualClock, VirtualDeferrer
 from scheduler.turns import submit_turn

@@ -3,7 +3,7 @@
 `sessions.preemption_count` counts a session's preemptions over its life and
 `last_preempted_at` keeps only the latest, so neither can say how many fell in the last day
 or which session took the slot each time. One row per charged preemption can: what the
-cycling report (`scheduler.cycling`) reads.
+cycling report (`scheduler.rules.cycling`) reads.
 
 Revision ID: 0014
 Revises: 0013

@@ -61,7 +61,7 @@ class Snapshot:
     windows: tuple[WindowState, ...] | None  # None: no quota reading to decide on
     fleet: tuple[FleetTurn, ...] = ()
     agent_workers: int = 12
-    pool: Any = None  # scheduler.pool.PoolCapacity when the source reads accounts
+    pool: Any = None  # scheduler.rules.pool.PoolCapacity when the source reads accounts
     accounts_averaged: int = 0
     extra: dict[str, Any] = field(default_factory=dict)
 

@@ -30,8 +30,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass, replace
 from datetime import datetime
 
-from scheduler.pool import countdown
 from scheduler.ports import WindowReading
+from scheduler.rules.pool import countdown
 from templates import render
 
 MIN_UTILIZATION = 0.05

@@ -29,7 +29,7 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 from enum import StrEnum
 
-from scheduler.snapshot import Asking, Snapshot, WindowState
+from scheduler.rules.snapshot import Asking, Snapshot, WindowState
 
 PROJECTION_MINUTES = 10.0
 RESUME_MARGIN_PCT = 5.0

@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import datetime
 
-from scheduler.gate import Ceiling, Decision, Reason, binding_rollover
+from scheduler.rules.gate import Ceiling, Decision, Reason, binding_rollover
 from templates import render
 
 
