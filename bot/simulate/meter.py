@@ -23,9 +23,9 @@ from dataclasses import dataclass, field
 from datetime import datetime
 
 from bot.simulate.scenario import AccountSpec, Scenario
-from integrations.quota.ledger import share_before, window_bounds
 from scheduler.ports import AccountReading, QuotaReading, WindowReading
 from scheduler.rules.pool import pool_utilization
+from scheduler.rules.windows import share_before, window_bounds
 
 
 @dataclass

@@ -33,10 +33,10 @@ from bot.simulate.scenario import (
     parse_instant,
 )
 from integrations.quota.history import load_burn_table
-from integrations.quota.ledger import window_bounds
 from scheduler import db as dbmod
 from scheduler.models import HumanMessage, Session, Turn
 from scheduler.policy import load_policy
+from scheduler.rules.windows import window_bounds
 from scheduler.sessions import class_of
 from templates import error_text
 
