@@ -18,12 +18,12 @@ from datetime import UTC, datetime, timedelta
 from sqlalchemy import insert
 
 from integrations.quota.ledger import LedgerSource
-from scheduler import db as dbmod
 from scheduler.context import Context, Runtime
 from scheduler.fleet import asking_for, build_snapshot, read_quota
-from scheduler.models import Session, Turn
-from scheduler.policy import ensure_policy, load_policy
 from scheduler.rules.gate import evaluate
+from scheduler.store import db as dbmod
+from scheduler.store.models import Session, Turn
+from scheduler.store.policy import ensure_policy, load_policy
 from scheduler.testing import VirtualClock, VirtualDeferrer, VirtualWorkers
 
 NOW = datetime(2026, 11, 30, 12, 0, tzinfo=UTC)

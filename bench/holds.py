@@ -17,10 +17,10 @@ from datetime import UTC, datetime, timedelta
 from sqlalchemy import insert
 from sqlmodel import SQLModel
 
-from scheduler import db as dbmod
-from scheduler.models import Session
-from scheduler.policy import ensure_policy
 from scheduler.records import hold_job_id
+from scheduler.store import db as dbmod
+from scheduler.store.models import Session
+from scheduler.store.policy import ensure_policy
 from scheduler.sweeps import hold_sweep
 from scheduler.testing import VirtualClock
 from scheduler.turns import submit_turn

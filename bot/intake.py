@@ -1,7 +1,7 @@
 """Intake: an outside arrival becomes a genesis-tagged session whose first turn is submitted.
 
 Shared by the surfaces that create work. Each function is named for where the work came from;
-each creates the session (class and precedence resolved by `scheduler.sessions.create_session`),
+each creates the session (class and precedence resolved by `scheduler.store.sessions.create_session`),
 records its prompt on the row so a lost first start can be rebuilt, commits, then submits the
 first turn through `scheduler.turns.submit_turn`.
 
@@ -20,10 +20,10 @@ from sqlmodel import Session as DBSession
 
 from scheduler import firing, session_events
 from scheduler.context import Context
-from scheduler.db import session_scope
 from scheduler.firing import Fired
 from scheduler.rules.genesis import Genesis
-from scheduler.sessions import NewSession, create_session
+from scheduler.store.db import session_scope
+from scheduler.store.sessions import NewSession, create_session
 from scheduler.turns import submit_turn
 
 __all__ = ["Fired", "api_session", "schedule_fired", "session_event", "slack_message"]

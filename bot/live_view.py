@@ -26,8 +26,8 @@ from bot.gate_view import current_card
 from bot.runtime import Pacer
 from scheduler.gate_card import GateCard, render_card
 from scheduler.holds_view import HoldsView, all_holds
-from scheduler.policy import load_policy
 from scheduler.rules.gate import WindowFigures
+from scheduler.store.policy import load_policy
 from scheduler.timeline import Timeline, last_day
 
 QUEUE_ROWS = 50

@@ -20,11 +20,11 @@ from sqlmodel import Session as DBSession
 from sqlmodel import col, select
 
 from scheduler.cost_caps import spends_by
-from scheduler.models import Session, Status
-from scheduler.policy import PolicyView
 from scheduler.rules.genesis import SchedulingClass
 from scheduler.rules.waiting import Mechanism, waiting_reason
-from scheduler.sessions import QueueFilter, class_expr, ranked_queue
+from scheduler.store.models import Session, Status
+from scheduler.store.policy import PolicyView
+from scheduler.store.sessions import QueueFilter, class_expr, ranked_queue
 
 EVERY_STATUS = tuple(s.value for s in Status)
 PARKED_REASONS = frozenset({"capacity", "fleet_at_cap"})

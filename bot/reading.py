@@ -19,11 +19,11 @@ from bot.render import render
 from scheduler.budgets import spends
 from scheduler.cost_caps import spent_by
 from scheduler.holds_view import all_holds
-from scheduler.models import Session
-from scheduler.policy import audit_log, load_policy
 from scheduler.rules.waiting import Mechanism, waiting_reason
-from scheduler.session_view import session_view
-from scheduler.sessions import get_session, is_spot
+from scheduler.store.models import Session
+from scheduler.store.policy import audit_log, load_policy
+from scheduler.store.session_view import session_view
+from scheduler.store.sessions import get_session, is_spot
 
 TEXT_ROWS = 50  # the console and API list this many rows before "and N more"
 HELD_ROWS = 30

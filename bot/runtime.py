@@ -28,14 +28,14 @@ from integrations.runners.workspace import WorkspaceJanitor, sweep
 from integrations.schedules import sync_schedules
 from integrations.shared_alarms import AlarmListener, SharedDeferrer
 from integrations.turn_leases import LeasedPool
-from scheduler import db as dbmod
 from scheduler import wiring
 from scheduler.clock import SystemClock
 from scheduler.context import Context, TurnWorkers
 from scheduler.leases import owner_id
 from scheduler.lifecycle import recover, recover_lost_turns
-from scheduler.policy import ensure_policy
 from scheduler.ports import Clock, Deferrer
+from scheduler.store import db as dbmod
+from scheduler.store.policy import ensure_policy
 from scheduler.sweeps import hold_sweep
 
 log = logging.getLogger("pacer")

@@ -23,9 +23,9 @@ from apscheduler.triggers.cron import CronTrigger
 from sqlalchemy import Engine
 from sqlmodel import col, select
 
-from scheduler.db import session_scope
 from scheduler.errors import InvalidInput
-from scheduler.models import Trigger
+from scheduler.store.db import session_scope
+from scheduler.store.models import Trigger
 from templates import error_text
 
 log = logging.getLogger("pacer.schedules")

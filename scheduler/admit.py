@@ -13,15 +13,15 @@ import logging
 from collections.abc import Callable
 
 from scheduler.attempt import PASS_THROUGH, Block, Submission, TurnAttempt, Work
-from scheduler.db import one_decider
 from scheduler.fleet import asking_for, build_snapshot, running_rows
 from scheduler.log_context import about_session
-from scheduler.models import Session, Status
-from scheduler.policy import PolicyView, load_policy
 from scheduler.records import clear_hold, hold, start
 from scheduler.rules.explain import explain
 from scheduler.rules.gate import Decision, Reason, decide
-from scheduler.sessions import is_spot
+from scheduler.store.db import one_decider
+from scheduler.store.models import Session, Status
+from scheduler.store.policy import PolicyView, load_policy
+from scheduler.store.sessions import is_spot
 
 log = logging.getLogger("pacer.admit")
 

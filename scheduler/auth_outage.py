@@ -31,13 +31,13 @@ from sqlmodel import col, select
 from scheduler.admit import admit
 from scheduler.attempt import Block, Work
 from scheduler.context import Context
-from scheduler.db import deciding_scope, session_scope
 from scheduler.fleet import read_quota
-from scheduler.models import Session, Status
-from scheduler.policy import load_policy
 from scheduler.ports import QuotaReading
 from scheduler.records import lock, replay
-from scheduler.sessions import class_expr, queue_order
+from scheduler.store.db import deciding_scope, session_scope
+from scheduler.store.models import Session, Status
+from scheduler.store.policy import load_policy
+from scheduler.store.sessions import class_expr, queue_order
 from templates import render
 
 log = logging.getLogger("pacer.auth_outage")

@@ -27,12 +27,12 @@ from sqlmodel import Session as DBSession
 from sqlmodel import col, select
 
 from scheduler.attempt import Work
-from scheduler.db import core
 from scheduler.fleet import build_snapshot
-from scheduler.models import BudgetNotice
-from scheduler.policy import PolicyView
 from scheduler.rules.gate import WindowFigures, decide
 from scheduler.rules.snapshot import Asking, window_label
+from scheduler.store.db import core
+from scheduler.store.models import BudgetNotice
+from scheduler.store.policy import PolicyView
 
 EVENT = "budget_ending"
 NOTICE_MINUTES = 30.0

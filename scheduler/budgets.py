@@ -25,12 +25,12 @@ from sqlmodel import col, select
 from scheduler import queue_holds
 from scheduler.attempt import Block, is_manual
 from scheduler.context import Context
-from scheduler.db import session_scope
 from scheduler.effects import Effects, request_queue_pass
 from scheduler.errors import InvalidInput
-from scheduler.models import Policy, PolicyAudit, Session, Status, Turn
-from scheduler.policy import PolicyView, change_policy, ensure_policy, load_policy
-from scheduler.store import cached, invalidated_by
+from scheduler.store.caches import cached, invalidated_by
+from scheduler.store.db import session_scope
+from scheduler.store.models import Policy, PolicyAudit, Session, Status, Turn
+from scheduler.store.policy import PolicyView, change_policy, ensure_policy, load_policy
 from templates import error_text, render
 
 REASON = queue_holds.COST_BUDGET

@@ -14,12 +14,12 @@ from sqlalchemy import select as sa_select
 from sqlmodel import Session as DBSession
 from sqlmodel import col
 
-from scheduler.db import core
-from scheduler.models import Session, Status
-from scheduler.policy import PolicyView
 from scheduler.rules import failures
 from scheduler.rules.genesis import SchedulingClass
-from scheduler.sessions import class_defaults, class_expr_for, class_from, queue_order
+from scheduler.store.db import core
+from scheduler.store.models import Session, Status
+from scheduler.store.policy import PolicyView
+from scheduler.store.sessions import class_defaults, class_expr_for, class_from, queue_order
 
 PAGE = 25  # candidates read per page of the queue
 

@@ -44,15 +44,15 @@ from sqlmodel import col, select
 from scheduler.attempt import Block, is_manual
 from scheduler.bounds import check_claim
 from scheduler.context import Context
-from scheduler.db import session_scope
 from scheduler.effects import request_queue_pass
 from scheduler.errors import Refused
 from scheduler.fleet import running_rows
-from scheduler.models import Session, Status
-from scheduler.policy import PolicyView, load_policy
 from scheduler.records import lock
 from scheduler.rules.genesis import SchedulingClass
-from scheduler.sessions import class_of, is_spot
+from scheduler.store.db import session_scope
+from scheduler.store.models import Session, Status
+from scheduler.store.policy import PolicyView, load_policy
+from scheduler.store.sessions import class_of, is_spot
 from templates import error_text, render
 
 log = logging.getLogger("pacer.capacity")

@@ -33,7 +33,6 @@ from sqlmodel import col, func, select
 from scheduler import budget_notice, cost_caps, preemption
 from scheduler.attempt import PASS_THROUGH, Work
 from scheduler.context import Context
-from scheduler.db import deciding_scope
 from scheduler.fleet import (
     asking_for,
     build_snapshot,
@@ -42,7 +41,6 @@ from scheduler.fleet import (
     read_quota,
     running_fleet,
 )
-from scheduler.models import Session, Status
 from scheduler.pause import (
     AT_UTILIZATION_LIMIT,
     PAUSED_BY,
@@ -54,13 +52,15 @@ from scheduler.pause import (
     record_pause,
     resume_paused,
 )
-from scheduler.policy import PolicyView, load_policy
 from scheduler.queue_pass import locked_unless_taken
 from scheduler.records import halt_turn
 from scheduler.rules.explain import explain
 from scheduler.rules.gate import Ceiling, Decision, decide
 from scheduler.rules.snapshot import Asking, Snapshot
-from scheduler.sessions import is_spot
+from scheduler.store.db import deciding_scope
+from scheduler.store.models import Session, Status
+from scheduler.store.policy import PolicyView, load_policy
+from scheduler.store.sessions import is_spot
 
 log = logging.getLogger("pacer.ceiling")
 

@@ -9,15 +9,15 @@ from datetime import timedelta
 
 from scheduler.attempt import Block, TurnAttempt, Work
 from scheduler.context import Context
-from scheduler.db import deciding_scope
 from scheduler.effects import Effects
 from scheduler.fleet import read_quota
 from scheduler.log_context import about_session, name_session
-from scheduler.models import EnqueuedMessage, Session, Status, Turn
 from scheduler.ports import Outcome, TurnResult
 from scheduler.queue_pass import admit_in_queue
 from scheduler.records import hold, lock, next_queued_id
 from scheduler.rules import failures, ladder
+from scheduler.store.db import deciding_scope
+from scheduler.store.models import EnqueuedMessage, Session, Status, Turn
 from templates import render
 
 OUTPUT_CHARS = 100_000  # a turn's output kept on its row

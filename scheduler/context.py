@@ -16,9 +16,9 @@ from typing import Any, Protocol
 from sqlalchemy import Engine
 from sqlmodel import Session as DBSession
 
-from scheduler.db import in_transaction
 from scheduler.errors import AlarmInTransaction
 from scheduler.ports import Clock, Deferrer, Notifier, QuotaSource, TurnRequest, TurnResult
+from scheduler.store.db import in_transaction
 
 log = logging.getLogger("pacer.notify")
 

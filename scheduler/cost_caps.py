@@ -35,13 +35,13 @@ from sqlmodel import col, select
 from scheduler.attempt import PASS_THROUGH, Block, TurnAttempt, Work
 from scheduler.bounds import check_cost_cap
 from scheduler.context import Context
-from scheduler.db import session_scope
 from scheduler.effects import request_queue_pass
 from scheduler.errors import Refused
 from scheduler.fleet import burn_rate
-from scheduler.models import Session, Status, Turn
 from scheduler.records import halt_turn, hold, lock, running_turn
 from scheduler.rules.gate import Decision
+from scheduler.store.db import session_scope
+from scheduler.store.models import Session, Status, Turn
 from templates import error_text, render
 
 log = logging.getLogger("pacer.cost_caps")

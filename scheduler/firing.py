@@ -20,10 +20,10 @@ from jinja2 import TemplateError, TemplateSyntaxError
 from scheduler import bounds
 from scheduler.attempt import Submission
 from scheduler.context import Context
-from scheduler.db import session_scope
 from scheduler.errors import InvalidInput, Refused
-from scheduler.models import Trigger
-from scheduler.sessions import NewSession, create_session, get_trigger
+from scheduler.store.db import session_scope
+from scheduler.store.models import Trigger
+from scheduler.store.sessions import NewSession, create_session, get_trigger
 from scheduler.turns import submit_turn
 from templates import error_text, render_prompt
 

@@ -20,14 +20,14 @@ from sqlmodel import Session as DBSession
 from sqlmodel import col, select
 
 from scheduler.context import Context
-from scheduler.db import core
-from scheduler.models import Session, Turn
-from scheduler.policy import PolicyView
 from scheduler.ports import QuotaReading
 from scheduler.rules.genesis import SchedulingClass
 from scheduler.rules.snapshot import Asking, FleetTurn, Snapshot, WindowState
-from scheduler.sessions import class_from, is_spot
-from scheduler.store import cached, invalidated_by
+from scheduler.store.caches import cached, invalidated_by
+from scheduler.store.db import core
+from scheduler.store.models import Session, Turn
+from scheduler.store.policy import PolicyView
+from scheduler.store.sessions import class_from, is_spot
 
 log = logging.getLogger("pacer.fleet")
 

@@ -15,13 +15,13 @@ from sqlmodel import col, select
 
 from scheduler.context import Context
 from scheduler.fleet import build_snapshot, burn_rate, waiting_for_workers
-from scheduler.models import Session, Status
-from scheduler.policy import PolicyView, load_policy
 from scheduler.ports import AccountReading, QuotaReading
 from scheduler.rules.explain import Explanation, explain
 from scheduler.rules.gate import Decision, evaluate
 from scheduler.rules.pool import CapacityState, capacity_sentence, pool_capacity, weekly_reset_sentence
 from scheduler.rules.snapshot import Asking, Snapshot
+from scheduler.store.models import Session, Status
+from scheduler.store.policy import PolicyView, load_policy
 from scheduler.top_up_sweep import TopUpReading, read_top_up
 
 

@@ -26,8 +26,8 @@ from sqlmodel import col, select
 from scheduler.attempt import Block
 from scheduler.context import Context
 from scheduler.errors import InvalidInput
-from scheduler.models import Session, Status, Trigger, Turn
-from scheduler.store import kept
+from scheduler.store.caches import kept
+from scheduler.store.models import Session, Status, Trigger, Turn
 from templates import error_text, render
 
 log = logging.getLogger("pacer.groups")
@@ -90,7 +90,7 @@ def occupancy(db: DBSession, now: datetime) -> dict[str, int]:
 def declared_limits(db: DBSession) -> dict[int, int]:
     """Trigger id -> its valid `group_limit`, for the triggers that declare one; every other
     session's limit is DEFAULT_LIMIT. Every decision asks and triggers change rarely: the map is
-    kept across transactions until a trigger is written (`store.kept` reads the triggers' write
+    kept across transactions until a trigger is written (`caches.kept` reads the triggers' write
     counter in this transaction, so an edit committed by any process is seen by the next
     decision). Read-only for callers: the same map serves every transaction."""
     limits: dict[int, int] = kept(db, "group_limits", (Trigger,), lambda: _read_limits(db))

@@ -11,13 +11,13 @@ from typing import Any
 
 from scheduler.budgets import reconcile as reconcile_budgets
 from scheduler.context import Context
-from scheduler.db import session_scope
 from scheduler.effects import Effects
 from scheduler.interference import reconcile as reconcile_interference
 from scheduler.operator_holds import live_holds, notice_deadlocks, prune
 from scheduler.prerequisites import reconcile
 from scheduler.queue_holds import lift_expired
-from scheduler.store import present
+from scheduler.store.caches import present
+from scheduler.store.db import session_scope
 
 
 def sweep(ctx: Context) -> dict[str, Any]:

@@ -24,13 +24,13 @@ from sqlmodel import col, select
 
 from scheduler import operator_holds, prerequisites, queue_holds
 from scheduler.errors import NotFound
-from scheduler.models import OperatorHold, QueueHold, Session, Status
-from scheduler.policy import load_policy
-from scheduler.preemption_ledger import cycling_now
 from scheduler.queue_holds import QueueHoldView
 from scheduler.rules.cycling import Cycling
 from scheduler.rules.waiting import Mechanism, waiting_reason
-from scheduler.sessions import is_spot
+from scheduler.store.models import OperatorHold, QueueHold, Session, Status
+from scheduler.store.policy import load_policy
+from scheduler.store.preemption_ledger import cycling_now
+from scheduler.store.sessions import is_spot
 from templates import error_text, render
 
 SESSION_ROWS = 30

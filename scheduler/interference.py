@@ -39,10 +39,10 @@ from sqlmodel import col, select
 from scheduler import queue_holds
 from scheduler.attempt import Block, is_manual
 from scheduler.context import Context
-from scheduler.db import core, session_scope
 from scheduler.effects import Effects
-from scheduler.models import Session, Status
-from scheduler.store import cached, invalidated_by, present, read_or_fail_open
+from scheduler.store.caches import cached, invalidated_by, present, read_or_fail_open
+from scheduler.store.db import core, session_scope
+from scheduler.store.models import Session, Status
 from templates import render
 
 REASON = queue_holds.BLOCKED_INTERFERENCE

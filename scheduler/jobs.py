@@ -19,7 +19,6 @@ from scheduler import (
     hold_sweep,
     interference,
     operator_holds,
-    policy,
     prerequisites,
     promotion,
     queue_holds,
@@ -31,6 +30,7 @@ from scheduler import (
     trigger_release,
 )
 from scheduler.context import Context
+from scheduler.store import policy
 
 log = logging.getLogger("pacer.jobs")
 

@@ -24,8 +24,8 @@ from sqlalchemy import Engine, and_, or_, update
 from sqlmodel import Session as DBSession
 from sqlmodel import col, select
 
-from scheduler.db import core
-from scheduler.models import Session, Turn
+from scheduler.store.db import core
+from scheduler.store.models import Session, Turn
 
 
 def owner_id() -> str:

@@ -30,15 +30,15 @@ from sqlmodel import col, select
 from scheduler import bounds
 from scheduler.attempt import Block
 from scheduler.context import Context
-from scheduler.db import session_scope
 from scheduler.effects import Effects
 from scheduler.errors import Forbidden, InvalidInput, NotFound, Refused
-from scheduler.models import ACTIVE_STATUSES, OperatorHold, Prerequisite, Session, Status, Trigger
-from scheduler.policy import PolicyView, load_policy
 from scheduler.prerequisites import repository_of, target_sessions, waits_on
 from scheduler.rules.genesis import Genesis, SchedulingClass
-from scheduler.sessions import class_of
-from scheduler.store import cached, forget, present, read_or_fail_open, register_presence
+from scheduler.store.caches import cached, forget, present, read_or_fail_open, register_presence
+from scheduler.store.db import session_scope
+from scheduler.store.models import ACTIVE_STATUSES, OperatorHold, Prerequisite, Session, Status, Trigger
+from scheduler.store.policy import PolicyView, load_policy
+from scheduler.store.sessions import class_of
 from templates import error_text, render
 
 log = logging.getLogger("pacer.operator_holds")

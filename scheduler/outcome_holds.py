@@ -19,7 +19,6 @@ from sqlmodel import Session as DBSession
 from sqlmodel import col, select
 
 from scheduler.attempt import Block, TurnAttempt, Work
-from scheduler.models import QueueHold, Session, Status, Turn
 from scheduler.ports import Outcome, TurnResult
 from scheduler.queue_holds import (
     AUTH,
@@ -39,7 +38,8 @@ from scheduler.queue_holds import (
 from scheduler.records import hold
 from scheduler.rules import failures, ladder
 from scheduler.rules.failures import NextStep
-from scheduler.store import present
+from scheduler.store.caches import present
+from scheduler.store.models import QueueHold, Session, Status, Turn
 from templates import render
 
 log = logging.getLogger("pacer.queue_holds")

@@ -18,15 +18,15 @@ from datetime import datetime
 
 from scheduler.attempt import Work
 from scheduler.context import Context
-from scheduler.db import session_scope
 from scheduler.effects import Effects
 from scheduler.errors import InvalidInput, Refused
-from scheduler.models import Status
 from scheduler.pause import PREEMPTED, USER_SPOT_QUEUE, banner, record_pause
-from scheduler.policy import load_policy
 from scheduler.records import halt_turn, lock, running_turn, wake_job_id
 from scheduler.rules.genesis import SchedulingClass
-from scheduler.sessions import change_class, class_of
+from scheduler.store.db import session_scope
+from scheduler.store.models import Status
+from scheduler.store.policy import load_policy
+from scheduler.store.sessions import change_class, class_of
 from templates import error_text, render
 
 log = logging.getLogger("pacer.parking")

@@ -31,15 +31,15 @@ from sqlmodel import col, select
 
 from scheduler.admit import admit, blocked
 from scheduler.attempt import Submission, TurnAttempt, Work
-from scheduler.db import core
 from scheduler.fleet import asking_for, build_snapshot
-from scheduler.models import EnqueuedMessage, Session, Status
-from scheduler.policy import PolicyView, load_policy
 from scheduler.records import STOPPED, clear_pause, is_asleep, last_turn, replay, stopped_turn
 from scheduler.rules.explain import explain
 from scheduler.rules.gate import RESUME_MARGIN_PCT, Decision, decide
 from scheduler.rules.genesis import SchedulingClass
-from scheduler.sessions import class_defaults, class_expr_for, class_from
+from scheduler.store.db import core
+from scheduler.store.models import EnqueuedMessage, Session, Status
+from scheduler.store.policy import PolicyView, load_policy
+from scheduler.store.sessions import class_defaults, class_expr_for, class_from
 from templates import render
 
 log = logging.getLogger("pacer.pause")

@@ -34,17 +34,17 @@ from typing import Any
 from sqlmodel import Session as DBSession
 from sqlmodel import col, func, select
 
-from scheduler import preemption_ledger
 from scheduler.attempt import PASS_THROUGH, Work
 from scheduler.context import Context
 from scheduler.effects import Effects
 from scheduler.fleet import fleet_columns, running_fleet, running_marks
-from scheduler.models import EnqueuedMessage, HumanMessage, Session, Status, Turn
 from scheduler.pause import COOLDOWN, PREEMPTED, banner, record_pause
-from scheduler.policy import PolicyView, load_policy
 from scheduler.records import clear_pause, halt_turn, is_running, last_turn, running_turn
 from scheduler.rules.gate import Decision, Reason
-from scheduler.sessions import is_spot
+from scheduler.store import preemption_ledger
+from scheduler.store.models import EnqueuedMessage, HumanMessage, Session, Status, Turn
+from scheduler.store.policy import PolicyView, load_policy
+from scheduler.store.sessions import is_spot
 from templates import render
 
 log = logging.getLogger("pacer.preemption")

@@ -37,11 +37,11 @@ from scheduler import queue_holds
 from scheduler.attempt import Block, is_manual
 from scheduler.bounds import NAME_PATTERN, OWNER_PATTERN
 from scheduler.context import Context
-from scheduler.db import session_scope
 from scheduler.effects import Effects, request_queue_pass
 from scheduler.errors import InvalidInput
-from scheduler.models import Prerequisite, Session, Status
-from scheduler.store import cached, present, read_or_fail_open, register_presence
+from scheduler.store.caches import cached, present, read_or_fail_open, register_presence
+from scheduler.store.db import session_scope
+from scheduler.store.models import Prerequisite, Session, Status
 from templates import error_text, render
 
 log = logging.getLogger("pacer.prerequisites")

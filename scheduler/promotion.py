@@ -26,15 +26,15 @@ from sqlmodel import Session as DBSession
 from sqlmodel import col, select
 
 from scheduler.context import Context
-from scheduler.db import session_scope
 from scheduler.errors import Forbidden, InvalidInput, NotFound, PacerError, Refused
-from scheduler.models import ACTIVE_STATUSES, HumanMessage, Session, Status, Turn
-from scheduler.policy import PolicyView, load_policy
 from scheduler.records import lock
 from scheduler.rules.genesis import SchedulingClass
 from scheduler.rules.precedence import SLOT_GAP, TOP_OF_SPOT
-from scheduler.sessions import class_expr, is_spot, set_precedence
 from scheduler.start_now import start_now
+from scheduler.store.db import session_scope
+from scheduler.store.models import ACTIVE_STATUSES, HumanMessage, Session, Status, Turn
+from scheduler.store.policy import PolicyView, load_policy
+from scheduler.store.sessions import class_expr, is_spot, set_precedence
 from scheduler.turns import submit_turn
 from templates import error_text
 

@@ -50,11 +50,11 @@ from sqlmodel import col, select
 
 from scheduler.attempt import Block, is_manual
 from scheduler.context import Context
-from scheduler.db import session_scope
 from scheduler.effects import Effects
 from scheduler.errors import InvalidInput, Refused
-from scheduler.models import QueueHold, Session
-from scheduler.store import cached, forget, present, read_or_fail_open, register_presence
+from scheduler.store.caches import cached, forget, present, read_or_fail_open, register_presence
+from scheduler.store.db import session_scope
+from scheduler.store.models import QueueHold, Session
 from templates import error_text, render
 
 log = logging.getLogger("pacer.queue_holds")

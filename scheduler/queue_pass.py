@@ -27,18 +27,18 @@ from scheduler.admit import admit, blocked
 from scheduler.attempt import Block, Submission, TurnAttempt, Work, is_manual
 from scheduler.candidates import PAGE, Candidate, Passed, outranks, page
 from scheduler.context import Context
-from scheduler.db import deciding_scope
 from scheduler.fleet import asking_for, build_snapshot, burn_rate, read_quota
-from scheduler.models import Session, Status
 from scheduler.pause import Dormant, first_paused, is_dormant_paused, resume_paused
-from scheduler.policy import PolicyView, load_policy
 from scheduler.records import hold, hold_job_id, is_asleep, is_copy, is_running, lock, locked_copy, replay, start
 from scheduler.rules import failures
 from scheduler.rules.explain import explain
 from scheduler.rules.gate import RESUME_MARGIN_PCT, Decision, Reason, decide
 from scheduler.rules.snapshot import Asking
-from scheduler.sessions import is_spot
-from scheduler.store import present
+from scheduler.store.caches import present
+from scheduler.store.db import deciding_scope
+from scheduler.store.models import Session, Status
+from scheduler.store.policy import PolicyView, load_policy
+from scheduler.store.sessions import is_spot
 
 log = logging.getLogger("pacer.queue_pass")
 

@@ -19,13 +19,13 @@ from sqlmodel import Session as DBSession
 from sqlmodel import col, select
 
 from scheduler.attempt import Block, Submission, TurnAttempt, Work
-from scheduler.db import core
 from scheduler.errors import NotFound
-from scheduler.models import SESSIONS, EnqueuedMessage, Session, Status, Turn
 from scheduler.ports import TurnRequest
 from scheduler.rules import ladder
 from scheduler.rules.gate import Decision
-from scheduler.store import wrote
+from scheduler.store.caches import wrote
+from scheduler.store.db import core
+from scheduler.store.models import SESSIONS, EnqueuedMessage, Session, Status, Turn
 from templates import error_text, render
 
 STOPPED = ("halted", "failed")  # a turn cut off before its end

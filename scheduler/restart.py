@@ -26,11 +26,11 @@ from typing import Any
 from scheduler.admit import admit
 from scheduler.attempt import Submission, TurnAttempt, Work
 from scheduler.context import Context
-from scheduler.db import deciding_scope
 from scheduler.errors import Refused
 from scheduler.fleet import read_quota
-from scheduler.models import EnqueuedMessage, Session, Status
 from scheduler.records import clear_hold, clear_pause, is_asleep, is_running, lock
+from scheduler.store.db import deciding_scope
+from scheduler.store.models import EnqueuedMessage, Session, Status
 from templates import error_text, render
 
 # The columns a restart sets back to their defaults; everything else on the row carries forward.

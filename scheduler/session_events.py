@@ -28,15 +28,15 @@ from sqlmodel import col, select
 
 from scheduler.context import Context
 from scheduler.cost_caps import spent_by
-from scheduler.db import session_scope
 from scheduler.errors import InvalidInput, Refused
 from scheduler.firing import Fired, TriggerEvent, fire
-from scheduler.models import Session, Status, Trigger, Turn
-from scheduler.policy import load_policy
 from scheduler.rules.top_up import EVENT as NO_SESSIONS_IN_PROGRESS
-from scheduler.session_view import session_view
-from scheduler.sessions import class_of
-from scheduler.store import kept
+from scheduler.store.caches import kept
+from scheduler.store.db import session_scope
+from scheduler.store.models import Session, Status, Trigger, Turn
+from scheduler.store.policy import load_policy
+from scheduler.store.session_view import session_view
+from scheduler.store.sessions import class_of
 
 log = logging.getLogger("pacer.session_events")
 
@@ -108,7 +108,7 @@ def _watchers(db: DBSession) -> list[Trigger]:
 def listener(ctx: Context) -> Callable[[str, Mapping[str, Any]], None]:
     """The `ctx.hooks["*"]` listener: arm a `session_event` alarm when some trigger could care.
     Which states any trigger watches is asked on every notice and changes rarely: it is kept
-    until a trigger is written (`store.kept`)."""
+    until a trigger is written (`caches.kept`)."""
 
     def watched() -> frozenset[str]:
         with session_scope(ctx.engine) as db:

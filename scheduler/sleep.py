@@ -10,12 +10,12 @@ from __future__ import annotations
 from datetime import datetime
 
 from scheduler.context import Context
-from scheduler.db import session_scope
 from scheduler.effects import Effects
 from scheduler.errors import InvalidInput, Refused
-from scheduler.models import EnqueuedMessage, Status
 from scheduler.queue_pass import recheck
 from scheduler.records import is_running, lock, wake_job_id
+from scheduler.store.db import session_scope
+from scheduler.store.models import EnqueuedMessage, Status
 from scheduler.turns import submit_turn
 from templates import error_text
 

@@ -20,12 +20,12 @@ from sqlmodel import col, func, select
 from scheduler.admit import admit
 from scheduler.attempt import Submission, TurnAttempt, Work, manual_start
 from scheduler.context import Context
-from scheduler.db import deciding_scope
 from scheduler.errors import Refused
 from scheduler.fleet import read_quota
-from scheduler.models import EnqueuedMessage, Status, Turn
 from scheduler.pause import resume_paused
 from scheduler.records import is_asleep, is_running, lock, replay
+from scheduler.store.db import deciding_scope
+from scheduler.store.models import EnqueuedMessage, Status, Turn
 from templates import error_text, render
 
 STOPPED = (Status.BLOCKED.value, Status.FAILED.value)

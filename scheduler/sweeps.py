@@ -17,9 +17,9 @@ from sqlalchemy import select as sa_select
 from sqlmodel import col
 
 from scheduler.context import Context
-from scheduler.db import core, session_scope
-from scheduler.models import Session, Status
 from scheduler.records import hold_job_id
+from scheduler.store.db import core, session_scope
+from scheduler.store.models import Session, Status
 
 log = logging.getLogger("pacer.sweeps")
 

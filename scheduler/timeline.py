@@ -19,8 +19,8 @@ from datetime import datetime, timedelta
 from sqlmodel import Session as DBSession
 from sqlmodel import col, select
 
-from scheduler.models import Session, Turn
 from scheduler.pause import PREEMPTED
+from scheduler.store.models import Session, Turn
 
 DAY = timedelta(hours=24)
 MARKS = 500  # per kind: the newest, so a busy day cannot make the page heavy

@@ -21,12 +21,12 @@ from sqlmodel import Session as DBSession
 from sqlmodel import col
 
 from scheduler.context import Context
-from scheduler.db import core, session_scope
 from scheduler.fleet import running_sessions
-from scheduler.models import TopUpRecord
-from scheduler.policy import load_policy
 from scheduler.rules.top_up import EVENT, TopUpPolicy, TopUpState, is_under, next_firing, step
 from scheduler.session_events import fleet_event
+from scheduler.store.db import core, session_scope
+from scheduler.store.models import TopUpRecord
+from scheduler.store.policy import load_policy
 from templates import render
 
 log = logging.getLogger("pacer.top_up")

@@ -22,13 +22,13 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from scheduler.context import Context
-from scheduler.db import session_scope
 from scheduler.errors import PacerError
-from scheduler.models import Session, Status
-from scheduler.policy import load_policy
 from scheduler.rules.genesis import SchedulingClass
-from scheduler.sessions import class_of
 from scheduler.start_now import start_now
+from scheduler.store.db import session_scope
+from scheduler.store.models import Session, Status
+from scheduler.store.policy import load_policy
+from scheduler.store.sessions import class_of
 
 log = logging.getLogger("pacer.trigger_release")
 

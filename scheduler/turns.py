@@ -20,14 +20,14 @@ from sqlalchemy import select as sa_select
 
 from scheduler.attempt import PASS_THROUGH, TURN_KINDS, Submission, TurnAttempt, Work
 from scheduler.context import Context
-from scheduler.db import core, deciding_scope
 from scheduler.errors import InvalidInput, Refused
 from scheduler.fleet import read_quota
 from scheduler.log_context import about_session
-from scheduler.models import EnqueuedMessage, Session, Status, Turn
-from scheduler.policy import load_policy
 from scheduler.queue_pass import admit_in_queue
 from scheduler.records import is_asleep, is_running, lock, wake_job_id
+from scheduler.store.db import core, deciding_scope
+from scheduler.store.models import EnqueuedMessage, Session, Status, Turn
+from scheduler.store.policy import load_policy
 from templates import error_text
 
 log = logging.getLogger("pacer.turns")
@@ -64,7 +64,7 @@ def submit_turn(
         with deciding_scope(ctx.engine) as db:
             work = Work(db, ctx, now, reading=reading)
             # Every admission reads the policy: as the transaction's first read, the store versions
-            # it is kept by need no savepoint (`store.read_or_fail_open`): two round trips fewer.
+            # it is kept by need no savepoint (`caches.read_or_fail_open`): two round trips fewer.
             load_policy(db)
             result = _submit(work, session_id, prompt, attachments, kind)
         work.effects.apply(ctx)

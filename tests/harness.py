@@ -11,12 +11,12 @@ from datetime import datetime, timedelta
 from sqlalchemy import Engine
 
 from scheduler.context import Context, Runtime
-from scheduler.db import session_scope
 from scheduler.jobs import targets
-from scheduler.models import Session
-from scheduler.policy import change_policy
 from scheduler.ports import QuotaReading, WindowReading
-from scheduler.sessions import NewSession, create_session
+from scheduler.store.db import session_scope
+from scheduler.store.models import Session
+from scheduler.store.policy import change_policy
+from scheduler.store.sessions import NewSession, create_session
 from scheduler.testing import VirtualClock, VirtualDeferrer, VirtualWorkers
 
 

@@ -11,9 +11,9 @@ from sqlalchemy import Engine
 
 from scheduler.completion import complete_turn
 from scheduler.context import Context
-from scheduler.db import session_scope
 from scheduler.holds_view import HoldsView, all_holds, render_holds
 from scheduler.ports import Outcome, TurnResult
+from scheduler.store.db import session_scope
 from scheduler.testing import VirtualClock, VirtualDeferrer, VirtualWorkers
 from scheduler.wiring import install
 from tests.harness import SetQuota, build

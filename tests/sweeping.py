@@ -12,9 +12,9 @@ from sqlmodel import col, select
 
 from scheduler import wiring
 from scheduler.context import Runtime
-from scheduler.db import session_scope
-from scheduler.models import Session, Turn
-from scheduler.policy import change_policy
+from scheduler.store.db import session_scope
+from scheduler.store.models import Session, Turn
+from scheduler.store.policy import change_policy
 from scheduler.testing import VirtualClock
 from scheduler.turns import submit_turn
 from tests.harness import build, new

@@ -9,11 +9,11 @@ import pytest
 
 from bot import chat
 from integrations.github.status import status_view
-from scheduler.db import session_scope
 from scheduler.holds_view import all_holds, render_holds
-from scheduler.models import Session
-from scheduler.policy import change_policy
 from scheduler.rules.genesis import SchedulingClass
+from scheduler.store.db import session_scope
+from scheduler.store.models import Session
+from scheduler.store.policy import change_policy
 from scheduler.turns import submit_turn
 from tests.api_client import make_api
 from tests.harness import new, row

@@ -9,8 +9,8 @@ from datetime import timedelta
 import pytest
 from sqlmodel import select
 
-from scheduler.db import session_scope
-from scheduler.models import HumanMessage
+from scheduler.store.db import session_scope
+from scheduler.store.models import HumanMessage
 from tests.api_client import make_api
 from tests.harness import new
 

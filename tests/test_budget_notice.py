@@ -18,9 +18,9 @@ from integrations.github.client import GithubClients
 from integrations.github.comments import PyGithubComments, StatusComments
 from integrations.slack.notifier import SESSION_PRIORITY, SlackNotifier, thread_source
 from scheduler.budget_notice import EVENT, RunOut, running_out
-from scheduler.db import session_scope
-from scheduler.models import Trigger
 from scheduler.rules.gate import WindowFigures
+from scheduler.store.db import session_scope
+from scheduler.store.models import Trigger
 from tests.github_support import FakeGithub, issue_payload
 from tests.slack_mock import BOT_TOKEN, MockSlack
 from tests.sweeping import Scene

@@ -19,8 +19,8 @@ from bot import chat
 from bot.commands import USAGE
 from bot.runtime import Pacer
 from bot.settings import load
-from scheduler.db import session_scope
-from scheduler.models import Policy, PolicyAudit
+from scheduler.store.db import session_scope
+from scheduler.store.models import Policy, PolicyAudit
 from scheduler.turns import submit_turn
 from scheduler.wiring import run_periodic
 from tests import harness

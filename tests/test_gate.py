@@ -10,7 +10,6 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from scheduler.policy import PolicyView
 from scheduler.rules.explain import explain
 from scheduler.rules.gate import (
     PROJECTION_MINUTES,
@@ -24,6 +23,7 @@ from scheduler.rules.gate import (
     unrecorded_minutes,
 )
 from scheduler.rules.snapshot import Asking, FleetTurn, Snapshot, WindowState
+from scheduler.store.policy import PolicyView
 
 NOW = datetime(2026, 11, 2, 9, 0, tzinfo=UTC)
 

@@ -8,8 +8,8 @@ import subprocess
 import sys
 from pathlib import Path
 
-from scheduler.db import session_scope
 from scheduler.gate_card import build_card, render_card
+from scheduler.store.db import session_scope
 from scheduler.turns import submit_turn
 from tests.harness import build, new
 

@@ -8,9 +8,9 @@ import pytest
 from sqlalchemy import event
 
 from scheduler.groups import repository_group
-from scheduler.models import Status
 from scheduler.ports import Outcome
 from scheduler.queue_pass import queue_pass
+from scheduler.store.models import Status
 from scheduler.turns import submit_turn
 from tests.harness import new, row
 from tests.holdkit import finish, wired

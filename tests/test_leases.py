@@ -21,11 +21,11 @@ from integrations.runners.pool import ThreadWorkerPool
 from integrations.turn_leases import LeasedPool
 from scheduler.completion import complete_turn
 from scheduler.context import Context
-from scheduler.db import session_scope
 from scheduler.leases import renew
 from scheduler.lifecycle import recover, recover_lost_turns
-from scheduler.models import Turn
 from scheduler.ports import Outcome, TurnRequest, TurnResult
+from scheduler.store.db import session_scope
+from scheduler.store.models import Turn
 from scheduler.turns import submit_turn
 from tests.harness import build, new, row
 

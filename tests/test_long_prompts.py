@@ -28,8 +28,8 @@ from scheduler.clock import SystemClock
 from scheduler.context import Context
 from scheduler.errors import InvalidInput
 from scheduler.jobs import targets
-from scheduler.models import Trigger
 from scheduler.ports import TurnRequest
+from scheduler.store.models import Trigger
 from scheduler.testing import VirtualClock, VirtualDeferrer
 from tests.conftest import T0
 from tests.custody_support import agent_python, custody_settings, open_room, require_custody

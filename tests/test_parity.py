@@ -34,12 +34,15 @@ from bot.blocks import HOLD_RELEASE, QUEUE_ROW
 from bot.notify import CompositeNotifier, LogNotifier
 from bot.runtime import Pacer
 from integrations.slack.notifier import QUEUE_RESUME
-from scheduler import db as dbmod
 from scheduler import wiring
 from scheduler.context import Context, Runtime
-from scheduler.db import session_scope
 from scheduler.jobs import targets
-from scheduler.models import (
+from scheduler.operator_holds import place_hold
+from scheduler.parking import pause_into_spot_queue
+from scheduler.prerequisites import record_prerequisites
+from scheduler.store import db as dbmod
+from scheduler.store.db import session_scope
+from scheduler.store.models import (
     EnqueuedMessage,
     HumanMessage,
     OperatorHold,
@@ -51,11 +54,8 @@ from scheduler.models import (
     Trigger,
     Turn,
 )
-from scheduler.operator_holds import place_hold
-from scheduler.parking import pause_into_spot_queue
-from scheduler.policy import change_policy, ensure_policy
-from scheduler.prerequisites import record_prerequisites
-from scheduler.sessions import NewSession, create_session
+from scheduler.store.policy import change_policy, ensure_policy
+from scheduler.store.sessions import NewSession, create_session
 from scheduler.testing import VirtualClock, VirtualDeferrer, VirtualWorkers
 from scheduler.turns import submit_turn
 from tests.conftest import T0

@@ -13,14 +13,14 @@ from hypothesis import strategies as st
 from sqlmodel import SQLModel, select
 
 from scheduler import preemption
-from scheduler.db import make_engine, session_scope
 from scheduler.fleet import running_fleet
-from scheduler.models import HumanMessage, Session
-from scheduler.policy import ensure_policy, load_policy
 from scheduler.records import hold_job_id
 from scheduler.rules.waiting import waiting_reason
-from scheduler.sessions import is_spot
 from scheduler.sleep import wake_me_up_later
+from scheduler.store.db import make_engine, session_scope
+from scheduler.store.models import HumanMessage, Session
+from scheduler.store.policy import ensure_policy, load_policy
+from scheduler.store.sessions import is_spot
 from scheduler.testing import VirtualClock
 from scheduler.turns import submit_turn
 from tests.conftest import T0

@@ -10,10 +10,8 @@ import pytest
 from sqlmodel import select
 
 from scheduler import promotion
-from scheduler.db import session_scope
 from scheduler.errors import Forbidden, InvalidInput, NotFound, Refused
 from scheduler.lifecycle import archive
-from scheduler.models import EnqueuedMessage, HumanMessage, Session
 from scheduler.promotion import (
     STARVATION_EXEMPTION,
     choose_demotion,
@@ -21,6 +19,8 @@ from scheduler.promotion import (
     record_human_message,
 )
 from scheduler.rules.precedence import SLOT_GAP
+from scheduler.store.db import session_scope
+from scheduler.store.models import EnqueuedMessage, HumanMessage, Session
 from scheduler.turns import submit_turn
 from tests.conftest import T0
 from tests.sweeping import Scene

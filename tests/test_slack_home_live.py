@@ -15,7 +15,7 @@ import pytest
 from sqlmodel import col, select
 
 from bot.slack.home_refresh import SETTLE_SECONDS, HomeRefresher
-from scheduler.models import Session, SlackHomeViewer
+from scheduler.store.models import Session, SlackHomeViewer
 from tests.api_client import TOKEN
 from tests.harness import SetQuota
 from tests.slack_mock import Call, MockSlack, serving

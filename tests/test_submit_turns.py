@@ -17,12 +17,12 @@ from bot.github_plan import GithubPlan, finish_github, finish_github_plans
 from bot.trigger_spec import check_spec
 from scheduler import turns
 from scheduler.context import Context
-from scheduler.db import session_scope
 from scheduler.groups import repository_group
 from scheduler.lifecycle import archive, recover
-from scheduler.models import EnqueuedMessage, Status, Turn
 from scheduler.operator_holds import REASON as OPERATOR_HOLD
 from scheduler.operator_holds import NewOperatorHold, add_hold, place_hold
+from scheduler.store.db import session_scope
+from scheduler.store.models import EnqueuedMessage, Status, Turn
 from scheduler.testing import VirtualClock
 from scheduler.turns import submit_turn, submit_turns
 from tests.conftest import T0, _fresh_sqlite

@@ -29,7 +29,7 @@ from scheduler import wiring
 from scheduler.clock import SystemClock
 from scheduler.context import Context
 from scheduler.jobs import targets
-from scheduler.models import Session, Trigger, Turn
+from scheduler.store.models import Session, Trigger, Turn
 from scheduler.testing import VirtualClock, VirtualDeferrer
 from tests.conftest import T0
 from tests.custody_support import agent_python, custody_settings, open_room, require_custody

@@ -26,15 +26,15 @@ from bot.api.refusals import refusals
 from bot.api.views import context, session_detail
 from bot.roles import Role
 from scheduler import bounds
-from scheduler.db import session_scope
 from scheduler.errors import InvalidInput
 from scheduler.operator_holds import MAX_REASON, MAX_TTL, place_hold, release_hold
 from scheduler.parking import pause_into_spot_queue
-from scheduler.policy import load_policy
 from scheduler.queue_holds import resume_queue
 from scheduler.rules.genesis import Genesis
-from scheduler.sessions import get_session
 from scheduler.sleep import wake_me_up_later
+from scheduler.store.db import session_scope
+from scheduler.store.policy import load_policy
+from scheduler.store.sessions import get_session
 from templates import error_text
 
 router = APIRouter(route_class=GuardedRoute, tags=["holds"])

@@ -40,16 +40,17 @@ from scheduler.bounds import check_claim
 from scheduler.capacity import ClaimChange, change_claim
 from scheduler.context import Context
 from scheduler.cost_caps import set_cap, spends_by
-from scheduler.db import session_scope
 from scheduler.errors import InvalidInput, PacerError, Refused
 from scheduler.lifecycle import archive
-from scheduler.models import Session, Status
-from scheduler.policy import load_policy
 from scheduler.restart import restart_from_scratch
 from scheduler.rules import precedence as prec
 from scheduler.rules.genesis import SchedulingClass, parse_class
-from scheduler.session_view import session_view
-from scheduler.sessions import (
+from scheduler.start_now import start_now
+from scheduler.store.db import session_scope
+from scheduler.store.models import Session, Status
+from scheduler.store.policy import load_policy
+from scheduler.store.session_view import session_view
+from scheduler.store.sessions import (
     NewSession,
     QueueFilter,
     change_class,
@@ -58,7 +59,6 @@ from scheduler.sessions import (
     ranked_queue,
     set_precedence,
 )
-from scheduler.start_now import start_now
 from scheduler.turns import submit_turn
 from templates import error_text
 

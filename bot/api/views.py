@@ -18,13 +18,13 @@ from bot.api.guard import ApiError
 from scheduler.attempt import Submission
 from scheduler.context import Context
 from scheduler.cost_caps import spent_by
-from scheduler.models import EnqueuedMessage, Session
-from scheduler.policy import PolicyView
 from scheduler.rules.explain import explain
 from scheduler.rules.waiting import Mechanism, waiting_reason
-from scheduler.session_view import session_view
-from scheduler.sessions import is_spot
 from scheduler.start_now import StartNowResult
+from scheduler.store.models import EnqueuedMessage, Session
+from scheduler.store.policy import PolicyView
+from scheduler.store.session_view import session_view
+from scheduler.store.sessions import is_spot
 from templates import error_text, render
 
 

@@ -20,9 +20,9 @@ from bot.commands.cursor import Cursor, shown
 from bot.commands.times import parse_duration
 from scheduler import bounds
 from scheduler.errors import InvalidInput
-from scheduler.policy import budget_amount
 from scheduler.rules import top_up
 from scheduler.rules.genesis import OVERRIDABLE, Genesis
+from scheduler.store.policy import budget_amount
 
 POLICY_USAGE = (
     "policy [set gating=on|off preemption=on|off reserve_5h=<pct> reserve_7d=<pct> max_sessions=<n> "

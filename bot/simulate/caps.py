@@ -11,7 +11,7 @@ from sqlmodel import Session as DBSession
 from sqlmodel import col, func, select
 
 from scheduler.cost_caps import REASON
-from scheduler.models import Session, Turn
+from scheduler.store.models import Session, Turn
 
 
 def cost_cap_figures(db: DBSession) -> dict[str, Any]:

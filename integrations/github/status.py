@@ -31,12 +31,12 @@ from integrations.github import markers
 from integrations.latest_result import LatestResult, read_latest_result
 from scheduler.budget_notice import RunOut, standing_notice
 from scheduler.cost_caps import spent_by
-from scheduler.models import Session, Status, Turn
 from scheduler.operator_holds import applies, live_holds
-from scheduler.policy import load_policy
 from scheduler.rules.genesis import SchedulingClass
 from scheduler.rules.waiting import OVERTAKEN, waiting_reason
-from scheduler.sessions import class_expr, class_of
+from scheduler.store.models import Session, Status, Turn
+from scheduler.store.policy import load_policy
+from scheduler.store.sessions import class_expr, class_of
 from templates import render
 
 MARKER = markers.STATUS

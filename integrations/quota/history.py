@@ -19,8 +19,8 @@ from typing import Any
 
 from sqlalchemy import Float, Integer, bindparam, cast, func, select, union_all
 
-from scheduler.models import Turn
 from scheduler.rules.burn import RECENT_TURNS, BurnTable, TurnCost, burn_table
+from scheduler.store.models import Turn
 
 TURNS = Turn.__table__  # type: ignore[attr-defined]
 # Turns carry a model once a runner reports one; until the column exists every turn of a

@@ -40,10 +40,10 @@ from sqlalchemy import Engine
 from integrations.latest_result import read_latest_result
 from integrations.slack.messages import thread_messages
 from scheduler.cost_caps import spent_by
-from scheduler.db import session_scope
-from scheduler.models import Session
-from scheduler.policy import load_policy
-from scheduler.session_view import session_view
+from scheduler.store.db import session_scope
+from scheduler.store.models import Session
+from scheduler.store.policy import load_policy
+from scheduler.store.session_view import session_view
 from templates import render
 
 log = logging.getLogger("pacer.slack")
@@ -131,7 +131,7 @@ class SlackNotifier:
         self._client.chat_postMessage(channel=self._ops_channel, text=text, blocks=blocks, unfurl_links=False)
 
     def _session(self, session_id: int) -> dict[str, Any] | None:
-        """The one session view every surface shows (`scheduler.session_view`), with where it came
+        """The one session view every surface shows (`scheduler.store.session_view`), with where it came
         from and its latest result: a plain snapshot, so rendering never touches a row outside
         its transaction."""
         with session_scope(self._engine) as db:

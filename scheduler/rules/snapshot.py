@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
-from scheduler.policy import PolicyView
+from scheduler.store.policy import PolicyView
 
 
 def window_label(name: str) -> str:

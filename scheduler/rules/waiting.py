@@ -85,7 +85,7 @@ def _hold(s: Any, spot: bool | None) -> Mechanism:
 
 
 def mechanisms_of(session: object, now: datetime, *, spot: bool | None = None) -> list[Mechanism]:
-    """The mechanisms recorded on a session row (duck-typed on scheduler.models.Session).
+    """The mechanisms recorded on a session row (duck-typed on scheduler.store.models.Session).
     `spot`: whether its class resolves to spot now (None when the caller does not know)."""
     s: Any = session
     found: list[Mechanism] = []

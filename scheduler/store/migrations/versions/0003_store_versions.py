@@ -10,7 +10,7 @@ Revises: 0002
 import sqlalchemy as sa
 from alembic import op
 
-from scheduler.versions import ddl, drop_ddl
+from scheduler.store.versions import ddl, drop_ddl
 
 revision = '0003'
 down_revision = '0002'

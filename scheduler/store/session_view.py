@@ -6,9 +6,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from scheduler.models import Session
-from scheduler.policy import PolicyView
-from scheduler.sessions import class_of
+from scheduler.store.models import Session
+from scheduler.store.policy import PolicyView
+from scheduler.store.sessions import class_of
 
 
 def class_source(session: Session) -> str:

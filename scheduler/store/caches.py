@@ -1,6 +1,6 @@
 """The read store's caches, in one place: fail-open reads, a per-transaction memo, presence
 (which hold stores have rows at all) and reads kept across transactions while their tables are
-unchanged (`scheduler.versions`).
+unchanged (`scheduler.store.versions`).
 
 The domain asks its questions (`operator_holds.live_holds`, `fleet.running_fleet`,
 `policy.load_policy`); those answer through these, so a cache is never the domain's concern
@@ -22,8 +22,8 @@ from sqlalchemy.sql import Select
 from sqlmodel import Session as DBSession
 from sqlmodel import col, select
 
-from scheduler.db import core
-from scheduler.models import StoreVersion
+from scheduler.store.db import core
+from scheduler.store.models import StoreVersion
 
 log = logging.getLogger("pacer.store")
 
@@ -138,7 +138,7 @@ def wrote(db: ORMSession, *models: type) -> None:
 # A few small reads are asked by nearly every transaction (the policy row, which hold stores
 # have rows, which states a session-event trigger watches, the triggers' group limits) and
 # change rarely. `kept` holds such a read across transactions, per engine, while the tables it
-# read are at the version it was read at (`scheduler.versions`: database triggers count every
+# read are at the version it was read at (`scheduler.store.versions`: database triggers count every
 # write, from any process). The versions are one small read per transaction; without them the
 # reads they stand for are asked every time. Staleness is bounded by the transaction itself: a
 # write that commits after this transaction read the versions is seen by the next one.

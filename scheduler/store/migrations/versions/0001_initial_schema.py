@@ -7,7 +7,7 @@ import sqlalchemy as sa
 import sqlmodel
 from alembic import op
 
-import scheduler.models
+import scheduler.store.models
 
 revision = '0001'
 down_revision = None
@@ -23,9 +23,9 @@ def upgrade() -> None:
     sa.Column('selector_value', sqlmodel.sql.sqltypes.AutoString(), nullable=False),
     sa.Column('armer', sqlmodel.sql.sqltypes.AutoString(), nullable=False),
     sa.Column('reason', sqlmodel.sql.sqltypes.AutoString(), nullable=False),
-    sa.Column('created_at', scheduler.models.UTCDateTime(timezone=True), nullable=False),
-    sa.Column('expires_at', scheduler.models.UTCDateTime(timezone=True), nullable=True),
-    sa.Column('released_at', scheduler.models.UTCDateTime(timezone=True), nullable=True),
+    sa.Column('created_at', scheduler.store.models.UTCDateTime(timezone=True), nullable=False),
+    sa.Column('expires_at', scheduler.store.models.UTCDateTime(timezone=True), nullable=True),
+    sa.Column('released_at', scheduler.store.models.UTCDateTime(timezone=True), nullable=True),
     sa.Column('released_by', sqlmodel.sql.sqltypes.AutoString(), nullable=True),
     sa.PrimaryKeyConstraint('id')
     )
@@ -41,7 +41,7 @@ def upgrade() -> None:
     )
     op.create_table('policy_audit',
     sa.Column('id', sa.Integer(), nullable=False),
-    sa.Column('at', scheduler.models.UTCDateTime(timezone=True), nullable=False),
+    sa.Column('at', scheduler.store.models.UTCDateTime(timezone=True), nullable=False),
     sa.Column('surface', sqlmodel.sql.sqltypes.AutoString(), nullable=False),
     sa.Column('actor', sqlmodel.sql.sqltypes.AutoString(), nullable=True),
     sa.Column('changes', sa.JSON(), nullable=False),
@@ -54,11 +54,11 @@ def upgrade() -> None:
     sa.Column('reason', sqlmodel.sql.sqltypes.AutoString(), nullable=False),
     sa.Column('sentence', sqlmodel.sql.sqltypes.AutoString(), nullable=False),
     sa.Column('detail', sa.JSON(), nullable=False),
-    sa.Column('since', scheduler.models.UTCDateTime(timezone=True), nullable=False),
-    sa.Column('resumes_at', scheduler.models.UTCDateTime(timezone=True), nullable=True),
+    sa.Column('since', scheduler.store.models.UTCDateTime(timezone=True), nullable=False),
+    sa.Column('resumes_at', scheduler.store.models.UTCDateTime(timezone=True), nullable=True),
     sa.Column('attempt', sa.Integer(), nullable=False),
-    sa.Column('announced_at', scheduler.models.UTCDateTime(timezone=True), nullable=True),
-    sa.Column('released_at', scheduler.models.UTCDateTime(timezone=True), nullable=True),
+    sa.Column('announced_at', scheduler.store.models.UTCDateTime(timezone=True), nullable=True),
+    sa.Column('released_at', scheduler.store.models.UTCDateTime(timezone=True), nullable=True),
     sa.PrimaryKeyConstraint('id')
     )
     with op.batch_alter_table('queue_holds', schema=None) as batch_op:
@@ -67,7 +67,7 @@ def upgrade() -> None:
     op.create_table('slack_events',
     sa.Column('id', sa.Integer(), nullable=False),
     sa.Column('event_id', sqlmodel.sql.sqltypes.AutoString(), nullable=False),
-    sa.Column('received_at', scheduler.models.UTCDateTime(timezone=True), nullable=False),
+    sa.Column('received_at', scheduler.store.models.UTCDateTime(timezone=True), nullable=False),
     sa.PrimaryKeyConstraint('id'),
     sa.UniqueConstraint('event_id')
     )
@@ -77,7 +77,7 @@ def upgrade() -> None:
     sa.Column('number', sa.Integer(), nullable=False),
     sa.Column('comment_id', sa.Integer(), nullable=True),
     sa.Column('body', sqlmodel.sql.sqltypes.AutoString(), nullable=False),
-    sa.Column('updated_at', scheduler.models.UTCDateTime(timezone=True), nullable=True),
+    sa.Column('updated_at', scheduler.store.models.UTCDateTime(timezone=True), nullable=True),
     sa.PrimaryKeyConstraint('id'),
     sa.UniqueConstraint('repository', 'number')
     )
@@ -91,7 +91,7 @@ def upgrade() -> None:
     sa.Column('config', sa.JSON(), nullable=False),
     sa.Column('concurrency_group', sqlmodel.sql.sqltypes.AutoString(), nullable=True),
     sa.Column('enabled', sa.Boolean(), nullable=False),
-    sa.Column('created_at', scheduler.models.UTCDateTime(timezone=True), nullable=False),
+    sa.Column('created_at', scheduler.store.models.UTCDateTime(timezone=True), nullable=False),
     sa.PrimaryKeyConstraint('id')
     )
     with op.batch_alter_table('triggers', schema=None) as batch_op:
@@ -102,7 +102,7 @@ def upgrade() -> None:
     sa.Column('hook_id', sqlmodel.sql.sqltypes.AutoString(), nullable=False),
     sa.Column('delivery_id', sqlmodel.sql.sqltypes.AutoString(), nullable=False),
     sa.Column('event', sqlmodel.sql.sqltypes.AutoString(), nullable=False),
-    sa.Column('received_at', scheduler.models.UTCDateTime(timezone=True), nullable=False),
+    sa.Column('received_at', scheduler.store.models.UTCDateTime(timezone=True), nullable=False),
     sa.PrimaryKeyConstraint('id'),
     sa.UniqueConstraint('hook_id', 'delivery_id')
     )
@@ -131,33 +131,33 @@ def upgrade() -> None:
     sa.Column('attachments', sa.JSON(), nullable=False),
     sa.Column('hold_reason', sqlmodel.sql.sqltypes.AutoString(), nullable=True),
     sa.Column('hold_count', sa.Integer(), nullable=False),
-    sa.Column('hold_at', scheduler.models.UTCDateTime(timezone=True), nullable=True),
-    sa.Column('hold_retry_at', scheduler.models.UTCDateTime(timezone=True), nullable=True),
+    sa.Column('hold_at', scheduler.store.models.UTCDateTime(timezone=True), nullable=True),
+    sa.Column('hold_retry_at', scheduler.store.models.UTCDateTime(timezone=True), nullable=True),
     sa.Column('hold_sentence', sqlmodel.sql.sqltypes.AutoString(), nullable=True),
     sa.Column('hold_prompt', sqlmodel.sql.sqltypes.AutoString(), nullable=True),
     sa.Column('hold_attachments', sa.JSON(), nullable=False),
     sa.Column('hold_turn_kind', sqlmodel.sql.sqltypes.AutoString(), nullable=True),
     sa.Column('pause_reason', sqlmodel.sql.sqltypes.AutoString(), nullable=True),
-    sa.Column('pause_at', scheduler.models.UTCDateTime(timezone=True), nullable=True),
+    sa.Column('pause_at', scheduler.store.models.UTCDateTime(timezone=True), nullable=True),
     sa.Column('pause_detail', sqlmodel.sql.sqltypes.AutoString(), nullable=True),
     sa.Column('pause_count', sa.Integer(), nullable=False),
     sa.Column('paused_by', sqlmodel.sql.sqltypes.AutoString(), nullable=True),
     sa.Column('pause_resume_prompt', sqlmodel.sql.sqltypes.AutoString(), nullable=True),
     sa.Column('park_reason', sqlmodel.sql.sqltypes.AutoString(), nullable=True),
-    sa.Column('park_at', scheduler.models.UTCDateTime(timezone=True), nullable=True),
-    sa.Column('wake_at', scheduler.models.UTCDateTime(timezone=True), nullable=True),
+    sa.Column('park_at', scheduler.store.models.UTCDateTime(timezone=True), nullable=True),
+    sa.Column('wake_at', scheduler.store.models.UTCDateTime(timezone=True), nullable=True),
     sa.Column('wake_prompt', sqlmodel.sql.sqltypes.AutoString(), nullable=True),
     sa.Column('pending_sleep', sa.Boolean(), nullable=False),
-    sa.Column('preempt_mark_at', scheduler.models.UTCDateTime(timezone=True), nullable=True),
+    sa.Column('preempt_mark_at', scheduler.store.models.UTCDateTime(timezone=True), nullable=True),
     sa.Column('preempted_by_id', sa.Integer(), nullable=True),
     sa.Column('preemption_count', sa.Integer(), nullable=False),
-    sa.Column('last_preempted_at', scheduler.models.UTCDateTime(timezone=True), nullable=True),
+    sa.Column('last_preempted_at', scheduler.store.models.UTCDateTime(timezone=True), nullable=True),
     sa.Column('demotion_count', sa.Integer(), nullable=False),
     sa.Column('consecutive_failures', sa.Integer(), nullable=False),
-    sa.Column('created_at', scheduler.models.UTCDateTime(timezone=True), nullable=False),
-    sa.Column('updated_at', scheduler.models.UTCDateTime(timezone=True), nullable=True),
-    sa.Column('started_at', scheduler.models.UTCDateTime(timezone=True), nullable=True),
-    sa.Column('finished_at', scheduler.models.UTCDateTime(timezone=True), nullable=True),
+    sa.Column('created_at', scheduler.store.models.UTCDateTime(timezone=True), nullable=False),
+    sa.Column('updated_at', scheduler.store.models.UTCDateTime(timezone=True), nullable=True),
+    sa.Column('started_at', scheduler.store.models.UTCDateTime(timezone=True), nullable=True),
+    sa.Column('finished_at', scheduler.store.models.UTCDateTime(timezone=True), nullable=True),
     sa.ForeignKeyConstraint(['forked_from_id'], ['sessions.id'], ),
     sa.ForeignKeyConstraint(['parent_id'], ['sessions.id'], ),
     sa.ForeignKeyConstraint(['trigger_id'], ['triggers.id'], ),
@@ -178,8 +178,8 @@ def upgrade() -> None:
     sa.Column('prompt', sqlmodel.sql.sqltypes.AutoString(), nullable=False),
     sa.Column('attachments', sa.JSON(), nullable=False),
     sa.Column('kind', sqlmodel.sql.sqltypes.AutoString(), nullable=False),
-    sa.Column('created_at', scheduler.models.UTCDateTime(timezone=True), nullable=False),
-    sa.Column('delivered_at', scheduler.models.UTCDateTime(timezone=True), nullable=True),
+    sa.Column('created_at', scheduler.store.models.UTCDateTime(timezone=True), nullable=False),
+    sa.Column('delivered_at', scheduler.store.models.UTCDateTime(timezone=True), nullable=True),
     sa.ForeignKeyConstraint(['session_id'], ['sessions.id'], ),
     sa.PrimaryKeyConstraint('id')
     )
@@ -192,7 +192,7 @@ def upgrade() -> None:
     sa.Column('actor', sqlmodel.sql.sqltypes.AutoString(), nullable=False),
     sa.Column('surface', sqlmodel.sql.sqltypes.AutoString(), nullable=False),
     sa.Column('text', sqlmodel.sql.sqltypes.AutoString(), nullable=False),
-    sa.Column('created_at', scheduler.models.UTCDateTime(timezone=True), nullable=False),
+    sa.Column('created_at', scheduler.store.models.UTCDateTime(timezone=True), nullable=False),
     sa.ForeignKeyConstraint(['session_id'], ['sessions.id'], ),
     sa.PrimaryKeyConstraint('id')
     )
@@ -224,9 +224,9 @@ def upgrade() -> None:
     sa.Column('output', sqlmodel.sql.sqltypes.AutoString(), nullable=False),
     sa.Column('error', sqlmodel.sql.sqltypes.AutoString(), nullable=True),
     sa.Column('duration_ms', sa.Integer(), nullable=True),
-    sa.Column('created_at', scheduler.models.UTCDateTime(timezone=True), nullable=False),
-    sa.Column('started_at', scheduler.models.UTCDateTime(timezone=True), nullable=True),
-    sa.Column('finished_at', scheduler.models.UTCDateTime(timezone=True), nullable=True),
+    sa.Column('created_at', scheduler.store.models.UTCDateTime(timezone=True), nullable=False),
+    sa.Column('started_at', scheduler.store.models.UTCDateTime(timezone=True), nullable=True),
+    sa.Column('finished_at', scheduler.store.models.UTCDateTime(timezone=True), nullable=True),
     sa.ForeignKeyConstraint(['session_id'], ['sessions.id'], ),
     sa.PrimaryKeyConstraint('id')
     )

@@ -14,8 +14,8 @@ from sqlalchemy.orm import aliased
 from sqlmodel import Session as DBSession
 from sqlmodel import col, select
 
-from scheduler.models import PreemptionEvent, Session, Turn
 from scheduler.rules.cycling import WINDOW, Cycling, Event, detect
+from scheduler.store.models import PreemptionEvent, Session, Turn
 
 
 def record(db: DBSession, victim: Session, by: Session, turn: Turn | None, now: datetime) -> None:

@@ -13,8 +13,8 @@ from typing import Any
 from alembic import context
 from sqlmodel import SQLModel
 
-import scheduler.models  # noqa: F401  (registers the tables)
-from scheduler.db import PACER_TABLE_PREFIXES, make_engine
+import scheduler.store.models  # noqa: F401  (registers the tables)
+from scheduler.store.db import PACER_TABLE_PREFIXES, make_engine
 
 config = context.config
 target_metadata = SQLModel.metadata

@@ -11,7 +11,7 @@ Revises: 0013
 import sqlalchemy as sa
 from alembic import op
 
-import scheduler.models
+import scheduler.store.models
 
 revision = '0014'
 down_revision = '0013'
@@ -28,7 +28,7 @@ def upgrade() -> None:
     sa.Column('session_id', sa.Integer(), nullable=False),
     sa.Column('by_id', sa.Integer(), nullable=True),
     sa.Column('turn_id', sa.Integer(), nullable=True),
-    sa.Column('at', scheduler.models.UTCDateTime(timezone=True), nullable=False),
+    sa.Column('at', scheduler.store.models.UTCDateTime(timezone=True), nullable=False),
     sa.Column('halted', sa.Boolean(), nullable=False),
     sa.ForeignKeyConstraint(['session_id'], ['sessions.id'], ),
     sa.PrimaryKeyConstraint('id')

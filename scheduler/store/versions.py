@@ -1,14 +1,14 @@
 """Store versions: a counter per kept store, bumped by the database itself on every write.
 
 A few small reads are asked by nearly every transaction and change rarely (the policy row, which
-hold stores have rows, which states a session-event trigger watches). `store.kept` reuses such a
+hold stores have rows, which states a session-event trigger watches). `caches.kept` reuses such a
 read across transactions, and may only do so while nothing wrote the tables it read. A timer
 cannot know that when another process writes, and a hook in Pacer's code misses a write made
 with a raw statement. A database trigger on each table misses neither, so a kept read is reused
 only while `store_versions` says its tables are at the version it was read at: never stale by
 more than the instant between reading the versions and reading the rows, on any process.
 
-The triggers are part of the schema: `scheduler/migrations/versions/0003_store_versions.py`
+The triggers are part of the schema: `scheduler/store/migrations/versions/0003_store_versions.py`
 creates them for a deployed database, and the metadata's `after_create` hook for a database made
 with `create_all` (the tests).
 """

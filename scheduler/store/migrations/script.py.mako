@@ -7,7 +7,7 @@ Create Date: ${create_date}
 from alembic import op
 import sqlalchemy as sa
 import sqlmodel
-import scheduler.models
+import scheduler.store.models
 ${imports if imports else ""}
 
 revision = ${repr(up_revision)}

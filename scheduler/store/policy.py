@@ -16,13 +16,13 @@ from sqlmodel import col, select
 
 from scheduler.bounds import MAX_SESSIONS
 from scheduler.context import Context
-from scheduler.db import core, session_scope
 from scheduler.effects import request_queue_pass
 from scheduler.errors import InvalidInput
-from scheduler.models import Policy, PolicyAudit
 from scheduler.rules.genesis import Genesis, SchedulingClass, validate_overrides
 from scheduler.rules.top_up import TOP_UP_ATTRIBUTES, TOP_UP_KEYS, TOP_UP_RANGES, TopUpPolicy
-from scheduler.store import cached, invalidated_by, kept
+from scheduler.store.caches import cached, invalidated_by, kept
+from scheduler.store.db import core, session_scope
+from scheduler.store.models import Policy, PolicyAudit
 from templates import error_text
 
 log = logging.getLogger("pacer.policy")
@@ -114,7 +114,7 @@ _ROW = sa_select(*_COLUMNS).where(col(Policy.id) == 1)  # built once: it is read
 
 def load_policy(db: DBSession) -> PolicyView:
     """The policy as this transaction sees it: read once, and again after the row is written;
-    kept across transactions until a commit writes it (see `store.kept`)."""
+    kept across transactions until a commit writes it (see `caches.kept`)."""
     return cached(db, "policy", lambda: kept(db, "policy", (Policy,), lambda: _read(db)))
 
 

@@ -9,7 +9,7 @@ Revises: 0016
 import sqlalchemy as sa
 from alembic import op
 
-from scheduler.models import UTCDateTime
+from scheduler.store.models import UTCDateTime
 
 revision = '0017'
 down_revision = '0016'

@@ -10,7 +10,7 @@ Revises: 0011
 import sqlalchemy as sa
 from alembic import op
 
-import scheduler.models
+import scheduler.store.models
 
 revision = '0012'
 down_revision = '0011'
@@ -24,7 +24,7 @@ def upgrade() -> None:
     if 'max_sessions_override' not in present:
         op.add_column('policy', sa.Column('max_sessions_override', sa.Integer(), nullable=True))
     if 'max_sessions_override_until' not in present:
-        op.add_column('policy', sa.Column('max_sessions_override_until', scheduler.models.UTCDateTime(timezone=True), nullable=True))
+        op.add_column('policy', sa.Column('max_sessions_override_until', scheduler.store.models.UTCDateTime(timezone=True), nullable=True))
 
 
 def downgrade() -> None:

@@ -14,7 +14,7 @@ from sqlalchemy import JSON, BigInteger, Column, DateTime, Index, Table, UniqueC
 from sqlalchemy.types import TypeDecorator
 from sqlmodel import Field, SQLModel
 
-import scheduler.versions  # noqa: F401  (the store versions' triggers come with the schema)
+import scheduler.store.versions  # noqa: F401  (the store versions' triggers come with the schema)
 
 
 class UTCDateTime(TypeDecorator[datetime]):
@@ -387,7 +387,7 @@ class BudgetNotice(SQLModel, table=True):
 
 class StoreVersion(SQLModel, table=True):
     """How often each kept store's table has been written, counted by database triggers
-    (`scheduler.versions`): what lets a read be kept across transactions and processes."""
+    (`scheduler.store.versions`): what lets a read be kept across transactions and processes."""
 
     __tablename__ = "store_versions"
 

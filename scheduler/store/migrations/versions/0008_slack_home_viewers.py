@@ -11,7 +11,7 @@ import sqlalchemy as sa
 import sqlmodel
 from alembic import op
 
-import scheduler.models
+import scheduler.store.models
 
 revision = '0008'
 down_revision = '0007'
@@ -25,7 +25,7 @@ def upgrade() -> None:
         return
     op.create_table('slack_home_viewers',
     sa.Column('user_id', sqlmodel.sql.sqltypes.AutoString(), nullable=False),
-    sa.Column('opened_at', scheduler.models.UTCDateTime(timezone=True), nullable=False),
+    sa.Column('opened_at', scheduler.store.models.UTCDateTime(timezone=True), nullable=False),
     sa.PrimaryKeyConstraint('user_id')
     )
     with op.batch_alter_table('slack_home_viewers', schema=None) as batch_op:

@@ -10,7 +10,7 @@ Revises: 0010
 import sqlalchemy as sa
 from alembic import op
 
-from scheduler.models import UTCDateTime
+from scheduler.store.models import UTCDateTime
 
 revision = '0011'
 down_revision = '0010'

@@ -17,8 +17,6 @@ from sqlmodel import col, select
 
 from scheduler import bounds
 from scheduler.errors import InvalidInput, NotFound
-from scheduler.models import ACTIVE_STATUSES, SESSIONS, Session, Status, Trigger
-from scheduler.policy import PolicyView, load_policy
 from scheduler.prerequisites import parse_prerequisites, record_prerequisites
 from scheduler.rules import precedence as prec
 from scheduler.rules.genesis import (
@@ -31,6 +29,8 @@ from scheduler.rules.genesis import (
     parse_genesis,
     resolve_class,
 )
+from scheduler.store.models import ACTIVE_STATUSES, SESSIONS, Session, Status, Trigger
+from scheduler.store.policy import PolicyView, load_policy
 from templates import error_text
 
 
