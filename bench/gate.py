@@ -19,7 +19,7 @@ from sqlalchemy import insert
 
 from integrations.quota.ledger import LedgerSource
 from scheduler.context import Context, Runtime
-from scheduler.fleet import asking_for, build_snapshot, read_quota
+from scheduler.engine.fleet import asking_for, build_snapshot, read_quota
 from scheduler.rules.gate import evaluate
 from scheduler.store import db as dbmod
 from scheduler.store.models import Session, Turn

@@ -17,13 +17,13 @@ from datetime import UTC, datetime, timedelta
 from sqlalchemy import insert
 from sqlmodel import SQLModel
 
-from scheduler.records import hold_job_id
+from scheduler.engine.recheck_sweep import hold_sweep
+from scheduler.engine.records import hold_job_id
+from scheduler.engine.turns import submit_turn
 from scheduler.store import db as dbmod
 from scheduler.store.models import Session
 from scheduler.store.policy import ensure_policy
-from scheduler.sweeps import hold_sweep
 from scheduler.testing import VirtualClock
-from scheduler.turns import submit_turn
 from tests.harness import build, new
 
 START = datetime(2026, 11, 30, 8, 0, tzinfo=UTC)

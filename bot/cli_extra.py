@@ -11,7 +11,7 @@ from typing import Any
 def cmd_policy(args: argparse.Namespace) -> int:
     from bot import settings as settings_mod
     from bot.runtime import build
-    from scheduler.fleet import read_quota
+    from scheduler.engine.fleet import read_quota
     from scheduler.gate_card import build_card, render_card
     from scheduler.store.db import session_scope
 

@@ -22,24 +22,24 @@ from bot.gate_view import spot_runtime
 from bot.runtime import Pacer
 from scheduler import capacity as claims
 from scheduler import cost_caps
-from scheduler.admit import blocked as admission_block
-from scheduler.attempt import Work
+from scheduler.engine.admit import blocked as admission_block
+from scheduler.engine.attempt import Work
+from scheduler.engine.fleet import asking_for, build_snapshot, burn_rate, read_quota
+from scheduler.engine.records import is_asleep
+from scheduler.engine.restart import restart_from_scratch
+from scheduler.engine.start_now import start_now
+from scheduler.engine.turns import submit_turn
 from scheduler.errors import PacerError
-from scheduler.fleet import asking_for, build_snapshot, burn_rate, read_quota
-from scheduler.records import is_asleep
-from scheduler.restart import restart_from_scratch
 from scheduler.rules.explain import explain
 from scheduler.rules.gate import decide
 from scheduler.rules.genesis import Genesis
 from scheduler.rules.precedence import TOP_OF_SPOT
 from scheduler.rules.snapshot import Asking
 from scheduler.sleep import wake_me_up_later
-from scheduler.start_now import start_now
 from scheduler.store.db import session_scope
 from scheduler.store.models import Session
 from scheduler.store.policy import load_policy
 from scheduler.store.sessions import NewSession, class_of, create_session, get_session, new_row
-from scheduler.turns import submit_turn
 
 log = logging.getLogger("pacer.chat")
 

@@ -11,7 +11,7 @@ from datetime import datetime
 
 from bot.runtime import Pacer
 from bot.settings import Settings
-from scheduler.fleet import read_quota
+from scheduler.engine.fleet import read_quota
 from scheduler.gate_card import GateCard, build_card
 
 

@@ -30,7 +30,7 @@ follow-ups serialised per issue inside one process would not be ordered against 
 another process took. The follow-up (`finish_github`) only announces what was decided.
 
 A crash between the two loses nothing: a committed session with a prompt and no turn gets its
-first turn from `scheduler.lifecycle.recover` at the next start.
+first turn from `scheduler.engine.lifecycle.recover` at the next start.
 
 A session exists at most once per (trigger, repository, number), whatever the delivery ids: the
 session is written with an intake key, a row in the delivery ledger (`webhook_deliveries`,

@@ -23,9 +23,9 @@ from sqlmodel import Session as DBSession
 from sqlmodel import col, select
 
 from scheduler.context import Context
-from scheduler.fleet import read_quota
+from scheduler.engine.fleet import read_quota
+from scheduler.engine.records import hold_job_id
 from scheduler.gate_card import GateCard, build_card
-from scheduler.records import hold_job_id
 from scheduler.store.models import OperatorHold, QueueHold, Session, Status, Turn
 from scheduler.store.policy import load_policy
 from scheduler.store.preemption_ledger import cycling_now

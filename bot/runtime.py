@@ -31,12 +31,12 @@ from integrations.turn_leases import LeasedPool
 from scheduler import wiring
 from scheduler.clock import SystemClock
 from scheduler.context import Context, TurnWorkers
-from scheduler.leases import owner_id
-from scheduler.lifecycle import recover, recover_lost_turns
+from scheduler.engine.leases import owner_id
+from scheduler.engine.lifecycle import recover, recover_lost_turns
+from scheduler.engine.recheck_sweep import hold_sweep
 from scheduler.ports import Clock, Deferrer
 from scheduler.store import db as dbmod
 from scheduler.store.policy import ensure_policy
-from scheduler.sweeps import hold_sweep
 
 log = logging.getLogger("pacer")
 

@@ -28,12 +28,12 @@ from datetime import datetime, timedelta
 from sqlmodel import Session as DBSession
 from sqlmodel import col, select
 
-from scheduler.admit import admit
-from scheduler.attempt import Block, Work
 from scheduler.context import Context
-from scheduler.fleet import read_quota
+from scheduler.engine.admit import admit
+from scheduler.engine.attempt import Block, Work
+from scheduler.engine.fleet import read_quota
+from scheduler.engine.records import lock, replay
 from scheduler.ports import QuotaReading
-from scheduler.records import lock, replay
 from scheduler.store.db import deciding_scope, session_scope
 from scheduler.store.models import Session, Status
 from scheduler.store.policy import load_policy

@@ -26,8 +26,8 @@ from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlmodel import Session as DBSession
 from sqlmodel import col, select
 
-from scheduler.attempt import Work
-from scheduler.fleet import build_snapshot
+from scheduler.engine.attempt import Work
+from scheduler.engine.fleet import build_snapshot
 from scheduler.rules.gate import WindowFigures, decide
 from scheduler.rules.snapshot import Asking, window_label
 from scheduler.store.db import core

@@ -23,9 +23,9 @@ from sqlmodel import Session as DBSession
 from sqlmodel import col, select
 
 from scheduler import queue_holds
-from scheduler.attempt import Block, is_manual
 from scheduler.context import Context
-from scheduler.effects import Effects, request_queue_pass
+from scheduler.engine.attempt import Block, is_manual
+from scheduler.engine.effects import Effects, request_queue_pass
 from scheduler.errors import InvalidInput
 from scheduler.store.caches import cached, invalidated_by
 from scheduler.store.db import session_scope

@@ -41,13 +41,13 @@ from typing import Any
 from sqlmodel import Session as DBSession
 from sqlmodel import col, select
 
-from scheduler.attempt import Block, is_manual
 from scheduler.bounds import check_claim
 from scheduler.context import Context
-from scheduler.effects import request_queue_pass
+from scheduler.engine.attempt import Block, is_manual
+from scheduler.engine.effects import request_queue_pass
+from scheduler.engine.fleet import running_rows
+from scheduler.engine.records import lock
 from scheduler.errors import Refused
-from scheduler.fleet import running_rows
-from scheduler.records import lock
 from scheduler.rules.genesis import SchedulingClass
 from scheduler.store.db import session_scope
 from scheduler.store.models import Session, Status

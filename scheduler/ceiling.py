@@ -31,9 +31,9 @@ from sqlmodel import Session as DBSession
 from sqlmodel import col, func, select
 
 from scheduler import budget_notice, cost_caps, preemption
-from scheduler.attempt import PASS_THROUGH, Work
 from scheduler.context import Context
-from scheduler.fleet import (
+from scheduler.engine.attempt import PASS_THROUGH, Work
+from scheduler.engine.fleet import (
     asking_for,
     build_snapshot,
     burn_rate,
@@ -41,7 +41,7 @@ from scheduler.fleet import (
     read_quota,
     running_fleet,
 )
-from scheduler.pause import (
+from scheduler.engine.pause import (
     AT_UTILIZATION_LIMIT,
     PAUSED_BY,
     PREEMPTED,
@@ -52,8 +52,8 @@ from scheduler.pause import (
     record_pause,
     resume_paused,
 )
-from scheduler.queue_pass import locked_unless_taken
-from scheduler.records import halt_turn
+from scheduler.engine.queue_pass import locked_unless_taken
+from scheduler.engine.records import halt_turn
 from scheduler.rules.explain import explain
 from scheduler.rules.gate import Ceiling, Decision, decide
 from scheduler.rules.snapshot import Asking, Snapshot

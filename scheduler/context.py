@@ -104,7 +104,7 @@ class Context:
     running_alarms: set[tuple[str, str]] = field(default_factory=set)
 
     # Who runs the turns this process starts, and for how long a start vouches for a turn
-    # before a heartbeat must renew it (`scheduler.leases`). No lease (tests, the simulator,
+    # before a heartbeat must renew it (`scheduler.engine.leases`). No lease (tests, the simulator,
     # where nothing renews one): recovery may take any running turn.
     owner: str | None = None
     turn_lease: timedelta | None = None
@@ -127,7 +127,7 @@ class Context:
 
     def _outside_transaction(self, what: str) -> None:
         if in_transaction(self.engine):
-            raise AlarmInTransaction(f"{what} inside an open database transaction; apply it after commit (scheduler.effects)")
+            raise AlarmInTransaction(f"{what} inside an open database transaction; apply it after commit (scheduler.engine.effects)")
 
     def schedule(self, job_id: str, at: Any, name: str, *args: Any) -> None:
         """Arm the alarm `job_id` to run the named target with `args` (ids only) at `at`."""

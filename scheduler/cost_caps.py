@@ -32,13 +32,13 @@ from sqlalchemy import func
 from sqlmodel import Session as DBSession
 from sqlmodel import col, select
 
-from scheduler.attempt import PASS_THROUGH, Block, TurnAttempt, Work
 from scheduler.bounds import check_cost_cap
 from scheduler.context import Context
-from scheduler.effects import request_queue_pass
+from scheduler.engine.attempt import PASS_THROUGH, Block, TurnAttempt, Work
+from scheduler.engine.effects import request_queue_pass
+from scheduler.engine.fleet import burn_rate
+from scheduler.engine.records import halt_turn, hold, lock, running_turn
 from scheduler.errors import Refused
-from scheduler.fleet import burn_rate
-from scheduler.records import halt_turn, hold, lock, running_turn
 from scheduler.rules.gate import Decision
 from scheduler.store.db import session_scope
 from scheduler.store.models import Session, Status, Turn

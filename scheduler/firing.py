@@ -18,13 +18,13 @@ from typing import Any
 from jinja2 import TemplateError, TemplateSyntaxError
 
 from scheduler import bounds
-from scheduler.attempt import Submission
 from scheduler.context import Context
+from scheduler.engine.attempt import Submission
+from scheduler.engine.turns import submit_turn
 from scheduler.errors import InvalidInput, Refused
 from scheduler.store.db import session_scope
 from scheduler.store.models import Trigger
 from scheduler.store.sessions import NewSession, create_session, get_trigger
-from scheduler.turns import submit_turn
 from templates import error_text, render_prompt
 
 log = logging.getLogger("pacer.triggers")

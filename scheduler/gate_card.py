@@ -14,7 +14,7 @@ from sqlmodel import Session as DBSession
 from sqlmodel import col, select
 
 from scheduler.context import Context
-from scheduler.fleet import build_snapshot, burn_rate, waiting_for_workers
+from scheduler.engine.fleet import build_snapshot, burn_rate, waiting_for_workers
 from scheduler.ports import AccountReading, QuotaReading
 from scheduler.rules.explain import Explanation, explain
 from scheduler.rules.gate import Decision, evaluate

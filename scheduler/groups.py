@@ -23,8 +23,8 @@ from sqlalchemy import and_, func, or_
 from sqlmodel import Session as DBSession
 from sqlmodel import col, select
 
-from scheduler.attempt import Block
 from scheduler.context import Context
+from scheduler.engine.attempt import Block
 from scheduler.errors import InvalidInput
 from scheduler.store.caches import kept
 from scheduler.store.models import Session, Status, Trigger, Turn

@@ -11,7 +11,7 @@ from typing import Any
 
 from scheduler.budgets import reconcile as reconcile_budgets
 from scheduler.context import Context
-from scheduler.effects import Effects
+from scheduler.engine.effects import Effects
 from scheduler.interference import reconcile as reconcile_interference
 from scheduler.operator_holds import live_holds, notice_deadlocks, prune
 from scheduler.prerequisites import reconcile

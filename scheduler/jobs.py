@@ -13,7 +13,6 @@ from scheduler import (
     auth_outage,
     budgets,
     ceiling,
-    completion,
     cost_caps,
     firing,
     hold_sweep,
@@ -22,14 +21,14 @@ from scheduler import (
     prerequisites,
     promotion,
     queue_holds,
-    queue_pass,
     session_events,
     sleep,
-    sweeps,
     top_up_sweep,
     trigger_release,
 )
 from scheduler.context import Context
+from scheduler.engine import completion, queue_pass
+from scheduler.engine import recheck_sweep as sweeps
 from scheduler.store import policy
 
 log = logging.getLogger("pacer.jobs")

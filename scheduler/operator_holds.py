@@ -28,9 +28,9 @@ from sqlmodel import Session as DBSession
 from sqlmodel import col, select
 
 from scheduler import bounds
-from scheduler.attempt import Block
 from scheduler.context import Context
-from scheduler.effects import Effects
+from scheduler.engine.attempt import Block
+from scheduler.engine.effects import Effects
 from scheduler.errors import Forbidden, InvalidInput, NotFound, Refused
 from scheduler.prerequisites import repository_of, target_sessions, waits_on
 from scheduler.rules.genesis import Genesis, SchedulingClass

@@ -18,7 +18,8 @@ from sqlalchemy import func
 from sqlmodel import Session as DBSession
 from sqlmodel import col, select
 
-from scheduler.attempt import Block, TurnAttempt, Work
+from scheduler.engine.attempt import Block, TurnAttempt, Work
+from scheduler.engine.records import hold
 from scheduler.ports import Outcome, TurnResult
 from scheduler.queue_holds import (
     AUTH,
@@ -35,7 +36,6 @@ from scheduler.queue_holds import (
     release,
     view,
 )
-from scheduler.records import hold
 from scheduler.rules import failures, ladder
 from scheduler.rules.failures import NextStep
 from scheduler.store.caches import present

@@ -16,12 +16,12 @@ import logging
 from dataclasses import dataclass
 from datetime import datetime
 
-from scheduler.attempt import Work
 from scheduler.context import Context
-from scheduler.effects import Effects
+from scheduler.engine.attempt import Work
+from scheduler.engine.effects import Effects
+from scheduler.engine.pause import PREEMPTED, USER_SPOT_QUEUE, banner, record_pause
+from scheduler.engine.records import halt_turn, lock, running_turn, wake_job_id
 from scheduler.errors import InvalidInput, Refused
-from scheduler.pause import PREEMPTED, USER_SPOT_QUEUE, banner, record_pause
-from scheduler.records import halt_turn, lock, running_turn, wake_job_id
 from scheduler.rules.genesis import SchedulingClass
 from scheduler.store.db import session_scope
 from scheduler.store.models import Status

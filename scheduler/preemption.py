@@ -34,12 +34,12 @@ from typing import Any
 from sqlmodel import Session as DBSession
 from sqlmodel import col, func, select
 
-from scheduler.attempt import PASS_THROUGH, Work
 from scheduler.context import Context
-from scheduler.effects import Effects
-from scheduler.fleet import fleet_columns, running_fleet, running_marks
-from scheduler.pause import COOLDOWN, PREEMPTED, banner, record_pause
-from scheduler.records import clear_pause, halt_turn, is_running, last_turn, running_turn
+from scheduler.engine.attempt import PASS_THROUGH, Work
+from scheduler.engine.effects import Effects
+from scheduler.engine.fleet import fleet_columns, running_fleet, running_marks
+from scheduler.engine.pause import COOLDOWN, PREEMPTED, banner, record_pause
+from scheduler.engine.records import clear_pause, halt_turn, is_running, last_turn, running_turn
 from scheduler.rules.gate import Decision, Reason
 from scheduler.store import preemption_ledger
 from scheduler.store.models import EnqueuedMessage, HumanMessage, Session, Status, Turn

@@ -34,10 +34,10 @@ from sqlmodel import Session as DBSession
 from sqlmodel import col, select
 
 from scheduler import queue_holds
-from scheduler.attempt import Block, is_manual
 from scheduler.bounds import NAME_PATTERN, OWNER_PATTERN
 from scheduler.context import Context
-from scheduler.effects import Effects, request_queue_pass
+from scheduler.engine.attempt import Block, is_manual
+from scheduler.engine.effects import Effects, request_queue_pass
 from scheduler.errors import InvalidInput
 from scheduler.store.caches import cached, present, read_or_fail_open, register_presence
 from scheduler.store.db import session_scope

@@ -26,16 +26,16 @@ from sqlmodel import Session as DBSession
 from sqlmodel import col, select
 
 from scheduler.context import Context
+from scheduler.engine.records import lock
+from scheduler.engine.start_now import start_now
+from scheduler.engine.turns import submit_turn
 from scheduler.errors import Forbidden, InvalidInput, NotFound, PacerError, Refused
-from scheduler.records import lock
 from scheduler.rules.genesis import SchedulingClass
 from scheduler.rules.precedence import SLOT_GAP, TOP_OF_SPOT
-from scheduler.start_now import start_now
 from scheduler.store.db import session_scope
 from scheduler.store.models import ACTIVE_STATUSES, HumanMessage, Session, Status, Turn
 from scheduler.store.policy import PolicyView, load_policy
 from scheduler.store.sessions import class_expr, is_spot, set_precedence
-from scheduler.turns import submit_turn
 from templates import error_text
 
 log = logging.getLogger("pacer.promotion")

@@ -48,9 +48,9 @@ from sqlalchemy import or_
 from sqlmodel import Session as DBSession
 from sqlmodel import col, select
 
-from scheduler.attempt import Block, is_manual
 from scheduler.context import Context
-from scheduler.effects import Effects
+from scheduler.engine.attempt import Block, is_manual
+from scheduler.engine.effects import Effects
 from scheduler.errors import InvalidInput, Refused
 from scheduler.store.caches import cached, forget, present, read_or_fail_open, register_presence
 from scheduler.store.db import session_scope

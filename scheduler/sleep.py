@@ -10,13 +10,13 @@ from __future__ import annotations
 from datetime import datetime
 
 from scheduler.context import Context
-from scheduler.effects import Effects
+from scheduler.engine.effects import Effects
+from scheduler.engine.queue_pass import recheck
+from scheduler.engine.records import is_running, lock, wake_job_id
+from scheduler.engine.turns import submit_turn
 from scheduler.errors import InvalidInput, Refused
-from scheduler.queue_pass import recheck
-from scheduler.records import is_running, lock, wake_job_id
 from scheduler.store.db import session_scope
 from scheduler.store.models import EnqueuedMessage, Status
-from scheduler.turns import submit_turn
 from templates import error_text
 
 DEFAULT_WAKE_PROMPT = "It is the time you asked to be woken at: continue."

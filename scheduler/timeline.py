@@ -19,7 +19,7 @@ from datetime import datetime, timedelta
 from sqlmodel import Session as DBSession
 from sqlmodel import col, select
 
-from scheduler.pause import PREEMPTED
+from scheduler.engine.pause import PREEMPTED
 from scheduler.store.models import Session, Turn
 
 DAY = timedelta(hours=24)

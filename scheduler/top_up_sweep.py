@@ -21,7 +21,7 @@ from sqlmodel import Session as DBSession
 from sqlmodel import col
 
 from scheduler.context import Context
-from scheduler.fleet import running_sessions
+from scheduler.engine.fleet import running_sessions
 from scheduler.rules.top_up import EVENT, TopUpPolicy, TopUpState, is_under, next_firing, step
 from scheduler.session_events import fleet_event
 from scheduler.store.db import core, session_scope

@@ -22,9 +22,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from scheduler.context import Context
+from scheduler.engine.start_now import start_now
 from scheduler.errors import PacerError
 from scheduler.rules.genesis import SchedulingClass
-from scheduler.start_now import start_now
 from scheduler.store.db import session_scope
 from scheduler.store.models import Session, Status
 from scheduler.store.policy import load_policy

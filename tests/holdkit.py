@@ -9,8 +9,8 @@ from typing import Any
 
 from sqlalchemy import Engine
 
-from scheduler.completion import complete_turn
 from scheduler.context import Context
+from scheduler.engine.completion import complete_turn
 from scheduler.holds_view import HoldsView, all_holds, render_holds
 from scheduler.ports import Outcome, TurnResult
 from scheduler.store.db import session_scope

@@ -12,11 +12,11 @@ from sqlmodel import col, select
 
 from scheduler import wiring
 from scheduler.context import Runtime
+from scheduler.engine.turns import submit_turn
 from scheduler.store.db import session_scope
 from scheduler.store.models import Session, Turn
 from scheduler.store.policy import change_policy
 from scheduler.testing import VirtualClock
-from scheduler.turns import submit_turn
 from tests.harness import build, new
 
 FIVE = timedelta(minutes=5)

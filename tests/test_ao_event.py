@@ -13,8 +13,8 @@ from bot import intake
 from bot import triggers as store
 from bot.trigger_spec import check_spec
 from scheduler import wiring
+from scheduler.engine.lifecycle import archive
 from scheduler.firing import TriggerEvent, fire
-from scheduler.lifecycle import archive
 from scheduler.ports import Outcome
 from scheduler.store.db import session_scope
 from scheduler.store.models import Session, Trigger

@@ -9,18 +9,18 @@ import pytest
 
 from scheduler import wiring
 from scheduler.ceiling import MAX_RESUMES_PER_SWEEP, paused_figures
+from scheduler.engine.lifecycle import archive, recover
+from scheduler.engine.start_now import start_now
+from scheduler.engine.turns import submit_turn
 from scheduler.errors import InvalidInput, NotFound, Refused
 from scheduler.jobs import targets
-from scheduler.lifecycle import archive, recover
 from scheduler.parking import pause_into_spot_queue
 from scheduler.rules.gate import Ceiling
 from scheduler.rules.waiting import waiting_reason
 from scheduler.sleep import wake_me_up_later
-from scheduler.start_now import start_now
 from scheduler.store.db import session_scope
 from scheduler.store.models import Session
 from scheduler.store.sessions import change_class
-from scheduler.turns import submit_turn
 from tests.harness import build
 from tests.sweeping import Scene
 

@@ -11,13 +11,13 @@ import pytest
 from sqlmodel import select
 
 from scheduler.budgets import reset_spend
+from scheduler.engine.start_now import start_now
+from scheduler.engine.turns import submit_turn
 from scheduler.errors import InvalidInput, Refused
 from scheduler.queue_holds import resume_queue
-from scheduler.start_now import start_now
 from scheduler.store.db import session_scope
 from scheduler.store.models import Policy, PolicyAudit
 from scheduler.store.policy import set_policy
-from scheduler.turns import submit_turn
 from scheduler.wiring import run_periodic
 from tests.harness import new, row
 from tests.holdkit import holds, holds_text, wired

@@ -8,9 +8,11 @@ from datetime import timedelta
 
 import pytest
 
+from scheduler.engine.lifecycle import archive
+from scheduler.engine.start_now import start_now
+from scheduler.engine.turns import submit_turn
 from scheduler.errors import InvalidInput
 from scheduler.groups import parse_group_limit, repository_group
-from scheduler.lifecycle import archive
 from scheduler.ports import Outcome
 from scheduler.prerequisites import (
     PrerequisiteRef,
@@ -20,10 +22,8 @@ from scheduler.prerequisites import (
 )
 from scheduler.queue_holds import resume_queue
 from scheduler.sleep import wake_me_up_later
-from scheduler.start_now import start_now
 from scheduler.store.db import session_scope
 from scheduler.store.models import Session, Trigger
-from scheduler.turns import submit_turn
 from tests.harness import new, row
 from tests.holdkit import finish, wired
 

@@ -8,17 +8,17 @@ from datetime import timedelta
 import pytest
 from sqlmodel import select
 
+from scheduler.engine.lifecycle import archive, recover
+from scheduler.engine.recheck_sweep import hold_sweep
+from scheduler.engine.records import hold_job_id
+from scheduler.engine.start_now import start_now
+from scheduler.engine.turns import submit_turn
 from scheduler.errors import Refused
-from scheduler.lifecycle import archive, recover
-from scheduler.records import hold_job_id
 from scheduler.rules import ladder
 from scheduler.sleep import wake_me_up_later
-from scheduler.start_now import start_now
 from scheduler.store.db import session_scope
 from scheduler.store.models import EnqueuedMessage, Turn
 from scheduler.store.sessions import change_class
-from scheduler.sweeps import hold_sweep
-from scheduler.turns import submit_turn
 from tests.harness import build, new, row
 
 pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")

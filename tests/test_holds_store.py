@@ -10,7 +10,7 @@ from sqlmodel import select
 
 from scheduler.capacity import arrivals, occupied
 from scheduler.context import Context
-from scheduler.effects import Effects
+from scheduler.engine.effects import Effects
 from scheduler.groups import occupying
 from scheduler.holds_view import list_holds
 from scheduler.operator_holds import live_holds

@@ -13,10 +13,10 @@ import pytest
 from sqlalchemy import Engine, text
 from sqlalchemy.exc import OperationalError
 
+from scheduler.engine.turns import submit_turn, submit_turns
 from scheduler.groups import repository_group
 from scheduler.store import db as dbmod
 from scheduler.testing import VirtualClock
-from scheduler.turns import submit_turn, submit_turns
 from tests.conftest import T0
 from tests.harness import new
 from tests.holdkit import wired

@@ -36,6 +36,7 @@ from bot.runtime import Pacer
 from integrations.slack.notifier import QUEUE_RESUME
 from scheduler import wiring
 from scheduler.context import Context, Runtime
+from scheduler.engine.turns import submit_turn
 from scheduler.jobs import targets
 from scheduler.operator_holds import place_hold
 from scheduler.parking import pause_into_spot_queue
@@ -57,7 +58,6 @@ from scheduler.store.models import (
 from scheduler.store.policy import change_policy, ensure_policy
 from scheduler.store.sessions import NewSession, create_session
 from scheduler.testing import VirtualClock, VirtualDeferrer, VirtualWorkers
-from scheduler.turns import submit_turn
 from tests.conftest import T0
 from tests.harness import SetQuota
 from tests.slack_mock import TEAM_ID, MockSlack, PacerServer, SlackClient, pacer_settings

@@ -15,11 +15,11 @@ import pytest
 from sqlalchemy import Engine
 
 from scheduler.cost_caps import set_cap
+from scheduler.engine.start_now import start_now
+from scheduler.engine.turns import submit_turn
 from scheduler.parking import pause_into_spot_queue
 from scheduler.ports import TurnRequest
-from scheduler.start_now import start_now
 from scheduler.testing import VirtualClock
-from scheduler.turns import submit_turn
 from tests.sweeping import Scene
 
 TASK = "fix the flaky test in tests/test_io.py"

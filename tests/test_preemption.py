@@ -13,8 +13,9 @@ from hypothesis import strategies as st
 from sqlmodel import SQLModel, select
 
 from scheduler import preemption
-from scheduler.fleet import running_fleet
-from scheduler.records import hold_job_id
+from scheduler.engine.fleet import running_fleet
+from scheduler.engine.records import hold_job_id
+from scheduler.engine.turns import submit_turn
 from scheduler.rules.waiting import waiting_reason
 from scheduler.sleep import wake_me_up_later
 from scheduler.store.db import make_engine, session_scope
@@ -22,7 +23,6 @@ from scheduler.store.models import HumanMessage, Session
 from scheduler.store.policy import ensure_policy, load_policy
 from scheduler.store.sessions import is_spot
 from scheduler.testing import VirtualClock
-from scheduler.turns import submit_turn
 from tests.conftest import T0
 from tests.sweeping import Scene
 

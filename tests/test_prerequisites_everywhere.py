@@ -14,11 +14,11 @@ from bot import chat
 from bot.runtime import Pacer
 from bot.settings import load
 from scheduler import wiring
-from scheduler.lifecycle import archive
+from scheduler.engine.lifecycle import archive
+from scheduler.engine.turns import submit_turn
 from scheduler.prerequisites import unsatisfied
 from scheduler.store import db as dbmod
 from scheduler.store.models import Session
-from scheduler.turns import submit_turn
 from tests import harness
 from tests.api_client import make_api
 from tests.harness import new, row

@@ -10,8 +10,9 @@ import pytest
 from sqlmodel import select
 
 from scheduler import promotion
+from scheduler.engine.lifecycle import archive
+from scheduler.engine.turns import submit_turn
 from scheduler.errors import Forbidden, InvalidInput, NotFound, Refused
-from scheduler.lifecycle import archive
 from scheduler.promotion import (
     STARVATION_EXEMPTION,
     choose_demotion,
@@ -21,7 +22,6 @@ from scheduler.promotion import (
 from scheduler.rules.precedence import SLOT_GAP
 from scheduler.store.db import session_scope
 from scheduler.store.models import EnqueuedMessage, HumanMessage, Session
-from scheduler.turns import submit_turn
 from tests.conftest import T0
 from tests.sweeping import Scene
 

@@ -9,16 +9,16 @@ from datetime import timedelta
 import pytest
 from sqlalchemy import event, insert, text
 
-from scheduler import queue_pass as queue_pass_module
 from scheduler import wiring
+from scheduler.engine import queue_pass as queue_pass_module
+from scheduler.engine.queue_pass import recheck
+from scheduler.engine.records import hold_job_id
+from scheduler.engine.turns import submit_turn
 from scheduler.operator_holds import REASON, place_hold
-from scheduler.queue_pass import recheck
-from scheduler.records import hold_job_id
 from scheduler.store import caches
 from scheduler.store.db import make_engine, session_scope
 from scheduler.store.models import OperatorHold
 from scheduler.store.policy import change_policy, load_policy
-from scheduler.turns import submit_turn
 from tests.harness import build, new, row
 
 pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")

@@ -8,11 +8,11 @@ from datetime import timedelta
 import pytest
 
 from integrations.github.status import render_body, status_view
+from scheduler.engine.turns import submit_turn
 from scheduler.ports import Outcome
 from scheduler.queue_holds import resume_queue
 from scheduler.rules.genesis import SchedulingClass
 from scheduler.store.policy import set_policy
-from scheduler.turns import submit_turn
 from tests.harness import new, row
 from tests.holdkit import finish, wired
 

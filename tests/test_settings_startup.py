@@ -23,12 +23,12 @@ from bot.drain import drain
 from bot.leader import LOCK_KEY, Leadership, leader_address
 from bot.settings import load
 from scheduler.clock import SystemClock
+from scheduler.engine.turns import submit_turn
 from scheduler.errors import ConfigError
 from scheduler.store import db as dbmod
 from scheduler.store.models import Session, Turn
 from scheduler.store.sessions import NewSession, create_session
 from scheduler.testing import VirtualDeferrer
-from scheduler.turns import submit_turn
 from tests.conftest import T0
 from tests.slack_mock import BOT_TOKEN, MockSlack
 

@@ -22,15 +22,15 @@ from bot.adapters import libpq_url
 from integrations.runners.pool import ThreadWorkerPool
 from integrations.turn_leases import LeasedPool
 from integrations.turn_queue import TurnHost, TurnQueue, build_app
-from scheduler.attempt import TurnAttempt, Work
 from scheduler.context import Context
-from scheduler.lifecycle import archive, recover_lost_turns
+from scheduler.engine.attempt import TurnAttempt, Work
+from scheduler.engine.lifecycle import archive, recover_lost_turns
+from scheduler.engine.records import lock, start
+from scheduler.engine.turns import submit_turn
 from scheduler.ports import Outcome, TurnRequest, TurnResult
-from scheduler.records import lock, start
 from scheduler.store import db as dbmod
 from scheduler.store.db import session_scope
 from scheduler.store.models import Turn
-from scheduler.turns import submit_turn
 from tests.harness import build, new, row
 
 ROOT = Path(__file__).resolve().parents[1]

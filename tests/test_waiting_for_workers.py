@@ -16,9 +16,9 @@ from sqlmodel import Session as DBSession
 from bot import intake
 from integrations.runners.pool import ThreadWorkerPool
 from scheduler import wiring
-from scheduler.fleet import waiting_for_workers
+from scheduler.engine.fleet import waiting_for_workers
+from scheduler.engine.leases import claim
 from scheduler.gate_card import build_card, render_card
-from scheduler.leases import claim
 from scheduler.ports import Outcome, TurnRequest, TurnResult
 from scheduler.store.db import session_scope
 from scheduler.store.models import Turn

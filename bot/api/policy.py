@@ -26,7 +26,7 @@ from bot.api.refusals import refusals
 from bot.api.views import context
 from bot.gate_view import spot_runtime
 from scheduler.budgets import reset_spend, spends
-from scheduler.fleet import read_quota
+from scheduler.engine.fleet import read_quota
 from scheduler.gate_card import build_card
 from scheduler.rules.top_up import TOP_UP_ATTRIBUTES
 from scheduler.rules.waiting import waiting_reason

@@ -2,7 +2,7 @@
 
 The same operations the Slack commands and the console perform, over the same scheduler calls:
 creation through `bot.intake.api_session` (then `submit_turn`), a promotion of a waiting session
-through StartNow, archive through `scheduler.lifecycle`, the waiting reason from
+through StartNow, archive through `scheduler.engine.lifecycle`, the waiting reason from
 `scheduler.rules.waiting`.
 """
 
@@ -40,12 +40,13 @@ from scheduler.bounds import check_claim
 from scheduler.capacity import ClaimChange, change_claim
 from scheduler.context import Context
 from scheduler.cost_caps import set_cap, spends_by
+from scheduler.engine.lifecycle import archive
+from scheduler.engine.restart import restart_from_scratch
+from scheduler.engine.start_now import start_now
+from scheduler.engine.turns import submit_turn
 from scheduler.errors import InvalidInput, PacerError, Refused
-from scheduler.lifecycle import archive
-from scheduler.restart import restart_from_scratch
 from scheduler.rules import precedence as prec
 from scheduler.rules.genesis import SchedulingClass, parse_class
-from scheduler.start_now import start_now
 from scheduler.store.db import session_scope
 from scheduler.store.models import Session, Status
 from scheduler.store.policy import load_policy
@@ -59,7 +60,6 @@ from scheduler.store.sessions import (
     ranked_queue,
     set_precedence,
 )
-from scheduler.turns import submit_turn
 from templates import error_text
 
 router = APIRouter(route_class=GuardedRoute, tags=["sessions"])

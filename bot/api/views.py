@@ -15,12 +15,12 @@ from sqlmodel import Session as DBSession
 from sqlmodel import col, select
 
 from bot.api.guard import ApiError
-from scheduler.attempt import Submission
 from scheduler.context import Context
 from scheduler.cost_caps import spent_by
+from scheduler.engine.attempt import Submission
+from scheduler.engine.start_now import StartNowResult
 from scheduler.rules.explain import explain
 from scheduler.rules.waiting import Mechanism, waiting_reason
-from scheduler.start_now import StartNowResult
 from scheduler.store.models import EnqueuedMessage, Session
 from scheduler.store.policy import PolicyView
 from scheduler.store.session_view import session_view

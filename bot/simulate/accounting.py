@@ -15,7 +15,7 @@ from sqlmodel import col, select
 
 from bot.simulate.demand import Tracked
 from bot.simulate.workers import SimWorkerPool
-from scheduler.records import hold_job_id
+from scheduler.engine.records import hold_job_id
 from scheduler.store.db import session_scope
 from scheduler.store.models import EnqueuedMessage, Session, Status, Turn
 from scheduler.testing import VirtualDeferrer

@@ -37,6 +37,7 @@ from bot.simulate.trace import Sampler, Trace
 from bot.simulate.workers import Item, SimWorkerPool
 from scheduler import wiring
 from scheduler.context import Context, Runtime
+from scheduler.engine.turns import submit_turn
 from scheduler.errors import PacerError
 from scheduler.jobs import targets
 from scheduler.promotion import record_human_message
@@ -47,7 +48,6 @@ from scheduler.store.policy import ensure_policy, load_policy
 from scheduler.store.preemption_ledger import events_since
 from scheduler.store.sessions import NewSession, class_from, insert_session
 from scheduler.testing import VirtualClock, VirtualDeferrer
-from scheduler.turns import submit_turn
 from templates import error_text
 
 _STATUS = sa_select(col(Session.status)).where(col(Session.id) == bindparam("sid"))

@@ -24,9 +24,9 @@ from sqlmodel import Session as DBSession
 from sqlmodel import col, select
 
 from bot.simulate.scenario import POLICIES, PolicySpec
-from scheduler.attempt import Block
 from scheduler.context import Context
-from scheduler.fleet import read_quota
+from scheduler.engine.attempt import Block
+from scheduler.engine.fleet import read_quota
 from scheduler.store.models import Session, Turn
 from scheduler.store.policy import load_policy
 from scheduler.store.sessions import is_spot

@@ -16,7 +16,7 @@ from typing import Any
 
 from bot.simulate.engine import Run
 from bot.simulate.scenario import Scenario
-from scheduler.pause import COOLDOWN
+from scheduler.engine.pause import COOLDOWN
 from scheduler.rules.cycling import detect
 from scheduler.rules.windows import window_bounds
 from scheduler.wiring import PERIODIC

@@ -1,6 +1,6 @@
 """The Slack side of `scheduler.ports.Notifier`: a session's news in its thread, queue holds in ops.
 
-The scheduler emits `(event, context)` after its transaction commits (`scheduler/effects.py`):
+The scheduler emits `(event, context)` after its transaction commits (`scheduler/engine/effects.py`):
 `effects.notice("held", session_id=…, reason=…, sentence=…, retry_at=…, title=…)` and the like. This
 adapter looks the session up, finds its Slack thread, renders `templates/slack/session_<event>.j2`
 with the session and the whole context, and posts it there. Sessions not born in Slack, and

@@ -93,7 +93,7 @@ def mechanisms_of(session: object, now: datetime, *, spot: bool | None = None) -
     if getattr(s, "hold_reason", None) and not parked_on_hold:  # a park that keeps the turn is one mechanism
         found.append(_hold(s, spot))
     if getattr(s, "pause_reason", None):
-        from scheduler.pause import banner  # why it is paused and what brings it back, one template
+        from scheduler.engine.pause import banner  # why it is paused and what brings it back, one template
 
         found.append(Mechanism("pause", s.pause_reason, s.pause_at, banner(s, now), None, "the ceiling sweep's resume"))
     if getattr(s, "park_reason", None):

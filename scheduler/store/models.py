@@ -179,7 +179,7 @@ class Turn(SQLModel, table=True):
     started_at: datetime | None = utc_column(index=True)
     finished_at: datetime | None = utc_column(index=True)
     # The process executing a running turn and until when it vouches for it: its heartbeat
-    # renews the lease, and recovery takes only a turn whose lease has run out (`scheduler.leases`).
+    # renews the lease, and recovery takes only a turn whose lease has run out (`scheduler.engine.leases`).
     owner: str | None = None
     lease_expires_at: datetime | None = utc_column()
     # The procrastinate job that runs the turn on a worker machine (`integrations.turn_queue`);

@@ -16,7 +16,7 @@ from sqlmodel import col, select
 
 from scheduler.bounds import MAX_SESSIONS
 from scheduler.context import Context
-from scheduler.effects import request_queue_pass
+from scheduler.engine.effects import request_queue_pass
 from scheduler.errors import InvalidInput
 from scheduler.rules.genesis import Genesis, SchedulingClass, validate_overrides
 from scheduler.rules.top_up import TOP_UP_ATTRIBUTES, TOP_UP_KEYS, TOP_UP_RANGES, TopUpPolicy

@@ -17,13 +17,13 @@ from dataclasses import dataclass
 from sqlalchemy.exc import SQLAlchemyError
 from sqlmodel import col, func, select
 
-from scheduler.admit import admit
-from scheduler.attempt import Submission, TurnAttempt, Work, manual_start
 from scheduler.context import Context
+from scheduler.engine.admit import admit
+from scheduler.engine.attempt import Submission, TurnAttempt, Work, manual_start
+from scheduler.engine.fleet import read_quota
+from scheduler.engine.pause import resume_paused
+from scheduler.engine.records import is_asleep, is_running, lock, replay
 from scheduler.errors import Refused
-from scheduler.fleet import read_quota
-from scheduler.pause import resume_paused
-from scheduler.records import is_asleep, is_running, lock, replay
 from scheduler.store.db import deciding_scope
 from scheduler.store.models import EnqueuedMessage, Status, Turn
 from templates import error_text, render

@@ -17,7 +17,7 @@ from sqlalchemy import select as sa_select
 from sqlmodel import col
 
 from scheduler.context import Context
-from scheduler.records import hold_job_id
+from scheduler.engine.records import hold_job_id
 from scheduler.store.db import core, session_scope
 from scheduler.store.models import Session, Status
 

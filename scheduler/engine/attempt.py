@@ -18,7 +18,7 @@ from typing import Any
 from sqlmodel import Session as DBSession
 
 from scheduler.context import Context
-from scheduler.effects import Effects
+from scheduler.engine.effects import Effects
 from scheduler.ports import QuotaReading
 from scheduler.rules.gate import Decision
 

@@ -23,13 +23,13 @@ from sqlmodel import Session as DBSession
 from sqlmodel import col
 
 from scheduler import capacity, groups
-from scheduler.admit import admit, blocked
-from scheduler.attempt import Block, Submission, TurnAttempt, Work, is_manual
-from scheduler.candidates import PAGE, Candidate, Passed, outranks, page
 from scheduler.context import Context
-from scheduler.fleet import asking_for, build_snapshot, burn_rate, read_quota
-from scheduler.pause import Dormant, first_paused, is_dormant_paused, resume_paused
-from scheduler.records import hold, hold_job_id, is_asleep, is_copy, is_running, lock, locked_copy, replay, start
+from scheduler.engine.admit import admit, blocked
+from scheduler.engine.attempt import Block, Submission, TurnAttempt, Work, is_manual
+from scheduler.engine.candidates import PAGE, Candidate, Passed, outranks, page
+from scheduler.engine.fleet import asking_for, build_snapshot, burn_rate, read_quota
+from scheduler.engine.pause import Dormant, first_paused, is_dormant_paused, resume_paused
+from scheduler.engine.records import hold, hold_job_id, is_asleep, is_copy, is_running, lock, locked_copy, replay, start
 from scheduler.rules import failures
 from scheduler.rules.explain import explain
 from scheduler.rules.gate import RESUME_MARGIN_PCT, Decision, Reason, decide

@@ -23,12 +23,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from scheduler.admit import admit
-from scheduler.attempt import Submission, TurnAttempt, Work
 from scheduler.context import Context
+from scheduler.engine.admit import admit
+from scheduler.engine.attempt import Submission, TurnAttempt, Work
+from scheduler.engine.fleet import read_quota
+from scheduler.engine.records import clear_hold, clear_pause, is_asleep, is_running, lock
 from scheduler.errors import Refused
-from scheduler.fleet import read_quota
-from scheduler.records import clear_hold, clear_pause, is_asleep, is_running, lock
 from scheduler.store.db import deciding_scope
 from scheduler.store.models import EnqueuedMessage, Session, Status
 from templates import error_text, render

@@ -12,10 +12,10 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 
-from scheduler.attempt import PASS_THROUGH, Block, Submission, TurnAttempt, Work
-from scheduler.fleet import asking_for, build_snapshot, running_rows
+from scheduler.engine.attempt import PASS_THROUGH, Block, Submission, TurnAttempt, Work
+from scheduler.engine.fleet import asking_for, build_snapshot, running_rows
+from scheduler.engine.records import clear_hold, hold, start
 from scheduler.log_context import about_session
-from scheduler.records import clear_hold, hold, start
 from scheduler.rules.explain import explain
 from scheduler.rules.gate import Decision, Reason, decide
 from scheduler.store.db import one_decider

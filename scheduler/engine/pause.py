@@ -29,10 +29,10 @@ from sqlalchemy import select as sa_select
 from sqlmodel import Session as DBSession
 from sqlmodel import col, select
 
-from scheduler.admit import admit, blocked
-from scheduler.attempt import Submission, TurnAttempt, Work
-from scheduler.fleet import asking_for, build_snapshot
-from scheduler.records import STOPPED, clear_pause, is_asleep, last_turn, replay, stopped_turn
+from scheduler.engine.admit import admit, blocked
+from scheduler.engine.attempt import Submission, TurnAttempt, Work
+from scheduler.engine.fleet import asking_for, build_snapshot
+from scheduler.engine.records import STOPPED, clear_pause, is_asleep, last_turn, replay, stopped_turn
 from scheduler.rules.explain import explain
 from scheduler.rules.gate import RESUME_MARGIN_PCT, Decision, decide
 from scheduler.rules.genesis import SchedulingClass

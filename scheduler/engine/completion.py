@@ -7,14 +7,14 @@ from __future__ import annotations
 
 from datetime import timedelta
 
-from scheduler.attempt import Block, TurnAttempt, Work
 from scheduler.context import Context
-from scheduler.effects import Effects
-from scheduler.fleet import read_quota
+from scheduler.engine.attempt import Block, TurnAttempt, Work
+from scheduler.engine.effects import Effects
+from scheduler.engine.fleet import read_quota
+from scheduler.engine.queue_pass import admit_in_queue
+from scheduler.engine.records import hold, lock, next_queued_id
 from scheduler.log_context import about_session, name_session
 from scheduler.ports import Outcome, TurnResult
-from scheduler.queue_pass import admit_in_queue
-from scheduler.records import hold, lock, next_queued_id
 from scheduler.rules import failures, ladder
 from scheduler.store.db import deciding_scope
 from scheduler.store.models import EnqueuedMessage, Session, Status, Turn

@@ -18,13 +18,13 @@ from typing import Any
 from sqlalchemy import bindparam, exists, or_
 from sqlalchemy import select as sa_select
 
-from scheduler.attempt import PASS_THROUGH, TURN_KINDS, Submission, TurnAttempt, Work
 from scheduler.context import Context
+from scheduler.engine.attempt import PASS_THROUGH, TURN_KINDS, Submission, TurnAttempt, Work
+from scheduler.engine.fleet import read_quota
+from scheduler.engine.queue_pass import admit_in_queue
+from scheduler.engine.records import is_asleep, is_running, lock, wake_job_id
 from scheduler.errors import InvalidInput, Refused
-from scheduler.fleet import read_quota
 from scheduler.log_context import about_session
-from scheduler.queue_pass import admit_in_queue
-from scheduler.records import is_asleep, is_running, lock, wake_job_id
 from scheduler.store.db import core, deciding_scope
 from scheduler.store.models import EnqueuedMessage, Session, Status, Turn
 from scheduler.store.policy import load_policy

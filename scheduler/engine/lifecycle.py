@@ -12,16 +12,16 @@ from datetime import datetime
 
 from sqlmodel import col, select
 
-from scheduler import leases
-from scheduler.attempt import Block, TurnAttempt, Work
 from scheduler.context import Context
-from scheduler.effects import Effects
+from scheduler.engine import leases
+from scheduler.engine.attempt import Block, TurnAttempt, Work
+from scheduler.engine.effects import Effects
+from scheduler.engine.records import halt_turn, hold, lock, running_turn
+from scheduler.engine.turns import submit_turn
 from scheduler.errors import Refused
 from scheduler.preemption import release_after_crash
-from scheduler.records import halt_turn, hold, lock, running_turn
 from scheduler.store.db import session_scope
 from scheduler.store.models import Session, Status, Turn
-from scheduler.turns import submit_turn
 from templates import error_text, render
 
 log = logging.getLogger("pacer.lifecycle")

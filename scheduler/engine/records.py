@@ -18,7 +18,7 @@ from sqlalchemy.orm.attributes import set_committed_value
 from sqlmodel import Session as DBSession
 from sqlmodel import col, select
 
-from scheduler.attempt import Block, Submission, TurnAttempt, Work
+from scheduler.engine.attempt import Block, Submission, TurnAttempt, Work
 from scheduler.errors import NotFound
 from scheduler.ports import TurnRequest
 from scheduler.rules import ladder
