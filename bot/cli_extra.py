@@ -44,8 +44,8 @@ def _set_policy(ctx: Any, words: list[str]) -> int:
     from bot.commands import command as c
     from bot.commands import parse
     from bot.render import render
-    from scheduler.budgets import reset_spend
     from scheduler.errors import CommandError, InvalidInput
+    from scheduler.holds.budgets import reset_spend
     from scheduler.store.models import PolicyAudit
     from scheduler.store.policy import set_policy
     from templates import error_text

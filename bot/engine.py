@@ -20,8 +20,6 @@ from bot.commands.times import resolve
 from bot.context import Answer, Context
 from bot.gate_view import spot_runtime
 from bot.runtime import Pacer
-from scheduler import capacity as claims
-from scheduler import cost_caps
 from scheduler.engine.admit import blocked as admission_block
 from scheduler.engine.attempt import Work
 from scheduler.engine.fleet import asking_for, build_snapshot, burn_rate, read_quota
@@ -30,6 +28,8 @@ from scheduler.engine.restart import restart_from_scratch
 from scheduler.engine.start_now import start_now
 from scheduler.engine.turns import submit_turn
 from scheduler.errors import PacerError
+from scheduler.holds import capacity as claims
+from scheduler.holds import cost_caps
 from scheduler.rules.explain import explain
 from scheduler.rules.gate import decide
 from scheduler.rules.genesis import Genesis

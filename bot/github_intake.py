@@ -5,9 +5,9 @@ the webhook can make its promise ("each session exactly once, none lost") before
 
   record_github(db, event)   in the caller's transaction, next to the delivery record: match
                              triggers, create each session with its rendered prompt, record its
-                             prerequisites (`scheduler.prerequisites`), change a class for
+                             prerequisites (`scheduler.holds.prerequisites`), change a class for
                              `pacer:priority`, place or lift the hold of `pacer:hold` and `/hold`
-                             (`scheduler.operator_holds`). Returns a `GithubPlan`. Fast: a few
+                             (`scheduler.holds.operator`). Returns a `GithubPlan`. Fast: a few
                              row writes.
   finish_github(ctx, plan)   after the commit, off the request (`bot.github_plan`): announce the
                              holds, submit each first turn, StartNow for promotions, archive a closed
@@ -77,9 +77,9 @@ from scheduler.bounds import clean_text
 from scheduler.context import Context
 from scheduler.errors import InvalidInput
 from scheduler.firing import render_trigger_prompt
-from scheduler.groups import repository_group
-from scheduler.operator_holds import NewOperatorHold, add_hold, end_hold
-from scheduler.prerequisites import parse_prerequisites, record_prerequisites
+from scheduler.holds.groups import repository_group
+from scheduler.holds.operator import NewOperatorHold, add_hold, end_hold
+from scheduler.holds.prerequisites import parse_prerequisites, record_prerequisites
 from scheduler.store.db import session_scope, steer_in_turn
 from scheduler.store.models import ACTIVE_STATUSES, OperatorHold, Session, Status, Trigger, WebhookDelivery
 from scheduler.store.sessions import NewSession, change_class, insert_session

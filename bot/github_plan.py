@@ -23,14 +23,14 @@ from typing import Any
 from bot.github_commands import CommentCommand, run_comment_command
 from bot.runtime import Pacer
 from scheduler.context import Context
-from scheduler.cost_caps import set_cap
 from scheduler.engine.effects import Effects
 from scheduler.engine.lifecycle import archive
 from scheduler.engine.start_now import start_now
 from scheduler.engine.turns import submit_turn, submit_turns
 from scheduler.errors import PacerError
-from scheduler.operator_holds import announce_holds
-from scheduler.prerequisites import set_issue_state
+from scheduler.holds.cost_caps import set_cap
+from scheduler.holds.operator import announce_holds
+from scheduler.holds.prerequisites import set_issue_state
 from scheduler.promotion import record_human_message
 
 log = logging.getLogger("pacer.intake")

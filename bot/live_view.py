@@ -1,6 +1,6 @@
 """What the live page shows, read once per request from the read models every other surface uses:
 the gate card (`scheduler.gate_card`, as `/pacer policy` and GET /api/v1/policy), the ranked
-queue (`bot.queue_view`, as `/pacer queue`), every hold (`scheduler.holds_view`, as `/pacer
+queue (`bot.queue_view`, as `/pacer queue`), every hold (`scheduler.holds.view`, as `/pacer
 holds`) and the last day's marks (`scheduler.timeline`). The only numbers made here are the
 chart's points, drawn from the gate's own window figures.
 
@@ -25,7 +25,7 @@ from bot import queue_view
 from bot.gate_view import current_card
 from bot.runtime import Pacer
 from scheduler.gate_card import GateCard, render_card
-from scheduler.holds_view import HoldsView, all_holds
+from scheduler.holds.view import HoldsView, all_holds
 from scheduler.rules.gate import WindowFigures
 from scheduler.store.policy import load_policy
 from scheduler.timeline import Timeline, last_day

@@ -19,7 +19,7 @@ from sqlalchemy import case, func
 from sqlmodel import Session as DBSession
 from sqlmodel import col, select
 
-from scheduler.cost_caps import spends_by
+from scheduler.holds.cost_caps import spends_by
 from scheduler.rules.genesis import SchedulingClass
 from scheduler.rules.waiting import Mechanism, waiting_reason
 from scheduler.store.models import Session, Status

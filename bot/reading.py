@@ -16,9 +16,9 @@ from bot.commands import command as c
 from bot.commands.grammar import NAMES, USAGE
 from bot.context import Answer, Context, StoreContext
 from bot.render import render
-from scheduler.budgets import spends
-from scheduler.cost_caps import spent_by
-from scheduler.holds_view import all_holds
+from scheduler.holds.budgets import spends
+from scheduler.holds.cost_caps import spent_by
+from scheduler.holds.view import all_holds
 from scheduler.rules.waiting import Mechanism, waiting_reason
 from scheduler.store.models import Session
 from scheduler.store.policy import audit_log, load_policy

@@ -13,8 +13,8 @@ from sqlmodel import col, select
 from bot import queue_view
 from bot.commands import command as c
 from bot.context import Answer, StoreContext
-from scheduler.cost_caps import spent_by
 from scheduler.errors import InvalidInput, Refused
+from scheduler.holds.cost_caps import spent_by
 from scheduler.rules import precedence as prec
 from scheduler.store.models import Session, Status
 from scheduler.store.policy import PolicyView, load_policy

@@ -291,7 +291,7 @@ def _filter(flt: Any) -> dict[str, Any]:
     return out
 
 
-# Every kind also takes `cost_cap_usd`: the cost cap its sessions start with (scheduler.cost_caps).
+# Every kind also takes `cost_cap_usd`: the cost cap its sessions start with (scheduler.holds.cost_caps).
 CONFIG_KEYS: Mapping[str, tuple[str, ...]] = {
     "slack": ("channels", "dms", "repository", "cost_cap_usd"),
     "github_issue": ("repositories", "labels", "authors", "trusted_associations", "cost_cap_usd"),

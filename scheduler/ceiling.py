@@ -30,7 +30,7 @@ from datetime import datetime, timedelta
 from sqlmodel import Session as DBSession
 from sqlmodel import col, func, select
 
-from scheduler import budget_notice, cost_caps, preemption
+from scheduler import budget_notice, preemption
 from scheduler.context import Context
 from scheduler.engine.attempt import PASS_THROUGH, Work
 from scheduler.engine.fleet import (
@@ -54,6 +54,7 @@ from scheduler.engine.pause import (
 )
 from scheduler.engine.queue_pass import locked_unless_taken
 from scheduler.engine.records import halt_turn
+from scheduler.holds import cost_caps
 from scheduler.rules.explain import explain
 from scheduler.rules.gate import Ceiling, Decision, decide
 from scheduler.rules.snapshot import Asking, Snapshot

@@ -10,17 +10,9 @@ from collections.abc import Callable
 from typing import Any
 
 from scheduler import (
-    auth_outage,
-    budgets,
     ceiling,
-    cost_caps,
     firing,
-    hold_sweep,
-    interference,
-    operator_holds,
-    prerequisites,
     promotion,
-    queue_holds,
     session_events,
     sleep,
     top_up_sweep,
@@ -29,6 +21,22 @@ from scheduler import (
 from scheduler.context import Context
 from scheduler.engine import completion, queue_pass
 from scheduler.engine import recheck_sweep as sweeps
+from scheduler.holds import (
+    auth_outage,
+    budgets,
+    cost_caps,
+    interference,
+    prerequisites,
+)
+from scheduler.holds import (
+    operator as operator_holds,
+)
+from scheduler.holds import (
+    queue as queue_holds,
+)
+from scheduler.holds import (
+    sweep as hold_sweep,
+)
 from scheduler.store import policy
 
 log = logging.getLogger("pacer.jobs")

@@ -27,9 +27,9 @@ from sqlmodel import Session as DBSession
 from sqlmodel import col, select
 
 from scheduler.context import Context
-from scheduler.cost_caps import spent_by
 from scheduler.errors import InvalidInput, Refused
 from scheduler.firing import Fired, TriggerEvent, fire
+from scheduler.holds.cost_caps import spent_by
 from scheduler.rules.top_up import EVENT as NO_SESSIONS_IN_PROGRESS
 from scheduler.store.caches import kept
 from scheduler.store.db import session_scope

@@ -9,21 +9,26 @@ from __future__ import annotations
 
 from datetime import timedelta
 
-from scheduler import (
+from scheduler import preemption, session_events
+from scheduler.context import Context
+from scheduler.holds import (
     auth_outage,
     budgets,
     capacity,
     cost_caps,
     groups,
     interference,
-    operator_holds,
-    outcome_holds,
-    preemption,
     prerequisites,
-    queue_holds,
-    session_events,
 )
-from scheduler.context import Context
+from scheduler.holds import (
+    operator as operator_holds,
+)
+from scheduler.holds import (
+    outcome as outcome_holds,
+)
+from scheduler.holds import (
+    queue as queue_holds,
+)
 from scheduler.jobs import targets
 
 # name -> interval. Each name is a target in `scheduler.jobs.targets()`.

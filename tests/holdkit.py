@@ -11,7 +11,7 @@ from sqlalchemy import Engine
 
 from scheduler.context import Context
 from scheduler.engine.completion import complete_turn
-from scheduler.holds_view import HoldsView, all_holds, render_holds
+from scheduler.holds.view import HoldsView, all_holds, render_holds
 from scheduler.ports import Outcome, TurnResult
 from scheduler.store.db import session_scope
 from scheduler.testing import VirtualClock, VirtualDeferrer, VirtualWorkers

@@ -10,7 +10,7 @@ import pytest
 from bot import chat
 from integrations.github.status import status_view
 from scheduler.engine.turns import submit_turn
-from scheduler.holds_view import all_holds, render_holds
+from scheduler.holds.view import all_holds, render_holds
 from scheduler.rules.genesis import SchedulingClass
 from scheduler.store.db import session_scope
 from scheduler.store.models import Session

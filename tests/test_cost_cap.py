@@ -10,11 +10,11 @@ from datetime import timedelta
 
 import pytest
 
-from scheduler.cost_caps import set_cap, spent_by
 from scheduler.engine.lifecycle import archive
 from scheduler.engine.start_now import start_now
 from scheduler.engine.turns import submit_turn
 from scheduler.errors import InvalidInput, Refused
+from scheduler.holds.cost_caps import set_cap, spent_by
 from scheduler.store.db import session_scope
 from scheduler.store.models import Turn
 from scheduler.wiring import run_periodic

@@ -13,7 +13,7 @@ from sqlmodel import col, select
 from bot.github.events import IntakeEvent, Kind, parse
 from bot.github_intake import IntakeSettings, github_event, github_trigger_mismatch, record_github
 from scheduler import wiring
-from scheduler.prerequisites import unsatisfied
+from scheduler.holds.prerequisites import unsatisfied
 from scheduler.store.db import session_scope
 from scheduler.store.models import OperatorHold, Prerequisite, Session, Trigger
 from tests.github_support import issue_payload

@@ -12,15 +12,15 @@ from scheduler.engine.lifecycle import archive
 from scheduler.engine.start_now import start_now
 from scheduler.engine.turns import submit_turn
 from scheduler.errors import InvalidInput
-from scheduler.groups import parse_group_limit, repository_group
-from scheduler.ports import Outcome
-from scheduler.prerequisites import (
+from scheduler.holds.groups import parse_group_limit, repository_group
+from scheduler.holds.prerequisites import (
     PrerequisiteRef,
     parse_prerequisites,
     record_prerequisites,
     set_issue_state,
 )
-from scheduler.queue_holds import resume_queue
+from scheduler.holds.queue import resume_queue
+from scheduler.ports import Outcome
 from scheduler.sleep import wake_me_up_later
 from scheduler.store.db import session_scope
 from scheduler.store.models import Session, Trigger

@@ -9,7 +9,7 @@ from sqlalchemy import event
 
 from scheduler.engine.queue_pass import queue_pass
 from scheduler.engine.turns import submit_turn
-from scheduler.groups import repository_group
+from scheduler.holds.groups import repository_group
 from scheduler.ports import Outcome
 from scheduler.store.models import Status
 from tests.harness import new, row

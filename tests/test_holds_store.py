@@ -8,19 +8,19 @@ from datetime import timedelta
 import pytest
 from sqlmodel import select
 
-from scheduler.capacity import arrivals, occupied
 from scheduler.context import Context
 from scheduler.engine.effects import Effects
-from scheduler.groups import occupying
-from scheduler.holds_view import list_holds
-from scheduler.operator_holds import live_holds
-from scheduler.prerequisites import (
+from scheduler.holds.capacity import arrivals, occupied
+from scheduler.holds.groups import occupying
+from scheduler.holds.operator import live_holds
+from scheduler.holds.prerequisites import (
     issue_sessions,
     queue_waits_on,
     record_prerequisites,
     unsatisfied,
 )
-from scheduler.queue_holds import NewHold, in_force, live_hold, record
+from scheduler.holds.queue import NewHold, in_force, live_hold, record
+from scheduler.holds.view import list_holds
 from scheduler.store.models import OperatorHold, Prerequisite, QueueHold, Session, Turn
 from scheduler.store.policy import load_policy
 

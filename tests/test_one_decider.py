@@ -14,7 +14,7 @@ from sqlalchemy import Engine, text
 from sqlalchemy.exc import OperationalError
 
 from scheduler.engine.turns import submit_turn, submit_turns
-from scheduler.groups import repository_group
+from scheduler.holds.groups import repository_group
 from scheduler.store import db as dbmod
 from scheduler.testing import VirtualClock
 from tests.conftest import T0

@@ -15,15 +15,15 @@ from sqlmodel import SQLModel, func, select
 from scheduler.engine.start_now import start_now
 from scheduler.engine.turns import submit_turn
 from scheduler.errors import Forbidden, InvalidInput, NotFound, Refused
-from scheduler.holds_view import list_holds, show_hold
-from scheduler.operator_holds import (
+from scheduler.holds.operator import (
     SELECTOR_KINDS,
     admission_check,
     applies,
     place_hold,
     release_hold,
 )
-from scheduler.prerequisites import record_prerequisites
+from scheduler.holds.prerequisites import record_prerequisites
+from scheduler.holds.view import list_holds, show_hold
 from scheduler.store import db as dbmod
 from scheduler.store.db import session_scope
 from scheduler.store.models import OperatorHold, Session, Trigger

@@ -37,10 +37,10 @@ from integrations.slack.notifier import QUEUE_RESUME
 from scheduler import wiring
 from scheduler.context import Context, Runtime
 from scheduler.engine.turns import submit_turn
+from scheduler.holds.operator import place_hold
+from scheduler.holds.prerequisites import record_prerequisites
 from scheduler.jobs import targets
-from scheduler.operator_holds import place_hold
 from scheduler.parking import pause_into_spot_queue
-from scheduler.prerequisites import record_prerequisites
 from scheduler.store import db as dbmod
 from scheduler.store.db import session_scope
 from scheduler.store.models import (

@@ -16,7 +16,7 @@ from bot.settings import load
 from scheduler import wiring
 from scheduler.engine.lifecycle import archive
 from scheduler.engine.turns import submit_turn
-from scheduler.prerequisites import unsatisfied
+from scheduler.holds.prerequisites import unsatisfied
 from scheduler.store import db as dbmod
 from scheduler.store.models import Session
 from tests import harness

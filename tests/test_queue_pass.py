@@ -14,7 +14,7 @@ from scheduler.engine import queue_pass as queue_pass_module
 from scheduler.engine.queue_pass import recheck
 from scheduler.engine.records import hold_job_id
 from scheduler.engine.turns import submit_turn
-from scheduler.operator_holds import REASON, place_hold
+from scheduler.holds.operator import REASON, place_hold
 from scheduler.store import caches
 from scheduler.store.db import make_engine, session_scope
 from scheduler.store.models import OperatorHold

@@ -9,8 +9,8 @@ import pytest
 
 from integrations.github.status import render_body, status_view
 from scheduler.engine.turns import submit_turn
+from scheduler.holds.queue import resume_queue
 from scheduler.ports import Outcome
-from scheduler.queue_holds import resume_queue
 from scheduler.rules.genesis import SchedulingClass
 from scheduler.store.policy import set_policy
 from tests.harness import new, row

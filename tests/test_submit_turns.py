@@ -19,9 +19,9 @@ from scheduler.context import Context
 from scheduler.engine import turns
 from scheduler.engine.lifecycle import archive, recover
 from scheduler.engine.turns import submit_turn, submit_turns
-from scheduler.groups import repository_group
-from scheduler.operator_holds import REASON as OPERATOR_HOLD
-from scheduler.operator_holds import NewOperatorHold, add_hold, place_hold
+from scheduler.holds.groups import repository_group
+from scheduler.holds.operator import REASON as OPERATOR_HOLD
+from scheduler.holds.operator import NewOperatorHold, add_hold, place_hold
 from scheduler.store.db import session_scope
 from scheduler.store.models import EnqueuedMessage, Status, Turn
 from scheduler.testing import VirtualClock

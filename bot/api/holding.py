@@ -3,9 +3,9 @@
 
     POST /sessions/{id}/pause      until given: sleep to then (scheduler.sleep.wake_me_up_later);
                                    else park in the spot queue (scheduler.parking.pause_into_spot_queue)
-    POST /holds                    place an operator hold (scheduler.operator_holds.place_hold)
-    POST /holds/{id}/release       release one (scheduler.operator_holds.release_hold)
-    POST /queue/resume             resume a held queue (scheduler.queue_holds.resume_queue)
+    POST /holds                    place an operator hold (scheduler.holds.operator.place_hold)
+    POST /holds/{id}/release       release one (scheduler.holds.operator.release_hold)
+    POST /queue/resume             resume a held queue (scheduler.holds.queue.resume_queue)
 
 The request and answer shapes live here, beside the routes that alone use them.
 """
@@ -27,9 +27,9 @@ from bot.api.views import context, session_detail
 from bot.roles import Role
 from scheduler import bounds
 from scheduler.errors import InvalidInput
-from scheduler.operator_holds import MAX_REASON, MAX_TTL, place_hold, release_hold
+from scheduler.holds.operator import MAX_REASON, MAX_TTL, place_hold, release_hold
+from scheduler.holds.queue import resume_queue
 from scheduler.parking import pause_into_spot_queue
-from scheduler.queue_holds import resume_queue
 from scheduler.rules.genesis import Genesis
 from scheduler.sleep import wake_me_up_later
 from scheduler.store.db import session_scope

@@ -37,14 +37,14 @@ from bot.api.models import (
 from bot.api.refusals import refusals
 from bot.api.views import context, session_detail, start_now_out, submission_out
 from scheduler.bounds import check_claim
-from scheduler.capacity import ClaimChange, change_claim
 from scheduler.context import Context
-from scheduler.cost_caps import set_cap, spends_by
 from scheduler.engine.lifecycle import archive
 from scheduler.engine.restart import restart_from_scratch
 from scheduler.engine.start_now import start_now
 from scheduler.engine.turns import submit_turn
 from scheduler.errors import InvalidInput, PacerError, Refused
+from scheduler.holds.capacity import ClaimChange, change_claim
+from scheduler.holds.cost_caps import set_cap, spends_by
 from scheduler.rules import precedence as prec
 from scheduler.rules.genesis import SchedulingClass, parse_class
 from scheduler.store.db import session_scope

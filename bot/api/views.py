@@ -16,9 +16,9 @@ from sqlmodel import col, select
 
 from bot.api.guard import ApiError
 from scheduler.context import Context
-from scheduler.cost_caps import spent_by
 from scheduler.engine.attempt import Submission
 from scheduler.engine.start_now import StartNowResult
+from scheduler.holds.cost_caps import spent_by
 from scheduler.rules.explain import explain
 from scheduler.rules.waiting import Mechanism, waiting_reason
 from scheduler.store.models import EnqueuedMessage, Session

@@ -10,7 +10,7 @@ from typing import Any
 from sqlmodel import Session as DBSession
 from sqlmodel import col, func, select
 
-from scheduler.cost_caps import REASON
+from scheduler.holds.cost_caps import REASON
 from scheduler.store.models import Session, Turn
 
 

@@ -30,8 +30,8 @@ from sqlmodel import col, select
 from integrations.github import markers
 from integrations.latest_result import LatestResult, read_latest_result
 from scheduler.budget_notice import RunOut, standing_notice
-from scheduler.cost_caps import spent_by
-from scheduler.operator_holds import applies, live_holds
+from scheduler.holds.cost_caps import spent_by
+from scheduler.holds.operator import applies, live_holds
 from scheduler.rules.genesis import SchedulingClass
 from scheduler.rules.waiting import OVERTAKEN, waiting_reason
 from scheduler.store.models import Session, Status, Turn

@@ -39,7 +39,7 @@ from sqlalchemy import Engine
 
 from integrations.latest_result import read_latest_result
 from integrations.slack.messages import thread_messages
-from scheduler.cost_caps import spent_by
+from scheduler.holds.cost_caps import spent_by
 from scheduler.store.db import session_scope
 from scheduler.store.models import Session
 from scheduler.store.policy import load_policy

@@ -22,7 +22,6 @@ from sqlalchemy import select as sa_select
 from sqlmodel import Session as DBSession
 from sqlmodel import col
 
-from scheduler import capacity, groups
 from scheduler.context import Context
 from scheduler.engine.admit import admit, blocked
 from scheduler.engine.attempt import Block, Submission, TurnAttempt, Work, is_manual
@@ -30,6 +29,7 @@ from scheduler.engine.candidates import PAGE, Candidate, Passed, outranks, page
 from scheduler.engine.fleet import asking_for, build_snapshot, burn_rate, read_quota
 from scheduler.engine.pause import Dormant, first_paused, is_dormant_paused, resume_paused
 from scheduler.engine.records import hold, hold_job_id, is_asleep, is_copy, is_running, lock, locked_copy, replay, start
+from scheduler.holds import capacity, groups
 from scheduler.rules import failures
 from scheduler.rules.explain import explain
 from scheduler.rules.gate import RESUME_MARGIN_PCT, Decision, Reason, decide

@@ -101,7 +101,7 @@ class Session(SQLModel, table=True):
     weight: float = 1.0
     capacity: int | None = None
     capacity_multiplier: float | None = None  # the fleet's slot budget times this, instead of `capacity`
-    cost_cap_usd: float | None = None  # its turns' cost may reach this and no further (scheduler.cost_caps)
+    cost_cap_usd: float | None = None  # its turns' cost may reach this and no further (scheduler.holds.cost_caps)
     concurrency_group: str | None = Field(default=None, index=True)
     requester: str | None = None
     agent_session_id: str | None = None

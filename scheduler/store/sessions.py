@@ -17,7 +17,7 @@ from sqlmodel import col, select
 
 from scheduler import bounds
 from scheduler.errors import InvalidInput, NotFound
-from scheduler.prerequisites import parse_prerequisites, record_prerequisites
+from scheduler.holds.prerequisites import parse_prerequisites, record_prerequisites
 from scheduler.rules import precedence as prec
 from scheduler.rules.genesis import (
     DEFAULT_CLASS,

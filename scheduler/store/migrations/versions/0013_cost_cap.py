@@ -1,6 +1,6 @@
 """a session's cost cap
 
-A session may carry a cap in US dollars on what its turns cost together (`scheduler.cost_caps`):
+A session may carry a cap in US dollars on what its turns cost together (`scheduler.holds.cost_caps`):
 a turn is not started once the spend has reached it, and a running one is halted when the burn
 estimate says it has. NULL: no cap.
 

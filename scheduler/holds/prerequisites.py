@@ -33,12 +33,12 @@ from sqlalchemy import String, cast, func, or_
 from sqlmodel import Session as DBSession
 from sqlmodel import col, select
 
-from scheduler import queue_holds
 from scheduler.bounds import NAME_PATTERN, OWNER_PATTERN
 from scheduler.context import Context
 from scheduler.engine.attempt import Block, is_manual
 from scheduler.engine.effects import Effects, request_queue_pass
 from scheduler.errors import InvalidInput
+from scheduler.holds import queue as queue_holds
 from scheduler.store.caches import cached, present, read_or_fail_open, register_presence
 from scheduler.store.db import session_scope
 from scheduler.store.models import Prerequisite, Session, Status

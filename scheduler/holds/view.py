@@ -22,9 +22,11 @@ from sqlalchemy import func, or_
 from sqlmodel import Session as DBSession
 from sqlmodel import col, select
 
-from scheduler import operator_holds, prerequisites, queue_holds
 from scheduler.errors import NotFound
-from scheduler.queue_holds import QueueHoldView
+from scheduler.holds import operator as operator_holds
+from scheduler.holds import prerequisites
+from scheduler.holds import queue as queue_holds
+from scheduler.holds.queue import QueueHoldView
 from scheduler.rules.cycling import Cycling
 from scheduler.rules.waiting import Mechanism, waiting_reason
 from scheduler.store.models import OperatorHold, QueueHold, Session, Status

@@ -9,13 +9,13 @@ from __future__ import annotations
 
 from typing import Any
 
-from scheduler.budgets import reconcile as reconcile_budgets
 from scheduler.context import Context
 from scheduler.engine.effects import Effects
-from scheduler.interference import reconcile as reconcile_interference
-from scheduler.operator_holds import live_holds, notice_deadlocks, prune
-from scheduler.prerequisites import reconcile
-from scheduler.queue_holds import lift_expired
+from scheduler.holds.budgets import reconcile as reconcile_budgets
+from scheduler.holds.interference import reconcile as reconcile_interference
+from scheduler.holds.operator import live_holds, notice_deadlocks, prune
+from scheduler.holds.prerequisites import reconcile
+from scheduler.holds.queue import lift_expired
 from scheduler.store.caches import present
 from scheduler.store.db import session_scope
 

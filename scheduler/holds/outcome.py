@@ -20,8 +20,7 @@ from sqlmodel import col, select
 
 from scheduler.engine.attempt import Block, TurnAttempt, Work
 from scheduler.engine.records import hold
-from scheduler.ports import Outcome, TurnResult
-from scheduler.queue_holds import (
+from scheduler.holds.queue import (
     AUTH,
     BLOCK_REASON,
     CREDITS,
@@ -36,6 +35,7 @@ from scheduler.queue_holds import (
     release,
     view,
 )
+from scheduler.ports import Outcome, TurnResult
 from scheduler.rules import failures, ladder
 from scheduler.rules.failures import NextStep
 from scheduler.store.caches import present

@@ -19,14 +19,14 @@ for a named reason decided by a runner's outcome, and says so.
                      failure in a row to reach the
                      provider at all (it is blocked)
     prerequisite     every candidate waits on one        global   none                no: lifts when
-                     (derived; `scheduler.prerequisites`)                             the target ends
+                     (derived; `scheduler.holds.prerequisites`)                             the target ends
     blocked_         every candidate of a group overlaps group    none                no: lifts when
     interference     a blocked session's text (derived;                           the blocked one is
-                     `scheduler.interference`)                                    answered, retried
+                     `scheduler.holds.interference`)                                    answered, retried
                                                                                   or closed
     cost_budget      a picked session's runtime spent    global   none                no: a spend reset
                      its budget (derived;                                         or a changed budget
-                     `scheduler.budgets`)                                         re-kicks the queue
+                     `scheduler.holds.budgets`)                                         re-kicks the queue
 
 Rate limits, auth, credits and the plan's models belong to the provider account every run shares, so they hold the
 whole queue; a failed session holds its own concurrency group (the working tree it may have left

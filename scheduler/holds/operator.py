@@ -32,7 +32,7 @@ from scheduler.context import Context
 from scheduler.engine.attempt import Block
 from scheduler.engine.effects import Effects
 from scheduler.errors import Forbidden, InvalidInput, NotFound, Refused
-from scheduler.prerequisites import repository_of, target_sessions, waits_on
+from scheduler.holds.prerequisites import repository_of, target_sessions, waits_on
 from scheduler.rules.genesis import Genesis, SchedulingClass
 from scheduler.store.caches import cached, forget, present, read_or_fail_open, register_presence
 from scheduler.store.db import session_scope

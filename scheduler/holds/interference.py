@@ -36,10 +36,10 @@ from sqlalchemy import select as sa_select
 from sqlmodel import Session as DBSession
 from sqlmodel import col, select
 
-from scheduler import queue_holds
 from scheduler.context import Context
 from scheduler.engine.attempt import Block, is_manual
 from scheduler.engine.effects import Effects
+from scheduler.holds import queue as queue_holds
 from scheduler.store.caches import cached, invalidated_by, present, read_or_fail_open
 from scheduler.store.db import core, session_scope
 from scheduler.store.models import Session, Status

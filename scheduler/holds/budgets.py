@@ -22,11 +22,11 @@ from sqlalchemy import func
 from sqlmodel import Session as DBSession
 from sqlmodel import col, select
 
-from scheduler import queue_holds
 from scheduler.context import Context
 from scheduler.engine.attempt import Block, is_manual
 from scheduler.engine.effects import Effects, request_queue_pass
 from scheduler.errors import InvalidInput
+from scheduler.holds import queue as queue_holds
 from scheduler.store.caches import cached, invalidated_by
 from scheduler.store.db import session_scope
 from scheduler.store.models import Policy, PolicyAudit, Session, Status, Turn
