@@ -30,12 +30,12 @@ from scheduler.engine.turns import submit_turn
 from scheduler.errors import PacerError
 from scheduler.holds import capacity as claims
 from scheduler.holds import cost_caps
+from scheduler.pauses.sleep import wake_me_up_later
 from scheduler.rules.explain import explain
 from scheduler.rules.gate import decide
 from scheduler.rules.genesis import Genesis
 from scheduler.rules.precedence import TOP_OF_SPOT
 from scheduler.rules.snapshot import Asking
-from scheduler.sleep import wake_me_up_later
 from scheduler.store.db import session_scope
 from scheduler.store.models import Session
 from scheduler.store.policy import load_policy

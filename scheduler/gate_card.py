@@ -15,6 +15,7 @@ from sqlmodel import col, select
 
 from scheduler.context import Context
 from scheduler.engine.fleet import build_snapshot, burn_rate, waiting_for_workers
+from scheduler.pauses.top_up_sweep import TopUpReading, read_top_up
 from scheduler.ports import AccountReading, QuotaReading
 from scheduler.rules.explain import Explanation, explain
 from scheduler.rules.gate import Decision, evaluate
@@ -22,7 +23,6 @@ from scheduler.rules.pool import CapacityState, capacity_sentence, pool_capacity
 from scheduler.rules.snapshot import Asking, Snapshot
 from scheduler.store.models import Session, Status
 from scheduler.store.policy import PolicyView, load_policy
-from scheduler.top_up_sweep import TopUpReading, read_top_up
 
 
 @dataclass(frozen=True)

@@ -9,34 +9,15 @@ import logging
 from collections.abc import Callable
 from typing import Any
 
-from scheduler import (
-    ceiling,
-    firing,
-    promotion,
-    session_events,
-    sleep,
-    top_up_sweep,
-    trigger_release,
-)
+from scheduler import firing, promotion, session_events, trigger_release
 from scheduler.context import Context
 from scheduler.engine import completion, queue_pass
 from scheduler.engine import recheck_sweep as sweeps
-from scheduler.holds import (
-    auth_outage,
-    budgets,
-    cost_caps,
-    interference,
-    prerequisites,
-)
-from scheduler.holds import (
-    operator as operator_holds,
-)
-from scheduler.holds import (
-    queue as queue_holds,
-)
-from scheduler.holds import (
-    sweep as hold_sweep,
-)
+from scheduler.holds import auth_outage, budgets, cost_caps, interference, prerequisites
+from scheduler.holds import operator as operator_holds
+from scheduler.holds import queue as queue_holds
+from scheduler.holds import sweep as hold_sweep
+from scheduler.pauses import ceiling, sleep, top_up_sweep
 from scheduler.store import policy
 
 log = logging.getLogger("pacer.jobs")

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from datetime import timedelta
 
-from scheduler import preemption, session_events
+from scheduler import session_events
 from scheduler.context import Context
 from scheduler.holds import (
     auth_outage,
@@ -20,16 +20,11 @@ from scheduler.holds import (
     interference,
     prerequisites,
 )
-from scheduler.holds import (
-    operator as operator_holds,
-)
-from scheduler.holds import (
-    outcome as outcome_holds,
-)
-from scheduler.holds import (
-    queue as queue_holds,
-)
+from scheduler.holds import operator as operator_holds
+from scheduler.holds import outcome as outcome_holds
+from scheduler.holds import queue as queue_holds
 from scheduler.jobs import targets
+from scheduler.pauses import preemption
 
 # name -> interval. Each name is a target in `scheduler.jobs.targets()`.
 PERIODIC: dict[str, timedelta] = {

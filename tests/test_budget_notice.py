@@ -17,7 +17,7 @@ from bot.github_intake import github_event
 from integrations.github.client import GithubClients
 from integrations.github.comments import PyGithubComments, StatusComments
 from integrations.slack.notifier import SESSION_PRIORITY, SlackNotifier, thread_source
-from scheduler.budget_notice import EVENT, RunOut, running_out
+from scheduler.pauses.budget_notice import EVENT, RunOut, running_out
 from scheduler.rules.gate import WindowFigures
 from scheduler.store.db import session_scope
 from scheduler.store.models import Trigger

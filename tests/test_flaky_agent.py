@@ -19,9 +19,9 @@ from scheduler.engine.records import hold_job_id
 from scheduler.engine.start_now import start_now
 from scheduler.engine.turns import submit_turn
 from scheduler.holds.queue import resume_queue
+from scheduler.pauses.sleep import wake_me_up_later
 from scheduler.ports import Outcome, TurnRequest, TurnResult
 from scheduler.rules import failures
-from scheduler.sleep import wake_me_up_later
 from scheduler.store.db import session_scope
 from scheduler.store.models import QueueHold, Turn
 from scheduler.testing import VirtualDeferrer

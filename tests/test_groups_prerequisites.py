@@ -20,8 +20,8 @@ from scheduler.holds.prerequisites import (
     set_issue_state,
 )
 from scheduler.holds.queue import resume_queue
+from scheduler.pauses.sleep import wake_me_up_later
 from scheduler.ports import Outcome
-from scheduler.sleep import wake_me_up_later
 from scheduler.store.db import session_scope
 from scheduler.store.models import Session, Trigger
 from tests.harness import new, row

@@ -14,8 +14,8 @@ from scheduler.engine.records import hold_job_id
 from scheduler.engine.start_now import start_now
 from scheduler.engine.turns import submit_turn
 from scheduler.errors import Refused
+from scheduler.pauses.sleep import wake_me_up_later
 from scheduler.rules import ladder
-from scheduler.sleep import wake_me_up_later
 from scheduler.store.db import session_scope
 from scheduler.store.models import EnqueuedMessage, Turn
 from scheduler.store.sessions import change_class

@@ -40,7 +40,7 @@ from scheduler.engine.turns import submit_turn
 from scheduler.holds.operator import place_hold
 from scheduler.holds.prerequisites import record_prerequisites
 from scheduler.jobs import targets
-from scheduler.parking import pause_into_spot_queue
+from scheduler.pauses.parking import pause_into_spot_queue
 from scheduler.store import db as dbmod
 from scheduler.store.db import session_scope
 from scheduler.store.models import (

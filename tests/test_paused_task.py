@@ -17,7 +17,7 @@ from sqlalchemy import Engine
 from scheduler.engine.start_now import start_now
 from scheduler.engine.turns import submit_turn
 from scheduler.holds.cost_caps import set_cap
-from scheduler.parking import pause_into_spot_queue
+from scheduler.pauses.parking import pause_into_spot_queue
 from scheduler.ports import TurnRequest
 from scheduler.testing import VirtualClock
 from tests.sweeping import Scene

@@ -12,12 +12,12 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from sqlmodel import SQLModel, select
 
-from scheduler import preemption
 from scheduler.engine.fleet import running_fleet
 from scheduler.engine.records import hold_job_id
 from scheduler.engine.turns import submit_turn
+from scheduler.pauses import preemption
+from scheduler.pauses.sleep import wake_me_up_later
 from scheduler.rules.waiting import waiting_reason
-from scheduler.sleep import wake_me_up_later
 from scheduler.store.db import make_engine, session_scope
 from scheduler.store.models import HumanMessage, Session
 from scheduler.store.policy import ensure_policy, load_policy

@@ -13,7 +13,7 @@ from sqlmodel import select
 from bot import chat
 from scheduler.engine.restart import RESTART_FROM_SCRATCH_KEYS
 from scheduler.engine.turns import submit_turn
-from scheduler.sleep import wake_me_up_later
+from scheduler.pauses.sleep import wake_me_up_later
 from scheduler.store.db import session_scope
 from scheduler.store.models import EnqueuedMessage, Session, Turn
 from tests.api_client import make_api

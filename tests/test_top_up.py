@@ -18,12 +18,12 @@ from bot.trigger_spec import check_spec
 from scheduler import wiring
 from scheduler.context import Runtime
 from scheduler.errors import InvalidInput
+from scheduler.pauses.top_up_sweep import load_state, top_up_sweep
 from scheduler.rules.top_up import TopUpPolicy, TopUpState, next_firing, step
 from scheduler.store.db import session_scope
 from scheduler.store.models import PolicyAudit, Session
 from scheduler.store.policy import change_policy
 from scheduler.store.sessions import NewSession
-from scheduler.top_up_sweep import load_state, top_up_sweep
 from tests.conftest import T0
 from tests.harness import build
 

@@ -1,8 +1,8 @@
 """/api/v1 pause, operator holds and queue resume: the REST doors to the engine functions
 `/pacer pause`, `hold`, `release` and `resume` call, so the API can do what chat can.
 
-    POST /sessions/{id}/pause      until given: sleep to then (scheduler.sleep.wake_me_up_later);
-                                   else park in the spot queue (scheduler.parking.pause_into_spot_queue)
+    POST /sessions/{id}/pause      until given: sleep to then (scheduler.pauses.sleep.wake_me_up_later);
+                                   else park in the spot queue (scheduler.pauses.parking.pause_into_spot_queue)
     POST /holds                    place an operator hold (scheduler.holds.operator.place_hold)
     POST /holds/{id}/release       release one (scheduler.holds.operator.release_hold)
     POST /queue/resume             resume a held queue (scheduler.holds.queue.resume_queue)
@@ -29,9 +29,9 @@ from scheduler import bounds
 from scheduler.errors import InvalidInput
 from scheduler.holds.operator import MAX_REASON, MAX_TTL, place_hold, release_hold
 from scheduler.holds.queue import resume_queue
-from scheduler.parking import pause_into_spot_queue
+from scheduler.pauses.parking import pause_into_spot_queue
+from scheduler.pauses.sleep import wake_me_up_later
 from scheduler.rules.genesis import Genesis
-from scheduler.sleep import wake_me_up_later
 from scheduler.store.db import session_scope
 from scheduler.store.policy import load_policy
 from scheduler.store.sessions import get_session

@@ -7,7 +7,7 @@ arriving late, twice or out of order still end on the comment that matches the d
               the last ask, why and when it is asked again
     held      a priority session waiting on a hold (a queue hold, its group, an operator hold)
     started   a turn is running; with the early notice when a window's spot budget runs out
-              soon (`scheduler.budget_notice`), until that window rolls over
+              soon (`scheduler.pauses.budget_notice`), until that window rolls over
     paused    a pause, a park, a sleep, or waiting for a person's input
     done / failed / archived
 
@@ -29,9 +29,9 @@ from sqlmodel import col, select
 
 from integrations.github import markers
 from integrations.latest_result import LatestResult, read_latest_result
-from scheduler.budget_notice import RunOut, standing_notice
 from scheduler.holds.cost_caps import spent_by
 from scheduler.holds.operator import applies, live_holds
+from scheduler.pauses.budget_notice import RunOut, standing_notice
 from scheduler.rules.genesis import SchedulingClass
 from scheduler.rules.waiting import OVERTAKEN, waiting_reason
 from scheduler.store.models import Session, Status, Turn

@@ -17,7 +17,7 @@ or rate-limited Slack never stalls the scheduler thread that emitted the notice.
         priority" (action id SESSION_PRIORITY).
     budget_ending
         session_id, label, runs_out_at, resets_at: a window's spot budget runs out soon and the
-        session will be paused (`scheduler.budget_notice`). In its thread, or, for a session asked
+        session will be paused (`scheduler.pauses.budget_notice`). In its thread, or, for a session asked
         for with /pacer in Slack, by DM to its requester; with "Make this session priority".
     queue_hold
         hold: the QueueHold (reason, sentence, since, resumes_at, group); resumable: whether

@@ -4,7 +4,7 @@ count and `now` in; the next state and whether to fire out.
 
 Max sessions at once says how much work may run; the top-up ceiling says how little. While fewer
 sessions than the ceiling are running a turn, the fleet is *under its ceiling*, and the leader's
-top-up sweep (`scheduler.top_up_sweep`) fires the `no_sessions_in_progress` event, which
+top-up sweep (`scheduler.pauses.top_up_sweep`) fires the `no_sessions_in_progress` event, which
 `ao_event` triggers subscribe to, so the idle fleet is handed more work. Three operator-set
 thresholds, in the policy row and its audit:
 

@@ -372,7 +372,7 @@ class StatusComment(SQLModel, table=True):
 
 class BudgetNotice(SQLModel, table=True):
     """The early notice a running spot session was given that a window's spot budget runs out
-    (`scheduler.budget_notice`): one row per session and window, taken over by the next notice
+    (`scheduler.pauses.budget_notice`): one row per session and window, taken over by the next notice
     only once the window it named has rolled over, so each window instance tells a session once
     whichever process runs the sweep."""
 

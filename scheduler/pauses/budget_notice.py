@@ -1,5 +1,5 @@
 """The early notice: a window's spot budget will run out soon at the present burn, and the
-sessions it will pause are told once, before the ceiling pauses them (`scheduler.ceiling`).
+sessions it will pause are told once, before the ceiling pauses them (`scheduler.pauses.ceiling`).
 
   `running_out(windows, now, notice_minutes)`  pure: the gate's own `WindowFigures` (spot budget
       left, the fleet's burn) to the windows whose spot budget runs out within `notice_minutes`

@@ -30,7 +30,6 @@ from datetime import datetime, timedelta
 from sqlmodel import Session as DBSession
 from sqlmodel import col, func, select
 
-from scheduler import budget_notice, preemption
 from scheduler.context import Context
 from scheduler.engine.attempt import PASS_THROUGH, Work
 from scheduler.engine.fleet import (
@@ -55,6 +54,7 @@ from scheduler.engine.pause import (
 from scheduler.engine.queue_pass import locked_unless_taken
 from scheduler.engine.records import halt_turn
 from scheduler.holds import cost_caps
+from scheduler.pauses import budget_notice, preemption
 from scheduler.rules.explain import explain
 from scheduler.rules.gate import Ceiling, Decision, decide
 from scheduler.rules.snapshot import Asking, Snapshot
@@ -161,7 +161,7 @@ def _pause_running(work: Work, policy: PolicyView, report: SweepReport) -> None:
 
 def _notice_ending(work: Work, policy: PolicyView, report: SweepReport) -> None:
     """Tell the running spot sessions the ceiling would pause that a window's spot budget runs
-    out soon (`scheduler.budget_notice`): the first window to run out is the one that pauses them."""
+    out soon (`scheduler.pauses.budget_notice`): the first window to run out is the one that pauses them."""
     if report.paused:
         return  # the ceiling stops running work now: its own pause notice says so
     ending = budget_notice.ending_now(work, policy, work.ctx.notice_minutes)
