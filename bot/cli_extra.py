@@ -12,7 +12,7 @@ def cmd_policy(args: argparse.Namespace) -> int:
     from bot import settings as settings_mod
     from bot.runtime import build
     from scheduler.engine.fleet import read_quota
-    from scheduler.gate_card import build_card, render_card
+    from scheduler.steering.gate_card import build_card, render_card
     from scheduler.store.db import session_scope
 
     settings = settings_mod.load(os.environ, toml_path=getattr(args, "config", None))

@@ -31,7 +31,7 @@ from scheduler.errors import PacerError
 from scheduler.holds.cost_caps import set_cap
 from scheduler.holds.operator import announce_holds
 from scheduler.holds.prerequisites import set_issue_state
-from scheduler.promotion import record_human_message
+from scheduler.steering.promotion import record_human_message
 
 log = logging.getLogger("pacer.intake")
 

@@ -11,7 +11,7 @@ from bot.engine import pause as pause_until
 from scheduler.holds.operator import place_hold, release_hold
 from scheduler.holds.queue import resume_queue
 from scheduler.pauses.parking import pause_into_spot_queue
-from scheduler.promotion import record_human_message
+from scheduler.steering.promotion import record_human_message
 
 
 def hold(ctx: Context, command: c.Hold) -> Answer:

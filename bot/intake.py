@@ -18,11 +18,11 @@ from typing import Any
 
 from sqlmodel import Session as DBSession
 
-from scheduler import firing, session_events
 from scheduler.context import Context
 from scheduler.engine.turns import submit_turn
-from scheduler.firing import Fired
 from scheduler.rules.genesis import Genesis
+from scheduler.steering import firing, session_events
+from scheduler.steering.firing import Fired
 from scheduler.store.db import session_scope
 from scheduler.store.sessions import NewSession, create_session
 

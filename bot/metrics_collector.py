@@ -25,7 +25,7 @@ from sqlmodel import col, select
 from scheduler.context import Context
 from scheduler.engine.fleet import read_quota
 from scheduler.engine.records import hold_job_id
-from scheduler.gate_card import GateCard, build_card
+from scheduler.steering.gate_card import GateCard, build_card
 from scheduler.store.models import OperatorHold, QueueHold, Session, Status, Turn
 from scheduler.store.policy import load_policy
 from scheduler.store.preemption_ledger import cycling_now

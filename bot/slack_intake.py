@@ -24,7 +24,7 @@ from sqlmodel import col, select
 from integrations.slack.notifier import thread_source
 from scheduler.engine.turns import submit_turn
 from scheduler.errors import PacerError
-from scheduler.promotion import record_human_message
+from scheduler.steering.promotion import record_human_message
 from scheduler.store.db import session_scope
 from scheduler.store.models import Session, Trigger
 from scheduler.store.sessions import NewSession, create_session

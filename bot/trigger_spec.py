@@ -31,7 +31,7 @@ from integrations.schedules import cron_trigger
 from scheduler import bounds
 from scheduler.errors import InvalidInput
 from scheduler.rules.genesis import Genesis, parse_class
-from scheduler.session_events import FILTER_KEYS, FLEET_EVENTS, STATES
+from scheduler.steering.session_events import FILTER_KEYS, FLEET_EVENTS, STATES
 from templates import error_text
 from templates.render import compile_prompt, render_prompt
 

@@ -9,7 +9,6 @@ import logging
 from collections.abc import Callable
 from typing import Any
 
-from scheduler import firing, promotion, session_events, trigger_release
 from scheduler.context import Context
 from scheduler.engine import completion, queue_pass
 from scheduler.engine import recheck_sweep as sweeps
@@ -18,6 +17,7 @@ from scheduler.holds import operator as operator_holds
 from scheduler.holds import queue as queue_holds
 from scheduler.holds import sweep as hold_sweep
 from scheduler.pauses import ceiling, sleep, top_up_sweep
+from scheduler.steering import firing, promotion, session_events, trigger_release
 from scheduler.store import policy
 
 log = logging.getLogger("pacer.jobs")

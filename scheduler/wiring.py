@@ -9,7 +9,6 @@ from __future__ import annotations
 
 from datetime import timedelta
 
-from scheduler import session_events
 from scheduler.context import Context
 from scheduler.holds import (
     auth_outage,
@@ -25,6 +24,7 @@ from scheduler.holds import outcome as outcome_holds
 from scheduler.holds import queue as queue_holds
 from scheduler.jobs import targets
 from scheduler.pauses import preemption
+from scheduler.steering import session_events
 
 # name -> interval. Each name is a target in `scheduler.jobs.targets()`.
 PERIODIC: dict[str, timedelta] = {

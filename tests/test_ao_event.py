@@ -14,8 +14,8 @@ from bot import triggers as store
 from bot.trigger_spec import check_spec
 from scheduler import wiring
 from scheduler.engine.lifecycle import archive
-from scheduler.firing import TriggerEvent, fire
 from scheduler.ports import Outcome
+from scheduler.steering.firing import TriggerEvent, fire
 from scheduler.store.db import session_scope
 from scheduler.store.models import Session, Trigger
 from scheduler.store.sessions import NewSession

@@ -87,7 +87,7 @@ def imports(source: str, name: str, *, is_package: bool = False) -> Iterator[tup
 
 
 def _literal(args: list[ast.expr]) -> str | None:
-    """The module a call names as a string literal, as in `import_module("scheduler.promotion")`."""
+    """The module a call names as a string literal, as in `import_module("scheduler.steering.promotion")`."""
     first = args[0] if args else None
     return first.value if isinstance(first, ast.Constant) and isinstance(first.value, str) else None
 

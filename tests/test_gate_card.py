@@ -9,7 +9,7 @@ import sys
 from pathlib import Path
 
 from scheduler.engine.turns import submit_turn
-from scheduler.gate_card import build_card, render_card
+from scheduler.steering.gate_card import build_card, render_card
 from scheduler.store.db import session_scope
 from tests.harness import build, new
 

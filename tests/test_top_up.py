@@ -195,7 +195,7 @@ def test_a_trigger_on_fleet_events_watches_no_session_and_names_what_is_allowed(
 
 
 def test_the_gate_card_shows_the_thresholds_the_count_and_under_its_ceiling_since(env) -> None:
-    from scheduler.gate_card import build_card, render_card
+    from scheduler.steering.gate_card import build_card, render_card
 
     ctx, deferrer, _workers = env
     set_top_up(ctx, top_up_ceiling=3, top_up_stretch_minutes=5, top_up_cooldown_minutes=30)

@@ -18,8 +18,8 @@ from integrations.runners.pool import ThreadWorkerPool
 from scheduler import wiring
 from scheduler.engine.fleet import waiting_for_workers
 from scheduler.engine.leases import claim
-from scheduler.gate_card import build_card, render_card
 from scheduler.ports import Outcome, TurnRequest, TurnResult
+from scheduler.steering.gate_card import build_card, render_card
 from scheduler.store.db import session_scope
 from scheduler.store.models import Turn
 from scheduler.store.sessions import NewSession

@@ -2,7 +2,7 @@
 
 GET /policy shows the policy row, the gate card (what the gate would decide for a spot session
 now, with the windows, reserve, burn, sustainable rate, the ceiling that holds and what lifts
-it — `scheduler.gate_card`, the same builder `pacer policy` and the App Home render) and the
+it — `scheduler.steering.gate_card`, the same builder `pacer policy` and the App Home render) and the
 recent audit lines. PATCH /policy goes through `scheduler.store.policy.set_policy`, as `/pacer policy
 set` does, with surface `api`: a bad value changes nothing, and every change writes one audit
 line and asks for a queue pass.
@@ -26,10 +26,10 @@ from bot.api.refusals import refusals
 from bot.api.views import context
 from bot.gate_view import spot_runtime
 from scheduler.engine.fleet import read_quota
-from scheduler.gate_card import build_card
 from scheduler.holds.budgets import reset_spend, spends
 from scheduler.rules.top_up import TOP_UP_ATTRIBUTES
 from scheduler.rules.waiting import waiting_reason
+from scheduler.steering.gate_card import build_card
 from scheduler.store.db import session_scope
 from scheduler.store.models import OperatorHold, Policy, QueueHold, Session, Status
 from scheduler.store.policy import audit_log, ensure_policy, load_policy, set_policy

@@ -291,10 +291,10 @@ def archive_session(session_id: SessionId, request: Request, who: CallerDep) -> 
 
 
 def _promotion() -> Any | None:
-    """`scheduler.promotion` (a human message jumps the queue), when that module exists."""
-    if importlib.util.find_spec("scheduler.promotion") is None:
+    """`scheduler.steering.promotion` (a human message jumps the queue), when that module exists."""
+    if importlib.util.find_spec("scheduler.steering.promotion") is None:
         return None
-    module = importlib.import_module("scheduler.promotion")
+    module = importlib.import_module("scheduler.steering.promotion")
     return module if hasattr(module, "record_human_message") else None
 
 

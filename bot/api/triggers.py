@@ -30,7 +30,7 @@ from bot.api.models import (
 from bot.api.refusals import refusals
 from bot.api.views import context, session_detail, submission_out
 from bot.trigger_spec import check_spec
-from scheduler.firing import TriggerEvent, fire
+from scheduler.steering.firing import TriggerEvent, fire
 from scheduler.store.db import session_scope
 from scheduler.store.models import Trigger
 from scheduler.store.policy import load_policy

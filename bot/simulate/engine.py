@@ -40,8 +40,8 @@ from scheduler.context import Context, Runtime
 from scheduler.engine.turns import submit_turn
 from scheduler.errors import PacerError
 from scheduler.jobs import targets
-from scheduler.promotion import record_human_message
 from scheduler.rules.cycling import WINDOW, Event
+from scheduler.steering.promotion import record_human_message
 from scheduler.store import db as dbmod
 from scheduler.store.models import SESSIONS, Session, Status
 from scheduler.store.policy import ensure_policy, load_policy

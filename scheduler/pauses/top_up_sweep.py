@@ -23,7 +23,7 @@ from sqlmodel import col
 from scheduler.context import Context
 from scheduler.engine.fleet import running_sessions
 from scheduler.rules.top_up import EVENT, TopUpPolicy, TopUpState, is_under, next_firing, step
-from scheduler.session_events import fleet_event
+from scheduler.steering.session_events import fleet_event
 from scheduler.store.db import core, session_scope
 from scheduler.store.models import TopUpRecord
 from scheduler.store.policy import load_policy

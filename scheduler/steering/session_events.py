@@ -28,9 +28,9 @@ from sqlmodel import col, select
 
 from scheduler.context import Context
 from scheduler.errors import InvalidInput, Refused
-from scheduler.firing import Fired, TriggerEvent, fire
 from scheduler.holds.cost_caps import spent_by
 from scheduler.rules.top_up import EVENT as NO_SESSIONS_IN_PROGRESS
+from scheduler.steering.firing import Fired, TriggerEvent, fire
 from scheduler.store.caches import kept
 from scheduler.store.db import session_scope
 from scheduler.store.models import Session, Status, Trigger, Turn
