@@ -33,7 +33,7 @@ from scheduler.clock import SystemClock
 from scheduler.context import Context, TurnWorkers
 from scheduler.engine.leases import owner_id
 from scheduler.engine.lifecycle import recover, recover_lost_turns
-from scheduler.engine.recheck_sweep import hold_sweep
+from scheduler.engine.recheck_sweep import recheck_sweep
 from scheduler.ports import Clock, Deferrer
 from scheduler.store import db as dbmod
 from scheduler.store.policy import ensure_policy
@@ -191,7 +191,7 @@ def lead(pacer: Pacer) -> None:
         triggers_file.install(pacer)
         log.info("scheduler started with sweeps: %s", ", ".join(sorted(wiring.PERIODIC)))
     recover(pacer.ctx)
-    hold_sweep(pacer.ctx)
+    recheck_sweep(pacer.ctx)
 
 
 def step_down(pacer: Pacer) -> None:

@@ -28,7 +28,7 @@ from scheduler.steering import session_events
 
 # name -> interval. Each name is a target in `scheduler.jobs.targets()`.
 PERIODIC: dict[str, timedelta] = {
-    "hold_sweep": timedelta(minutes=5),
+    "hold_sweep": timedelta(minutes=5),  # the re-check sweep (`scheduler/engine/recheck_sweep.py`)
     "ceiling_sweep": timedelta(minutes=5),  # the budget ceiling and the preemption marks
     # Prune stale operator holds, lift lost queue holds, raise deadlocks. A TTL and a "Resumes
     # at" have alarms of their own; this is the net under them, on the same five minutes.

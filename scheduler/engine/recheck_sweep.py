@@ -1,6 +1,4 @@
-"""Sweeps: thin shells that load rows, apply a rule and arm alarms.
-
-The hold sweep (seed 001, "A hold that loses its re-check"): a hold more than ten minutes past
+"""The re-check sweep (seed 001, "A hold that loses its re-check"): a hold more than ten minutes past
 its own re-check time with no alarm armed is a broken ladder. The sweep advances the stamp first
 — a conditional update, so the advanced stamp is its own idempotency key on SQLite and
 PostgreSQL alike — then, once that has committed, arms the alarm again, at most ten a pass
@@ -52,7 +50,7 @@ _OVERDUE_AFTER = _OVERDUE.where(
 )
 
 
-def hold_sweep(ctx: Context) -> list[int]:
+def recheck_sweep(ctx: Context) -> list[int]:
     now = ctx.clock.now()
     lost = _lost_holds(ctx, now)
     step = REARM_SPREAD / REARM_PER_PASS
