@@ -21,9 +21,9 @@ from sqlmodel import col, select
 
 from scheduler.holds.cost_caps import spends_by
 from scheduler.rules.genesis import SchedulingClass
+from scheduler.rules.snapshot import PolicyView
 from scheduler.rules.waiting import Mechanism, waiting_reason
 from scheduler.store.models import Session, Status
-from scheduler.store.policy import PolicyView
 from scheduler.store.sessions import QueueFilter, class_expr, ranked_queue
 
 EVERY_STATUS = tuple(s.value for s in Status)

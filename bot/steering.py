@@ -16,8 +16,9 @@ from bot.context import Answer, StoreContext
 from scheduler.errors import InvalidInput, Refused
 from scheduler.holds.cost_caps import spent_by
 from scheduler.rules import precedence as prec
+from scheduler.rules.snapshot import PolicyView
 from scheduler.store.models import Session, Status
-from scheduler.store.policy import PolicyView, load_policy
+from scheduler.store.policy import load_policy
 from scheduler.store.session_view import session_view
 from scheduler.store.sessions import (
     QueueFilter,

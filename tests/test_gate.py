@@ -22,8 +22,7 @@ from scheduler.rules.gate import (
     projection_minutes,
     unrecorded_minutes,
 )
-from scheduler.rules.snapshot import Asking, FleetTurn, Snapshot, WindowState
-from scheduler.store.policy import PolicyView
+from scheduler.rules.snapshot import Asking, FleetTurn, PolicyView, Snapshot, WindowState
 
 NOW = datetime(2026, 11, 2, 9, 0, tzinfo=UTC)
 

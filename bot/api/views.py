@@ -20,9 +20,9 @@ from scheduler.engine.attempt import Submission
 from scheduler.engine.start_now import StartNowResult
 from scheduler.holds.cost_caps import spent_by
 from scheduler.rules.explain import explain
+from scheduler.rules.snapshot import PolicyView
 from scheduler.rules.waiting import Mechanism, waiting_reason
 from scheduler.store.models import EnqueuedMessage, Session
-from scheduler.store.policy import PolicyView
 from scheduler.store.session_view import session_view
 from scheduler.store.sessions import is_spot
 from templates import error_text, render

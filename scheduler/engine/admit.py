@@ -18,9 +18,10 @@ from scheduler.engine.records import clear_hold, hold, start
 from scheduler.log_context import about_session
 from scheduler.rules.explain import explain
 from scheduler.rules.gate import Decision, Reason, decide
+from scheduler.rules.snapshot import PolicyView
 from scheduler.store.db import one_decider
 from scheduler.store.models import Session, Status
-from scheduler.store.policy import PolicyView, load_policy
+from scheduler.store.policy import load_policy
 from scheduler.store.sessions import is_spot
 
 log = logging.getLogger("pacer.admit")

@@ -16,9 +16,9 @@ from sqlmodel import col
 
 from scheduler.rules import failures
 from scheduler.rules.genesis import SchedulingClass
+from scheduler.rules.snapshot import PolicyView
 from scheduler.store.db import core
 from scheduler.store.models import Session, Status
-from scheduler.store.policy import PolicyView
 from scheduler.store.sessions import class_defaults, class_expr_for, class_from, queue_order
 
 PAGE = 25  # candidates read per page of the queue

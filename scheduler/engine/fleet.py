@@ -22,11 +22,10 @@ from sqlmodel import col, select
 from scheduler.context import Context
 from scheduler.ports import QuotaReading
 from scheduler.rules.genesis import SchedulingClass
-from scheduler.rules.snapshot import Asking, FleetTurn, Snapshot, WindowState
+from scheduler.rules.snapshot import Asking, FleetTurn, PolicyView, Snapshot, WindowState
 from scheduler.store.caches import cached, invalidated_by
 from scheduler.store.db import core
 from scheduler.store.models import Session, Turn
-from scheduler.store.policy import PolicyView
 from scheduler.store.sessions import class_from, is_spot
 
 log = logging.getLogger("pacer.fleet")

@@ -36,9 +36,10 @@ from scheduler.engine.records import STOPPED, clear_pause, is_asleep, last_turn,
 from scheduler.rules.explain import explain
 from scheduler.rules.gate import RESUME_MARGIN_PCT, Decision, decide
 from scheduler.rules.genesis import SchedulingClass
+from scheduler.rules.snapshot import PolicyView
 from scheduler.store.db import core
 from scheduler.store.models import EnqueuedMessage, Session, Status
-from scheduler.store.policy import PolicyView, load_policy
+from scheduler.store.policy import load_policy
 from scheduler.store.sessions import class_defaults, class_expr_for, class_from
 from templates import render
 

@@ -33,11 +33,11 @@ from scheduler.holds import capacity, groups
 from scheduler.rules import failures
 from scheduler.rules.explain import explain
 from scheduler.rules.gate import RESUME_MARGIN_PCT, Decision, Reason, decide
-from scheduler.rules.snapshot import Asking
+from scheduler.rules.snapshot import Asking, PolicyView
 from scheduler.store.caches import present
 from scheduler.store.db import deciding_scope
 from scheduler.store.models import Session, Status
-from scheduler.store.policy import PolicyView, load_policy
+from scheduler.store.policy import load_policy
 from scheduler.store.sessions import is_spot
 
 log = logging.getLogger("pacer.queue_pass")

@@ -27,10 +27,11 @@ from scheduler.engine.attempt import Block, is_manual
 from scheduler.engine.effects import Effects, request_queue_pass
 from scheduler.errors import InvalidInput
 from scheduler.holds import queue as queue_holds
+from scheduler.rules.snapshot import PolicyView
 from scheduler.store.caches import cached, invalidated_by
 from scheduler.store.db import session_scope
 from scheduler.store.models import Policy, PolicyAudit, Session, Status, Turn
-from scheduler.store.policy import PolicyView, change_policy, ensure_policy, load_policy
+from scheduler.store.policy import change_policy, ensure_policy, load_policy
 from templates import error_text, render
 
 REASON = queue_holds.COST_BUDGET

@@ -49,9 +49,10 @@ from scheduler.engine.fleet import running_rows
 from scheduler.engine.records import lock
 from scheduler.errors import Refused
 from scheduler.rules.genesis import SchedulingClass
+from scheduler.rules.snapshot import PolicyView
 from scheduler.store.db import session_scope
 from scheduler.store.models import Session, Status
-from scheduler.store.policy import PolicyView, load_policy
+from scheduler.store.policy import load_policy
 from scheduler.store.sessions import class_of, is_spot
 from templates import error_text, render
 

@@ -29,10 +29,9 @@ from sqlmodel import col, select
 from scheduler.engine.attempt import Work
 from scheduler.engine.fleet import build_snapshot
 from scheduler.rules.gate import WindowFigures, decide
-from scheduler.rules.snapshot import Asking, window_label
+from scheduler.rules.snapshot import Asking, PolicyView, window_label
 from scheduler.store.db import core
 from scheduler.store.models import BudgetNotice
-from scheduler.store.policy import PolicyView
 
 EVENT = "budget_ending"
 NOTICE_MINUTES = 30.0

@@ -57,10 +57,10 @@ from scheduler.holds import cost_caps
 from scheduler.pauses import budget_notice, preemption
 from scheduler.rules.explain import explain
 from scheduler.rules.gate import Ceiling, Decision, decide
-from scheduler.rules.snapshot import Asking, Snapshot
+from scheduler.rules.snapshot import Asking, PolicyView, Snapshot
 from scheduler.store.db import deciding_scope
 from scheduler.store.models import Session, Status
-from scheduler.store.policy import PolicyView, load_policy
+from scheduler.store.policy import load_policy
 from scheduler.store.sessions import is_spot
 
 log = logging.getLogger("pacer.ceiling")

@@ -41,9 +41,10 @@ from scheduler.engine.fleet import fleet_columns, running_fleet, running_marks
 from scheduler.engine.pause import COOLDOWN, PREEMPTED, banner, record_pause
 from scheduler.engine.records import clear_pause, halt_turn, is_running, last_turn, running_turn
 from scheduler.rules.gate import Decision, Reason
+from scheduler.rules.snapshot import PolicyView
 from scheduler.store import preemption_ledger
 from scheduler.store.models import EnqueuedMessage, HumanMessage, Session, Status, Turn
-from scheduler.store.policy import PolicyView, load_policy
+from scheduler.store.policy import load_policy
 from scheduler.store.sessions import is_spot
 from templates import render
 

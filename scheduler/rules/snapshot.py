@@ -7,11 +7,43 @@ window (capacity 1.0) and has no burn-rate projection (seed 001, "Before the fir
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
-from scheduler.store.policy import PolicyView
+from scheduler.rules.genesis import Genesis, SchedulingClass
+from scheduler.rules.top_up import TopUpPolicy
+
+
+@dataclass(frozen=True)
+class PolicyView:
+    """A plain, immutable copy of the policy row for decisions."""
+
+    gating_enabled: bool
+    reserve_5h_pct: float
+    reserve_7d_pct: float
+    max_sessions: int
+    preemption_enabled: bool
+    overrides: Mapping[Genesis, SchedulingClass]
+    cost_budgets: Mapping[str, float] = field(default_factory=dict)  # runtime -> US dollars
+    spend_reset_at: Mapping[str, datetime] = field(default_factory=dict)  # runtime -> its spend counts from
+    max_sessions_override: int | None = None  # a temporary max sessions, until its expiry clears it
+    max_sessions_override_until: datetime | None = None
+    top_up: TopUpPolicy = TopUpPolicy()
+
+    def reserve_pct(self, window: str) -> float:
+        return self.reserve_7d_pct if window == "7d" else self.reserve_5h_pct
+
+    @property
+    def effective_max(self) -> int:
+        """Seed 000: an active temporary value first, the configured one second."""
+        return self.max_sessions_override if self.max_sessions_override is not None else self.max_sessions
+
+    def slots(self, agent_workers: int) -> int:
+        """The slots that bind: the agent workers bound the ceiling whatever the setting says
+        (seed 001, "What the ceiling counts": min(configured, the agent workers))."""
+        return min(self.effective_max, agent_workers)
 
 
 def window_label(name: str) -> str:

@@ -20,9 +20,9 @@ from scheduler.ports import AccountReading, QuotaReading
 from scheduler.rules.explain import Explanation, explain
 from scheduler.rules.gate import Decision, evaluate
 from scheduler.rules.pool import CapacityState, capacity_sentence, pool_capacity, weekly_reset_sentence
-from scheduler.rules.snapshot import Asking, Snapshot
+from scheduler.rules.snapshot import Asking, PolicyView, Snapshot
 from scheduler.store.models import Session, Status
-from scheduler.store.policy import PolicyView, load_policy
+from scheduler.store.policy import load_policy
 
 
 @dataclass(frozen=True)

@@ -32,9 +32,10 @@ from scheduler.engine.turns import submit_turn
 from scheduler.errors import Forbidden, InvalidInput, NotFound, PacerError, Refused
 from scheduler.rules.genesis import SchedulingClass
 from scheduler.rules.precedence import SLOT_GAP, TOP_OF_SPOT
+from scheduler.rules.snapshot import PolicyView
 from scheduler.store.db import session_scope
 from scheduler.store.models import ACTIVE_STATUSES, HumanMessage, Session, Status, Turn
-from scheduler.store.policy import PolicyView, load_policy
+from scheduler.store.policy import load_policy
 from scheduler.store.sessions import class_expr, is_spot, set_precedence
 from templates import error_text
 

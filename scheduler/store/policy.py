@@ -6,7 +6,6 @@ from __future__ import annotations
 import logging
 import math
 from collections.abc import Collection, Mapping
-from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -18,7 +17,8 @@ from scheduler.bounds import MAX_SESSIONS
 from scheduler.context import Context
 from scheduler.engine.effects import request_queue_pass
 from scheduler.errors import InvalidInput
-from scheduler.rules.genesis import Genesis, SchedulingClass, validate_overrides
+from scheduler.rules.genesis import validate_overrides
+from scheduler.rules.snapshot import PolicyView
 from scheduler.rules.top_up import TOP_UP_ATTRIBUTES, TOP_UP_KEYS, TOP_UP_RANGES, TopUpPolicy
 from scheduler.store.caches import cached, invalidated_by, kept
 from scheduler.store.db import core, session_scope
@@ -42,36 +42,6 @@ FLEET_POLICY_ATTRIBUTES = (
 )
 MAX_OVERRIDE_FOR = timedelta(days=7)  # a temporary value is temporary: at most a week
 OVERRIDE_EXPIRY_JOB = "max_override_expiry"
-
-
-@dataclass(frozen=True)
-class PolicyView:
-    """A plain, immutable copy of the policy row for decisions."""
-
-    gating_enabled: bool
-    reserve_5h_pct: float
-    reserve_7d_pct: float
-    max_sessions: int
-    preemption_enabled: bool
-    overrides: Mapping[Genesis, SchedulingClass]
-    cost_budgets: Mapping[str, float] = field(default_factory=dict)  # runtime -> US dollars
-    spend_reset_at: Mapping[str, datetime] = field(default_factory=dict)  # runtime -> its spend counts from
-    max_sessions_override: int | None = None  # a temporary max sessions, until its expiry clears it
-    max_sessions_override_until: datetime | None = None
-    top_up: TopUpPolicy = TopUpPolicy()
-
-    def reserve_pct(self, window: str) -> float:
-        return self.reserve_7d_pct if window == "7d" else self.reserve_5h_pct
-
-    @property
-    def effective_max(self) -> int:
-        """Seed 000: an active temporary value first, the configured one second."""
-        return self.max_sessions_override if self.max_sessions_override is not None else self.max_sessions
-
-    def slots(self, agent_workers: int) -> int:
-        """The slots that bind: the agent workers bound the ceiling whatever the setting says
-        (seed 001, "What the ceiling counts": min(configured, the agent workers))."""
-        return min(self.effective_max, agent_workers)
 
 
 def ensure_policy(db: DBSession, defaults: Mapping[str, Any] | None = None) -> Policy:

@@ -6,8 +6,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from scheduler.rules.snapshot import PolicyView
 from scheduler.store.models import Session
-from scheduler.store.policy import PolicyView
 from scheduler.store.sessions import class_of
 
 

@@ -29,8 +29,9 @@ from scheduler.rules.genesis import (
     parse_genesis,
     resolve_class,
 )
+from scheduler.rules.snapshot import PolicyView
 from scheduler.store.models import ACTIVE_STATUSES, SESSIONS, Session, Status, Trigger
-from scheduler.store.policy import PolicyView, load_policy
+from scheduler.store.policy import load_policy
 from templates import error_text
 
 
