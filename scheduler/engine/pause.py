@@ -37,6 +37,7 @@ from scheduler.rules.explain import explain
 from scheduler.rules.gate import RESUME_MARGIN_PCT, Decision, decide
 from scheduler.rules.genesis import SchedulingClass
 from scheduler.rules.snapshot import PolicyView
+from scheduler.rules.waiting import banner
 from scheduler.store.db import core
 from scheduler.store.models import EnqueuedMessage, Session, Status
 from scheduler.store.policy import load_policy
@@ -78,26 +79,6 @@ def record_pause(session: Session, reason: str, detail: str, now: datetime, *, c
     if costs:
         session.pause_count += 1
     session.updated_at = now
-
-
-def banner(session: object, now: datetime) -> str:
-    """Why this session is paused and what brings it back — one sentence for every surface.
-    Duck-typed, like `waiting.mechanisms_of`: any row with the pause columns will do."""
-    def get(name: str, default: Any = None) -> Any:
-        return getattr(session, name, default)
-
-    return render(
-        "text/pause_banner.j2",
-        reason=get("pause_reason"),
-        detail=get("pause_detail") or "",
-        status=get("status") or "",
-        marked_at=get("preempt_mark_at"),
-        by=get("preempted_by_id"),
-        preemptions=get("preemption_count") or 0,
-        resume_prompt=bool(get("pause_resume_prompt")),
-        wake_at=get("wake_at") if get("wake_at") is not None and get("wake_at") > now else None,
-        margin=RESUME_MARGIN_PCT,
-    )
 
 
 def is_dormant_paused(session: Session) -> bool:

@@ -45,7 +45,6 @@ from scheduler.engine.pause import (
     PAUSED_BY,
     PREEMPTED,
     USER_SPOT_QUEUE,
-    banner,
     dormant_paused,
     is_dormant_paused,
     record_pause,
@@ -58,6 +57,7 @@ from scheduler.pauses import budget_notice, preemption
 from scheduler.rules.explain import explain
 from scheduler.rules.gate import Ceiling, Decision, decide
 from scheduler.rules.snapshot import Asking, PolicyView, Snapshot
+from scheduler.rules.waiting import banner
 from scheduler.store.db import deciding_scope
 from scheduler.store.models import Session, Status
 from scheduler.store.policy import load_policy

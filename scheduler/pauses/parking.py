@@ -19,10 +19,11 @@ from datetime import datetime
 from scheduler.context import Context
 from scheduler.engine.attempt import Work
 from scheduler.engine.effects import Effects
-from scheduler.engine.pause import PREEMPTED, USER_SPOT_QUEUE, banner, record_pause
+from scheduler.engine.pause import PREEMPTED, USER_SPOT_QUEUE, record_pause
 from scheduler.engine.records import halt_turn, lock, running_turn, wake_job_id
 from scheduler.errors import InvalidInput, Refused
 from scheduler.rules.genesis import SchedulingClass
+from scheduler.rules.waiting import banner
 from scheduler.store.db import session_scope
 from scheduler.store.models import Status
 from scheduler.store.policy import load_policy

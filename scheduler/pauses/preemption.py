@@ -38,10 +38,11 @@ from scheduler.context import Context
 from scheduler.engine.attempt import PASS_THROUGH, Work
 from scheduler.engine.effects import Effects
 from scheduler.engine.fleet import fleet_columns, running_fleet, running_marks
-from scheduler.engine.pause import COOLDOWN, PREEMPTED, banner, record_pause
+from scheduler.engine.pause import COOLDOWN, PREEMPTED, record_pause
 from scheduler.engine.records import clear_pause, halt_turn, is_running, last_turn, running_turn
 from scheduler.rules.gate import Decision, Reason
 from scheduler.rules.snapshot import PolicyView
+from scheduler.rules.waiting import banner
 from scheduler.store import preemption_ledger
 from scheduler.store.models import EnqueuedMessage, HumanMessage, Session, Status, Turn
 from scheduler.store.policy import load_policy

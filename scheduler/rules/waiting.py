@@ -4,6 +4,9 @@ Rules: the newest mechanism wins (the last one to fire put the session where it 
 mechanism with no usable stamp ranks below every one that has one; an overdue hold cannot be the
 headline while another mechanism is present (the sweep that repairs a stalled ladder skips such a
 session, so its promise would be false). Losing mechanisms are named, with why they lost.
+
+A pause's own sentence (`banner`: why it is paused and what brings it back) is one template
+every surface renders, the pause mechanism's among them.
 """
 
 from __future__ import annotations
@@ -13,6 +16,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
+from scheduler.rules.gate import RESUME_MARGIN_PCT
 from templates import render
 
 OVERDUE = timedelta(minutes=10)
@@ -84,6 +88,26 @@ def _hold(s: Any, spot: bool | None) -> Mechanism:
     return Mechanism("hold", s.hold_reason, s.hold_at, s.hold_sentence or "", s.hold_retry_at, "its next re-check")
 
 
+def banner(session: object, now: datetime) -> str:
+    """Why this session is paused and what brings it back — one sentence for every surface.
+    Duck-typed, like `mechanisms_of`: any row with the pause columns will do."""
+    def get(name: str, default: Any = None) -> Any:
+        return getattr(session, name, default)
+
+    return render(
+        "text/pause_banner.j2",
+        reason=get("pause_reason"),
+        detail=get("pause_detail") or "",
+        status=get("status") or "",
+        marked_at=get("preempt_mark_at"),
+        by=get("preempted_by_id"),
+        preemptions=get("preemption_count") or 0,
+        resume_prompt=bool(get("pause_resume_prompt")),
+        wake_at=get("wake_at") if get("wake_at") is not None and get("wake_at") > now else None,
+        margin=RESUME_MARGIN_PCT,
+    )
+
+
 def mechanisms_of(session: object, now: datetime, *, spot: bool | None = None) -> list[Mechanism]:
     """The mechanisms recorded on a session row (duck-typed on scheduler.store.models.Session).
     `spot`: whether its class resolves to spot now (None when the caller does not know)."""
@@ -93,8 +117,6 @@ def mechanisms_of(session: object, now: datetime, *, spot: bool | None = None) -
     if getattr(s, "hold_reason", None) and not parked_on_hold:  # a park that keeps the turn is one mechanism
         found.append(_hold(s, spot))
     if getattr(s, "pause_reason", None):
-        from scheduler.engine.pause import banner  # why it is paused and what brings it back, one template
-
         found.append(Mechanism("pause", s.pause_reason, s.pause_at, banner(s, now), None, "the ceiling sweep's resume"))
     if getattr(s, "park_reason", None):
         owner = "the un-park sweep" if s.park_reason == "auth_outage" else "the queue hold's resume"
