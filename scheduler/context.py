@@ -157,3 +157,11 @@ class Context:
                 listener(event, context)
             except Exception:  # a failed notice never stops the scheduler
                 log.exception("notice %s failed", event)
+
+
+QUEUE_PASS_JOB = "queue_pass"  # one id: requests made while one is pending coalesce into that pass
+
+
+def request_queue_pass(ctx: Context) -> None:
+    """Something changed that could free work: the queue looks again now."""
+    ctx.schedule(QUEUE_PASS_JOB, ctx.clock.now(), "queue_pass")

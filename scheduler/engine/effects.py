@@ -11,22 +11,13 @@ import logging
 from dataclasses import dataclass, field
 from datetime import datetime
 from functools import partial
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
+from scheduler.context import Context, request_queue_pass
 from scheduler.ports import Outcome, TurnRequest, TurnResult
 from templates import render
 
-if TYPE_CHECKING:
-    from scheduler.context import Context
-
 log = logging.getLogger("pacer.effects")
-
-QUEUE_PASS_JOB = "queue_pass"  # one id: requests made while one is pending coalesce into that pass
-
-
-def request_queue_pass(ctx: Context) -> None:
-    """Something changed that could free work: the queue looks again now."""
-    ctx.schedule(QUEUE_PASS_JOB, ctx.clock.now(), "queue_pass")
 
 
 @dataclass

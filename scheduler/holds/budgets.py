@@ -22,9 +22,9 @@ from sqlalchemy import func
 from sqlmodel import Session as DBSession
 from sqlmodel import col, select
 
-from scheduler.context import Context
+from scheduler.context import Context, request_queue_pass
 from scheduler.engine.attempt import Block, is_manual
-from scheduler.engine.effects import Effects, request_queue_pass
+from scheduler.engine.effects import Effects
 from scheduler.errors import InvalidInput
 from scheduler.holds import queue as queue_holds
 from scheduler.rules.snapshot import PolicyView

@@ -42,9 +42,8 @@ from sqlmodel import Session as DBSession
 from sqlmodel import col, select
 
 from scheduler.bounds import check_claim
-from scheduler.context import Context
+from scheduler.context import Context, request_queue_pass
 from scheduler.engine.attempt import Block, is_manual
-from scheduler.engine.effects import request_queue_pass
 from scheduler.engine.fleet import running_rows
 from scheduler.engine.records import lock
 from scheduler.errors import Refused

@@ -33,9 +33,8 @@ from sqlmodel import Session as DBSession
 from sqlmodel import col, select
 
 from scheduler.bounds import check_cost_cap
-from scheduler.context import Context
+from scheduler.context import Context, request_queue_pass
 from scheduler.engine.attempt import PASS_THROUGH, Block, TurnAttempt, Work
-from scheduler.engine.effects import request_queue_pass
 from scheduler.engine.fleet import burn_rate
 from scheduler.engine.records import halt_turn, hold, lock, running_turn
 from scheduler.errors import Refused

@@ -34,9 +34,9 @@ from sqlmodel import Session as DBSession
 from sqlmodel import col, select
 
 from scheduler.bounds import NAME_PATTERN, OWNER_PATTERN
-from scheduler.context import Context
+from scheduler.context import Context, request_queue_pass
 from scheduler.engine.attempt import Block, is_manual
-from scheduler.engine.effects import Effects, request_queue_pass
+from scheduler.engine.effects import Effects
 from scheduler.errors import InvalidInput
 from scheduler.holds import queue as queue_holds
 from scheduler.store.caches import cached, present, read_or_fail_open, register_presence

@@ -14,8 +14,7 @@ from sqlmodel import Session as DBSession
 from sqlmodel import col, select
 
 from scheduler.bounds import MAX_SESSIONS
-from scheduler.context import Context
-from scheduler.engine.effects import request_queue_pass
+from scheduler.context import Context, request_queue_pass
 from scheduler.errors import InvalidInput
 from scheduler.rules.genesis import validate_overrides
 from scheduler.rules.snapshot import PolicyView
