@@ -8,19 +8,54 @@ from __future__ import annotations
 
 import logging
 import random
+import threading
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Any, Protocol
 
-from sqlalchemy import Engine
+from sqlalchemy import Engine, event
 from sqlmodel import Session as DBSession
 
 from scheduler.errors import AlarmInTransaction
 from scheduler.ports import Clock, Deferrer, Notifier, QuotaSource, TurnRequest, TurnResult
-from scheduler.store.db import in_transaction
 
 log = logging.getLogger("pacer.notify")
+
+
+_open = threading.local()
+
+
+def in_transaction(engine: Engine) -> bool:
+    """Whether this thread holds a transaction open on `engine`.
+
+    An alarm armed from inside one deadlocks on SQLite: APScheduler's job store shares the
+    file, opens a second write transaction on it and waits behind the first, which is waiting
+    for the alarm — 30 seconds, then `database is locked`. Alarms are armed after commit."""
+    return bool(getattr(_open, "depth", {}).get(id(engine)))
+
+
+def track_transactions(engine: Engine) -> None:
+    """Count this thread's open transactions on `engine` (`make_engine` calls this once)."""
+    def depth() -> dict[int, int]:
+        if not hasattr(_open, "depth"):
+            _open.depth = {}
+        table: dict[int, int] = _open.depth
+        return table
+
+    key = id(engine)
+
+    @event.listens_for(engine, "begin")
+    def _begun(_conn: Any) -> None:
+        d = depth()
+        d[key] = d.get(key, 0) + 1
+
+    def _ended(_conn: Any) -> None:
+        d = depth()
+        d[key] = max(0, d.get(key, 0) - 1)
+
+    event.listen(engine, "commit", _ended)
+    event.listen(engine, "rollback", _ended)
 
 
 class TurnWorkers(Protocol):

@@ -9,8 +9,9 @@ from datetime import timedelta
 
 import pytest
 
+from scheduler.context import in_transaction
 from scheduler.errors import AlarmInTransaction
-from scheduler.store.db import in_transaction, session_scope
+from scheduler.store.db import session_scope
 from scheduler.store.models import Session
 from tests import harness
 

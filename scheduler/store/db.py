@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import logging
-import threading
 import zlib
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
@@ -14,6 +13,8 @@ from sqlalchemy import Engine, Executable, Result, event, text
 from sqlalchemy.pool import StaticPool
 from sqlmodel import Session as DBSession
 from sqlmodel import create_engine
+
+from scheduler.context import track_transactions
 
 log = logging.getLogger(__name__)
 
@@ -26,43 +27,9 @@ PACER_TABLE_PREFIXES = (
 )
 
 
-_open = threading.local()
-
-
-def in_transaction(engine: Engine) -> bool:
-    """Whether this thread holds a transaction open on `engine`.
-
-    An alarm armed from inside one deadlocks on SQLite: APScheduler's job store shares the
-    file, opens a second write transaction on it and waits behind the first, which is waiting
-    for the alarm — 30 seconds, then `database is locked`. Alarms are armed after commit."""
-    return bool(getattr(_open, "depth", {}).get(id(engine)))
-
-
-def _track_transactions(engine: Engine) -> None:
-    def depth() -> dict[int, int]:
-        if not hasattr(_open, "depth"):
-            _open.depth = {}
-        table: dict[int, int] = _open.depth
-        return table
-
-    key = id(engine)
-
-    @event.listens_for(engine, "begin")
-    def _begun(_conn: Any) -> None:
-        d = depth()
-        d[key] = d.get(key, 0) + 1
-
-    def _ended(_conn: Any) -> None:
-        d = depth()
-        d[key] = max(0, d.get(key, 0) - 1)
-
-    event.listen(engine, "commit", _ended)
-    event.listen(engine, "rollback", _ended)
-
-
 def make_engine(url: str, *, echo: bool = False) -> Engine:
     engine = _make_engine(url, echo=echo)
-    _track_transactions(engine)
+    track_transactions(engine)
     return engine
 
 
