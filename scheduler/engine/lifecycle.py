@@ -16,10 +16,10 @@ from scheduler.context import Context
 from scheduler.engine import leases
 from scheduler.engine.attempt import Block, TurnAttempt, Work
 from scheduler.engine.effects import Effects
+from scheduler.engine.pause import release_after_crash
 from scheduler.engine.records import halt_turn, hold, lock, running_turn
 from scheduler.engine.turns import submit_turn
 from scheduler.errors import Refused
-from scheduler.pauses.preemption import release_after_crash
 from scheduler.store.db import session_scope
 from scheduler.store.models import Session, Status, Turn
 from templates import error_text, render

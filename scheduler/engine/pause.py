@@ -14,6 +14,10 @@ another transaction holds, and re-checks it is still paused before resuming it.
 `paused_by = spot_quota` is what keeps the recovery paths out: the queue pass and the hold
 ladder skip a session carrying a pause (`turns._candidates`, `turns._is_due_candidate`), and
 start-up recovery never resumes one (`lifecycle.recover` only repairs turns and first starts).
+
+A preemption mark is this record with the reason PREEMPTED and a stamp (the preemption module
+makes it); it is released here, since both the ceiling sweep's pass over the marks and crash
+recovery release one.
 """
 
 from __future__ import annotations
@@ -38,6 +42,7 @@ from scheduler.rules.gate import RESUME_MARGIN_PCT, Decision, decide
 from scheduler.rules.genesis import SchedulingClass
 from scheduler.rules.snapshot import PolicyView
 from scheduler.rules.waiting import banner
+from scheduler.store import preemption_ledger
 from scheduler.store.db import core
 from scheduler.store.models import EnqueuedMessage, Session, Status
 from scheduler.store.policy import load_policy
@@ -79,6 +84,38 @@ def record_pause(session: Session, reason: str, detail: str, now: datetime, *, c
     if costs:
         session.pause_count += 1
     session.updated_at = now
+
+
+def is_standing(session: Session) -> bool:
+    """A mark that still means something: stamped, and the pause it wrote still in place."""
+    return session.preempt_mark_at is not None and session.pause_reason == PREEMPTED
+
+
+def release_mark(db: DBSession, session: Session, *, uncharge: bool) -> None:
+    """Take a preemption mark off `session` and clear the pause it wrote; `uncharge`: the
+    preemption never happened, so the ledger and the counts give it back; else the mark is
+    taken, and the cooldown counts from it."""
+    if uncharge:
+        preemption_ledger.uncharge(db, session)
+        session.preemption_count = max(session.preemption_count - 1, 0)
+        session.pause_count = max(session.pause_count - 1, 0)
+    else:
+        session.last_preempted_at = session.preempt_mark_at
+    session.preempt_mark_at = None
+    session.preempted_by_id = None
+    clear_pause(session)
+
+
+def release_after_crash(db: DBSession, session: Session) -> bool:
+    """A crash ended the marked turn before its end could sleep it: every turn in flight was
+    lost with it, so the slot the mark promised is free and the preemption never happened.
+    The mark is released and un-charged, and the session goes back through the gate like any
+    interrupted turn. Returns whether there was a mark to release."""
+    if not is_standing(session):
+        return False
+    release_mark(db, session, uncharge=True)
+    session.pending_sleep = False
+    return True
 
 
 def is_dormant_paused(session: Session) -> bool:

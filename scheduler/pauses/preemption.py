@@ -38,7 +38,7 @@ from scheduler.context import Context
 from scheduler.engine.attempt import PASS_THROUGH, Work
 from scheduler.engine.effects import Effects
 from scheduler.engine.fleet import fleet_columns, running_fleet, running_marks
-from scheduler.engine.pause import COOLDOWN, PREEMPTED, record_pause
+from scheduler.engine.pause import COOLDOWN, PREEMPTED, is_standing, record_pause, release_mark
 from scheduler.engine.records import clear_pause, halt_turn, is_running, last_turn, running_turn
 from scheduler.rules.gate import Decision, Reason
 from scheduler.rules.snapshot import PolicyView
@@ -84,11 +84,6 @@ def _yield_fleet(db: DBSession, ctx: Context, wanted: list[int], excluding: int 
     may yield) or one carrying a mark (who may be standing). Every other row only counts."""
     stmt = select(Session, Turn).join(Turn, col(Turn.session_id) == col(Session.id)).where(Turn.status == "running", col(Session.id).in_(wanted))
     return [(s, t) for s, t in db.exec(stmt) if ctx.runtime(s.runtime).spends_quota and s.id != excluding]
-
-
-def is_standing(session: Session) -> bool:
-    """A mark that still means something: stamped, and the pause it wrote still in place."""
-    return session.preempt_mark_at is not None and session.pause_reason == PREEMPTED
 
 
 def is_eligible(session: Session, turn: Turn, ctx: Context, policy: PolicyView, now: datetime) -> bool:
@@ -188,30 +183,6 @@ def _preempt(db: DBSession, ctx: Context, session: Session, now: datetime, notic
     notices.append(("preempt_marked", {"session_id": victim.id, "by": session.id, "sentence": banner(victim, now)}))
 
 
-def release_after_crash(db: DBSession, session: Session) -> bool:
-    """A crash ended the marked turn before its end could sleep it: every turn in flight was
-    lost with it, so the slot the mark promised is free and the preemption never happened.
-    The mark is released and un-charged, and the session goes back through the gate like any
-    interrupted turn. Returns whether there was a mark to release."""
-    if not is_standing(session):
-        return False
-    _release(db, session, uncharge=True)
-    session.pending_sleep = False
-    return True
-
-
-def _release(db: DBSession, session: Session, *, uncharge: bool) -> None:
-    if uncharge:
-        preemption_ledger.uncharge(db, session)
-        session.preemption_count = max(session.preemption_count - 1, 0)
-        session.pause_count = max(session.pause_count - 1, 0)
-    else:
-        session.last_preempted_at = session.preempt_mark_at
-    session.preempt_mark_at = None
-    session.preempted_by_id = None
-    clear_pause(session)
-
-
 def resolve_marks(db: DBSession, ctx: Context, policy: PolicyView, now: datetime, effects: Effects) -> MarkReport:
     """The ceiling sweep's pass over the marks, oldest first (seed 001's table):
 
@@ -244,11 +215,11 @@ def resolve_marks(db: DBSession, ctx: Context, policy: PolicyView, now: datetime
             continue
         age = now - session.preempt_mark_at
         if age > STALE_MARK_AGE:
-            _release(db, session, uncharge=False)
+            release_mark(db, session, uncharge=False)
             report.stale.append(sid)
             log.warning("session #%s: its preemption mark is %s old, so its provenance broke; released", sid, age)
         elif running < slots:
-            _release(db, session, uncharge=True)
+            release_mark(db, session, uncharge=True)
             report.released.append(sid)
             log.warning("session #%s: the fleet is back under its cap (%s of %s running); its preemption mark is released and un-charged", sid, running, slots)
             effects.notice("preempt_released", session_id=sid)
