@@ -78,10 +78,10 @@ from scheduler.context import Context
 from scheduler.errors import InvalidInput
 from scheduler.holds.groups import repository_group
 from scheduler.holds.operator import NewOperatorHold, add_hold, end_hold
-from scheduler.holds.prerequisites import parse_prerequisites, record_prerequisites
 from scheduler.steering.firing import render_trigger_prompt
 from scheduler.store.db import session_scope, steer_in_turn
 from scheduler.store.models import ACTIVE_STATUSES, OperatorHold, Session, Status, Trigger, WebhookDelivery
+from scheduler.store.prerequisite_rows import parse_prerequisites, record_prerequisites
 from scheduler.store.sessions import NewSession, change_class, insert_session
 from templates import render
 

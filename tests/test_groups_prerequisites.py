@@ -13,17 +13,17 @@ from scheduler.engine.start_now import start_now
 from scheduler.engine.turns import submit_turn
 from scheduler.errors import InvalidInput
 from scheduler.holds.groups import parse_group_limit, repository_group
-from scheduler.holds.prerequisites import (
-    PrerequisiteRef,
-    parse_prerequisites,
-    record_prerequisites,
-    set_issue_state,
-)
+from scheduler.holds.prerequisites import set_issue_state
 from scheduler.holds.queue import resume_queue
 from scheduler.pauses.sleep import wake_me_up_later
 from scheduler.ports import Outcome
 from scheduler.store.db import session_scope
 from scheduler.store.models import Session, Trigger
+from scheduler.store.prerequisite_rows import (
+    PrerequisiteRef,
+    parse_prerequisites,
+    record_prerequisites,
+)
 from tests.harness import new, row
 from tests.holdkit import finish, wired
 

@@ -13,16 +13,12 @@ from scheduler.engine.effects import Effects
 from scheduler.holds.capacity import arrivals, occupied
 from scheduler.holds.groups import occupying
 from scheduler.holds.operator import live_holds
-from scheduler.holds.prerequisites import (
-    issue_sessions,
-    queue_waits_on,
-    record_prerequisites,
-    unsatisfied,
-)
+from scheduler.holds.prerequisites import issue_sessions, queue_waits_on, unsatisfied
 from scheduler.holds.queue import NewHold, in_force, live_hold, record
 from scheduler.holds.view import list_holds
 from scheduler.store.models import OperatorHold, Prerequisite, QueueHold, Session, Turn
 from scheduler.store.policy import load_policy
+from scheduler.store.prerequisite_rows import record_prerequisites
 
 pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")
 

@@ -22,12 +22,12 @@ from scheduler.holds.operator import (
     place_hold,
     release_hold,
 )
-from scheduler.holds.prerequisites import record_prerequisites
 from scheduler.holds.view import list_holds, show_hold
 from scheduler.store import db as dbmod
 from scheduler.store.db import session_scope
 from scheduler.store.models import OperatorHold, Session, Trigger
 from scheduler.store.policy import ensure_policy, load_policy
+from scheduler.store.prerequisite_rows import record_prerequisites
 from scheduler.wiring import run_periodic
 from tests.harness import new, row
 from tests.holdkit import holds, holds_text, wired

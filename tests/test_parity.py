@@ -38,7 +38,6 @@ from scheduler import wiring
 from scheduler.context import Context, Runtime
 from scheduler.engine.turns import submit_turn
 from scheduler.holds.operator import place_hold
-from scheduler.holds.prerequisites import record_prerequisites
 from scheduler.jobs import targets
 from scheduler.pauses.parking import pause_into_spot_queue
 from scheduler.store import db as dbmod
@@ -56,6 +55,7 @@ from scheduler.store.models import (
     Turn,
 )
 from scheduler.store.policy import change_policy, ensure_policy
+from scheduler.store.prerequisite_rows import record_prerequisites
 from scheduler.store.sessions import NewSession, create_session
 from scheduler.testing import VirtualClock, VirtualDeferrer, VirtualWorkers
 from tests.conftest import T0

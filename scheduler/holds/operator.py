@@ -32,13 +32,14 @@ from scheduler.context import Context
 from scheduler.engine.attempt import Block
 from scheduler.engine.effects import Effects
 from scheduler.errors import Forbidden, InvalidInput, NotFound, Refused
-from scheduler.holds.prerequisites import repository_of, target_sessions, waits_on
+from scheduler.holds.prerequisites import target_sessions, waits_on
 from scheduler.rules.genesis import Genesis, SchedulingClass
 from scheduler.rules.snapshot import PolicyView
 from scheduler.store.caches import cached, forget, present, read_or_fail_open, register_presence
 from scheduler.store.db import session_scope
 from scheduler.store.models import ACTIVE_STATUSES, OperatorHold, Prerequisite, Session, Status, Trigger
 from scheduler.store.policy import load_policy
+from scheduler.store.prerequisite_rows import repository_of
 from scheduler.store.sessions import class_of
 from templates import error_text, render
 

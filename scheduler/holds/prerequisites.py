@@ -6,14 +6,12 @@ half-done. A mention of something that does not exist counts for nothing rather 
 for ever. Only the text that starts the work is read — an issue's title and body, a Slack
 message, a `/pacer new` or API prompt (`NewSession.declares`): comments are not prerequisites.
 
-What a reference means:
-  `owner/repo#12`   issue 12 of that repository
-  `#12`, `@#12`     issue 12 of this session's own repository (`source["repository"]`) when it
-                    came from GitHub; otherwise Pacer session #12
-An issue target is the newest session whose `source` names that repository and issue number
-(`source["repository"]` = "owner/name", `source["issue"]` or `source["number"]` = 12). It is
-closed when any such session carries `source["issue_state"] == "closed"` (`set_issue_state`
-records it); it is done when that newest session is done, or canceled (archived).
+What a reference means, and how a session's declared prerequisites are recorded, is in
+`scheduler/store/prerequisite_rows.py`. An issue target is the newest session whose `source`
+names that repository and issue number (`source["repository"]` = "owner/name", `source["issue"]`
+or `source["number"]` = 12). It is closed when any such session carries
+`source["issue_state"] == "closed"` (`set_issue_state` records it); it is done when that newest
+session is done, or canceled (archived).
 
 When every candidate in the queue waits on a prerequisite, the queue holds with the prerequisite
 reason, naming what it waits for (`reconcile`, run after every requested queue pass). Finishing a
@@ -23,7 +21,6 @@ prerequisite moves the queue by itself: a turn ending and an archive both ask fo
 from __future__ import annotations
 
 import logging
-import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
@@ -33,7 +30,6 @@ from sqlalchemy import String, cast, func, or_
 from sqlmodel import Session as DBSession
 from sqlmodel import col, select
 
-from scheduler.bounds import NAME_PATTERN, OWNER_PATTERN
 from scheduler.context import Context, request_queue_pass
 from scheduler.engine.attempt import Block, is_manual
 from scheduler.engine.effects import Effects
@@ -42,25 +38,14 @@ from scheduler.holds import queue as queue_holds
 from scheduler.store.caches import cached, present, read_or_fail_open, register_presence
 from scheduler.store.db import session_scope
 from scheduler.store.models import Prerequisite, Session, Status
+from scheduler.store.prerequisite_rows import recorded_prerequisites
 from templates import error_text, render
 
 log = logging.getLogger("pacer.prerequisites")
 
 SATISFYING = frozenset({Status.DONE.value, Status.ARCHIVED.value})
-MAX_PER_SESSION = 20  # an issue body listing more is recorded up to here, with a log line
 NAMED_IN_HOLD = 5  # targets a queue-level prerequisite hold names before "and N more"
 REASON = "prerequisite"
-
-_REF = rf"(?:(?P<repo>{OWNER_PATTERN}/{NAME_PATTERN}))?#(?P<num>[0-9]{{1,9}})\b"
-_MENTION = re.compile(r"(?<![\w@/])@" + _REF)
-_DEPENDS = re.compile(r"\bdepends\s+on\b\s*:?", re.IGNORECASE)
-_LIST_ITEM = re.compile(r"\s*(?:(?:,|&|\band\b)\s*)?" + _REF, re.IGNORECASE)
-
-
-@dataclass(frozen=True)
-class PrerequisiteRef:
-    number: int
-    repository: str | None = None  # None: a bare "#n", resolved against the session
 
 
 @dataclass(frozen=True)
@@ -70,71 +55,6 @@ class Pending:
     target: str  # "acme/api#12" or "#7"
     session_id: int | None  # the session behind it
     status: str  # that session's status
-
-
-def parse_prerequisites(text: str) -> list[PrerequisiteRef]:
-    """Every `depends on <ref>[, <ref> and <ref>…]` and `@<ref>` in `text`, in order of mention."""
-    seen: list[tuple[int, PrerequisiteRef]] = []
-    for head in _DEPENDS.finditer(text):
-        pos = head.end()
-        while (item := _LIST_ITEM.match(text, pos)) is not None:
-            seen.append((item.start("num"), _ref(item)))
-            pos = item.end()
-    seen.extend((m.start("num"), _ref(m)) for m in _MENTION.finditer(text))
-    found: list[PrerequisiteRef] = []
-    for _pos, ref in sorted(seen, key=lambda pair: pair[0]):
-        if ref.number >= 1 and ref not in found:
-            found.append(ref)
-    return found
-
-
-def _ref(match: re.Match[str]) -> PrerequisiteRef:
-    repo = match.group("repo")
-    return PrerequisiteRef(int(match.group("num")), repo.lower() if repo else None)
-
-
-def repository_of(session: Session) -> str | None:
-    repo = (session.source or {}).get("repository")
-    return str(repo).lower() if isinstance(repo, str) and "/" in repo else None
-
-
-def issue_of(session: Session) -> int | None:
-    source = session.source or {}
-    for key in ("issue", "number"):
-        value = source.get(key)
-        if isinstance(value, int) or (isinstance(value, str) and value.isdigit()):
-            return int(value)
-    return None
-
-
-def record_prerequisites(db: DBSession, session: Session, text: str) -> list[Prerequisite]:
-    """Record what `text` declares for `session` (intake calls this with the title and body).
-    Idempotent: a redelivered event records nothing twice. Returns the session's rows."""
-    own_repo, own_issue = repository_of(session), issue_of(session)
-    existing = {(p.target_kind, p.target_ref) for p in _rows(db, session.id or 0)}
-    for ref in parse_prerequisites(text):
-        repo = ref.repository or own_repo
-        if repo is not None:
-            kind, target = "issue", f"{repo}#{ref.number}"
-            if repo == own_repo and ref.number == own_issue:
-                continue  # a session cannot wait on itself
-        else:
-            kind, target = "session", str(ref.number)
-            if ref.number == session.id:
-                continue
-        if (kind, target) in existing:
-            continue
-        if len(existing) >= MAX_PER_SESSION:
-            log.warning("session #%s declares more than %d prerequisites; the rest are not recorded", session.id, MAX_PER_SESSION)
-            break
-        db.add(Prerequisite(session_id=session.id or 0, target_kind=kind, target_ref=target))
-        existing.add((kind, target))
-    db.flush()
-    return _rows(db, session.id or 0)
-
-
-def _rows(db: DBSession, session_id: int) -> list[Prerequisite]:
-    return list(db.exec(select(Prerequisite).where(Prerequisite.session_id == session_id).order_by(col(Prerequisite.id))))
 
 
 def issue_sessions(db: DBSession, repository: str, number: int) -> list[Session]:
@@ -174,12 +94,12 @@ def pending_of(db: DBSession, prereq: Prerequisite) -> Pending | None:
 
 
 def unsatisfied(db: DBSession, session_id: int) -> list[Pending]:
-    return [p for prereq in _rows(db, session_id) if (p := pending_of(db, prereq)) is not None]
+    return [p for prereq in recorded_prerequisites(db, session_id) if (p := pending_of(db, prereq)) is not None]
 
 
 def waits_on(db: DBSession, waiter_id: int, target: Session) -> bool:
     """Whether `waiter_id` has an unsatisfied prerequisite naming `target` (hold deadlocks)."""
-    for prereq in _rows(db, waiter_id):
+    for prereq in recorded_prerequisites(db, waiter_id):
         if any(s.id == target.id for s in target_sessions(db, prereq.target_kind, prereq.target_ref)):
             return pending_of(db, prereq) is not None
     return False

@@ -17,7 +17,6 @@ from sqlmodel import col, select
 
 from scheduler import bounds
 from scheduler.errors import InvalidInput, NotFound
-from scheduler.holds.prerequisites import parse_prerequisites, record_prerequisites
 from scheduler.rules import precedence as prec
 from scheduler.rules.genesis import (
     DEFAULT_CLASS,
@@ -32,6 +31,7 @@ from scheduler.rules.genesis import (
 from scheduler.rules.snapshot import PolicyView
 from scheduler.store.models import ACTIVE_STATUSES, SESSIONS, Session, Status, Trigger
 from scheduler.store.policy import load_policy
+from scheduler.store.prerequisite_rows import parse_prerequisites, record_prerequisites
 from templates import error_text
 
 
