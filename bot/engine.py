@@ -28,8 +28,7 @@ from scheduler.engine.restart import restart_from_scratch
 from scheduler.engine.start_now import start_now
 from scheduler.engine.turns import submit_turn
 from scheduler.errors import PacerError
-from scheduler.holds import capacity as claims
-from scheduler.holds import cost_caps
+from scheduler.holds import capacity, cost_caps
 from scheduler.pauses.sleep import wake_me_up_later
 from scheduler.rules.explain import explain
 from scheduler.rules.gate import decide
@@ -66,7 +65,7 @@ def restart(ctx: Context, command: c.Restart) -> Answer:
 
 
 def change_claim(ctx: Context, command: c.Weight | c.Capacity) -> Answer:
-    changed = claims.change_claim(ctx.pacer.ctx, command.session_id, command.claim, actor=ctx.actor)
+    changed = capacity.change_claim(ctx.pacer.ctx, command.session_id, command.claim, actor=ctx.actor)
     return Answer("claim_changed", {"session_id": command.session_id, "changed": changed})
 
 

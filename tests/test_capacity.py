@@ -13,10 +13,11 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from sqlmodel import SQLModel
 
+from scheduler.engine.claims import fits, occupied
 from scheduler.engine.start_now import start_now
 from scheduler.engine.turns import submit_turn
 from scheduler.errors import InvalidInput
-from scheduler.holds.capacity import deference_window, fits, occupied
+from scheduler.holds.capacity import deference_window
 from scheduler.store import db as dbmod
 from scheduler.store.db import session_scope
 from scheduler.store.models import Session

@@ -11,8 +11,8 @@ import pytest
 from sqlmodel import select
 
 from bot import chat
+from scheduler.engine.claims import Claim
 from scheduler.engine.turns import submit_turn
-from scheduler.holds.capacity import Claim
 from scheduler.store.db import session_scope
 from scheduler.store.models import Session
 from tests.api_client import make_api

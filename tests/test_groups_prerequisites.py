@@ -8,11 +8,12 @@ from datetime import timedelta
 
 import pytest
 
+from scheduler.engine.claims import parse_group_limit
 from scheduler.engine.lifecycle import archive
 from scheduler.engine.start_now import start_now
 from scheduler.engine.turns import submit_turn
 from scheduler.errors import InvalidInput
-from scheduler.holds.groups import parse_group_limit, repository_group
+from scheduler.holds.groups import repository_group
 from scheduler.holds.prerequisites import set_issue_state
 from scheduler.holds.queue import resume_queue
 from scheduler.pauses.sleep import wake_me_up_later

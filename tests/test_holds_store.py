@@ -9,9 +9,9 @@ import pytest
 from sqlmodel import select
 
 from scheduler.context import Context
+from scheduler.engine.claims import occupied, occupying
 from scheduler.engine.effects import Effects
-from scheduler.holds.capacity import arrivals, occupied
-from scheduler.holds.groups import occupying
+from scheduler.holds.capacity import arrivals
 from scheduler.holds.operator import live_holds
 from scheduler.holds.prerequisites import issue_sessions, queue_waits_on, unsatisfied
 from scheduler.holds.queue import NewHold, in_force, live_hold, record

@@ -23,13 +23,13 @@ from sqlmodel import Session as DBSession
 from sqlmodel import col
 
 from scheduler.context import Context
+from scheduler.engine import claims
 from scheduler.engine.admit import admit, blocked
 from scheduler.engine.attempt import Block, Submission, TurnAttempt, Work, is_manual
 from scheduler.engine.candidates import PAGE, Candidate, Passed, outranks, page
 from scheduler.engine.fleet import asking_for, build_snapshot, burn_rate, read_quota
 from scheduler.engine.pause import Dormant, first_paused, is_dormant_paused, resume_paused
 from scheduler.engine.records import hold, hold_job_id, is_asleep, is_copy, is_running, lock, locked_copy, replay, start
-from scheduler.holds import capacity, groups
 from scheduler.rules import failures
 from scheduler.rules.explain import explain
 from scheduler.rules.gate import RESUME_MARGIN_PCT, Decision, Reason, decide
@@ -168,9 +168,9 @@ class _Pass:
 
     def _groups(self) -> tuple[dict[str, int], dict[int, int]]:
         if self._occupancy is None:
-            self._occupancy = groups.occupancy(self.work.db, self.work.now)
+            self._occupancy = claims.occupancy(self.work.db, self.work.now)
         if self._limits is None:
-            self._limits = groups.declared_limits(self.work.db)
+            self._limits = claims.declared_limits(self.work.db)
         return self._occupancy, self._limits
 
     def _started(self, session_id: int) -> None:
@@ -184,14 +184,14 @@ class _Pass:
         group = cand.concurrency_group
         if group is not None:
             occupancy, limits = self._groups()
-            if occupancy.get(group, 0) >= limits.get(cand.trigger_id or 0, groups.DEFAULT_LIMIT):
+            if occupancy.get(group, 0) >= limits.get(cand.trigger_id or 0, claims.DEFAULT_LIMIT):
                 return True
         ctx, policy = self.work.ctx, self.policy
         gated = policy.gating_enabled and cand.is_spot(policy) and ctx.runtime(cand.runtime).spends_quota
-        claim = capacity.Claim(cand.weight, cand.capacity, gated, cand.capacity_multiplier)
+        claim = claims.Claim(cand.weight, cand.capacity, gated, cand.capacity_multiplier)
         if not claim.explicit and not claim.gated:
             return False
-        load, count = capacity.occupied(self.work.db, ctx)
+        load, count = claims.occupied(self.work.db, ctx)
         return claim.refused(load, count, policy.slots(ctx.agent_workers))
 
     def queue(self) -> Iterator[Candidate]:
@@ -205,7 +205,7 @@ class _Pass:
             if len(ids) < PAGE:
                 return
             occupancy, limits = self._groups()
-            full = tuple(g for g, n in occupancy.items() if n >= groups.DEFAULT_LIMIT)
+            full = tuple(g for g, n in occupancy.items() if n >= claims.DEFAULT_LIMIT)
             passed = Passed((*passed.seen, *ids), full, tuple(limits), tuple(sorted(self.paced)))
 
     def attempt(self, session: Session, *, advance: bool) -> tuple[str, bool]:

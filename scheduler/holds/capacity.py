@@ -28,6 +28,9 @@ parked on a hold. Pacer measures the window from the better session's arrival ra
 the waiter's continuous eligibility (no per-session stamp to keep): either way the deference is
 bounded by the window, ends early the moment no such arrival remains, and preempts nothing.
 A full fleet is not a moment to defer in: the gate holds the waiter for the slot instead.
+
+A claim, the rule that fits it and the fleet's load are in `scheduler/engine/claims.py`, which
+the queue pass reads too.
 """
 
 from __future__ import annotations
@@ -44,7 +47,7 @@ from sqlmodel import col, select
 from scheduler.bounds import check_claim
 from scheduler.context import Context, request_queue_pass
 from scheduler.engine.attempt import Block, is_manual
-from scheduler.engine.fleet import running_rows
+from scheduler.engine.claims import Claim, occupied
 from scheduler.engine.records import lock
 from scheduler.errors import Refused
 from scheduler.rules.genesis import SchedulingClass
@@ -57,51 +60,11 @@ from templates import error_text, render
 
 log = logging.getLogger("pacer.capacity")
 
-TOLERANCE = 1e-9  # weights are floats: 0.1 + 0.2 must fit a budget of 0.3
 DEFAULT_PRECEDENCE = 0
 SECONDS_PER_STEP = 3
 DEFERENCE_CAP = timedelta(seconds=60)
 REASON = "capacity"
 DEFER_REASON = "deferring"
-
-
-def fits(load: float, weight: float, budget: float) -> bool:
-    """Whether a claim of `weight` fits beside `load` in `budget` (seed 000's admission rule)."""
-    if weight <= 0:
-        return load < budget - TOLERANCE  # a zero weight waits only while full or over-committed
-    return load + weight <= budget + TOLERANCE
-
-
-@dataclass(frozen=True)
-class Claim:
-    """What a session asks of the slot budget: its weight, its own authored capacity, and whether
-    the gate counts it (a spot session spending quota, gating on)."""
-
-    weight: float
-    capacity: int | None
-    gated: bool
-    multiplier: float | None = None
-
-    @property
-    def explicit(self) -> bool:
-        """The session authored its own budget (a whole number or a multiplier)."""
-        return self.capacity is not None or self.multiplier is not None
-
-    def budget(self, slots: int) -> float:
-        if self.capacity is not None:
-            return float(self.capacity)
-        if self.multiplier is not None:
-            return self.multiplier * slots
-        return float(slots)
-
-    def refused(self, load: float, count: int, slots: int) -> bool:
-        """Seed 000's admission rule beside `load` (`count` sessions) already running. Silent
-        where the gate's own slot check refuses it: one reason, fleet_at_cap."""
-        if not self.explicit and not self.gated:
-            return False
-        if self.gated and count >= slots:
-            return False
-        return not fits(load, self.weight, self.budget(slots))
 
 
 @dataclass(frozen=True)
@@ -144,17 +107,6 @@ def change_claim(ctx: Context, session_id: int, change: ClaimChange, *, actor: s
         ctx.emit("claim_changed", session_id=session_id, actor=actor)  # its badges on every queue view
         request_queue_pass(ctx)
     return changed
-
-
-def occupied(db: DBSession, ctx: Context, *, exclude_id: int | None = None) -> tuple[float, int]:
-    """(weighted load, sessions) of the running turns that spend quota — the gate's population."""
-    load, count = 0.0, 0
-    for session_id, _own, _genesis, runtime, weight in running_rows(db):
-        if session_id == exclude_id or not ctx.runtime(runtime).spends_quota:
-            continue
-        load += max(float(weight), 0.0)
-        count += 1
-    return load, count
 
 
 def admission_check(ctx: Context) -> Callable[[DBSession, Session, datetime], Block | None]:
