@@ -47,8 +47,9 @@ def install(ctx: Context) -> Context:
     ctx.installed = True
     if not ctx.jobs:
         ctx.jobs = targets()
-    # Session events: ao_event triggers hear every notice.
+    # Session events: ao_event triggers hear every notice, and the fleet events the top-up sweep fires.
     ctx.hooks.setdefault("*", []).append(session_events.listener(ctx))
+    ctx.hooks.setdefault("fleet_event", []).append(session_events.fleet_event)
     # Preemption: a priority start into a full fleet takes a slot off a running spot session.
     ctx.hooks.setdefault("before_start", []).append(preemption.before_start)
     # A capped session's turn: the alarm that halts it when its burn estimate reaches the cap.

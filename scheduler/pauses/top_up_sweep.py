@@ -7,7 +7,9 @@ under its ceiling, when the event last fired) and, when the rule says so, fires 
 handed more work. The state is written in its own transaction, locked, before anything fires:
 a second sweep cannot fire the same cooldown again, and a crash between the two loses that one
 firing rather than doubling it. The state is the sweep's, not the operator's, so it is outside the
-policy audit.
+policy audit. What fires the event is a plug-in (`ctx.hooks["fleet_event"]`, which
+`scheduler.wiring` fills with the session events' `fleet_event`), as the ao_event triggers are
+steering, above this layer.
 """
 
 from __future__ import annotations
@@ -23,7 +25,6 @@ from sqlmodel import col
 from scheduler.context import Context
 from scheduler.engine.fleet import running_sessions
 from scheduler.rules.top_up import EVENT, TopUpPolicy, TopUpState, is_under, next_firing, step
-from scheduler.steering.session_events import fleet_event
 from scheduler.store.db import core, session_scope
 from scheduler.store.models import TopUpRecord
 from scheduler.store.policy import load_policy
@@ -103,7 +104,8 @@ def top_up_sweep(ctx: Context) -> TopUpReport:
     sessions: tuple[int, ...] = ()
     if fire:
         reading = TopUpReading(policy, running, after)
-        fired = fleet_event(ctx, EVENT, fleet_facts(reading, now))
+        facts = fleet_facts(reading, now)
+        fired = [f for fire_event in ctx.hooks.get("fleet_event", []) for f in fire_event(ctx, EVENT, facts)]
         sessions = tuple(f.session_id for f in fired)
         log.info("top-up: %s of %s running; %s fired, sessions %s", running, policy.ceiling, EVENT, list(sessions))
     return TopUpReport(running, after, fire, sessions)
