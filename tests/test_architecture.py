@@ -9,7 +9,7 @@ Inside `scheduler/`, layers, bottom to top, a lower one never importing a higher
     -> engine/ -> holds/ -> pauses/ -> steering/ -> jobs, wiring
 
 and nothing in the import closure of `scheduler/rules/` touches the database (`scheduler/store/`,
-SQLAlchemy, SQLModel).
+SQLAlchemy, SQLModel). `docs/architecture.md` names files and functions that exist.
 
 An import counts wherever it is written: at the top, inside a function, or as a literal
 `importlib.import_module("x")` / `find_spec("x")`; an import inside a function that only hides a
@@ -21,6 +21,7 @@ is a submodule, that module as well.
 from __future__ import annotations
 
 import ast
+import re
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -393,3 +394,82 @@ def test_no_sentence_a_person_reads_is_built_in_a_raise() -> None:
         and isinstance(node.exc.args[0], ast.JoinedStr) and raised_name(node.exc) not in PROGRAMMER_ERRORS
     ]
     assert built == [], f"raise with an f-string sentence (use templates.error_text): {built}"
+
+
+# --- docs/architecture.md: every file and function it names exists ------------------------------
+
+ARCHITECTURE = ROOT / "docs" / "architecture.md"
+FILE_REF = re.compile(r"`([\w./-]+\.py)(?::\s*([^`]*))?`")
+DOTTED_REF = re.compile(r"`([A-Za-z_]\w*(?:\.[A-Za-z_]\w*)+)(?:\(\))?`")
+FILE_SUFFIXES = {"py", "toml", "md", "j2", "sql", "json", "yaml", "yml", "js", "html", "sh", "ini", "lock", "png"}
+
+
+def defined_names(path: Path) -> dict[str, set[str]]:
+    """Top-level names a module defines or imports -> the attributes a class of that name has."""
+    found: dict[str, set[str]] = {}
+    for node in ast.parse(path.read_text()).body:
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+            found[node.name] = set()
+        elif isinstance(node, ast.ClassDef):
+            found[node.name] = {n.name for n in node.body if isinstance(n, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef)} | {
+                t.id for n in node.body if isinstance(n, ast.AnnAssign | ast.Assign)
+                for t in ([n.target] if isinstance(n, ast.AnnAssign) else n.targets) if isinstance(t, ast.Name)
+            }
+        elif isinstance(node, ast.Assign | ast.AnnAssign):
+            for target in [node.target] if isinstance(node, ast.AnnAssign) else node.targets:
+                if isinstance(target, ast.Name):
+                    found[target.id] = set()
+        elif isinstance(node, ast.ImportFrom):
+            found.update({alias.asname or alias.name: set() for alias in node.names})
+    return found
+
+
+def doc_file(reference: str) -> Path | None:
+    """The file a doc names: a path from the repository root or from `scheduler/`."""
+    for base in (ROOT, ROOT / "scheduler"):
+        if (base / reference).is_file():
+            return base / reference
+    return None
+
+
+def missing_names(path: Path, names: Iterable[str]) -> list[str]:
+    defined = defined_names(path)
+    missing = []
+    for name in names:
+        owner, _, attribute = name.partition(".")
+        if owner not in defined or (attribute and attribute not in defined[owner]):
+            missing.append(name)
+    return missing
+
+
+def test_the_architecture_page_names_files_and_functions_that_exist() -> None:
+    text = ARCHITECTURE.read_text()
+    scheduler_basenames: dict[str, list[str]] = {}
+    for name in KNOWN:
+        if name.startswith("scheduler.") and ".migrations" not in name:
+            scheduler_basenames.setdefault(name.rsplit(".", 1)[-1], []).append(name)
+    wrong = []
+    for match in FILE_REF.finditer(text):
+        reference, listed = match.group(1), match.group(2)
+        path = doc_file(reference)
+        if path is None:
+            wrong.append(f"{reference}: no such file under the root or scheduler/")
+            continue
+        names = [n.strip() for n in (listed or "").split(",") if re.fullmatch(r"[A-Za-z_][\w.]*", n.strip())]
+        wrong += [f"{reference}: {name} is not defined there" for name in missing_names(path, names)]
+    for match in DOTTED_REF.finditer(text):
+        parts = match.group(1).split(".")
+        if parts[-1] in FILE_SUFFIXES or (match.group(0).endswith("()`") and len(parts) == 2 and parts[0] in PACKAGES):
+            continue  # a file (`jobs.py`), a call on a variable (APScheduler's `scheduler.wakeup()`)
+        if parts[0] in PACKAGES:
+            cut = max((i for i in range(1, len(parts) + 1) if ".".join(parts[:i]) in KNOWN), default=0)
+            module = ".".join(parts[:cut])
+        elif len(scheduler_basenames.get(parts[0], [])) == 1:
+            cut, module = 1, scheduler_basenames[parts[0]][0]
+        else:
+            continue  # an attribute of a value (`Context.emit`), a file name (`fly.toml`)
+        if not module:
+            wrong.append(f"{match.group(1)}: no such module")
+        elif cut < len(parts):
+            wrong += [f"{match.group(1)}: {name} is not defined in {module}" for name in missing_names(KNOWN[module], [".".join(parts[cut:cut + 2])])]
+    assert wrong == [], "docs/architecture.md names what is not there:\n" + "\n".join(wrong)
