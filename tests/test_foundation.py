@@ -153,4 +153,6 @@ def test_wheel_ships_templates_and_migrations(tmp_path: Path) -> None:
     names = set(zipfile.ZipFile(wheel).namelist())
     assert "templates/text/help.j2" in names
     assert "scheduler/store/migrations/env.py" in names
+    for layer in ("rules", "store", "engine", "holds", "pauses", "steering"):  # each folder a package
+        assert f"scheduler/{layer}/__init__.py" in names, layer
     assert any(n.startswith("scheduler/store/migrations/versions/0001") for n in names)
