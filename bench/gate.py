@@ -18,15 +18,13 @@ from datetime import UTC, datetime, timedelta
 from sqlalchemy import insert
 
 from integrations.quota.ledger import LedgerSource
-from scheduler import db as dbmod
-from scheduler.clock import VirtualClock
 from scheduler.context import Context, Runtime
-from scheduler.deferrer import VirtualDeferrer
-from scheduler.fleet import asking_for, build_snapshot, read_quota
-from scheduler.gate import evaluate
-from scheduler.models import Session, Turn
-from scheduler.policy import ensure_policy, load_policy
-from scheduler.simworkers import VirtualWorkerPool
+from scheduler.engine.fleet import asking_for, build_snapshot, read_quota
+from scheduler.rules.gate import evaluate
+from scheduler.store import db as dbmod
+from scheduler.store.models import Session, Turn
+from scheduler.store.policy import ensure_policy, load_policy
+from scheduler.testing import VirtualClock, VirtualDeferrer, VirtualWorkers
 
 NOW = datetime(2026, 11, 30, 12, 0, tzinfo=UTC)
 
@@ -87,7 +85,7 @@ def main() -> None:
         deferrer = VirtualDeferrer(clock)
         ledger = LedgerSource(engine, capacity_5h_usd=500.0, capacity_7d_usd=6000.0,
                               anchor=datetime(2026, 1, 5, tzinfo=UTC), fallbacks={"echo": 1.5})
-        ctx = Context(engine=engine, clock=clock, deferrer=deferrer, workers=VirtualWorkerPool(clock, deferrer),
+        ctx = Context(engine=engine, clock=clock, deferrer=deferrer, workers=VirtualWorkers(clock, deferrer),
                       quota=ledger, runtimes={"echo": Runtime("echo", True, 1.5)}, agent_workers=150)
 
         cold = measure(ctx, engine, args, ttl=0)

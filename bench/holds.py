@@ -17,13 +17,13 @@ from datetime import UTC, datetime, timedelta
 from sqlalchemy import insert
 from sqlmodel import SQLModel
 
-from scheduler import db as dbmod
-from scheduler.clock import VirtualClock
-from scheduler.models import Session
-from scheduler.policy import ensure_policy
-from scheduler.records import hold_job_id
-from scheduler.sweeps import hold_sweep
-from scheduler.turns import submit_turn
+from scheduler.engine.recheck_sweep import recheck_sweep
+from scheduler.engine.records import hold_job_id
+from scheduler.engine.turns import submit_turn
+from scheduler.store import db as dbmod
+from scheduler.store.models import Session
+from scheduler.store.policy import ensure_policy
+from scheduler.testing import VirtualClock
 from tests.harness import build, new
 
 START = datetime(2026, 11, 30, 8, 0, tzinfo=UTC)
@@ -78,7 +78,7 @@ def sweep_time(sessions: int) -> None:
         timings = []
         for _ in range(5):
             started = time.perf_counter()
-            rearmed = hold_sweep(ctx)
+            rearmed = recheck_sweep(ctx)
             timings.append((time.perf_counter() - started) * 1000)
         print(f"one hold sweep over {sessions} held sessions: {min(timings):.1f} ms best, {max(timings):.1f} ms worst of 5 "
               f"(re-arms at most 10 a pass; the last pass re-armed {len(rearmed)})")

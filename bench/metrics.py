@@ -26,7 +26,7 @@ from sqlalchemy import insert
 from bot.metrics_collector import DatabaseCollector
 from bot.runtime import build
 from bot.settings import load
-from scheduler.models import Session, Turn
+from scheduler.store.models import Session, Turn
 
 HOLDS = ("at_utilization_limit", "fleet_at_cap", "operator_hold", "concurrency_group", None)
 

@@ -40,8 +40,8 @@ from bench.serve import free_port, start_pacer
 from bench.webhooks import SECRET, deliveries, percentile, process_cpu_seconds, send_all, senders
 from bot.leader import leader_address
 from bot.settings_rules import database_url as driver_url
-from scheduler import db as dbmod
-from scheduler.models import Trigger
+from scheduler.store import db as dbmod
+from scheduler.store.models import Trigger
 
 READY_SECONDS = 30
 STOP_SECONDS = 30

@@ -44,8 +44,8 @@ from bench.serve import free_port, start_pacer
 from bot.github.events import PRIORITY_LABEL
 from bot.github.webhook import signature
 from bot.settings_rules import database_url
-from scheduler import db as dbmod
-from scheduler.models import Session, Trigger, Turn
+from scheduler.store import db as dbmod
+from scheduler.store.models import Session, Trigger, Turn
 
 SECRET = "bench-secret"
 EXAMPLE = Path(__file__).resolve().parent.parent / "tests" / "fixtures" / "github" / "issues" / "labeled.payload.json"

@@ -36,9 +36,9 @@ from integrations.runners.custody import Custody, choose
 from integrations.runners.workspace import WorkspaceRunner
 from integrations.turn_queue import TurnQueue, build_app
 from integrations.workspaces import GitRemote, Workspaces
-from scheduler.burn import fallback_rates
 from scheduler.context import Runtime
 from scheduler.ports import QuotaSource, Runner
+from scheduler.rules.burn import fallback_rates
 from templates import render
 
 log = logging.getLogger("pacer.custody")

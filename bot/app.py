@@ -15,7 +15,7 @@ from bot.github import webhook as github_webhook
 from bot.request_ids import RequestIds
 from bot.runtime import Pacer
 from bot.slow_clients import BodyDeadline
-from scheduler import db as dbmod
+from scheduler.store import db as dbmod
 
 log = logging.getLogger("pacer.app")
 

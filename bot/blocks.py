@@ -112,7 +112,7 @@ def operator_hold_blocks(holds: list[Any], *, now: Any) -> list[Block]:
 
 
 def cycling_blocks(cycling: Any) -> list[Block]:
-    """The preemption cycling report (`scheduler.cycling.Cycling`) as one section, or nothing
+    """The preemption cycling report (`scheduler.rules.cycling.Cycling`) as one section, or nothing
     when no session or pair is cycling: the holds answer and the App Home show it alike."""
     if cycling is None or cycling.empty:
         return []

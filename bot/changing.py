@@ -3,9 +3,9 @@ one function the REST API calls for the same action, in that function's own tran
 `/pacer` command, a button, the console and the API change the same rows, emit the same events,
 request the same queue pass and write the same audit:
 
-    archive             scheduler.lifecycle.archive: the row, the `archived` event, a queue pass
-    policy set          scheduler.policy.set_policy: the row, the audit line, a queue pass
-    policy reset-spend  scheduler.budgets.reset_spend: the row, the audit line, a queue pass
+    archive             scheduler.engine.lifecycle.archive: the row, the `archived` event, a queue pass
+    policy set          scheduler.store.policy.set_policy: the row, the audit line, a queue pass
+    policy reset-spend  scheduler.holds.budgets.reset_spend: the row, the audit line, a queue pass
     trigger class       bot.triggers.change_trigger: the reclassification, then the release alarm
     trigger precedence  bot.triggers.change_trigger
 
@@ -19,13 +19,13 @@ from typing import Any
 from bot.commands import command as c
 from bot.context import Answer, Context
 from bot.triggers import change_trigger
-from scheduler.budgets import reset_spend
-from scheduler.cost_caps import spent_by
-from scheduler.db import session_scope
-from scheduler.lifecycle import archive as archive_session
-from scheduler.policy import load_policy, set_policy
-from scheduler.session_view import session_view
-from scheduler.sessions import get_session
+from scheduler.engine.lifecycle import archive as archive_session
+from scheduler.holds.budgets import reset_spend
+from scheduler.holds.cost_caps import spent_by
+from scheduler.store.db import session_scope
+from scheduler.store.policy import load_policy, set_policy
+from scheduler.store.session_view import session_view
+from scheduler.store.sessions import get_session
 
 
 def archive(ctx: Context, command: c.Archive) -> Answer:

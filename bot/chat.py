@@ -37,8 +37,8 @@ from scheduler.errors import (
     Refused,
     StoreUnavailable,
 )
-from scheduler.models import OperatorHold
-from scheduler.sessions import get_session
+from scheduler.store.models import OperatorHold
+from scheduler.store.sessions import get_session
 from templates import error_text, render_chat
 
 log = logging.getLogger("pacer.chat")

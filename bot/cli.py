@@ -33,7 +33,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
 def cmd_migrate(args: argparse.Namespace) -> int:
     from bot.settings import redact_url
     from bot.settings_checks import database_problems
-    from scheduler import db
+    from scheduler.store import db
 
     settings = _settings(args)
     refused = database_problems(settings, os.environ)

@@ -19,7 +19,7 @@ from bot.render import render
 from bot.runtime import Pacer
 from bot.server import reachable_url
 from bot.settings import Settings
-from scheduler import db as dbmod
+from scheduler.store import db as dbmod
 
 SURFACE = "console"
 QUIT = frozenset({"quit", "exit"})

@@ -9,7 +9,7 @@ scheduler stops and the leader lock is released. From then on:
   * a turn the engine still starts (a finished turn's queue pass gives its slot away) is not run
     here: its row stays `running` and it is handed over below;
   * running turns finish and report as usual, until the deadline;
-  * past it, `scheduler.lifecycle.hand_over` holds each unfinished turn's prompt again, due now,
+  * past it, `scheduler.engine.lifecycle.hand_over` holds each unfinished turn's prompt again, due now,
     as recovery after a crash would, and only then are the agents stopped, so their late reports
     are ignored and the next leader runs each turn once.
 
@@ -25,7 +25,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from scheduler.lifecycle import hand_over
+from scheduler.engine.lifecycle import hand_over
 from scheduler.ports import TurnRequest, TurnResult
 
 log = logging.getLogger("pacer.drain")

@@ -20,26 +20,25 @@ from bot.commands.times import resolve
 from bot.context import Answer, Context
 from bot.gate_view import spot_runtime
 from bot.runtime import Pacer
-from scheduler import capacity as claims
-from scheduler import cost_caps
-from scheduler.admit import blocked as admission_block
-from scheduler.attempt import Work
-from scheduler.db import session_scope
+from scheduler.engine.admit import blocked as admission_block
+from scheduler.engine.attempt import Work
+from scheduler.engine.fleet import asking_for, build_snapshot, burn_rate, read_quota
+from scheduler.engine.records import is_asleep
+from scheduler.engine.restart import restart_from_scratch
+from scheduler.engine.start_now import start_now
+from scheduler.engine.turns import submit_turn
 from scheduler.errors import PacerError
-from scheduler.explain import explain
-from scheduler.fleet import asking_for, build_snapshot, burn_rate, read_quota
-from scheduler.gate import decide
-from scheduler.genesis import Genesis
-from scheduler.models import Session
-from scheduler.policy import load_policy
-from scheduler.precedence import TOP_OF_SPOT
-from scheduler.records import is_asleep
-from scheduler.restart import restart_from_scratch
-from scheduler.sessions import NewSession, class_of, create_session, get_session, new_row
-from scheduler.sleep import wake_me_up_later
-from scheduler.snapshot import Asking
-from scheduler.start_now import start_now
-from scheduler.turns import submit_turn
+from scheduler.holds import capacity, cost_caps
+from scheduler.pauses.sleep import wake_me_up_later
+from scheduler.rules.explain import explain
+from scheduler.rules.gate import decide
+from scheduler.rules.genesis import Genesis
+from scheduler.rules.precedence import TOP_OF_SPOT
+from scheduler.rules.snapshot import Asking
+from scheduler.store.db import session_scope
+from scheduler.store.models import Session
+from scheduler.store.policy import load_policy
+from scheduler.store.sessions import NewSession, class_of, create_session, get_session, new_row
 
 log = logging.getLogger("pacer.chat")
 
@@ -66,7 +65,7 @@ def restart(ctx: Context, command: c.Restart) -> Answer:
 
 
 def change_claim(ctx: Context, command: c.Weight | c.Capacity) -> Answer:
-    changed = claims.change_claim(ctx.pacer.ctx, command.session_id, command.claim, actor=ctx.actor)
+    changed = capacity.change_claim(ctx.pacer.ctx, command.session_id, command.claim, actor=ctx.actor)
     return Answer("claim_changed", {"session_id": command.session_id, "changed": changed})
 
 

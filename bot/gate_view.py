@@ -1,5 +1,5 @@
 """The gate card as the bot shows it: read the quota, then build the one card
-(`scheduler.gate_card`) for the runtime a new spot session would run on.
+(`scheduler.steering.gate_card`) for the runtime a new spot session would run on.
 
 `/pacer policy` on every surface and the App Home read the card through here, and
 GET /api/v1/policy builds it from the same builder, so none of them can disagree.
@@ -11,8 +11,8 @@ from datetime import datetime
 
 from bot.runtime import Pacer
 from bot.settings import Settings
-from scheduler.fleet import read_quota
-from scheduler.gate_card import GateCard, build_card
+from scheduler.engine.fleet import read_quota
+from scheduler.steering.gate_card import GateCard, build_card
 
 
 def spot_runtime(settings: Settings) -> str:

@@ -5,9 +5,9 @@ the webhook can make its promise ("each session exactly once, none lost") before
 
   record_github(db, event)   in the caller's transaction, next to the delivery record: match
                              triggers, create each session with its rendered prompt, record its
-                             prerequisites (`scheduler.prerequisites`), change a class for
+                             prerequisites (`scheduler.holds.prerequisites`), change a class for
                              `pacer:priority`, place or lift the hold of `pacer:hold` and `/hold`
-                             (`scheduler.operator_holds`). Returns a `GithubPlan`. Fast: a few
+                             (`scheduler.holds.operator`). Returns a `GithubPlan`. Fast: a few
                              row writes.
   finish_github(ctx, plan)   after the commit, off the request (`bot.github_plan`): announce the
                              holds, submit each first turn, StartNow for promotions, archive a closed
@@ -22,7 +22,7 @@ for it, is a human message on that session (`bot.github_sessions.comment_session
 Prow's `/hold` and `/hold cancel` lines place and lift the same hold the `pacer:hold` label does.
 
 Steering applies in delivery order per issue. Every delivery first takes its issue's steering
-lock (`scheduler.db.steer_in_turn`), and a hold is written or ended in the delivery's own
+lock (`scheduler.store.db.steer_in_turn`), and a hold is written or ended in the delivery's own
 transaction, so a `/hold` and a `/hold cancel` 20 ms apart end lifted: the cancel's transaction
 waits for the hold's and then reads it. The order lives in the database, not in a process, so
 it holds with several `pacer serve` on one PostgreSQL, each taking one of the two deliveries;
@@ -30,7 +30,7 @@ follow-ups serialised per issue inside one process would not be ordered against 
 another process took. The follow-up (`finish_github`) only announces what was decided.
 
 A crash between the two loses nothing: a committed session with a prompt and no turn gets its
-first turn from `scheduler.lifecycle.recover` at the next start.
+first turn from `scheduler.engine.lifecycle.recover` at the next start.
 
 A session exists at most once per (trigger, repository, number), whatever the delivery ids: the
 session is written with an intake key, a row in the delivery ledger (`webhook_deliveries`,
@@ -75,14 +75,14 @@ from bot.github_plan import GithubPlan, finish_github
 from bot.github_sessions import comment_session, sessions_of_issue
 from scheduler.bounds import clean_text
 from scheduler.context import Context
-from scheduler.db import session_scope, steer_in_turn
 from scheduler.errors import InvalidInput
-from scheduler.firing import render_trigger_prompt
-from scheduler.groups import repository_group
-from scheduler.models import ACTIVE_STATUSES, OperatorHold, Session, Status, Trigger, WebhookDelivery
-from scheduler.operator_holds import NewOperatorHold, add_hold, end_hold
-from scheduler.prerequisites import parse_prerequisites, record_prerequisites
-from scheduler.sessions import NewSession, change_class, insert_session
+from scheduler.holds.groups import repository_group
+from scheduler.holds.operator import NewOperatorHold, add_hold, end_hold
+from scheduler.steering.firing import render_trigger_prompt
+from scheduler.store.db import session_scope, steer_in_turn
+from scheduler.store.models import ACTIVE_STATUSES, OperatorHold, Session, Status, Trigger, WebhookDelivery
+from scheduler.store.prerequisite_rows import parse_prerequisites, record_prerequisites
+from scheduler.store.sessions import NewSession, change_class, insert_session
 from templates import render
 
 log = logging.getLogger("pacer.intake")

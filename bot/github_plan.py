@@ -7,7 +7,7 @@ for the queue pass a lifted one may start), submit each first turn, StartNow for
 archive, cost caps, comments and `/pacer` commands.
 
 A burst (a bulk relabel, a script opening issues) is many plans that only create sessions.
-`finish_github_plans` decides such a run's first turns together (`scheduler.turns.submit_turns`):
+`finish_github_plans` decides such a run's first turns together (`scheduler.engine.turns.submit_turns`):
 one transaction for the run, where one per session spends its round trips on every commit,
 policy read and effect. Any other plan is finished alone, in its place, so a plan's steps still
 see every plan recorded before it done.
@@ -23,15 +23,15 @@ from typing import Any
 from bot.github_commands import CommentCommand, run_comment_command
 from bot.runtime import Pacer
 from scheduler.context import Context
-from scheduler.cost_caps import set_cap
-from scheduler.effects import Effects
+from scheduler.engine.effects import Effects
+from scheduler.engine.lifecycle import archive
+from scheduler.engine.start_now import start_now
+from scheduler.engine.turns import submit_turn, submit_turns
 from scheduler.errors import PacerError
-from scheduler.lifecycle import archive
-from scheduler.operator_holds import announce_holds
-from scheduler.prerequisites import set_issue_state
-from scheduler.promotion import record_human_message
-from scheduler.start_now import start_now
-from scheduler.turns import submit_turn, submit_turns
+from scheduler.holds.cost_caps import set_cap
+from scheduler.holds.operator import announce_holds
+from scheduler.holds.prerequisites import set_issue_state
+from scheduler.steering.promotion import record_human_message
 
 log = logging.getLogger("pacer.intake")
 

@@ -8,10 +8,10 @@ from __future__ import annotations
 from bot.commands import command as c
 from bot.context import Answer, Context
 from bot.engine import pause as pause_until
-from scheduler.operator_holds import place_hold, release_hold
-from scheduler.parking import pause_into_spot_queue
-from scheduler.promotion import record_human_message
-from scheduler.queue_holds import resume_queue
+from scheduler.holds.operator import place_hold, release_hold
+from scheduler.holds.queue import resume_queue
+from scheduler.pauses.parking import pause_into_spot_queue
+from scheduler.steering.promotion import record_human_message
 
 
 def hold(ctx: Context, command: c.Hold) -> Answer:

@@ -1,9 +1,9 @@
 """Intake: an outside arrival becomes a genesis-tagged session whose first turn is submitted.
 
 Shared by the surfaces that create work. Each function is named for where the work came from;
-each creates the session (class and precedence resolved by `scheduler.sessions.create_session`),
+each creates the session (class and precedence resolved by `scheduler.store.sessions.create_session`),
 records its prompt on the row so a lost first start can be rebuilt, commits, then submits the
-first turn through `scheduler.turns.submit_turn`.
+first turn through `scheduler.engine.turns.submit_turn`.
 
     api_session     POST /api/v1/sessions (genesis `api` unless declared or inherited)
     schedule_fired  a cron trigger's fire (genesis `schedule`)
@@ -18,13 +18,13 @@ from typing import Any
 
 from sqlmodel import Session as DBSession
 
-from scheduler import firing, session_events
 from scheduler.context import Context
-from scheduler.db import session_scope
-from scheduler.firing import Fired
-from scheduler.genesis import Genesis
-from scheduler.sessions import NewSession, create_session
-from scheduler.turns import submit_turn
+from scheduler.engine.turns import submit_turn
+from scheduler.rules.genesis import Genesis
+from scheduler.steering import firing, session_events
+from scheduler.steering.firing import Fired
+from scheduler.store.db import session_scope
+from scheduler.store.sessions import NewSession, create_session
 
 __all__ = ["Fired", "api_session", "schedule_fired", "session_event", "slack_message"]
 

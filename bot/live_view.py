@@ -1,7 +1,7 @@
 """What the live page shows, read once per request from the read models every other surface uses:
-the gate card (`scheduler.gate_card`, as `/pacer policy` and GET /api/v1/policy), the ranked
-queue (`bot.queue_view`, as `/pacer queue`), every hold (`scheduler.holds_view`, as `/pacer
-holds`) and the last day's marks (`scheduler.timeline`). The only numbers made here are the
+the gate card (`scheduler.steering.gate_card`, as `/pacer policy` and GET /api/v1/policy), the ranked
+queue (`bot.queue_view`, as `/pacer queue`), every hold (`scheduler.holds.view`, as `/pacer
+holds`) and the last day's marks (`scheduler.steering.timeline`). The only numbers made here are the
 chart's points, drawn from the gate's own window figures.
 
 Each window's chart runs from the window's start to its reset, in the window's unit (dollars once
@@ -24,11 +24,11 @@ from typing import Any
 from bot import queue_view
 from bot.gate_view import current_card
 from bot.runtime import Pacer
-from scheduler.gate import WindowFigures
-from scheduler.gate_card import GateCard, render_card
-from scheduler.holds_view import HoldsView, all_holds
-from scheduler.policy import load_policy
-from scheduler.timeline import Timeline, last_day
+from scheduler.holds.view import HoldsView, all_holds
+from scheduler.rules.gate import WindowFigures
+from scheduler.steering.gate_card import GateCard, render_card
+from scheduler.steering.timeline import Timeline, last_day
+from scheduler.store.policy import load_policy
 
 QUEUE_ROWS = 50
 HELD_ROWS = 30

@@ -23,13 +23,13 @@ from sqlmodel import Session as DBSession
 from sqlmodel import col, select
 
 from scheduler.context import Context
-from scheduler.fleet import read_quota
-from scheduler.gate_card import GateCard, build_card
-from scheduler.models import OperatorHold, QueueHold, Session, Status, Turn
-from scheduler.policy import load_policy
-from scheduler.preemption_ledger import cycling_now
-from scheduler.records import hold_job_id
-from scheduler.sessions import class_expr
+from scheduler.engine.fleet import read_quota
+from scheduler.engine.records import hold_job_id
+from scheduler.steering.gate_card import GateCard, build_card
+from scheduler.store.models import OperatorHold, QueueHold, Session, Status, Turn
+from scheduler.store.policy import load_policy
+from scheduler.store.preemption_ledger import cycling_now
+from scheduler.store.sessions import class_expr
 
 log = logging.getLogger("pacer.metrics")
 

@@ -1,6 +1,6 @@
 """The ranked queue as plain rows for the templates: priority above, spot by precedence, each
 waiting row with its place on the admission ladder ("#4 of 9 · 3 ahead", seed 000), its status,
-a genesis · class pill, its precedence and its headline waiting reason (`scheduler.waiting`).
+a genesis · class pill, its precedence and its headline waiting reason (`scheduler.rules.waiting`).
 
 The ladder counts every waiting session in admission order, whatever the filter shows, so a
 row's position means the same in `queue spot` as in `queue`. As seed 000's ladder does, a row
@@ -19,12 +19,12 @@ from sqlalchemy import case, func
 from sqlmodel import Session as DBSession
 from sqlmodel import col, select
 
-from scheduler.cost_caps import spends_by
-from scheduler.genesis import SchedulingClass
-from scheduler.models import Session, Status
-from scheduler.policy import PolicyView
-from scheduler.sessions import QueueFilter, class_expr, ranked_queue
-from scheduler.waiting import Mechanism, waiting_reason
+from scheduler.holds.cost_caps import spends_by
+from scheduler.rules.genesis import SchedulingClass
+from scheduler.rules.snapshot import PolicyView
+from scheduler.rules.waiting import Mechanism, waiting_reason
+from scheduler.store.models import Session, Status
+from scheduler.store.sessions import QueueFilter, class_expr, ranked_queue
 
 EVERY_STATUS = tuple(s.value for s in Status)
 PARKED_REASONS = frozenset({"capacity", "fleet_at_cap"})

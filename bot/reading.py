@@ -16,14 +16,14 @@ from bot.commands import command as c
 from bot.commands.grammar import NAMES, USAGE
 from bot.context import Answer, Context, StoreContext
 from bot.render import render
-from scheduler.budgets import spends
-from scheduler.cost_caps import spent_by
-from scheduler.holds_view import all_holds
-from scheduler.models import Session
-from scheduler.policy import audit_log, load_policy
-from scheduler.session_view import session_view
-from scheduler.sessions import get_session, is_spot
-from scheduler.waiting import Mechanism, waiting_reason
+from scheduler.holds.budgets import spends
+from scheduler.holds.cost_caps import spent_by
+from scheduler.holds.view import all_holds
+from scheduler.rules.waiting import Mechanism, waiting_reason
+from scheduler.store.models import Session
+from scheduler.store.policy import audit_log, load_policy
+from scheduler.store.session_view import session_view
+from scheduler.store.sessions import get_session, is_spot
 
 TEXT_ROWS = 50  # the console and API list this many rows before "and N more"
 HELD_ROWS = 30

@@ -28,15 +28,15 @@ from integrations.runners.workspace import WorkspaceJanitor, sweep
 from integrations.schedules import sync_schedules
 from integrations.shared_alarms import AlarmListener, SharedDeferrer
 from integrations.turn_leases import LeasedPool
-from scheduler import db as dbmod
 from scheduler import wiring
 from scheduler.clock import SystemClock
-from scheduler.context import Context, WorkerPool
-from scheduler.leases import owner_id
-from scheduler.lifecycle import recover, recover_lost_turns
-from scheduler.policy import ensure_policy
+from scheduler.context import Context, TurnWorkers
+from scheduler.engine.leases import owner_id
+from scheduler.engine.lifecycle import recover, recover_lost_turns
+from scheduler.engine.recheck_sweep import recheck_sweep
 from scheduler.ports import Clock, Deferrer
-from scheduler.sweeps import hold_sweep
+from scheduler.store import db as dbmod
+from scheduler.store.policy import ensure_policy
 
 log = logging.getLogger("pacer")
 
@@ -78,7 +78,7 @@ def build(
     *,
     clock: Clock | None = None,
     deferrer: Deferrer | None = None,
-    workers: WorkerPool | None = None,
+    workers: TurnWorkers | None = None,
     migrate: bool = True,
 ) -> Pacer:
     engine = dbmod.make_engine(settings.database_url)
@@ -191,7 +191,7 @@ def lead(pacer: Pacer) -> None:
         triggers_file.install(pacer)
         log.info("scheduler started with sweeps: %s", ", ".join(sorted(wiring.PERIODIC)))
     recover(pacer.ctx)
-    hold_sweep(pacer.ctx)
+    recheck_sweep(pacer.ctx)
 
 
 def step_down(pacer: Pacer) -> None:

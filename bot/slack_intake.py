@@ -22,12 +22,12 @@ from typing import Any
 from sqlmodel import col, select
 
 from integrations.slack.notifier import thread_source
-from scheduler.db import session_scope
+from scheduler.engine.turns import submit_turn
 from scheduler.errors import PacerError
-from scheduler.models import Session, Trigger
-from scheduler.promotion import record_human_message
-from scheduler.sessions import NewSession, create_session
-from scheduler.turns import submit_turn
+from scheduler.steering.promotion import record_human_message
+from scheduler.store.db import session_scope
+from scheduler.store.models import Session, Trigger
+from scheduler.store.sessions import NewSession, create_session
 from templates import render, render_prompt
 
 log = logging.getLogger("pacer.intake.slack")

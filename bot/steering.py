@@ -1,5 +1,5 @@
 """The commands that steer the queue without the turn engine: promote, demote and rank. Each is
-a thin shell over `scheduler.sessions`: load, call the rule, report what moved. A refusal
+a thin shell over `scheduler.store.sessions`: load, call the rule, report what moved. A refusal
 raises, and `bot.chat` rolls the transaction back, so a refused command changes nothing.
 """
 
@@ -13,13 +13,14 @@ from sqlmodel import col, select
 from bot import queue_view
 from bot.commands import command as c
 from bot.context import Answer, StoreContext
-from scheduler import precedence as prec
-from scheduler.cost_caps import spent_by
 from scheduler.errors import InvalidInput, Refused
-from scheduler.models import Session, Status
-from scheduler.policy import PolicyView, load_policy
-from scheduler.session_view import session_view
-from scheduler.sessions import (
+from scheduler.holds.cost_caps import spent_by
+from scheduler.rules import precedence as prec
+from scheduler.rules.snapshot import PolicyView
+from scheduler.store.models import Session, Status
+from scheduler.store.policy import load_policy
+from scheduler.store.session_view import session_view
+from scheduler.store.sessions import (
     QueueFilter,
     change_class,
     class_expr,

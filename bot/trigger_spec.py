@@ -30,8 +30,8 @@ from jinja2 import TemplateError, TemplateSyntaxError
 from integrations.schedules import cron_trigger
 from scheduler import bounds
 from scheduler.errors import InvalidInput
-from scheduler.genesis import Genesis, parse_class
-from scheduler.session_events import FILTER_KEYS, FLEET_EVENTS, STATES
+from scheduler.rules.genesis import Genesis, parse_class
+from scheduler.steering.session_events import FILTER_KEYS, FLEET_EVENTS, STATES
 from templates import error_text
 from templates.render import compile_prompt, render_prompt
 
@@ -291,7 +291,7 @@ def _filter(flt: Any) -> dict[str, Any]:
     return out
 
 
-# Every kind also takes `cost_cap_usd`: the cost cap its sessions start with (scheduler.cost_caps).
+# Every kind also takes `cost_cap_usd`: the cost cap its sessions start with (scheduler.holds.cost_caps).
 CONFIG_KEYS: Mapping[str, tuple[str, ...]] = {
     "slack": ("channels", "dms", "repository", "cost_cap_usd"),
     "github_issue": ("repositories", "labels", "authors", "trusted_associations", "cost_cap_usd"),

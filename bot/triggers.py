@@ -1,6 +1,6 @@
 """Writing triggers: create, change, delete and upsert by name, for the REST API and triggers.toml.
 
-A class change goes through `scheduler.sessions.change_trigger_class` (this trigger's sessions
+A class change goes through `scheduler.store.sessions.change_trigger_class` (this trigger's sessions
 that are still waiting and still carry its stamp move with it) and reports how many moved. The
 promoted ones are released by the `trigger_release` alarm, which `after_write` arms only once the
 caller's transaction has committed; the same call re-syncs the cron jobs.
@@ -29,11 +29,11 @@ from bot.trigger_spec import (
 )
 from integrations.schedules import sync_schedules
 from scheduler.context import Context
-from scheduler.db import session_scope
 from scheduler.errors import InvalidInput, Refused
-from scheduler.models import Session, Trigger
-from scheduler.sessions import Reclassification, change_trigger_class, get_trigger
-from scheduler.trigger_release import arm_release
+from scheduler.steering.trigger_release import arm_release
+from scheduler.store.db import session_scope
+from scheduler.store.models import Session, Trigger
+from scheduler.store.sessions import Reclassification, change_trigger_class, get_trigger
 from templates import error_text
 
 log = logging.getLogger("pacer.triggers")

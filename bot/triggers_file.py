@@ -29,8 +29,8 @@ from typing import Any
 from bot import triggers as store
 from bot.trigger_spec import SPEC_FIELDS, TriggerSpec, check_spec
 from scheduler.context import Context
-from scheduler.db import session_scope
 from scheduler.errors import ConfigError, InvalidInput, Refused
+from scheduler.store.db import session_scope
 from templates import error_text
 
 log = logging.getLogger("pacer.triggers_file")

@@ -14,7 +14,7 @@ from sqlalchemy import func
 from sqlmodel import Session as DBSession
 from sqlmodel import col, select
 
-from scheduler.models import Session, Turn
+from scheduler.store.models import Session, Turn
 
 
 @dataclass(frozen=True)

@@ -4,7 +4,7 @@ the same SQLAlchemy job store as the re-check alarms, so a schedule survives a r
 `sync_schedules` makes the jobs match the triggers (add, replace what changed, remove what is
 gone or disabled); call it at start and after every trigger write. A job is a reference to the
 module-level `bot.jobs.run` plus the target name and the trigger id, so a pickled job keeps
-working across deploys; each fire runs `scheduler.firing.schedule_fire`.
+working across deploys; each fire runs `scheduler.steering.firing.schedule_fire`.
 
 Crontab weekdays: APScheduler 3 numbers Monday 0, crontab numbers Sunday 0 (APScheduler issue
 286). A team writes `1-5` meaning Monday to Friday, so numeric weekdays are translated to names
@@ -23,9 +23,9 @@ from apscheduler.triggers.cron import CronTrigger
 from sqlalchemy import Engine
 from sqlmodel import col, select
 
-from scheduler.db import session_scope
 from scheduler.errors import InvalidInput
-from scheduler.models import Trigger
+from scheduler.store.db import session_scope
+from scheduler.store.models import Trigger
 from templates import error_text
 
 log = logging.getLogger("pacer.schedules")

@@ -6,13 +6,13 @@
     pool.shutdown(wait=True)          # the heartbeat stops with the pool
 
 Every third of a lease, one UPDATE renews the leases of the turns this process has accepted and
-not yet reported (`scheduler.leases.renew`): so a turn queued behind busy workers keeps its
+not yet reported (`scheduler.engine.leases.renew`): so a turn queued behind busy workers keeps its
 lease as well as a running one, and a turn this process has lost track of is not renewed and
 comes back through recovery. A turn the renewal does not return was recovered elsewhere after
 its lease ran out (this process stalled past it): it is halted here, so it runs once.
 
 The runner is given `request.on_agent_session`: the agent's session id goes onto the session's
-row as soon as the agent states it (`scheduler.leases.record_agent_session`, while this process
+row as soon as the agent states it (`scheduler.engine.leases.record_agent_session`, while this process
 still owns the turn), wherever the turn runs, `pacer serve` or `pacer worker`. A turn whose
 process dies before its result then re-runs with --resume rather than start the work over.
 
@@ -34,14 +34,14 @@ from typing import Any
 
 from sqlalchemy import Engine
 
-from scheduler.leases import record_agent_session, renew
+from scheduler.engine.leases import record_agent_session, renew
 from scheduler.ports import TurnRequest, TurnResult
 
 log = logging.getLogger("pacer.leases")
 
 
 class LeasedPool:
-    """WorkerPool port (scheduler.context) over another pool, renewing its turns' leases."""
+    """TurnWorkers port (scheduler.context) over another pool, renewing its turns' leases."""
 
     def __init__(self, pool: Any, engine: Engine, owner: str, lease: timedelta, now: Callable[[], datetime]) -> None:
         self.pool = pool

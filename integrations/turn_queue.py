@@ -33,11 +33,11 @@ from procrastinate.job_context import AbortReason
 from sqlmodel import Session as DBSession
 
 from scheduler.context import Context
-from scheduler.db import session_scope
-from scheduler.leases import claim
-from scheduler.lifecycle import hand_over
+from scheduler.engine.leases import claim
+from scheduler.engine.lifecycle import hand_over
+from scheduler.engine.records import turn_request
 from scheduler.ports import TurnResult
-from scheduler.records import turn_request
+from scheduler.store.db import session_scope
 
 log = logging.getLogger("pacer.turn_queue")
 

@@ -1,29 +1,64 @@
 """Everything a scheduler operation needs from the outside world, passed in as one value.
 
 Production builds it in `bot/runtime.py`; tests and the simulator build it with a VirtualClock,
-a VirtualDeferrer and a virtual worker pool. No operation reads a global.
+a VirtualDeferrer and VirtualWorkers. No operation reads a global.
 """
 
 from __future__ import annotations
 
 import logging
 import random
+import threading
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Any, Protocol
 
-from sqlalchemy import Engine
+from sqlalchemy import Engine, event
 from sqlmodel import Session as DBSession
 
-from scheduler.db import in_transaction
 from scheduler.errors import AlarmInTransaction
 from scheduler.ports import Clock, Deferrer, Notifier, QuotaSource, TurnRequest, TurnResult
 
 log = logging.getLogger("pacer.notify")
 
 
-class WorkerPool(Protocol):
+_open = threading.local()
+
+
+def in_transaction(engine: Engine) -> bool:
+    """Whether this thread holds a transaction open on `engine`.
+
+    An alarm armed from inside one deadlocks on SQLite: APScheduler's job store shares the
+    file, opens a second write transaction on it and waits behind the first, which is waiting
+    for the alarm — 30 seconds, then `database is locked`. Alarms are armed after commit."""
+    return bool(getattr(_open, "depth", {}).get(id(engine)))
+
+
+def track_transactions(engine: Engine) -> None:
+    """Count this thread's open transactions on `engine` (`make_engine` calls this once)."""
+    def depth() -> dict[int, int]:
+        if not hasattr(_open, "depth"):
+            _open.depth = {}
+        table: dict[int, int] = _open.depth
+        return table
+
+    key = id(engine)
+
+    @event.listens_for(engine, "begin")
+    def _begun(_conn: Any) -> None:
+        d = depth()
+        d[key] = d.get(key, 0) + 1
+
+    def _ended(_conn: Any) -> None:
+        d = depth()
+        d[key] = max(0, d.get(key, 0) - 1)
+
+    event.listen(engine, "commit", _ended)
+    event.listen(engine, "rollback", _ended)
+
+
+class TurnWorkers(Protocol):
     """Executes turns off the caller's thread and reports each result exactly once."""
 
     def submit(self, request: TurnRequest, on_done: Callable[[TurnResult], None]) -> None: ...
@@ -36,7 +71,7 @@ class WorkerPool(Protocol):
 class TurnDispatcher(Protocol):
     """Hands started turns to worker machines inside the transaction that decides them, so a
     turn and the job that runs it commit together or not at all (`integrations.turn_queue`).
-    A Context without one runs its turns on its own pool after commit (`Effects.apply`)."""
+    A Context without one runs its turns on its own workers after commit (`Effects.apply`)."""
 
     def enqueue(self, db: DBSession, turn_id: int, session_id: int) -> int:
         """Defer the turn's job on `db`'s transaction; its job id."""
@@ -75,7 +110,7 @@ class Context:
     engine: Engine
     clock: Clock
     deferrer: Deferrer
-    workers: WorkerPool
+    workers: TurnWorkers
     quota: QuotaSource | None = None
     notifier: Notifier = field(default_factory=NullNotifier)
     agent_workers: int = 12
@@ -85,7 +120,7 @@ class Context:
     notice_minutes: float = 30.0  # tell running spot sessions a window's spot budget ends this soon (0: never)
     quota_cache: tuple[Any, Any] | None = None
     installed: bool = False  # scheduler.wiring.install has registered its parts
-    burn: Any = None  # scheduler.burn.BurnTable, refreshed from turn history
+    burn: Any = None  # scheduler.rules.burn.BurnTable, refreshed from turn history
     hooks: dict[str, list[Callable[..., Any]]] = field(default_factory=dict)
     # Runs a named alarm target: `job_runner(name, *args)`. Production passes the module-level
     # `bot.jobs.run` (APScheduler pickles a reference to it, and ids only); left None, a
@@ -104,11 +139,11 @@ class Context:
     running_alarms: set[tuple[str, str]] = field(default_factory=set)
 
     # Who runs the turns this process starts, and for how long a start vouches for a turn
-    # before a heartbeat must renew it (`scheduler.leases`). No lease (tests, the simulator,
+    # before a heartbeat must renew it (`scheduler.engine.leases`). No lease (tests, the simulator,
     # where nothing renews one): recovery may take any running turn.
     owner: str | None = None
     turn_lease: timedelta | None = None
-    # Worker machines run the turns (procrastinate on PostgreSQL); None: this process's pool.
+    # Worker machines run the turns (procrastinate on PostgreSQL); None: this process's workers.
     dispatcher: TurnDispatcher | None = None
 
     def run_job(self, name: str, *args: Any) -> Any:
@@ -127,7 +162,7 @@ class Context:
 
     def _outside_transaction(self, what: str) -> None:
         if in_transaction(self.engine):
-            raise AlarmInTransaction(f"{what} inside an open database transaction; apply it after commit (scheduler.effects)")
+            raise AlarmInTransaction(f"{what} inside an open database transaction; apply it after commit (scheduler.engine.effects)")
 
     def schedule(self, job_id: str, at: Any, name: str, *args: Any) -> None:
         """Arm the alarm `job_id` to run the named target with `args` (ids only) at `at`."""
@@ -157,3 +192,11 @@ class Context:
                 listener(event, context)
             except Exception:  # a failed notice never stops the scheduler
                 log.exception("notice %s failed", event)
+
+
+QUEUE_PASS_JOB = "queue_pass"  # one id: requests made while one is pending coalesce into that pass
+
+
+def request_queue_pass(ctx: Context) -> None:
+    """Something changed that could free work: the queue looks again now."""
+    ctx.schedule(QUEUE_PASS_JOB, ctx.clock.now(), "queue_pass")

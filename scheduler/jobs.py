@@ -9,28 +9,16 @@ import logging
 from collections.abc import Callable
 from typing import Any
 
-from scheduler import (
-    auth_outage,
-    budgets,
-    ceiling,
-    completion,
-    cost_caps,
-    firing,
-    hold_sweep,
-    interference,
-    operator_holds,
-    policy,
-    prerequisites,
-    promotion,
-    queue_holds,
-    queue_pass,
-    session_events,
-    sleep,
-    sweeps,
-    top_up_sweep,
-    trigger_release,
-)
 from scheduler.context import Context
+from scheduler.engine import completion, queue_pass
+from scheduler.engine.recheck_sweep import recheck_sweep
+from scheduler.holds import auth_outage, budgets, cost_caps, interference, prerequisites
+from scheduler.holds import operator as operator_holds
+from scheduler.holds import queue as queue_holds
+from scheduler.holds import sweep as holds_sweep
+from scheduler.pauses import ceiling, sleep, top_up_sweep
+from scheduler.steering import firing, promotion, session_events, trigger_release
+from scheduler.store import policy
 
 log = logging.getLogger("pacer.jobs")
 
@@ -56,8 +44,9 @@ def targets() -> dict[str, Callable[..., Any]]:
         # Alarms a job store already holds under the name this target had before keep firing.
         "kick": queue_pass_and_report,
         "wake": sleep.wake,
-        "hold_sweep": sweeps.hold_sweep,
-        "operator_hold_sweep": hold_sweep.sweep,
+        # Stored names (a periodic job's row names its target): the re-check sweep and the holds' sweep.
+        "hold_sweep": recheck_sweep,
+        "operator_hold_sweep": holds_sweep.sweep,
         "operator_hold_expired": operator_holds.expired,
         "queue_hold_due": queue_holds.due,
         "schedule_fire": firing.schedule_fire,

@@ -3,7 +3,7 @@
 Set where a turn or queue decision for one session runs (`submit_turn`, `admit`,
 `complete_turn`); every line logged inside — by the gate's checks, preemption, the notices —
 then carries the session's id without each call spelling it out. A contextvar, so each thread
-and each asyncio task sees its own, and a pool thread's next task does not inherit the last one's.
+and each asyncio task sees its own, and a worker thread's next task does not inherit the last one's.
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """The ports: every piece of I/O the scheduler needs, each one or two methods wide.
 
 Production adapters live in `integrations/`; tests and the simulator use the virtual ones in
-`scheduler/clock.py` and `scheduler/deferrer.py`, never a mock of Pacer's own code.
+`scheduler/testing.py`, never a mock of Pacer's own code.
 """
 
 from __future__ import annotations
@@ -57,8 +57,8 @@ class TurnRequest:
     workdir: str | None = None
     runtime: str = "echo"
     # Called by the runner with the agent's own session id as soon as the agent states it, before
-    # any result, so a turn cut off mid-way still re-runs with --resume. The pool that runs the
-    # turn gives it (`integrations.turn_leases`); None: the result alone carries the id.
+    # any result, so a turn cut off mid-way still re-runs with --resume. The workers that run
+    # the turn give it (`integrations.turn_leases`); None: the result alone carries the id.
     on_agent_session: Callable[[str], None] | None = field(default=None, compare=False, repr=False)
 
 

@@ -9,26 +9,26 @@ from __future__ import annotations
 
 from datetime import timedelta
 
-from scheduler import (
+from scheduler.context import Context
+from scheduler.holds import (
     auth_outage,
     budgets,
     capacity,
     cost_caps,
     groups,
     interference,
-    operator_holds,
-    outcome_holds,
-    preemption,
     prerequisites,
-    queue_holds,
-    session_events,
 )
-from scheduler.context import Context
+from scheduler.holds import operator as operator_holds
+from scheduler.holds import outcome as outcome_holds
+from scheduler.holds import queue as queue_holds
 from scheduler.jobs import targets
+from scheduler.pauses import preemption
+from scheduler.steering import session_events
 
 # name -> interval. Each name is a target in `scheduler.jobs.targets()`.
 PERIODIC: dict[str, timedelta] = {
-    "hold_sweep": timedelta(minutes=5),
+    "hold_sweep": timedelta(minutes=5),  # the re-check sweep (`scheduler/engine/recheck_sweep.py`)
     "ceiling_sweep": timedelta(minutes=5),  # the budget ceiling and the preemption marks
     # Prune stale operator holds, lift lost queue holds, raise deadlocks. A TTL and a "Resumes
     # at" have alarms of their own; this is the net under them, on the same five minutes.
@@ -47,8 +47,9 @@ def install(ctx: Context) -> Context:
     ctx.installed = True
     if not ctx.jobs:
         ctx.jobs = targets()
-    # Session events: ao_event triggers hear every notice.
+    # Session events: ao_event triggers hear every notice, and the fleet events the top-up sweep fires.
     ctx.hooks.setdefault("*", []).append(session_events.listener(ctx))
+    ctx.hooks.setdefault("fleet_event", []).append(session_events.fleet_event)
     # Preemption: a priority start into a full fleet takes a slot off a running spot session.
     ctx.hooks.setdefault("before_start", []).append(preemption.before_start)
     # A capped session's turn: the alarm that halts it when its burn estimate reaches the cap.

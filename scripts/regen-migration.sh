@@ -3,12 +3,12 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 tmp=$(mktemp -d)
-rm -f scheduler/migrations/versions/0001_initial_schema.py
+rm -f scheduler/store/migrations/versions/0001_initial_schema.py
 python3 -c "
 from alembic import command
-from scheduler.db import alembic_config
+from scheduler.store.db import alembic_config
 command.revision(alembic_config('sqlite:///$tmp/gen.db'), message='initial schema', autogenerate=True, rev_id='0001')
 " >/dev/null
-sed -i '/^Create Date:/d' scheduler/migrations/versions/0001_initial_schema.py
+sed -i '/^Create Date:/d' scheduler/store/migrations/versions/0001_initial_schema.py
 rm -rf "$tmp"
-echo "regenerated scheduler/migrations/versions/0001_initial_schema.py"
+echo "regenerated scheduler/store/migrations/versions/0001_initial_schema.py"

@@ -19,10 +19,8 @@ from bot.app import create_app
 from bot.runtime import Pacer
 from bot.settings import Settings, load
 from scheduler import wiring
-from scheduler.clock import VirtualClock
 from scheduler.context import Context
-from scheduler.deferrer import VirtualDeferrer
-from scheduler.simworkers import VirtualWorkerPool
+from scheduler.testing import VirtualClock, VirtualDeferrer, VirtualWorkers
 from tests.harness import SetQuota, build
 
 TOKEN = "test-token-0123456789"  # the shared token: automation, audited as "api token"
@@ -68,7 +66,7 @@ class Api:
     pacer: Pacer
     ctx: Context
     deferrer: VirtualDeferrer
-    workers: VirtualWorkerPool
+    workers: VirtualWorkers
     quota: SetQuota
 
     def headers(self, actor: str | None = None, token: str | None = TOKEN) -> dict[str, str]:

@@ -24,8 +24,8 @@ from sqlalchemy import Engine, text
 from bot.demo import wait_until_up
 from bot.leader import leader_address
 from integrations.apscheduler_deferrer import JOB_TABLE
-from scheduler import db as dbmod
-from scheduler.records import hold_job_id
+from scheduler.engine.records import hold_job_id
+from scheduler.store import db as dbmod
 from tests.conftest import NO_POSTGRES
 from tests.custody_support import agent_python, custody_settings, make_room, remove_room, require_custody
 

@@ -13,13 +13,12 @@ from sqlalchemy import Engine, text
 from sqlmodel import Session as DBSession
 from sqlmodel import SQLModel
 
-import scheduler.models  # noqa: F401
-from scheduler import db as dbmod
-from scheduler.clock import VirtualClock
-from scheduler.deferrer import VirtualDeferrer
-from scheduler.policy import ensure_policy
-from scheduler.store import forget_kept
-from scheduler.versions import seed
+import scheduler.store.models  # noqa: F401
+from scheduler.store import db as dbmod
+from scheduler.store.caches import forget_kept
+from scheduler.store.policy import ensure_policy
+from scheduler.store.versions import seed
+from scheduler.testing import VirtualClock, VirtualDeferrer
 from tests.slack_mock import MockSlack, serving
 
 T0 = datetime(2026, 11, 2, 9, 0, tzinfo=UTC)

@@ -93,10 +93,10 @@ def make_pacer(engine: Any, clock: Any, deferrer: Any, **env: str) -> Any:
     from scheduler import wiring
     from scheduler.context import Context
     from scheduler.jobs import targets
-    from scheduler.simworkers import VirtualWorkerPool
+    from scheduler.testing import VirtualWorkers
 
     settings = load({"GITHUB_WEBHOOK_SECRET": SECRET, "PACER_MAX_BODY_BYTES": "131072", **env}, toml_path=None)
-    ctx = Context(jobs=targets(), engine=engine, clock=clock, deferrer=deferrer, workers=VirtualWorkerPool(clock, deferrer),
+    ctx = Context(jobs=targets(), engine=engine, clock=clock, deferrer=deferrer, workers=VirtualWorkers(clock, deferrer),
                   notifier=CompositeNotifier(LogNotifier()))
     wiring.install(ctx)  # every admission check and hook production installs
     return Pacer(settings=settings, engine=engine, clock=clock, deferrer=deferrer, ctx=ctx)

@@ -10,16 +10,14 @@ from datetime import datetime, timedelta
 
 from sqlalchemy import Engine
 
-from scheduler.clock import VirtualClock
 from scheduler.context import Context, Runtime
-from scheduler.db import session_scope
-from scheduler.deferrer import VirtualDeferrer
 from scheduler.jobs import targets
-from scheduler.models import Session
-from scheduler.policy import change_policy
 from scheduler.ports import QuotaReading, WindowReading
-from scheduler.sessions import NewSession, create_session
-from scheduler.simworkers import VirtualWorkerPool
+from scheduler.store.db import session_scope
+from scheduler.store.models import Session
+from scheduler.store.policy import change_policy
+from scheduler.store.sessions import NewSession, create_session
+from scheduler.testing import VirtualClock, VirtualDeferrer, VirtualWorkers
 
 
 @dataclass
@@ -50,9 +48,9 @@ class SetQuota:
 
 def build(
     engine: Engine, clock: VirtualClock, *, max_sessions: int = 2, turn_minutes: float = 20, burn: float = 0.1, seed: int = 7,
-) -> tuple[Context, VirtualDeferrer, VirtualWorkerPool, SetQuota]:
+) -> tuple[Context, VirtualDeferrer, VirtualWorkers, SetQuota]:
     deferrer = VirtualDeferrer(clock)
-    workers = VirtualWorkerPool(clock, deferrer, duration=lambda _r: timedelta(minutes=turn_minutes), burn_per_min=lambda _r: burn)
+    workers = VirtualWorkers(clock, deferrer, duration=lambda _r: timedelta(minutes=turn_minutes), burn_per_min=lambda _r: burn)
     quota = SetQuota(clock)
     ctx = Context(jobs=targets(), engine=engine, clock=clock, deferrer=deferrer, workers=workers, quota=quota,
                   runtimes={"echo": Runtime("echo", True, burn)}, rng=random.Random(seed), quota_ttl=0)

@@ -9,14 +9,12 @@ from typing import Any
 
 from sqlalchemy import Engine
 
-from scheduler.clock import VirtualClock
-from scheduler.completion import complete_turn
 from scheduler.context import Context
-from scheduler.db import session_scope
-from scheduler.deferrer import VirtualDeferrer
-from scheduler.holds_view import HoldsView, all_holds, render_holds
+from scheduler.engine.completion import complete_turn
+from scheduler.holds.view import HoldsView, all_holds, render_holds
 from scheduler.ports import Outcome, TurnResult
-from scheduler.simworkers import VirtualWorkerPool
+from scheduler.store.db import session_scope
+from scheduler.testing import VirtualClock, VirtualDeferrer, VirtualWorkers
 from scheduler.wiring import install
 from tests.harness import SetQuota, build
 
@@ -35,19 +33,19 @@ class Heard:
         return [c for e, c in self.events if e == event]
 
 
-def wired(engine: Engine, clock: VirtualClock, **kw: Any) -> tuple[Context, VirtualDeferrer, VirtualWorkerPool, SetQuota, Heard]:
+def wired(engine: Engine, clock: VirtualClock, **kw: Any) -> tuple[Context, VirtualDeferrer, VirtualWorkers, SetQuota, Heard]:
     ctx, deferrer, workers, quota = build(engine, clock, **kw)
     install(ctx)
     return ctx, deferrer, workers, quota, Heard(ctx)
 
 
-def running_turn_id(workers: VirtualWorkerPool, session_id: int) -> int:
+def running_turn_id(workers: VirtualWorkers, session_id: int) -> int:
     ids = [tid for tid, (req, _done, _at) in workers.running.items() if req.session_id == session_id]
     assert ids, f"session #{session_id} has no running turn"
     return ids[0]
 
 
-def finish(ctx: Context, workers: VirtualWorkerPool, deferrer: VirtualDeferrer, session_id: int, outcome: Outcome, **result: Any) -> None:
+def finish(ctx: Context, workers: VirtualWorkers, deferrer: VirtualDeferrer, session_id: int, outcome: Outcome, **result: Any) -> None:
     """The runner reports `outcome` for the session's running turn now."""
     turn_id = running_turn_id(workers, session_id)
     workers.running.pop(turn_id)

@@ -289,9 +289,9 @@ def make_pacer(engine: Any, clock: Any, deferrer: Any, settings: Any) -> Any:
     from bot.runtime import Pacer
     from scheduler.context import Context
     from scheduler.jobs import targets
-    from scheduler.simworkers import VirtualWorkerPool
+    from scheduler.testing import VirtualWorkers
 
-    ctx = Context(jobs=targets(), engine=engine, clock=clock, deferrer=deferrer, workers=VirtualWorkerPool(clock, deferrer),
+    ctx = Context(jobs=targets(), engine=engine, clock=clock, deferrer=deferrer, workers=VirtualWorkers(clock, deferrer),
                   notifier=CompositeNotifier(LogNotifier()))
     return Pacer(settings=settings, engine=engine, clock=clock, deferrer=deferrer, ctx=ctx)
 

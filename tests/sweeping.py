@@ -11,12 +11,12 @@ from sqlalchemy import Engine
 from sqlmodel import col, select
 
 from scheduler import wiring
-from scheduler.clock import VirtualClock
 from scheduler.context import Runtime
-from scheduler.db import session_scope
-from scheduler.models import Session, Turn
-from scheduler.policy import change_policy
-from scheduler.turns import submit_turn
+from scheduler.engine.turns import submit_turn
+from scheduler.store.db import session_scope
+from scheduler.store.models import Session, Turn
+from scheduler.store.policy import change_policy
+from scheduler.testing import VirtualClock
 from tests.harness import build, new
 
 FIVE = timedelta(minutes=5)

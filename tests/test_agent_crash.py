@@ -26,7 +26,7 @@ import pytest
 from sqlalchemy import text
 
 from bot.demo import wait_until_up
-from scheduler import db as dbmod
+from scheduler.store import db as dbmod
 from tests.cluster import scratch_database
 from tests.custody_support import agent_processes, agent_python, custody_settings, make_room, remove_room, require_custody
 from tests.test_crash import _port

@@ -15,7 +15,7 @@ from apscheduler.schedulers.background import BackgroundScheduler
 from sqlalchemy import Engine
 
 from integrations.apscheduler_deferrer import APSchedulerDeferrer, build_scheduler
-from scheduler.effects import QUEUE_PASS_JOB
+from scheduler.context import QUEUE_PASS_JOB
 
 # The stand-in pass: APScheduler pickles a reference to a module-level function, so its state is
 # module-level too. The first run waits for `release`; every run is counted.

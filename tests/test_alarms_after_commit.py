@@ -9,9 +9,10 @@ from datetime import timedelta
 
 import pytest
 
-from scheduler.db import in_transaction, session_scope
+from scheduler.context import in_transaction
 from scheduler.errors import AlarmInTransaction
-from scheduler.models import Session
+from scheduler.store.db import session_scope
+from scheduler.store.models import Session
 from tests import harness
 
 

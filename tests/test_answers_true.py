@@ -9,12 +9,12 @@ import pytest
 
 from bot import chat
 from integrations.github.status import status_view
-from scheduler.db import session_scope
-from scheduler.genesis import SchedulingClass
-from scheduler.holds_view import all_holds, render_holds
-from scheduler.models import Session
-from scheduler.policy import change_policy
-from scheduler.turns import submit_turn
+from scheduler.engine.turns import submit_turn
+from scheduler.holds.view import all_holds, render_holds
+from scheduler.rules.genesis import SchedulingClass
+from scheduler.store.db import session_scope
+from scheduler.store.models import Session
+from scheduler.store.policy import change_policy
 from tests.api_client import make_api
 from tests.harness import new, row
 

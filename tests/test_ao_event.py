@@ -13,12 +13,12 @@ from bot import intake
 from bot import triggers as store
 from bot.trigger_spec import check_spec
 from scheduler import wiring
-from scheduler.db import session_scope
-from scheduler.firing import TriggerEvent, fire
-from scheduler.lifecycle import archive
-from scheduler.models import Session, Trigger
+from scheduler.engine.lifecycle import archive
 from scheduler.ports import Outcome
-from scheduler.sessions import NewSession
+from scheduler.steering.firing import TriggerEvent, fire
+from scheduler.store.db import session_scope
+from scheduler.store.models import Session, Trigger
+from scheduler.store.sessions import NewSession
 from tests.harness import build, row
 
 TEMPLATE = "Session #{{ session.id }} ({{ session.title }}) is {{ new_status }}; it said: {{ session.output }}"

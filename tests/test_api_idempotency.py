@@ -16,8 +16,8 @@ from sqlmodel import Session as DBSession
 from sqlmodel import func, select
 
 from bot.api.idempotency import KEPT
-from scheduler.db import session_scope
-from scheduler.models import IdempotencyKey, Session
+from scheduler.store.db import session_scope
+from scheduler.store.models import IdempotencyKey, Session
 from tests.api_client import TOKEN, make_api
 
 KEY = "8e03978e-40d5-43e8-bc93-6894a57f9324"

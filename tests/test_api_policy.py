@@ -6,8 +6,8 @@ from __future__ import annotations
 import pytest
 from sqlmodel import select
 
-from scheduler.db import session_scope
-from scheduler.models import PolicyAudit
+from scheduler.store.db import session_scope
+from scheduler.store.models import PolicyAudit
 from tests.api_client import make_api
 
 

@@ -9,8 +9,8 @@ from datetime import timedelta
 import pytest
 from sqlmodel import select
 
-from scheduler.db import session_scope
-from scheduler.models import HumanMessage
+from scheduler.store.db import session_scope
+from scheduler.store.models import HumanMessage
 from tests.api_client import make_api
 from tests.harness import new
 
@@ -161,7 +161,7 @@ def test_a_follow_up_waits_behind_the_running_turn_and_is_delivered_after_it(api
 
 
 def test_a_rostered_human_message_is_recorded_as_one(api) -> None:
-    pytest.importorskip("scheduler.promotion", reason="the human-message promotion (P4) is not in this tree")
+    pytest.importorskip("scheduler.steering.promotion", reason="the human-message promotion (P4) is not in this tree")
     api.quota.spend_out()
     sid = create(api, precedence=3)["session"]["id"]
     r = api.post(f"/sessions/{sid}/messages", {"text": "please look at this first"}, actor="alice")

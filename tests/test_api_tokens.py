@@ -12,9 +12,9 @@ import httpx
 import pytest
 
 from bot.settings import in_force, load
-from scheduler.db import session_scope
 from scheduler.errors import ConfigError
-from scheduler.models import Session
+from scheduler.store.db import session_scope
+from scheduler.store.models import Session
 from tests.api_client import PERSONAL, PERSONAL_TOKENS, ROSTER, TOKEN, make_api
 from tests.test_crash import TOKEN as SERVE_TOKEN
 from tests.test_crash import _port, _serve

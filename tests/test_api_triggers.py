@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import pytest
 
-from scheduler.db import session_scope
-from scheduler.models import Session
+from scheduler.store.db import session_scope
+from scheduler.store.models import Session
 from tests.api_client import make_api
 
 SCHEDULE = {"name": "nightly", "kind": "schedule", "prompt_template": "Sweep the flaky tests (fired {{ fired_at }})",

@@ -3,6 +3,14 @@ no package imports itself in a circle, and no module reaches into another's priv
 
     bot -> integrations -> scheduler -> templates        (and bot -> scheduler, anything -> templates)
 
+Inside `scheduler/`, layers, bottom to top, a lower one never importing a higher one:
+
+    root (errors, bounds, ports, clock, log_context, context, testing) -> rules/ -> store/
+    -> engine/ -> holds/ -> pauses/ -> steering/ -> jobs, wiring
+
+and nothing in the import closure of `scheduler/rules/` touches the database (`scheduler/store/`,
+SQLAlchemy, SQLModel). `docs/architecture.md` names files and functions that exist.
+
 An import counts wherever it is written: at the top, inside a function, or as a literal
 `importlib.import_module("x")` / `find_spec("x")`; an import inside a function that only hides a
 cycle is the cycle. Only `if TYPE_CHECKING:` blocks are left out, since they never run.
@@ -13,6 +21,7 @@ is a submodule, that module as well.
 from __future__ import annotations
 
 import ast
+import re
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -87,7 +96,7 @@ def imports(source: str, name: str, *, is_package: bool = False) -> Iterator[tup
 
 
 def _literal(args: list[ast.expr]) -> str | None:
-    """The module a call names as a string literal, as in `import_module("scheduler.promotion")`."""
+    """The module a call names as a string literal, as in `import_module("scheduler.steering.promotion")`."""
     first = args[0] if args else None
     return first.value if isinstance(first, ast.Constant) and isinstance(first.value, str) else None
 
@@ -205,6 +214,105 @@ def test_no_module_imports_another_modules_private_names(package: str) -> None:
         pytest.fail("a private name is its module's own; make it public or move the code that needs it:\n" + "\n".join(wrong), pytrace=False)
 
 
+# The scheduler's layers, bottom first. A module in the root that is not listed here belongs in
+# a layer: placing it is a decision, not a default.
+SCHEDULER_LAYERS = ("root", "rules", "store", "engine", "holds", "pauses", "steering", "top")
+SCHEDULER_ROOT = {"errors", "bounds", "ports", "clock", "log_context", "context", "testing"}
+SCHEDULER_TOP = {"jobs", "wiring"}
+DATABASE = ("sqlalchemy", "sqlmodel", "scheduler.store")
+
+
+def layer_of(module: str) -> str | None:
+    """The scheduler layer a module of ours is in; None outside `scheduler`."""
+    parts = module.split(".")
+    if parts[0] != "scheduler":
+        return None
+    if len(parts) == 1 or parts[1] in SCHEDULER_ROOT:
+        return "root"
+    if parts[1] in SCHEDULER_TOP:
+        return "top"
+    return parts[1] if parts[1] in SCHEDULER_LAYERS else f"unplaced:{parts[1]}"
+
+
+def test_every_scheduler_module_is_in_a_layer() -> None:
+    unplaced = sorted(m for m in KNOWN if (layer := layer_of(m)) is not None and layer.startswith("unplaced:"))
+    assert unplaced == [], f"put each in a layer folder, or name it in SCHEDULER_ROOT/SCHEDULER_TOP: {unplaced}"
+
+
+def test_a_scheduler_layer_never_imports_a_higher_one() -> None:
+    order = {name: i for i, name in enumerate(SCHEDULER_LAYERS)}
+    wrong = [
+        f"{where(e)} {e.source} ({source}) imports {e.target} ({target})"
+        for e in GRAPH
+        if (source := layer_of(e.source)) in order and (target := layer_of(e.target)) in order and order[target] > order[source]
+    ]
+    if wrong:
+        pytest.fail("a layer imports only the layers below it (" + " < ".join(SCHEDULER_LAYERS) + "):\n" + "\n".join(wrong), pytrace=False)
+
+
+def closure(start: str, graph: list[Edge]) -> set[str]:
+    """Every module of ours that importing `start` runs: what it imports, transitively, and the
+    packages above each (their `__init__` runs first)."""
+    after: dict[str, set[str]] = {}
+    for e in graph:
+        after.setdefault(e.source, set()).add(e.target)
+    seen: set[str] = set()
+    todo = [start]
+    while todo:
+        module = todo.pop()
+        if module in seen:
+            continue
+        seen.add(module)
+        parents = [".".join(module.split(".")[:i]) for i in range(1, module.count(".") + 1)]
+        todo += [m for m in [*after.get(module, ()), *parents] if m in KNOWN]
+    return seen
+
+
+def test_the_rules_touch_no_database_in_their_whole_import_closure() -> None:
+    wrong = []
+    for rule in sorted(m for m in KNOWN if layer_of(m) == "rules"):
+        for module in sorted(closure(rule, GRAPH)):
+            for dotted, line, _names in imports(KNOWN[module].read_text(), module, is_package=KNOWN[module].name == "__init__.py"):
+                if any(dotted == banned or dotted.startswith(banned + ".") for banned in DATABASE):
+                    via = "" if module == rule else f" (through {module})"
+                    wrong.append(f"{KNOWN[module].relative_to(ROOT)}:{line} {rule}{via} imports {dotted}")
+    if wrong:
+        pytest.fail("scheduler/rules/ is pure: the layers above read the rows and pass values in:\n" + "\n".join(wrong), pytrace=False)
+
+
+def test_the_closure_follows_imports_and_the_packages_above_them() -> None:
+    graph = [Edge("scheduler.rules.gate", "scheduler.rules.snapshot", 1), Edge("scheduler.rules.snapshot", "scheduler.errors", 1)]
+    assert closure("scheduler.rules.gate", graph) == {
+        "scheduler.rules.gate", "scheduler.rules.snapshot", "scheduler.errors", "scheduler.rules", "scheduler",
+    }
+
+
+def test_the_turn_engine_package_is_never_bound_to_a_name() -> None:
+    """`engine` is SQLAlchemy's engine wherever it is a variable: the package `scheduler.engine`
+    is only ever imported a module at a time."""
+    wrong = [
+        f"{KNOWN[name].relative_to(ROOT)}:{line} imports the package scheduler.engine whole"
+        for name in KNOWN
+        for dotted, line, names in imports(KNOWN[name].read_text(), name, is_package=KNOWN[name].name == "__init__.py")
+        if (dotted == "scheduler.engine" and not names) or (dotted == "scheduler" and "engine" in names)
+    ]
+    assert wrong == []
+
+
+def test_pool_means_the_account_pool_inside_the_scheduler() -> None:
+    """The threads that run turns are workers (`TurnWorkers`, `VirtualWorkers`); "pool" is the
+    account pool of `scheduler/rules/pool.py`."""
+    wrong = [
+        f"{name}.{node.name}"
+        for name, path in KNOWN.items()
+        if layer_of(name) is not None and name != "scheduler.rules.pool"
+        for node in ast.walk(ast.parse(path.read_text()))
+        if isinstance(node, ast.ClassDef) and "pool" in node.name.lower()
+    ]
+    modules = [name for name in KNOWN if layer_of(name) is not None and "pool" in name.rsplit(".", 1)[-1] and name != "scheduler.rules.pool"]
+    assert wrong == [] and modules == []
+
+
 def test_the_reader_sees_every_kind_of_import() -> None:
     source = '''
 from typing import TYPE_CHECKING
@@ -286,6 +394,85 @@ def test_no_sentence_a_person_reads_is_built_in_a_raise() -> None:
         and isinstance(node.exc.args[0], ast.JoinedStr) and raised_name(node.exc) not in PROGRAMMER_ERRORS
     ]
     assert built == [], f"raise with an f-string sentence (use templates.error_text): {built}"
+
+
+# --- docs/architecture.md: every file and function it names exists ------------------------------
+
+ARCHITECTURE = ROOT / "docs" / "architecture.md"
+FILE_REF = re.compile(r"`([\w./-]+\.py)(?::\s*([^`]*))?`")
+DOTTED_REF = re.compile(r"`([A-Za-z_]\w*(?:\.[A-Za-z_]\w*)+)(?:\(\))?`")
+FILE_SUFFIXES = {"py", "toml", "md", "j2", "sql", "json", "yaml", "yml", "js", "html", "sh", "ini", "lock", "png"}
+
+
+def defined_names(path: Path) -> dict[str, set[str]]:
+    """Top-level names a module defines or imports -> the attributes a class of that name has."""
+    found: dict[str, set[str]] = {}
+    for node in ast.parse(path.read_text()).body:
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+            found[node.name] = set()
+        elif isinstance(node, ast.ClassDef):
+            found[node.name] = {n.name for n in node.body if isinstance(n, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef)} | {
+                t.id for n in node.body if isinstance(n, ast.AnnAssign | ast.Assign)
+                for t in ([n.target] if isinstance(n, ast.AnnAssign) else n.targets) if isinstance(t, ast.Name)
+            }
+        elif isinstance(node, ast.Assign | ast.AnnAssign):
+            for target in [node.target] if isinstance(node, ast.AnnAssign) else node.targets:
+                if isinstance(target, ast.Name):
+                    found[target.id] = set()
+        elif isinstance(node, ast.ImportFrom):
+            found.update({alias.asname or alias.name: set() for alias in node.names})
+    return found
+
+
+def doc_file(reference: str) -> Path | None:
+    """The file a doc names: a path from the repository root or from `scheduler/`."""
+    for base in (ROOT, ROOT / "scheduler"):
+        if (base / reference).is_file():
+            return base / reference
+    return None
+
+
+def missing_names(path: Path, names: Iterable[str]) -> list[str]:
+    defined = defined_names(path)
+    missing = []
+    for name in names:
+        owner, _, attribute = name.partition(".")
+        if owner not in defined or (attribute and attribute not in defined[owner]):
+            missing.append(name)
+    return missing
+
+
+def test_the_architecture_page_names_files_and_functions_that_exist() -> None:
+    text = ARCHITECTURE.read_text()
+    scheduler_basenames: dict[str, list[str]] = {}
+    for name in KNOWN:
+        if name.startswith("scheduler.") and ".migrations" not in name:
+            scheduler_basenames.setdefault(name.rsplit(".", 1)[-1], []).append(name)
+    wrong = []
+    for match in FILE_REF.finditer(text):
+        reference, listed = match.group(1), match.group(2)
+        path = doc_file(reference)
+        if path is None:
+            wrong.append(f"{reference}: no such file under the root or scheduler/")
+            continue
+        names = [n.strip() for n in (listed or "").split(",") if re.fullmatch(r"[A-Za-z_][\w.]*", n.strip())]
+        wrong += [f"{reference}: {name} is not defined there" for name in missing_names(path, names)]
+    for match in DOTTED_REF.finditer(text):
+        parts = match.group(1).split(".")
+        if parts[-1] in FILE_SUFFIXES or (match.group(0).endswith("()`") and len(parts) == 2 and parts[0] in PACKAGES):
+            continue  # a file (`jobs.py`), a call on a variable (APScheduler's `scheduler.wakeup()`)
+        if parts[0] in PACKAGES:
+            cut = max((i for i in range(1, len(parts) + 1) if ".".join(parts[:i]) in KNOWN), default=0)
+            module = ".".join(parts[:cut])
+        elif len(scheduler_basenames.get(parts[0], [])) == 1:
+            cut, module = 1, scheduler_basenames[parts[0]][0]
+        else:
+            continue  # an attribute of a value (`Context.emit`), a file name (`fly.toml`)
+        if not module:
+            wrong.append(f"{match.group(1)}: no such module")
+        elif cut < len(parts):
+            wrong += [f"{match.group(1)}: {name} is not defined in {module}" for name in missing_names(KNOWN[module], [".".join(parts[cut:cut + 2])])]
+    assert wrong == [], "docs/architecture.md names what is not there:\n" + "\n".join(wrong)
 
 
 def test_no_template_name_is_both_a_text_and_a_slack_file() -> None:

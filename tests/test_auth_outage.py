@@ -13,11 +13,11 @@ from sqlmodel import select
 
 from bot import chat
 from scheduler import wiring
-from scheduler.db import session_scope
-from scheduler.models import Turn
+from scheduler.engine.records import hold_job_id
+from scheduler.engine.turns import submit_turn
 from scheduler.ports import AccountReading, QuotaReading
-from scheduler.records import hold_job_id
-from scheduler.turns import submit_turn
+from scheduler.store.db import session_scope
+from scheduler.store.models import Turn
 from tests.api_client import make_api
 from tests.harness import SetQuota, new, row
 

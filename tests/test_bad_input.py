@@ -25,8 +25,8 @@ from sqlmodel import select
 from bot import chat
 from bot.app import create_app
 from scheduler import bounds
-from scheduler import db as dbmod
-from scheduler.models import PolicyAudit, Session, SlackEvent, Trigger, Turn, WebhookDelivery
+from scheduler.store import db as dbmod
+from scheduler.store.models import PolicyAudit, Session, SlackEvent, Trigger, Turn, WebhookDelivery
 from tests.api_client import Api, make_api
 from tests.github_support import headers as github_headers
 from tests.github_support import issue_payload

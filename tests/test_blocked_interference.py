@@ -9,13 +9,13 @@ from datetime import timedelta
 
 import pytest
 
+from scheduler.engine.lifecycle import archive
+from scheduler.engine.start_now import start_now
+from scheduler.engine.turns import submit_turn
 from scheduler.errors import Refused
-from scheduler.interference import overlaps, paths, words
-from scheduler.lifecycle import archive
+from scheduler.holds.interference import overlaps, paths, words
+from scheduler.holds.queue import resume_queue
 from scheduler.ports import Outcome
-from scheduler.queue_holds import resume_queue
-from scheduler.start_now import start_now
-from scheduler.turns import submit_turn
 from scheduler.wiring import run_periodic
 from tests.harness import new, row
 from tests.holdkit import finish, holds, holds_text, wired

@@ -17,10 +17,10 @@ from bot.github_intake import github_event
 from integrations.github.client import GithubClients
 from integrations.github.comments import PyGithubComments, StatusComments
 from integrations.slack.notifier import SESSION_PRIORITY, SlackNotifier, thread_source
-from scheduler.budget_notice import EVENT, RunOut, running_out
-from scheduler.db import session_scope
-from scheduler.gate import WindowFigures
-from scheduler.models import Trigger
+from scheduler.pauses.budget_notice import EVENT, RunOut, running_out
+from scheduler.rules.gate import WindowFigures
+from scheduler.store.db import session_scope
+from scheduler.store.models import Trigger
 from tests.github_support import FakeGithub, issue_payload
 from tests.slack_mock import BOT_TOKEN, MockSlack
 from tests.sweeping import Scene

@@ -10,7 +10,7 @@ from sqlmodel import Session as DBSession
 from sqlmodel import select
 
 from integrations.quota.history import load_burn_table, recent_turn_costs
-from scheduler.burn import (
+from scheduler.rules.burn import (
     PROJECTION_MINUTES,
     BurnTable,
     RateSource,
@@ -18,7 +18,7 @@ from scheduler.burn import (
     burn_table,
     fallback_rates,
 )
-from scheduler.models import Session, Turn
+from scheduler.store.models import Session, Turn
 
 T0 = datetime(2026, 11, 2, 9, 0, tzinfo=UTC)
 

@@ -9,7 +9,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from scheduler.calibration import (
+from scheduler.ports import WindowReading
+from scheduler.rules.calibration import (
     MIN_UTILIZATION,
     Observation,
     calibrate,
@@ -18,7 +19,6 @@ from scheduler.calibration import (
     priced,
     window_sentence,
 )
-from scheduler.ports import WindowReading
 
 NOW = datetime(2026, 11, 2, 9, 0, tzinfo=UTC)
 

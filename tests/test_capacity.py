@@ -13,16 +13,17 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from sqlmodel import SQLModel
 
-from scheduler import db as dbmod
-from scheduler.capacity import deference_window, fits, occupied
-from scheduler.clock import VirtualClock
-from scheduler.db import session_scope
+from scheduler.engine.claims import fits, occupied
+from scheduler.engine.start_now import start_now
+from scheduler.engine.turns import submit_turn
 from scheduler.errors import InvalidInput
-from scheduler.models import Session
-from scheduler.policy import ensure_policy, load_policy
-from scheduler.sessions import NewSession, create_session
-from scheduler.start_now import start_now
-from scheduler.turns import submit_turn
+from scheduler.holds.capacity import deference_window
+from scheduler.store import db as dbmod
+from scheduler.store.db import session_scope
+from scheduler.store.models import Session
+from scheduler.store.policy import ensure_policy, load_policy
+from scheduler.store.sessions import NewSession, create_session
+from scheduler.testing import VirtualClock
 from tests.harness import new, row
 from tests.holdkit import wired
 

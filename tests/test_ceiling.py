@@ -8,19 +8,19 @@ from datetime import timedelta
 import pytest
 
 from scheduler import wiring
-from scheduler.ceiling import MAX_RESUMES_PER_SWEEP, paused_figures
-from scheduler.db import session_scope
+from scheduler.engine.lifecycle import archive, recover
+from scheduler.engine.start_now import start_now
+from scheduler.engine.turns import submit_turn
 from scheduler.errors import InvalidInput, NotFound, Refused
-from scheduler.gate import Ceiling
 from scheduler.jobs import targets
-from scheduler.lifecycle import archive, recover
-from scheduler.models import Session
-from scheduler.parking import pause_into_spot_queue
-from scheduler.sessions import change_class
-from scheduler.sleep import wake_me_up_later
-from scheduler.start_now import start_now
-from scheduler.turns import submit_turn
-from scheduler.waiting import waiting_reason
+from scheduler.pauses.ceiling import MAX_RESUMES_PER_SWEEP, paused_figures
+from scheduler.pauses.parking import pause_into_spot_queue
+from scheduler.pauses.sleep import wake_me_up_later
+from scheduler.rules.gate import Ceiling
+from scheduler.rules.waiting import waiting_reason
+from scheduler.store.db import session_scope
+from scheduler.store.models import Session
+from scheduler.store.sessions import change_class
 from tests.harness import build
 from tests.sweeping import Scene
 

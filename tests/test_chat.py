@@ -16,10 +16,10 @@ from bot.commands import USAGE
 from bot.runtime import Pacer
 from bot.settings import load
 from integrations.slack.messages import GATE_CARD_BLOCKS
-from scheduler.db import session_scope
-from scheduler.models import OperatorHold, PolicyAudit, QueueHold, Session, Trigger, Turn
-from scheduler.policy import load_policy
-from scheduler.sessions import NewSession, QueueFilter, create_session, ranked_queue
+from scheduler.store.db import session_scope
+from scheduler.store.models import OperatorHold, PolicyAudit, QueueHold, Session, Trigger, Turn
+from scheduler.store.policy import load_policy
+from scheduler.store.sessions import NewSession, QueueFilter, create_session, ranked_queue
 from tests import harness
 from tests.conftest import T0
 

@@ -12,9 +12,9 @@ from bot.commands import USAGE
 from bot.runtime import Pacer
 from bot.settings import load
 from scheduler import wiring
-from scheduler.db import session_scope
-from scheduler.models import HumanMessage, OperatorHold, QueueHold, Session
-from scheduler.turns import submit_turn
+from scheduler.engine.turns import submit_turn
+from scheduler.store.db import session_scope
+from scheduler.store.models import HumanMessage, OperatorHold, QueueHold, Session
 from tests import harness
 from tests.conftest import T0
 

@@ -11,10 +11,10 @@ import pytest
 from sqlmodel import select
 
 from bot import chat
-from scheduler.capacity import Claim
-from scheduler.db import session_scope
-from scheduler.models import Session
-from scheduler.turns import submit_turn
+from scheduler.engine.claims import Claim
+from scheduler.engine.turns import submit_turn
+from scheduler.store.db import session_scope
+from scheduler.store.models import Session
 from tests.api_client import make_api
 from tests.harness import new, row
 

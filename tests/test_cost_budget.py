@@ -10,14 +10,14 @@ from datetime import timedelta
 import pytest
 from sqlmodel import select
 
-from scheduler.budgets import reset_spend
-from scheduler.db import session_scope
+from scheduler.engine.start_now import start_now
+from scheduler.engine.turns import submit_turn
 from scheduler.errors import InvalidInput, Refused
-from scheduler.models import Policy, PolicyAudit
-from scheduler.policy import set_policy
-from scheduler.queue_holds import resume_queue
-from scheduler.start_now import start_now
-from scheduler.turns import submit_turn
+from scheduler.holds.budgets import reset_spend
+from scheduler.holds.queue import resume_queue
+from scheduler.store.db import session_scope
+from scheduler.store.models import Policy, PolicyAudit
+from scheduler.store.policy import set_policy
 from scheduler.wiring import run_periodic
 from tests.harness import new, row
 from tests.holdkit import holds, holds_text, wired

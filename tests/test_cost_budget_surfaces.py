@@ -19,9 +19,9 @@ from bot import chat
 from bot.commands import USAGE
 from bot.runtime import Pacer
 from bot.settings import load
-from scheduler.db import session_scope
-from scheduler.models import Policy, PolicyAudit
-from scheduler.turns import submit_turn
+from scheduler.engine.turns import submit_turn
+from scheduler.store.db import session_scope
+from scheduler.store.models import Policy, PolicyAudit
 from scheduler.wiring import run_periodic
 from tests import harness
 from tests.api_client import make_api

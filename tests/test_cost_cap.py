@@ -10,13 +10,13 @@ from datetime import timedelta
 
 import pytest
 
-from scheduler.cost_caps import set_cap, spent_by
-from scheduler.db import session_scope
+from scheduler.engine.lifecycle import archive
+from scheduler.engine.start_now import start_now
+from scheduler.engine.turns import submit_turn
 from scheduler.errors import InvalidInput, Refused
-from scheduler.lifecycle import archive
-from scheduler.models import Turn
-from scheduler.start_now import start_now
-from scheduler.turns import submit_turn
+from scheduler.holds.cost_caps import set_cap, spent_by
+from scheduler.store.db import session_scope
+from scheduler.store.models import Turn
 from scheduler.wiring import run_periodic
 from tests.harness import new, row
 from tests.holdkit import wired

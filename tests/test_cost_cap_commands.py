@@ -103,8 +103,8 @@ def test_the_github_status_comment_and_the_slack_thread_show_spend_and_cap() -> 
     from datetime import UTC, datetime
 
     from integrations.github.status import render_body, status_view
-    from scheduler.genesis import SchedulingClass
-    from scheduler.models import Session
+    from scheduler.rules.genesis import SchedulingClass
+    from scheduler.store.models import Session
     from templates import render
 
     session = Session(id=7, title="fix it", status="running", cost_cap_usd=5.0, created_at=datetime(2026, 12, 1, tzinfo=UTC))
@@ -119,8 +119,8 @@ def test_the_github_status_comment_and_the_slack_thread_show_spend_and_cap() -> 
 
 
 def test_a_done_session_cap_changes_on_the_api_as_on_the_command(api) -> None:
-    from scheduler.db import session_scope
-    from scheduler.models import Session
+    from scheduler.store.db import session_scope
+    from scheduler.store.models import Session
 
     ctx = api.pacer.ctx
     sid = new(ctx, requester="alice")

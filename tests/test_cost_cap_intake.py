@@ -13,9 +13,9 @@ from bot.github.events import IntakeEvent, cost_cap_of, parse
 from bot.github_intake import github_event
 from bot.trigger_spec import check_config
 from scheduler import wiring
-from scheduler.db import session_scope
 from scheduler.errors import InvalidInput
-from scheduler.models import Trigger
+from scheduler.store.db import session_scope
+from scheduler.store.models import Trigger
 from tests.github_support import issue_payload
 from tests.harness import build, new, row
 

@@ -7,11 +7,11 @@ from __future__ import annotations
 
 from datetime import timedelta
 
-from scheduler.lifecycle import recover
-from scheduler.promotion import record_human_message
-from scheduler.records import hold_job_id, wake_job_id
-from scheduler.sleep import wake_me_up_later
-from scheduler.turns import submit_turn
+from scheduler.engine.lifecycle import recover
+from scheduler.engine.records import hold_job_id, wake_job_id
+from scheduler.engine.turns import submit_turn
+from scheduler.pauses.sleep import wake_me_up_later
+from scheduler.steering.promotion import record_human_message
 from templates import render
 from tests.sweeping import Scene
 from tests.test_ceiling import pause_all

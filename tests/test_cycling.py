@@ -1,5 +1,5 @@
-"""Preemption cycling: the pure rule (`scheduler.cycling.detect`) as one table, then the ledger
-the scheduler keeps for it (`scheduler.preemption_ledger`) through real preemptions."""
+"""Preemption cycling: the pure rule (`scheduler.rules.cycling.detect`) as one table, then the ledger
+the scheduler keeps for it (`scheduler.store.preemption_ledger`) through real preemptions."""
 
 from __future__ import annotations
 
@@ -8,10 +8,10 @@ from datetime import timedelta
 import pytest
 from sqlmodel import select
 
-from scheduler.cycling import Event, detect
-from scheduler.db import session_scope
-from scheduler.models import PreemptionEvent
-from scheduler.preemption_ledger import cycling_now
+from scheduler.rules.cycling import Event, detect
+from scheduler.store.db import session_scope
+from scheduler.store.models import PreemptionEvent
+from scheduler.store.preemption_ledger import cycling_now
 from tests.conftest import T0
 from tests.test_preemption import full_fleet
 

@@ -18,9 +18,9 @@ from bot.settings import load
 from bot.simulate.scoring import cycling_report
 from bot.slack.home import home_view
 from scheduler import wiring
-from scheduler.cycling import Event
-from scheduler.db import session_scope
-from scheduler.models import PreemptionEvent, Turn
+from scheduler.rules.cycling import Event
+from scheduler.store.db import session_scope
+from scheduler.store.models import PreemptionEvent, Turn
 from tests import harness
 from tests.api_client import make_api
 from tests.conftest import T0

@@ -22,7 +22,7 @@ from pathlib import Path
 
 import pytest
 
-from scheduler import db as dbmod
+from scheduler.store import db as dbmod
 from tests.api_client import make_api
 
 ROOT = Path(__file__).resolve().parents[1]

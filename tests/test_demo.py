@@ -16,8 +16,8 @@ from bot.api.callers import DEMO_TOKEN_KEY
 from bot.app import create_app
 from bot.runtime import Pacer
 from scheduler import wiring
-from scheduler.db import session_scope
-from scheduler.models import Session, Trigger
+from scheduler.store.db import session_scope
+from scheduler.store.models import Session, Trigger
 from tests.api_client import Server, make_api, settings_for
 from tests.harness import build
 

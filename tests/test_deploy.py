@@ -17,7 +17,7 @@ from alembic.script import ScriptDirectory
 from sqlalchemy import inspect, text
 
 from bot.settings import VARIABLES, load
-from scheduler import db as dbmod
+from scheduler.store import db as dbmod
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -79,17 +79,18 @@ def _job_table_revision(script: ScriptDirectory) -> str:
 
 
 def test_a_new_revision_lands_where_the_readme_says(tmp_path: Path) -> None:
-    # A copy of the migrations, so the repository's own folder is left alone.
+    # A copy of the scheduler package, so the repository's own folder is left alone. Whole: run
+    # from the copy, a `scheduler/store/` holding only the migrations would hide the real store.
     import shutil
 
-    shutil.copytree(ROOT / "scheduler" / "migrations", tmp_path / "scheduler" / "migrations")
+    shutil.copytree(ROOT / "scheduler", tmp_path / "scheduler", ignore=shutil.ignore_patterns("__pycache__"))
     ini = (ROOT / "alembic.ini").read_text()
     (tmp_path / "alembic.ini").write_text(ini)
     [head] = ScriptDirectory.from_config(Config(str(ROOT / "alembic.ini"))).get_heads()
     rev_id = f"{int(head) + 1:04d}"
     done = _alembic("revision", "--rev-id", rev_id, "-m", "add a thing", url=f"sqlite:///{tmp_path}/r.db", cwd=tmp_path)
     assert done.returncode == 0, done.stderr
-    made = tmp_path / "scheduler" / "migrations" / "versions" / f"{rev_id}_add_a_thing.py"
+    made = tmp_path / "scheduler" / "store" / "migrations" / "versions" / f"{rev_id}_add_a_thing.py"
     assert made.is_file() and f"down_revision = {head!r}" in made.read_text()
 
 

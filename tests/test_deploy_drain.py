@@ -15,7 +15,7 @@ import httpx
 import pytest
 from sqlalchemy import text
 
-from scheduler import db as dbmod
+from scheduler.store import db as dbmod
 
 ROOT = Path(__file__).resolve().parents[1]
 TOKEN = "drain-token"

@@ -15,16 +15,16 @@ import pytest
 from sqlmodel import select
 
 from integrations.runners.command import CommandRunner
-from scheduler import failures
-from scheduler.db import session_scope
-from scheduler.deferrer import VirtualDeferrer
-from scheduler.models import QueueHold, Turn
+from scheduler.engine.records import hold_job_id
+from scheduler.engine.start_now import start_now
+from scheduler.engine.turns import submit_turn
+from scheduler.holds.queue import resume_queue
+from scheduler.pauses.sleep import wake_me_up_later
 from scheduler.ports import Outcome, TurnRequest, TurnResult
-from scheduler.queue_holds import resume_queue
-from scheduler.records import hold_job_id
-from scheduler.sleep import wake_me_up_later
-from scheduler.start_now import start_now
-from scheduler.turns import submit_turn
+from scheduler.rules import failures
+from scheduler.store.db import session_scope
+from scheduler.store.models import QueueHold, Turn
+from scheduler.testing import VirtualDeferrer
 from tests.harness import new, row
 from tests.holdkit import finish, holds, wired
 

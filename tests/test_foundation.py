@@ -18,8 +18,8 @@ from alembic.runtime.migration import MigrationContext
 from sqlmodel import SQLModel
 
 from bot.settings import SECRET_NAMES, load
-from scheduler import db as dbmod
 from scheduler.errors import ConfigError
+from scheduler.store import db as dbmod
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -152,5 +152,7 @@ def test_wheel_ships_templates_and_migrations(tmp_path: Path) -> None:
     wheel = next(tmp_path.glob("pacer-*.whl"))
     names = set(zipfile.ZipFile(wheel).namelist())
     assert "templates/chat/help.j2" in names
-    assert "scheduler/migrations/env.py" in names
-    assert any(n.startswith("scheduler/migrations/versions/0001") for n in names)
+    assert "scheduler/store/migrations/env.py" in names
+    for layer in ("rules", "store", "engine", "holds", "pauses", "steering"):  # each folder a package
+        assert f"scheduler/{layer}/__init__.py" in names, layer
+    assert any(n.startswith("scheduler/store/migrations/versions/0001") for n in names)

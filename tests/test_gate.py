@@ -10,8 +10,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from scheduler.explain import explain
-from scheduler.gate import (
+from scheduler.rules.explain import explain
+from scheduler.rules.gate import (
     PROJECTION_MINUTES,
     Ceiling,
     Reason,
@@ -22,8 +22,7 @@ from scheduler.gate import (
     projection_minutes,
     unrecorded_minutes,
 )
-from scheduler.policy import PolicyView
-from scheduler.snapshot import Asking, FleetTurn, Snapshot, WindowState
+from scheduler.rules.snapshot import Asking, FleetTurn, PolicyView, Snapshot, WindowState
 
 NOW = datetime(2026, 11, 2, 9, 0, tzinfo=UTC)
 
@@ -193,8 +192,8 @@ def test_the_resume_margin_widens_the_reserve() -> None:
 def test_incident_pooled_week_spent_accounts_do_not_hold_spot_work() -> None:
     """#693: 2 of 7 accounts week-spent, every 5-hour counter at 0.0. The pooled 5-hour figure is
     averaged over accounts whose week has room — 0.0 — so nothing holds spot work."""
-    from scheduler.pool import pool_utilization
     from scheduler.ports import AccountReading
+    from scheduler.rules.pool import pool_utilization
 
     accounts = [AccountReading(f"a{i}", "active", 0.0, 1.0 if i < 2 else 0.3) for i in range(7)]
     avg = pool_utilization(accounts)

@@ -8,9 +8,9 @@ import subprocess
 import sys
 from pathlib import Path
 
-from scheduler.db import session_scope
-from scheduler.gate_card import build_card, render_card
-from scheduler.turns import submit_turn
+from scheduler.engine.turns import submit_turn
+from scheduler.steering.gate_card import build_card, render_card
+from scheduler.store.db import session_scope
 from tests.harness import build, new
 
 ROOT = Path(__file__).resolve().parents[1]

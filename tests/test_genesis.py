@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from scheduler.errors import InvalidInput
-from scheduler.genesis import (
+from scheduler.rules.genesis import (
     Genesis,
     SchedulingClass,
     inherit,

@@ -19,9 +19,9 @@ from integrations.github.client import GithubClients
 from integrations.github.comments import PyGithubComments, StatusComments
 from integrations.github.status import MARKER, RESULT_CHARS, StatusView, read_status, render_body, status_view
 from integrations.latest_result import LatestResult
-from scheduler.db import session_scope
-from scheduler.genesis import SchedulingClass
-from scheduler.models import Session, StatusComment, Trigger
+from scheduler.rules.genesis import SchedulingClass
+from scheduler.store.db import session_scope
+from scheduler.store.models import Session, StatusComment, Trigger
 from tests.github_support import FakeGithub, issue_payload, make_pacer
 from tests.harness import build, new
 

@@ -17,9 +17,9 @@ from bot.github_commands import command_text
 from bot.github_intake import github_event
 from integrations.github import markers
 from scheduler import wiring
-from scheduler.db import session_scope
-from scheduler.models import EnqueuedMessage, HumanMessage, OperatorHold, Session, Trigger, Turn
-from scheduler.policy import load_policy
+from scheduler.store.db import session_scope
+from scheduler.store.models import EnqueuedMessage, HumanMessage, OperatorHold, Session, Trigger, Turn
+from scheduler.store.policy import load_policy
 from tests.github_support import FakeGithub, comment_payload, issue_payload, make_pacer
 from tests.harness import build
 

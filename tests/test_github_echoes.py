@@ -25,8 +25,8 @@ from sqlmodel import col, func, select
 
 from bot.app import create_app
 from integrations.github import markers
-from scheduler.db import session_scope
-from scheduler.models import HumanMessage, OperatorHold, Session, Trigger
+from scheduler.store.db import session_scope
+from scheduler.store.models import HumanMessage, OperatorHold, Session, Trigger
 from tests.github_support import FakeGithub, comment_payload, headers, issue_payload, make_pacer, serving
 
 

@@ -14,8 +14,8 @@ from sqlalchemy import Engine
 
 from bot.app import create_app
 from bot.github.install import Installed, installed
-from scheduler.db import session_scope
-from scheduler.models import Trigger
+from scheduler.store.db import session_scope
+from scheduler.store.models import Trigger
 from tests.github_support import FakeGithub, headers, make_pacer, serving
 
 

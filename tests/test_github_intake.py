@@ -13,9 +13,9 @@ from sqlmodel import col, select
 from bot.github.events import IntakeEvent, Kind, parse
 from bot.github_intake import IntakeSettings, github_event, github_trigger_mismatch, record_github
 from scheduler import wiring
-from scheduler.db import session_scope
-from scheduler.models import OperatorHold, Prerequisite, Session, Trigger
-from scheduler.prerequisites import unsatisfied
+from scheduler.holds.prerequisites import unsatisfied
+from scheduler.store.db import session_scope
+from scheduler.store.models import OperatorHold, Prerequisite, Session, Trigger
 from tests.github_support import issue_payload
 from tests.harness import build
 
@@ -230,7 +230,7 @@ def test_the_intake_insert_writes_the_row_create_session_writes(any_engine: Engi
                                                                 trigger_fields: dict[str, Any], request_fields: dict[str, Any]) -> None:
     """The webhook writes its sessions with one Core INSERT (`insert_session`), not through the
     ORM's create_session: the two must not drift apart, column for column."""
-    from scheduler.sessions import NewSession, create_session, insert_session
+    from scheduler.store.sessions import NewSession, create_session, insert_session
 
     now = clock.now()
     trigger_id = _trigger(any_engine, now, name="t", kind="github_label", **trigger_fields)

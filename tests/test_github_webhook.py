@@ -21,7 +21,7 @@ from sqlmodel import func, select
 from bot.app import create_app
 from bot.github.webhook import is_signed, signature
 from bot.github_intake import INTAKE_HOOK_ID
-from scheduler.models import Session, Trigger, Turn, WebhookDelivery
+from scheduler.store.models import Session, Trigger, Turn, WebhookDelivery
 from tests.github_support import (
     SECRET,
     example_payloads,

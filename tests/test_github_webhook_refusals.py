@@ -16,7 +16,7 @@ from sqlmodel import Session as DBSession
 from sqlmodel import func, select
 
 from bot.app import create_app
-from scheduler.models import Session
+from scheduler.store.models import Session
 from tests.github_support import SECRET, headers, issue_payload, make_pacer, serving
 
 BODY = json.dumps(issue_payload()).encode()

@@ -8,22 +8,23 @@ from datetime import timedelta
 
 import pytest
 
-from scheduler.db import session_scope
+from scheduler.engine.claims import parse_group_limit
+from scheduler.engine.lifecycle import archive
+from scheduler.engine.start_now import start_now
+from scheduler.engine.turns import submit_turn
 from scheduler.errors import InvalidInput
-from scheduler.groups import parse_group_limit, repository_group
-from scheduler.lifecycle import archive
-from scheduler.models import Session, Trigger
+from scheduler.holds.groups import repository_group
+from scheduler.holds.prerequisites import set_issue_state
+from scheduler.holds.queue import resume_queue
+from scheduler.pauses.sleep import wake_me_up_later
 from scheduler.ports import Outcome
-from scheduler.prerequisites import (
+from scheduler.store.db import session_scope
+from scheduler.store.models import Session, Trigger
+from scheduler.store.prerequisite_rows import (
     PrerequisiteRef,
     parse_prerequisites,
     record_prerequisites,
-    set_issue_state,
 )
-from scheduler.queue_holds import resume_queue
-from scheduler.sleep import wake_me_up_later
-from scheduler.start_now import start_now
-from scheduler.turns import submit_turn
 from tests.harness import new, row
 from tests.holdkit import finish, wired
 

@@ -7,11 +7,11 @@ from __future__ import annotations
 import pytest
 from sqlalchemy import event
 
-from scheduler.groups import repository_group
-from scheduler.models import Status
+from scheduler.engine.queue_pass import queue_pass
+from scheduler.engine.turns import submit_turn
+from scheduler.holds.groups import repository_group
 from scheduler.ports import Outcome
-from scheduler.queue_pass import queue_pass
-from scheduler.turns import submit_turn
+from scheduler.store.models import Status
 from tests.harness import new, row
 from tests.holdkit import finish, wired
 

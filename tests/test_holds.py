@@ -8,17 +8,17 @@ from datetime import timedelta
 import pytest
 from sqlmodel import select
 
-from scheduler import ladder
-from scheduler.db import session_scope
+from scheduler.engine.lifecycle import archive, recover
+from scheduler.engine.recheck_sweep import recheck_sweep
+from scheduler.engine.records import hold_job_id
+from scheduler.engine.start_now import start_now
+from scheduler.engine.turns import submit_turn
 from scheduler.errors import Refused
-from scheduler.lifecycle import archive, recover
-from scheduler.models import EnqueuedMessage, Turn
-from scheduler.records import hold_job_id
-from scheduler.sessions import change_class
-from scheduler.sleep import wake_me_up_later
-from scheduler.start_now import start_now
-from scheduler.sweeps import hold_sweep
-from scheduler.turns import submit_turn
+from scheduler.pauses.sleep import wake_me_up_later
+from scheduler.rules import ladder
+from scheduler.store.db import session_scope
+from scheduler.store.models import EnqueuedMessage, Turn
+from scheduler.store.sessions import change_class
 from tests.harness import build, new, row
 
 pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")
@@ -171,8 +171,8 @@ def test_the_sweep_rearms_a_lost_recheck_once_and_only_once(engine, clock) -> No
     submit_turn(ctx, sid, "keep me")
     deferrer.cancel(hold_job_id(sid))  # the worker died with the re-check in memory
     clock.advance(timedelta(minutes=25))
-    assert hold_sweep(ctx) == [sid]
-    assert hold_sweep(ctx) == []  # the advanced stamp is its own idempotency key
+    assert recheck_sweep(ctx) == [sid]
+    assert recheck_sweep(ctx) == []  # the advanced stamp is its own idempotency key
     assert deferrer.pending().count(hold_job_id(sid)) == 1
     quota.spent_5h = 0
     deferrer.advance(timedelta(minutes=1))
@@ -185,7 +185,7 @@ def test_the_sweep_leaves_a_late_but_armed_hold_alone(engine, clock) -> None:
     sid = new(ctx)
     submit_turn(ctx, sid, "x")
     clock.advance(timedelta(minutes=40))  # overdue, but its alarm is still queued
-    assert hold_sweep(ctx) == []
+    assert recheck_sweep(ctx) == []
 
 
 def test_the_sweep_leaves_a_recheck_running_now_alone(engine, clock) -> None:
@@ -201,7 +201,7 @@ def test_the_sweep_leaves_a_recheck_running_now_alone(engine, clock) -> None:
     recheck = ctx.jobs["recheck"]
 
     def running(ctx_, session_id):  # the sweep runs while this re-check is in flight
-        seen.append(hold_sweep(ctx_))
+        seen.append(recheck_sweep(ctx_))
         return recheck(ctx_, session_id)
 
     ctx.jobs = {**ctx.jobs, "recheck": running}
@@ -220,7 +220,7 @@ def test_the_sweep_leaves_a_held_session_asleep_on_a_wake_alone(engine, clock) -
     rearmed: list[int] = []
     for _ in range(30):  # the five-minute sweep for two and a half hours
         deferrer.advance(timedelta(minutes=5))
-        rearmed += hold_sweep(ctx)
+        rearmed += recheck_sweep(ctx)
     assert held not in rearmed
 
 
@@ -232,7 +232,7 @@ def test_the_sweep_rearms_at_most_ten_a_pass_spread_over_three_minutes(engine, c
         submit_turn(ctx, sid, "x")
         deferrer.cancel(hold_job_id(sid))
     clock.advance(timedelta(minutes=30))
-    first = hold_sweep(ctx)
+    first = recheck_sweep(ctx)
     assert len(first) == 10
     times = sorted(deferrer.next_run(hold_job_id(s)) for s in first)
     assert times[-1] - times[0] <= timedelta(minutes=3)

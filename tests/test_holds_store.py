@@ -8,21 +8,17 @@ from datetime import timedelta
 import pytest
 from sqlmodel import select
 
-from scheduler.capacity import arrivals, occupied
 from scheduler.context import Context
-from scheduler.effects import Effects
-from scheduler.groups import occupying
-from scheduler.holds_view import list_holds
-from scheduler.models import OperatorHold, Prerequisite, QueueHold, Session, Turn
-from scheduler.operator_holds import live_holds
-from scheduler.policy import load_policy
-from scheduler.prerequisites import (
-    issue_sessions,
-    queue_waits_on,
-    record_prerequisites,
-    unsatisfied,
-)
-from scheduler.queue_holds import NewHold, in_force, live_hold, record
+from scheduler.engine.claims import occupied, occupying
+from scheduler.engine.effects import Effects
+from scheduler.holds.capacity import arrivals
+from scheduler.holds.operator import live_holds
+from scheduler.holds.prerequisites import issue_sessions, queue_waits_on, unsatisfied
+from scheduler.holds.queue import NewHold, in_force, live_hold, record
+from scheduler.holds.view import list_holds
+from scheduler.store.models import OperatorHold, Prerequisite, QueueHold, Session, Turn
+from scheduler.store.policy import load_policy
+from scheduler.store.prerequisite_rows import record_prerequisites
 
 pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")
 
@@ -132,7 +128,7 @@ def test_arrivals_are_better_ranked_unstarted_unparked_and_recent(any_db, clock)
 def test_a_store_that_cannot_be_read_fails_open_and_the_transaction_goes_on(any_db, clock, caplog) -> None:
     from sqlalchemy import text
 
-    from scheduler.store import read_or_fail_open
+    from scheduler.store.caches import read_or_fail_open
 
     kept = add(any_db, clock, title="written before the failed read")
     assert read_or_fail_open(any_db, "the hold store", lambda: any_db.exec(text("SELECT * FROM no_such_table")).all(), ["open"]) == ["open"]

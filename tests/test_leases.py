@@ -19,14 +19,14 @@ from integrations.runners.command import CommandRunner, build_argv
 from integrations.runners.echo import EchoRunner
 from integrations.runners.pool import ThreadWorkerPool
 from integrations.turn_leases import LeasedPool
-from scheduler.completion import complete_turn
 from scheduler.context import Context
-from scheduler.db import session_scope
-from scheduler.leases import renew
-from scheduler.lifecycle import recover, recover_lost_turns
-from scheduler.models import Turn
+from scheduler.engine.completion import complete_turn
+from scheduler.engine.leases import renew
+from scheduler.engine.lifecycle import recover, recover_lost_turns
+from scheduler.engine.turns import submit_turn
 from scheduler.ports import Outcome, TurnRequest, TurnResult
-from scheduler.turns import submit_turn
+from scheduler.store.db import session_scope
+from scheduler.store.models import Turn
 from tests.harness import build, new, row
 
 LEASE = timedelta(seconds=30)

@@ -171,9 +171,9 @@ def test_in_chromium_the_page_loads_clean_and_shows_a_new_session_within_5_s(api
 def test_the_day_holds_every_start_and_the_pauses_and_preemptions_the_rows_keep(any_engine, clock) -> None:
     from datetime import timedelta
 
-    from scheduler.db import session_scope
-    from scheduler.models import Session, Turn
-    from scheduler.timeline import last_day
+    from scheduler.steering.timeline import last_day
+    from scheduler.store.db import session_scope
+    from scheduler.store.models import Session, Turn
     from tests.harness import build, new
 
     ctx, *_ = build(any_engine, clock)

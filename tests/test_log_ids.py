@@ -16,9 +16,9 @@ from sqlalchemy import Engine
 
 from bot.logs import TEXT_FORMAT, Ids, JsonFormatter
 from bot.notify import LogNotifier
-from scheduler.attempt import Block
-from scheduler.clock import VirtualClock
+from scheduler.engine.attempt import Block
 from scheduler.log_context import about_session, name_session
+from scheduler.testing import VirtualClock
 from tests.api_client import Api, make_api
 from tests.github_support import SECRET, headers, issue_payload
 

@@ -24,13 +24,13 @@ from bot.notify import CompositeNotifier, LogNotifier
 from bot.settings import load
 from integrations.runners.command import ARGUMENT_BYTES, build_argv, split_template
 from scheduler import wiring
-from scheduler.clock import SystemClock, VirtualClock
+from scheduler.clock import SystemClock
 from scheduler.context import Context
-from scheduler.deferrer import VirtualDeferrer
 from scheduler.errors import InvalidInput
 from scheduler.jobs import targets
-from scheduler.models import Trigger
 from scheduler.ports import TurnRequest
+from scheduler.store.models import Trigger
+from scheduler.testing import VirtualClock, VirtualDeferrer
 from tests.conftest import T0
 from tests.custody_support import agent_python, custody_settings, open_room, require_custody
 from tests.github_support import SECRET, headers, issue_payload, serving

@@ -11,9 +11,9 @@ import pytest
 from sqlmodel import select
 
 from bot import chat
-from scheduler.db import session_scope
-from scheduler.models import Policy, PolicyAudit, Turn
-from scheduler.turns import submit_turn
+from scheduler.engine.turns import submit_turn
+from scheduler.store.db import session_scope
+from scheduler.store.models import Policy, PolicyAudit, Turn
 from tests.api_client import make_api
 from tests.harness import new, row
 

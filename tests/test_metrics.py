@@ -23,11 +23,11 @@ from sqlmodel import select
 from bot.app import create_app
 from bot.metrics_collector import DatabaseCollector
 from bot.runtime import Pacer
-from scheduler.clock import VirtualClock
-from scheduler.db import make_engine, session_scope
-from scheduler.models import Session, Turn
-from scheduler.policy import load_policy
-from scheduler.sessions import class_of
+from scheduler.store.db import make_engine, session_scope
+from scheduler.store.models import Session, Turn
+from scheduler.store.policy import load_policy
+from scheduler.store.sessions import class_of
+from scheduler.testing import VirtualClock
 from tests.api_client import TOKEN, Api, Server, make_api, settings_for
 from tests.github_support import SECRET, headers, issue_payload
 from tests.harness import build

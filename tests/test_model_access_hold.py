@@ -13,10 +13,10 @@ import pytest
 
 from integrations.runners.command import CommandRunner
 from integrations.runners.outcomes import model_option, refused_model
-from scheduler.clock import VirtualClock
+from scheduler.engine.turns import submit_turn
+from scheduler.holds.queue import resume_queue
 from scheduler.ports import Outcome, TurnRequest
-from scheduler.queue_holds import resume_queue
-from scheduler.turns import submit_turn
+from scheduler.testing import VirtualClock
 from tests.harness import new, row
 from tests.holdkit import finish, holds, holds_text, wired
 

@@ -1,4 +1,4 @@
-"""Deciders take turns across processes (`scheduler.db.one_decider`): several processes deciding
+"""Deciders take turns across processes (`scheduler.store.db.one_decider`): several processes deciding
 first turns at once on one database never start more than the fleet's slots, nor two sessions of
 one concurrency group (seed 002: one run per project), and single and batched decisions over the
 same sessions do not deadlock. Real processes on a real SQLite file and on PostgreSQL: before the
@@ -13,10 +13,10 @@ import pytest
 from sqlalchemy import Engine, text
 from sqlalchemy.exc import OperationalError
 
-from scheduler import db as dbmod
-from scheduler.clock import VirtualClock
-from scheduler.groups import repository_group
-from scheduler.turns import submit_turn, submit_turns
+from scheduler.engine.turns import submit_turn, submit_turns
+from scheduler.holds.groups import repository_group
+from scheduler.store import db as dbmod
+from scheduler.testing import VirtualClock
 from tests.conftest import T0
 from tests.harness import new
 from tests.holdkit import wired

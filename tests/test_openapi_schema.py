@@ -55,8 +55,8 @@ from bot.api.fields import GenesisName, StatusName, TriggerKind
 from bot.trigger_spec import KINDS
 from scheduler import bounds
 from scheduler.errors import InvalidInput
-from scheduler.genesis import Genesis
-from scheduler.models import Status
+from scheduler.rules.genesis import Genesis
+from scheduler.store.models import Status
 from tests.api_client import PERSONAL, TOKEN, Api, make_api
 
 EXAMPLES = int(os.environ.get("PACER_SCHEMA_EXAMPLES", "100"))

@@ -12,22 +12,22 @@ from hypothesis import strategies as st
 from sqlalchemy import text
 from sqlmodel import SQLModel, func, select
 
-from scheduler import db as dbmod
-from scheduler.db import session_scope
+from scheduler.engine.start_now import start_now
+from scheduler.engine.turns import submit_turn
 from scheduler.errors import Forbidden, InvalidInput, NotFound, Refused
-from scheduler.holds_view import list_holds, show_hold
-from scheduler.models import OperatorHold, Session, Trigger
-from scheduler.operator_holds import (
+from scheduler.holds.operator import (
     SELECTOR_KINDS,
     admission_check,
     applies,
     place_hold,
     release_hold,
 )
-from scheduler.policy import ensure_policy, load_policy
-from scheduler.prerequisites import record_prerequisites
-from scheduler.start_now import start_now
-from scheduler.turns import submit_turn
+from scheduler.holds.view import list_holds, show_hold
+from scheduler.store import db as dbmod
+from scheduler.store.db import session_scope
+from scheduler.store.models import OperatorHold, Session, Trigger
+from scheduler.store.policy import ensure_policy, load_policy
+from scheduler.store.prerequisite_rows import record_prerequisites
 from scheduler.wiring import run_periodic
 from tests.harness import new, row
 from tests.holdkit import holds, holds_text, wired

@@ -34,14 +34,15 @@ from bot.blocks import HOLD_RELEASE, QUEUE_ROW
 from bot.notify import CompositeNotifier, LogNotifier
 from bot.runtime import Pacer
 from integrations.slack.notifier import QUEUE_RESUME
-from scheduler import db as dbmod
 from scheduler import wiring
-from scheduler.clock import VirtualClock
 from scheduler.context import Context, Runtime
-from scheduler.db import session_scope
-from scheduler.deferrer import VirtualDeferrer
+from scheduler.engine.turns import submit_turn
+from scheduler.holds.operator import place_hold
 from scheduler.jobs import targets
-from scheduler.models import (
+from scheduler.pauses.parking import pause_into_spot_queue
+from scheduler.store import db as dbmod
+from scheduler.store.db import session_scope
+from scheduler.store.models import (
     EnqueuedMessage,
     HumanMessage,
     OperatorHold,
@@ -53,13 +54,10 @@ from scheduler.models import (
     Trigger,
     Turn,
 )
-from scheduler.operator_holds import place_hold
-from scheduler.parking import pause_into_spot_queue
-from scheduler.policy import change_policy, ensure_policy
-from scheduler.prerequisites import record_prerequisites
-from scheduler.sessions import NewSession, create_session
-from scheduler.simworkers import VirtualWorkerPool
-from scheduler.turns import submit_turn
+from scheduler.store.policy import change_policy, ensure_policy
+from scheduler.store.prerequisite_rows import record_prerequisites
+from scheduler.store.sessions import NewSession, create_session
+from scheduler.testing import VirtualClock, VirtualDeferrer, VirtualWorkers
 from tests.conftest import T0
 from tests.harness import SetQuota
 from tests.slack_mock import TEAM_ID, MockSlack, PacerServer, SlackClient, pacer_settings
@@ -165,7 +163,7 @@ def world(tmp: Path, mock: MockSlack) -> Iterator[World]:
     clock = VirtualClock(T0)
     deferrer = RecordingDeferrer(clock)
     quota = SetQuota(clock)
-    ctx = Context(jobs=targets(), engine=engine, clock=clock, deferrer=deferrer, workers=VirtualWorkerPool(clock, deferrer),
+    ctx = Context(jobs=targets(), engine=engine, clock=clock, deferrer=deferrer, workers=VirtualWorkers(clock, deferrer),
                   quota=quota, notifier=CompositeNotifier(LogNotifier()), runtimes={"echo": Runtime("echo", True, 0.1)},
                   quota_ttl=0, rng=random.Random(7))  # one seed: the ladder's jitter is the same in every world
     wiring.install(ctx)

@@ -14,12 +14,12 @@ from typing import Any
 import pytest
 from sqlalchemy import Engine
 
-from scheduler.clock import VirtualClock
-from scheduler.cost_caps import set_cap
-from scheduler.parking import pause_into_spot_queue
+from scheduler.engine.start_now import start_now
+from scheduler.engine.turns import submit_turn
+from scheduler.holds.cost_caps import set_cap
+from scheduler.pauses.parking import pause_into_spot_queue
 from scheduler.ports import TurnRequest
-from scheduler.start_now import start_now
-from scheduler.turns import submit_turn
+from scheduler.testing import VirtualClock
 from tests.sweeping import Scene
 
 TASK = "fix the flaky test in tests/test_io.py"

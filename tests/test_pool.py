@@ -9,7 +9,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from scheduler.pool import (
+from scheduler.ports import AccountReading
+from scheduler.rules.pool import (
     CapacityState,
     PoolCapacity,
     capacity_sentence,
@@ -19,7 +20,6 @@ from scheduler.pool import (
     pool_utilization,
     weekly_reset_sentence,
 )
-from scheduler.ports import AccountReading
 
 NOW = datetime(2026, 9, 10, 12, 0, tzinfo=UTC)
 H = timedelta(hours=1)

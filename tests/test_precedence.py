@@ -10,7 +10,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from scheduler.errors import InvalidInput
-from scheduler.precedence import (
+from scheduler.rules.precedence import (
     SLOT_GAP,
     above_top_spot,
     between,

@@ -12,17 +12,18 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from sqlmodel import SQLModel, select
 
-from scheduler import preemption
-from scheduler.clock import VirtualClock
-from scheduler.db import make_engine, session_scope
-from scheduler.fleet import running_fleet
-from scheduler.models import HumanMessage, Session
-from scheduler.policy import ensure_policy, load_policy
-from scheduler.records import hold_job_id
-from scheduler.sessions import is_spot
-from scheduler.sleep import wake_me_up_later
-from scheduler.turns import submit_turn
-from scheduler.waiting import waiting_reason
+from scheduler.engine.fleet import running_fleet
+from scheduler.engine.pause import is_standing
+from scheduler.engine.records import hold_job_id
+from scheduler.engine.turns import submit_turn
+from scheduler.pauses import preemption
+from scheduler.pauses.sleep import wake_me_up_later
+from scheduler.rules.waiting import waiting_reason
+from scheduler.store.db import make_engine, session_scope
+from scheduler.store.models import HumanMessage, Session
+from scheduler.store.policy import ensure_policy, load_policy
+from scheduler.store.sessions import is_spot
+from scheduler.testing import VirtualClock
 from tests.conftest import T0
 from tests.sweeping import Scene
 
@@ -316,7 +317,7 @@ class Ledger:
         self.unmatched.discard(session.id)
         fleet = [s for s, _t in running_fleet(db, ctx, policy) if s.id != session.id]
         new = [s for s in fleet if s.preempt_mark_at == now and s.preempted_by_id == session.id]
-        standing = [s for s in fleet if preemption.is_standing(s) and s not in new]
+        standing = [s for s in fleet if is_standing(s) and s not in new]
         full = len(fleet) - len(standing) >= min(policy.max_sessions, ctx.agent_workers)
         eligible = new + [
             s for s in fleet
@@ -342,7 +343,7 @@ def check_after_sweep(scene: Scene, ledger: Ledger, submitted: list[int]) -> Non
     with session_scope(scene.ctx.engine) as db:
         policy = load_policy(db)
         fleet = [s for s, _t in running_fleet(db, scene.ctx, policy)]
-        marks = [s for s in fleet if preemption.is_standing(s)]
+        marks = [s for s in fleet if is_standing(s)]
         assert all(now - s.preempt_mark_at <= preemption.GRACE for s in marks), "a mark outlived its grace"
         running_priority = {s.id for s in fleet if not is_spot(s, policy)}
         excess = len(fleet) - min(policy.max_sessions, scene.ctx.agent_workers)

@@ -13,12 +13,12 @@ from sqlmodel import select
 from bot import chat
 from bot.runtime import Pacer
 from bot.settings import load
-from scheduler import db as dbmod
 from scheduler import wiring
-from scheduler.lifecycle import archive
-from scheduler.models import Session
-from scheduler.prerequisites import unsatisfied
-from scheduler.turns import submit_turn
+from scheduler.engine.lifecycle import archive
+from scheduler.engine.turns import submit_turn
+from scheduler.holds.prerequisites import unsatisfied
+from scheduler.store import db as dbmod
+from scheduler.store.models import Session
 from tests import harness
 from tests.api_client import make_api
 from tests.harness import new, row

@@ -9,19 +9,19 @@ from datetime import timedelta
 import pytest
 from sqlmodel import select
 
-from scheduler import promotion
-from scheduler.db import session_scope
+from scheduler.engine.lifecycle import archive
+from scheduler.engine.turns import submit_turn
 from scheduler.errors import Forbidden, InvalidInput, NotFound, Refused
-from scheduler.lifecycle import archive
-from scheduler.models import EnqueuedMessage, HumanMessage, Session
-from scheduler.precedence import SLOT_GAP
-from scheduler.promotion import (
+from scheduler.rules.precedence import SLOT_GAP
+from scheduler.steering import promotion
+from scheduler.steering.promotion import (
     STARVATION_EXEMPTION,
     choose_demotion,
     promotion_job_id,
     record_human_message,
 )
-from scheduler.turns import submit_turn
+from scheduler.store.db import session_scope
+from scheduler.store.models import EnqueuedMessage, HumanMessage, Session
 from tests.conftest import T0
 from tests.sweeping import Scene
 

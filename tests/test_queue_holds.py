@@ -9,14 +9,14 @@ from datetime import timedelta
 import pytest
 from sqlmodel import select
 
-from scheduler.db import session_scope
+from scheduler.engine.start_now import start_now
+from scheduler.engine.turns import submit_turn
 from scheduler.errors import Refused
-from scheduler.models import QueueHold, Session
+from scheduler.holds.queue import resume_queue, sign_in_verified
 from scheduler.ports import Outcome
-from scheduler.prerequisites import record_prerequisites
-from scheduler.queue_holds import resume_queue, sign_in_verified
-from scheduler.start_now import start_now
-from scheduler.turns import submit_turn
+from scheduler.store.db import session_scope
+from scheduler.store.models import QueueHold, Session
+from scheduler.store.prerequisite_rows import record_prerequisites
 from scheduler.wiring import run_periodic
 from tests.harness import new, row
 from tests.holdkit import finish, holds, holds_text, wired

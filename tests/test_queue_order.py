@@ -14,10 +14,10 @@ import threading
 
 import pytest
 
-from scheduler import ceiling
-from scheduler.queue_pass import queue_pass
-from scheduler.start_now import start_now
-from scheduler.turns import submit_turn
+from scheduler.engine.queue_pass import queue_pass
+from scheduler.engine.start_now import start_now
+from scheduler.engine.turns import submit_turn
+from scheduler.pauses import ceiling
 from tests.sweeping import Scene
 
 pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")

@@ -9,15 +9,16 @@ from datetime import timedelta
 import pytest
 from sqlalchemy import event, insert, text
 
-from scheduler import queue_pass as queue_pass_module
-from scheduler import store, wiring
-from scheduler.db import make_engine, session_scope
-from scheduler.models import OperatorHold
-from scheduler.operator_holds import REASON, place_hold
-from scheduler.policy import change_policy, load_policy
-from scheduler.queue_pass import recheck
-from scheduler.records import hold_job_id
-from scheduler.turns import submit_turn
+from scheduler import wiring
+from scheduler.engine import queue_pass as queue_pass_module
+from scheduler.engine.queue_pass import recheck
+from scheduler.engine.records import hold_job_id
+from scheduler.engine.turns import submit_turn
+from scheduler.holds.operator import REASON, place_hold
+from scheduler.store import caches
+from scheduler.store.db import make_engine, session_scope
+from scheduler.store.models import OperatorHold
+from scheduler.store.policy import change_policy, load_policy
 from tests.harness import build, new, row
 
 pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")
@@ -143,7 +144,7 @@ def test_a_hold_placed_after_a_pass_is_seen_by_the_next(engine, clock) -> None:
     wiring.install(ctx)  # the admission checks production registers
     sid = new(ctx, genesis="schedule")
     with session_scope(engine) as db:
-        assert store.present(db, "operator_holds") is False
+        assert caches.present(db, "operator_holds") is False
     place_hold(ctx, "all", armer="U1", reason="freeze")
     assert submit_turn(ctx, sid, "go").reason == REASON
 
@@ -232,11 +233,11 @@ def test_a_write_not_yet_flushed_is_read_by_its_own_transaction(engine, clock) -
     with session_scope(engine) as db:
         assert load_policy(db).max_sessions == 3
     with session_scope(engine) as db:
-        from scheduler.policy import ensure_policy
+        from scheduler.store.policy import ensure_policy
 
         row = ensure_policy(db)
         row.max_sessions = 6  # no flush yet: the read must not come from the kept copy
-        store.forget(db, "policy")
+        caches.forget(db, "policy")
         assert load_policy(db).max_sessions == 6
 
 

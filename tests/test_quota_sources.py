@@ -20,10 +20,11 @@ from sqlmodel import select
 
 from bot.adapters import build_quota_source
 from bot.settings import load
-from integrations.quota.ledger import LedgerSource, window_bounds
+from integrations.quota.ledger import LedgerSource
 from integrations.quota.pool_source import PoolSource
-from scheduler import db as dbmod
-from scheduler.models import Session, Turn
+from scheduler.rules.windows import window_bounds
+from scheduler.store import db as dbmod
+from scheduler.store.models import Session, Turn
 
 ANCHOR = datetime(2026, 1, 5, tzinfo=UTC)
 # A Monday 09:00: the 7d window began 2026-11-02 00:00 (anchor + 43 weeks), the 5h one at 06:00.

@@ -33,7 +33,7 @@ from bot.demo import wait_until_up
 from bot.leader import LOCK_KEY, leader_address
 from integrations.apscheduler_deferrer import APSchedulerDeferrer, build_scheduler
 from integrations.shared_alarms import AlarmListener, SharedDeferrer
-from scheduler import db as dbmod
+from scheduler.store import db as dbmod
 from tests.cluster import scratch_database
 from tests.custody_support import agent_python, custody_settings, make_room, remove_room, require_custody
 

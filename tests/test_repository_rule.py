@@ -30,9 +30,9 @@ from sqlmodel import col, func, select
 from bot.app import create_app
 from integrations.workspaces import GitRemote, WorkspaceError, Workspaces
 from scheduler import bounds
-from scheduler.db import alembic_config, make_engine, session_scope
 from scheduler.errors import InvalidInput
-from scheduler.models import OperatorHold, Session, Trigger, WebhookDelivery
+from scheduler.store.db import alembic_config, make_engine, session_scope
+from scheduler.store.models import OperatorHold, Session, Trigger, WebhookDelivery
 from tests.api_client import make_api
 from tests.github_support import headers, issue_payload, make_pacer, serving
 

@@ -26,8 +26,8 @@ from sqlalchemy import Engine, text, update
 from sqlmodel import col
 
 from bot.demo import wait_until_up
-from scheduler import db as dbmod
-from scheduler.models import Session
+from scheduler.store import db as dbmod
+from scheduler.store.models import Session
 from tests.cluster import scratch_database
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -11,11 +11,11 @@ import pytest
 from sqlmodel import select
 
 from bot import chat
-from scheduler.db import session_scope
-from scheduler.models import EnqueuedMessage, Session, Turn
-from scheduler.restart import RESTART_FROM_SCRATCH_KEYS
-from scheduler.sleep import wake_me_up_later
-from scheduler.turns import submit_turn
+from scheduler.engine.restart import RESTART_FROM_SCRATCH_KEYS
+from scheduler.engine.turns import submit_turn
+from scheduler.pauses.sleep import wake_me_up_later
+from scheduler.store.db import session_scope
+from scheduler.store.models import EnqueuedMessage, Session, Turn
 from tests.api_client import make_api
 from tests.harness import new, row
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from scheduler.ceiling import MAX_RESUMES_PER_SWEEP, ResumeBatch
+from scheduler.pauses.ceiling import MAX_RESUMES_PER_SWEEP, ResumeBatch
 
 
 def run(free: int, outcomes: list[str]) -> tuple[int, int, bool, list[bool]]:

@@ -23,9 +23,9 @@ from integrations.runners.echo import EchoRunner
 from integrations.runners.outcomes import AgentReport, announced_session, classify, parse_report, parse_reset
 from integrations.runners.pool import ThreadWorkerPool
 from integrations.runners.streams import HEAD_BYTES, Announcement
-from scheduler.clock import VirtualClock
 from scheduler.errors import ConfigError, InvalidInput
 from scheduler.ports import Outcome, TurnRequest, TurnResult
+from scheduler.testing import VirtualClock
 from tests.custody_support import agent_user
 
 T0 = datetime(2026, 11, 30, 12, 0, tzinfo=UTC)

@@ -17,10 +17,10 @@ from bot.runtime import Pacer
 from bot.trigger_spec import check_spec
 from integrations.apscheduler_deferrer import build_scheduler
 from integrations.schedules import cron_trigger, job_id, sync_schedules
-from scheduler.db import session_scope
 from scheduler.errors import InvalidInput
-from scheduler.firing import schedule_fire
-from scheduler.models import Session, Trigger
+from scheduler.steering.firing import schedule_fire
+from scheduler.store.db import session_scope
+from scheduler.store.models import Session, Trigger
 from tests.api_client import make_api, settings_for
 from tests.harness import build
 

@@ -8,11 +8,11 @@ from datetime import timedelta
 import pytest
 
 from integrations.github.status import render_body, status_view
-from scheduler.genesis import SchedulingClass
-from scheduler.policy import set_policy
+from scheduler.engine.turns import submit_turn
+from scheduler.holds.queue import resume_queue
 from scheduler.ports import Outcome
-from scheduler.queue_holds import resume_queue
-from scheduler.turns import submit_turn
+from scheduler.rules.genesis import SchedulingClass
+from scheduler.store.policy import set_policy
 from tests.harness import new, row
 from tests.holdkit import finish, wired
 

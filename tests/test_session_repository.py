@@ -17,10 +17,10 @@ from bot.runtime import Pacer
 from bot.settings import load
 from bot.trigger_spec import check_config
 from scheduler import bounds, wiring
-from scheduler.db import session_scope
 from scheduler.errors import InvalidInput
-from scheduler.models import Session, Trigger
-from scheduler.sessions import NewSession, create_session
+from scheduler.store.db import session_scope
+from scheduler.store.models import Session, Trigger
+from scheduler.store.sessions import NewSession, create_session
 from tests import harness
 from tests.api_client import make_api
 from tests.github_support import issue_payload

@@ -9,10 +9,10 @@ import pytest
 from sqlmodel import select
 
 from scheduler.errors import InvalidInput, NotFound
-from scheduler.genesis import SchedulingClass
-from scheduler.models import Session, Status, Trigger
-from scheduler.policy import change_policy, load_policy
-from scheduler.sessions import (
+from scheduler.rules.genesis import SchedulingClass
+from scheduler.store.models import Session, Status, Trigger
+from scheduler.store.policy import change_policy, load_policy
+from scheduler.store.sessions import (
     NewSession,
     QueueFilter,
     change_class,

@@ -22,13 +22,13 @@ from bot.app import create_app
 from bot.drain import drain
 from bot.leader import LOCK_KEY, Leadership, leader_address
 from bot.settings import load
-from scheduler import db as dbmod
 from scheduler.clock import SystemClock
-from scheduler.deferrer import VirtualDeferrer
+from scheduler.engine.turns import submit_turn
 from scheduler.errors import ConfigError
-from scheduler.models import Session, Turn
-from scheduler.sessions import NewSession, create_session
-from scheduler.turns import submit_turn
+from scheduler.store import db as dbmod
+from scheduler.store.models import Session, Turn
+from scheduler.store.sessions import NewSession, create_session
+from scheduler.testing import VirtualDeferrer
 from tests.conftest import T0
 from tests.slack_mock import BOT_TOKEN, MockSlack
 

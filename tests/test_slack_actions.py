@@ -15,8 +15,8 @@ from bot.slack.actions import (
 )
 from integrations.slack.messages import GATE_CARD_BLOCKS
 from scheduler.errors import InvalidInput
-from scheduler.models import Session
-from scheduler.sessions import NewSession, create_session
+from scheduler.store.models import Session
+from scheduler.store.sessions import NewSession, create_session
 from tests.harness import SetQuota
 from tests.slack_mock import TEAM_ID, MockSlack
 

@@ -10,8 +10,8 @@ import threading
 import time
 
 from bot.slack.edge import DEFAULT_WORK_THREADS
-from scheduler.models import Policy
-from scheduler.sessions import NewSession, create_session
+from scheduler.store.models import Policy
+from scheduler.store.sessions import NewSession, create_session
 from tests.slack_mock import Call, MockSlack
 
 
@@ -90,7 +90,7 @@ def test_someone_off_the_roster_is_told_which_role_is_needed_and_nothing_changes
     assert "needs the operator role" in text
     assert "UNOBODY" in text
     with slack.pacer.db() as db:
-        from scheduler.models import Session
+        from scheduler.store.models import Session
 
         assert db.get(Session, sid).scheduling_class is None
 

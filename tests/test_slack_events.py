@@ -10,8 +10,8 @@ from sqlmodel import select
 
 from bot.runtime import Pacer
 from bot.slack.events import is_ignored, record_event
-from scheduler import db as dbmod
-from scheduler.models import SlackEvent
+from scheduler.store import db as dbmod
+from scheduler.store.models import SlackEvent
 from tests.slack_mock import BOT_ID, BOT_USER_ID, MockSlack, make_pacer, serving
 
 

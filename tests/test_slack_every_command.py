@@ -10,9 +10,9 @@ from typing import Any
 import pytest
 from sqlalchemy import Engine
 
-from scheduler.db import session_scope
-from scheduler.models import OperatorHold, QueueHold, Trigger
-from scheduler.sessions import NewSession, create_session
+from scheduler.store.db import session_scope
+from scheduler.store.models import OperatorHold, QueueHold, Trigger
+from scheduler.store.sessions import NewSession, create_session
 from tests.slack_mock import MockSlack, serving
 from tests.test_chat import state
 

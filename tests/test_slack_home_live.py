@@ -15,7 +15,7 @@ import pytest
 from sqlmodel import col, select
 
 from bot.slack.home_refresh import SETTLE_SECONDS, HomeRefresher
-from scheduler.models import Session, SlackHomeViewer
+from scheduler.store.models import Session, SlackHomeViewer
 from tests.api_client import TOKEN
 from tests.harness import SetQuota
 from tests.slack_mock import Call, MockSlack, serving
@@ -106,7 +106,7 @@ def test_nobody_who_opened_it_more_than_a_day_ago_is_republished(live, mock: Moc
 def test_a_failed_publish_is_one_log_line_and_the_next_viewer_still_gets_theirs(engine, clock, caplog) -> None:
     from bot.runtime import Pacer
     from bot.settings import load
-    from scheduler.deferrer import VirtualDeferrer
+    from scheduler.testing import VirtualDeferrer
     from tests.slack_mock import make_pacer
 
     pacer: Pacer = make_pacer(engine, clock, VirtualDeferrer(clock), load({}, toml_path=None))
@@ -135,7 +135,7 @@ def test_a_failed_publish_is_one_log_line_and_the_next_viewer_still_gets_theirs(
 def test_viewers_are_remembered_once_each_newest_first_and_forgotten_after_a_day(any_engine, clock) -> None:
     from bot.settings import load
     from bot.slack.home import recent_viewers, remember_viewer
-    from scheduler.deferrer import VirtualDeferrer
+    from scheduler.testing import VirtualDeferrer
     from tests.slack_mock import make_pacer
 
     pacer = make_pacer(any_engine, clock, VirtualDeferrer(clock), load({}, toml_path=None))

@@ -10,8 +10,8 @@ import pytest
 from sqlmodel import select
 
 from bot.render import render
-from scheduler import db as dbmod
-from scheduler.models import HumanMessage, Session, Trigger, Turn
+from scheduler.store import db as dbmod
+from scheduler.store.models import HumanMessage, Session, Trigger, Turn
 from tests.slack_mock import serving
 
 

@@ -10,8 +10,8 @@ from sqlalchemy import Engine
 from sqlmodel import Session as DBSession
 from sqlmodel import col, select
 
-from scheduler.db import session_scope
-from scheduler.models import HumanMessage, Session, Trigger
+from scheduler.store.db import session_scope
+from scheduler.store.models import HumanMessage, Session, Trigger
 from tests.slack_mock import BOT_USER_ID, MockSlack, serving
 
 

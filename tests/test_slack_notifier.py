@@ -23,8 +23,8 @@ from integrations.slack.notifier import (
     thread_of,
     thread_source,
 )
-from scheduler import db as dbmod
-from scheduler.models import QueueHold, Session
+from scheduler.store import db as dbmod
+from scheduler.store.models import QueueHold, Session
 from tests.slack_mock import BOT_TOKEN, MockSlack, make_pacer
 
 T0 = datetime(2026, 11, 2, 9, 0, tzinfo=UTC)

@@ -14,8 +14,8 @@ from sqlalchemy import Engine
 from sqlmodel import col, select
 
 from integrations.tracked_pool import InOrder, TrackedPool
-from scheduler.models import HumanMessage, Session
-from scheduler.sessions import NewSession, create_session
+from scheduler.store.models import HumanMessage, Session
+from scheduler.store.sessions import NewSession, create_session
 from tests.slack_mock import MockSlack, serving
 
 ROUNDS = 10

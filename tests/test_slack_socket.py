@@ -13,8 +13,8 @@ import pytest
 from sqlalchemy import Engine
 from sqlmodel import select
 
-from scheduler import db as dbmod
-from scheduler.models import SlackEvent
+from scheduler.store import db as dbmod
+from scheduler.store.models import SlackEvent
 from tests.slack_mock import TEAM_ID, MockSlack, serving
 from tests.slack_socket_mock import MockSocketMode
 

@@ -25,9 +25,9 @@ from bot.app import create_app
 from bot.github.events import IntakeEvent, parse
 from bot.github_intake import IntakeSettings, record_github
 from bot.github_plan import GithubPlan
-from scheduler.db import session_scope
-from scheduler.models import OperatorHold, Session, Trigger
-from scheduler.policy import ensure_policy
+from scheduler.store.db import session_scope
+from scheduler.store.models import OperatorHold, Session, Trigger
+from scheduler.store.policy import ensure_policy
 from tests.conftest import T0, _fresh_postgres
 from tests.github_support import comment_payload, headers, issue_payload, make_pacer, serving
 

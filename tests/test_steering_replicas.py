@@ -15,7 +15,7 @@ from typing import Any
 import httpx
 import pytest
 
-from scheduler import db as dbmod
+from scheduler.store import db as dbmod
 from tests.cluster import TOKEN, Cluster, rows, scratch_database, until
 from tests.github_support import SECRET, comment_payload, headers, issue_payload
 

@@ -1,4 +1,4 @@
-"""A burst's first turns decided together (`scheduler.turns.submit_turns`) are the decisions one
+"""A burst's first turns decided together (`scheduler.engine.turns.submit_turns`) are the decisions one
 at a time would make, in one transaction; an archived session in the batch is refused and the
 rest go on; a failure inside the batch costs the others nothing. And the GitHub follow-up
 thread finishes a burst's plans that way (`bot.github_plan.finish_github_plans`)."""
@@ -15,16 +15,16 @@ from sqlmodel import func, select
 from bot import triggers as store
 from bot.github_plan import GithubPlan, finish_github, finish_github_plans
 from bot.trigger_spec import check_spec
-from scheduler import turns
-from scheduler.clock import VirtualClock
 from scheduler.context import Context
-from scheduler.db import session_scope
-from scheduler.groups import repository_group
-from scheduler.lifecycle import archive, recover
-from scheduler.models import EnqueuedMessage, Status, Turn
-from scheduler.operator_holds import REASON as OPERATOR_HOLD
-from scheduler.operator_holds import NewOperatorHold, add_hold, place_hold
-from scheduler.turns import submit_turn, submit_turns
+from scheduler.engine import turns
+from scheduler.engine.lifecycle import archive, recover
+from scheduler.engine.turns import submit_turn, submit_turns
+from scheduler.holds.groups import repository_group
+from scheduler.holds.operator import REASON as OPERATOR_HOLD
+from scheduler.holds.operator import NewOperatorHold, add_hold, place_hold
+from scheduler.store.db import session_scope
+from scheduler.store.models import EnqueuedMessage, Status, Turn
+from scheduler.testing import VirtualClock
 from tests.conftest import T0, _fresh_sqlite
 from tests.harness import new, row
 from tests.holdkit import wired

@@ -17,13 +17,13 @@ from bot import triggers as store
 from bot.trigger_spec import check_spec
 from scheduler import wiring
 from scheduler.context import Runtime
-from scheduler.db import session_scope
 from scheduler.errors import InvalidInput
-from scheduler.models import PolicyAudit, Session
-from scheduler.policy import change_policy
-from scheduler.sessions import NewSession
-from scheduler.top_up import TopUpPolicy, TopUpState, next_firing, step
-from scheduler.top_up_sweep import load_state, top_up_sweep
+from scheduler.pauses.top_up_sweep import load_state, top_up_sweep
+from scheduler.rules.top_up import TopUpPolicy, TopUpState, next_firing, step
+from scheduler.store.db import session_scope
+from scheduler.store.models import PolicyAudit, Session
+from scheduler.store.policy import change_policy
+from scheduler.store.sessions import NewSession
 from tests.conftest import T0
 from tests.harness import build
 
@@ -195,7 +195,7 @@ def test_a_trigger_on_fleet_events_watches_no_session_and_names_what_is_allowed(
 
 
 def test_the_gate_card_shows_the_thresholds_the_count_and_under_its_ceiling_since(env) -> None:
-    from scheduler.gate_card import build_card, render_card
+    from scheduler.steering.gate_card import build_card, render_card
 
     ctx, deferrer, _workers = env
     set_top_up(ctx, top_up_ceiling=3, top_up_stretch_minutes=5, top_up_cooldown_minutes=30)

@@ -15,10 +15,10 @@ import pytest
 from sqlmodel import select
 
 from bot import chat
-from scheduler.db import session_scope
-from scheduler.models import PolicyAudit
-from scheduler.policy import load_policy
-from scheduler.top_up import TopUpPolicy
+from scheduler.rules.top_up import TopUpPolicy
+from scheduler.store.db import session_scope
+from scheduler.store.models import PolicyAudit
+from scheduler.store.policy import load_policy
 from tests.api_client import make_api
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -111,7 +111,7 @@ def test_a_bad_threshold_in_policy_set_names_it_and_changes_nothing(api, line, m
 
 def test_change_policy_refuses_a_threshold_out_of_range_with_the_rule(any_db) -> None:
     from scheduler.errors import InvalidInput
-    from scheduler.policy import change_policy
+    from scheduler.store.policy import change_policy
     from tests.conftest import T0
 
     for key, raw, rule in (("top_up_ceiling", "-2", "top_up_ceiling: '-2' must be a whole number from 0 (top-up off) to 10,000"),

@@ -11,10 +11,10 @@ from sqlmodel import select
 
 from bot import triggers_file
 from bot.runtime import Pacer
-from scheduler.db import session_scope
 from scheduler.errors import ConfigError
-from scheduler.firing import TriggerEvent, fire
-from scheduler.models import Session, Trigger
+from scheduler.steering.firing import TriggerEvent, fire
+from scheduler.store.db import session_scope
+from scheduler.store.models import Session, Trigger
 from tests.api_client import settings_for
 from tests.harness import build
 

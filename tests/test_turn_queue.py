@@ -22,19 +22,19 @@ from bot.adapters import libpq_url
 from integrations.runners.pool import ThreadWorkerPool
 from integrations.turn_leases import LeasedPool
 from integrations.turn_queue import TurnHost, TurnQueue, build_app
-from scheduler import db as dbmod
-from scheduler.attempt import TurnAttempt, Work
 from scheduler.context import Context
-from scheduler.db import session_scope
-from scheduler.lifecycle import archive, recover_lost_turns
-from scheduler.models import Turn
+from scheduler.engine.attempt import TurnAttempt, Work
+from scheduler.engine.lifecycle import archive, recover_lost_turns
+from scheduler.engine.records import lock, start
+from scheduler.engine.turns import submit_turn
 from scheduler.ports import Outcome, TurnRequest, TurnResult
-from scheduler.records import lock, start
-from scheduler.turns import submit_turn
+from scheduler.store import db as dbmod
+from scheduler.store.db import session_scope
+from scheduler.store.models import Turn
 from tests.harness import build, new, row
 
 ROOT = Path(__file__).resolve().parents[1]
-VENDORED = ROOT / "scheduler" / "migrations" / "versions" / "0007_procrastinate_3_10_0.sql"
+VENDORED = ROOT / "scheduler" / "store" / "migrations" / "versions" / "0007_procrastinate_3_10_0.sql"
 
 
 def test_the_vendored_schema_is_the_pinned_procrastinates_own() -> None:

@@ -7,7 +7,7 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from scheduler.waiting import Mechanism, rank, waiting_reason
+from scheduler.rules.waiting import Mechanism, rank, waiting_reason
 
 NOW = datetime(2026, 11, 2, 12, 0, tzinfo=UTC)
 M = timedelta(minutes=1)

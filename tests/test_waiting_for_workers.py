@@ -16,13 +16,13 @@ from sqlmodel import Session as DBSession
 from bot import intake
 from integrations.runners.pool import ThreadWorkerPool
 from scheduler import wiring
-from scheduler.db import session_scope
-from scheduler.fleet import waiting_for_workers
-from scheduler.gate_card import build_card, render_card
-from scheduler.leases import claim
-from scheduler.models import Turn
+from scheduler.engine.fleet import waiting_for_workers
+from scheduler.engine.leases import claim
 from scheduler.ports import Outcome, TurnRequest, TurnResult
-from scheduler.sessions import NewSession
+from scheduler.steering.gate_card import build_card, render_card
+from scheduler.store.db import session_scope
+from scheduler.store.models import Turn
+from scheduler.store.sessions import NewSession
 from tests.harness import build
 
 

@@ -26,11 +26,11 @@ from bot.runtime import Pacer
 from bot.settings import load
 from integrations.slack.messages import thread_messages
 from scheduler import wiring
-from scheduler.clock import SystemClock, VirtualClock
+from scheduler.clock import SystemClock
 from scheduler.context import Context
-from scheduler.deferrer import VirtualDeferrer
 from scheduler.jobs import targets
-from scheduler.models import Session, Trigger, Turn
+from scheduler.store.models import Session, Trigger, Turn
+from scheduler.testing import VirtualClock, VirtualDeferrer
 from tests.conftest import T0
 from tests.custody_support import agent_python, custody_settings, open_room, require_custody
 from tests.github_support import SECRET, FakeGithub, comment_payload, headers, issue_payload, serving

@@ -27,7 +27,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from scheduler import db as dbmod
+from scheduler.store import db as dbmod
 from tests.cluster import LEASE_SECONDS, ROOT, TOKEN, Cluster, HeldSample, held_sample, rows, scratch_database, until
 from tests.custody_support import agent_processes
 from tests.slack_mock import BOT_USER_ID, MockSlack, event_body, signed_headers

@@ -23,10 +23,10 @@ from integrations.github.pulls import PyGithubPulls
 from integrations.github.status import read_status, render_body
 from integrations.runners.workspace import WorkspaceJanitor, WorkspaceRunner, sweep
 from integrations.workspaces import GitRemote, Workspaces
-from scheduler.db import session_scope
-from scheduler.models import Session, Status, Turn
 from scheduler.ports import Outcome, TurnRequest, TurnResult
-from scheduler.sessions import NewSession, create_session
+from scheduler.store.db import session_scope
+from scheduler.store.models import Session, Status, Turn
+from scheduler.store.sessions import NewSession, create_session
 from tests.conftest import T0
 from tests.github_support import FakeGithub
 from tests.test_workspaces import git

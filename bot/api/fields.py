@@ -21,8 +21,8 @@ from pydantic_core import PydanticCustomError, core_schema
 
 from bot.trigger_spec import NAME, TEMPLATE_CHARS
 from scheduler import bounds
-from scheduler.genesis import validate_overrides
-from scheduler.top_up import TOP_UP_RANGES
+from scheduler.rules.genesis import validate_overrides
+from scheduler.rules.top_up import TOP_UP_RANGES
 from templates import error_text
 
 ClassChoice = Literal["priority", "spot", "default"]
@@ -30,7 +30,7 @@ GenesisName = Literal["command", "slack", "github_issue", "github_label", "sched
 TriggerKind = Literal["slack", "github_issue", "github_label", "schedule", "ao_event"]
 Place = Literal["top_of_spot"]
 StatusName = Literal["waiting", "running", "needs_input", "done", "failed", "blocked", "archived"]
-# Checked by `scheduler.genesis.validate_overrides`, whose refusal says why the others cannot be.
+# Checked by `scheduler.rules.genesis.validate_overrides`, whose refusal says why the others cannot be.
 OverridableGenesis = Literal["command", "api", "unknown"]
 
 

@@ -1,11 +1,11 @@
 """/api/v1 pause, operator holds and queue resume: the REST doors to the engine functions
 `/pacer pause`, `hold`, `release` and `resume` call, so the API can do what chat can.
 
-    POST /sessions/{id}/pause      until given: sleep to then (scheduler.sleep.wake_me_up_later);
-                                   else park in the spot queue (scheduler.parking.pause_into_spot_queue)
-    POST /holds                    place an operator hold (scheduler.operator_holds.place_hold)
-    POST /holds/{id}/release       release one (scheduler.operator_holds.release_hold)
-    POST /queue/resume             resume a held queue (scheduler.queue_holds.resume_queue)
+    POST /sessions/{id}/pause      until given: sleep to then (scheduler.pauses.sleep.wake_me_up_later);
+                                   else park in the spot queue (scheduler.pauses.parking.pause_into_spot_queue)
+    POST /holds                    place an operator hold (scheduler.holds.operator.place_hold)
+    POST /holds/{id}/release       release one (scheduler.holds.operator.release_hold)
+    POST /queue/resume             resume a held queue (scheduler.holds.queue.resume_queue)
 
 The request and answer shapes live here, beside the routes that alone use them.
 """
@@ -26,15 +26,15 @@ from bot.api.refusals import refusals
 from bot.api.views import context, session_detail
 from bot.roles import Role
 from scheduler import bounds
-from scheduler.db import session_scope
 from scheduler.errors import InvalidInput
-from scheduler.genesis import Genesis
-from scheduler.operator_holds import MAX_REASON, MAX_TTL, place_hold, release_hold
-from scheduler.parking import pause_into_spot_queue
-from scheduler.policy import load_policy
-from scheduler.queue_holds import resume_queue
-from scheduler.sessions import get_session
-from scheduler.sleep import wake_me_up_later
+from scheduler.holds.operator import MAX_REASON, MAX_TTL, place_hold, release_hold
+from scheduler.holds.queue import resume_queue
+from scheduler.pauses.parking import pause_into_spot_queue
+from scheduler.pauses.sleep import wake_me_up_later
+from scheduler.rules.genesis import Genesis
+from scheduler.store.db import session_scope
+from scheduler.store.policy import load_policy
+from scheduler.store.sessions import get_session
 from templates import error_text
 
 router = APIRouter(route_class=GuardedRoute, tags=["holds"])

@@ -32,9 +32,9 @@ from sqlalchemy import delete, update
 from sqlmodel import Session as DBSession
 from sqlmodel import col, select
 
-from scheduler.db import session_scope
 from scheduler.errors import InvalidInput, Refused
-from scheduler.models import IdempotencyKey
+from scheduler.store.db import session_scope
+from scheduler.store.models import IdempotencyKey
 from templates import error_text
 
 HEADER = "Idempotency-Key"

@@ -2,8 +2,8 @@
 
 GET /policy shows the policy row, the gate card (what the gate would decide for a spot session
 now, with the windows, reserve, burn, sustainable rate, the ceiling that holds and what lifts
-it — `scheduler.gate_card`, the same builder `pacer policy` and the App Home render) and the
-recent audit lines. PATCH /policy goes through `scheduler.policy.set_policy`, as `/pacer policy
+it — `scheduler.steering.gate_card`, the same builder `pacer policy` and the App Home render) and the
+recent audit lines. PATCH /policy goes through `scheduler.store.policy.set_policy`, as `/pacer policy
 set` does, with surface `api`: a bad value changes nothing, and every change writes one audit
 line and asks for a queue pass.
 """
@@ -25,14 +25,14 @@ from bot.api.models import HoldsOut, PolicyChanged, PolicyOut, PolicyPatch, Spen
 from bot.api.refusals import refusals
 from bot.api.views import context
 from bot.gate_view import spot_runtime
-from scheduler.budgets import reset_spend, spends
-from scheduler.db import session_scope
-from scheduler.fleet import read_quota
-from scheduler.gate_card import build_card
-from scheduler.models import OperatorHold, Policy, QueueHold, Session, Status
-from scheduler.policy import audit_log, ensure_policy, load_policy, set_policy
-from scheduler.top_up import TOP_UP_ATTRIBUTES
-from scheduler.waiting import waiting_reason
+from scheduler.engine.fleet import read_quota
+from scheduler.holds.budgets import reset_spend, spends
+from scheduler.rules.top_up import TOP_UP_ATTRIBUTES
+from scheduler.rules.waiting import waiting_reason
+from scheduler.steering.gate_card import build_card
+from scheduler.store.db import session_scope
+from scheduler.store.models import OperatorHold, Policy, QueueHold, Session, Status
+from scheduler.store.policy import audit_log, ensure_policy, load_policy, set_policy
 
 router = APIRouter(route_class=GuardedRoute, tags=["policy"])
 
@@ -125,7 +125,7 @@ def _plain(value: Any) -> Any:
 
 
 def _records(db: DBSession, now: datetime) -> dict[str, Any]:
-    """Without `scheduler.holds_view`: the queue and operator hold rows, and each waiting
+    """Without `scheduler.holds.view`: the queue and operator hold rows, and each waiting
     session's hold, pause, park and sleep records, headline first."""
     queue = db.exec(select(QueueHold).where(col(QueueHold.released_at).is_(None)).order_by(col(QueueHold.since)))
     operator = db.exec(
@@ -155,10 +155,10 @@ def _records(db: DBSession, now: datetime) -> dict[str, Any]:
 
 
 def _holds_view() -> Any | None:
-    """`scheduler.holds_view` (every hold kind in one read model), when that module exists."""
-    if importlib.util.find_spec("scheduler.holds_view") is None:
+    """`scheduler.holds.view` (every hold kind in one read model), when that module exists."""
+    if importlib.util.find_spec("scheduler.holds.view") is None:
         return None
-    module = importlib.import_module("scheduler.holds_view")
+    module = importlib.import_module("scheduler.holds.view")
     return module if hasattr(module, "all_holds") else None
 
 

@@ -2,8 +2,8 @@
 
 The same operations the Slack commands and the console perform, over the same scheduler calls:
 creation through `bot.intake.api_session` (then `submit_turn`), a promotion of a waiting session
-through StartNow, archive through `scheduler.lifecycle`, the waiting reason from
-`scheduler.waiting`.
+through StartNow, archive through `scheduler.engine.lifecycle`, the waiting reason from
+`scheduler.rules.waiting`.
 """
 
 from __future__ import annotations
@@ -36,20 +36,22 @@ from bot.api.models import (
 )
 from bot.api.refusals import refusals
 from bot.api.views import context, session_detail, start_now_out, submission_out
-from scheduler import precedence as prec
 from scheduler.bounds import check_claim
-from scheduler.capacity import ClaimChange, change_claim
 from scheduler.context import Context
-from scheduler.cost_caps import set_cap, spends_by
-from scheduler.db import session_scope
+from scheduler.engine.lifecycle import archive
+from scheduler.engine.restart import restart_from_scratch
+from scheduler.engine.start_now import start_now
+from scheduler.engine.turns import submit_turn
 from scheduler.errors import InvalidInput, PacerError, Refused
-from scheduler.genesis import SchedulingClass, parse_class
-from scheduler.lifecycle import archive
-from scheduler.models import Session, Status
-from scheduler.policy import load_policy
-from scheduler.restart import restart_from_scratch
-from scheduler.session_view import session_view
-from scheduler.sessions import (
+from scheduler.holds.capacity import ClaimChange, change_claim
+from scheduler.holds.cost_caps import set_cap, spends_by
+from scheduler.rules import precedence as prec
+from scheduler.rules.genesis import SchedulingClass, parse_class
+from scheduler.store.db import session_scope
+from scheduler.store.models import Session, Status
+from scheduler.store.policy import load_policy
+from scheduler.store.session_view import session_view
+from scheduler.store.sessions import (
     NewSession,
     QueueFilter,
     change_class,
@@ -58,8 +60,6 @@ from scheduler.sessions import (
     ranked_queue,
     set_precedence,
 )
-from scheduler.start_now import start_now
-from scheduler.turns import submit_turn
 from templates import error_text
 
 router = APIRouter(route_class=GuardedRoute, tags=["sessions"])
@@ -291,10 +291,10 @@ def archive_session(session_id: SessionId, request: Request, who: CallerDep) -> 
 
 
 def _promotion() -> Any | None:
-    """`scheduler.promotion` (a human message jumps the queue), when that module exists."""
-    if importlib.util.find_spec("scheduler.promotion") is None:
+    """`scheduler.steering.promotion` (a human message jumps the queue), when that module exists."""
+    if importlib.util.find_spec("scheduler.steering.promotion") is None:
         return None
-    module = importlib.import_module("scheduler.promotion")
+    module = importlib.import_module("scheduler.steering.promotion")
     return module if hasattr(module, "record_human_message") else None
 
 

@@ -30,11 +30,11 @@ from bot.api.models import (
 from bot.api.refusals import refusals
 from bot.api.views import context, session_detail, submission_out
 from bot.trigger_spec import check_spec
-from scheduler.db import session_scope
-from scheduler.firing import TriggerEvent, fire
-from scheduler.models import Trigger
-from scheduler.policy import load_policy
-from scheduler.sessions import get_session, get_trigger
+from scheduler.steering.firing import TriggerEvent, fire
+from scheduler.store.db import session_scope
+from scheduler.store.models import Trigger
+from scheduler.store.policy import load_policy
+from scheduler.store.sessions import get_session, get_trigger
 
 router = APIRouter(route_class=GuardedRoute, tags=["triggers"])
 

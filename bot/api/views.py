@@ -1,7 +1,7 @@
 """Rows and results as the API shows them: plain dicts matching `bot.api.models`.
 
 A held submission carries the gate's two sentences (why, and until when) from the same
-templates every surface renders; a session's waiting reason is `scheduler.waiting`'s ranking.
+templates every surface renders; a session's waiting reason is `scheduler.rules.waiting`'s ranking.
 """
 
 from __future__ import annotations
@@ -15,16 +15,16 @@ from sqlmodel import Session as DBSession
 from sqlmodel import col, select
 
 from bot.api.guard import ApiError
-from scheduler.attempt import Submission
 from scheduler.context import Context
-from scheduler.cost_caps import spent_by
-from scheduler.explain import explain
-from scheduler.models import EnqueuedMessage, Session
-from scheduler.policy import PolicyView
-from scheduler.session_view import session_view
-from scheduler.sessions import is_spot
-from scheduler.start_now import StartNowResult
-from scheduler.waiting import Mechanism, waiting_reason
+from scheduler.engine.attempt import Submission
+from scheduler.engine.start_now import StartNowResult
+from scheduler.holds.cost_caps import spent_by
+from scheduler.rules.explain import explain
+from scheduler.rules.snapshot import PolicyView
+from scheduler.rules.waiting import Mechanism, waiting_reason
+from scheduler.store.models import EnqueuedMessage, Session
+from scheduler.store.session_view import session_view
+from scheduler.store.sessions import is_spot
 from templates import error_text, render
 
 

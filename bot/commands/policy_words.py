@@ -2,7 +2,7 @@
 `PolicyShow` or `PolicySet`, or this command's one-line error.
 
     policy                                  the gate card and the settings
-    policy set max_sessions=4 reserve_5h=30 settings (top_up=3 …: `scheduler.top_up`), `override:<genesis>=…`,
+    policy set max_sessions=4 reserve_5h=30 settings (top_up=3 …: `scheduler.rules.top_up`), `override:<genesis>=…`,
     policy set budget:claude_code=50        `budget:<runtime>=<US dollars>|none` cost budgets
     policy reset-spend claude_code          count that runtime's spend from now (seed 002)
     policy max-override 12 for 2h           a temporary max sessions (seed 000); `… clear` ends it
@@ -18,10 +18,11 @@ import re
 import bot.commands.command as c
 from bot.commands.cursor import Cursor, shown
 from bot.commands.times import parse_duration
-from scheduler import bounds, top_up
+from scheduler import bounds
 from scheduler.errors import InvalidInput
-from scheduler.genesis import OVERRIDABLE, Genesis
-from scheduler.policy import budget_amount
+from scheduler.rules import top_up
+from scheduler.rules.genesis import OVERRIDABLE, Genesis
+from scheduler.store.policy import budget_amount
 
 POLICY_USAGE = (
     "policy [set gating=on|off preemption=on|off reserve_5h=<pct> reserve_7d=<pct> max_sessions=<n> "

@@ -5,7 +5,7 @@ at most one of, the session's own budget as a whole number (`capacity 1` runs it
 multiple of the fleet's slots (`capacity 1.5x`); `capacity fleet` goes back to the fleet's.
 
 A cost cap is US dollars, with or without the `$` (`cap 12 5`, `new --cap $5 …`, `new cap:5 …`);
-`none` clears it (`scheduler.cost_caps`).
+`none` clears it (`scheduler.holds.cost_caps`).
 """
 
 from __future__ import annotations
@@ -15,8 +15,8 @@ import re
 import bot.commands.command as c
 from bot.commands.cursor import Cursor, shown
 from scheduler import bounds
-from scheduler.capacity import ClaimChange
 from scheduler.errors import InvalidInput
+from scheduler.holds.capacity import ClaimChange
 
 _NUMBER = re.compile(r"\d{1,6}(\.\d{1,6})?", re.ASCII)
 FLEET = "fleet"

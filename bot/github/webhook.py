@@ -60,8 +60,8 @@ from bot.runtime import Pacer
 from integrations.github.comments import CommentPort, StatusComments
 from integrations.github.labels import LabelPort, PyGithubLabels
 from integrations.tracked_pool import TrackedPool, run_guarded
-from scheduler.db import session_scope
-from scheduler.models import WebhookDelivery
+from scheduler.store.db import session_scope
+from scheduler.store.models import WebhookDelivery
 from templates import error_text, render
 
 log = logging.getLogger("pacer.github")

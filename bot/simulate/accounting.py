@@ -15,10 +15,10 @@ from sqlmodel import col, select
 
 from bot.simulate.demand import Tracked
 from bot.simulate.workers import SimWorkerPool
-from scheduler.db import session_scope
-from scheduler.deferrer import VirtualDeferrer
-from scheduler.models import EnqueuedMessage, Session, Status, Turn
-from scheduler.records import hold_job_id
+from scheduler.engine.records import hold_job_id
+from scheduler.store.db import session_scope
+from scheduler.store.models import EnqueuedMessage, Session, Status, Turn
+from scheduler.testing import VirtualDeferrer
 from templates import error_text
 
 LOST = "lost:"  # the state's prefix; the report counts the states by what comes before the colon

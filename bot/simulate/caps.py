@@ -10,8 +10,8 @@ from typing import Any
 from sqlmodel import Session as DBSession
 from sqlmodel import col, func, select
 
-from scheduler.cost_caps import REASON
-from scheduler.models import Session, Turn
+from scheduler.holds.cost_caps import REASON
+from scheduler.store.models import Session, Turn
 
 
 def cost_cap_figures(db: DBSession) -> dict[str, Any]:

@@ -26,7 +26,7 @@ from sqlalchemy import bindparam, update
 from sqlalchemy import select as sa_select
 from sqlmodel import SQLModel, col
 
-import scheduler.models  # noqa: F401  (the tables)
+import scheduler.store.models  # noqa: F401  (the tables)
 from bot.simulate import policies
 from bot.simulate.accounting import account
 from bot.simulate.caps import cost_cap_figures
@@ -35,20 +35,19 @@ from bot.simulate.meter import build_meter
 from bot.simulate.scenario import Scenario
 from bot.simulate.trace import Sampler, Trace
 from bot.simulate.workers import Item, SimWorkerPool
-from scheduler import db as dbmod
 from scheduler import wiring
-from scheduler.clock import VirtualClock
 from scheduler.context import Context, Runtime
-from scheduler.cycling import WINDOW, Event
-from scheduler.deferrer import VirtualDeferrer
+from scheduler.engine.turns import submit_turn
 from scheduler.errors import PacerError
 from scheduler.jobs import targets
-from scheduler.models import SESSIONS, Session, Status
-from scheduler.policy import ensure_policy, load_policy
-from scheduler.preemption_ledger import events_since
-from scheduler.promotion import record_human_message
-from scheduler.sessions import NewSession, class_from, insert_session
-from scheduler.turns import submit_turn
+from scheduler.rules.cycling import WINDOW, Event
+from scheduler.steering.promotion import record_human_message
+from scheduler.store import db as dbmod
+from scheduler.store.models import SESSIONS, Session, Status
+from scheduler.store.policy import ensure_policy, load_policy
+from scheduler.store.preemption_ledger import events_since
+from scheduler.store.sessions import NewSession, class_from, insert_session
+from scheduler.testing import VirtualClock, VirtualDeferrer
 from templates import error_text
 
 _STATUS = sa_select(col(Session.status)).where(col(Session.id) == bindparam("sid"))

@@ -9,7 +9,7 @@ fleet spends. Two shapes, both behind the `QuotaSource` port:
   AccountsMeter  a pool of accounts (`[[accounts]]`): each turn lands on the servable account
                  with the most room, each account keeps its own ledger plus what others spend
                  on it (its readings over time), and the pool is averaged by the same rules
-                 the pool source uses (`scheduler.pool`), priced by the accounts' capacities.
+                 the pool source uses (`scheduler.rules.pool`), priced by the accounts' capacities.
 
 Reading the database instead (LedgerSource itself) would cost three queries per gate decision;
 the simulator makes tens of thousands, so the same arithmetic runs over the pool's own record
@@ -23,9 +23,9 @@ from dataclasses import dataclass, field
 from datetime import datetime
 
 from bot.simulate.scenario import AccountSpec, Scenario
-from integrations.quota.ledger import share_before, window_bounds
-from scheduler.pool import pool_utilization
 from scheduler.ports import AccountReading, QuotaReading, WindowReading
+from scheduler.rules.pool import pool_utilization
+from scheduler.rules.windows import share_before, window_bounds
 
 
 @dataclass

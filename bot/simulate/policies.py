@@ -24,12 +24,12 @@ from sqlmodel import Session as DBSession
 from sqlmodel import col, select
 
 from bot.simulate.scenario import POLICIES, PolicySpec
-from scheduler.attempt import Block
 from scheduler.context import Context
-from scheduler.fleet import read_quota
-from scheduler.models import Session, Turn
-from scheduler.policy import load_policy
-from scheduler.sessions import is_spot
+from scheduler.engine.attempt import Block
+from scheduler.engine.fleet import read_quota
+from scheduler.store.models import Session, Turn
+from scheduler.store.policy import load_policy
+from scheduler.store.sessions import is_spot
 from templates import render
 
 __all__ = ["POLICIES", "admission_checks", "flat_target_check", "policy_row", "slots_check"]

@@ -33,11 +33,11 @@ from bot.simulate.scenario import (
     parse_instant,
 )
 from integrations.quota.history import load_burn_table
-from integrations.quota.ledger import window_bounds
-from scheduler import db as dbmod
-from scheduler.models import HumanMessage, Session, Turn
-from scheduler.policy import load_policy
-from scheduler.sessions import class_of
+from scheduler.rules.windows import window_bounds
+from scheduler.store import db as dbmod
+from scheduler.store.models import HumanMessage, Session, Turn
+from scheduler.store.policy import load_policy
+from scheduler.store.sessions import class_of
 from templates import error_text
 
 DEFAULT_TURN = timedelta(minutes=30)

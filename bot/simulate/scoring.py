@@ -16,9 +16,9 @@ from typing import Any
 
 from bot.simulate.engine import Run
 from bot.simulate.scenario import Scenario
-from integrations.quota.ledger import window_bounds
-from scheduler.cycling import detect
-from scheduler.pause import COOLDOWN
+from scheduler.engine.pause import COOLDOWN
+from scheduler.rules.cycling import detect
+from scheduler.rules.windows import window_bounds
 from scheduler.wiring import PERIODIC
 
 MINUTE = timedelta(minutes=1)

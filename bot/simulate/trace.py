@@ -20,13 +20,13 @@ from bot.simulate.demand import Tracked
 from bot.simulate.meter import Meter
 from bot.simulate.scenario import Scenario
 from bot.simulate.workers import SimWorkerPool
-from scheduler.db import core, session_scope
-from scheduler.gate import pace_unneeded, projection_minutes
-from scheduler.genesis import SchedulingClass
-from scheduler.models import SESSIONS, Status
-from scheduler.policy import load_policy
-from scheduler.sessions import class_from
-from scheduler.snapshot import WindowState
+from scheduler.rules.gate import pace_unneeded, projection_minutes
+from scheduler.rules.genesis import SchedulingClass
+from scheduler.rules.snapshot import WindowState
+from scheduler.store.db import core, session_scope
+from scheduler.store.models import SESSIONS, Status
+from scheduler.store.policy import load_policy
+from scheduler.store.sessions import class_from
 
 
 @dataclass

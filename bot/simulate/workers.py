@@ -1,4 +1,4 @@
-"""The simulated fleet: `VirtualWorkerPool` turns that last as long as the work they carry and
+"""The simulated fleet: `VirtualWorkers` turns that last as long as the work they carry and
 burn their runtime's dollars per minute, reporting to the meter and to the trace.
 
 A session's work is a list of items (its first turn, each follow-up, each human reply), keyed by
@@ -16,10 +16,8 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
 from bot.simulate.meter import Meter
-from scheduler.clock import VirtualClock
-from scheduler.deferrer import VirtualDeferrer
 from scheduler.ports import Outcome, TurnRequest, TurnResult
-from scheduler.simworkers import VirtualWorkerPool
+from scheduler.testing import VirtualClock, VirtualDeferrer, VirtualWorkers
 
 NUDGE = timedelta(minutes=2)
 
@@ -58,7 +56,7 @@ class Work:
         self.items[prompt] = item
 
 
-class SimWorkerPool(VirtualWorkerPool):
+class SimWorkerPool(VirtualWorkers):
     def __init__(
         self,
         clock: VirtualClock,

@@ -19,8 +19,8 @@ from bot.gate_view import current_card
 from bot.runtime import Pacer
 from bot.slack.edge import ask
 from integrations.slack import messages
-from scheduler.models import SlackHomeViewer
-from scheduler.preemption_ledger import cycling_now
+from scheduler.store.models import SlackHomeViewer
+from scheduler.store.preemption_ledger import cycling_now
 
 log = logging.getLogger("pacer.slack")
 

@@ -31,9 +31,9 @@ from sqlmodel import select
 from integrations.github.client import GithubClients
 from integrations.github.status import MARKER, Where, read_status, render_body
 from integrations.tracked_pool import TrackedPool
-from scheduler.db import session_scope
-from scheduler.models import StatusComment
 from scheduler.ports import Clock
+from scheduler.store.db import session_scope
+from scheduler.store.models import StatusComment
 from templates import error_text
 
 log = logging.getLogger("pacer.github")

@@ -7,7 +7,7 @@ arriving late, twice or out of order still end on the comment that matches the d
               the last ask, why and when it is asked again
     held      a priority session waiting on a hold (a queue hold, its group, an operator hold)
     started   a turn is running; with the early notice when a window's spot budget runs out
-              soon (`scheduler.budget_notice`), until that window rolls over
+              soon (`scheduler.pauses.budget_notice`), until that window rolls over
     paused    a pause, a park, a sleep, or waiting for a person's input
     done / failed / archived
 
@@ -29,14 +29,14 @@ from sqlmodel import col, select
 
 from integrations.github import markers
 from integrations.latest_result import LatestResult, read_latest_result
-from scheduler.budget_notice import RunOut, standing_notice
-from scheduler.cost_caps import spent_by
-from scheduler.genesis import SchedulingClass
-from scheduler.models import Session, Status, Turn
-from scheduler.operator_holds import applies, live_holds
-from scheduler.policy import load_policy
-from scheduler.sessions import class_expr, class_of
-from scheduler.waiting import OVERTAKEN, waiting_reason
+from scheduler.holds.cost_caps import spent_by
+from scheduler.holds.operator import applies, live_holds
+from scheduler.pauses.budget_notice import RunOut, standing_notice
+from scheduler.rules.genesis import SchedulingClass
+from scheduler.rules.waiting import OVERTAKEN, waiting_reason
+from scheduler.store.models import Session, Status, Turn
+from scheduler.store.policy import load_policy
+from scheduler.store.sessions import class_expr, class_of
 from templates import render
 
 MARKER = markers.STATUS
@@ -98,7 +98,7 @@ def status_view(
         return StatusView("done", **base)
     if status in (Status.FAILED.value, Status.BLOCKED.value):
         return StatusView("failed", why=error, **base)
-    # The headline is `scheduler.waiting`'s, the one ranking `why`, the queue and the API show.
+    # The headline is `scheduler.rules.waiting`'s, the one ranking `why`, the queue and the API show.
     spot = scheduling_class is SchedulingClass.SPOT
     headline = waiting_reason(session, now, spot=spot).headline
     kind = headline.kind if headline is not None else None

@@ -3,7 +3,7 @@
     table = load_burn_table(db, fallbacks)     # db: a SQLModel session or a Connection
 
 A rate is measured over each runtime's most recent RECENT_TURNS finished turns that ran for a
-measurable time, split by model once turns record one; the arithmetic is `scheduler.burn`'s.
+measurable time, split by model once turns record one; the arithmetic is `scheduler.rules.burn`'s.
 
 Both queries walk the (runtime, finished_at) index, so 100,000 turns of history cost a few
 dozen index entries, never a scan or a Python loop over turns: the first finds the runtimes
@@ -19,8 +19,8 @@ from typing import Any
 
 from sqlalchemy import Float, Integer, bindparam, cast, func, select, union_all
 
-from scheduler.burn import RECENT_TURNS, BurnTable, TurnCost, burn_table
-from scheduler.models import Turn
+from scheduler.rules.burn import RECENT_TURNS, BurnTable, TurnCost, burn_table
+from scheduler.store.models import Turn
 
 TURNS = Turn.__table__  # type: ignore[attr-defined]
 # Turns carry a model once a runner reports one; until the column exists every turn of a

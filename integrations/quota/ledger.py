@@ -7,7 +7,7 @@ costs against configured window budgets, on a fixed reset schedule.
     reading = source.read_in(db, now)             # the same, inside the caller's transaction
     source.spent_since(start, now)                # dollars since `start`, running turns included
 
-The schedule: window k of a period P resets at anchor + k*P, for every integer k, so the
+The schedule (`scheduler/rules/windows.py`): window k of a period P resets at anchor + k*P, for every integer k, so the
 current window is the one whose span [anchor + k*P, anchor + (k+1)*P) holds `now`.
 
 A ledger is calibrated by definition: its capacity is the configured dollar figure, so both
@@ -39,17 +39,9 @@ from sqlalchemy import Engine, and_, case, func, literal, or_, select
 
 from integrations.quota.history import MODEL, TURNS, load_burn_table
 from scheduler.ports import QuotaReading, WindowReading
+from scheduler.rules.windows import share_before, window_bounds
 
 WINDOWS: tuple[tuple[str, timedelta], ...] = (("5h", timedelta(hours=5)), ("7d", timedelta(days=7)))
-
-
-def window_bounds(anchor: datetime, period: timedelta, now: datetime) -> tuple[datetime, datetime]:
-    """(start, resets_at) of the scheduled window holding `now`; works before the anchor too."""
-    if period <= timedelta(0):
-        raise ValueError(f"period must be positive (got {period!r})")
-    k = (now - anchor) // period
-    start = anchor + k * period
-    return start, start + period
 
 
 def finished_spend(db: Any, starts: Sequence[datetime], now: datetime) -> list[float]:
@@ -64,16 +56,6 @@ def finished_spend(db: Any, starts: Sequence[datetime], now: datetime) -> list[f
     ]
     row = db.execute(select(*sums).where(finished >= min(starts), finished <= now)).one()
     return [float(value) for value in row]
-
-
-def share_before(started_at: datetime | None, finished_at: datetime | None, start: datetime) -> float:
-    """The share of a finished turn's run that fell before `start`, by time: 0 when it began at or
-    after `start`, or has no measurable run to split."""
-    if started_at is None or finished_at is None or finished_at <= started_at or started_at >= start:
-        return 0.0
-    if finished_at <= start:
-        return 1.0
-    return (start - started_at) / (finished_at - started_at)
 
 
 def running_turns(db: Any) -> list[Any]:
@@ -253,6 +235,4 @@ __all__ = [
     "finished_spend",
     "running_accrual",
     "running_turns",
-    "share_before",
-    "window_bounds",
 ]

@@ -1,5 +1,5 @@
 """The pool quota source: per-account readings from a JSON file or an HTTP endpoint, averaged
-by `scheduler.pool`'s rules into the two windows the gate decides on.
+by `scheduler.rules.pool`'s rules into the two windows the gate decides on.
 
     source = PoolSource(file="pool.json", spent_since=ledger.spent_since)   # or url=...
     reading = source.read(now)        # None: nothing to decide on (the gate fails open)
@@ -40,9 +40,9 @@ from typing import Any
 
 import httpx
 
-from scheduler.calibration import Observation, calibrate, priced
-from scheduler.pool import ACCOUNT_STATUSES, PoolAverages, pool_utilization
 from scheduler.ports import AccountReading, QuotaReading, WindowReading
+from scheduler.rules.calibration import Observation, calibrate, priced
+from scheduler.rules.pool import ACCOUNT_STATUSES, PoolAverages, pool_utilization
 from templates import error_text
 
 log = logging.getLogger("pacer.quota.pool")

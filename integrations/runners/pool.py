@@ -44,7 +44,7 @@ class _Entry:
 
 
 class ThreadWorkerPool:
-    """WorkerPool port (scheduler.context) over a ThreadPoolExecutor and one Runner."""
+    """TurnWorkers port (scheduler.context) over a ThreadPoolExecutor and one Runner."""
 
     def __init__(self, runner: Runner, workers: int) -> None:
         if workers < 1:

@@ -32,9 +32,9 @@ from sqlmodel import Session as DBSession
 
 from integrations.tracked_pool import TrackedPool
 from integrations.workspaces import Workspace, WorkspaceError, Workspaces
-from scheduler.db import session_scope
-from scheduler.models import Session, Status
 from scheduler.ports import Outcome, Runner, TurnRequest, TurnResult
+from scheduler.store.db import session_scope
+from scheduler.store.models import Session, Status
 from templates import render
 
 log = logging.getLogger("pacer.workspaces")

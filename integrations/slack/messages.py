@@ -21,7 +21,7 @@ from slack_sdk.models.blocks import (
 )
 from slack_sdk.models.views import View
 
-from scheduler.gate_card import GateCard
+from scheduler.steering.gate_card import GateCard
 from templates import render
 
 MESSAGE_BLOCK_LIMIT = 50

@@ -1,6 +1,6 @@
 """The Slack side of `scheduler.ports.Notifier`: a session's news in its thread, queue holds in ops.
 
-The scheduler emits `(event, context)` after its transaction commits (`scheduler/effects.py`):
+The scheduler emits `(event, context)` after its transaction commits (`scheduler/engine/effects.py`):
 `effects.notice("held", session_id=…, reason=…, sentence=…, retry_at=…, title=…)` and the like. This
 adapter looks the session up, finds its Slack thread, renders `templates/slack/session_<event>.j2`
 with the session and the whole context, and posts it there. Sessions not born in Slack, and
@@ -17,7 +17,7 @@ or rate-limited Slack never stalls the scheduler thread that emitted the notice.
         priority" (action id SESSION_PRIORITY).
     budget_ending
         session_id, label, runs_out_at, resets_at: a window's spot budget runs out soon and the
-        session will be paused (`scheduler.budget_notice`). In its thread, or, for a session asked
+        session will be paused (`scheduler.pauses.budget_notice`). In its thread, or, for a session asked
         for with /pacer in Slack, by DM to its requester; with "Make this session priority".
     queue_hold
         hold: the QueueHold (reason, sentence, since, resumes_at, group); resumable: whether
@@ -39,11 +39,11 @@ from sqlalchemy import Engine
 
 from integrations.latest_result import read_latest_result
 from integrations.slack.messages import thread_messages
-from scheduler.cost_caps import spent_by
-from scheduler.db import session_scope
-from scheduler.models import Session
-from scheduler.policy import load_policy
-from scheduler.session_view import session_view
+from scheduler.holds.cost_caps import spent_by
+from scheduler.store.db import session_scope
+from scheduler.store.models import Session
+from scheduler.store.policy import load_policy
+from scheduler.store.session_view import session_view
 from templates import render
 
 log = logging.getLogger("pacer.slack")
@@ -131,7 +131,7 @@ class SlackNotifier:
         self._client.chat_postMessage(channel=self._ops_channel, text=text, blocks=blocks, unfurl_links=False)
 
     def _session(self, session_id: int) -> dict[str, Any] | None:
-        """The one session view every surface shows (`scheduler.session_view`), with where it came
+        """The one session view every surface shows (`scheduler.store.session_view`), with where it came
         from and its latest result: a plain snapshot, so rendering never touches a row outside
         its transaction."""
         with session_scope(self._engine) as db:

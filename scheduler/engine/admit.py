@@ -1,0 +1,99 @@
+"""Admission of one turn: every turn passes the gate; an admitted one runs, a refused one is held
+— deferred with backoff, never dropped (seed 001, "What hold does" … "Every turn is gated, not
+just the first").
+
+The checks beyond the gate (operator holds, queue holds, prerequisites, concurrency groups,
+capacity) are asked first, in the order `scheduler.wiring` registers them: the first that says no
+is the reason a session shows. Then the gate decides on a snapshot of the fleet and the windows.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+
+from scheduler.engine.attempt import PASS_THROUGH, Block, Submission, TurnAttempt, Work
+from scheduler.engine.fleet import asking_for, build_snapshot, running_rows
+from scheduler.engine.records import clear_hold, hold, start
+from scheduler.log_context import about_session
+from scheduler.rules.explain import explain
+from scheduler.rules.gate import Decision, Reason, decide
+from scheduler.rules.snapshot import PolicyView
+from scheduler.store.db import one_decider
+from scheduler.store.models import Session, Status
+from scheduler.store.policy import load_policy
+from scheduler.store.sessions import is_spot
+
+log = logging.getLogger("pacer.admit")
+
+CEILING_CHECK_JOB = "ceiling_check"  # one id: priority starts in one burst share one check
+
+# Offers the room to the queue ranked ahead of a session the gate would admit; True when any of
+# it started (`queue_pass.offer_ahead`).
+Ahead = Callable[[Work, PolicyView, Session], bool]
+
+
+def blocked(work: Work, session: Session) -> Block | None:
+    """The first admission check beyond the gate that says no, or None."""
+    for check in work.ctx.admission_checks:
+        try:
+            block: Block | None = check(work.db, session, work.now)
+        except Exception:  # a check that cannot be read fails open, with a log line
+            log.exception("admission check %s failed; failing open", getattr(check, "__name__", check))
+            continue
+        if block is not None:
+            return block
+    return None
+
+
+def gate_decision(work: Work, policy: PolicyView, session: Session) -> Decision:
+    work.db.flush()  # as a read would: a pending turn write drops the fleet's memo first
+    snapshot = build_snapshot(work.db, work.ctx, policy, work.reading)
+    # A session whose deliverer already flipped it to running is counted in the fleet itself.
+    # The fleet's rows just read say whether this one runs: no second read for one row of them.
+    running = any(sid == session.id for sid, *_ in running_rows(work.db))
+    return decide(snapshot, asking_for(session, work.ctx, policy, running=running), work.now)
+
+
+def admit(work: Work, session: Session, attempt: TurnAttempt, ahead: Ahead | None = None) -> Submission:
+    """Admit one turn, or hold it. `ahead`: the queue ranked ahead of this session goes first
+    (a queue pass's own loop); None for the sweep's resume, which is itself the front of the
+    queue, and for a person's direct start."""
+    with about_session(session.id):
+        return _admit(work, session, attempt, ahead)
+
+
+def _admit(work: Work, session: Session, attempt: TurnAttempt, ahead: Ahead | None) -> Submission:
+    db, ctx, now, effects = work.db, work.ctx, work.now, work.effects
+    one_decider(db)  # held already where the decision began; late here is still under the lock
+    policy = load_policy(db)
+    if attempt.kind in PASS_THROUGH:
+        turn = start(work, session, attempt)
+        return Submission("started", session.id or 0, turn.id, reason="pass_through")
+    if not is_spot(session, policy) and session.hold_reason in (Reason.AT_UTILIZATION_LIMIT, Reason.FLEET_AT_CAP):
+        clear_hold(session)  # a hold a promotion has overtaken is a fossil: the class wins
+    block = blocked(work, session)
+    if block is not None:
+        return hold(work, session, attempt, block)
+    decision = gate_decision(work, policy, session)
+    if decision.held and session.bookkeeping:
+        # Pacer's own bookkeeping is refused, never queued: a deferral would outlive its use.
+        session.status = Status.ARCHIVED.value
+        session.updated_at = now
+        db.add(session)
+        sentence = explain(decision, now).why
+        effects.notice("refused", session_id=session.id, sentence=sentence)
+        return Submission("refused", session.id or 0, reason=decision.reason, sentence=sentence, decision=decision)
+    if decision.allowed and ahead is not None and not session.bookkeeping and ahead(work, policy, session):
+        # What the queue ahead left is asked whole: a session it started may hold this one's
+        # group or capacity now, not only its slot and its money.
+        return admit(work, session, attempt)
+    if decision.allowed:
+        for hook in ctx.hooks.get("before_start", []):
+            hook(work, session, decision)  # preemption lives here: it never raises
+        turn = start(work, session, attempt)
+        if decision.reason is Reason.PRIORITY and ctx.runtime(session.runtime).spends_quota:
+            effects.alarm(CEILING_CHECK_JOB, now, "ceiling_check")  # its burn may carry spot work over the line
+        return Submission("started", session.id or 0, turn.id, reason=decision.reason, decision=decision)
+    text = explain(decision, now)
+    return hold(work, session, attempt, Block(decision.reason, text.sentence()), decision)

@@ -1,0 +1,144 @@
+"""Ending and recovering sessions: archive, and the start-up recovery after a crash.
+
+Archiving a held session ends it deliberately: its alarm is left alone, fires once, sees the
+archive and schedules nothing more; the hold record stays as the history of why it waited.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Collection
+from datetime import datetime
+
+from sqlmodel import col, select
+
+from scheduler.context import Context
+from scheduler.engine import leases
+from scheduler.engine.attempt import Block, TurnAttempt, Work
+from scheduler.engine.effects import Effects
+from scheduler.engine.pause import release_after_crash
+from scheduler.engine.records import halt_turn, hold, lock, running_turn
+from scheduler.engine.turns import submit_turn
+from scheduler.errors import Refused
+from scheduler.store.db import session_scope
+from scheduler.store.models import Session, Status, Turn
+from templates import error_text, render
+
+log = logging.getLogger("pacer.lifecycle")
+
+def _interrupted(now: datetime) -> Block:
+    """A turn the process lost is asked again at once."""
+    return Block("interrupted", render("text/interrupted.j2"), retry_at=now)
+
+
+ARCHIVABLE = {Status.WAITING.value, Status.RUNNING.value, Status.NEEDS_INPUT.value, Status.DONE.value, Status.FAILED.value, Status.BLOCKED.value}
+
+
+def archive(ctx: Context, session_id: int, *, actor: str | None = None) -> str:
+    now = ctx.clock.now()
+    effects = Effects(queue_pass=True)
+    with session_scope(ctx.engine) as db:
+        session = lock(db, session_id)
+        if session.status == Status.ARCHIVED.value:
+            raise Refused(error_text("lifecycle/already_archived", session_id=session_id))
+        if session.status not in ARCHIVABLE:
+            raise Refused(error_text("lifecycle/cannot_archive", session_id=session_id, status=session.status))
+        turn = running_turn(db, session_id)
+        if turn is not None:
+            halt_turn(Work(db, ctx, now, effects), turn)
+        previous = session.status
+        session.status = Status.ARCHIVED.value
+        session.updated_at = now
+        db.add(session)
+        effects.notice("archived", session_id=session_id, actor=actor, title=session.title)
+    effects.apply(ctx)
+    # WARN on purpose, as a policy change does: a deliberate end records who ended it.
+    log.warning("session #%s archived by %s; it was %s", session_id, actor or "an unnamed caller", previous)
+    return previous
+
+
+def recover(ctx: Context) -> dict[str, int]:
+    """After a crash: a turn whose lease ran out has no process behind it (`leases`). Its prompt
+    goes back through the gate as a hold due now (a preemption mark on it is released first: the
+    mark would make the hold a pause with no re-check); a session that never got its first turn
+    gets it. A turn another process still renews is its owner's, and is left alone."""
+    now = ctx.clock.now()
+    effects = Effects()
+    counts = {"interrupted": 0, "first_turns": 0}
+    never_started: list[tuple[int, str, list[dict[str, object]]]] = []
+    with session_scope(ctx.engine) as db:
+        for turn in leases.lost_turns(db, now):
+            counts["interrupted"] += _give_back(Work(db, ctx, now, effects), turn)
+        orphans = db.exec(
+            select(Session).where(
+                Session.status == Status.WAITING.value,
+                col(Session.hold_reason).is_(None),
+                col(Session.pause_reason).is_(None),
+                col(Session.park_reason).is_(None),
+                col(Session.wake_at).is_(None),
+                col(Session.started_at).is_(None),
+            )
+        ).all()
+        for session in orphans:
+            has_turn = db.exec(select(Turn.id).where(Turn.session_id == session.id)).first() is not None
+            if not has_turn and session.prompt:
+                never_started.append((session.id or 0, session.prompt, session.attachments))
+    effects.apply(ctx)
+    for session_id, prompt, attachments in never_started:
+        submit_turn(ctx, session_id, prompt, attachments, kind="first")
+        counts["first_turns"] += 1
+    if any(counts.values()):
+        log.warning("recovered after a restart: %s", counts)
+    return counts
+
+
+def recover_lost_turns(ctx: Context) -> int:
+    """The lease sweep: the running turns whose owner stopped renewing them, given back as
+    `recover` gives them back; how many were held again. With worker machines, the jobs of
+    workers that stopped beating are ended first, and a turn such a worker took and never
+    claimed is given back with them."""
+    now = ctx.clock.now()
+    effects = Effects()
+    with session_scope(ctx.engine) as db:
+        if ctx.dispatcher is not None:
+            leases.expire_stalled(db, ctx.dispatcher.stalled(db), now)
+        given = sum(_give_back(Work(db, ctx, now, effects), turn) for turn in leases.lost_turns(db, now))
+    effects.apply(ctx)
+    if given:
+        log.warning("%s turn(s) whose owner stopped renewing their lease were held again, due now", given)
+    return given
+
+
+def hand_over(ctx: Context, turn_ids: Collection[int]) -> int:
+    """A stopping process's turns that did not finish in time, given back as `recover` gives
+    back a crashed one: each prompt goes through the gate again as a hold due now, for whichever
+    process leads next. A report that arrives afterwards for one of them is ignored."""
+    if not turn_ids:
+        return 0
+    now = ctx.clock.now()
+    effects = Effects()
+    with session_scope(ctx.engine) as db:
+        turns = db.exec(select(Turn).where(col(Turn.id).in_(list(turn_ids)), Turn.status == "running")).all()
+        given = sum(_give_back(Work(db, ctx, now, effects), turn) for turn in turns)
+    effects.apply(ctx)
+    return given
+
+
+def _give_back(work: Work, turn: Turn) -> int:
+    """End a turn no process runs any more and hold its prompt, due now; 1 if it was held."""
+    db, now = work.db, work.now
+    turn.status = "failed"
+    turn.outcome = "interrupted"
+    turn.error = "interrupted: the process stopped while this turn ran"
+    turn.finished_at = now
+    db.add(turn)
+    if turn.job_id is not None and work.ctx.dispatcher is not None:
+        work.ctx.dispatcher.end(db, turn.job_id)  # an attempt is a turn row: its job never runs again
+    session = lock(db, turn.session_id)
+    if session.status == Status.ARCHIVED.value:
+        return 0
+    session.status = Status.WAITING.value
+    if release_after_crash(db, session):
+        log.warning("session #%s: its preemption mark is released; the crash freed its slot", session.id)
+    hold(work, session, TurnAttempt(turn.prompt, turn.attachments, turn.kind), _interrupted(now))
+    return 1
