@@ -20,25 +20,20 @@ from bot.commands.times import resolve
 from bot.context import Answer, Context
 from bot.gate_view import spot_runtime
 from bot.runtime import Pacer
-from scheduler.engine.admit import blocked as admission_block
-from scheduler.engine.attempt import Work
-from scheduler.engine.fleet import asking_for, build_snapshot, burn_rate, read_quota
-from scheduler.engine.records import is_asleep
+from scheduler.engine.fleet import read_quota
 from scheduler.engine.restart import restart_from_scratch
 from scheduler.engine.start_now import start_now
 from scheduler.engine.turns import submit_turn
+from scheduler.engine.verdict import new_spot_asking, spot_probe, verdict_now
 from scheduler.errors import PacerError
 from scheduler.holds import capacity, cost_caps
 from scheduler.pauses.sleep import wake_me_up_later
 from scheduler.rules.explain import explain
-from scheduler.rules.gate import decide
 from scheduler.rules.genesis import Genesis
 from scheduler.rules.precedence import TOP_OF_SPOT
-from scheduler.rules.snapshot import Asking
 from scheduler.store.db import session_scope
-from scheduler.store.models import Session
 from scheduler.store.policy import load_policy
-from scheduler.store.sessions import NewSession, class_of, create_session, get_session, new_row
+from scheduler.store.sessions import NewSession, class_of, create_session, get_session
 
 log = logging.getLogger("pacer.chat")
 
@@ -127,48 +122,34 @@ def new(ctx: Context, command: c.New) -> Answer:
     )
 
 
-def _spot_request(ctx: Context, runtime: str) -> NewSession:
-    """What `new --spot` asks for, as `new` builds it."""
-    return NewSession(genesis=Genesis.COMMAND.value, scheduling_class="spot", place=TOP_OF_SPOT, runtime=runtime,
-                      requester=ctx.actor, source={"surface": ctx.surface})
-
-
 def whatif(ctx: Context, command: c.WhatIf) -> Answer:
-    """Would it start now, and if not why: the same gate the engine asks, changing nothing."""
+    """Would it start now, and if not why: the one verdict the engine asks, changing nothing."""
     sctx = ctx.pacer.ctx
     reading = read_quota(sctx, ctx.now)
     with DBSession(sctx.engine) as db:  # read-only: never committed
-        policy = load_policy(db)
-        snapshot = build_snapshot(db, sctx, policy, reading)
-        blocked = None
-        asleep_until = None
         if command.session_id is None:
             runtime = spot_runtime(ctx.pacer.settings)
-            asking = Asking(0, True, False, sctx.runtime(runtime).spends_quota, burn_rate(sctx, runtime))
+            session = spot_probe(db, runtime, ctx.now, requester=ctx.actor, surface=ctx.surface)
             subject: dict[str, Any] = {"id": None, "scheduling_class": "spot"}
-            # The session `new --spot` would create, never written: the checks beyond the gate
-            # (a hold on all, a queue hold) hold it as they would hold the real one.
-            probe = Session(**new_row(db, _spot_request(ctx, runtime), now=ctx.now))
-            blocked = admission_block(Work(db, sctx, ctx.now), probe)
+            said = verdict_now(db, sctx, session, new_spot_asking(sctx, runtime), reading, ctx.now)
         else:
             session = get_session(db, command.session_id)
-            asking = asking_for(session, sctx, policy)
-            subject = {"id": session.id, "scheduling_class": class_of(session, policy).value, "status": session.status}
-            asleep_until = session.wake_at if is_asleep(session, ctx.now) else None
-            blocked = admission_block(Work(db, sctx, ctx.now), session)
-        decision = decide(snapshot, asking, ctx.now)
+            subject = {"id": session.id, "scheduling_class": class_of(session, load_policy(db)).value, "status": session.status}
+            said = verdict_now(db, sctx, session, None, reading, ctx.now)
         db.rollback()
+    decision = said.decision
+    assert decision is not None  # a surface's verdict always carries the gate's figures
     text = explain(decision, ctx.now)
     return Answer(
         "whatif",
         {
             "subject": subject,
-            "allowed": decision.allowed and blocked is None and asleep_until is None,
+            "allowed": said.allowed,
             "reason": str(decision.reason),
             "why": text.why,
             "until": text.until,
-            "block": blocked,
-            "asleep_until": asleep_until,
+            "block": said.block,
+            "asleep_until": said.asleep_until,
         },
     )
 

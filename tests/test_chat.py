@@ -467,3 +467,29 @@ def test_run_console_reads_lines_until_quit(tmp_path) -> None:
     assert lines[1] == "Queue: 0 waiting in all"
     assert lines[-2].startswith("Policy changed: gating_enabled on → off.")
     assert lines[-1] == "Recorded: [FleetPolicy] changed via console by console: gating_enabled on -> off"
+
+
+def test_a_hold_on_class_spot_makes_every_surface_say_a_new_spot_session_would_wait(pacer) -> None:
+    """P17, one admission verdict: the gate admits, but an operator hold on class:spot holds a new
+    spot session; `whatif --spot`, the gate card (`policy`, the live page, the API's dict) and a
+    real `new --spot` all say the same thing, because they ask the same verdict."""
+    from bot import live_page, live_view
+    from scheduler.wiring import install
+
+    install(pacer.ctx)  # the production admission checks, in their production order
+    with session_scope(pacer.engine) as db:
+        db.add(OperatorHold(selector_kind="class", selector_value="spot", armer="UOP", reason="quiet hours", created_at=T0))
+    said = ask(pacer, "whatif --spot", actor="UMEM").text
+    assert said.startswith("A new spot session would not start now"), said
+    view = live_view.read(pacer)
+    assert view.card.decision.allowed and not view.card.admitted  # the gate alone would admit it
+    assert view.card.as_dict()["admission"]["allowed"] is False
+    assert view.card.as_dict()["admission"]["held_by"]["reason"] == "operator_hold"
+    page = live_page.sections(view)["card"]
+    assert "A new spot session would wait" in page and "would start" not in page
+    assert "it would wait, " in ask(pacer, "policy", actor="UMEM").text
+    created = ask(pacer, "new --spot tidy the README", actor="UMEM").text
+    assert "It started now." not in created
+    with session_scope(pacer.engine) as db:
+        row = db.exec(select(Session)).one()
+    assert (row.status, row.hold_reason) == ("waiting", "operator_hold")

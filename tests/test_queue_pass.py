@@ -10,7 +10,7 @@ import pytest
 from sqlalchemy import event, insert, text
 
 from scheduler import wiring
-from scheduler.engine import queue_pass as queue_pass_module
+from scheduler.engine import verdict as verdict_module
 from scheduler.engine.queue_pass import recheck
 from scheduler.engine.records import hold_job_id
 from scheduler.engine.turns import submit_turn
@@ -114,13 +114,13 @@ def test_an_alarm_refused_then_admitted_within_one_pass_starts_the_tracked_row(e
     sid = new(ctx, genesis="schedule")
     assert submit_turn(ctx, sid, "x").outcome == "held"
     clock.set(row(ctx, sid).hold_retry_at)
-    checks = queue_pass_module.blocked
+    checks = verdict_module.blocked
 
     def refresh_lands_here(*args):
         burn.high = False
         return checks(*args)
 
-    monkeypatch.setattr(queue_pass_module, "blocked", refresh_lands_here)
+    monkeypatch.setattr(verdict_module, "blocked", refresh_lands_here)
     assert recheck(ctx, sid) == [sid]
     assert row(ctx, sid).status == "running" and row(ctx, sid).hold_reason is None
     assert deferrer.next_run(hold_job_id(sid)) is None  # a started turn needs no alarm

@@ -2,9 +2,8 @@
 — deferred with backoff, never dropped (seed 001, "What hold does" … "Every turn is gated, not
 just the first").
 
-The checks beyond the gate (operator holds, queue holds, prerequisites, concurrency groups,
-capacity) are asked first, in the order `scheduler.wiring` registers them: the first that says no
-is the reason a session shows. Then the gate decides on a snapshot of the fleet and the windows.
+The checks beyond the gate, then the gate on a snapshot of the fleet and the windows: the one
+verdict every path asks (`scheduler.engine.verdict`).
 """
 
 from __future__ import annotations
@@ -12,9 +11,10 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 
-from scheduler.engine.attempt import PASS_THROUGH, Block, Submission, TurnAttempt, Work
+from scheduler.engine.attempt import PASS_THROUGH, Submission, TurnAttempt, Work
 from scheduler.engine.fleet import asking_for, build_snapshot, running_rows
 from scheduler.engine.records import clear_hold, hold, start
+from scheduler.engine.verdict import verdict
 from scheduler.log_context import about_session
 from scheduler.rules.explain import explain
 from scheduler.rules.gate import Decision, Reason, decide
@@ -31,19 +31,6 @@ CEILING_CHECK_JOB = "ceiling_check"  # one id: priority starts in one burst shar
 # Offers the room to the queue ranked ahead of a session the gate would admit; True when any of
 # it started (`queue_pass.offer_ahead`).
 Ahead = Callable[[Work, PolicyView, Session], bool]
-
-
-def blocked(work: Work, session: Session) -> Block | None:
-    """The first admission check beyond the gate that says no, or None."""
-    for check in work.ctx.admission_checks:
-        try:
-            block: Block | None = check(work.db, session, work.now)
-        except Exception:  # a check that cannot be read fails open, with a log line
-            log.exception("admission check %s failed; failing open", getattr(check, "__name__", check))
-            continue
-        if block is not None:
-            return block
-    return None
 
 
 def gate_decision(work: Work, policy: PolicyView, session: Session) -> Decision:
@@ -72,10 +59,10 @@ def _admit(work: Work, session: Session, attempt: TurnAttempt, ahead: Ahead | No
         return Submission("started", session.id or 0, turn.id, reason="pass_through")
     if not is_spot(session, policy) and session.hold_reason in (Reason.AT_UTILIZATION_LIMIT, Reason.FLEET_AT_CAP):
         clear_hold(session)  # a hold a promotion has overtaken is a fossil: the class wins
-    block = blocked(work, session)
-    if block is not None:
-        return hold(work, session, attempt, block)
-    decision = gate_decision(work, policy, session)
+    said = verdict(work, session, lambda: gate_decision(work, policy, session))
+    if said.decision is None:  # a check beyond the gate holds it
+        return hold(work, session, attempt, said.hold_block(now))
+    decision = said.decision
     if decision.held and session.bookkeeping:
         # Pacer's own bookkeeping is refused, never queued: a deferral would outlive its use.
         session.status = Status.ARCHIVED.value
@@ -95,5 +82,4 @@ def _admit(work: Work, session: Session, attempt: TurnAttempt, ahead: Ahead | No
         if decision.reason is Reason.PRIORITY and ctx.runtime(session.runtime).spends_quota:
             effects.alarm(CEILING_CHECK_JOB, now, "ceiling_check")  # its burn may carry spot work over the line
         return Submission("started", session.id or 0, turn.id, reason=decision.reason, decision=decision)
-    text = explain(decision, now)
-    return hold(work, session, attempt, Block(decision.reason, text.sentence()), decision)
+    return hold(work, session, attempt, said.hold_block(now), decision)

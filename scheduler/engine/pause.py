@@ -33,15 +33,14 @@ from sqlalchemy import select as sa_select
 from sqlmodel import Session as DBSession
 from sqlmodel import col, select
 
-from scheduler.engine.admit import admit, blocked
+from scheduler.engine.admit import admit
 from scheduler.engine.attempt import Submission, TurnAttempt, Work
 from scheduler.engine.fleet import asking_for, build_snapshot
-from scheduler.engine.records import STOPPED, clear_pause, is_asleep, last_turn, replay, stopped_turn
-from scheduler.rules.explain import explain
+from scheduler.engine.records import STOPPED, clear_pause, last_turn, replay, stopped_turn
+from scheduler.engine.verdict import verdict
 from scheduler.rules.gate import RESUME_MARGIN_PCT, Decision, decide
 from scheduler.rules.genesis import SchedulingClass
 from scheduler.rules.snapshot import PolicyView
-from scheduler.rules.waiting import banner
 from scheduler.store import preemption_ledger
 from scheduler.store.db import core
 from scheduler.store.models import EnqueuedMessage, Session, Status
@@ -245,17 +244,17 @@ def resume_paused(work: Work, session: Session, *, margin: float = RESUME_MARGIN
     """
     db, now = work.db, work.now
     sid = session.id or 0
-    if is_asleep(session, now):
-        return Resume(Submission("held", sid, reason="asleep", sentence=banner(session, now)))
-    block = blocked(work, session)
-    if block is not None:
-        return Resume(Submission("held", sid, reason=block.reason, sentence=block.sentence))
-    policy = load_policy(db)
-    snapshot = build_snapshot(db, work.ctx, policy, work.reading)
-    decision = decide(snapshot, asking_for(session, work.ctx, policy, running=False), now, reserve_margin_pct=margin)
-    if decision.held:
-        text = explain(decision, now)
-        return Resume(Submission("held", sid, reason=decision.reason, sentence=text.sentence(), decision=decision), decision)
+
+    def gate() -> Decision:
+        policy = load_policy(db)
+        snapshot = build_snapshot(db, work.ctx, policy, work.reading)
+        return decide(snapshot, asking_for(session, work.ctx, policy, running=False), now, reserve_margin_pct=margin)
+
+    said = verdict(work, session, gate, wake=True)
+    decision = said.decision
+    if decision is None or decision.held:
+        held = said.hold_block(now)
+        return Resume(Submission("held", sid, reason=held.reason, sentence=held.sentence, decision=decision), decision)
     if session.preempt_mark_at is not None:
         # A mark is resolved by the turn ending; resuming the session settles it as taken.
         session.last_preempted_at = session.preempt_mark_at

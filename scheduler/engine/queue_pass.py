@@ -24,14 +24,14 @@ from sqlmodel import col
 
 from scheduler.context import Context
 from scheduler.engine import claims
-from scheduler.engine.admit import admit, blocked
+from scheduler.engine.admit import admit
 from scheduler.engine.attempt import Block, Submission, TurnAttempt, Work, is_manual
 from scheduler.engine.candidates import PAGE, Candidate, Passed, outranks, page
 from scheduler.engine.fleet import asking_for, build_snapshot, burn_rate, read_quota
 from scheduler.engine.pause import Dormant, first_paused, is_dormant_paused, resume_paused
 from scheduler.engine.records import hold, hold_job_id, is_asleep, is_copy, is_running, lock, locked_copy, replay, start
+from scheduler.engine.verdict import verdict
 from scheduler.rules import failures
-from scheduler.rules.explain import explain
 from scheduler.rules.gate import RESUME_MARGIN_PCT, Decision, Reason, decide
 from scheduler.rules.snapshot import Asking, PolicyView
 from scheduler.store.caches import present
@@ -212,13 +212,15 @@ class _Pass:
         """Ask once for a held session. Returns (outcome, stop the pass?)."""
         work = self.work
         turn = replay(work.db, session)
-        block = blocked(work, session)
+        said = verdict(work, session, lambda: self.gate.decide(session))
+        block = said.block
         if block is not None:
             if advance or _restates(session, block):
                 # Held again as it was recorded: a held resume stays one (`records.replay`).
                 hold(work, session, TurnAttempt(session.hold_prompt, session.hold_attachments, session.hold_turn_kind or turn.kind), block)
             return "held", not block.skip_only
-        decision = self.gate.decide(session)
+        decision = said.decision
+        assert decision is not None
         if decision.allowed:
             if is_copy(session):
                 # Refused a moment ago, admitted now (a burn table refreshed between the two asks):
@@ -231,9 +233,8 @@ class _Pass:
             self._occupancy = None
             return "started", False
         if advance:
-            text = explain(decision, work.now)
             held = TurnAttempt(session.hold_prompt, session.hold_attachments, turn.kind)
-            hold(work, session, held, Block(decision.reason, text.sentence()), decision)
+            hold(work, session, held, said.hold_block(work.now), decision)
         return "held", _stops(decision)
 
     def in_order(self, waiting: Iterable[Candidate], paused: Dormant | None, due: Session | None = None, due_session: int | None = None) -> Session | None:

@@ -14,13 +14,15 @@ from sqlmodel import Session as DBSession
 from sqlmodel import col, select
 
 from scheduler.context import Context
-from scheduler.engine.fleet import build_snapshot, burn_rate, waiting_for_workers
+from scheduler.engine.attempt import Block, Work
+from scheduler.engine.fleet import build_snapshot, waiting_for_workers
+from scheduler.engine.verdict import new_spot_asking, spot_probe, verdict
 from scheduler.pauses.top_up_sweep import TopUpReading, read_top_up
 from scheduler.ports import AccountReading, QuotaReading
 from scheduler.rules.explain import Explanation, explain
 from scheduler.rules.gate import Decision, evaluate
 from scheduler.rules.pool import CapacityState, capacity_sentence, pool_capacity, weekly_reset_sentence
-from scheduler.rules.snapshot import Asking, PolicyView, Snapshot
+from scheduler.rules.snapshot import PolicyView, Snapshot
 from scheduler.store.models import Session, Status
 from scheduler.store.policy import load_policy
 
@@ -44,6 +46,12 @@ class GateCard:
     weekly_sentence: str | None
     top_up: TopUpReading
     waiting_for_workers: int
+    held_by: Block | None = None  # a check beyond the gate that holds a new spot session (an operator hold on class:spot)
+
+    @property
+    def admitted(self) -> bool:
+        """Whether a new spot session would start now: the one verdict, not the gate's alone."""
+        return self.held_by is None and self.decision.allowed
 
     def as_dict(self) -> dict[str, object]:
         d = self.decision
@@ -62,6 +70,10 @@ class GateCard:
                 "slots_unreachable": self.snapshot.slots_unreachable,
                 "preemption_enabled": self.policy.preemption_enabled,
                 "genesis_class_overrides": {str(k): str(v) for k, v in self.policy.overrides.items()},
+            },
+            "admission": {
+                "allowed": self.admitted,
+                "held_by": {"reason": str(self.held_by.reason), "sentence": self.held_by.sentence} if self.held_by else None,
             },
             "decision": {
                 "allowed": d.allowed,
@@ -110,8 +122,9 @@ def build_card(db: DBSession, ctx: Context, reading: QuotaReading | None, now: d
     policy = load_policy(db)
     snapshot = build_snapshot(db, ctx, policy, reading)
     name = runtime or next(iter(ctx.runtimes), "echo")
-    asking = Asking(0, True, False, ctx.runtime(name).spends_quota, burn_rate(ctx, name))
+    asking = new_spot_asking(ctx, name)
     decision = evaluate(snapshot, asking, now)
+    said = verdict(Work(db, ctx, now), spot_probe(db, name, now), lambda: decision, gate_too=True)
     waiting = Session.status == Status.WAITING.value
     pool = snapshot.pool if snapshot.pool is not None else pool_capacity(_as_one_account(reading), now)
     weekly = weekly_reset_sentence(snapshot.pool, now) if snapshot.pool is not None else None
@@ -125,7 +138,7 @@ def build_card(db: DBSession, ctx: Context, reading: QuotaReading | None, now: d
         preempted=_count(db, col(Session.pause_reason) == "preempted_by_priority"),
         parked_on_purpose=_count(db, waiting, col(Session.pause_reason) == "user_spot_queue"),
         pool_state=pool.state, pool_sentence=capacity_sentence(pool, now), weekly_sentence=weekly, top_up=read_top_up(db, policy.top_up),
-        waiting_for_workers=waiting_for_workers(db, ctx.agent_workers),
+        waiting_for_workers=waiting_for_workers(db, ctx.agent_workers), held_by=said.block,
     )
 
 
