@@ -1,6 +1,10 @@
 """Shared fixtures: a real SQLite file per test, and a real PostgreSQL server when
 PACER_TEST_DATABASE_URL names one (.ci/run starts it; PACER_REQUIRE_POSTGRES=1 makes its
-absence a failure instead of a skip)."""
+absence a failure instead of a skip).
+
+The suite runs on every core (pytest-xdist, `-n auto` in pyproject.toml): each worker process
+gets a database of its own on that server, and PACER_TEST_DATABASE_URL names it from then on,
+so every test of that worker and every process a test starts use it and no other worker's."""
 
 from __future__ import annotations
 
@@ -24,6 +28,7 @@ from tests.slack_mock import MockSlack, serving
 T0 = datetime(2026, 11, 2, 9, 0, tzinfo=UTC)
 
 _pg_engine: Engine | None = None
+_worker_db: tuple[str, str] | None = None  # under xdist: the server's database, and this worker's beside it
 NO_POSTGRES = "PostgreSQL not configured (set PACER_TEST_DATABASE_URL)"
 
 
@@ -32,6 +37,37 @@ def _postgres_url() -> str | None:
     if not url and os.environ.get("PACER_REQUIRE_POSTGRES") == "1":
         pytest.fail("PACER_REQUIRE_POSTGRES=1 but PACER_TEST_DATABASE_URL is not set")
     return url
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    global _worker_db
+    worker, base = os.environ.get("PYTEST_XDIST_WORKER"), os.environ.get("PACER_TEST_DATABASE_URL")
+    if worker and base:
+        _worker_db = (base, f"{base.rsplit('/', 1)[1]}_{worker}")
+        _on_server(base, f'DROP DATABASE IF EXISTS "{_worker_db[1]}" WITH (FORCE)', f'CREATE DATABASE "{_worker_db[1]}"')
+        os.environ["PACER_TEST_DATABASE_URL"] = f"{base.rsplit('/', 1)[0]}/{_worker_db[1]}"
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    if _worker_db is not None:
+        if _pg_engine is not None:
+            _pg_engine.dispose()
+        base, name = _worker_db
+        _on_server(base, f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+        os.environ["PACER_TEST_DATABASE_URL"] = base
+
+
+def _on_server(url: str, *statements: str) -> None:
+    """Run statements that take no transaction (CREATE and DROP DATABASE) over a connection to `url`."""
+    from bot.settings_rules import database_url
+
+    admin = dbmod.make_engine(database_url("PACER_TEST_DATABASE_URL", url))
+    try:
+        with admin.connect().execution_options(isolation_level="AUTOCOMMIT") as conn:
+            for statement in statements:
+                conn.execute(text(statement))
+    finally:
+        admin.dispose()
 
 
 def _fresh_postgres() -> Engine:

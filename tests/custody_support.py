@@ -6,6 +6,7 @@ PACER_REQUIRE_CUSTODY=1 (CI) turns "this machine cannot confine an agent" into a
 
 from __future__ import annotations
 
+import fcntl
 import os
 import pwd
 import shutil
@@ -28,10 +29,13 @@ def agent_user() -> str | None:
     """The unprivileged user agents run as: created when running as root; None otherwise."""
     if os.geteuid() != 0:
         return None
-    try:
-        pwd.getpwnam(AGENT_USER)
-    except KeyError:
-        subprocess.run(["useradd", "--system", "--create-home", AGENT_USER], check=True, capture_output=True)
+    # Under a lock: the suite's worker processes may all ask at once, and the second useradd fails.
+    with open("/tmp/pacer-agent-user.lock", "a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        try:
+            pwd.getpwnam(AGENT_USER)
+        except KeyError:
+            subprocess.run(["useradd", "--system", "--create-home", AGENT_USER], check=True, capture_output=True)
     return AGENT_USER
 
 

@@ -176,7 +176,8 @@ def _rows(engine: Engine, sql: str, **params: object) -> list[tuple]:
 
 def _leader_pid(engine: Engine) -> int | None:
     rows = _rows(engine, "SELECT a.pid FROM pg_locks l JOIN pg_stat_activity a ON a.pid = l.pid "
-                         "WHERE l.locktype = 'advisory' AND l.granted AND l.objid = :k", k=LOCK_KEY)
+                         "WHERE l.locktype = 'advisory' AND l.granted AND l.objid = :k "
+                         "AND l.database = (SELECT oid FROM pg_database WHERE datname = current_database())", k=LOCK_KEY)
     return int(rows[0][0]) if rows else None
 
 

@@ -119,7 +119,8 @@ def _parsed(event: str, payload: dict[str, Any]) -> IntakeEvent:
 
 def _waiting_for_a_steering_lock(engine: Engine) -> bool:
     with engine.connect() as conn:
-        found = conn.execute(text("SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND wait_event = 'advisory'"))
+        found = conn.execute(text("SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND wait_event = 'advisory' "
+                                  "AND datname = current_database()"))
         return int(found.scalar_one()) > 0
 
 
