@@ -6,7 +6,7 @@ serve it wakes them in queue order through the gate."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
-from datetime import datetime
+from datetime import datetime, timedelta
 
 import pytest
 from sqlmodel import select
@@ -110,3 +110,31 @@ def test_start_now_on_a_parked_session_keeps_it_parked_while_no_login_serves(api
     said = chat.answer(api.pacer, "alice", f"start {sid}", surface="console")
     assert said.ok and "sign in again" in said.text, said.text
     assert row(ctx, sid).park_reason == "auth_outage" and turns(api) == []
+
+
+def test_the_sweep_leaves_a_session_asleep_on_its_wake_and_the_slot_to_the_next(api) -> None:
+    """Seed 001, "A pause outranks precedence": a parked session asleep on a wake still ahead is
+    not started by the un-park sweep (its wake is its next event); the slot goes to the next in
+    queue order, and the wake, still armed, is the one that asks for its turn."""
+    from scheduler.engine.records import wake_job_id
+    from scheduler.pauses.sleep import wake_me_up_later
+
+    ctx = api.ctx
+    ctx.quota.statuses = ["active"]
+    running = new(ctx, genesis="api", prompt="busy")
+    assert submit_turn(ctx, running, "busy").outcome == "started"
+    ctx.quota.statuses = ["needs_reauth"]
+    sleeper = new(ctx, genesis="api", precedence=50, prompt="later")
+    next_one = new(ctx, genesis="api", precedence=10, prompt="now")
+    for sid in (sleeper, next_one):
+        assert submit_turn(ctx, sid, row(ctx, sid).prompt).reason == "auth_outage"
+    wake_at = wake_me_up_later(ctx, sleeper, ctx.clock.now() + timedelta(hours=2))
+
+    ctx.quota.statuses = ["active"]
+    sweep(api)
+
+    started = {t.session_id for t in turns(api)}
+    assert next_one in started and sleeper not in started, started
+    asleep = row(ctx, sleeper)
+    assert (asleep.status, asleep.park_reason, asleep.wake_at) == ("waiting", None, wake_at)
+    assert wake_job_id(sleeper) in api.deferrer.pending()

@@ -10,8 +10,12 @@ from sqlalchemy import event
 from scheduler.engine.queue_pass import queue_pass
 from scheduler.engine.turns import submit_turn
 from scheduler.holds.groups import repository_group
+from scheduler.holds.operator import place_hold
+from scheduler.holds.prerequisites import REASON as PREREQUISITE
 from scheduler.ports import Outcome
-from scheduler.store.models import Status
+from scheduler.store.db import session_scope
+from scheduler.store.models import Session, Status
+from scheduler.store.prerequisite_rows import record_prerequisites
 from tests.harness import new, row
 from tests.holdkit import finish, wired
 
@@ -112,3 +116,45 @@ def test_a_pass_over_hundreds_waiting_on_one_busy_group_reads_a_bounded_number_o
     few = statements_of_one_pass(30)
     many = statements_of_one_pass(570)
     assert many == few
+
+
+def test_a_freed_slot_goes_past_thirty_sessions_under_an_operator_hold(any_engine, clock) -> None:
+    """Seed 001's no head-of-line blocking with holds in use: thirty `genesis:schedule` sessions
+    under one operator hold, ranked above the one session that fits, cost the pass nothing."""
+    ctx, deferrer, workers, _quota, _heard = wired(any_engine, clock, max_sessions=1, turn_minutes=600)
+    running = new(ctx, genesis="api")
+    assert submit_turn(ctx, running, "a").outcome == "started"
+    place_hold(ctx, "genesis", ["schedule"], armer="U_OPS", reason="cron storm")
+    held = [new(ctx, genesis="schedule", precedence=9) for _ in range(30)]
+    for sid in held:
+        assert submit_turn(ctx, sid, "x").reason == "operator_hold"
+    fitting = new(ctx, genesis="api")
+    assert submit_turn(ctx, fitting, "y").reason == "fleet_at_cap"
+
+    finish(ctx, workers, deferrer, running, Outcome.SUCCESS)  # a slot frees; the pass it asks for runs
+
+    assert row(ctx, fitting).status == Status.RUNNING.value
+    assert all(row(ctx, sid).status == Status.WAITING.value for sid in held)
+
+
+def test_a_freed_slot_goes_past_thirty_sessions_waiting_on_a_prerequisite(any_engine, clock) -> None:
+    ctx, deferrer, workers, _quota, _heard = wired(any_engine, clock, max_sessions=2, turn_minutes=600)
+    target = new(ctx, genesis="api", title="migrate")
+    filler = new(ctx, genesis="api")
+    assert submit_turn(ctx, target, "a").outcome == "started"
+    assert submit_turn(ctx, filler, "b").outcome == "started"
+    waiters = []
+    for _ in range(30):
+        sid = new(ctx, genesis="schedule", precedence=9)
+        with session_scope(ctx.engine) as db:
+            record_prerequisites(db, db.get(Session, sid), f"@#{target}")
+        waiters.append(sid)
+        assert submit_turn(ctx, sid, "x").outcome == "held"
+    assert row(ctx, waiters[0]).hold_reason == PREREQUISITE
+    fitting = new(ctx, genesis="api")
+    assert submit_turn(ctx, fitting, "y").reason == "fleet_at_cap"
+
+    finish(ctx, workers, deferrer, filler, Outcome.SUCCESS)
+
+    assert row(ctx, fitting).status == Status.RUNNING.value
+    assert all(row(ctx, sid).status == Status.WAITING.value for sid in waiters)

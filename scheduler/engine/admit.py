@@ -42,15 +42,16 @@ def gate_decision(work: Work, policy: PolicyView, session: Session) -> Decision:
     return decide(snapshot, asking_for(session, work.ctx, policy, running=running), work.now)
 
 
-def admit(work: Work, session: Session, attempt: TurnAttempt, ahead: Ahead | None = None) -> Submission:
+def admit(work: Work, session: Session, attempt: TurnAttempt, ahead: Ahead | None = None, *, wake: bool = False) -> Submission:
     """Admit one turn, or hold it. `ahead`: the queue ranked ahead of this session goes first
     (a queue pass's own loop); None for the sweep's resume, which is itself the front of the
-    queue, and for a person's direct start."""
+    queue, and for a person's direct start. `wake`: a wake still ahead holds the session first,
+    as on every automatic path that wakes a population (seed 001, "A pause outranks precedence")."""
     with about_session(session.id):
-        return _admit(work, session, attempt, ahead)
+        return _admit(work, session, attempt, ahead, wake)
 
 
-def _admit(work: Work, session: Session, attempt: TurnAttempt, ahead: Ahead | None) -> Submission:
+def _admit(work: Work, session: Session, attempt: TurnAttempt, ahead: Ahead | None, wake: bool) -> Submission:
     db, ctx, now, effects = work.db, work.ctx, work.now, work.effects
     one_decider(db)  # held already where the decision began; late here is still under the lock
     policy = load_policy(db)
@@ -59,8 +60,8 @@ def _admit(work: Work, session: Session, attempt: TurnAttempt, ahead: Ahead | No
         return Submission("started", session.id or 0, turn.id, reason="pass_through")
     if not is_spot(session, policy) and session.hold_reason in (Reason.AT_UTILIZATION_LIMIT, Reason.FLEET_AT_CAP):
         clear_hold(session)  # a hold a promotion has overtaken is a fossil: the class wins
-    said = verdict(work, session, lambda: gate_decision(work, policy, session))
-    if said.decision is None:  # a check beyond the gate holds it
+    said = verdict(work, session, lambda: gate_decision(work, policy, session), wake=wake)
+    if said.decision is None:  # its wake, or a check beyond the gate, holds it
         return hold(work, session, attempt, said.hold_block(now))
     decision = said.decision
     if decision.held and session.bookkeeping:

@@ -209,7 +209,8 @@ class _Pass:
             passed = Passed((*passed.seen, *ids), full, tuple(limits), tuple(sorted(self.paced)))
 
     def attempt(self, session: Session, *, advance: bool) -> tuple[str, bool]:
-        """Ask once for a held session. Returns (outcome, stop the pass?)."""
+        """Ask once for a held session. Returns (outcome, stop the pass?): "started", "held" by
+        the gate, or "blocked" by a check beyond it."""
         work = self.work
         turn = replay(work.db, session)
         said = verdict(work, session, lambda: self.gate.decide(session))
@@ -218,7 +219,7 @@ class _Pass:
             if advance or _restates(session, block):
                 # Held again as it was recorded: a held resume stays one (`records.replay`).
                 hold(work, session, TurnAttempt(session.hold_prompt, session.hold_attachments, session.hold_turn_kind or turn.kind), block)
-            return "held", not block.skip_only
+            return "blocked", not block.skip_only
         decision = said.decision
         assert decision is not None
         if decision.allowed:
@@ -264,13 +265,18 @@ class _Pass:
                         if cand.is_spot(self.policy):
                             self.paced.add(cand.runtime)
                         continue
-            self.examined += 1
             session = locked_unless_taken(db, cand.id)
             if session is None or not _still_held(session, now):
                 continue  # another transaction has it (PostgreSQL): it is that pass's to admit or re-hold
             outcome, stop = self.attempt(session, advance=cand.id == due_session)
             if outcome == "started":
                 self.started.append(cand.id)
+            if outcome != "blocked":
+                # A check beyond the gate that holds a candidate (an operator hold, a prerequisite)
+                # costs the pass no examination: thirty held sessions ranked above one that fits
+                # must not end the walk before it (seed 000, "non-fitting waiters are skipped").
+                # The page limit still bounds the rows a pass reads.
+                self.examined += 1
             if stop:
                 break
         if paused is not None:  # no held spot work ranked below it was examined

@@ -7,7 +7,9 @@ park record (`park_reason = "auth_outage"`, `park_at`) names the owner of its re
 The owner is the un-park sweep, every 15 minutes, not a per-session re-check: nothing a single
 session does brings a login back, and a ladder of re-checks against a pool that cannot serve
 would only spin. Once an account can serve again the sweep wakes the parked population in queue
-order — priority first, then spot by precedence, oldest first within a tie — through admission,
+order — priority first, then spot by precedence, oldest first within a tie — through admission
+(a session asleep on a wake still ahead stays asleep, its slot left to the next: a pause outranks
+precedence),
 so the spot gate and the slots decide how many of the spot sessions start now (the ranked fleet
 wake); one the gate still refuses becomes an ordinary spot hold with its own re-check. The park
 never touches a ceiling pause (`paused_by`), which has its own sweep: neither population starts
@@ -94,7 +96,8 @@ def unpark_sweep(ctx: Context) -> dict[str, int]:
             session.park_reason = None
             session.park_at = None
             db.add(session)
-            outcome = admit(work, session, replay(db, session)).outcome
+            # One asleep on a wake still ahead stays asleep: the wake is its next event.
+            outcome = admit(work, session, replay(db, session), wake=True).outcome
         work.effects.apply(ctx)
         outcomes[outcome] = outcomes.get(outcome, 0) + 1
     if ids:
