@@ -399,6 +399,7 @@ def test_no_sentence_a_person_reads_is_built_in_a_raise() -> None:
 # --- docs/architecture.md: every file and function it names exists ------------------------------
 
 ARCHITECTURE = ROOT / "docs" / "architecture.md"
+PERFORMANCE = ROOT / "docs" / "performance.md"  # the benchmark diaries the map points to
 FILE_REF = re.compile(r"`([\w./-]+\.py)(?::\s*([^`]*))?`")
 DOTTED_REF = re.compile(r"`([A-Za-z_]\w*(?:\.[A-Za-z_]\w*)+)(?:\(\))?`")
 FILE_SUFFIXES = {"py", "toml", "md", "j2", "sql", "json", "yaml", "yml", "js", "html", "sh", "ini", "lock", "png"}
@@ -442,8 +443,9 @@ def missing_names(path: Path, names: Iterable[str]) -> list[str]:
     return missing
 
 
-def test_the_architecture_page_names_files_and_functions_that_exist() -> None:
-    text = ARCHITECTURE.read_text()
+@pytest.mark.parametrize("doc", [ARCHITECTURE, PERFORMANCE], ids=lambda p: p.name)
+def test_the_architecture_page_names_files_and_functions_that_exist(doc: Path) -> None:
+    text = doc.read_text()
     scheduler_basenames: dict[str, list[str]] = {}
     for name in KNOWN:
         if name.startswith("scheduler.") and ".migrations" not in name:
@@ -472,7 +474,7 @@ def test_the_architecture_page_names_files_and_functions_that_exist() -> None:
             wrong.append(f"{match.group(1)}: no such module")
         elif cut < len(parts):
             wrong += [f"{match.group(1)}: {name} is not defined in {module}" for name in missing_names(KNOWN[module], [".".join(parts[cut:cut + 2])])]
-    assert wrong == [], "docs/architecture.md names what is not there:\n" + "\n".join(wrong)
+    assert wrong == [], f"docs/{doc.name} names what is not there:\n" + "\n".join(wrong)
 
 
 def test_no_template_name_is_both_a_text_and_a_slack_file() -> None:
