@@ -50,9 +50,14 @@ def test_a_killed_leader_and_a_killed_worker_leave_every_attempt_run_once(databa
     samples: list[tuple[str, HeldSample]] = []
     watching = threading.Event()
 
+    failures: list[str] = []  # a look that raised: a dead watcher must not pass for "nothing held"
+
     def watch_holds() -> None:
         while not watching.wait(0.3):
-            samples.append((phase[0], held_sample(engine, SETTLED_SECONDS)))
+            try:
+                samples.append((phase[0], held_sample(engine, SETTLED_SECONDS)))
+            except Exception as error:  # noqa: BLE001 - reported by the assertion below
+                failures.append(f"{phase[0]}: {error!r}")
 
     watcher = threading.Thread(target=watch_holds, daemon=True)
     began = time.monotonic()
@@ -139,7 +144,10 @@ def test_a_killed_leader_and_a_killed_worker_leave_every_attempt_run_once(databa
     # Every held session had exactly one re-check, due when its hold says, in every look taken.
     assert [sample.wrong for _phase, sample in samples if sample.wrong] == []
     held = {name: {s for seen, sample in samples if seen == name for s in sample.held} for name in ("led", "leaderless", "taken over")}
-    assert held["leaderless"] | held["taken over"], "no session was held after the leader's kill: the re-check count shows nothing"
+    looks = Counter(seen for seen, _sample in samples)
+    assert held["leaderless"] | held["taken over"], (
+        f"no session was held after the leader's kill: the re-check count shows nothing ({dict(looks)} looks, "
+        f"{ {name: len(ids) for name, ids in held.items()} } held, {len(failures)} failed looks: {failures[:3]})")
 
     started = cluster.started_at()
     again = [turn_id for session, turn_id, status, _o, _w, _at in turns if status == "done" and session in {s for _t, s in lost}]
