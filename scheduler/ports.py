@@ -83,6 +83,29 @@ class Runner(Protocol):
 
 
 @dataclass(frozen=True)
+class ProviderReading:
+    """One quota window as the provider itself reported it in an agent's output stream (Claude
+    Code's `rate_limit_event`, Codex's `token_count`), read by the runner while the turn runs.
+
+    `kind` is the provider's own name for the window (five_hour, seven_day, seven_day_opus, …);
+    any field the event left out is None: an event is a partial word, never a guess."""
+
+    provider: str  # "anthropic" | "openai"
+    kind: str
+    observed_at: datetime
+    status: str | None = None  # allowed | allowed_warning | rejected
+    utilization: float | None = None  # fraction of the window spent, 0-1 (may exceed 1)
+    resets_at: datetime | None = None
+    is_using_overage: bool | None = None
+    overage_status: str | None = None
+    account: str = "default"  # which account's agents said it (PACER_QUOTA_ACCOUNT)
+
+
+ProviderSink = Callable[[ProviderReading], None]
+"""Where a runner hands each provider reading, as soon as the agent prints it."""
+
+
+@dataclass(frozen=True)
 class AccountReading:
     """One account's latest reading of its two windows (pool quota source)."""
 
@@ -104,6 +127,8 @@ class WindowReading:
     resets_at: datetime
     capacity_usd: float | None  # None before calibration: the window is in fraction mode
     spent_usd: float | None = None
+    measured_by: str | None = None  # the provider whose agents reported utilization and reset
+    fallback: str | None = None  # why an estimate (the ledger's) stands in for the provider's word
 
 
 @dataclass(frozen=True)

@@ -29,7 +29,11 @@ Output is captured through reader threads that keep the last `max_output_bytes` 
 (the JSON result and the error are at the end), so a chatty agent never blocks on a full pipe
 nor fills memory. The agent's session id is heard as soon as it says it (`streams`: Claude
 Code's stream-json init line) and passed to `request.on_agent_session`, so a turn cut off
-before its result still resumes that conversation; the result carries it as well.
+before its result still resumes that conversation; the result carries it as well. Every line is
+read as it flows for the provider's own quota readings (`provider_events`): each goes to
+`provider_sink` at once, tagged with `account`, and the last of each window is in the result's
+`extra["provider_readings"]`. A turn that fails after the provider said `rejected` is a rate
+limit until that window's reset, whatever its error text says.
 """
 
 from __future__ import annotations
@@ -49,10 +53,10 @@ from pathlib import Path
 from integrations.runners.custody import Custody
 from integrations.runners.leash import CANNOT_RUN, GIVEN_FD, NOT_EXECUTABLE
 from integrations.runners.outcomes import AGENT_SESSION_ID, AgentReport, classify, model_option, parse_report, refused_model
-from integrations.runners.streams import Announcement, Tail
+from integrations.runners.streams import Announcement, ProviderWatch, Tail
 from scheduler.clock import SystemClock
 from scheduler.errors import ConfigError, InvalidInput
-from scheduler.ports import Clock, Outcome, TurnRequest, TurnResult
+from scheduler.ports import Clock, Outcome, ProviderReading, ProviderSink, TurnRequest, TurnResult
 from templates import error_text, render
 
 log = logging.getLogger("pacer.runner")
@@ -191,6 +195,8 @@ class CommandRunner:
         clock: Clock | None = None,
         max_output_bytes: int = MAX_OUTPUT_BYTES,
         kill_grace_s: float = KILL_GRACE_SECONDS,
+        provider_sink: ProviderSink | None = None,
+        account: str = "default",
     ) -> None:
         self.words = split_template(template, "PACER_RUNNER_COMMAND")
         if not self.words:
@@ -206,6 +212,8 @@ class CommandRunner:
         self.custody = custody or Custody()
         self._environ = dict(os.environ if env is None else env)
         self._clock = clock or SystemClock()
+        self.provider_sink = provider_sink
+        self.account = account
         self._lock = threading.Lock()
         self._turns: dict[int, _Turn] = {}
 
@@ -278,7 +286,8 @@ class CommandRunner:
             _signal_leash(proc)
         try:
             head = Announcement(request.agent_session_id, request.on_agent_session)
-            out, err = Tail(proc.stdout, self.max_output_bytes, head), Tail(proc.stderr, self.max_output_bytes)
+            watch = ProviderWatch(self.provider_sink, account=self.account, clock=self._clock)
+            out, err = Tail(proc.stdout, self.max_output_bytes, head, watch), Tail(proc.stderr, self.max_output_bytes)
             out.start()
             err.start()
             if stdin_text is not None:
@@ -296,7 +305,8 @@ class CommandRunner:
         wall_ms = int((time.monotonic() - started) * 1000)
         if head.said is not None:
             request = replace(request, agent_session_id=head.said)  # a turn cut off after the init line resumes it
-        return self._result(request, proc.returncode, out, err, wall_ms, timed_out, turn.halted.is_set())
+        heard = list(watch.latest.values())
+        return self._result(request, proc.returncode, out, err, wall_ms, timed_out, turn.halted.is_set(), heard)
 
     def _wait(self, proc: subprocess.Popen[bytes], turn: _Turn, deadline: float) -> bool:
         """Wait for the agent; on a halt or past the deadline, ask the leash to stop it (it kills
@@ -334,6 +344,7 @@ class CommandRunner:
         wall_ms: int,
         timed_out: bool,
         halted: bool,
+        heard: list[ProviderReading],
     ) -> TurnResult:
         stdout, stderr = out.text(), err.text()
         report: AgentReport | None = parse_report(stdout)
@@ -343,6 +354,7 @@ class CommandRunner:
             "program": self.words[0],
             "output_truncated": out.truncated or err.truncated,
             "subtype": report.subtype if report else None,
+            "provider_readings": [_plain(r) for r in heard],
         }
         base = TurnResult(
             outcome=Outcome.SUCCESS,
@@ -360,6 +372,13 @@ class CommandRunner:
         if exit_code == NOT_EXECUTABLE and stderr.startswith(CANNOT_RUN):
             return replace(base, outcome=Outcome.FAILED, error=render("text/runner_error.j2", kind="not_found", program=self.words[0]))
         outcome, reset_at, failure = classify(exit_code, stdout, stderr, report, self._clock.now())
+        refused = [r for r in heard if r.status == "rejected"]
+        if outcome is not Outcome.SUCCESS and refused:
+            # The provider said so in the stream: its reset, not a guess from the error's words.
+            outcome = Outcome.RATE_LIMITED
+            resets = [r.resets_at for r in refused if r.resets_at is not None]
+            reset_at = max(resets) if resets else reset_at
+            extra["rate_limit_kinds"] = [r.kind for r in refused]
         if outcome is Outcome.MODEL_ACCESS:
             # The queue hold names the model: as the refusal wrote it, else as the command chose it.
             extra["model"] = refused_model(failure or "") or model_option(self.words)
@@ -370,6 +389,19 @@ class CommandRunner:
     def _failed(self, request: TurnRequest, outcome: Outcome, error: str) -> TurnResult:
         log.warning("turn %s of session %s not started: %s", request.turn_id, request.session_id, error)
         return TurnResult(outcome=outcome, error=error, agent_session_id=request.agent_session_id)
+
+
+def _plain(reading: ProviderReading) -> dict[str, object]:
+    """A reading as JSON-ready values, for the turn's record."""
+    return {
+        "provider": reading.provider,
+        "kind": reading.kind,
+        "status": reading.status,
+        "utilization": reading.utilization,
+        "resets_at": reading.resets_at.isoformat() if reading.resets_at else None,
+        "is_using_overage": reading.is_using_overage,
+        "account": reading.account,
+    }
 
 
 __all__ = ["ARGUMENT_BYTES", "CommandRunner", "Invocation", "build_argv", "classify", "split_template"]

@@ -1,15 +1,24 @@
-"""Reading an agent's output pipes while it runs: the tail a result is read from, and the head
-where the agent says which conversation it is in.
+"""Reading an agent's output pipes while it runs: the tail a result is read from, the head
+where the agent says which conversation it is in, and every line, for the provider's word on
+the quota.
 
     head = Announcement(request.agent_session_id, request.on_agent_session)
-    out = Tail(proc.stdout, max_output_bytes, head)   # a reader thread; out.start()
+    watch = ProviderWatch(sink, account="acct-1", clock=clock)
+    out = Tail(proc.stdout, max_output_bytes, head, watch)   # a reader thread; out.start()
     out.text()          # the last bytes, once the agent is done
     head.said           # the agent's session id, as soon as it said it (else None)
+    watch.latest        # the last reading of each window the agent reported, by kind
 
 Claude Code with `--output-format stream-json --verbose` prints `{"type": "system", "subtype":
 "init", "session_id": ...}` as its first line, long before its result: a turn cut off after that
-line can still be resumed, if someone hears it. Only the head is read line by line (the first
+line can still be resumed, if someone hears it. Only the head is parsed line by line (the first
 `HEAD_BYTES`), so a chatty agent costs one JSON parse a line of its first megabyte, no more.
+
+The whole stream is split into lines as it flows (`Lines`), for the quota readings the provider
+prints mid-turn (`provider_events`): a line is parsed only when it names such an event, a line
+longer than `LINE_BYTES` is skipped whole (no provider event is that long, and keeping it would
+let one line fill memory), and each reading reaches the sink at once, on the reader's thread.
+A sink that fails is logged and the stream read on: the agent must never block on a full pipe.
 """
 
 from __future__ import annotations
@@ -20,10 +29,13 @@ import threading
 from collections.abc import Callable
 
 from integrations.runners.outcomes import announced_session
+from integrations.runners.provider_events import is_candidate, provider_readings
+from scheduler.ports import Clock, ProviderReading, ProviderSink
 
 log = logging.getLogger("pacer.runner")
 
 HEAD_BYTES = 1_048_576  # the init line comes first; a tools list can make it long, never this long
+LINE_BYTES = 65_536  # a provider event is a few hundred bytes; longer lines are the agent's output
 
 
 class Announcement:
@@ -65,15 +77,72 @@ class Announcement:
             log.exception("recording agent session %s failed; the turn's result records it", session_id)
 
 
-class Tail(threading.Thread):
-    """Drains one pipe, keeping only its last `limit` bytes, and shows its head to `head`."""
+class Lines:
+    """Splits a byte stream into lines for `each`, holding at most one line of LINE_BYTES."""
 
-    def __init__(self, stream: object, limit: int, head: Announcement | None = None) -> None:
+    def __init__(self, each: Callable[[bytes], None]) -> None:
+        self.each = each
+        self._line = bytearray()
+        self._skipping = False  # inside a line past LINE_BYTES: dropped up to its newline
+
+    def feed(self, chunk: bytes) -> None:
+        start = 0
+        while (end := chunk.find(b"\n", start)) >= 0:
+            if not self._skipping:
+                self._line += chunk[start:end]
+                if len(self._line) <= LINE_BYTES:
+                    self.each(bytes(self._line))
+            self._line.clear()
+            self._skipping = False
+            start = end + 1
+        if not self._skipping:
+            self._line += chunk[start:]
+            if len(self._line) > LINE_BYTES:
+                self._line.clear()
+                self._skipping = True
+
+    def close(self) -> None:
+        """The stream ended: its last line, if it had no newline."""
+        if self._line and not self._skipping:
+            self.each(bytes(self._line))
+        self._line.clear()
+
+
+class ProviderWatch:
+    """Hands every quota reading in the stream to `sink` as it is printed, and keeps the last of
+    each window kind (a handful) for the turn's result."""
+
+    def __init__(self, sink: ProviderSink | None, *, account: str, clock: Clock) -> None:
+        self.sink = sink
+        self.account = account
+        self.clock = clock
+        self.latest: dict[str, ProviderReading] = {}
+        self.lines = Lines(self.hear)
+
+    def hear(self, line: bytes) -> None:
+        if not is_candidate(line):
+            return
+        for reading in provider_readings(line, self.clock.now(), account=self.account):
+            self.latest[reading.kind] = reading
+            if self.sink is None:
+                continue
+            try:
+                self.sink(reading)
+            except Exception:  # the reader must go on draining the pipe, or the agent blocks
+                log.exception("recording the provider's %s reading failed; the turn goes on", reading.kind)
+
+
+class Tail(threading.Thread):
+    """Drains one pipe, keeping only its last `limit` bytes, and shows its head to `head` and
+    every line to `watch`."""
+
+    def __init__(self, stream: object, limit: int, head: Announcement | None = None, watch: ProviderWatch | None = None) -> None:
         super().__init__(daemon=True, name="pacer-runner-pipe")
         self._fd = stream.fileno()  # type: ignore[attr-defined]
         self._stream = stream
         self._limit = limit
         self._head = head
+        self._watch = watch
         self._buffer = bytearray()
         self.total = 0
 
@@ -83,9 +152,13 @@ class Tail(threading.Thread):
                 self.total += len(chunk)
                 if self._head is not None and self._head.listening:
                     self._head.feed(chunk)
+                if self._watch is not None:
+                    self._watch.lines.feed(chunk)
                 self._buffer += chunk
                 if len(self._buffer) > self._limit:
                     del self._buffer[: len(self._buffer) - self._limit]
+            if self._watch is not None:
+                self._watch.lines.close()
         except OSError:
             pass
         finally:
@@ -99,4 +172,4 @@ class Tail(threading.Thread):
         return bytes(self._buffer).decode("utf-8", errors="replace")
 
 
-__all__ = ["HEAD_BYTES", "Announcement", "Tail"]
+__all__ = ["HEAD_BYTES", "LINE_BYTES", "Announcement", "Lines", "ProviderWatch", "Tail"]
