@@ -53,6 +53,7 @@ from pathlib import Path
 from integrations.runners.custody import Custody
 from integrations.runners.leash import CANNOT_RUN, GIVEN_FD, NOT_EXECUTABLE
 from integrations.runners.outcomes import AGENT_SESSION_ID, AgentReport, classify, model_option, parse_report, refused_model
+from integrations.runners.provider_events import as_plain
 from integrations.runners.streams import Announcement, ProviderWatch, Tail
 from scheduler.clock import SystemClock
 from scheduler.errors import ConfigError, InvalidInput
@@ -354,7 +355,7 @@ class CommandRunner:
             "program": self.words[0],
             "output_truncated": out.truncated or err.truncated,
             "subtype": report.subtype if report else None,
-            "provider_readings": [_plain(r) for r in heard],
+            "provider_readings": [as_plain(r) for r in heard],
         }
         base = TurnResult(
             outcome=Outcome.SUCCESS,
@@ -389,19 +390,6 @@ class CommandRunner:
     def _failed(self, request: TurnRequest, outcome: Outcome, error: str) -> TurnResult:
         log.warning("turn %s of session %s not started: %s", request.turn_id, request.session_id, error)
         return TurnResult(outcome=outcome, error=error, agent_session_id=request.agent_session_id)
-
-
-def _plain(reading: ProviderReading) -> dict[str, object]:
-    """A reading as JSON-ready values, for the turn's record."""
-    return {
-        "provider": reading.provider,
-        "kind": reading.kind,
-        "status": reading.status,
-        "utilization": reading.utilization,
-        "resets_at": reading.resets_at.isoformat() if reading.resets_at else None,
-        "is_using_overage": reading.is_using_overage,
-        "account": reading.account,
-    }
 
 
 __all__ = ["ARGUMENT_BYTES", "CommandRunner", "Invocation", "build_argv", "classify", "split_template"]

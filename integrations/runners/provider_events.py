@@ -169,12 +169,26 @@ def provider_readings(line: str | bytes, now: datetime, *, account: str = "defau
     return [r for r in found if r.status is not None or r.utilization is not None or r.resets_at is not None]
 
 
+def as_plain(reading: ProviderReading) -> dict[str, object]:
+    """A reading as JSON-ready values, for a turn's record."""
+    return {
+        "provider": reading.provider,
+        "kind": reading.kind,
+        "status": reading.status,
+        "utilization": reading.utilization,
+        "resets_at": reading.resets_at.isoformat() if reading.resets_at else None,
+        "is_using_overage": reading.is_using_overage,
+        "account": reading.account,
+    }
+
+
 __all__ = [
     "ANTHROPIC",
     "FIVE_HOUR",
     "OPENAI",
     "SEVEN_DAY",
     "STATUSES",
+    "as_plain",
     "is_candidate",
     "period_of",
     "provider_readings",
