@@ -128,7 +128,7 @@ def test_arrivals_are_better_ranked_unstarted_unparked_and_recent(any_db, clock)
 def test_a_store_that_cannot_be_read_fails_open_and_the_transaction_goes_on(any_db, clock, caplog) -> None:
     from sqlalchemy import text
 
-    from scheduler.store.caches import read_or_fail_open
+    from scheduler.store.db import read_or_fail_open
 
     kept = add(any_db, clock, title="written before the failed read")
     assert read_or_fail_open(any_db, "the hold store", lambda: any_db.exec(text("SELECT * FROM no_such_table")).all(), ["open"]) == ["open"]

@@ -12,7 +12,7 @@ import logging
 from collections.abc import Callable
 
 from scheduler.engine.attempt import PASS_THROUGH, Submission, TurnAttempt, Work
-from scheduler.engine.fleet import asking_for, build_snapshot, running_rows
+from scheduler.engine.fleet import asking_for, build_snapshot
 from scheduler.engine.records import clear_hold, hold, start
 from scheduler.engine.verdict import verdict
 from scheduler.log_context import about_session
@@ -23,6 +23,7 @@ from scheduler.store.db import one_decider
 from scheduler.store.models import Session, Status
 from scheduler.store.policy import load_policy
 from scheduler.store.sessions import is_spot
+from scheduler.store.turn_reads import running_rows
 
 log = logging.getLogger("pacer.admit")
 

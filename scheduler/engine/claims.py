@@ -18,10 +18,10 @@ from sqlmodel import Session as DBSession
 from sqlmodel import col, select
 
 from scheduler.context import Context
-from scheduler.engine.fleet import running_rows
 from scheduler.errors import InvalidInput
-from scheduler.store.caches import kept
 from scheduler.store.models import Session, Status, Trigger, Turn
+from scheduler.store.trigger_reads import trigger_group_limits
+from scheduler.store.turn_reads import running_rows
 from templates import error_text
 
 log = logging.getLogger("pacer.groups")  # a trigger's bad group limit is the groups' warning
@@ -72,11 +72,10 @@ def occupancy(db: DBSession, now: datetime) -> dict[str, int]:
 def declared_limits(db: DBSession) -> dict[int, int]:
     """Trigger id -> its valid `group_limit`, for the triggers that declare one; every other
     session's limit is DEFAULT_LIMIT. Every decision asks and triggers change rarely: the map is
-    kept across transactions until a trigger is written (`caches.kept` reads the triggers' write
-    counter in this transaction, so an edit committed by any process is seen by the next
-    decision). Read-only for callers: the same map serves every transaction."""
-    limits: dict[int, int] = kept(db, "group_limits", (Trigger,), lambda: _read_limits(db))
-    return limits
+    kept across transactions until a trigger is written (`store.trigger_reads`), so an edit
+    committed by any process is seen by the next decision. Read-only for callers: the same map
+    serves every transaction."""
+    return trigger_group_limits(db, lambda: _read_limits(db))
 
 
 def _read_limits(db: DBSession) -> dict[int, int]:

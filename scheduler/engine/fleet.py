@@ -12,10 +12,8 @@ from __future__ import annotations
 
 import logging
 from datetime import datetime, timedelta
-from typing import Any
 
 from sqlalchemy import func
-from sqlalchemy import select as sa_select
 from sqlmodel import Session as DBSession
 from sqlmodel import col, select
 
@@ -23,10 +21,9 @@ from scheduler.context import Context
 from scheduler.ports import QuotaReading
 from scheduler.rules.genesis import SchedulingClass
 from scheduler.rules.snapshot import Asking, FleetTurn, PolicyView, Snapshot, WindowState
-from scheduler.store.caches import cached, invalidated_by
-from scheduler.store.db import core
 from scheduler.store.models import Session, Turn
 from scheduler.store.sessions import class_from, is_spot
+from scheduler.store.turn_reads import running_rows
 
 log = logging.getLogger("pacer.fleet")
 
@@ -81,47 +78,6 @@ def running_fleet(db: DBSession, ctx: Context, policy: PolicyView) -> list[tuple
     """Every running turn with its session, whole rows (for sweeps that act on them)."""
     stmt = select(Session, Turn).join(Turn, col(Turn.session_id) == col(Session.id)).where(Turn.status == "running")
     return list(db.exec(stmt))
-
-
-RunningRow = tuple[int, str | None, str, str, float]
-
-
-def running_rows(db: DBSession) -> list[RunningRow]:
-    """(session id, own class, genesis, runtime, weight) for every turn a worker is executing
-    now: a few columns, not whole rows, read once per transaction until a turn is written —
-    every decision and the capacity check ask it."""
-    return _running(db)[0]
-
-
-def running_marks(db: DBSession) -> frozenset[int]:
-    """The sessions of `running_rows` that carry a preemption mark, from the same read."""
-    return _running(db)[1]
-
-
-def _running(db: DBSession) -> tuple[list[RunningRow], frozenset[int]]:
-    def load() -> tuple[list[RunningRow], frozenset[int]]:
-        rows, marks = [], set()
-        for sid, own, genesis, runtime, weight, marked in core(db, _RUNNING):
-            rows.append((int(sid or 0), own, str(genesis), str(runtime), float(weight)))
-            if marked:
-                marks.add(int(sid or 0))
-        return rows, frozenset(marks)
-
-    return cached(db, "running", load)
-
-
-_RUNNING_COLUMNS: tuple[Any, ...] = (
-    Session.id, Session.scheduling_class, Session.genesis, Session.runtime, Session.weight,
-    col(Session.preempt_mark_at).is_not(None),
-)
-_RUNNING = (  # built once: every decision reads it
-    sa_select(*_RUNNING_COLUMNS)
-    .join(Turn, col(Turn.session_id) == col(Session.id))
-    .where(col(Turn.status) == "running")
-)
-
-
-invalidated_by("running", Turn, Session)  # a class or weight change counts too
 
 
 def running_sessions(db: DBSession) -> int:

@@ -34,8 +34,8 @@ from scheduler.engine.verdict import verdict
 from scheduler.rules import failures
 from scheduler.rules.gate import RESUME_MARGIN_PCT, Decision, Reason, decide
 from scheduler.rules.snapshot import Asking, PolicyView
-from scheduler.store.caches import present
 from scheduler.store.db import deciding_scope
+from scheduler.store.hold_reads import any_hold_store_in_use
 from scheduler.store.models import Session, Status
 from scheduler.store.policy import load_policy
 from scheduler.store.sessions import is_spot
@@ -245,7 +245,7 @@ class _Pass:
         db, now = self.work.db, self.work.now
         # With a hold store in use, a refused candidate is still read whole: its own check may
         # now say why it waits (an operator hold placed over it), and that is restated.
-        restate = any(present(db, key) for key in ("operator_holds", "queue_holds", "prerequisite_sessions"))
+        restate = any_hold_store_in_use(db)
         for cand in waiting:
             if paused is not None and cand.is_spot(self.policy) and outranks(paused, cand):
                 self.resume_first_paused(paused)

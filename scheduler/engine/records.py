@@ -12,7 +12,7 @@ from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-from sqlalchemy import bindparam, inspect, update
+from sqlalchemy import bindparam, inspect
 from sqlalchemy import select as sa_select
 from sqlalchemy.orm.attributes import set_committed_value
 from sqlmodel import Session as DBSession
@@ -23,9 +23,9 @@ from scheduler.errors import NotFound
 from scheduler.ports import TurnRequest
 from scheduler.rules import ladder
 from scheduler.rules.gate import Decision
-from scheduler.store.caches import wrote
 from scheduler.store.db import core
 from scheduler.store.models import SESSIONS, EnqueuedMessage, Session, Status, Turn
+from scheduler.store.session_rows import update_session
 from templates import error_text, render
 
 STOPPED = ("halted", "failed")  # a turn cut off before its end
@@ -62,19 +62,6 @@ def locked_copy(db: DBSession, session_id: int) -> Session | None:
 
 def is_copy(session: Session) -> bool:
     return inspect(session, raiseerr=False) is None
-
-
-_HOLD_UPDATES: dict[tuple[str, ...], Any] = {}
-
-
-def _hold_update(columns: tuple[str, ...]) -> Any:
-    """UPDATE sessions SET <columns> for one row, built once per set of columns."""
-    stmt = _HOLD_UPDATES.get(columns)
-    if stmt is None:
-        stmt = _HOLD_UPDATES[columns] = (
-            update(SESSIONS).where(SESSIONS.c.id == bindparam("row_id")).values({c: bindparam(f"v_{c}") for c in columns})
-        )
-    return stmt
 
 
 _RUNNING_TURN = sa_select(col(Turn.id)).where(col(Turn.session_id) == bindparam("sid"), col(Turn.status) == "running").limit(1)
@@ -229,8 +216,7 @@ def hold(work: Work, session: Session, attempt: TurnAttempt, block: Block, decis
     copy = is_copy(session)
     if not copy:
         db.flush()  # the caller's own pending changes land first; the record overrides them
-    core(db, _hold_update(tuple(record)), {"row_id": session.id, **{f"v_{k}": v for k, v in record.items()}})
-    wrote(db, Session)
+    update_session(db, session.id, record)
     for name, value in record.items():
         if copy:
             session.__dict__[name] = value  # a plain value object: no instrumentation to go through

@@ -18,9 +18,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
 
-from sqlalchemy import func
 from sqlmodel import Session as DBSession
-from sqlmodel import col, select
+from sqlmodel import select
 
 from scheduler.context import Context, request_queue_pass
 from scheduler.engine.attempt import Block, is_manual
@@ -28,10 +27,10 @@ from scheduler.engine.effects import Effects
 from scheduler.errors import InvalidInput
 from scheduler.holds import queue as queue_holds
 from scheduler.rules.snapshot import PolicyView
-from scheduler.store.caches import cached, invalidated_by
 from scheduler.store.db import session_scope
-from scheduler.store.models import Policy, PolicyAudit, Session, Status, Turn
+from scheduler.store.models import PolicyAudit, Session, Status
 from scheduler.store.policy import change_policy, ensure_policy, load_policy
+from scheduler.store.turn_reads import runtime_spend
 from templates import error_text, render
 
 REASON = queue_holds.COST_BUDGET
@@ -51,27 +50,9 @@ class Spend:
         return self.budget is not None and self.spent >= self.budget
 
 
-def spent_on(db: DBSession, runtime: str, since: datetime | None) -> float:
-    """The recorded cost of `runtime`'s finished turns since `since` (None: all of them)."""
-    stmt = select(func.coalesce(func.sum(Turn.cost_usd), 0.0)).where(Turn.runtime == runtime, col(Turn.finished_at).is_not(None))
-    if since is not None:
-        stmt = stmt.where(col(Turn.finished_at) > since)  # a turn that finished as the spend was reset is before it
-    return float(db.exec(stmt).one())
-
-
-# A queue pass asks for every candidate of a budgeted runtime: one sum per runtime per
-# transaction, again after it resets a spend. Starting a turn spends nothing yet, and a turn's
-# cost is written (`completion.complete_turn`) before any admission in its transaction, so a
-# turn write does not drop the sum: a pass that starts ten sessions reads it once, not ten times.
-invalidated_by("spend", Policy)
-
-
 def spend_of(db: DBSession, policy: PolicyView, runtime: str) -> Spend:
-    sums: dict[str, float] = cached(db, "spend", dict)
     since = policy.spend_reset_at.get(runtime)
-    if runtime not in sums:
-        sums[runtime] = spent_on(db, runtime, since)
-    return Spend(runtime, sums[runtime], policy.cost_budgets.get(runtime), since)
+    return Spend(runtime, runtime_spend(db, runtime, since), policy.cost_budgets.get(runtime), since)
 
 
 def spends(db: DBSession, policy: PolicyView, runtimes: list[str]) -> list[Spend]:

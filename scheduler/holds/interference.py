@@ -40,9 +40,10 @@ from scheduler.context import Context
 from scheduler.engine.attempt import Block, is_manual
 from scheduler.engine.effects import Effects
 from scheduler.holds import queue as queue_holds
-from scheduler.store.caches import cached, invalidated_by, present, read_or_fail_open
 from scheduler.store.db import core, session_scope
+from scheduler.store.hold_reads import any_queue_holds
 from scheduler.store.models import Session, Status
+from scheduler.store.session_rows import blocked_sessions_of_group
 from templates import render
 
 REASON = queue_holds.BLOCKED_INTERFERENCE
@@ -115,20 +116,12 @@ def blocked_in(db: DBSession, group: str) -> list[BlockedSession]:
     return [BlockedSession(int(i), str(t or ""), str(s), session_text(str(t or ""), str(p or ""))) for i, t, s, p in core(db, stmt)]
 
 
-# Read once per group per transaction, again after the transaction writes a session (one that
-# was blocked may have started again).
-invalidated_by("blocked_sessions", Session)
-
-
 def interfering(db: DBSession, session: Session) -> BlockedSession | None:
     """The first blocked session of `session`'s group whose text overlaps its own, or None."""
     group = session.concurrency_group
     if not group:
         return None
-    by_group: dict[str, list[BlockedSession]] = cached(db, "blocked_sessions", dict)
-    if group not in by_group:
-        by_group[group] = read_or_fail_open(db, "the blocked sessions", lambda: blocked_in(db, group), list[BlockedSession]())
-    blocked = by_group[group]
+    blocked = blocked_sessions_of_group(db, group, lambda: blocked_in(db, group))
     if not blocked:
         return None
     held = session.hold_prompt if session.hold_prompt and session.hold_prompt != session.prompt else ""
@@ -201,7 +194,7 @@ def reconcile(ctx: Context) -> None:
     effects = Effects()
     with session_scope(ctx.engine) as db:
         any_blocked = db.exec(select(Session.id).where(col(Session.status).in_(BLOCKING), col(Session.concurrency_group).is_not(None)).limit(1)).first()
-        if any_blocked is None and not present(db, "queue_holds"):
+        if any_blocked is None and not any_queue_holds(db):
             return  # nothing blocked that could interfere, no hold to lift
         held = groups_held(db, now) if any_blocked is not None else {}
         for hold in queue_holds.in_force(db, now):

@@ -18,12 +18,10 @@ process); the TTL still moves the pair eventually.
 from __future__ import annotations
 
 import logging
-import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
-from sqlalchemy import or_
 from sqlmodel import Session as DBSession
 from sqlmodel import col, select
 
@@ -35,8 +33,8 @@ from scheduler.errors import Forbidden, InvalidInput, NotFound, Refused
 from scheduler.holds.prerequisites import target_sessions, waits_on
 from scheduler.rules.genesis import Genesis, SchedulingClass
 from scheduler.rules.snapshot import PolicyView
-from scheduler.store.caches import cached, forget, present, read_or_fail_open, register_presence
 from scheduler.store.db import session_scope
+from scheduler.store.hold_reads import armer_session_id, ended_armers, live_operator_holds, operator_holds_in_force
 from scheduler.store.models import ACTIVE_STATUSES, OperatorHold, Prerequisite, Session, Status, Trigger
 from scheduler.store.policy import load_policy
 from scheduler.store.prerequisite_rows import repository_of
@@ -50,17 +48,10 @@ MAX_TTL = timedelta(days=30)
 MAX_REASON = 500
 REASON = "operator_hold"
 OPERATOR_ROLE = "operator"
-ENDED = frozenset({Status.DONE.value, Status.FAILED.value, Status.ARCHIVED.value})
-_SESSION_ARMER = re.compile(r"^session:([0-9]{1,12})$")
 
 
 def expiry_job_id(hold_id: int) -> str:
     return f"operator_hold:{hold_id}"
-
-
-def armer_session_id(armer: str) -> int | None:
-    match = _SESSION_ARMER.match(armer)
-    return int(match.group(1)) if match else None
 
 
 # --------------------------------------------------------------------------- matching (pure)
@@ -239,48 +230,23 @@ def end_hold(db: DBSession, hold: OperatorHold, at: datetime, by: str, effects: 
     hold.released_by = by
     db.add(hold)
     db.flush()
-    forget(db, "operator_holds")
     effects.cancel(expiry_job_id(hold.id or 0))
 
 
 # --------------------------------------------------------------------------- reading
 
 
-def _ended_armers(db: DBSession, holds: Sequence[OperatorHold]) -> set[str]:
-    ids = {sid for h in holds if (sid := armer_session_id(h.armer)) is not None}
-    if not ids:
-        return set()
-    alive = {
-        f"session:{sid}"
-        for sid, status in db.exec(select(Session.id, Session.status).where(col(Session.id).in_(ids))).all()
-        if status not in ENDED
-    }
-    return {f"session:{sid}" for sid in ids} - alive
-
-
 def live_holds(db: DBSession, now: datetime) -> list[OperatorHold]:
-    rows = list(
-        db.exec(
-            select(OperatorHold)
-            .where(col(OperatorHold.released_at).is_(None), or_(col(OperatorHold.expires_at).is_(None), col(OperatorHold.expires_at) > now))
-            .order_by(col(OperatorHold.created_at), col(OperatorHold.id))
-        )
-    )
-    ended = _ended_armers(db, rows)
-    return [h for h in rows if h.armer not in ended]
+    """The holds in force now, read afresh (admission reads them once per transaction)."""
+    return operator_holds_in_force(db, now)
 
 
 # --------------------------------------------------------------------------- admission
 
 
-register_presence("operator_holds", OperatorHold, lambda: select(OperatorHold.id).where(col(OperatorHold.released_at).is_(None)))
-
-
 def admission_check(ctx: Context) -> Callable[[DBSession, Session, datetime], Block | None]:
     def operator_hold_check(db: DBSession, session: Session, now: datetime) -> Block | None:
-        if not present(db, "operator_holds"):
-            return None
-        holds = cached(db, "operator_holds", lambda: read_or_fail_open(db, "the operator hold store", lambda: live_holds(db, now), list[OperatorHold]()))
+        holds = live_operator_holds(db, now)
         if not holds:
             return None
         policy = load_policy(db) if any(h.selector_kind == "class" for h in holds) else None
@@ -319,7 +285,7 @@ def prune(ctx: Context) -> list[int]:
     pruned: list[int] = []
     with session_scope(ctx.engine) as db:
         open_rows = list(db.exec(select(OperatorHold).where(col(OperatorHold.released_at).is_(None))))
-        ended = _ended_armers(db, open_rows)
+        ended = ended_armers(db, open_rows)
         for hold in open_rows:
             if hold.expires_at is not None and hold.expires_at <= now:
                 end_hold(db, hold, hold.expires_at, "its TTL passed", effects)

@@ -38,7 +38,7 @@ from scheduler.holds.queue import (
 from scheduler.ports import Outcome, TurnResult
 from scheduler.rules import failures, ladder
 from scheduler.rules.failures import NextStep
-from scheduler.store.caches import present
+from scheduler.store.hold_reads import any_queue_holds
 from scheduler.store.models import QueueHold, Session, Status, Turn
 from templates import render
 
@@ -73,7 +73,7 @@ def _lift_proven(work: Work, turn: Turn) -> None:
     """A turn that succeeded after an auth or model-access hold was placed reached the provider
     with the stored credential and the runtime's model: the hold lifts by itself, as its
     sentence says."""
-    if not present(work.db, "queue_holds"):
+    if not any_queue_holds(work.db):
         return
     for current in in_force(work.db, work.now):
         runtime = (current.detail or {}).get("runtime")

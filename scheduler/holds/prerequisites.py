@@ -35,8 +35,8 @@ from scheduler.engine.attempt import Block, is_manual
 from scheduler.engine.effects import Effects
 from scheduler.errors import InvalidInput
 from scheduler.holds import queue as queue_holds
-from scheduler.store.caches import cached, present, read_or_fail_open, register_presence
-from scheduler.store.db import session_scope
+from scheduler.store.db import read_or_fail_open, session_scope
+from scheduler.store.hold_reads import any_prerequisites, any_queue_holds, sessions_declaring_prerequisites
 from scheduler.store.models import Prerequisite, Session, Status
 from scheduler.store.prerequisite_rows import recorded_prerequisites
 from templates import error_text, render
@@ -108,22 +108,11 @@ def waits_on(db: DBSession, waiter_id: int, target: Session) -> bool:
 # --------------------------------------------------------------------------- admission
 
 
-def _declaring_rows() -> Any:
-    active = [Status.WAITING.value, Status.RUNNING.value, Status.NEEDS_INPUT.value]
-    return select(Prerequisite.session_id).join(Session, col(Session.id) == col(Prerequisite.session_id)).where(col(Session.status).in_(active))
-
-
-# Any row at all: presence is kept until a prerequisite is written, and which declaring sessions
-# are unfinished changes with every session's status.
-register_presence("prerequisite_sessions", Prerequisite, lambda: select(Prerequisite.id))
-
-
 def admission_check(ctx: Context) -> Callable[[DBSession, Session, datetime], Block | None]:
     def prerequisite_check(db: DBSession, session: Session, now: datetime) -> Block | None:
-        if is_manual() or not present(db, "prerequisite_sessions"):  # a person's press overrides declared order (seed 002)
+        if is_manual():  # a person's press overrides declared order (seed 002)
             return None
-        declaring = cached(db, "prerequisite_sessions", lambda: read_or_fail_open(db, "the prerequisite store", lambda: _declaring(db), set[int]()))
-        if session.id not in declaring:
+        if session.id not in sessions_declaring_prerequisites(db):
             return None
         pending = read_or_fail_open(db, "the prerequisite store", lambda: unsatisfied(db, session.id or 0), list[Pending]())
         if not pending:
@@ -131,11 +120,6 @@ def admission_check(ctx: Context) -> Callable[[DBSession, Session, datetime], Bl
         return Block(REASON, render("text/prerequisite_block.j2", pending=pending))
 
     return prerequisite_check
-
-
-def _declaring(db: DBSession) -> set[int]:
-    """Unfinished sessions that declare a prerequisite: one read per queue pass."""
-    return set(db.exec(_declaring_rows()).all())
 
 
 # --------------------------------------------------------------------------- the queue-level hold
@@ -173,7 +157,7 @@ def reconcile(ctx: Context) -> None:
     now = ctx.clock.now()
     effects = Effects()
     with session_scope(ctx.engine) as db:
-        if not (present(db, "queue_holds") or present(db, "prerequisite_sessions")):
+        if not (any_queue_holds(db) or any_prerequisites(db)):
             return  # no queue hold to lift, no prerequisite anyone could wait on
         live = queue_holds.live_hold(db, None, now)
         if live is not None and live.reason != REASON:

@@ -52,8 +52,8 @@ from scheduler.context import Context
 from scheduler.engine.attempt import Block, is_manual
 from scheduler.engine.effects import Effects
 from scheduler.errors import InvalidInput, Refused
-from scheduler.store.caches import cached, forget, present, read_or_fail_open, register_presence
 from scheduler.store.db import session_scope
+from scheduler.store.hold_reads import live_queue_holds, queue_holds_in_force
 from scheduler.store.models import QueueHold, Session
 from templates import error_text, render
 
@@ -108,13 +108,8 @@ def view(hold: QueueHold, *, waiting: int = 0) -> QueueHoldView:
 
 
 def in_force(db: DBSession, now: datetime) -> list[QueueHold]:
-    """Holds gating admission now: not released, and not past their own "Resumes at"."""
-    stmt = (
-        select(QueueHold)
-        .where(col(QueueHold.released_at).is_(None), or_(col(QueueHold.resumes_at).is_(None), col(QueueHold.resumes_at) > now))
-        .order_by(col(QueueHold.group).is_not(None), col(QueueHold.since), col(QueueHold.id))
-    )
-    return list(db.exec(stmt))
+    """Holds gating admission now, read afresh: not released, and not past their own "Resumes at"."""
+    return queue_holds_in_force(db, now)
 
 
 def live_hold(db: DBSession, group: str | None, now: datetime) -> QueueHold | None:
@@ -133,7 +128,6 @@ def release(db: DBSession, hold: QueueHold, now: datetime, *, by: str, effects: 
     hold.detail = {**(hold.detail or {}), "released_by": by}
     db.add(hold)
     db.flush()
-    forget(db, "queue_holds")
     effects.cancel(job_id(hold.id or 0))
     effects.notice("queue_hold_lifted", hold=view(hold), by=by)
     effects.queue_pass = effects.queue_pass or kick_queue
@@ -165,7 +159,6 @@ def record(db: DBSession, effects: Effects, spec: NewHold, now: datetime) -> Que
         current.detail = {**(current.detail or {}), **spec.detail}
         db.add(current)
         db.flush()
-        forget(db, "queue_holds")
         if spec.resumes_at is not None:
             effects.alarm(job_id(current.id or 0), spec.resumes_at, "queue_hold_due", current.id)
         return current
@@ -177,7 +170,6 @@ def record(db: DBSession, effects: Effects, spec: NewHold, now: datetime) -> Que
     )
     db.add(hold)
     db.flush()
-    forget(db, "queue_holds")
     if spec.resumes_at is not None:
         effects.alarm(job_id(hold.id or 0), spec.resumes_at, "queue_hold_due", hold.id)
     effects.notice("queue_hold", hold=view(hold), resumable=spec.reason in RESUMABLE)
@@ -263,14 +255,9 @@ def sign_in_verified(ctx: Context, *, actor: str = "a verified sign-in") -> int:
 # --------------------------------------------------------------------------- admission
 
 
-register_presence("queue_holds", QueueHold, lambda: select(QueueHold.id).where(col(QueueHold.released_at).is_(None)))
-
-
 def admission_check(ctx: Context) -> Callable[[DBSession, Session, datetime], Block | None]:
     def queue_hold_check(db: DBSession, session: Session, now: datetime) -> Block | None:
-        if not present(db, "queue_holds"):
-            return None
-        holds = cached(db, "queue_holds", lambda: read_or_fail_open(db, "the queue hold store", lambda: in_force(db, now), list[QueueHold]()))
+        holds = live_queue_holds(db, now)
         for hold in holds:
             if hold.reason in DERIVED:
                 continue  # each session's own check holds it

@@ -16,18 +16,18 @@ from scheduler.holds.interference import reconcile as reconcile_interference
 from scheduler.holds.operator import live_holds, notice_deadlocks, prune
 from scheduler.holds.prerequisites import reconcile
 from scheduler.holds.queue import lift_expired
-from scheduler.store.caches import present
 from scheduler.store.db import session_scope
+from scheduler.store.hold_reads import any_hold_store_in_use
 
 
 def sweep(ctx: Context) -> dict[str, Any]:
     """The periodic sweep: prune stale holds, lift queue holds whose time passed, report a queue
     waiting on prerequisites, and raise any hold deadlock not yet raised."""
     with session_scope(ctx.engine) as db:  # most passes find every hold store empty: one read
-        stores = [key for key in ("operator_holds", "queue_holds", "prerequisite_sessions") if present(db, key)]
+        in_use = any_hold_store_in_use(db)
     reconcile_interference(ctx)  # a group that came to overlap blocked work without a requested pass says so here
     reconcile_budgets(ctx)
-    if not stores:
+    if not in_use:
         return {"pruned": [], "queue_holds_lifted": [], "deadlocks": []}
     pruned = prune(ctx)
     lifted = lift_expired(ctx)

@@ -37,7 +37,7 @@ from sqlmodel import col, func, select
 from scheduler.context import Context
 from scheduler.engine.attempt import PASS_THROUGH, Work
 from scheduler.engine.effects import Effects
-from scheduler.engine.fleet import fleet_columns, running_fleet, running_marks
+from scheduler.engine.fleet import fleet_columns, running_fleet
 from scheduler.engine.pause import COOLDOWN, PREEMPTED, is_standing, record_pause, release_mark
 from scheduler.engine.records import clear_pause, halt_turn, is_running, last_turn, running_turn
 from scheduler.rules.gate import Decision, Reason
@@ -47,6 +47,7 @@ from scheduler.store import preemption_ledger
 from scheduler.store.models import EnqueuedMessage, HumanMessage, Session, Status, Turn
 from scheduler.store.policy import load_policy
 from scheduler.store.sessions import is_spot
+from scheduler.store.turn_reads import running_marks
 from templates import render
 
 log = logging.getLogger("pacer.preemption")

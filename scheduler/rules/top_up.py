@@ -19,7 +19,7 @@ thresholds, in the policy row and its audit:
 The count is sessions with a turn a worker is running, every runtime and every class: a backed-up
 spot queue does not suppress top-up and waiting sessions do not count against it. It is not the
 concurrency limit's count, which leaves out runtimes that spend no quota; both read the same
-running turns (`scheduler.engine.fleet.running_rows`). Pacer has no frozen categories to leave out.
+running turns (`scheduler.store.turn_reads.running_rows`). Pacer has no frozen categories to leave out.
 
 "Under its ceiling since" is the moment the fleet crossed below its ceiling: sessions starting
 and finishing underneath do not move it; only reaching the ceiling again clears it. So on a fleet

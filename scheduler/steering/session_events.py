@@ -31,12 +31,12 @@ from scheduler.errors import InvalidInput, Refused
 from scheduler.holds.cost_caps import spent_by
 from scheduler.rules.top_up import EVENT as NO_SESSIONS_IN_PROGRESS
 from scheduler.steering.firing import Fired, TriggerEvent, fire
-from scheduler.store.caches import kept
 from scheduler.store.db import session_scope
 from scheduler.store.models import Session, Status, Trigger, Turn
 from scheduler.store.policy import load_policy
 from scheduler.store.session_view import session_view
 from scheduler.store.sessions import class_of
+from scheduler.store.trigger_reads import trigger_watched_states
 
 log = logging.getLogger("pacer.session_events")
 
@@ -108,11 +108,11 @@ def _watchers(db: DBSession) -> list[Trigger]:
 def listener(ctx: Context) -> Callable[[str, Mapping[str, Any]], None]:
     """The `ctx.hooks["*"]` listener: arm a `session_event` alarm when some trigger could care.
     Which states any trigger watches is asked on every notice and changes rarely: it is kept
-    until a trigger is written (`caches.kept`)."""
+    until a trigger is written (`store.trigger_reads`)."""
 
     def watched() -> frozenset[str]:
         with session_scope(ctx.engine) as db:
-            return kept(db, "watched_states", (Trigger,), lambda: watched_states(_watchers(db)))
+            return trigger_watched_states(db, lambda: watched_states(_watchers(db)))
 
     def on_notice(event: str, context: Mapping[str, Any]) -> None:
         state = NOTICE_STATE.get(event)

@@ -1,55 +1,29 @@
-"""The read store's caches, in one place: fail-open reads, a per-transaction memo, presence
-(which hold stores have rows at all) and reads kept across transactions while their tables are
-unchanged (`scheduler.store.versions`).
+"""The read store's caches, in one place: a per-transaction memo, presence (which hold stores
+have rows at all) and reads kept across transactions while their tables are unchanged
+(`scheduler.store.versions`).
 
-The domain asks its questions (`operator_holds.live_holds`, `fleet.running_fleet`,
-`policy.load_policy`); those answer through these, so a cache is never the domain's concern
-beyond `forget` after a write inside the same transaction.
+Only the store uses them. The layers above ask named store functions (`hold_reads`,
+`turn_reads`, `trigger_reads`, `session_rows`, `policy.load_policy`), which answer through
+these; a flush drops what the transaction wrote, so no caller ever forgets a read itself.
 """
 
 from __future__ import annotations
 
-import logging
 import weakref
 from collections.abc import Callable
 from typing import Any, TypeVar
 
 from sqlalchemy import event, literal, union_all
 from sqlalchemy import select as sa_select
-from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.orm import Session as ORMSession
 from sqlalchemy.sql import Select
 from sqlmodel import Session as DBSession
 from sqlmodel import col, select
 
-from scheduler.store.db import core
+from scheduler.store.db import core, read_or_fail_open
 from scheduler.store.models import StoreVersion
 
-log = logging.getLogger("pacer.store")
-
 T = TypeVar("T")
-
-
-def read_or_fail_open(db: DBSession, what: str, read: Callable[[], T], fallback: T) -> T:
-    """Read a store inside a savepoint; if it cannot be read, log one line and return `fallback`.
-
-    The savepoint matters on PostgreSQL: a failed statement aborts the whole transaction, and
-    the queue pass that asked must still be able to start the sessions a hold store would not
-    have held (seed 000: "holds fail open … rather than stranding waiters"). SQLite keeps its
-    transaction through a failed statement, so there the savepoint is two statements for nothing.
-    So it is when the read begins the transaction (a notice's read of the watched states): rolling
-    back the whole transaction then undoes exactly what the savepoint would have."""
-    first = not db.in_transaction() and not (db.new or db.dirty or db.deleted)  # nothing of its own to undo
-    try:
-        if first or db.get_bind().dialect.name == "sqlite":
-            return read()
-        with db.begin_nested():
-            return read()
-    except SQLAlchemyError as exc:
-        if first:
-            db.rollback()
-        log.warning("%s could not be read (%s); admission ignores it this time", what, type(exc).__name__)
-        return fallback
 
 
 def cached(db: DBSession, key: str, load: Callable[[], T]) -> T:

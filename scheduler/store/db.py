@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import logging
 import zlib
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from sqlalchemy import Engine, Executable, Result, event, text
+from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.pool import StaticPool
 from sqlmodel import Session as DBSession
 from sqlmodel import create_engine
@@ -17,6 +18,9 @@ from sqlmodel import create_engine
 from scheduler.context import track_transactions
 
 log = logging.getLogger(__name__)
+
+T = TypeVar("T")
+store_log = logging.getLogger("pacer.store")  # a hold store read that failed open
 
 MIGRATIONS = Path(__file__).parent / "migrations"
 PACER_TABLE_PREFIXES = (
@@ -179,3 +183,25 @@ def core(db: DBSession, statement: Executable, params: Mapping[str, Any] | None 
 def ping(engine: Engine) -> bool:
     with engine.connect() as conn:
         return conn.execute(text("SELECT 1")).scalar() == 1
+
+
+def read_or_fail_open(db: DBSession, what: str, read: Callable[[], T], fallback: T) -> T:
+    """Read a store inside a savepoint; if it cannot be read, log one line and return `fallback`.
+
+    The savepoint matters on PostgreSQL: a failed statement aborts the whole transaction, and
+    the queue pass that asked must still be able to start the sessions a hold store would not
+    have held (seed 000: "holds fail open … rather than stranding waiters"). SQLite keeps its
+    transaction through a failed statement, so there the savepoint is two statements for nothing.
+    So it is when the read begins the transaction (a notice's read of the watched states): rolling
+    back the whole transaction then undoes exactly what the savepoint would have."""
+    first = not db.in_transaction() and not (db.new or db.dirty or db.deleted)  # nothing of its own to undo
+    try:
+        if first or db.get_bind().dialect.name == "sqlite":
+            return read()
+        with db.begin_nested():
+            return read()
+    except SQLAlchemyError as exc:
+        if first:
+            db.rollback()
+        store_log.warning("%s could not be read (%s); admission ignores it this time", what, type(exc).__name__)
+        return fallback

@@ -1,0 +1,80 @@
+"""Reads of the turns table that every decision repeats: the running fleet's few columns and each
+budgeted runtime's recorded spend, read once per transaction."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import func
+from sqlalchemy import select as sa_select
+from sqlmodel import Session as DBSession
+from sqlmodel import col, select
+
+from scheduler.store.caches import cached, invalidated_by
+from scheduler.store.db import core
+from scheduler.store.models import Policy, Session, Turn
+
+_RUNNING_KEY = "running"
+_SPEND_KEY = "spend"
+
+RunningRow = tuple[int, str | None, str, str, float]
+
+_RUNNING_COLUMNS: tuple[Any, ...] = (
+    Session.id, Session.scheduling_class, Session.genesis, Session.runtime, Session.weight,
+    col(Session.preempt_mark_at).is_not(None),
+)
+_RUNNING = (  # built once: every decision reads it
+    sa_select(*_RUNNING_COLUMNS)
+    .join(Turn, col(Turn.session_id) == col(Session.id))
+    .where(col(Turn.status) == "running")
+)
+
+invalidated_by(_RUNNING_KEY, Turn, Session)  # a class or weight change counts too
+
+
+def running_rows(db: DBSession) -> list[RunningRow]:
+    """(session id, own class, genesis, runtime, weight) for every turn a worker is executing
+    now: a few columns, not whole rows, read once per transaction until a turn is written —
+    every decision and the capacity check ask it."""
+    return _running(db)[0]
+
+
+def running_marks(db: DBSession) -> frozenset[int]:
+    """The sessions of `running_rows` that carry a preemption mark, from the same read."""
+    return _running(db)[1]
+
+
+def _running(db: DBSession) -> tuple[list[RunningRow], frozenset[int]]:
+    def load() -> tuple[list[RunningRow], frozenset[int]]:
+        rows, marks = [], set()
+        for sid, own, genesis, runtime, weight, marked in core(db, _RUNNING):
+            rows.append((int(sid or 0), own, str(genesis), str(runtime), float(weight)))
+            if marked:
+                marks.add(int(sid or 0))
+        return rows, frozenset(marks)
+
+    return cached(db, _RUNNING_KEY, load)
+
+
+def spent_on(db: DBSession, runtime: str, since: datetime | None) -> float:
+    """The recorded cost of `runtime`'s finished turns since `since` (None: all of them)."""
+    stmt = select(func.coalesce(func.sum(Turn.cost_usd), 0.0)).where(Turn.runtime == runtime, col(Turn.finished_at).is_not(None))
+    if since is not None:
+        stmt = stmt.where(col(Turn.finished_at) > since)  # a turn that finished as the spend was reset is before it
+    return float(db.exec(stmt).one())
+
+
+# A queue pass asks for every candidate of a budgeted runtime: one sum per runtime per
+# transaction, again after it resets a spend. Starting a turn spends nothing yet, and a turn's
+# cost is written (`completion.complete_turn`) before any admission in its transaction, so a
+# turn write does not drop the sum: a pass that starts ten sessions reads it once, not ten times.
+invalidated_by(_SPEND_KEY, Policy)
+
+
+def runtime_spend(db: DBSession, runtime: str, since: datetime | None) -> float:
+    """`spent_on` once per runtime per transaction, again after the transaction writes the policy."""
+    sums: dict[str, float] = cached(db, _SPEND_KEY, dict)
+    if runtime not in sums:
+        sums[runtime] = spent_on(db, runtime, since)
+    return sums[runtime]
