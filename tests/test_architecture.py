@@ -341,6 +341,37 @@ def test_a_cycle_is_reported_with_its_members() -> None:
     assert cycles({"p.a", "p.b", "p.c", "p.d"}, graph) == [["p.a", "p.b", "p.c"]]
 
 
+# The store's caches are the store's: the layers above (and bot/, integrations/) ask named store
+# functions (`store.hold_reads.live_operator_holds`, `store.turn_reads.running_rows`) and never see a
+# memo, a presence check, a kept read or the key it is kept under.
+CACHE_CALLS = {"cached", "kept", "present", "forget", "wrote", "invalidated_by", "register_presence", "forget_kept"}
+
+
+def outside_the_store() -> Iterator[tuple[str, Path]]:
+    for name, path in KNOWN.items():
+        if package_of(name) in ("scheduler", "integrations", "bot") and not name.startswith("scheduler.store"):
+            yield name, path
+
+
+def test_only_the_store_imports_its_caches() -> None:
+    wrong = [
+        f"{where(e)} {e.source} imports {e.target}"
+        for e in GRAPH
+        if e.target == "scheduler.store.caches" and not e.source.startswith("scheduler.store")
+    ]
+    assert wrong == [], "read and write through a named function in scheduler/store/, not through its caches:\n" + "\n".join(wrong)
+
+
+def test_no_cache_call_or_string_cache_key_outside_the_store() -> None:
+    wrong = [
+        f"{path.relative_to(ROOT)}:{node.lineno} {_called(node.func)}({', '.join(repr(a.value) for a in node.args if isinstance(a, ast.Constant))})"
+        for name, path in outside_the_store()
+        for node in ast.walk(ast.parse(path.read_text()))
+        if isinstance(node, ast.Call) and _called(node.func) in CACHE_CALLS
+    ]
+    assert wrong == [], "a cache and its keys live in scheduler/store/; ask a named store function:\n" + "\n".join(wrong)
+
+
 MAX_MODULE_LINES = 400
 MAX_PARAMETERS = 6
 
