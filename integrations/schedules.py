@@ -23,6 +23,7 @@ from apscheduler.triggers.cron import CronTrigger
 from sqlalchemy import Engine
 from sqlmodel import col, select
 
+from scheduler import alarms
 from scheduler.errors import InvalidInput
 from scheduler.store.db import session_scope
 from scheduler.store.models import Trigger
@@ -32,7 +33,7 @@ log = logging.getLogger("pacer.schedules")
 
 JOB_PREFIX = "cron:"
 JOB_FUNC = "bot.jobs:run"
-TARGET = "schedule_fire"
+TARGET = alarms.SCHEDULE_FIRE
 # Crontab order, with the name APScheduler gives each field and what a value may be.
 FIELDS: tuple[tuple[str, str, str], ...] = (
     ("minute", "minute", "0-59"),

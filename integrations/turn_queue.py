@@ -32,6 +32,7 @@ from procrastinate import App, JobContext, PsycopgConnector
 from procrastinate.job_context import AbortReason
 from sqlmodel import Session as DBSession
 
+from scheduler import alarms
 from scheduler.context import Context
 from scheduler.engine.leases import claim
 from scheduler.engine.lifecycle import hand_over
@@ -144,7 +145,7 @@ class TurnHost:
 
         def report(result: TurnResult) -> None:
             try:
-                self.ctx.run_job("turn_done", turn_id, result)
+                self.ctx.run_job(alarms.TURN_DONE, turn_id, result)
             finally:
                 done.set()
 

@@ -17,6 +17,7 @@ from typing import Any, Protocol
 from sqlalchemy import Engine, event
 from sqlmodel import Session as DBSession
 
+from scheduler import alarms
 from scheduler.errors import AlarmInTransaction
 from scheduler.ports import Clock, Deferrer, Notifier, QuotaSource, TurnRequest, TurnResult
 
@@ -199,4 +200,4 @@ QUEUE_PASS_JOB = "queue_pass"  # one id: requests made while one is pending coal
 
 def request_queue_pass(ctx: Context) -> None:
     """Something changed that could free work: the queue looks again now."""
-    ctx.schedule(QUEUE_PASS_JOB, ctx.clock.now(), "queue_pass")
+    ctx.schedule(QUEUE_PASS_JOB, ctx.clock.now(), alarms.QUEUE_PASS)

@@ -1,4 +1,4 @@
-"""Alarm targets by name, each called as `target(ctx, *args)`: the scheduler's composition root.
+"""Alarm targets by name (`scheduler.alarms`), each called as `target(ctx, *args)`: the scheduler's composition root.
 Production runs them through the module-level `bot.jobs.run` (APScheduler stores a name and ids,
 never a callable it could not find again); virtual time through `Context.run_job`. Whoever builds
 a Context gives it `jobs=targets()`."""
@@ -9,6 +9,7 @@ import logging
 from collections.abc import Callable
 from typing import Any
 
+from scheduler import alarms
 from scheduler.context import Context
 from scheduler.engine import completion, queue_pass
 from scheduler.engine.recheck_sweep import recheck_sweep
@@ -38,25 +39,24 @@ def queue_pass_and_report(ctx: Context) -> list[int]:
 
 def targets() -> dict[str, Callable[..., Any]]:
     return {
-        "turn_done": completion.complete_turn,
-        "recheck": queue_pass.recheck,
-        "queue_pass": queue_pass_and_report,
+        alarms.TURN_DONE: completion.complete_turn,
+        alarms.RECHECK: queue_pass.recheck,
+        alarms.QUEUE_PASS: queue_pass_and_report,
         # Alarms a job store already holds under the name this target had before keep firing.
         "kick": queue_pass_and_report,
-        "wake": sleep.wake,
-        # Stored names (a periodic job's row names its target): the re-check sweep and the holds' sweep.
-        "hold_sweep": recheck_sweep,
-        "operator_hold_sweep": holds_sweep.sweep,
-        "operator_hold_expired": operator_holds.expired,
-        "queue_hold_due": queue_holds.due,
-        "schedule_fire": firing.schedule_fire,
-        "session_event": session_events.session_event,
-        "trigger_release": trigger_release.release_promoted,
-        "ceiling_sweep": ceiling.ceiling_sweep,
-        "ceiling_check": ceiling.ceiling_check,
-        cost_caps.DUE_JOB: cost_caps.cost_cap_due,
-        "max_override_expired": policy.expire_max_override,
-        "auth_outage_sweep": auth_outage.unpark_sweep,
-        "top_up_sweep": top_up_sweep.top_up_sweep,
-        "promote_after_message": promotion.promote_after_message,
+        alarms.WAKE: sleep.wake,
+        alarms.HOLD_SWEEP: recheck_sweep,
+        alarms.OPERATOR_HOLD_SWEEP: holds_sweep.sweep,
+        alarms.OPERATOR_HOLD_EXPIRED: operator_holds.expired,
+        alarms.QUEUE_HOLD_DUE: queue_holds.due,
+        alarms.SCHEDULE_FIRE: firing.schedule_fire,
+        alarms.SESSION_EVENT: session_events.session_event,
+        alarms.TRIGGER_RELEASE: trigger_release.release_promoted,
+        alarms.CEILING_SWEEP: ceiling.ceiling_sweep,
+        alarms.CEILING_CHECK: ceiling.ceiling_check,
+        alarms.COST_CAP_DUE: cost_caps.cost_cap_due,
+        alarms.MAX_OVERRIDE_EXPIRED: policy.expire_max_override,
+        alarms.AUTH_OUTAGE_SWEEP: auth_outage.unpark_sweep,
+        alarms.TOP_UP_SWEEP: top_up_sweep.top_up_sweep,
+        alarms.PROMOTE_AFTER_MESSAGE: promotion.promote_after_message,
     }

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from datetime import timedelta
 
+from scheduler import alarms
 from scheduler.context import Context
 from scheduler.holds import (
     auth_outage,
@@ -28,15 +29,15 @@ from scheduler.steering import session_events
 
 # name -> interval. Each name is a target in `scheduler.jobs.targets()`.
 PERIODIC: dict[str, timedelta] = {
-    "hold_sweep": timedelta(minutes=5),  # the re-check sweep (`scheduler/engine/recheck_sweep.py`)
-    "ceiling_sweep": timedelta(minutes=5),  # the budget ceiling and the preemption marks
+    alarms.HOLD_SWEEP: timedelta(minutes=5),  # the re-check sweep (`scheduler/engine/recheck_sweep.py`)
+    alarms.CEILING_SWEEP: timedelta(minutes=5),  # the budget ceiling and the preemption marks
     # Prune stale operator holds, lift lost queue holds, raise deadlocks. A TTL and a "Resumes
     # at" have alarms of their own; this is the net under them, on the same five minutes.
-    "operator_hold_sweep": timedelta(minutes=5),
+    alarms.OPERATOR_HOLD_SWEEP: timedelta(minutes=5),
     # The auth-outage park's owner: wakes the parked population once a login can serve.
-    "auth_outage_sweep": auth_outage.SWEEP_EVERY,
+    alarms.AUTH_OUTAGE_SWEEP: auth_outage.SWEEP_EVERY,
     # The backlog top-up ceiling: under-since, and no_sessions_in_progress once per cooldown.
-    "top_up_sweep": timedelta(minutes=1),
+    alarms.TOP_UP_SWEEP: timedelta(minutes=1),
 }
 
 

@@ -16,6 +16,7 @@ from typing import Any
 
 from bot.simulate.engine import Run
 from bot.simulate.scenario import Scenario
+from scheduler import alarms
 from scheduler.engine.pause import COOLDOWN
 from scheduler.rules.cycling import detect
 from scheduler.rules.windows import window_bounds
@@ -34,7 +35,7 @@ def percentile(values: list[float], q: float) -> float:
 
 
 def sweep_interval() -> timedelta:
-    return PERIODIC.get("ceiling_sweep", PERIODIC.get("hold_sweep", timedelta(minutes=5)))
+    return PERIODIC.get(alarms.CEILING_SWEEP, PERIODIC.get(alarms.HOLD_SWEEP, timedelta(minutes=5)))
 
 
 def spend_by_minute(run: Run) -> tuple[list[float], list[float]]:

@@ -11,6 +11,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 
+from scheduler import alarms
 from scheduler.engine.attempt import PASS_THROUGH, Submission, TurnAttempt, Work
 from scheduler.engine.fleet import asking_for, build_snapshot
 from scheduler.engine.records import clear_hold, hold, start
@@ -82,6 +83,6 @@ def _admit(work: Work, session: Session, attempt: TurnAttempt, ahead: Ahead | No
             hook(work, session, decision)  # preemption lives here: it never raises
         turn = start(work, session, attempt)
         if decision.reason is Reason.PRIORITY and ctx.runtime(session.runtime).spends_quota:
-            effects.alarm(CEILING_CHECK_JOB, now, "ceiling_check")  # its burn may carry spot work over the line
+            effects.alarm(CEILING_CHECK_JOB, now, alarms.CEILING_CHECK)  # its burn may carry spot work over the line
         return Submission("started", session.id or 0, turn.id, reason=decision.reason, decision=decision)
     return hold(work, session, attempt, said.hold_block(now), decision)

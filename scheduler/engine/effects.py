@@ -13,6 +13,7 @@ from datetime import datetime
 from functools import partial
 from typing import Any
 
+from scheduler import alarms
 from scheduler.context import Context, request_queue_pass
 from scheduler.ports import Outcome, TurnRequest, TurnResult
 from templates import render
@@ -50,10 +51,10 @@ class Effects:
         for turn_id in self.halt:
             ctx.workers.halt(turn_id)
         for turn_id in self.unstarted:
-            ctx.run_job("turn_done", turn_id, TurnResult(Outcome.HALTED, error=render("text/runner_error.j2", kind="halted"), extra={"ran": False}))
+            ctx.run_job(alarms.TURN_DONE, turn_id, TurnResult(Outcome.HALTED, error=render("text/runner_error.j2", kind="halted"), extra={"ran": False}))
         for request in self.dispatch:
-            # The worker reports the result through the "turn_done" target (`completion`).
-            ctx.workers.submit(request, partial(ctx.run_job, "turn_done", request.turn_id))
+            # The worker reports the result through the `alarms.TURN_DONE` target (`completion`).
+            ctx.workers.submit(request, partial(ctx.run_job, alarms.TURN_DONE, request.turn_id))
         for event, context in self.notices:
             ctx.emit(event, **context)
         if self.queue_pass:

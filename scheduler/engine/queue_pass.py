@@ -22,6 +22,7 @@ from sqlalchemy import select as sa_select
 from sqlmodel import Session as DBSession
 from sqlmodel import col
 
+from scheduler import alarms
 from scheduler.context import Context
 from scheduler.engine import claims
 from scheduler.engine.admit import admit
@@ -317,7 +318,7 @@ def queue_pass(ctx: Context, *, due_session: int | None = None) -> list[int]:
         if due is not None and retry_at is not None:
             # Woken early (a wake, a hand-run alarm): the retry's time is a floor. Its own
             # alarm goes back at that time, since one that fired while it slept stood down.
-            work.effects.alarm(hold_job_id(due.id or 0), retry_at, "recheck", due.id)
+            work.effects.alarm(hold_job_id(due.id or 0), retry_at, alarms.RECHECK, due.id)
             due = None
         if due is not None and not _is_due(due, now):
             due = None

@@ -14,6 +14,7 @@ from sqlalchemy import bindparam, update
 from sqlalchemy import select as sa_select
 from sqlmodel import col
 
+from scheduler import alarms
 from scheduler.context import Context
 from scheduler.engine.records import hold_job_id
 from scheduler.store.db import core, session_scope
@@ -68,7 +69,7 @@ def recheck_sweep(ctx: Context) -> list[int]:
                     rearmed.append(session_id)
                     log.warning("session #%s: its re-check was lost; re-armed for %s", session_id, due.isoformat())
     for i, session_id in enumerate(rearmed):
-        ctx.schedule(hold_job_id(session_id), now + step * i, "recheck", session_id)
+        ctx.schedule(hold_job_id(session_id), now + step * i, alarms.RECHECK, session_id)
     return rearmed
 
 
@@ -94,7 +95,7 @@ def _lost_holds(ctx: Context, now: datetime) -> list[tuple[int, datetime]]:
         after = (page[-1][1], int(page[-1][0] or 0))
         for row_id, stamp in page:
             session_id = int(row_id or 0)
-            if ctx.alarm_at(hold_job_id(session_id)) is None and not ctx.is_running_alarm("recheck", session_id):
+            if ctx.alarm_at(hold_job_id(session_id)) is None and not ctx.is_running_alarm(alarms.RECHECK, session_id):
                 lost.append((session_id, stamp))
                 if len(lost) >= REARM_PER_PASS:
                     break

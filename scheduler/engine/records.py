@@ -18,6 +18,7 @@ from sqlalchemy.orm.attributes import set_committed_value
 from sqlmodel import Session as DBSession
 from sqlmodel import col, select
 
+from scheduler import alarms
 from scheduler.engine.attempt import Block, Submission, TurnAttempt, Work
 from scheduler.errors import NotFound
 from scheduler.ports import TurnRequest
@@ -225,7 +226,7 @@ def hold(work: Work, session: Session, attempt: TurnAttempt, block: Block, decis
     if due is None:
         effects.cancel(hold_job_id(session.id or 0))
     else:
-        effects.alarm(hold_job_id(session.id or 0), due, "recheck", session.id)
+        effects.alarm(hold_job_id(session.id or 0), due, alarms.RECHECK, session.id)
     if new:  # a hold announces itself once; a change of reason counts as new
         effects.notice("held", session_id=session.id, reason=reason, sentence=sentence, retry_at=due, title=session.title)
     return Submission("held", session.id or 0, reason=reason, sentence=sentence, retry_at=due, decision=decision)

@@ -32,6 +32,7 @@ from sqlalchemy import func
 from sqlmodel import Session as DBSession
 from sqlmodel import col, select
 
+from scheduler import alarms
 from scheduler.bounds import check_cost_cap
 from scheduler.context import Context, request_queue_pass
 from scheduler.engine.attempt import PASS_THROUGH, Block, TurnAttempt, Work
@@ -46,7 +47,6 @@ from templates import error_text, render
 log = logging.getLogger("pacer.cost_caps")
 
 REASON = "cost_cap"
-DUE_JOB = "cost_cap_due"  # the alarm target's name in `scheduler.jobs.targets`
 
 
 @dataclass(frozen=True)
@@ -146,7 +146,7 @@ def _arm(work: Work, session_id: int, runtime: str, left: float) -> None:
     """Arm the alarm for when the burn estimate spends `left` more dollars; at no rate, none."""
     rate = burn_rate(work.ctx, runtime)
     if rate > 0:
-        work.effects.alarm(_due_job_id(session_id), work.now + timedelta(minutes=left / rate), DUE_JOB, session_id)
+        work.effects.alarm(_due_job_id(session_id), work.now + timedelta(minutes=left / rate), alarms.COST_CAP_DUE, session_id)
 
 
 def before_start(work: Work, session: Session, decision: Decision) -> None:
@@ -195,7 +195,7 @@ def set_cap(ctx: Context, session_id: int, cap: float | None, *, actor: str | No
         db.add(session)
         running = session.status == Status.RUNNING.value
     if running and cap is not None:  # a running turn's alarm is timed for the old cap: ask now
-        ctx.schedule(_due_job_id(session_id), now, DUE_JOB, session_id)
+        ctx.schedule(_due_job_id(session_id), now, alarms.COST_CAP_DUE, session_id)
     log.info("session #%s cost cap changed by %s: %s -> %s", session_id, actor or "someone", before, cap)
     ctx.emit("claim_changed", session_id=session_id, actor=actor)  # its row on every queue view
     request_queue_pass(ctx)

@@ -25,7 +25,7 @@ from datetime import datetime, timedelta
 from sqlmodel import Session as DBSession
 from sqlmodel import col, select
 
-from scheduler import bounds
+from scheduler import alarms, bounds
 from scheduler.context import Context
 from scheduler.engine.attempt import Block
 from scheduler.engine.effects import Effects
@@ -187,7 +187,7 @@ def add_hold(db: DBSession, new: NewOperatorHold, now: datetime) -> OperatorHold
 def announce(ctx: Context, db: DBSession, hold: OperatorHold, now: datetime, effects: Effects) -> None:
     """What a new hold sets going after its commit: its TTL alarm, the deadlocks it closes, its notice."""
     if hold.expires_at is not None:
-        effects.alarm(expiry_job_id(hold.id or 0), hold.expires_at, "operator_hold_expired", hold.id)
+        effects.alarm(expiry_job_id(hold.id or 0), hold.expires_at, alarms.OPERATOR_HOLD_EXPIRED, hold.id)
     notice_deadlocks(ctx, db, [hold], now, effects)
     effects.notice("operator_hold", hold_id=hold.id, armer=hold.armer, selector_kind=hold.selector_kind, selector_value=hold.selector_value)
     log.warning("operator hold %s placed by %s on %s %s", hold.id, hold.armer, hold.selector_kind, hold.selector_value)
@@ -271,7 +271,7 @@ def expired(ctx: Context, hold_id: int) -> None:
         if hold is None or hold.released_at is not None or hold.expires_at is None:
             return
         if hold.expires_at > now:
-            effects.alarm(expiry_job_id(hold_id), hold.expires_at, "operator_hold_expired", hold_id)
+            effects.alarm(expiry_job_id(hold_id), hold.expires_at, alarms.OPERATOR_HOLD_EXPIRED, hold_id)
         else:
             end_hold(db, hold, hold.expires_at, "its TTL passed", effects)
             effects.queue_pass = True

@@ -48,6 +48,7 @@ from sqlalchemy import or_
 from sqlmodel import Session as DBSession
 from sqlmodel import col, select
 
+from scheduler import alarms
 from scheduler.context import Context
 from scheduler.engine.attempt import Block, is_manual
 from scheduler.engine.effects import Effects
@@ -160,7 +161,7 @@ def record(db: DBSession, effects: Effects, spec: NewHold, now: datetime) -> Que
         db.add(current)
         db.flush()
         if spec.resumes_at is not None:
-            effects.alarm(job_id(current.id or 0), spec.resumes_at, "queue_hold_due", current.id)
+            effects.alarm(job_id(current.id or 0), spec.resumes_at, alarms.QUEUE_HOLD_DUE, current.id)
         return current
     if current is not None:
         release(db, current, now, by=f"replaced by {spec.reason}", effects=effects, kick_queue=False)  # still held, newly
@@ -171,7 +172,7 @@ def record(db: DBSession, effects: Effects, spec: NewHold, now: datetime) -> Que
     db.add(hold)
     db.flush()
     if spec.resumes_at is not None:
-        effects.alarm(job_id(hold.id or 0), spec.resumes_at, "queue_hold_due", hold.id)
+        effects.alarm(job_id(hold.id or 0), spec.resumes_at, alarms.QUEUE_HOLD_DUE, hold.id)
     effects.notice("queue_hold", hold=view(hold), resumable=spec.reason in RESUMABLE)
     log.warning("queue hold %s on %s: %s", spec.reason, spec.group or "the whole queue", spec.sentence)
     return hold
@@ -186,7 +187,7 @@ def due(ctx: Context, hold_id: int) -> None:
         if hold is None or hold.released_at is not None:
             return
         if hold.resumes_at is not None and hold.resumes_at > now:
-            effects.alarm(job_id(hold_id), hold.resumes_at, "queue_hold_due", hold_id)  # extended since armed
+            effects.alarm(job_id(hold_id), hold.resumes_at, alarms.QUEUE_HOLD_DUE, hold_id)  # extended since armed
         else:
             release(db, hold, now, by="its time passed", effects=effects)
     effects.apply(ctx)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from datetime import datetime
 
+from scheduler import alarms
 from scheduler.context import Context
 from scheduler.engine.effects import Effects
 from scheduler.engine.queue_pass import recheck
@@ -41,7 +42,7 @@ def wake_me_up_later(ctx: Context, session_id: int, at: datetime, prompt: str | 
             session.status = Status.WAITING.value
         session.updated_at = now
         db.add(session)
-        effects.alarm(wake_job_id(session_id), at, "wake", session_id)
+        effects.alarm(wake_job_id(session_id), at, alarms.WAKE, session_id)
     effects.apply(ctx)
     return at
 

@@ -25,6 +25,7 @@ from sqlalchemy import func
 from sqlmodel import Session as DBSession
 from sqlmodel import col, select
 
+from scheduler import alarms
 from scheduler.context import Context
 from scheduler.engine.records import lock
 from scheduler.engine.start_now import start_now
@@ -85,7 +86,7 @@ def record_human_message(
     # Delivered before the re-rank, not after: a stranded session would otherwise get StartNow's
     # continue nudge in front of the person's words, and the message must survive a failed re-rank.
     submit_turn(ctx, session_id, text, kind="human")
-    ctx.schedule(promotion_job_id(session_id), now, "promote_after_message", message.id)
+    ctx.schedule(promotion_job_id(session_id), now, alarms.PROMOTE_AFTER_MESSAGE, message.id)
     return message
 
 

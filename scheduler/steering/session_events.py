@@ -26,6 +26,7 @@ from typing import Any
 from sqlmodel import Session as DBSession
 from sqlmodel import col, select
 
+from scheduler import alarms
 from scheduler.context import Context
 from scheduler.errors import InvalidInput, Refused
 from scheduler.holds.cost_caps import spent_by
@@ -124,7 +125,7 @@ def listener(ctx: Context) -> Callable[[str, Mapping[str, Any]], None]:
         if state not in wanted and not (state == "failed" and "blocked" in wanted):
             return
         job_id = f"session_event:{session_id}:{state}:{time.time_ns()}:{next(_seq)}"
-        ctx.schedule(job_id, ctx.clock.now(), "session_event", int(session_id), state)
+        ctx.schedule(job_id, ctx.clock.now(), alarms.SESSION_EVENT, int(session_id), state)
 
     return on_notice
 

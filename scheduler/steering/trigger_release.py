@@ -21,6 +21,7 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
+from scheduler import alarms
 from scheduler.context import Context
 from scheduler.engine.start_now import start_now
 from scheduler.errors import PacerError
@@ -47,7 +48,7 @@ def arm_release(ctx: Context, trigger_id: int, session_ids: Sequence[int]) -> st
     if not session_ids:
         return None
     job_id = f"trigger_release:{trigger_id}:{time.time_ns()}:{next(_seq)}"
-    ctx.schedule(job_id, ctx.clock.now(), "trigger_release", trigger_id, *[int(s) for s in session_ids])
+    ctx.schedule(job_id, ctx.clock.now(), alarms.TRIGGER_RELEASE, trigger_id, *[int(s) for s in session_ids])
     return job_id
 
 

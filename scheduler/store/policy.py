@@ -13,6 +13,7 @@ from sqlalchemy import select as sa_select
 from sqlmodel import Session as DBSession
 from sqlmodel import col, select
 
+from scheduler import alarms
 from scheduler.bounds import MAX_SESSIONS
 from scheduler.context import Context, request_queue_pass
 from scheduler.errors import InvalidInput
@@ -269,7 +270,7 @@ def set_policy(
     if audit is not None:
         until = audit.changes.get("max_sessions_override_until", [None, None])[1]
         if until is not None:  # replacing a temporary value moves its expiry with it
-            ctx.schedule(OVERRIDE_EXPIRY_JOB, datetime.fromisoformat(until), "max_override_expired")
+            ctx.schedule(OVERRIDE_EXPIRY_JOB, datetime.fromisoformat(until), alarms.MAX_OVERRIDE_EXPIRED)
         request_queue_pass(ctx)
     return audit
 
