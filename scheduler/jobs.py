@@ -42,8 +42,6 @@ def targets() -> dict[str, Callable[..., Any]]:
         alarms.TURN_DONE: completion.complete_turn,
         alarms.RECHECK: queue_pass.recheck,
         alarms.QUEUE_PASS: queue_pass_and_report,
-        # Alarms a job store already holds under the name this target had before keep firing.
-        "kick": queue_pass_and_report,
         alarms.WAKE: sleep.wake,
         alarms.HOLD_SWEEP: recheck_sweep,
         alarms.OPERATOR_HOLD_SWEEP: holds_sweep.sweep,
