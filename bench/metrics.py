@@ -23,9 +23,9 @@ from typing import Any
 from prometheus_client import CollectorRegistry, generate_latest
 from sqlalchemy import insert
 
-from bot.metrics_collector import DatabaseCollector
-from bot.runtime import build
-from bot.settings import load
+from bot.config.settings import load
+from bot.observe.metrics_collector import DatabaseCollector
+from bot.runtime.process import build
 from scheduler.store.models import Session, Turn
 
 HOLDS = ("at_utilization_limit", "fleet_at_cap", "operator_hold", "concurrency_group", None)

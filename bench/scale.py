@@ -38,8 +38,8 @@ from sqlalchemy import Engine, text
 
 from bench.serve import free_port, start_pacer
 from bench.webhooks import SECRET, deliveries, percentile, process_cpu_seconds, send_all, senders
-from bot.leader import leader_address
-from bot.settings_rules import database_url as driver_url
+from bot.config.rules import database_url as driver_url
+from bot.runtime.leader import leader_address
 from scheduler.store import db as dbmod
 from scheduler.store.models import Trigger
 

@@ -10,7 +10,7 @@ import sys
 from collections.abc import Mapping
 from pathlib import Path
 
-from bot.demo import wait_until_up
+from bot.serve.demo import wait_until_up
 
 START_SECONDS = 60
 

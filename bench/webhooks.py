@@ -41,9 +41,9 @@ from sqlmodel import Session as DBSession
 from sqlmodel import col, select
 
 from bench.serve import free_port, start_pacer
+from bot.config.rules import database_url
 from bot.github.events import PRIORITY_LABEL
 from bot.github.webhook import signature
-from bot.settings_rules import database_url
 from scheduler.store import db as dbmod
 from scheduler.store.models import Session, Trigger, Turn
 

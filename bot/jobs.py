@@ -1,7 +1,7 @@
 """APScheduler's one alarm target: `run`, a module-level function whose import path never changes,
 taking a target name and ids. APScheduler pickles a reference to it and the ids, never a Context,
 so a stored job survives a restart and always runs against the current process's adapters: the
-composition root (`bot.runtime.build`) installs the process's Context here once."""
+composition root (`bot.runtime.process.build`) installs the process's Context here once."""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
 """Everything a scheduler operation needs from the outside world, passed in as one value.
 
-Production builds it in `bot/runtime.py`; tests and the simulator build it with a VirtualClock,
+Production builds it in `bot/runtime/process.py`; tests and the simulator build it with a VirtualClock,
 a VirtualDeferrer and VirtualWorkers. No operation reads a global.
 """
 

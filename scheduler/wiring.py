@@ -1,7 +1,7 @@
 """Where the scheduler's parts plug into a Context: alarm targets, admission checks, hooks and
 periodic sweeps.
 
-Production (`bot/runtime.py`), the tests' harness and `pacer simulate` all call `install`, so
+Production (`bot/runtime/process.py`), the tests' harness and `pacer simulate` all call `install`, so
 the same parts run everywhere.
 """
 

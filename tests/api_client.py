@@ -15,9 +15,9 @@ import httpx
 import uvicorn
 from sqlalchemy import Engine
 
-from bot.app import create_app
-from bot.runtime import Pacer
-from bot.settings import Settings, load
+from bot.config.settings import Settings, load
+from bot.runtime.process import Pacer
+from bot.serve.app import create_app
 from scheduler import wiring
 from scheduler.context import Context
 from scheduler.testing import VirtualClock, VirtualDeferrer, VirtualWorkers

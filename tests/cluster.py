@@ -21,8 +21,8 @@ import httpx
 import pytest
 from sqlalchemy import Engine, text
 
-from bot.demo import wait_until_up
-from bot.leader import leader_address
+from bot.runtime.leader import leader_address
+from bot.serve.demo import wait_until_up
 from integrations.apscheduler_deferrer import JOB_TABLE
 from scheduler.engine.records import hold_job_id
 from scheduler.store import db as dbmod
@@ -60,7 +60,7 @@ def scratch_database(prefix: str) -> Iterator[str]:
         if os.environ.get("PACER_REQUIRE_POSTGRES") == "1":
             pytest.fail("PACER_REQUIRE_POSTGRES=1 but PACER_TEST_DATABASE_URL is not set")
         pytest.skip(f"processes sharing one database need PostgreSQL: {NO_POSTGRES}")
-    from bot.settings_rules import database_url as driver_url
+    from bot.config.rules import database_url as driver_url
 
     admin = dbmod.make_engine(driver_url("PACER_TEST_DATABASE_URL", base))
     name = f"{prefix}_{uuid.uuid4().hex[:8]}"

@@ -59,7 +59,7 @@ def pytest_unconfigure(config: pytest.Config) -> None:
 
 def _on_server(url: str, *statements: str) -> None:
     """Run statements that take no transaction (CREATE and DROP DATABASE) over a connection to `url`."""
-    from bot.settings_rules import database_url
+    from bot.config.rules import database_url
 
     admin = dbmod.make_engine(database_url("PACER_TEST_DATABASE_URL", url))
     try:
@@ -76,7 +76,7 @@ def _fresh_postgres() -> Engine:
     if not url:
         pytest.skip(NO_POSTGRES)
     if _pg_engine is None:
-        from bot.settings_rules import database_url
+        from bot.config.rules import database_url
 
         full = database_url("PACER_TEST_DATABASE_URL", url)
         engine = dbmod.make_engine(full)

@@ -87,9 +87,9 @@ def comment_payload(
 
 def make_pacer(engine: Any, clock: Any, deferrer: Any, **env: str) -> Any:
     """A Pacer runtime in virtual time with the production notifier chain and wiring."""
-    from bot.notify import CompositeNotifier, LogNotifier
-    from bot.runtime import Pacer
-    from bot.settings import load
+    from bot.config.settings import load
+    from bot.runtime.notify import CompositeNotifier, LogNotifier
+    from bot.runtime.process import Pacer
     from scheduler import wiring
     from scheduler.context import Context
     from scheduler.jobs import targets

@@ -237,7 +237,7 @@ BOT_TOKEN = "xoxb-0000-test-token"
 
 def pacer_settings(mock: MockSlack, **extra: str) -> Any:
     """Settings for a Pacer that talks to `mock` (the roster has an operator and a member)."""
-    from bot.settings import load
+    from bot.config.settings import load
 
     env = {
         "SLACK_BOT_TOKEN": BOT_TOKEN, "SLACK_SIGNING_SECRET": SIGNING_SECRET, "SLACK_API_URL": mock.api_url,
@@ -285,8 +285,8 @@ class SlackClient:
 def make_pacer(engine: Any, clock: Any, deferrer: Any, settings: Any) -> Any:
     """A Pacer runtime in virtual time: the real Context, a virtual worker pool, the production
     notifier chain (so the Slack notifier is wired exactly as `pacer serve` wires it)."""
-    from bot.notify import CompositeNotifier, LogNotifier
-    from bot.runtime import Pacer
+    from bot.runtime.notify import CompositeNotifier, LogNotifier
+    from bot.runtime.process import Pacer
     from scheduler.context import Context
     from scheduler.jobs import targets
     from scheduler.testing import VirtualWorkers
@@ -299,7 +299,7 @@ def make_pacer(engine: Any, clock: Any, deferrer: Any, settings: Any) -> Any:
 @contextmanager
 def serving(engine: Any, clock: Any, deferrer: Any, mock: MockSlack, **extra: str) -> Iterator[SlackClient]:
     """Pacer's whole HTTP app (Slack edge mounted) on loopback, talking to `mock`."""
-    from bot.app import create_app
+    from bot.serve.app import create_app
 
     pacer = make_pacer(engine, clock, deferrer, pacer_settings(mock, **extra))
     app = create_app(pacer, start_scheduler=False)

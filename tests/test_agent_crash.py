@@ -25,7 +25,7 @@ import httpx
 import pytest
 from sqlalchemy import text
 
-from bot.demo import wait_until_up
+from bot.serve.demo import wait_until_up
 from scheduler.store import db as dbmod
 from tests.cluster import scratch_database
 from tests.custody_support import agent_processes, agent_python, custody_settings, make_room, remove_room, require_custody

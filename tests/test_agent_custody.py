@@ -25,7 +25,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from bot.demo import wait_until_up
+from bot.serve.demo import wait_until_up
 from tests.custody_support import agent_python, agent_user, custody_settings, open_room, require_custody, sandbox_usable
 from tests.slack_mock import MockSlack
 from tests.test_crash import _port

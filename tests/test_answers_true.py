@@ -7,7 +7,7 @@ from datetime import timedelta
 
 import pytest
 
-from bot import chat
+from bot.chat import answers
 from integrations.github.status import status_view
 from scheduler.engine.turns import submit_turn
 from scheduler.holds.view import all_holds, render_holds
@@ -41,7 +41,7 @@ def test_a_spot_hold_a_genesis_override_has_overtaken_is_shown_as_overtaken_ever
         change_policy(db, {"genesis_class_overrides": {"api": "priority"}}, surface="test", actor=None, now=ctx.clock.now())
     assert row(ctx, sid).hold_reason == "at_utilization_limit"  # the record stays until the next pass
 
-    why = chat.answer(api.pacer, "console", f"why {sid}", surface="console").text
+    why = answers.answer(api.pacer, "console", f"why {sid}", surface="console").text
     detail = api.get(f"/sessions/{sid}").json()
     with session_scope(ctx.engine) as db:
         holds = render_holds(all_holds(db, ctx.clock.now()))
@@ -56,7 +56,7 @@ def test_a_spot_hold_a_genesis_override_has_overtaken_is_shown_as_overtaken_ever
 
 
 def test_whatif_spot_says_a_new_spot_session_would_not_start_under_hold_all(api) -> None:
-    ask = lambda text: chat.answer(api.pacer, "alice", text, surface="console")  # noqa: E731
+    ask = lambda text: answers.answer(api.pacer, "alice", text, surface="console")  # noqa: E731
     assert "would start now" in ask("whatif --spot").text
     placed = ask("hold all for 2h release freeze")
     assert placed.ok, placed.text
@@ -75,9 +75,9 @@ def test_start_refuses_a_done_session_on_every_surface_and_says_to_reply(api) ->
     api.deferrer.advance(timedelta(minutes=31))
     assert row(ctx, sid).status == "done"
 
-    said = chat.answer(api.pacer, "alice", f"start {sid}", surface="console")
+    said = answers.answer(api.pacer, "alice", f"start {sid}", surface="console")
     r = api.post(f"/sessions/{sid}/start_now")
-    helped = chat.answer(api.pacer, "alice", "help start", surface="console").text
+    helped = answers.answer(api.pacer, "alice", "help start", surface="console").text
 
     assert not said.ok and f"reply {sid} <text>" in said.text
     assert r.status_code == 409 and f"reply {sid} <text>" in r.text

@@ -9,9 +9,9 @@ from datetime import timedelta
 import pytest
 from sqlmodel import col, select
 
-from bot import intake
-from bot import triggers as store
-from bot.trigger_spec import check_spec
+from bot.api import intake
+from bot.triggers import writes as store
+from bot.triggers.spec import check_spec
 from scheduler import wiring
 from scheduler.engine.lifecycle import archive
 from scheduler.ports import Outcome

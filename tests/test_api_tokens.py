@@ -11,7 +11,7 @@ import signal
 import httpx
 import pytest
 
-from bot.settings import in_force, load
+from bot.config.settings import in_force, load
 from scheduler.errors import ConfigError
 from scheduler.store.db import session_scope
 from scheduler.store.models import Session

@@ -11,7 +11,7 @@ from datetime import datetime, timedelta
 import pytest
 from sqlmodel import select
 
-from bot import chat
+from bot.chat import answers
 from scheduler import wiring
 from scheduler.engine.records import hold_job_id
 from scheduler.engine.turns import submit_turn
@@ -64,7 +64,7 @@ def test_with_every_login_signed_out_work_of_both_classes_is_parked_not_started(
         assert parked.hold_retry_at is None and hold_job_id(sid) not in api.deferrer.pending()  # the sweep owns it
     assert turns(api) == []
 
-    why = chat.answer(api.pacer, "alice", f"why {urgent}", surface="console").text
+    why = answers.answer(api.pacer, "alice", f"why {urgent}", surface="console").text
     assert "every account in the login pool (2) needs to sign in again" in why, why
     assert "un-park sweep" in why
 
@@ -107,7 +107,7 @@ def test_start_now_on_a_parked_session_keeps_it_parked_while_no_login_serves(api
     ctx = api.ctx
     sid = new(ctx, genesis="command", requester="alice", prompt="go")
     assert submit_turn(ctx, sid, "go").reason == "auth_outage"
-    said = chat.answer(api.pacer, "alice", f"start {sid}", surface="console")
+    said = answers.answer(api.pacer, "alice", f"start {sid}", surface="console")
     assert said.ok and "sign in again" in said.text, said.text
     assert row(ctx, sid).park_reason == "auth_outage" and turns(api) == []
 

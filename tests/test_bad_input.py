@@ -22,8 +22,8 @@ import pytest
 from sqlalchemy import Engine, func
 from sqlmodel import select
 
-from bot import chat
-from bot.app import create_app
+from bot.chat import answers
+from bot.serve.app import create_app
 from scheduler import bounds
 from scheduler.store import db as dbmod
 from scheduler.store.models import PolicyAudit, Session, SlackEvent, Trigger, Turn, WebhookDelivery
@@ -190,7 +190,7 @@ def test_json_nested_past_what_python_can_read_is_a_4xx_in_the_apis_own_shape(ap
 
 
 # The same bounds on every surface: each row is a value at the edge of a range, as the API takes
-# it and as `/pacer` (Slack and the console: both are `chat.answer`) takes it.
+# it and as `/pacer` (Slack and the console: both are `answers.answer`) takes it.
 EDGES = [
     # (what, API request, /pacer line, accepted)
     ("precedence at the top", ("PATCH", "/sessions/{sid}", {"precedence": bounds.MAX_PRECEDENCE}),
@@ -219,7 +219,7 @@ def test_the_api_and_pacer_accept_the_same_ranges(api: Api, what: str, request_:
     r = _raw(api, method, path.format(sid=sid, tid=tid), None if body is None else json.dumps(body).encode())
     # An id in range that names nothing is a 404: the value itself was accepted.
     assert (r.status_code in (200, 404)) is accepted and (r.status_code == 422) is not accepted, r.text
-    reply = chat.answer(api.pacer, "alice", line.format(sid=sid, tid=tid), surface="console")
+    reply = answers.answer(api.pacer, "alice", line.format(sid=sid, tid=tid), surface="console")
     refused_as_input = not reply.ok and "does not exist" not in reply.text
     assert refused_as_input is not accepted, reply.text
 

@@ -13,7 +13,7 @@ from slack_sdk import WebClient
 from sqlalchemy import Engine
 
 from bot.github.events import IntakeEvent, parse
-from bot.github_intake import github_event
+from bot.github.intake import github_event
 from integrations.github.client import GithubClients
 from integrations.github.comments import PyGithubComments, StatusComments
 from integrations.slack.notifier import SESSION_PRIORITY, SlackNotifier, thread_source

@@ -1,4 +1,4 @@
-"""`bot.chat.answer` against a real SQLite database and the real turn engine in virtual time:
+"""`bot.chat.answers.answer` against a real SQLite database and the real turn engine in virtual time:
 each implemented command's answer, its bad-argument and denied-role cases (asserting nothing
 changed), the Slack flavour's escaping and Block Kit, and the commands not wired yet."""
 
@@ -11,10 +11,11 @@ from typing import Any
 import pytest
 from sqlmodel import select
 
-from bot import chat, console
+from bot.chat import answers
+from bot.cli import console
 from bot.commands import USAGE
-from bot.runtime import Pacer
-from bot.settings import load
+from bot.config.settings import load
+from bot.runtime.process import Pacer
 from integrations.slack.messages import GATE_CARD_BLOCKS
 from scheduler.store.db import session_scope
 from scheduler.store.models import OperatorHold, PolicyAudit, QueueHold, Session, Trigger, Turn
@@ -70,8 +71,8 @@ def state(pacer: Pacer) -> list[Any]:
         ] + [load_policy(db)]
 
 
-def ask(pacer: Pacer, text: str, actor: str = "UOP", surface: str = "console") -> chat.Reply:
-    return chat.answer(pacer, actor, text, surface=surface)
+def ask(pacer: Pacer, text: str, actor: str = "UOP", surface: str = "console") -> answers.Reply:
+    return answers.answer(pacer, actor, text, surface=surface)
 
 
 def refused(pacer: Pacer, text: str, actor: str, message: str, usage: str, surface: str = "console") -> None:
@@ -132,7 +133,7 @@ def test_queue_all_shows_every_status(pacer) -> None:
 
 
 def test_the_ladder_is_the_order_ranked_queue_uses(pacer) -> None:
-    from bot.queue_view import ladder
+    from bot.chat.queue_view import ladder
 
     for n in range(12):
         add(pacer, n % 5, genesis=["slack", "github_issue", "schedule"][n % 3], precedence=(n * 7) % 4)
@@ -426,7 +427,7 @@ def test_a_crashing_handler_is_one_line_and_no_trace(pacer, monkeypatch, caplog)
     def boom(ctx: Any, command: Any) -> Any:
         raise RuntimeError("kaboom")
 
-    monkeypatch.setitem(chat.ENGINE, "reply", boom)
+    monkeypatch.setitem(answers.ENGINE, "reply", boom)
     reply = ask(pacer, f"reply {add(pacer, 0)} hi", actor="UMEM")
     assert (reply.ok, reply.text) == (False, "Something went wrong answering that; nothing was reported as done. The details are in Pacer's log.")
     assert "kaboom" in caplog.text
@@ -442,10 +443,10 @@ def test_an_unreadable_database_is_one_line_and_no_trace(pacer) -> None:
 
 
 def test_an_engine_handler_answers_from_the_table(pacer, monkeypatch) -> None:
-    from bot.context import Answer
+    from bot.chat.context import Answer
 
-    assert chat.available("resume")
-    monkeypatch.setitem(chat.ENGINE, "resume", lambda ctx, command: Answer("started", {"sentence": f"resumed {command.group}"}))
+    assert answers.available("resume")
+    monkeypatch.setitem(answers.ENGINE, "resume", lambda ctx, command: Answer("started", {"sentence": f"resumed {command.group}"}))
     assert ask(pacer, "resume acme/web").text == "resumed acme/web"
 
 
@@ -473,7 +474,8 @@ def test_a_hold_on_class_spot_makes_every_surface_say_a_new_spot_session_would_w
     """P17, one admission verdict: the gate admits, but an operator hold on class:spot holds a new
     spot session; `whatif --spot`, the gate card (`policy`, the live page, the API's dict) and a
     real `new --spot` all say the same thing, because they ask the same verdict."""
-    from bot import live_page, live_view
+    from bot.live import page as live_page
+    from bot.live import view as live_view
     from scheduler.wiring import install
 
     install(pacer.ctx)  # the production admission checks, in their production order

@@ -7,10 +7,10 @@ from datetime import timedelta
 import pytest
 from sqlmodel import select
 
-from bot import chat
+from bot.chat import answers
 from bot.commands import USAGE
-from bot.runtime import Pacer
-from bot.settings import load
+from bot.config.settings import load
+from bot.runtime.process import Pacer
 from scheduler import wiring
 from scheduler.engine.turns import submit_turn
 from scheduler.store.db import session_scope
@@ -29,7 +29,7 @@ def pacer(engine, clock) -> Pacer:
 
 
 def ask(pacer, text, actor="UOP", surface="console"):
-    return chat.answer(pacer, actor, text, surface=surface)
+    return answers.answer(pacer, actor, text, surface=surface)
 
 
 def session(pacer, sid) -> Session:

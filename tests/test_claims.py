@@ -10,7 +10,7 @@ from datetime import timedelta
 import pytest
 from sqlmodel import select
 
-from bot import chat
+from bot.chat import answers
 from scheduler.engine.claims import Claim
 from scheduler.engine.turns import submit_turn
 from scheduler.store.db import session_scope
@@ -29,7 +29,7 @@ def api(engine, clock):
 
 
 def console(api, text: str, actor: str = "alice"):
-    return chat.answer(api.pacer, actor, text, surface="console")
+    return answers.answer(api.pacer, actor, text, surface="console")
 
 
 @pytest.mark.parametrize(

@@ -8,7 +8,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from bot.settings import VARIABLES, in_force, load, redact_url
+from bot.config.settings import VARIABLES, in_force, load, redact_url
 
 ROOT = Path(__file__).resolve().parents[1]
 

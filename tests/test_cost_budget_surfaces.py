@@ -15,10 +15,10 @@ from pathlib import Path
 import pytest
 from sqlmodel import select
 
-from bot import chat
+from bot.chat import answers
 from bot.commands import USAGE
-from bot.runtime import Pacer
-from bot.settings import load
+from bot.config.settings import load
+from bot.runtime.process import Pacer
 from scheduler.engine.turns import submit_turn
 from scheduler.store.db import session_scope
 from scheduler.store.models import Policy, PolicyAudit
@@ -96,14 +96,14 @@ def pacer(engine, clock) -> Pacer:
 
 
 def test_pacer_policy_set_budget_and_reset_spend_in_chat(pacer) -> None:
-    reply = chat.answer(pacer, "UOP", "policy set budget:echo=$1.50", surface="console")
+    reply = answers.answer(pacer, "UOP", "policy set budget:echo=$1.50", surface="console")
     assert reply.ok, reply.text
     assert reply.text.startswith("Policy changed: cost_budgets none → echo=1.5.")
-    assert "cost budgets: echo $0.00 spent of $1.50" in chat.answer(pacer, "UMEM", "policy", surface="console").text
-    reset = chat.answer(pacer, "UOP", "policy reset-spend echo", surface="console")
+    assert "cost budgets: echo $0.00 spent of $1.50" in answers.answer(pacer, "UMEM", "policy", surface="console").text
+    reset = answers.answer(pacer, "UOP", "policy reset-spend echo", surface="console")
     assert reset.ok and "Recorded: [FleetPolicy] changed via console by UOP: spend_reset_at {} -> {'echo': '2026-11-02T09:00:00+00:00'}" in reset.text
-    assert "cost budgets: echo $0.00 spent of $1.50 since 2026-11-02 09:00 UTC" in chat.answer(pacer, "UMEM", "policy", surface="console").text
-    removed = chat.answer(pacer, "UOP", "policy set budget:echo=none", surface="console")
+    assert "cost budgets: echo $0.00 spent of $1.50 since 2026-11-02 09:00 UTC" in answers.answer(pacer, "UMEM", "policy", surface="console").text
+    removed = answers.answer(pacer, "UOP", "policy set budget:echo=none", surface="console")
     assert removed.text.startswith("Policy changed: cost_budgets echo=1.5 → none.")
 
 
@@ -120,7 +120,7 @@ def test_pacer_policy_set_budget_and_reset_spend_in_chat(pacer) -> None:
 )
 def test_bad_budget_input_in_chat_says_what_is_allowed_and_changes_nothing(pacer, text, actor, message) -> None:
     before = _state(pacer.engine)
-    reply = chat.answer(pacer, actor, text, surface="console")
+    reply = answers.answer(pacer, actor, text, surface="console")
     assert not reply.ok
     assert reply.text.splitlines()[0].startswith(f"error: {message}"), reply.text
     assert reply.text.splitlines()[-1] == f"usage: {USAGE['policy']}"
@@ -144,7 +144,7 @@ def test_pacer_policy_cli_sets_a_budget_and_resets_the_spend(tmp_path: Path) -> 
 
 
 def test_a_session_of_a_runtime_over_budget_is_held_through_the_chat_surface_too(pacer) -> None:
-    chat.answer(pacer, "UOP", "policy set budget:echo=0.01", surface="console")
+    answers.answer(pacer, "UOP", "policy set budget:echo=0.01", surface="console")
     ctx = pacer.ctx
     from scheduler.wiring import install
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from bot import chat
+from bot.chat import answers
 from bot.commands import command as c
 from bot.commands.grammar import USAGE, parse
 from scheduler.errors import CommandError
@@ -24,7 +24,7 @@ def api(engine, clock):
 
 
 def console(api, text: str, actor: str = "alice"):
-    return chat.answer(api.pacer, actor, text, surface="console")
+    return answers.answer(api.pacer, actor, text, surface="console")
 
 
 @pytest.mark.parametrize(

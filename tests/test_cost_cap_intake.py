@@ -10,8 +10,8 @@ import pytest
 from sqlalchemy import Engine
 
 from bot.github.events import IntakeEvent, cost_cap_of, parse
-from bot.github_intake import github_event
-from bot.trigger_spec import check_config
+from bot.github.intake import github_event
+from bot.triggers.spec import check_config
 from scheduler import wiring
 from scheduler.errors import InvalidInput
 from scheduler.store.db import session_scope

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from bot.settings import load
+from bot.config.settings import load
 from integrations.runners import leash
 from integrations.runners.custody import SUPERVISOR, Custody, choose, end_unsupervised, supervisor_mark
 from integrations.workspaces import GitRemote, WorkspaceError, Workspaces

@@ -10,17 +10,17 @@ from types import SimpleNamespace
 
 import pytest
 
-from bot import chat
-from bot.metrics_collector import DatabaseCollector
-from bot.render import render
-from bot.runtime import Pacer
-from bot.settings import load
+from bot.chat import answers
+from bot.config.settings import load
+from bot.observe.metrics_collector import DatabaseCollector
+from bot.runtime.process import Pacer
 from bot.simulate.scoring import cycling_report
 from bot.slack.home import home_view
 from scheduler import wiring
 from scheduler.rules.cycling import Event
 from scheduler.store.db import session_scope
 from scheduler.store.models import PreemptionEvent, Turn
+from templates import render
 from tests import harness
 from tests.api_client import make_api
 from tests.conftest import T0
@@ -56,7 +56,7 @@ def seed_cycle(pacer: Pacer) -> tuple[int, int, int]:
 
 def test_holds_names_the_cycling_session_the_pair_and_the_cost(pacer) -> None:
     victim, taker, other = seed_cycle(pacer)
-    text = chat.answer(pacer, "UOP", "holds", surface="console").text
+    text = answers.answer(pacer, "UOP", "holds", surface="console").text
     assert "Preemption cycling (the last 24 h: 3 preemptions, $1.25 lost to halted turns)" in text
     assert f"#{victim} nightly refactor · preempted 3 times (1 halted) by #{taker}, #{other} · $1.25 lost" in text
     assert f"#{victim} nightly refactor and #{taker} hotfix · #{taker} took #{victim}'s slot 2 times · $1.25 lost" in text
@@ -64,13 +64,13 @@ def test_holds_names_the_cycling_session_the_pair_and_the_cost(pacer) -> None:
 
 
 def test_holds_says_nothing_of_cycling_when_nothing_cycles(pacer) -> None:
-    text = chat.answer(pacer, "UOP", "holds", surface="console").text
+    text = answers.answer(pacer, "UOP", "holds", surface="console").text
     assert "cycling" not in text
 
 
 def test_holds_in_slack_puts_the_report_under_the_heading(pacer) -> None:
     victim, taker, _other = seed_cycle(pacer)
-    answer = chat.answer(pacer, "UOP", "holds", surface="slack")
+    answer = answers.answer(pacer, "UOP", "holds", surface="slack")
     sections = [b["text"]["text"] for b in answer.blocks if b["type"] == "section"]
     assert sections[0].startswith("*Preemption cycling*")
     assert f"*#{victim}* nightly refactor · preempted 3 times" in sections[0] and f"*#{taker}* hotfix" in sections[0]

@@ -11,10 +11,10 @@ from typing import Any
 import httpx
 from sqlmodel import select
 
-from bot import demo
 from bot.api.callers import DEMO_TOKEN_KEY
-from bot.app import create_app
-from bot.runtime import Pacer
+from bot.runtime.process import Pacer
+from bot.serve import demo
+from bot.serve.app import create_app
 from scheduler import wiring
 from scheduler.store.db import session_scope
 from scheduler.store.models import Session, Trigger

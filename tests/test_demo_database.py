@@ -13,8 +13,8 @@ from pathlib import Path
 
 import httpx
 
-from bot.demo import own_database
-from bot.settings import load
+from bot.config.settings import load
+from bot.serve.demo import own_database
 
 ROOT = Path(__file__).resolve().parents[1]
 

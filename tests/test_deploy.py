@@ -16,7 +16,7 @@ from alembic.config import Config
 from alembic.script import ScriptDirectory
 from sqlalchemy import inspect, text
 
-from bot.settings import VARIABLES, load
+from bot.config.settings import VARIABLES, load
 from scheduler.store import db as dbmod
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -238,7 +238,7 @@ def test_the_slack_manifest_asks_for_the_events_and_scopes_pacer_uses_and_no_mor
 def test_on_fly_the_edge_proxys_forwarded_scheme_is_trusted() -> None:
     """Fly's proxy ends TLS: there uvicorn trusts X-Forwarded-Proto from any address, so an https
     request is seen as one (the live page's cookie is then Secure); elsewhere its default stands."""
-    from bot.server import proxy_options
+    from bot.serve.server import proxy_options
 
     assert proxy_options({"FLY_APP_NAME": "pacer"}) == {"forwarded_allow_ips": "*"}
     assert proxy_options({}) == {}

@@ -17,7 +17,7 @@ from alembic.autogenerate import compare_metadata
 from alembic.runtime.migration import MigrationContext
 from sqlmodel import SQLModel
 
-from bot.settings import SECRET_NAMES, load
+from bot.config.settings import SECRET_NAMES, load
 from scheduler.errors import ConfigError
 from scheduler.store import db as dbmod
 

@@ -1,7 +1,7 @@
 """A fuzz of every HTTP door, on the production configuration: no input makes Pacer answer 5xx
 or log an unhandled exception, and it answers /healthz afterwards.
 
-One `pacer serve` as production builds it (`runtime.build`: the APScheduler deferrer on the
+One `pacer serve` as production builds it (`process.build`: the APScheduler deferrer on the
 database, `wiring.install`, the echo runner, the real clock), with GitHub, Slack (against the
 loopback mock of its Web API) and the REST API mounted, served by uvicorn on loopback, on a
 SQLite file and on PostgreSQL. Hypothesis sends it, derandomized so CI sees the same inputs:
@@ -42,12 +42,12 @@ from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 from sqlalchemy import text
 
-from bot import runtime
-from bot.app import create_app
 from bot.commands.grammar import NAMES
+from bot.config.rules import database_url
+from bot.config.settings import load
 from bot.github.webhook import signature
-from bot.settings import load
-from bot.settings_rules import database_url
+from bot.runtime import process
+from bot.serve.app import create_app
 from scheduler import bounds
 from templates import render_chat
 from tests.api_client import Server
@@ -153,7 +153,7 @@ def served(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFact
             conn.execute(text("DROP TABLE IF EXISTS apscheduler_jobs"))
         url = database_url("PACER_TEST_DATABASE_URL", raw)
     mock = MockSlack().start()
-    pacer = runtime.build(load(_environ(url, mock, tmp / "work"), toml_path=None))
+    pacer = process.build(load(_environ(url, mock, tmp / "work"), toml_path=None))
     app = create_app(pacer)
     server = Server(app, lifespan="on").start()
     watch = LogWatch()

@@ -12,9 +12,9 @@ from sqlalchemy import Engine
 from sqlmodel import Session as DBSession
 from sqlmodel import col, select
 
+from bot.github.commands import command_text
 from bot.github.events import Control, Ignored, IntakeEvent, Kind, is_trusted, parse
-from bot.github_commands import command_text
-from bot.github_intake import github_event
+from bot.github.intake import github_event
 from integrations.github import markers
 from scheduler import wiring
 from scheduler.store.db import session_scope

@@ -23,7 +23,7 @@ from sqlalchemy import Engine
 from sqlmodel import Session as DBSession
 from sqlmodel import col, func, select
 
-from bot.app import create_app
+from bot.serve.app import create_app
 from integrations.github import markers
 from scheduler.store.db import session_scope
 from scheduler.store.models import HumanMessage, OperatorHold, Session, Trigger

@@ -12,8 +12,8 @@ import httpx
 import pytest
 from sqlalchemy import Engine
 
-from bot.app import create_app
 from bot.github.install import Installed, installed
+from bot.serve.app import create_app
 from scheduler.store.db import session_scope
 from scheduler.store.models import Trigger
 from tests.github_support import FakeGithub, headers, make_pacer, serving

@@ -11,7 +11,7 @@ from sqlmodel import Session as DBSession
 from sqlmodel import col, select
 
 from bot.github.events import IntakeEvent, Kind, parse
-from bot.github_intake import IntakeSettings, github_event, github_trigger_mismatch, record_github
+from bot.github.intake import IntakeSettings, github_event, github_trigger_mismatch, record_github
 from scheduler import wiring
 from scheduler.holds.prerequisites import unsatisfied
 from scheduler.store.db import session_scope

@@ -18,9 +18,9 @@ from sqlalchemy import Engine
 from sqlmodel import Session as DBSession
 from sqlmodel import func, select
 
-from bot.app import create_app
+from bot.github.intake import INTAKE_HOOK_ID
 from bot.github.webhook import is_signed, signature
-from bot.github_intake import INTAKE_HOOK_ID
+from bot.serve.app import create_app
 from scheduler.store.models import Session, Trigger, Turn, WebhookDelivery
 from tests.github_support import (
     SECRET,

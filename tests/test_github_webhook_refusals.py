@@ -15,7 +15,7 @@ from sqlalchemy import Engine
 from sqlmodel import Session as DBSession
 from sqlmodel import func, select
 
-from bot.app import create_app
+from bot.serve.app import create_app
 from scheduler.store.models import Session
 from tests.github_support import SECRET, headers, issue_payload, make_pacer, serving
 

@@ -7,7 +7,7 @@ import threading
 import pytest
 from sqlalchemy import text
 
-from bot.leader import KEEPALIVE, LOCK_KEY, Leadership
+from bot.runtime.leader import KEEPALIVE, LOCK_KEY, Leadership
 
 
 def test_sqlite_elects_one_leader_through_a_lock_file(engine) -> None:

@@ -15,7 +15,7 @@ from typing import Any
 import httpx
 import pytest
 
-from bot.live_page import COOKIE
+from bot.live.page import COOKIE
 from tests.api_client import PERSONAL, TOKEN, Api, make_api
 
 CHROMIUM = "/usr/bin/chromium"

@@ -1,5 +1,5 @@
 """Every log line says which request and which session it belongs to: a real app under uvicorn,
-the real log pipeline (bot.logs: the Ids filter, both formats), real GitHub deliveries and API
+the real log pipeline (bot.observe.logs: the Ids filter, both formats), real GitHub deliveries and API
 requests. The request id is the caller's X-Request-ID when it is sane, else a new one, and comes
 back in the answer; the session id is set where a decision for one session runs."""
 
@@ -14,8 +14,8 @@ from typing import Any
 import pytest
 from sqlalchemy import Engine
 
-from bot.logs import TEXT_FORMAT, Ids, JsonFormatter
-from bot.notify import LogNotifier
+from bot.observe.logs import TEXT_FORMAT, Ids, JsonFormatter
+from bot.runtime.notify import LogNotifier
 from scheduler.engine.attempt import Block
 from scheduler.log_context import about_session, name_session
 from scheduler.testing import VirtualClock

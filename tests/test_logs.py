@@ -16,7 +16,7 @@ import threading
 import time
 from pathlib import Path
 
-from bot.logs import JsonFormatter
+from bot.observe.logs import JsonFormatter
 
 ROOT = Path(__file__).resolve().parents[1]
 # The measure is the first minute of a demo: each run lasts at least that, and at most the

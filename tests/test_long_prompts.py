@@ -18,10 +18,10 @@ import pytest
 from sqlalchemy import Engine
 from sqlmodel import Session as DBSession
 
-from bot.adapters import build_pool, build_runner, runtimes_from_settings
-from bot.app import create_app
-from bot.notify import CompositeNotifier, LogNotifier
-from bot.settings import load
+from bot.config.settings import load
+from bot.runtime.adapters import build_pool, build_runner, runtimes_from_settings
+from bot.runtime.notify import CompositeNotifier, LogNotifier
+from bot.serve.app import create_app
 from integrations.runners.command import ARGUMENT_BYTES, build_argv, split_template
 from scheduler import wiring
 from scheduler.clock import SystemClock
@@ -59,7 +59,7 @@ def test_a_65536_character_non_ascii_issue_body_reaches_the_agent_whole(engine: 
     with DBSession(engine) as db:
         db.add(Trigger(name="issues", kind="github_issue", prompt_template="{{ body }}", scheduling_class="priority", created_at=T0))
         db.commit()
-    from bot.runtime import Pacer
+    from bot.runtime.process import Pacer
 
     app = create_app(Pacer(settings=settings, engine=engine, clock=ctx.clock, deferrer=ctx.deferrer, ctx=ctx), start_scheduler=False)
     body = json.dumps(issue_payload("opened", repository="acme/api", number=3, body=BODY)).encode()

@@ -10,7 +10,7 @@ from datetime import timedelta
 import pytest
 from sqlmodel import select
 
-from bot import chat
+from bot.chat import answers
 from scheduler.engine.turns import submit_turn
 from scheduler.store.db import session_scope
 from scheduler.store.models import Policy, PolicyAudit, Turn
@@ -28,7 +28,7 @@ def api(engine, clock):
 
 
 def console(api, text: str, actor: str = "alice"):
-    return chat.answer(api.pacer, actor, text, surface="console")
+    return answers.answer(api.pacer, actor, text, surface="console")
 
 
 def policy_row(api) -> Policy:

@@ -20,9 +20,9 @@ from prometheus_client.parser import text_string_to_metric_families
 from sqlalchemy import Engine
 from sqlmodel import select
 
-from bot.app import create_app
-from bot.metrics_collector import DatabaseCollector
-from bot.runtime import Pacer
+from bot.observe.metrics_collector import DatabaseCollector
+from bot.runtime.process import Pacer
+from bot.serve.app import create_app
 from scheduler.store.db import make_engine, session_scope
 from scheduler.store.models import Session, Turn
 from scheduler.store.policy import load_policy

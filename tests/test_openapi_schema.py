@@ -52,7 +52,7 @@ from schemathesis.specs.openapi.checks import (
 from sqlalchemy import Engine
 
 from bot.api.fields import GenesisName, StatusName, TriggerKind
-from bot.trigger_spec import KINDS
+from bot.triggers.spec import KINDS
 from scheduler import bounds
 from scheduler.errors import InvalidInput
 from scheduler.rules.genesis import Genesis

@@ -28,11 +28,11 @@ import httpx
 import pytest
 from sqlmodel import SQLModel, select
 
-from bot import console
-from bot.app import create_app
-from bot.blocks import HOLD_RELEASE, QUEUE_ROW
-from bot.notify import CompositeNotifier, LogNotifier
-from bot.runtime import Pacer
+from bot.cli import console
+from bot.runtime.notify import CompositeNotifier, LogNotifier
+from bot.runtime.process import Pacer
+from bot.serve.app import create_app
+from bot.slack.blocks import HOLD_RELEASE, QUEUE_ROW
 from integrations.slack.notifier import QUEUE_RESUME
 from scheduler import wiring
 from scheduler.context import Context, Runtime

@@ -10,9 +10,9 @@ from typing import Any
 import pytest
 from sqlmodel import select
 
-from bot import chat
-from bot.runtime import Pacer
-from bot.settings import load
+from bot.chat import answers
+from bot.config.settings import load
+from bot.runtime.process import Pacer
 from scheduler import wiring
 from scheduler.engine.lifecycle import archive
 from scheduler.engine.turns import submit_turn
@@ -40,7 +40,7 @@ def test_pacer_new_declares_what_it_depends_on(engine, clock) -> None:
     pacer = Pacer(settings=load({"PACER_ROSTER": "UOP=operator"}, toml_path=None), engine=engine, clock=clock, deferrer=deferrer, ctx=ctx)
     target = _target(ctx)
 
-    reply = chat.answer(pacer, "UOP", f"new write the release notes; depends on #{target}", surface="console")
+    reply = answers.answer(pacer, "UOP", f"new write the release notes; depends on #{target}", surface="console")
 
     assert reply.ok, reply.text
     with dbmod.session_scope(engine) as db:

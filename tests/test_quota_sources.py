@@ -18,8 +18,8 @@ import pytest
 from sqlalchemy import Engine
 from sqlmodel import select
 
-from bot.adapters import build_quota_source
-from bot.settings import load
+from bot.config.settings import load
+from bot.runtime.adapters import build_quota_source
 from integrations.quota.ledger import LedgerSource
 from integrations.quota.pool_source import PoolSource
 from scheduler.rules.windows import window_bounds

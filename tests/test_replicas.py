@@ -29,8 +29,8 @@ import httpx
 import pytest
 from sqlalchemy import Engine, text
 
-from bot.demo import wait_until_up
-from bot.leader import LOCK_KEY, leader_address
+from bot.runtime.leader import LOCK_KEY, leader_address
+from bot.serve.demo import wait_until_up
 from integrations.apscheduler_deferrer import APSchedulerDeferrer, build_scheduler
 from integrations.shared_alarms import AlarmListener, SharedDeferrer
 from scheduler.store import db as dbmod

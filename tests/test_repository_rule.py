@@ -27,7 +27,7 @@ from sqlalchemy import Engine, text
 from sqlmodel import Session as DBSession
 from sqlmodel import col, func, select
 
-from bot.app import create_app
+from bot.serve.app import create_app
 from integrations.workspaces import GitRemote, WorkspaceError, Workspaces
 from scheduler import bounds
 from scheduler.errors import InvalidInput

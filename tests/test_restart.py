@@ -25,7 +25,7 @@ from apscheduler.triggers.date import DateTrigger
 from sqlalchemy import Engine, text, update
 from sqlmodel import col
 
-from bot.demo import wait_until_up
+from bot.serve.demo import wait_until_up
 from scheduler.store import db as dbmod
 from scheduler.store.models import Session
 from tests.cluster import scratch_database
@@ -59,7 +59,7 @@ def _serve(tmp: Path, port: int, url: str, echo_seconds: str, log: Path) -> subp
 
 
 def _engine(url: str) -> Engine:
-    from bot.settings_rules import database_url as driver_url
+    from bot.config.rules import database_url as driver_url
 
     return dbmod.make_engine(driver_url("DATABASE_URL", url))
 

@@ -10,7 +10,7 @@ from datetime import timedelta
 import pytest
 from sqlmodel import select
 
-from bot import chat
+from bot.chat import answers
 from scheduler.engine.restart import RESTART_FROM_SCRATCH_KEYS
 from scheduler.engine.turns import submit_turn
 from scheduler.pauses.sleep import wake_me_up_later
@@ -30,7 +30,7 @@ def api(engine, clock):
 
 
 def console(api, text: str, actor: str = "alice"):
-    return chat.answer(api.pacer, actor, text, surface="console")
+    return answers.answer(api.pacer, actor, text, surface="console")
 
 
 def turns_of(api, sid: int) -> list[Turn]:

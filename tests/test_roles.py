@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 
+from bot.chat.roles import Role, authorize, role_of, subjects
 from bot.commands import parse
-from bot.roles import Role, authorize, role_of, subjects
 from scheduler.errors import Forbidden
 
 ROSTER = {"UOP": "operator", "UMEM": "member", "UBAD": "admin"}

@@ -15,8 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from bot.adapters import build_pool, build_runner, runtimes_from_settings
-from bot.settings import load
+from bot.config.settings import load
+from bot.runtime.adapters import build_pool, build_runner, runtimes_from_settings
 from integrations.runners.command import CommandRunner, build_argv, split_template
 from integrations.runners.custody import supervisor_mark
 from integrations.runners.echo import EchoRunner

@@ -11,10 +11,11 @@ import pytest
 from apscheduler.schedulers.background import BackgroundScheduler
 from sqlmodel import select
 
-from bot import jobs, runtime
-from bot import triggers as store
-from bot.runtime import Pacer
-from bot.trigger_spec import check_spec
+from bot import jobs
+from bot.runtime import process
+from bot.runtime.process import Pacer
+from bot.triggers import writes as store
+from bot.triggers.spec import check_spec
 from integrations.apscheduler_deferrer import build_scheduler
 from integrations.schedules import cron_trigger, job_id, sync_schedules
 from scheduler.errors import InvalidInput
@@ -174,12 +175,12 @@ def test_the_api_keeps_the_jobs_in_line_with_its_trigger_writes(engine, clock, a
 def test_the_leaders_resync_job_picks_up_triggers_written_elsewhere(engine, clock, aps: BackgroundScheduler) -> None:
     ctx, deferrer, *_ = build(engine, clock)
     pacer = Pacer(settings=settings_for(engine), engine=engine, clock=clock, deferrer=deferrer, ctx=ctx, scheduler=aps)
-    ctx.jobs = {**ctx.jobs, **runtime.periodic_targets(pacer)}
+    ctx.jobs = {**ctx.jobs, **process.periodic_targets(pacer)}
     previous = jobs.install(ctx)
     try:
         tid = add(engine, clock, "written-on-a-replica", "0 6 * * *")
         assert aps.get_job(job_id(tid)) is None
-        jobs.run(runtime.TRIGGER_RESYNC)  # what the leader's periodic job runs
+        jobs.run(process.TRIGGER_RESYNC)  # what the leader's periodic job runs
         assert aps.get_job(job_id(tid)) is not None
     finally:
         jobs.install(previous)

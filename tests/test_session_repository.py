@@ -9,13 +9,13 @@ import pytest
 from sqlmodel import Session as DBSession
 from sqlmodel import col, select
 
-from bot import chat
+from bot.chat import answers
 from bot.commands import USAGE
+from bot.config.settings import load
 from bot.github.events import IntakeEvent, parse
-from bot.github_intake import github_event
-from bot.runtime import Pacer
-from bot.settings import load
-from bot.trigger_spec import check_config
+from bot.github.intake import github_event
+from bot.runtime.process import Pacer
+from bot.triggers.spec import check_config
 from scheduler import bounds, wiring
 from scheduler.errors import InvalidInput
 from scheduler.store.db import session_scope
@@ -78,11 +78,11 @@ def test_a_trigger_carries_a_repository_its_sessions_work_in(engine: Any, clock:
 def test_pacer_new_takes_repo_and_refuses_a_bad_one_changing_nothing(engine: Any, clock: Any) -> None:
     ctx, deferrer, _workers, _quota = harness.build(engine, clock, max_sessions=2)
     pacer = Pacer(settings=load({"PACER_ROSTER": "UOP=operator"}, toml_path=None), engine=engine, clock=clock, deferrer=deferrer, ctx=ctx)
-    reply = chat.answer(pacer, "UOP", "new --spot repo:acme/api fix the flaky login test", surface="console")
+    reply = answers.answer(pacer, "UOP", "new --spot repo:acme/api fix the flaky login test", surface="console")
     assert reply.ok, reply.text
     (session,) = _rows(engine)
     assert (session.repository, session.prompt) == ("acme/api", "fix the flaky login test")
-    bad = chat.answer(pacer, "UOP", "new repo:acme fix it", surface="console")
+    bad = answers.answer(pacer, "UOP", "new repo:acme fix it", surface="console")
     assert not bad.ok
     assert bad.text == ("error: repo: 'acme' is not a repository; use owner/name, e.g. acme/api: the owner 1 to 39 letters and digits"
                         " with single hyphens between them, the name 1 to 100 letters, digits, '.', '-' and '_', not '.' or '..'"

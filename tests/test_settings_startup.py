@@ -17,11 +17,12 @@ import pytest
 from sqlalchemy import text
 from sqlmodel import select
 
-from bot import runtime, settings_checks
-from bot.app import create_app
-from bot.drain import drain
-from bot.leader import LOCK_KEY, Leadership, leader_address
-from bot.settings import load
+from bot.config import checks as settings_checks
+from bot.config.settings import load
+from bot.runtime import process
+from bot.runtime.drain import drain
+from bot.runtime.leader import LOCK_KEY, Leadership, leader_address
+from bot.serve.app import create_app
 from scheduler.clock import SystemClock
 from scheduler.engine.turns import submit_turn
 from scheduler.errors import ConfigError
@@ -174,7 +175,7 @@ def test_socket_mode_needs_no_signing_secret_and_bolt_does_not_warn(tmp_path: Pa
     try:
         settings = load({"DATABASE_URL": f"sqlite:///{tmp_path}/p.db", "SLACK_BOT_TOKEN": BOT_TOKEN, "SLACK_APP_TOKEN": "xapp-1",
                          "SLACK_API_URL": mock.api_url}, toml_path=None)
-        pacer = runtime.build(settings, deferrer=VirtualDeferrer(SystemClock()))
+        pacer = process.build(settings, deferrer=VirtualDeferrer(SystemClock()))
         with caplog.at_level(logging.WARNING):
             app = create_app(pacer, start_scheduler=False)
         surface = app.state.slack
@@ -249,7 +250,7 @@ def test_pacer_console_speaks_to_the_port_the_server_uses(tmp_path: Path) -> Non
 
 def _pacer_with_a_running_turn(tmp_path: Path, seconds: str):  # type: ignore[no-untyped-def]
     settings = load({"DATABASE_URL": f"sqlite:///{tmp_path}/p.db", "PACER_ECHO_SECONDS": seconds}, toml_path=None)
-    pacer = runtime.build(settings, deferrer=VirtualDeferrer(SystemClock()))
+    pacer = process.build(settings, deferrer=VirtualDeferrer(SystemClock()))
     with dbmod.session_scope(pacer.engine) as db:
         session = create_session(db, NewSession(requester="U1", scheduling_class="priority"), now=T0)
         db.flush()

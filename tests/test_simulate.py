@@ -214,7 +214,7 @@ def test_the_report_renders_and_compares(reports: dict[str, dict[str, Any]]) -> 
 
 def test_the_cli_writes_json_and_a_png(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     pytest.importorskip("matplotlib")
-    from bot.cli import main
+    from bot.cli.main import main
 
     scenario = tmp_path / "tiny.toml"
     scenario.write_text(SMALL.replace('duration = "2h"', 'duration = "40m"', 1))
@@ -226,7 +226,7 @@ def test_the_cli_writes_json_and_a_png(tmp_path: Path, capsys: pytest.CaptureFix
 
 
 def test_the_cli_refuses_a_bad_scenario_without_running(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    from bot.cli import main
+    from bot.cli.main import main
 
     bad = tmp_path / "bad.toml"
     bad.write_text(SMALL.replace("count = 8", "count = -1"))
@@ -237,7 +237,7 @@ def test_the_cli_refuses_a_bad_scenario_without_running(tmp_path: Path, capsys: 
 
 
 def test_from_db_replays_the_recorded_arrivals(tmp_path: Path) -> None:
-    from bot import settings as settings_mod
+    from bot.config import settings as settings_mod
     from bot.simulate.engine import Simulation
     from bot.simulate.replay import scenario_from_db
 

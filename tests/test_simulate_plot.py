@@ -80,7 +80,7 @@ def test_compare_draws_one_column_per_policy_with_what_binds(scenario: Path) -> 
 
 
 def test_the_cli_writes_the_compare_image(scenario: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    from bot.cli import main
+    from bot.cli.main import main
 
     png = tmp_path / "compare.png"
     assert main(["simulate", str(scenario), "--compare", "--plot", str(png)]) == 0
@@ -91,7 +91,7 @@ def test_the_cli_writes_the_compare_image(scenario: Path, tmp_path: Path, capsys
 
 
 def test_a_plot_named_without_an_ending_is_a_png_at_that_name(scenario: Path, tmp_path: Path) -> None:
-    from bot.cli import main
+    from bot.cli.main import main
 
     target = tmp_path / "timeline"
     assert main(["simulate", str(scenario), "--policy", "fifo", "--plot", str(target)]) == 0
@@ -109,7 +109,7 @@ def test_a_plot_named_without_an_ending_is_a_png_at_that_name(scenario: Path, tm
 def test_a_bad_plot_path_is_one_line_and_nothing_runs(
     scenario: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str], where: str, reason: str
 ) -> None:
-    from bot.cli import main
+    from bot.cli.main import main
 
     target = tmp_path / where
     before = sorted(tmp_path.rglob("*"))

@@ -1,7 +1,7 @@
 """`/pacer` through the real app: a fast empty ack, then the answer at the command's response_url.
 
 The requests are signed like Slack's, sent over loopback into the FastAPI app that mounts the
-real Bolt app; the answer is whatever `bot.chat.answer` says, posted to the mock's response_url.
+real Bolt app; the answer is whatever `bot.chat.answers.answer` says, posted to the mock's response_url.
 """
 
 from __future__ import annotations

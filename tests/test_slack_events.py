@@ -8,7 +8,7 @@ from typing import Any
 from sqlalchemy import Engine, func
 from sqlmodel import select
 
-from bot.runtime import Pacer
+from bot.runtime.process import Pacer
 from bot.slack.events import is_ignored, record_event
 from scheduler.store import db as dbmod
 from scheduler.store.models import SlackEvent
@@ -93,7 +93,7 @@ def test_is_ignored_lets_only_plain_human_messages_through() -> None:
 
 
 def test_racing_deliveries_of_one_event_record_it_once(any_engine: Engine, clock, deferrer, mock: MockSlack) -> None:
-    from bot.settings import load
+    from bot.config.settings import load
 
     pacer = make_pacer(any_engine, clock, deferrer, load({}, toml_path=None))
     outcomes: list[bool] = []

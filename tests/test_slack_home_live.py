@@ -104,8 +104,8 @@ def test_nobody_who_opened_it_more_than_a_day_ago_is_republished(live, mock: Moc
 
 
 def test_a_failed_publish_is_one_log_line_and_the_next_viewer_still_gets_theirs(engine, clock, caplog) -> None:
-    from bot.runtime import Pacer
-    from bot.settings import load
+    from bot.config.settings import load
+    from bot.runtime.process import Pacer
     from scheduler.testing import VirtualDeferrer
     from tests.slack_mock import make_pacer
 
@@ -133,7 +133,7 @@ def test_a_failed_publish_is_one_log_line_and_the_next_viewer_still_gets_theirs(
 
 
 def test_viewers_are_remembered_once_each_newest_first_and_forgotten_after_a_day(any_engine, clock) -> None:
-    from bot.settings import load
+    from bot.config.settings import load
     from bot.slack.home import recent_viewers, remember_viewer
     from scheduler.testing import VirtualDeferrer
     from tests.slack_mock import make_pacer

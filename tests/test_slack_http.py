@@ -11,7 +11,7 @@ import time
 import pytest
 from sqlalchemy import Engine
 
-from bot.app import create_app
+from bot.serve.app import create_app
 from scheduler.errors import ConfigError
 from tests.slack_mock import (
     BOT_TOKEN,

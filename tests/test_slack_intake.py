@@ -9,9 +9,9 @@ from typing import Any
 import pytest
 from sqlmodel import select
 
-from bot.render import render
 from scheduler.store import db as dbmod
 from scheduler.store.models import HumanMessage, Session, Trigger, Turn
+from templates import render
 from tests.slack_mock import serving
 
 

@@ -13,8 +13,8 @@ import pytest
 from slack_sdk import WebClient
 from sqlalchemy import Engine
 
-from bot.runtime import Pacer
-from bot.settings import load
+from bot.config.settings import load
+from bot.runtime.process import Pacer
 from bot.slack.edge import SlackEdge
 from integrations.slack.notifier import (
     QUEUE_RESUME,

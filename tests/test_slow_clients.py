@@ -1,5 +1,5 @@
 """Slow and stalled clients are bounded: real sockets against the real app under uvicorn on
-loopback, configured as `pacer serve` configures it (`bot.server.client_bounds`), with bounds of
+loopback, configured as `pacer serve` configures it (`bot.serve.server.client_bounds`), with bounds of
 a second so the test takes a few.
 
 Fifty clients dribbling their headers, fifty dribbling a body and fifty stalling mid-body are
@@ -20,10 +20,10 @@ from dataclasses import dataclass, field
 import httpx
 import pytest
 
-from bot.app import create_app
-from bot.runtime import Pacer
-from bot.server import client_bounds
-from bot.slow_clients import MAX_HEADER_BYTES
+from bot.runtime.process import Pacer
+from bot.serve.app import create_app
+from bot.serve.server import client_bounds
+from bot.serve.slow_clients import MAX_HEADER_BYTES
 from scheduler import wiring
 from tests.api_client import TOKEN, Server, settings_for
 from tests.harness import build

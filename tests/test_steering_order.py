@@ -21,10 +21,10 @@ from sqlalchemy import Engine, text
 from sqlmodel import Session as DBSession
 from sqlmodel import col, select
 
-from bot.app import create_app
 from bot.github.events import IntakeEvent, parse
-from bot.github_intake import IntakeSettings, record_github
-from bot.github_plan import GithubPlan
+from bot.github.intake import IntakeSettings, record_github
+from bot.github.plan import GithubPlan
+from bot.serve.app import create_app
 from scheduler.store.db import session_scope
 from scheduler.store.models import OperatorHold, Session, Trigger
 from scheduler.store.policy import ensure_policy

@@ -1,7 +1,7 @@
 """A burst's first turns decided together (`scheduler.engine.turns.submit_turns`) are the decisions one
 at a time would make, in one transaction; an archived session in the batch is refused and the
 rest go on; a failure inside the batch costs the others nothing. And the GitHub follow-up
-thread finishes a burst's plans that way (`bot.github_plan.finish_github_plans`)."""
+thread finishes a burst's plans that way (`bot.github.plan.finish_github_plans`)."""
 
 from __future__ import annotations
 
@@ -12,9 +12,9 @@ import pytest
 from sqlalchemy import Engine, event
 from sqlmodel import func, select
 
-from bot import triggers as store
-from bot.github_plan import GithubPlan, finish_github, finish_github_plans
-from bot.trigger_spec import check_spec
+from bot.github.plan import GithubPlan, finish_github, finish_github_plans
+from bot.triggers import writes as store
+from bot.triggers.spec import check_spec
 from scheduler.context import Context
 from scheduler.engine import turns
 from scheduler.engine.lifecycle import archive, recover

@@ -12,9 +12,9 @@ from datetime import datetime, timedelta
 import pytest
 from sqlmodel import col, select
 
-from bot import intake
-from bot import triggers as store
-from bot.trigger_spec import check_spec
+from bot.api import intake
+from bot.triggers import writes as store
+from bot.triggers.spec import check_spec
 from scheduler import wiring
 from scheduler.context import Runtime
 from scheduler.errors import InvalidInput
@@ -230,18 +230,18 @@ def test_the_gate_card_shows_the_thresholds_the_count_and_under_its_ceiling_sinc
 
 
 def test_pacer_policy_on_slack_and_the_console_shows_the_thresholds_and_under_since(any_engine, clock) -> None:
-    from bot import chat
+    from bot.chat import answers
     from tests.api_client import make_api
 
     api = make_api(any_engine, clock, max_sessions=4)
     try:
-        chat.answer(api.pacer, "alice", "policy set top_up=2 top_up_stretch=5 top_up_cooldown=20", surface="slack")
+        answers.answer(api.pacer, "alice", "policy set top_up=2 top_up_stretch=5 top_up_cooldown=20", surface="slack")
         top_up_sweep(api.ctx)
-        slack = chat.answer(api.pacer, "bob", "policy", surface="slack").text
+        slack = answers.answer(api.pacer, "bob", "policy", surface="slack").text
         assert "• top_up: *2* (stretch *5* min, cooldown *20* min)\n" in slack
         assert ("Backlog top-up: 0 running a turn against a ceiling of *2* (every runtime) · stretch 5 min · cooldown 20 min"
                 " · under its ceiling since 2026-11-02 09:00 UTC · next top-up no sooner than 2026-11-02 09:05 UTC") in slack
-        console = chat.answer(api.pacer, "bob", "policy", surface="console").text
+        console = answers.answer(api.pacer, "bob", "policy", surface="console").text
         assert "  top_up: 2 (stretch 5 min, cooldown 20 min)\n" in console
         assert "  Under its ceiling since 2026-11-02 09:00 UTC · next top-up no sooner than 2026-11-02 09:05 UTC\n" in console
         assert api.get("/policy").json()["gate"]["top_up"]["under_since"] == T0.isoformat()

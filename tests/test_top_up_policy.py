@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 from sqlmodel import select
 
-from bot import chat
+from bot.chat import answers
 from scheduler.rules.top_up import TopUpPolicy
 from scheduler.store.db import session_scope
 from scheduler.store.models import PolicyAudit
@@ -55,7 +55,7 @@ def test_each_surface_sets_the_three_thresholds_with_one_audit_line_naming_it(ap
     assert top_up(api) == TopUpPolicy(5, 10, 45)
     for surface, shown_as in (("slack", "slack:/pacer"), ("console", "console")):
         reset(api)
-        reply = chat.answer(api.pacer, "alice", "policy set top_up=5 top_up_stretch=10 top_up_cooldown=45", surface=surface)
+        reply = answers.answer(api.pacer, "alice", "policy set top_up=5 top_up_stretch=10 top_up_cooldown=45", surface=surface)
         assert reply.ok, reply.text
         assert top_up(api) == TopUpPolicy(5, 10, 45)
         assert audit_lines(api)[-1] == f"[FleetPolicy] changed via {shown_as} by alice: {MOVED}"
@@ -104,7 +104,7 @@ def test_a_bad_threshold_over_the_api_is_422_naming_it_and_changes_nothing(api, 
     ],
 )
 def test_a_bad_threshold_in_policy_set_names_it_and_changes_nothing(api, line, message) -> None:
-    reply = chat.answer(api.pacer, "alice", line, surface="slack")
+    reply = answers.answer(api.pacer, "alice", line, surface="slack")
     assert not reply.ok and message in reply.text and "usage: `/pacer policy [set gating=on|off" in reply.text, reply.text
     assert top_up(api) == TopUpPolicy() and audit_lines(api) == []
 

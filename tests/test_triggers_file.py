@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 from sqlmodel import select
 
-from bot import triggers_file
-from bot.runtime import Pacer
+from bot.runtime.process import Pacer
+from bot.triggers import file as triggers_file
 from scheduler.errors import ConfigError
 from scheduler.steering.firing import TriggerEvent, fire
 from scheduler.store.db import session_scope

@@ -18,7 +18,7 @@ from procrastinate.schema import SchemaManager
 from sqlalchemy import Engine, inspect, text
 from sqlmodel import col, select
 
-from bot.adapters import libpq_url
+from bot.runtime.adapters import libpq_url
 from integrations.runners.pool import ThreadWorkerPool
 from integrations.turn_leases import LeasedPool
 from integrations.turn_queue import TurnHost, TurnQueue, build_app

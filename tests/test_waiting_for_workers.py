@@ -13,7 +13,7 @@ from itertools import count
 import pytest
 from sqlmodel import Session as DBSession
 
-from bot import intake
+from bot.api import intake
 from integrations.runners.pool import ThreadWorkerPool
 from scheduler import wiring
 from scheduler.engine.fleet import waiting_for_workers

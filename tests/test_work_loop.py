@@ -19,11 +19,11 @@ from sqlalchemy import Engine
 from sqlmodel import Session as DBSession
 from sqlmodel import col, select
 
-from bot.adapters import build_pool, build_runner, runtimes_from_settings
-from bot.app import create_app
-from bot.notify import CompositeNotifier, LogNotifier
-from bot.runtime import Pacer
-from bot.settings import load
+from bot.config.settings import load
+from bot.runtime.adapters import build_pool, build_runner, runtimes_from_settings
+from bot.runtime.notify import CompositeNotifier, LogNotifier
+from bot.runtime.process import Pacer
+from bot.serve.app import create_app
 from integrations.slack.messages import thread_messages
 from scheduler import wiring
 from scheduler.clock import SystemClock

@@ -166,7 +166,7 @@ def test_fly_and_compose_run_workers_beside_the_replicas() -> None:
 
     import yaml
 
-    from bot.settings import load
+    from bot.config.settings import load
 
     fly = tomllib.loads((ROOT / "fly.toml").read_text())
     assert fly["processes"] == {"app": "pacer serve", "worker": "pacer worker"}

@@ -22,8 +22,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from bot.roles import Role, role_of
-from bot.settings_rules import token_digest
+from bot.chat.roles import Role, role_of
+from bot.config.rules import token_digest
 from scheduler.errors import Forbidden
 from templates import error_text
 

@@ -1,4 +1,4 @@
-"""POST /api/v1/chat: the `/pacer` grammar over the API — the same `bot.chat.answer` Slack and
+"""POST /api/v1/chat: the `/pacer` grammar over the API — the same `bot.chat.answers.answer` Slack and
 the console call, so anything one surface can do, the others can. `pacer console` forwards its
 lines here when another process (a running `pacer serve`) leads the scheduler."""
 
@@ -7,10 +7,10 @@ from __future__ import annotations
 from fastapi import APIRouter, Request
 from pydantic import BaseModel, Field
 
-from bot import chat
 from bot.api.fields import Text
 from bot.api.guard import CallerDep, GuardedRoute
 from bot.api.refusals import refusals
+from bot.chat import answers
 from bot.commands.grammar import MAX_CHARS
 
 router = APIRouter(route_class=GuardedRoute, tags=["chat"])
@@ -30,5 +30,5 @@ class ChatOut(BaseModel):
 @router.post("/chat", response_model=ChatOut, responses=refusals(422),
              summary="Run a /pacer command as the caller: the personal token's holder, or 'api token' with PACER_API_ROLE")
 def post_chat(body: ChatIn, request: Request, who: CallerDep) -> ChatOut:
-    reply = chat.answer(request.app.state.pacer, who.name, body.text, surface="api", role=who.role)
+    reply = answers.answer(request.app.state.pacer, who.name, body.text, surface="api", role=who.role)
     return ChatOut(ok=reply.ok, text=reply.text)

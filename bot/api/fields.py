@@ -19,7 +19,7 @@ from pydantic import AfterValidator, BaseModel, ConfigDict, Field, GetJsonSchema
 from pydantic.json_schema import JsonSchemaValue
 from pydantic_core import PydanticCustomError, core_schema
 
-from bot.trigger_spec import NAME, TEMPLATE_CHARS
+from bot.triggers.spec import NAME, TEMPLATE_CHARS
 from scheduler import bounds
 from scheduler.rules.genesis import validate_overrides
 from scheduler.rules.top_up import TOP_UP_RANGES

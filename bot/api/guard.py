@@ -36,8 +36,8 @@ from starlette.requests import ClientDisconnect
 from starlette.types import Message
 
 from bot.api.callers import Caller, Unauthorized, identify_caller
-from bot.http_body import read_bounded
-from bot.logs import first_line
+from bot.observe.logs import first_line
+from bot.runtime.http_body import read_bounded
 from scheduler.errors import Forbidden, InvalidInput, NotFound, Refused
 from templates import error_text
 

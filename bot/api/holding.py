@@ -24,7 +24,7 @@ from bot.api.guard import CallerDep, GuardedRoute
 from bot.api.models import SessionDetail
 from bot.api.refusals import refusals
 from bot.api.views import context, session_detail
-from bot.roles import Role
+from bot.chat.roles import Role
 from scheduler import bounds
 from scheduler.errors import InvalidInput
 from scheduler.holds.operator import MAX_REASON, MAX_TTL, place_hold, release_hold

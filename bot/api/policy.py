@@ -24,7 +24,7 @@ from bot.api.guard import CallerDep, GuardedRoute
 from bot.api.models import HoldsOut, PolicyChanged, PolicyOut, PolicyPatch, SpendReset
 from bot.api.refusals import refusals
 from bot.api.views import context
-from bot.gate_view import spot_runtime
+from bot.chat.gate_view import spot_runtime
 from scheduler.engine.fleet import read_quota
 from scheduler.holds.budgets import reset_spend, spends
 from scheduler.rules.top_up import TOP_UP_ATTRIBUTES

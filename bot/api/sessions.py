@@ -1,7 +1,7 @@
 """/api/v1/sessions: create, list, read, change class and rank, start now, archive, post a message.
 
 The same operations the Slack commands and the console perform, over the same scheduler calls:
-creation through `bot.intake.api_session` (then `submit_turn`), a promotion of a waiting session
+creation through `bot.api.intake.api_session` (then `submit_turn`), a promotion of a waiting session
 through StartNow, archive through `scheduler.engine.lifecycle`, the waiting reason from
 `scheduler.rules.waiting`.
 """
@@ -18,7 +18,7 @@ from sqlalchemy.exc import IntegrityError
 from sqlmodel import col, select
 
 import bot.api.idempotency as idempotency
-from bot import intake
+import bot.api.intake as intake
 from bot.api.fields import Documented, GenesisName, SessionId
 from bot.api.guard import CallerDep, GuardedRoute
 from bot.api.models import (

@@ -14,7 +14,6 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Query, Request
 from sqlmodel import col, select
 
-from bot import triggers as store
 from bot.api.fields import TriggerId, TriggerKind
 from bot.api.guard import CallerDep, GuardedRoute
 from bot.api.models import (
@@ -29,7 +28,8 @@ from bot.api.models import (
 )
 from bot.api.refusals import refusals
 from bot.api.views import context, session_detail, submission_out
-from bot.trigger_spec import check_spec
+from bot.triggers import writes as store
+from bot.triggers.spec import check_spec
 from scheduler.steering.firing import TriggerEvent, fire
 from scheduler.store.db import session_scope
 from scheduler.store.models import Trigger

@@ -51,12 +51,12 @@ from fastapi.responses import JSONResponse, Response
 from sqlalchemy import insert
 from sqlalchemy.exc import IntegrityError
 
-from bot.adapters import github_clients, github_comments
 from bot.github import events, install
-from bot.github_intake import IntakeSettings, record_github
-from bot.github_plan import GithubPlan, finish_github_plans
-from bot.http_body import read_bounded
-from bot.runtime import Pacer
+from bot.github.intake import IntakeSettings, record_github
+from bot.github.plan import GithubPlan, finish_github_plans
+from bot.runtime.adapters import github_clients, github_comments
+from bot.runtime.http_body import read_bounded
+from bot.runtime.process import Pacer
 from integrations.github.comments import CommentPort, StatusComments
 from integrations.github.labels import LabelPort, PyGithubLabels
 from integrations.tracked_pool import TrackedPool, run_guarded

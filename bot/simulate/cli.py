@@ -142,7 +142,7 @@ def _refuse(problem: str) -> int:
 
 def _scenario(args: argparse.Namespace) -> Scenario:
     if args.from_db:
-        from bot import settings as settings_mod
+        from bot.config import settings as settings_mod
         from bot.simulate.replay import scenario_from_db
 
         settings = settings_mod.load(os.environ, toml_path=getattr(args, "config", None))

@@ -21,8 +21,8 @@ from sqlalchemy import inspect
 from sqlalchemy.exc import OperationalError
 from sqlmodel import col, select
 
-from bot.adapters import runtimes_from_settings
-from bot.settings import redact_url
+from bot.config.settings import redact_url
+from bot.runtime.adapters import runtimes_from_settings
 from bot.simulate.scenario import (
     ArrivalSpec,
     PolicySpec,

@@ -5,7 +5,7 @@ exactly as if the person had typed it — same roles, same errors, same template
 back ephemerally: through the message's response_url, or as an ephemeral in the channel, or —
 from the App Home, which has neither — as a direct message, after which the Home is republished.
 
-The contract with the blocks `bot.blocks` and the notifier build (action_id → the value it carries):
+The contract with the blocks `bot.slack.blocks` and the notifier build (action_id → the value it carries):
 
     pacer.queue_row          overflow; option values "promote:42" "start:42" "demote_top:42" "archive:42"
     pacer.hold_release       button; value: the operator hold id, "7"
@@ -23,15 +23,14 @@ from typing import Any
 from slack_bolt import Ack, App, Respond
 from slack_sdk import WebClient
 
-from bot.blocks import HOLD_RELEASE, QUEUE_ROW
-from bot.render import render
-from bot.runtime import Pacer
+from bot.runtime.process import Pacer
+from bot.slack.blocks import HOLD_RELEASE, QUEUE_ROW
 from bot.slack.edge import SlackEdge, ask, command_lines
 from bot.slack.home import publish_home
 from integrations.slack import messages
 from integrations.slack.notifier import QUEUE_RESUME, SESSION_PRIORITY
 from scheduler.errors import InvalidInput
-from templates import error_text
+from templates import error_text, render
 
 log = logging.getLogger("pacer.slack")
 

@@ -1,6 +1,6 @@
 """The composition root of the Slack edge: one Bolt app, its Web API client and its listeners.
 
-Sync Bolt, not AsyncApp. Everything a listener calls — `bot.chat.answer`, SQLModel sessions, the
+Sync Bolt, not AsyncApp. Everything a listener calls — `bot.chat.answers.answer`, SQLModel sessions, the
 scheduler — is synchronous, and the built-in Socket Mode handler is synchronous and needs no extra
 dependency, so one style runs end to end. `App.dispatch` blocks, so the ASGI side runs it in a
 thread pool (`bot/slack/http.py`), never on the event loop.
@@ -19,13 +19,12 @@ from slack_bolt import App, BoltResponse
 from slack_bolt.error import BoltError
 from slack_bolt.logger.messages import warning_client_prioritized_and_token_skipped
 
-from bot.render import render
-from bot.runtime import Pacer
+from bot.runtime.process import Pacer
 from bot.slack import actions, commands, events
 from bot.slack.edge import SlackEdge
 from integrations.slack.client import web_client
 from scheduler.errors import ConfigError
-from templates import error_text
+from templates import error_text, render
 
 log = logging.getLogger("pacer.slack")
 

@@ -12,7 +12,7 @@ from typing import Any
 
 from slack_bolt import Ack, App, Respond
 
-from bot.runtime import Pacer
+from bot.runtime.process import Pacer
 from bot.slack.edge import SlackEdge, ask, command_lines
 from integrations.slack import messages
 

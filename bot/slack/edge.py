@@ -1,7 +1,7 @@
 """What every Slack listener needs besides Bolt's own arguments: the runtime, a work pool and
-one way to ask `bot.chat`.
+one way to ask `bot.chat.answers`.
 
-A listener acks and hands the real work — asking `bot.chat`, reading the database, calling the
+A listener acks and hands the real work — asking `bot.chat.answers`, reading the database, calling the
 Web API — to this pool, so the ack never waits on an answer: a burst of slow answers queues here
 while every ack still goes back in milliseconds, well inside Slack's 3 seconds.
 
@@ -19,12 +19,12 @@ from collections.abc import Callable, Iterable, Mapping
 from concurrent.futures import Future
 from typing import Any
 
-from bot import chat
+from bot.chat import answers
+from bot.chat.roles import subjects
 from bot.commands import command as c
 from bot.commands import parse
-from bot.roles import subjects
-from bot.runtime import Pacer
-from bot.slack_intake import slack_message
+from bot.runtime.process import Pacer
+from bot.slack.intake import slack_message
 from integrations.tracked_pool import InOrder, TrackedPool, run_guarded
 from scheduler.errors import CommandError
 from templates import render_chat
@@ -80,13 +80,13 @@ class SlackEdge:
         self._pool.shutdown(wait=False, cancel_futures=True)
 
 
-def ask(pacer: Pacer, *, actor: str, text: str, surface: str) -> chat.Reply:
-    """`bot.chat.answer`, with a crash turned into a one-line reply (the trace goes to the log)."""
+def ask(pacer: Pacer, *, actor: str, text: str, surface: str) -> answers.Reply:
+    """`bot.chat.answers.answer`, with a crash turned into a one-line reply (the trace goes to the log)."""
     try:
-        return chat.answer(pacer, actor=actor, text=text, surface=surface)
+        return answers.answer(pacer, actor=actor, text=text, surface=surface)
     except Exception:
         log.exception("slack: answering %r for %s failed", text[:80], actor)
-        return chat.Reply(text=render_chat("command_failed", "slack"), blocks=[], in_channel=False, ok=False)
+        return answers.Reply(text=render_chat("command_failed", "slack"), blocks=[], in_channel=False, ok=False)
 
 
 def command_lines(actor: str, text: str) -> tuple[str, ...]:

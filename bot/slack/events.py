@@ -21,10 +21,10 @@ from slack_bolt import App
 from slack_sdk import WebClient
 from sqlalchemy.exc import IntegrityError
 
-from bot.runtime import Pacer
+from bot.runtime.process import Pacer
 from bot.slack.edge import SlackEdge, message_lines
 from bot.slack.home import open_home
-from bot.slack_intake import SenderNotice, slack_mention
+from bot.slack.intake import SenderNotice, slack_mention
 from scheduler.bounds import clean_text, clean_tree
 from scheduler.store.models import SlackEvent
 

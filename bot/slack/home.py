@@ -14,9 +14,9 @@ from slack_sdk import WebClient
 from sqlalchemy.exc import IntegrityError
 from sqlmodel import col, delete, select
 
-from bot import blocks
-from bot.gate_view import current_card
-from bot.runtime import Pacer
+from bot.chat.gate_view import current_card
+from bot.runtime.process import Pacer
+from bot.slack import blocks
 from bot.slack.edge import ask
 from integrations.slack import messages
 from scheduler.store.models import SlackHomeViewer

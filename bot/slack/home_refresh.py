@@ -26,7 +26,7 @@ import time
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from bot.runtime import Pacer
+from bot.runtime.process import Pacer
 from bot.slack.home import recent_viewers
 
 log = logging.getLogger("pacer.slack")

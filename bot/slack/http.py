@@ -28,10 +28,9 @@ from slack_bolt.adapter.starlette.handler import to_bolt_request, to_starlette_r
 from slack_bolt.request.internals import parse_body
 from slack_sdk.errors import SlackApiError
 
-from bot.http_body import read_bounded
-from bot.notify import CompositeNotifier
-from bot.render import render
-from bot.runtime import Pacer
+from bot.runtime.http_body import read_bounded
+from bot.runtime.notify import CompositeNotifier
+from bot.runtime.process import Pacer
 from bot.slack.app import UNREADABLE, build_bolt_app
 from bot.slack.edge import SlackEdge
 from bot.slack.home import publish_home
@@ -40,7 +39,7 @@ from bot.slack.socket import SocketMode
 from integrations.slack.notifier import SlackNotifier
 from scheduler.errors import ConfigError
 from scheduler.ports import Notifier
-from templates import error_text
+from templates import error_text, render
 
 log = logging.getLogger("pacer.slack")
 

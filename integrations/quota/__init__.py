@@ -5,7 +5,7 @@
 `ledger` (the default) prices windows from Pacer's own turn costs against the configured 5-hour
 and 7-day dollars on a schedule anchored at a given time. `pool` reads per-account readings from
 a URL or a file, and calibrates its windows against the same ledger's dollars. Both use the echo
-agent's configured rate for running echo turns that have no history yet. `bot.adapters` builds
+agent's configured rate for running echo turns that have no history yet. `bot.runtime.adapters` builds
 the one PACER_QUOTA_SOURCE names.
 """
 

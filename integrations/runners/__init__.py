@@ -2,7 +2,7 @@
 
 `echo` (echo.py) is the built-in agent, so Pacer runs with no account; `command` (command.py)
 runs a CLI agent such as Claude Code per turn. outcomes.py reads what the agent said. Which one
-runs, with which values, is chosen from the settings in `bot.adapters`.
+runs, with which values, is chosen from the settings in `bot.runtime.adapters`.
 """
 
 from __future__ import annotations

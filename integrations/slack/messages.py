@@ -1,6 +1,6 @@
 """From an answer to what Slack accepts: blocks as dicts, counted and capped, with a fallback text.
 
-An answer is anything with `text` and optional `blocks` (a `bot.chat.Reply`, a notice). This
+An answer is anything with `text` and optional `blocks` (a `bot.chat.answers.Reply`, a notice). This
 module only fits it into Slack's limits: 50 blocks in a message, 100 in App Home, 3,000
 characters in a section; an answer longer than one message goes as several (`thread_messages`).
 """

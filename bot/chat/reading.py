@@ -1,0 +1,137 @@
+"""The read-only commands: help, queue, holds, why and policy. They change nothing, so any
+rostered user may run them (and anyone at the console).
+
+`policy` is an engine handler, run after the authorizing transaction closes: the gate card reads
+the quota first, and a quota source may open a transaction of its own."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from slack_sdk.models.blocks import Block, ContextBlock, HeaderBlock, PlainTextObject, SectionBlock
+
+from bot.chat import gate_view, queue_view
+from bot.chat.context import Answer, Context, StoreContext
+from bot.commands import command as c
+from bot.commands.grammar import NAMES, USAGE
+from bot.slack import blocks
+from scheduler.holds.budgets import spends
+from scheduler.holds.cost_caps import spent_by
+from scheduler.holds.view import all_holds
+from scheduler.rules.waiting import Mechanism, waiting_reason
+from scheduler.store.models import Session
+from scheduler.store.policy import audit_log, load_policy
+from scheduler.store.session_view import session_view
+from scheduler.store.sessions import get_session, is_spot
+from templates import render
+
+TEXT_ROWS = 50  # the console and API list this many rows before "and N more"
+HELD_ROWS = 30
+
+
+def help_answer(ctx: StoreContext, command: c.Help) -> Answer:
+    topics = [command.topic] if command.topic else list(NAMES)
+    return Answer(
+        "help",
+        {
+            "topics": [(name, USAGE[name]) for name in topics],
+            "single": command.topic is not None,
+            "actor": ctx.actor,
+            "role": ctx.role.value if ctx.role else None,
+            "surface": ctx.surface,
+        },
+    )
+
+
+def queue_answer(ctx: StoreContext, command: c.Queue) -> Answer:
+    policy = load_policy(ctx.db)
+    # Slack: fetch a full message's worth; `blocks.capped` trims to the limit and counts the rest.
+    limit = ctx.block_limit if ctx.flavour == "slack" else TEXT_ROWS
+    view = queue_view.build(
+        ctx.db,
+        policy,
+        scheduling_class=command.scheduling_class,
+        genesis=command.genesis,
+        every_status=command.every_status,
+        limit=limit,
+        now=ctx.now,
+    )
+    built = blocks.queue_blocks(view, limit=ctx.block_limit) if ctx.flavour == "slack" else None
+    return Answer("queue", {"view": view}, blocks=built)
+
+
+@dataclass(frozen=True)
+class HeldSession:
+    id: int
+    title: str
+    records: list[Mechanism]  # the headline first, then the others on the record
+
+
+def holds_answer(ctx: StoreContext, command: c.Holds) -> Answer:
+    """Every hold in force, from the one read model the API and the App Home read too."""
+    values = all_holds(ctx.db, ctx.now, session_rows=HELD_ROWS).values()
+    built = _holds_blocks(ctx, values) if ctx.flavour == "slack" else None
+    return Answer("holds", values, blocks=built)
+
+
+def _holds_blocks(ctx: StoreContext, values: dict[str, Any]) -> list[dict[str, Any]]:
+    out: list[Block] = [HeaderBlock(text=PlainTextObject(text=render("slack/holds_heading.j2", **values)))]
+    counts = [0]
+    for block in blocks.cycling_blocks(values["cycling"]):  # first, so a long list never cuts it
+        out.append(block)
+        counts.append(0)
+    for hold in values["queue_holds"]:
+        out.append(SectionBlock(text=blocks.mrkdwn(render("slack/holds_queue_row.j2", hold=hold))))
+        counts.append(1)
+    for block in blocks.operator_hold_blocks(values["operator_holds"], now=ctx.now):
+        out.append(block)
+        counts.append(1)
+    for held in values["sessions"]:
+        out.append(SectionBlock(text=blocks.mrkdwn(render("slack/holds_session_row.j2", held=held))))
+        counts.append(1)
+    if not (values["queue_holds"] or values["operator_holds"] or values["sessions"]):
+        out.append(ContextBlock(elements=[blocks.mrkdwn(render("slack/holds_none.j2"))]))
+        counts.append(0)
+    return blocks.capped(out, counts, ctx.block_limit, values["sessions_not_shown"])
+
+
+def _records(session: Session, ctx: StoreContext) -> list[Mechanism]:
+    reason = waiting_reason(session, ctx.now)
+    return ([reason.headline] if reason.headline else []) + [loser.mechanism for loser in reason.others]
+
+
+def why_answer(ctx: StoreContext, command: c.Why) -> Answer:
+    session = get_session(ctx.db, command.session_id)
+    policy = load_policy(ctx.db)
+    reason = waiting_reason(session, ctx.now, spot=is_spot(session, policy))
+    return Answer(
+        "why",
+        {
+            "session": session_view(session, policy, spent_by(ctx.db, session.id or 0)),
+            "headline": reason.headline,
+            "others": list(reason.others),
+            "now": ctx.now,
+        },
+    )
+
+
+def policy_answer(ctx: Context, command: c.PolicyShow) -> Answer:
+    """The decision a spot session would get now and every number behind it (the gate card),
+    then the settings and the last change to them."""
+    card = gate_view.current_card(ctx.pacer, ctx.now)
+    with ctx.pacer.db() as db:
+        last = audit_log(db, limit=1)
+        line = last[0].line if last else None
+        budgeted = spends(db, load_policy(db), [])
+    return Answer(
+        "policy",
+        {
+            "card": card,
+            "d": card.decision,
+            "policy": card.policy,
+            "overrides": sorted((str(g), str(cls)) for g, cls in card.policy.overrides.items()),
+            "last_change": line,
+            "spends": budgeted,
+        },
+    )
