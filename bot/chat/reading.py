@@ -7,9 +7,6 @@ the quota first, and a quota source may open a transaction of its own."""
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
-
-from slack_sdk.models.blocks import Block, ContextBlock, HeaderBlock, PlainTextObject, SectionBlock
 
 from bot.chat import gate_view, queue_view
 from bot.chat.context import Answer, Context, StoreContext
@@ -24,7 +21,6 @@ from scheduler.store.models import Session
 from scheduler.store.policy import audit_log, load_policy
 from scheduler.store.session_view import session_view
 from scheduler.store.sessions import get_session, is_spot
-from templates import render
 
 TEXT_ROWS = 50  # the console and API list this many rows before "and N more"
 HELD_ROWS = 30
@@ -71,29 +67,8 @@ class HeldSession:
 def holds_answer(ctx: StoreContext, command: c.Holds) -> Answer:
     """Every hold in force, from the one read model the API and the App Home read too."""
     values = all_holds(ctx.db, ctx.now, session_rows=HELD_ROWS).values()
-    built = _holds_blocks(ctx, values) if ctx.flavour == "slack" else None
+    built = blocks.holds_blocks(values, now=ctx.now, limit=ctx.block_limit) if ctx.flavour == "slack" else None
     return Answer("holds", values, blocks=built)
-
-
-def _holds_blocks(ctx: StoreContext, values: dict[str, Any]) -> list[dict[str, Any]]:
-    out: list[Block] = [HeaderBlock(text=PlainTextObject(text=render("slack/holds_heading.j2", **values)))]
-    counts = [0]
-    for block in blocks.cycling_blocks(values["cycling"]):  # first, so a long list never cuts it
-        out.append(block)
-        counts.append(0)
-    for hold in values["queue_holds"]:
-        out.append(SectionBlock(text=blocks.mrkdwn(render("slack/holds_queue_row.j2", hold=hold))))
-        counts.append(1)
-    for block in blocks.operator_hold_blocks(values["operator_holds"], now=ctx.now):
-        out.append(block)
-        counts.append(1)
-    for held in values["sessions"]:
-        out.append(SectionBlock(text=blocks.mrkdwn(render("slack/holds_session_row.j2", held=held))))
-        counts.append(1)
-    if not (values["queue_holds"] or values["operator_holds"] or values["sessions"]):
-        out.append(ContextBlock(elements=[blocks.mrkdwn(render("slack/holds_none.j2"))]))
-        counts.append(0)
-    return blocks.capped(out, counts, ctx.block_limit, values["sessions_not_shown"])
 
 
 def _records(session: Session, ctx: StoreContext) -> list[Mechanism]:

@@ -116,3 +116,26 @@ def cycling_blocks(cycling: Any) -> list[Block]:
     if cycling is None or cycling.empty:
         return []
     return [SectionBlock(text=mrkdwn(render_chat("cycling", "slack", cycling=cycling)))]
+
+
+def holds_blocks(values: dict[str, Any], *, now: Any, limit: int) -> list[dict[str, Any]]:
+    """`/pacer holds` in Block Kit: the cycling first, so a long list never cuts it, then the
+    queue holds, the operator holds and the held sessions, capped at `limit` blocks."""
+    out: list[Block] = [HeaderBlock(text=PlainTextObject(text=render("slack/holds_heading.j2", **values)))]
+    counts = [0]
+    for block in cycling_blocks(values["cycling"]):
+        out.append(block)
+        counts.append(0)
+    for hold in values["queue_holds"]:
+        out.append(SectionBlock(text=mrkdwn(render("slack/holds_queue_row.j2", hold=hold))))
+        counts.append(1)
+    for block in operator_hold_blocks(values["operator_holds"], now=now):
+        out.append(block)
+        counts.append(1)
+    for held in values["sessions"]:
+        out.append(SectionBlock(text=mrkdwn(render("slack/holds_session_row.j2", held=held))))
+        counts.append(1)
+    if not (values["queue_holds"] or values["operator_holds"] or values["sessions"]):
+        out.append(ContextBlock(elements=[mrkdwn(render("slack/holds_none.j2"))]))
+        counts.append(0)
+    return capped(out, counts, limit, values["sessions_not_shown"])
