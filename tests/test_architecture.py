@@ -9,7 +9,14 @@ Inside `scheduler/`, layers, bottom to top, a lower one never importing a higher
     -> engine/ -> holds/ -> pauses/ -> steering/ -> jobs, wiring
 
 and nothing in the import closure of `scheduler/rules/` touches the database (`scheduler/store/`,
-SQLAlchemy, SQLModel). `docs/architecture.md` names files and functions that exist.
+SQLAlchemy, SQLModel). `bot/` is laid out by surface, in bands, bottom to top:
+
+    root (jobs) -> config/ -> triggers/ -> runtime/ -> observe/ -> commands/ -> chat/
+    -> slack/, github/, api/, live/, simulate/ -> serve/ -> cli/
+
+its root holds at most 8 modules, and Slack's libraries (slack_bolt, slack_sdk) are imported only
+in `bot/slack/`, GitHub's (PyGithub) only in `bot/github/`, beside `integrations/`.
+`docs/architecture.md` names files and functions that exist.
 
 An import counts wherever it is written: at the top, inside a function, or as a literal
 `importlib.import_module("x")` / `find_spec("x")`; an import inside a function that only hides a
@@ -248,6 +255,90 @@ def test_a_scheduler_layer_never_imports_a_higher_one() -> None:
     ]
     if wrong:
         pytest.fail("a layer imports only the layers below it (" + " < ".join(SCHEDULER_LAYERS) + "):\n" + "\n".join(wrong), pytrace=False)
+
+
+# bot/ by surface, bottom first: a package never imports one in a higher band. The surfaces
+# share a band (each is reached from serve/ and cli/ and reaches what is below); the CLI, which
+# starts every process, is on top.
+BOT_LAYERS = (
+    ("root",),
+    ("config",),
+    ("triggers",),
+    ("runtime",),
+    ("observe",),
+    ("commands",),
+    ("chat",),
+    ("slack", "github", "api", "live", "simulate"),
+    ("serve",),
+    ("cli",),
+)
+BOT_ROOT = {"jobs"}  # `bot.jobs:run` is stored in every APScheduler job row: its path never changes
+MAX_BOT_ROOT_MODULES = 8
+# Imports that point down the bands the wrong way, each with the reason it may: none may be added.
+BOT_EXCEPTIONS = {
+    # A Slack answer carries its Block Kit lists: the queue and holds handlers ask
+    # bot/slack/blocks.py for them when the asking surface is Slack.
+    ("bot.chat.reading", "bot.slack.blocks"),
+    ("bot.chat.reading", "bot.slack"),
+}
+# Slack's and GitHub's own libraries, and the only places that may import them.
+LIBRARIES = {"slack_bolt": ("bot.slack", "integrations"), "slack_sdk": ("bot.slack", "integrations"),
+             "github": ("bot.github", "integrations")}
+
+
+def bot_package_of(module: str) -> str | None:
+    """The bot/ folder a module of ours is in (`root` for bot/ itself); None outside `bot`."""
+    parts = module.split(".")
+    if parts[0] != "bot":
+        return None
+    if len(parts) == 1 or parts[1] in BOT_ROOT:
+        return "root"
+    return parts[1] if (ROOT / "bot" / parts[1]).is_dir() else f"unplaced:{parts[1]}"
+
+
+def bot_band(package: str) -> int | None:
+    return next((i for i, band in enumerate(BOT_LAYERS) if package in band), None)
+
+
+def test_the_root_of_bot_holds_at_most_eight_modules() -> None:
+    root = sorted(p.name for p in (ROOT / "bot").glob("*.py"))
+    assert len(root) <= MAX_BOT_ROOT_MODULES, f"bot/ is laid out by surface; put these in its folders: {root}"
+
+
+def test_every_bot_module_is_in_a_placed_folder() -> None:
+    unplaced = sorted(m for m in KNOWN if (package := bot_package_of(m)) is not None and bot_band(package) is None)
+    assert unplaced == [], f"put each in a bot/ folder, or name the folder in BOT_LAYERS (or the module in BOT_ROOT): {unplaced}"
+
+
+def test_a_bot_package_never_imports_one_in_a_higher_band() -> None:
+    wrong = [
+        f"{where(e)} {e.source} ({source}) imports {e.target} ({target})"
+        for e in GRAPH
+        if (source := bot_package_of(e.source)) is not None and (target := bot_package_of(e.target)) is not None
+        and (low := bot_band(source)) is not None and (high := bot_band(target)) is not None and high > low
+        and (e.source, e.target) not in BOT_EXCEPTIONS
+    ]
+    if wrong:
+        bands = " < ".join("{" + ", ".join(band) + "}" if len(band) > 1 else band[0] for band in BOT_LAYERS)
+        pytest.fail(f"a bot/ package imports only the bands below it ({bands}):\n" + "\n".join(wrong), pytrace=False)
+
+
+def test_the_exceptions_to_the_bot_bands_are_still_needed() -> None:
+    stale = BOT_EXCEPTIONS - {(e.source, e.target) for e in GRAPH}
+    assert not stale, f"drop the exceptions no import needs any more: {sorted(stale)}"
+
+
+@pytest.mark.parametrize("library", sorted(LIBRARIES))
+def test_slack_and_github_libraries_are_imported_only_by_their_surface(library: str) -> None:
+    allowed = LIBRARIES[library]
+    wrong = [
+        f"{path.relative_to(ROOT)}:{line} {name} imports {dotted}"
+        for name, path in KNOWN.items()
+        if not any(name == place or name.startswith(place + ".") for place in allowed)
+        for dotted, line, _names in imports(path.read_text(), name, is_package=path.name == "__init__.py")
+        if dotted == library or dotted.startswith(library + ".")
+    ]
+    assert wrong == [], f"{library} belongs to {' and '.join(allowed)}:\n" + "\n".join(wrong)
 
 
 def closure(start: str, graph: list[Edge]) -> set[str]:
