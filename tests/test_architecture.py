@@ -359,6 +359,17 @@ def closure(start: str, graph: list[Edge]) -> set[str]:
     return seen
 
 
+# The modules that receive: the routes, the Bolt app and its listeners.
+INBOUND_ROUTES = {"bot.github.webhook", "bot.slack.http", "bot.slack.app", "bot.api", "bot.live.page", "bot.observe.metrics"}
+
+
+def test_the_worker_builds_its_notifiers_without_an_inbound_route() -> None:
+    """Outbound notifiers are built where the process is built (`bot/runtime/notices.py`,
+    `bot/slack/notices.py`): `pacer worker` posts status comments and Slack notices, and mounts
+    no route, so none is in its import closure."""
+    assert sorted(closure("bot.serve.worker", GRAPH) & INBOUND_ROUTES) == []
+
+
 def test_the_rules_touch_no_database_in_their_whole_import_closure() -> None:
     wrong = []
     for rule in sorted(m for m in KNOWN if layer_of(m) == "rules"):

@@ -14,7 +14,7 @@ from sqlmodel import select
 
 from bot.github.events import IntakeEvent, parse
 from bot.github.intake import github_event
-from bot.github.webhook import install_status_comments
+from bot.runtime.notices import install_status_comments
 from integrations.github.client import GithubClients
 from integrations.github.comments import PyGithubComments, StatusComments
 from integrations.github.status import MARKER, RESULT_CHARS, StatusView, read_status, render_body, status_view

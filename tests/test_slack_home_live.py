@@ -26,7 +26,7 @@ INTERVAL = 1.0  # the tests' refresh interval; production waits five seconds bet
 @pytest.fixture
 def live(engine, clock, deferrer, mock: MockSlack):  # type: ignore[no-untyped-def]
     with serving(engine, clock, deferrer, mock, PACER_API_TOKEN=TOKEN) as client:
-        client.surface.home.interval = INTERVAL
+        client.surface.notices.home.interval = INTERVAL
         yield client
 
 
@@ -78,7 +78,7 @@ def test_a_burst_of_twenty_changes_publishes_a_bounded_number_of_times_ending_on
         time.sleep(0.1)
     burst = time.perf_counter() - began
     time.sleep(INTERVAL + SETTLE_SECONDS + 0.5)  # the trailing pass after the last change
-    live.surface.home.close()
+    live.surface.notices.home.close()
     with live.pacer.db() as db:
         statuses = [row.status for row in db.exec(select(Session)).all()]
         held = len(db.exec(select(Session).where(col(Session.hold_reason).is_not(None))).all())

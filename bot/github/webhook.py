@@ -54,10 +54,9 @@ from sqlalchemy.exc import IntegrityError
 from bot.github import events, install
 from bot.github.intake import IntakeSettings, record_github
 from bot.github.plan import GithubPlan, finish_github_plans
-from bot.runtime.adapters import github_clients, github_comments
+from bot.runtime.adapters import github_clients
 from bot.runtime.http_body import read_bounded
 from bot.runtime.process import Pacer
-from integrations.github.comments import CommentPort, StatusComments
 from integrations.github.labels import LabelPort, PyGithubLabels
 from integrations.tracked_pool import TrackedPool, run_guarded
 from scheduler.store.db import session_scope
@@ -291,13 +290,8 @@ _JSON_KINDS = {list: "list", str: "string", int: "number", float: "number", bool
 
 
 def register(app: FastAPI, pacer: Pacer) -> GithubEdge:
-    """Mount POST /github/webhook. Without GITHUB_WEBHOOK_SECRET the route answers 503 and why.
-
-    The sticky status comments are installed on the scheduler's notifier when a GitHub token or
-    App is configured (`install_status_comments`); their worker stops with the app.
-    """
+    """Mount POST /github/webhook. Without GITHUB_WEBHOOK_SECRET the route answers 503 and why."""
     edge = GithubEdge(pacer)
-    status = install_status_comments(pacer)
     limit: int = pacer.settings.max_body_bytes
 
     @asynccontextmanager
@@ -306,8 +300,6 @@ def register(app: FastAPI, pacer: Pacer) -> GithubEdge:
             yield
         finally:
             await anyio.to_thread.run_sync(edge.close)
-            if status is not None:
-                await anyio.to_thread.run_sync(status.close)
 
     async def github_webhook(request: Request) -> Response:
         if not edge.secret:
@@ -338,19 +330,3 @@ def register(app: FastAPI, pacer: Pacer) -> GithubEdge:
 async def not_a_delivery(_request: Request) -> Response:
     return Answer(405, "webhook_method", {"path": PATH}, error="method_not_allowed", headers={"Allow": "POST"}).response()
 
-
-def install_status_comments(pacer: Pacer, *, port: CommentPort | None = None) -> StatusComments | None:
-    """Add the sticky status comments to the runtime's notifier. Off (with one log line) when no
-    GitHub token or App is configured."""
-    port = port or github_comments(pacer.settings)
-    if port is None:
-        log.info("github: no GITHUB_TOKEN or GitHub App configured; sticky status comments are off")
-        return None
-    status = StatusComments(pacer.engine, port, clock=pacer.clock)
-    notifier = pacer.ctx.notifier
-    if hasattr(notifier, "add"):
-        notifier.add(status)
-    else:
-        pacer.ctx.hooks.setdefault("*", []).append(status.notify)
-    pacer.extras["github_status"] = status
-    return status

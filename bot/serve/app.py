@@ -6,6 +6,7 @@ import logging
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
+import anyio.to_thread
 from fastapi import FastAPI
 from fastapi.responses import JSONResponse
 
@@ -15,6 +16,7 @@ from bot.live import page as live_page
 from bot.observe import metrics
 from bot.observe.request_ids import RequestIds
 from bot.runtime import process
+from bot.runtime.notices import install_status_comments
 from bot.runtime.process import Pacer
 from bot.serve.slow_clients import BodyDeadline
 from scheduler.store import db as dbmod
@@ -23,6 +25,11 @@ log = logging.getLogger("pacer.app")
 
 
 def create_app(pacer: Pacer, *, start_scheduler: bool = True) -> FastAPI:
+    # The notifiers this process posts through are built here, with the process, never by the
+    # inbound routes: the sticky status comments when a GitHub token or App is configured (their
+    # worker stops with the app), and Slack's below, on the Slack edge's client and pool.
+    status = install_status_comments(pacer)
+
     @asynccontextmanager
     async def lifespan(_app: FastAPI) -> AsyncIterator[None]:
         if start_scheduler:
@@ -32,6 +39,8 @@ def create_app(pacer: Pacer, *, start_scheduler: bool = True) -> FastAPI:
         try:
             yield
         finally:
+            if status is not None:
+                await anyio.to_thread.run_sync(status.close)
             for hook in reversed(pacer.extras.get("on_stop", [])):
                 hook(pacer)
             if start_scheduler:
@@ -49,7 +58,7 @@ def create_app(pacer: Pacer, *, start_scheduler: bool = True) -> FastAPI:
         return JSONResponse({"ok": ok}, status_code=200 if ok else 503)
 
     # GitHub: POST /github/webhook, always mounted; it answers 503 and why until
-    # GITHUB_WEBHOOK_SECRET is set. Status comments join the notifier when a token or App is set.
+    # GITHUB_WEBHOOK_SECRET is set.
     # Mounted before the REST API: routes match in order, and a burst of deliveries should not
     # pay for trying the API's routes first.
     github_webhook.register(app, pacer)
@@ -60,13 +69,16 @@ def create_app(pacer: Pacer, *, start_scheduler: bool = True) -> FastAPI:
     # The live page: GET /, its polled state and its static files; the same token as the API.
     live_page.register(app)
 
-    # Slack: /slack/events (with a signing secret), Socket Mode (with an app token) and the thread
-    # notifier, when a bot token and either of those are configured (Bolt is imported only then).
-    # Its lifespan joins this app's.
+    # Slack: /slack/events (with a signing secret), Socket Mode (with an app token), the thread
+    # notifier and the App Home refresher, when a bot token and either of those are configured
+    # (Bolt is imported only then). Its lifespan joins this app's.
     if pacer.settings.slack_bot_token and (pacer.settings.slack_signing_secret or pacer.settings.slack_app_token):
         from bot.slack import http as slack_http
+        from bot.slack.notices import install_slack_notices
 
-        app.state.slack = slack_http.register(app, pacer)
+        surface = slack_http.register(app, pacer)
+        surface.notices = install_slack_notices(pacer, surface.bolt.client, surface.edge.submit)
+        app.state.slack = surface
 
     # A request body that stalls or crawls is a 408, whichever route reads it.
     app.add_middleware(BodyDeadline, stall_seconds=pacer.settings.body_timeout_seconds, min_rate=pacer.settings.body_min_rate)

@@ -15,13 +15,10 @@ from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any
 
-from bot.github.webhook import install_status_comments
+from bot.runtime.notices import install_status_comments
 from bot.runtime.process import Pacer
-from bot.slack.home import publish_home
-from bot.slack.home_refresh import HomeRefresher
-from bot.slack.http import install_notifier
+from bot.slack.notices import SlackNotices, install_slack_notices
 from integrations.slack.client import web_client
-from integrations.slack.notifier import SlackNotifier
 from integrations.tracked_pool import run_guarded
 
 log = logging.getLogger("pacer.worker")
@@ -34,20 +31,18 @@ class WorkerNotices:
 
     def __init__(self, pacer: Pacer) -> None:
         self._pool = ThreadPoolExecutor(max_workers=POSTING_THREADS, thread_name_prefix="pacer-notice")
-        self._home: HomeRefresher | None = None
+        self._slack: SlackNotices | None = None
         install_status_comments(pacer)
         settings = pacer.settings
         if not settings.slack_bot_token:
             return
         client = web_client(token=settings.slack_bot_token, base_url=settings.slack_api_url)
-        install_notifier(pacer, SlackNotifier(pacer.engine, client, ops_channel=settings.ops_channel, submit=self.submit))
-        self._home = HomeRefresher(pacer, lambda user: publish_home(pacer, client, user))
-        install_notifier(pacer, self._home)
+        self._slack = install_slack_notices(pacer, client, self.submit)
 
     def submit(self, what: str, func: Callable[..., Any], *args: Any) -> Future[Any]:
         return self._pool.submit(run_guarded, log, f"worker: {what}", func, *args)
 
     def close(self) -> None:
-        if self._home is not None:
-            self._home.close()
+        if self._slack is not None:
+            self._slack.close()
         self._pool.shutdown(wait=True)

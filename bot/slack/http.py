@@ -29,16 +29,12 @@ from slack_bolt.request.internals import parse_body
 from slack_sdk.errors import SlackApiError
 
 from bot.runtime.http_body import read_bounded
-from bot.runtime.notify import CompositeNotifier
 from bot.runtime.process import Pacer
 from bot.slack.app import UNREADABLE, build_bolt_app
 from bot.slack.edge import SlackEdge
-from bot.slack.home import publish_home
-from bot.slack.home_refresh import HomeRefresher
+from bot.slack.notices import SlackNotices
 from bot.slack.socket import SocketMode
-from integrations.slack.notifier import SlackNotifier
 from scheduler.errors import ConfigError
-from scheduler.ports import Notifier
 from templates import error_text, render
 
 log = logging.getLogger("pacer.slack")
@@ -56,13 +52,14 @@ TIMESTAMP = re.compile(r"[0-9]{1,12}")
 
 @dataclass
 class SlackSurface:
-    """What `register` mounted: the Bolt app, its work pool, the notifier and Socket Mode if any."""
+    """What `register` mounted: the Bolt app, its work pool and Socket Mode if any, and the
+    notices posted through them (`bot.slack.notices`), which the process's app adds and which stop
+    with the surface."""
 
     bolt: App
     edge: SlackEdge
-    notifier: SlackNotifier
-    home: HomeRefresher
     socket: SocketMode | None = None
+    notices: SlackNotices | None = None
     _limiter: anyio.CapacityLimiter | None = field(default=None, repr=False)
 
     async def dispatch(self, request: Request, body: bytes) -> Response:
@@ -90,23 +87,18 @@ class SlackSurface:
     def stop(self) -> None:
         if self.socket is not None:
             self.socket.stop()
-        self.home.close()
+        if self.notices is not None:
+            self.notices.close()
         self.edge.close()
 
 
 def register(app: FastAPI, pacer: Pacer, *, verify_token: bool = True) -> SlackSurface:
-    """Mount /slack/events on `app`, tie Socket Mode and the work pool to its lifespan, and add
-    the Slack notifier (same client, same pool) and the App Home refresher to the scheduler's
-    notifier chain."""
+    """Mount /slack/events on `app` and tie Socket Mode and the work pool to its lifespan."""
     settings = pacer.settings
     edge = SlackEdge(pacer)
     bolt = build_bolt_app(pacer, edge=edge, verify_token=verify_token)
-    notifier = SlackNotifier(pacer.engine, bolt.client, ops_channel=settings.ops_channel, submit=edge.submit)
     socket = SocketMode(bolt, settings.slack_app_token) if settings.slack_app_token else None
-    home = HomeRefresher(pacer, lambda user: publish_home(pacer, bolt.client, user))
-    surface = SlackSurface(bolt=bolt, edge=edge, notifier=notifier, home=home, socket=socket)
-    install_notifier(pacer, notifier)
-    install_notifier(pacer, home)
+    surface = SlackSurface(bolt=bolt, edge=edge, socket=socket)
     secret = settings.slack_signing_secret.encode() if settings.slack_signing_secret else None
     limit: int = settings.max_body_bytes
 
@@ -148,15 +140,6 @@ def is_readable(body: bytes, content_type: str | None) -> bool:
     except (ValueError, RecursionError):  # UnicodeDecodeError and JSONDecodeError are ValueErrors
         return False
     return isinstance(parsed, dict)
-
-
-def install_notifier(pacer: Pacer, notifier: Notifier) -> None:
-    """Join the scheduler's notifier chain, replacing one of the same kind an earlier app installed."""
-    chain = pacer.ctx.notifier
-    if not isinstance(chain, CompositeNotifier):
-        log.warning("slack: the scheduler's notifier is %s, not a chain; %s is off", type(chain).__name__, type(notifier).__name__)
-        return
-    chain.notifiers = [n for n in chain.notifiers if type(n) is not type(notifier)] + [notifier]
 
 
 def is_signed(secret: bytes, headers: Mapping[str, str], body: bytes, *, now: float | None = None) -> bool:
