@@ -76,8 +76,8 @@ def test_a_waiter_that_does_not_fit_is_skipped_and_those_behind_it_run(engine, c
     heavy = new(ctx, weight=3.0, precedence=10)
     light = new(ctx, weight=1.0, precedence=1)
     sub = submit_turn(ctx, heavy, "heavy")
-    assert sub.reason == "capacity"
-    assert sub.sentence == "Waiting for capacity: needs 3.0 · 2.0 free · capacity budget 4."
+    assert sub.reason == "fleet_at_cap"  # the gate's own slot check is the weighted one
+    assert "its claim of 3.0 does not fit beside the running turns (2.0 of 4 in use, 2 running)" in sub.sentence
     assert submit_turn(ctx, light, "light").outcome == "started"
     deferrer.advance(timedelta(minutes=60))  # the two busy turns end: 1.0 occupied, 3.0 free
     assert row(ctx, heavy).status == "running"

@@ -224,7 +224,7 @@ def test_decide_falls_open_on_any_error() -> None:
     [
         ("fleet cap", snap(w5=window(spent=0, capacity=5000), w7=window("7d", spent=0, capacity=50000),
                            fleet=[spot_turn(i, 0.001) for i in range(10)]), asking(burn=0.001),
-         "every session slot is taken (10 of 10 running)", "Held until a running session finishes and frees a slot."),
+         "every session slot is taken (10.0 of 10 in use, 10 running)", "Held until a running session finishes and frees a slot."),
         ("pacing", snap(w5=window(spent=30.0, hours_left=2), fleet=[spot_turn(1, burn=0.07)]), asking(burn=0.02),
          "spending faster than the 5-hour window can carry",
          "Held until the fleet's burn falls to or below $0.06/min; the budget and a free slot still have to hold."),

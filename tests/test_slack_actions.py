@@ -74,7 +74,7 @@ def test_app_home_opened_publishes_the_gate_card_above_the_ranked_queue(slack, m
     assert blocks[1]["text"]["text"].startswith("*Decision for a new spot session:* *starts now* (`no_snapshot`)")
     assert "No quota reading: the gate falls open" in blocks[2]["text"]["text"]
     assert blocks[3]["text"]["text"] == "*When the pool comes back:* Nothing here says when work resumes: no account has a reading."
-    assert blocks[4]["elements"][0]["text"].startswith("Slots: 0 of 10 running (0 priority, 0 spot)")
+    assert blocks[4]["elements"][0]["text"].startswith("Slots: 0.0 of 10 in use (0 priority, 0 spot running)")
     assert blocks[GATE_CARD_BLOCKS]["type"] == "header" and "3 waiting" in blocks[GATE_CARD_BLOCKS]["text"]["text"]
     menus = [b["accessory"] for b in blocks if b.get("accessory", {}).get("action_id") == QUEUE_ROW]
     assert len(menus) == len(ids)

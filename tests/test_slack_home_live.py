@@ -62,7 +62,7 @@ def test_a_session_created_through_the_api_republishes_the_home_of_whoever_opene
     latency = second.at - created_at
     assert second.body["user_id"] == "UMEM"
     assert f"*#{sid}* tidy the changelog" in _text(second)
-    assert "Slots: 1 of 10 running (0 priority, 1 spot)" in _text(second)  # the card moved with the queue
+    assert "Slots: 1.0 of 10 in use (0 priority, 1 spot running)" in _text(second)  # the card moved with the queue
     assert latency < 3, f"republished {latency:.2f}s after the change"
     print(f"republish latency: {latency:.3f}s")
 
@@ -91,7 +91,7 @@ def test_a_burst_of_twenty_changes_publishes_a_bounded_number_of_times_ending_on
         assert 1 <= len(after) <= bound
         final = _text(after[-1])
         assert all(f"*#{sid}* burst task" in final for sid in ids), "the last publish shows every session"
-        assert f"Slots: {running} of 10 running (0 priority, {running} spot)" in final and f"queue: {held} held" in final
+        assert f"Slots: {running}.0 of 10 in use (0 priority, {running} spot running)" in final and f"queue: {held} held" in final
 
 
 def test_nobody_who_opened_it_more_than_a_day_ago_is_republished(live, mock: MockSlack, clock) -> None:

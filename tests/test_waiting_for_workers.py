@@ -86,7 +86,7 @@ def test_turns_no_worker_machine_has_claimed_wait_for_one_of_the_worker_slots(an
     card = card_of(ctx)
     assert card.running_priority == 3 and card.waiting_for_workers == 3
     assert card.as_dict()["fleet"]["waiting_for_workers"] == 3 and card.as_dict()["fleet"]["workers"] == 4
-    assert ("slots 3 of 4 running (3 priority, 0 spot) · 3 of them waiting for one of the 4 worker slots "
+    assert ("slots 3.0 of 4 in use (3 priority, 0 spot running) · 3 of them waiting for one of the 4 worker slots "
             "(counted: a turn runs from its start, not from when a worker takes it)") in render_card(card)
     first = running_turns(ctx)[0]
     assert claim(ctx.engine, first.id, "worker-1:42:abc", clock.now() + timedelta(seconds=30))
@@ -111,7 +111,7 @@ def test_turns_past_the_pools_threads_wait_in_it_and_are_counted(any_engine, clo
     assert len(runner.ran) == 1 and len(running_turns(ctx)) == 2
     with session_scope(ctx.engine) as db:
         assert waiting_for_workers(db, 1) == 1
-    assert "2 of 1 running (2 priority, 0 spot) · 1 of them waiting for one of the 1 worker slots" in render_card(card_of(ctx))
+    assert "2.0 of 1 in use (2 priority, 0 spot running) · 1 of them waiting for one of the 1 worker slots" in render_card(card_of(ctx))
     runner.release.set()
     pool.shutdown(wait=True)
     assert len(runner.ran) == 2

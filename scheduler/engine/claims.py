@@ -19,6 +19,7 @@ from sqlmodel import col, select
 
 from scheduler.context import Context
 from scheduler.errors import InvalidInput
+from scheduler.rules.slots import budget_for, fits
 from scheduler.store.models import Session, Status, Trigger, Turn
 from scheduler.store.trigger_reads import trigger_group_limits
 from scheduler.store.turn_reads import running_rows
@@ -28,7 +29,6 @@ log = logging.getLogger("pacer.groups")  # a trigger's bad group limit is the gr
 
 DEFAULT_LIMIT = 1
 MAX_LIMIT = 100
-TOLERANCE = 1e-9  # weights are floats: 0.1 + 0.2 must fit a budget of 0.3
 
 
 def parse_group_limit(value: Any) -> int:
@@ -90,13 +90,6 @@ def _read_limits(db: DBSession) -> dict[int, int]:
     return limits
 
 
-def fits(load: float, weight: float, budget: float) -> bool:
-    """Whether a claim of `weight` fits beside `load` in `budget` (seed 000's admission rule)."""
-    if weight <= 0:
-        return load < budget - TOLERANCE  # a zero weight waits only while full or over-committed
-    return load + weight <= budget + TOLERANCE
-
-
 @dataclass(frozen=True)
 class Claim:
     """What a session asks of the slot budget: its weight, its own authored capacity, and whether
@@ -113,18 +106,14 @@ class Claim:
         return self.capacity is not None or self.multiplier is not None
 
     def budget(self, slots: int) -> float:
-        if self.capacity is not None:
-            return float(self.capacity)
-        if self.multiplier is not None:
-            return self.multiplier * slots
-        return float(slots)
+        return budget_for(slots, self.capacity, self.multiplier)
 
-    def refused(self, load: float, count: int, slots: int) -> bool:
-        """Seed 000's admission rule beside `load` (`count` sessions) already running. Silent
-        where the gate's own slot check refuses it: one reason, fleet_at_cap."""
-        if not self.explicit and not self.gated:
-            return False
-        if self.gated and count >= slots:
+    def refused(self, load: float, slots: int) -> bool:
+        """Seed 000's admission rule beside `load` already running, for a session the gate does
+        not count (priority, a runtime that spends no quota, gating off) that authored its own
+        budget. A gated session's claim is the gate's own slot check (`rules/gate.py`): one
+        reason, fleet_at_cap."""
+        if self.gated or not self.explicit:
             return False
         return not fits(load, self.weight, self.budget(slots))
 

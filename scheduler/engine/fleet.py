@@ -102,24 +102,24 @@ def waiting_for_workers(db: DBSession, workers: int) -> int:
     return int(unclaimed) + sum(max(0, int(n) - workers) for n in owned)
 
 
-def fleet_columns(db: DBSession, policy: PolicyView) -> list[tuple[int, bool, str]]:
-    """(session id, is spot, runtime) for every turn a worker is executing now."""
+def fleet_columns(db: DBSession, policy: PolicyView) -> list[tuple[int, bool, str, float]]:
+    """(session id, is spot, runtime, weight) for every turn a worker is executing now."""
     fleet = []
     spot: dict[tuple[str | None, str], bool] = {}  # a fleet has a few (class, genesis) pairs, not one per turn
-    for sid, own, genesis, runtime, _weight in running_rows(db):
+    for sid, own, genesis, runtime, weight in running_rows(db):
         if (own, genesis) not in spot:
             spot[own, genesis] = class_from(own, genesis, policy) is SchedulingClass.SPOT
-        fleet.append((sid, spot[own, genesis], runtime))
+        fleet.append((sid, spot[own, genesis], runtime, weight))
     return fleet
 
 
 def build_snapshot(db: DBSession, ctx: Context, policy: PolicyView, reading: QuotaReading | None) -> Snapshot:
     rates: dict[str, float] = {}
     fleet = []
-    for sid, spot, runtime in fleet_columns(db, policy):
+    for sid, spot, runtime, weight in fleet_columns(db, policy):
         if runtime not in rates:
             rates[runtime] = burn_rate(ctx, runtime)
-        fleet.append(FleetTurn(sid, spot, ctx.runtime(runtime).spends_quota, rates[runtime]))
+        fleet.append(FleetTurn(sid, spot, ctx.runtime(runtime).spends_quota, rates[runtime], weight))
     pool = None
     if reading is not None and reading.accounts:
         from scheduler.rules.pool import pool_capacity
@@ -142,4 +142,7 @@ def asking_for(session: Session, ctx: Context, policy: PolicyView, *, running: b
         already_running=session.status == "running" if running is None else running,
         spends_quota=ctx.runtime(session.runtime).spends_quota,
         burn_per_min=burn_rate(ctx, session.runtime),
+        weight=session.weight,
+        capacity=session.capacity,
+        capacity_multiplier=session.capacity_multiplier,
     )

@@ -138,6 +138,9 @@ class Dormant:
     reason: str
     preempted_at: datetime | None  # the preemption cooldown's ledger (`Session.last_preempted_at`)
     runtime: str
+    weight: float = 1.0  # its claim on the slot budget, asked again on resume
+    capacity: int | None = None
+    capacity_multiplier: float | None = None
 
     def is_spot(self, _policy: PolicyView | None = None) -> bool:
         return self.spot
@@ -167,8 +170,10 @@ def dormant_paused(db: DBSession, policy: PolicyView, limit: int) -> list[Dorman
         Dormant(
             int(sid), class_from(own, genesis, policy) is SchedulingClass.SPOT,
             int(precedence), created_at, wake_at, str(reason), preempted_at, str(runtime),
+            float(weight), capacity, multiplier,
         )
-        for sid, own, genesis, precedence, created_at, wake_at, reason, preempted_at, runtime in core(db, _dormant_stmt(class_defaults(policy), limit))
+        for sid, own, genesis, precedence, created_at, wake_at, reason, preempted_at, runtime, weight, capacity, multiplier
+        in core(db, _dormant_stmt(class_defaults(policy), limit))
     ]
 
 
@@ -180,7 +185,7 @@ def _dormant_stmt(defaults: tuple[SchedulingClass, ...], limit: int) -> Any:
         sa_select(
             col(Session.id), col(Session.scheduling_class), col(Session.genesis), col(Session.precedence),
             col(Session.created_at), col(Session.wake_at), col(Session.pause_reason), col(Session.last_preempted_at),
-            col(Session.runtime),
+            col(Session.runtime), col(Session.weight), col(Session.capacity), col(Session.capacity_multiplier),
         )
         .where(
             col(Session.status) == Status.WAITING.value,

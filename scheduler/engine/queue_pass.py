@@ -34,6 +34,7 @@ from scheduler.engine.records import hold, hold_job_id, is_asleep, is_copy, is_r
 from scheduler.engine.verdict import verdict
 from scheduler.rules import failures
 from scheduler.rules.gate import RESUME_MARGIN_PCT, Decision, Reason, decide
+from scheduler.rules.slots import is_full
 from scheduler.rules.snapshot import Asking, PolicyView
 from scheduler.store.db import deciding_scope
 from scheduler.store.hold_reads import any_hold_store_in_use
@@ -96,8 +97,13 @@ def _retry_floor(session: Session, now: datetime) -> datetime | None:
 
 def _stops(decision: Decision) -> bool:
     """A full fleet or a spent budget holds everyone behind too; a pace hold may be this
-    session's own burn, so smaller work behind it is still asked."""
-    return decision.reason in GLOBAL_REASONS or decision.stops_running_work
+    session's own burn, so smaller work behind it is still asked, and so may a claim that does
+    not fit while the fleet has room left: a smaller weight behind it may (seed 000, non-fitting
+    waiters are skipped). A session whose authored capacity is above the fleet's slots is asked
+    at its own re-check when a full fleet ends the pass."""
+    if decision.reason in GLOBAL_REASONS:
+        return is_full(decision.fleet_load, decision.slots)
+    return decision.stops_running_work
 
 
 def _restates(session: Session, block: Block) -> bool:
@@ -117,7 +123,7 @@ class PassGate:
     def __init__(self, work: Work, policy: PolicyView) -> None:
         self.work, self.policy = work, policy
         self._snapshot: Any = None
-        self._memo: dict[tuple[bool, bool, float, float], Decision] = {}
+        self._memo: dict[tuple[bool, bool, float, float, float, int | None, float | None], Decision] = {}
 
     def decide(self, session: Session) -> Decision:
         work = self.work
@@ -134,6 +140,7 @@ class PassGate:
         asking = Asking(
             session_id=cand.id, is_spot=cand.is_spot(self.policy), already_running=False,
             spends_quota=ctx.runtime(cand.runtime).spends_quota, burn_per_min=burn_rate(ctx, cand.runtime),
+            weight=cand.weight, capacity=cand.capacity, capacity_multiplier=cand.capacity_multiplier,
         )
         return self._ask(asking, margin)
 
@@ -145,7 +152,7 @@ class PassGate:
 
     def _ask(self, asking: Asking, margin: float = 0.0) -> Decision:
         snapshot = self._built()
-        key = (asking.is_spot, asking.spends_quota, asking.burn_per_min, margin)
+        key = (asking.is_spot, asking.spends_quota, asking.burn_per_min, margin, asking.weight, asking.capacity, asking.capacity_multiplier)
         if key not in self._memo:
             self._memo[key] = decide(snapshot, asking, self.work.now, reserve_margin_pct=margin)
         return self._memo[key]
@@ -190,10 +197,15 @@ class _Pass:
         ctx, policy = self.work.ctx, self.policy
         gated = policy.gating_enabled and cand.is_spot(policy) and ctx.runtime(cand.runtime).spends_quota
         claim = claims.Claim(cand.weight, cand.capacity, gated, cand.capacity_multiplier)
-        if not claim.explicit and not claim.gated:
+        if claim.gated:
+            # The gate's own slot check, from the same columns: a claim that does not fit while
+            # the fleet has room is this candidate's alone (a full fleet ends the pass instead).
+            decision = self.gate.decide_for(cand)
+            return decision.reason is Reason.FLEET_AT_CAP and not is_full(decision.fleet_load, decision.slots)
+        if not claim.explicit:
             return False
-        load, count = claims.occupied(self.work.db, ctx)
-        return claim.refused(load, count, policy.slots(ctx.agent_workers))
+        load, _count = claims.occupied(self.work.db, ctx)
+        return claim.refused(load, policy.slots(ctx.agent_workers))
 
     def queue(self) -> Iterator[Candidate]:
         """The held sessions in queue order, a page at a time; each page leaves out the rows read

@@ -10,11 +10,11 @@ barrier for a default-weight session. Or it authored a multiplier (`1.5x`,
 `Session.capacity_multiplier`): its budget is that multiple of the fleet's slots, recalculated on
 every pass, so 1.5x of 5 slots is 7.5 and follows the slots when an operator moves them.
 
-Agreement with the gate: the gate's slot check counts sessions (spot only, runtimes that spend
-quota only, and only while gating is on). The weighted budget applies to that same population
-on top; where the gate's count already refuses, this check stays silent so the session carries
-one reason (fleet_at_cap), and with every weight at 1.0 the two can never disagree. An authored
-capacity binds a session of any class: it is that session's own request to run (nearly) alone.
+Agreement with the gate: for the population the gate counts (spot, a runtime that spends
+quota, gating on) the weighted claim is the gate's own slot check (`rules/gate.py`, through
+`rules/slots.py`), so a session carries one reason, fleet_at_cap, and every surface shows the
+load. This check binds what the gate does not count: an authored capacity binds a session of any
+class, since it is that session's own request to run (nearly) alone.
 A session that does not fit is skipped, never blocking the waiters behind it that do fit.
 
 The deference window. Seed 000 ranks by a numeric priority, default 10, lower first, and holds
@@ -51,6 +51,7 @@ from scheduler.engine.claims import Claim, occupied
 from scheduler.engine.records import lock
 from scheduler.errors import Refused
 from scheduler.rules.genesis import SchedulingClass
+from scheduler.rules.slots import budget_for, fits
 from scheduler.rules.snapshot import PolicyView
 from scheduler.store.db import session_scope
 from scheduler.store.models import Session, Status
@@ -115,11 +116,11 @@ def admission_check(ctx: Context) -> Callable[[DBSession, Session, datetime], Bl
         gated = policy.gating_enabled and is_spot(session, policy) and ctx.runtime(session.runtime).spends_quota
         claim = Claim(session.weight, session.capacity, gated, session.capacity_multiplier)
         explicit = claim.explicit
-        if not (explicit or gated):
-            return None
+        if gated or not explicit:
+            return None  # the gate's slot check decides it
         budget_slots = policy.slots(ctx.agent_workers)
-        load, count = occupied(db, ctx, exclude_id=session.id)
-        if not claim.refused(load, count, budget_slots):
+        load, _count = occupied(db, ctx, exclude_id=session.id)
+        if not claim.refused(load, budget_slots):
             return None
         budget = claim.budget(budget_slots)
         sentence = render(
@@ -170,8 +171,9 @@ def deference_check(ctx: Context) -> Callable[[DBSession, Session, datetime], Bl
         if not is_spot(session, policy):
             return None  # priority work never defers
         if policy.gating_enabled and ctx.runtime(session.runtime).spends_quota:
-            _load, count = occupied(db, ctx, exclude_id=session.id)
-            if count >= policy.slots(ctx.agent_workers):
+            load, _count = occupied(db, ctx, exclude_id=session.id)
+            budget = budget_for(policy.slots(ctx.agent_workers), session.capacity, session.capacity_multiplier)
+            if not fits(load, session.weight, budget):
                 return None  # not eligible: the gate holds it for the slot, and no window runs
         better = arrivals(db, session, policy, now, window)
         if not better:

@@ -24,6 +24,7 @@ out within PACER_NOTICE_MINUTES (`budget_notice`).
 from __future__ import annotations
 
 import logging
+import math
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
@@ -56,6 +57,7 @@ from scheduler.holds import cost_caps
 from scheduler.pauses import budget_notice, preemption
 from scheduler.rules.explain import explain
 from scheduler.rules.gate import Ceiling, Decision, decide
+from scheduler.rules.slots import TOLERANCE
 from scheduler.rules.snapshot import Asking, PolicyView, Snapshot
 from scheduler.rules.waiting import banner
 from scheduler.store.db import deciding_scope
@@ -134,7 +136,7 @@ def is_pausable(session: Session, ctx: Context, policy: PolicyView, turn_kind: s
 def _pause_running(work: Work, policy: PolicyView, report: SweepReport) -> None:
     db, ctx, now, effects = work.db, work.ctx, work.now, work.effects
     snapshot = build_snapshot(db, ctx, policy, work.reading)
-    if not any(_stopped(snapshot, ctx, sid, runtime, now) for sid, spot, runtime in fleet_columns(db, policy) if spot):
+    if not any(_stopped(snapshot, ctx, sid, runtime, now) for sid, spot, runtime, _weight in fleet_columns(db, policy) if spot):
         return  # nothing running would be paused: the whole rows are not read
     pausable = [(s, t) for s, t in running_fleet(db, ctx, policy) if is_pausable(s, ctx, policy, t.kind)]
     for session, turn in pausable:
@@ -186,8 +188,9 @@ def waived_not_passed(decision: Decision) -> bool:
     return decision.waiver_applied and not all(w.pace_passed for w in decision.windows)
 
 
-def _running_quota_turns(db: DBSession, ctx: Context, policy: PolicyView) -> int:
-    return sum(1 for _sid, _spot, runtime in fleet_columns(db, policy) if ctx.runtime(runtime).spends_quota)
+def _quota_load(db: DBSession, ctx: Context, policy: PolicyView) -> float:
+    """The slot budget's load: the weighted claims of the running turns the gate counts."""
+    return sum(max(weight, 0.0) for _sid, _spot, runtime, weight in fleet_columns(db, policy) if ctx.runtime(runtime).spends_quota)
 
 
 @dataclass
@@ -223,7 +226,8 @@ class ResumeBatch:
 def _resume_dormant(work: Work, policy: PolicyView, report: SweepReport) -> None:
     db, ctx, now = work.db, work.ctx, work.now
     slots = policy.slots(ctx.agent_workers)
-    batch = ResumeBatch.for_free_slots(slots - _running_quota_turns(db, ctx, policy))
+    # Room for a whole default claim or part of one: the gate asks each resume's own weight.
+    batch = ResumeBatch.for_free_slots(math.ceil(slots - _quota_load(db, ctx, policy) - TOLERANCE))
     for dormant in dormant_paused(db, policy, CANDIDATES_PER_PASS):
         sid = dormant.id
         if dormant.wake_at is not None and dormant.wake_at > now:

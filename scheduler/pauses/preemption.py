@@ -41,6 +41,7 @@ from scheduler.engine.fleet import fleet_columns, running_fleet
 from scheduler.engine.pause import COOLDOWN, PREEMPTED, is_standing, record_pause, release_mark
 from scheduler.engine.records import clear_pause, halt_turn, is_running, last_turn, running_turn
 from scheduler.rules.gate import Decision, Reason
+from scheduler.rules.slots import fits, is_full
 from scheduler.rules.snapshot import PolicyView
 from scheduler.rules.waiting import banner
 from scheduler.store import preemption_ledger
@@ -73,11 +74,14 @@ def _quota_fleet(db: DBSession, ctx: Context, policy: PolicyView, *, excluding: 
     ]
 
 
-def _quota_rows(db: DBSession, ctx: Context, policy: PolicyView, excluding: int | None) -> list[tuple[int, bool]]:
-    """(session id, is spot) for `_quota_fleet`'s turns, from the fleet's columns that every
-    decision reads anyway: the count decides whether anything must yield, and most starts
-    find a free slot without loading a single whole row."""
-    return [(sid, spot) for sid, spot, runtime in fleet_columns(db, policy) if ctx.runtime(runtime).spends_quota and sid != excluding]
+def _quota_rows(db: DBSession, ctx: Context, policy: PolicyView, excluding: int | None) -> list[tuple[int, bool, float]]:
+    """(session id, is spot, weight) for `_quota_fleet`'s turns, from the fleet's columns that
+    every decision reads anyway: the load decides whether anything must yield, and most starts
+    find room without loading a single whole row."""
+    return [
+        (sid, spot, max(weight, 0.0)) for sid, spot, runtime, weight in fleet_columns(db, policy)
+        if ctx.runtime(runtime).spends_quota and sid != excluding
+    ]
 
 
 def _yield_fleet(db: DBSession, ctx: Context, wanted: list[int], excluding: int | None) -> list[tuple[Session, Turn]]:
@@ -146,15 +150,16 @@ def _preempt(db: DBSession, ctx: Context, session: Session, now: datetime, notic
         return  # switched off (or no ceiling to keep): the fleet runs one over, as it did before
     rows = _quota_rows(db, ctx, policy, session.id)
     slots = policy.slots(ctx.agent_workers)
-    if len(rows) < slots:
-        return  # a slot is free (standing marks could only free more)
+    load = sum(weight for _sid, _spot, weight in rows)
+    if fits(load, session.weight, float(slots)):
+        return  # its claim fits in the slot budget (standing marks could only free more)
     marks = running_marks(db)
-    wanted = [sid for sid, spot in rows if spot or sid in marks]
+    wanted = [sid for sid, spot, _weight in rows if spot or sid in marks]
     fleet = _yield_fleet(db, ctx, wanted, session.id) if wanted else []
     running = len(rows)
-    standing = sum(1 for s, _t in fleet if is_standing(s))
-    if running - standing < slots:
-        return  # a slot is already promised by a standing mark
+    standing = sum(max(s.weight, 0.0) for s, _t in fleet if is_standing(s))
+    if fits(load - standing, session.weight, float(slots)):
+        return  # room is already promised by a standing mark
     turns = {s.id: t for s, t in fleet}
     candidates = [s for s, t in fleet if is_eligible(s, t, ctx, policy, now)]
     victim = None
@@ -206,7 +211,9 @@ def resolve_marks(db: DBSession, ctx: Context, policy: PolicyView, now: datetime
     slots = policy.slots(ctx.agent_workers)
     # Every quota-spending turn a worker runs, the marked ones included: a marked session keeps
     # its turn and so its place in the count. At or over the cap, the slot is still wanted.
-    running = len(_quota_fleet(db, ctx, policy))
+    quota_fleet = _quota_fleet(db, ctx, policy)
+    running = len(quota_fleet)
+    load = sum(max(s.weight, 0.0) for s, _t in quota_fleet)
     for session in marked:
         sid = session.id or 0
         assert session.preempt_mark_at is not None
@@ -219,7 +226,7 @@ def resolve_marks(db: DBSession, ctx: Context, policy: PolicyView, now: datetime
             release_mark(db, session, uncharge=False)
             report.stale.append(sid)
             log.warning("session #%s: its preemption mark is %s old, so its provenance broke; released", sid, age)
-        elif running < slots:
+        elif not is_full(load, slots):
             release_mark(db, session, uncharge=True)
             report.released.append(sid)
             log.warning("session #%s: the fleet is back under its cap (%s of %s running); its preemption mark is released and un-charged", sid, running, slots)

@@ -14,8 +14,11 @@ A spot session takes a turn while, for both windows, three checks hold:
               (spot budget left / time left); waived when no spot work is in flight, and for
               a longer window the shorter one's caps cannot spend out before its rollover
               (`pace_unneeded`: a deviation from the seed, explained there);
-  a slot    — fewer quota-spending turns run than min(max sessions, agent workers), unless the
-              asking session is already running (it is counted in the fleet itself).
+  a slot    — its weighted claim fits (seed 000): the weights of the quota-spending turns
+              running now, plus its own, stay within its budget — min(max sessions, agent
+              workers), or the capacity it authored, or its multiple of the slots — unless it
+              is already running (it is counted in the fleet itself). A zero weight fits while
+              the fleet is not full; with every weight at 1.0 this is seed 001's session count.
 Priority is never held. Every uncertain condition allows, with its reason named. A window whose
 reset has already passed has rolled over (a reading taken just before the rollover, or reused
 across it): it is read as the next window, with nothing spent yet.
@@ -29,6 +32,7 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 from enum import StrEnum
 
+from scheduler.rules.slots import budget_for, fits
 from scheduler.rules.snapshot import Asking, Snapshot, WindowState
 
 PROJECTION_MINUTES = 10.0
@@ -85,8 +89,11 @@ class Decision:
     waiver_applied: bool = False
     windows: tuple[WindowFigures, ...] = ()
     fleet_running: int = 0
+    fleet_load: float = 0.0  # the running turns' weighted claims
     spot_in_flight: int = 0
     slots: int = 0
+    slot_budget: float = 0.0  # what the asking session's claim is decided against
+    own_weight: float = 1.0
     configured_max: int = 0
     slots_unreachable: bool = False
     own_burn: float = 0.0
@@ -261,9 +268,12 @@ def evaluate(
         _figures(w, reserves[w.name], _Asked(fleet_burn, own_burn, waiver, w.name in unneeded, accruing), now)
         for w in live
     )
-    running = len(quota_fleet) if asking.already_running else len(others)
+    counted = quota_fleet if asking.already_running else others
+    running = len(counted)
+    load = sum(max(t.weight, 0.0) for t in counted)
     slots = snapshot.effective_slots
-    slot_free = asking.already_running or running < slots
+    budget = budget_for(slots, asking.capacity, asking.capacity_multiplier)
+    slot_free = asking.already_running or fits(load, asking.weight, budget)
     spent = tuple(f.name for f in figures if not f.within_cap)
     paced = tuple(f.name for f in figures if not f.within_pace)
     own_exceeds = any(
@@ -275,8 +285,11 @@ def evaluate(
         waiver_applied=waiver,
         windows=figures,
         fleet_running=running,
+        fleet_load=load,
         spot_in_flight=spot_in_flight,
         slots=slots,
+        slot_budget=budget,
+        own_weight=asking.weight,
         configured_max=snapshot.policy.effective_max,
         slots_unreachable=snapshot.slots_unreachable,
         own_burn=own_burn,

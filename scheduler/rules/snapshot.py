@@ -74,6 +74,7 @@ class FleetTurn:
     is_spot: bool
     spends_quota: bool
     burn_per_min: float  # dollars per minute
+    weight: float = 1.0  # its claim on the slot budget (seed 000)
 
 
 @dataclass(frozen=True)
@@ -85,6 +86,9 @@ class Asking:
     already_running: bool
     spends_quota: bool
     burn_per_min: float  # its projected dollars per minute
+    weight: float = 1.0  # its claim on the slot budget (seed 000)
+    capacity: int | None = None  # its own authored budget, replacing the fleet's slots
+    capacity_multiplier: float | None = None  # or its budget as a multiple of the slots
 
 
 @dataclass(frozen=True)

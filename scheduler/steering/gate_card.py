@@ -49,6 +49,11 @@ class GateCard:
     held_by: Block | None = None  # a check beyond the gate that holds a new spot session (an operator hold on class:spot)
 
     @property
+    def load(self) -> float:
+        """The slot budget's load: the weighted claims of the running turns the gate counts."""
+        return sum(max(t.weight, 0.0) for t in self.snapshot.fleet if t.spends_quota)
+
+    @property
     def admitted(self) -> bool:
         """Whether a new spot session would start now: the one verdict, not the gate's alone."""
         return self.held_by is None and self.decision.allowed
@@ -95,6 +100,7 @@ class GateCard:
                 for w in d.windows
             ],
             "fleet": {"running_priority": self.running_priority, "running_spot": self.running_spot, "slots": self.snapshot.effective_slots,
+                      "load": self.load,
                       "workers": self.snapshot.agent_workers, "waiting_for_workers": self.waiting_for_workers},
             "queue": {"held": self.held, "paused": self.paused, "preempted": self.preempted, "parked_on_purpose": self.parked_on_purpose},
             "pool": {"state": str(self.pool_state), "capacity": self.pool_sentence, "next_7d_reset": self.weekly_sentence},
