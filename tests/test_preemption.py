@@ -125,11 +125,12 @@ def test_a_priority_session_taking_follow_ups_every_two_minutes_takes_exactly_on
     assert len(ever) == 1 and widest == 4
     victim = ever.pop()
     v = scene.row(victim)
-    # Past its grace with the fleet at its cap, the one victim was halted: the fleet is back at
-    # the operator's number, the priority session's slot included.
-    assert v.status == "waiting" and v.pause_reason == "preempted_by_priority" and v.preemption_count == 1
+    # Past its grace with the fleet at its cap, the one victim was halted; a slot its preemptor
+    # freed between two follow-ups went back to it at once (the queue, not the sweep), and its
+    # cooldown kept the next follow-up from taking it again: the fleet runs one over instead.
+    assert v.last_preempted_at is not None and v.preemption_count == 1
+    assert v.status == "running" and v.pause_reason is None
     assert sum(scene.row(s).preemption_count for s in spot) == 1
-    assert scene.running_ids() - {p} == set(spot) - {victim}
 
 
 def test_a_second_start_with_a_mark_outstanding_takes_nobody(engine, clock) -> None:

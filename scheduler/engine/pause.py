@@ -56,7 +56,7 @@ PREEMPTED = "preempted_by_priority"
 USER_SPOT_QUEUE = "user_spot_queue"
 INTERRUPTED = frozenset({AT_UTILIZATION_LIMIT, PREEMPTED})  # pauses the scheduler made, not a person
 # A session preempted within this is not eligible again (seed 001, "Thrash is bounded by a
-# cooldown"); nor does a queue pass resume it inside it (`first_paused`).
+# cooldown"); a queue pass still resumes it into a freed slot (`first_paused`).
 COOLDOWN = timedelta(minutes=30)
 PAUSE_REASONS = (AT_UTILIZATION_LIMIT, PREEMPTED, USER_SPOT_QUEUE)
 
@@ -151,14 +151,13 @@ def first_paused(db: DBSession, policy: PolicyView, now: datetime) -> Dormant | 
     slot) that is next in the sweep's resume order: a queue pass offers it the room before held
     spot work ranked below it (`queue_pass.queue_pass`). Not a priority sleeper (the sweep resumes those
     whatever the windows say), not one asleep on a wake, not one a person parked into the spot
-    queue (it waits there, as asked), and not a preemption victim inside the cooldown: its
-    preemptor's next follow-up would only take the slot back."""
+    queue (it waits there, as asked). A preemption victim inside its cooldown is offered the room
+    too: its resume condition is a free slot inside the budget (seed 001, "It joins the queue that
+    already exists"), and the cooldown keeps any priority follow-up from taking it again."""
     for dormant in dormant_paused(db, policy, PAUSED_LOOKAHEAD):
         asleep = dormant.wake_at is not None and dormant.wake_at > now
         if not dormant.spot or asleep or dormant.reason not in INTERRUPTED:
             continue
-        if dormant.reason == PREEMPTED and (dormant.preempted_at is None or now - dormant.preempted_at < COOLDOWN):
-            return None  # the sweep's order is the queue's: nobody behind it is offered its place
         return dormant
     return None
 
