@@ -231,3 +231,27 @@ def test_a_change_of_reason_announces_again(engine, clock) -> None:
     with session_scope(engine) as db:
         reasons = [(h.reason, h.released_at is not None) for h in db.exec(select(QueueHold).order_by(QueueHold.id))]
     assert reasons == [("rate_limit", True), ("prerequisite", False)]
+
+
+def test_resume_against_a_provider_that_still_refuses_does_not_announce_the_hold_again(engine, clock) -> None:
+    """Seed 002: a hold announces itself once, when new. A Resume the provider answers with the
+    same refusal puts the same hold back (at once: the turn failed), not a new one to post."""
+    ctx, deferrer, workers, _quota, heard = wired(engine, clock, max_sessions=3, turn_minutes=30)
+    a = new(ctx)
+    submit_turn(ctx, a, "x")
+    finish(ctx, workers, deferrer, a, Outcome.RATE_LIMITED)
+    for _ in range(5):  # people press Resume while the provider still refuses
+        resume_queue(ctx, actor="U_OPS")
+        deferrer.advance(timedelta(0))
+        assert row(ctx, a).status == "running"
+        finish(ctx, workers, deferrer, a, Outcome.RATE_LIMITED)
+        assert only_queue_hold(ctx).reason == "rate_limit"
+    assert len(heard.of("queue_hold")) == 1
+    # Once a turn has succeeded, the next refusal is a new hold and says so.
+    resume_queue(ctx, actor="U_OPS")
+    deferrer.advance(timedelta(0))
+    finish(ctx, workers, deferrer, a, Outcome.SUCCESS)
+    b = new(ctx)
+    submit_turn(ctx, b, "y")
+    finish(ctx, workers, deferrer, b, Outcome.RATE_LIMITED)
+    assert len(heard.of("queue_hold")) == 2

@@ -55,7 +55,7 @@ from scheduler.engine.effects import Effects
 from scheduler.errors import InvalidInput, Refused
 from scheduler.store.db import session_scope
 from scheduler.store.hold_reads import live_queue_holds, queue_holds_in_force
-from scheduler.store.models import QueueHold, Session
+from scheduler.store.models import QueueHold, Session, Turn
 from templates import error_text, render
 
 log = logging.getLogger("pacer.queue_holds")
@@ -69,6 +69,7 @@ RESUMABLE = frozenset({RATE_LIMIT, AUTH, CREDITS, MODEL_ACCESS, RETRY_EXHAUSTED,
 # Reported, not enforced: each session's own admission check holds it, so a newcomer that does
 # not wait on a prerequisite, overlap blocked work or spend on a runtime over budget still starts.
 DERIVED = frozenset({PREREQUISITE, BLOCKED_INTERFERENCE, COST_BUDGET})
+RESUMED_BY = "resumed_by"  # in a hold's detail: the person whose Resume released it
 BLOCK_REASON = "queue_hold"
 
 
@@ -165,17 +166,37 @@ def record(db: DBSession, effects: Effects, spec: NewHold, now: datetime) -> Que
         return current
     if current is not None:
         release(db, current, now, by=f"replaced by {spec.reason}", effects=effects, kick_queue=False)  # still held, newly
+    resumed = None if current is not None else resumed_into_refusal(db, spec)
     hold = QueueHold(
         group=spec.group, reason=spec.reason, sentence=spec.sentence, detail=dict(spec.detail), since=now,
-        resumes_at=spec.resumes_at, attempt=spec.attempt, announced_at=now,
+        resumes_at=spec.resumes_at, attempt=spec.attempt, announced_at=resumed.announced_at if resumed else now,
     )
     db.add(hold)
     db.flush()
     if spec.resumes_at is not None:
         effects.alarm(job_id(hold.id or 0), spec.resumes_at, alarms.QUEUE_HOLD_DUE, hold.id)
+    if resumed is not None:
+        log.info("queue hold %s on %s is back after a Resume: the provider still refuses (announced once, at %s)",
+                 spec.reason, spec.group or "the whole queue", resumed.announced_at)
+        return hold
     effects.notice("queue_hold", hold=view(hold), resumable=spec.reason in RESUMABLE)
     log.warning("queue hold %s on %s: %s", spec.reason, spec.group or "the whole queue", spec.sentence)
     return hold
+
+
+def resumed_into_refusal(db: DBSession, spec: NewHold) -> QueueHold | None:
+    """The scope's last hold, when this one is that hold again: a person resumed it (`resume_queue`),
+    it had the same reason, and no turn has succeeded since — the provider still refuses, so it is
+    not new and does not announce itself again (seed 002: once, when new; a change of reason
+    counts as new). Lifted by its own time, or after a success in between, a hold is new."""
+    scope = col(QueueHold.group).is_(None) if spec.group is None else col(QueueHold.group) == spec.group
+    last = db.exec(select(QueueHold).where(scope).order_by(col(QueueHold.id).desc()).limit(1)).first()
+    if last is None or last.reason != spec.reason or last.released_at is None or not (last.detail or {}).get(RESUMED_BY):
+        return None
+    succeeded = db.exec(
+        select(Turn.id).where(Turn.status == "done", col(Turn.finished_at) >= last.released_at).limit(1)
+    ).first()
+    return None if succeeded is not None else last
 
 
 def due(ctx: Context, hold_id: int) -> None:
@@ -233,6 +254,7 @@ def resume_queue(ctx: Context, group: str | None = None, *, actor: str) -> Resum
             raise Refused(error_text("queue_holds/cost_budget_hold", runtimes=sorted((hold.detail or {}).get("runtimes", {}))))
         if hold.reason not in RESUMABLE:
             raise Refused(error_text("queue_holds/prerequisite_hold", targets=(hold.detail or {}).get("targets", [])))
+        hold.detail = {**(hold.detail or {}), RESUMED_BY: actor}
         release(db, hold, now, by=actor, effects=effects)
         result = ResumeResult(view(hold), render("text/queue_resumed.j2", hold=view(hold), actor=actor))
     effects.apply(ctx)
