@@ -77,6 +77,7 @@ class WindowFigures:
     within_pace: bool
     pace_unneeded: bool = False  # a shorter window's caps cannot spend this one out before its rollover
     pace_passed: bool = True  # the pace's own answer, before the idle-fleet waiver or an unneeded pace
+    unrecorded: float = 0.0  # the part of `projected` spent since the reading, which it does not hold yet
 
 
 @dataclass(frozen=True)
@@ -206,7 +207,8 @@ def _figures(w: WindowState, reserve_pct: float, asked: _Asked, now: datetime) -
     minutes_left = max((w.resets_at - now).total_seconds() / 60.0, 0.0)
     if w.calibrated:
         burn = fleet_burn + own_burn
-        projected = burn * projection_minutes(minutes_left) + asked.accruing_burn * unrecorded_minutes(w, now)
+        unrecorded = asked.accruing_burn * unrecorded_minutes(w, now)
+        projected = burn * projection_minutes(minutes_left) + unrecorded
         within_cap = w.spent + projected <= spot_budget
         sustainable = spot_left / minutes_left if minutes_left > 0 else None
         passed = sustainable is None or burn <= sustainable
@@ -214,6 +216,7 @@ def _figures(w: WindowState, reserve_pct: float, asked: _Asked, now: datetime) -
         return WindowFigures(
             w.name, w.label, True, w.capacity, w.spent, reserved, spot_budget, spot_left,
             minutes_left, w.resets_at, sustainable, fleet_burn, projected, within_cap, within_pace, pace_unneeded, passed,
+            unrecorded,
         )
     # Fraction mode: no burn projection. The cap is the spent fraction against the non-reserved
     # fraction; the pace is the straight line that reaches the spot budget at the rollover.
