@@ -2,7 +2,7 @@
 endpoints once the server is up, so a newcomer sees sessions arrive, queue, hold and run in the
 log and in `pacer console`.
 
-`install_demo(pacer)` — call it after `runtime.build` and before the app starts:
+`install_demo(pacer)` — call it after `bot.runtime.process.build` and before the app starts:
   1. upserts three sample triggers: `demo-label-pacer` (github_label, label `pacer`),
      `demo-hourly-sweep` (schedule, every hour) and `demo-follow-up` (ao_event: when a
      `demo-label-pacer` session is done, a spot follow-up reviews it);
@@ -13,7 +13,7 @@ log and in `pacer console`.
      (their sessions, once done, fire the follow-up), a priority request, spot work at three
      ranks and one placed at the top of the spot queue, and the schedule invoked by hand.
 Every event goes over HTTP into the same routes production serves; nothing is written around them.
-`own_database(settings, environ)` — called before `runtime.build` — keeps all of it off
+`own_database(settings, environ)` — called before `bot.runtime.process.build` — keeps all of it off
 ./var/pacer.db unless DATABASE_URL names a database.
 """
 
