@@ -28,7 +28,7 @@ from bot.live import view as live_view
 from templates import render_html
 
 COOKIE = "pacer_live"
-STATIC = Path(__file__).resolve().parent / "static"
+STATIC = Path(__file__).resolve().parent.parent / "static"  # bot/static/
 TYPES = {".js": "text/javascript", ".css": "text/css", ".LICENSE": "text/plain"}
 POLL_MS = 2000
 HEADERS = {
