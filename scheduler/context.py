@@ -117,9 +117,7 @@ class Context:
     agent_workers: int = 12
     runtimes: dict[str, Runtime] = field(default_factory=lambda: {"echo": Runtime("echo", True, 1.5)})
     rng: random.Random = field(default_factory=random.Random)
-    quota_ttl: float = 5.0  # seconds a quota reading is reused (0: read every time)
     notice_minutes: float = 30.0  # tell running spot sessions a window's spot budget ends this soon (0: never)
-    quota_cache: tuple[Any, Any] | None = None
     installed: bool = False  # scheduler.wiring.install has registered its parts
     burn: Any = None  # scheduler.rules.burn.BurnTable, refreshed from turn history
     hooks: dict[str, list[Callable[..., Any]]] = field(default_factory=dict)

@@ -53,7 +53,7 @@ def build(
     workers = VirtualWorkers(clock, deferrer, duration=lambda _r: timedelta(minutes=turn_minutes), burn_per_min=lambda _r: burn)
     quota = SetQuota(clock)
     ctx = Context(jobs=targets(), engine=engine, clock=clock, deferrer=deferrer, workers=workers, quota=quota,
-                  runtimes={"echo": Runtime("echo", True, burn)}, rng=random.Random(seed), quota_ttl=0)
+                  runtimes={"echo": Runtime("echo", True, burn)}, rng=random.Random(seed))
     with session_scope(engine) as db:
         change_policy(db, {"max_sessions": max_sessions}, surface="test", actor=None, now=clock.now())
     return ctx, deferrer, workers, quota

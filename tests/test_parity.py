@@ -165,7 +165,7 @@ def world(tmp: Path, mock: MockSlack) -> Iterator[World]:
     quota = SetQuota(clock)
     ctx = Context(jobs=targets(), engine=engine, clock=clock, deferrer=deferrer, workers=VirtualWorkers(clock, deferrer),
                   quota=quota, notifier=CompositeNotifier(LogNotifier()), runtimes={"echo": Runtime("echo", True, 0.1)},
-                  quota_ttl=0, rng=random.Random(7))  # one seed: the ladder's jitter is the same in every world
+                  rng=random.Random(7))  # one seed: the ladder's jitter is the same in every world
     wiring.install(ctx)
     settings = pacer_settings(mock, PACER_API_TOKEN=TOKEN, PACER_API_TOKENS=f"{ACTOR}={ACTOR_TOKEN}",
                               PACER_ROSTER=f"{ACTOR}=operator,UMEM=member")

@@ -36,6 +36,7 @@ from scheduler.engine.leases import owner_id
 from scheduler.engine.lifecycle import recover, recover_lost_turns
 from scheduler.engine.recheck_sweep import recheck_sweep
 from scheduler.ports import Clock, Deferrer
+from scheduler.quota_reuse import ReusedQuotaSource
 from scheduler.store import db as dbmod
 from scheduler.store.policy import ensure_policy
 
@@ -108,7 +109,7 @@ def build(
         clock=clock,
         deferrer=deferrer,
         workers=workers,
-        quota=build_quota_source(settings, engine),
+        quota=ReusedQuotaSource(build_quota_source(settings, engine)),  # a burst of decisions shares a reading
         notifier=notifier,
         agent_workers=settings.agent_workers,
         runtimes=runtimes_from_settings(settings),

@@ -40,6 +40,7 @@ from scheduler.context import Context, Runtime
 from scheduler.engine.turns import submit_turn
 from scheduler.errors import PacerError
 from scheduler.jobs import targets
+from scheduler.quota_reuse import ReusedQuotaSource
 from scheduler.rules.cycling import WINDOW, Event
 from scheduler.steering.promotion import record_human_message
 from scheduler.store import db as dbmod
@@ -103,7 +104,7 @@ class Simulation:
         self.released: list[tuple[int, datetime]] = []
         self.sweeps: list[Any] = []
         self.ctx = Context(
-            engine=self.engine, clock=self.clock, deferrer=self.deferrer, workers=self.pool, quota=self.meter,
+            engine=self.engine, clock=self.clock, deferrer=self.deferrer, workers=self.pool, quota=ReusedQuotaSource(self.meter),
             agent_workers=scenario.policy.agent_workers,
             runtimes={r.name: Runtime(r.name, r.spends_quota, r.burn_usd_per_min) for r in scenario.runtimes},
             rng=random.Random(scenario.seed), job_runner=self._job,

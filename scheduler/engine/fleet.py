@@ -29,22 +29,15 @@ log = logging.getLogger("pacer.fleet")
 
 
 def read_quota(ctx: Context, now: datetime) -> QuotaReading | None:
-    """The quota windows now; None (no_snapshot, fail open) when unreadable.
-
-    A reading is reused for `ctx.quota_ttl` (default 5 s): a burst of admissions shares one
-    ledger read. What bounds how fast the gate reacts is the reading anyway, and the ten-minute
-    projection covers spend that lands inside the reuse window."""
+    """The quota windows now; None (no_snapshot, fail open) when unreadable. The composition root
+    decides whether a reading is reused for a few seconds (`scheduler.quota_reuse`)."""
     if ctx.quota is None:
         return None
-    cached = ctx.quota_cache
-    if cached is not None and ctx.quota_ttl > 0 and timedelta(0) <= now - cached[0] < timedelta(seconds=ctx.quota_ttl):
-        return cached[1]  # type: ignore[no-any-return]
     try:
         reading: QuotaReading | None = ctx.quota.read(now)
     except Exception:  # a monitoring gap must not become an outage
         log.exception("quota source could not be read; the gate falls open")
         return None
-    ctx.quota_cache = (now, reading)
     return reading
 
 

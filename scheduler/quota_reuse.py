@@ -1,0 +1,38 @@
+"""A quota source that reuses its source's last reading for a few seconds.
+
+A burst of admissions (a queue pass, a storm of webhooks) asks for the quota once per decision;
+reading a ledger or an HTTP endpoint each time costs more than the decision. What bounds how fast
+the gate reacts is the reading anyway, and the ten-minute projection covers spend that lands
+inside the reuse window. The composition root wraps the process's source in this one; the
+scheduler sees only a `QuotaSource`.
+
+A reading is kept per process: another process's spend shows in its next reading, at most
+`ttl_seconds` later. A failed read is not kept (the caller falls open and asks again next time);
+a reading of None is.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta
+
+from scheduler.ports import QuotaReading, QuotaSource
+
+DEFAULT_TTL_SECONDS = 5.0
+
+
+class ReusedQuotaSource:
+    """`source`'s reading, read again only once `ttl_seconds` have passed since it was read (or
+    when the clock went back). `ttl_seconds=0` reads every time."""
+
+    def __init__(self, source: QuotaSource, ttl_seconds: float = DEFAULT_TTL_SECONDS) -> None:
+        self.source = source
+        self.ttl = timedelta(seconds=ttl_seconds)
+        self._kept: tuple[datetime, QuotaReading | None] | None = None
+
+    def read(self, now: datetime) -> QuotaReading | None:
+        kept = self._kept
+        if kept is not None and self.ttl > timedelta(0) and timedelta(0) <= now - kept[0] < self.ttl:
+            return kept[1]
+        reading = self.source.read(now)
+        self._kept = (now, reading)
+        return reading
