@@ -18,7 +18,7 @@ from datetime import UTC, datetime, timedelta
 from sqlalchemy import insert
 
 from integrations.quota.ledger import LedgerSource
-from scheduler.context import Context, Runtime
+from scheduler.context import Context, Limits, Ports, Runtime
 from scheduler.engine.fleet import asking_for, build_snapshot, read_quota
 from scheduler.quota_reuse import ReusedQuotaSource
 from scheduler.rules.gate import evaluate
@@ -86,8 +86,8 @@ def main() -> None:
         deferrer = VirtualDeferrer(clock)
         ledger = LedgerSource(engine, capacity_5h_usd=500.0, capacity_7d_usd=6000.0,
                               anchor=datetime(2026, 1, 5, tzinfo=UTC), fallbacks={"echo": 1.5})
-        ctx = Context(engine=engine, clock=clock, deferrer=deferrer, workers=VirtualWorkers(clock, deferrer),
-                      quota=ledger, runtimes={"echo": Runtime("echo", True, 1.5)}, agent_workers=150)
+        ctx = Context(ports=Ports(engine=engine, clock=clock, deferrer=deferrer, workers=VirtualWorkers(clock, deferrer), quota=ledger),
+                      limits=Limits(agent_workers=150, runtimes={"echo": Runtime("echo", True, 1.5)}))
 
         cold = measure(ctx, engine, ledger, args, ttl=0)
         warm = measure(ctx, engine, ledger, args, ttl=5.0)
@@ -110,7 +110,7 @@ def main() -> None:
 
 
 def measure(ctx, engine, ledger, args, *, ttl):  # type: ignore[no-untyped-def]
-    ctx.quota = ReusedQuotaSource(ledger, ttl_seconds=ttl)
+    ctx.ports.quota = ReusedQuotaSource(ledger, ttl_seconds=ttl)
     full: list[float] = []
     decision = snapshot = asking = None
     for i in range(args.rounds):

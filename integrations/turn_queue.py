@@ -1,7 +1,7 @@
 """Turns on worker machines: procrastinate on the PostgreSQL database Pacer already uses.
 
     app = build_app(conninfo)                                  # the procrastinate App, `run_turn` on it
-    ctx.dispatcher = TurnQueue(app, stalled_after=lease)       # records.start defers on its transaction
+    ctx.ports.dispatcher = TurnQueue(app, stalled_after=lease)       # records.start defers on its transaction
     app.run_worker(queues=[QUEUE], additional_context={HOST: TurnHost(...)})   # `pacer worker`
 
 A started turn's job is deferred on the connection of the transaction that decides the start

@@ -49,14 +49,14 @@ def install(ctx: Context) -> Context:
     if not ctx.jobs:
         ctx.jobs = targets()
     # Session events: ao_event triggers hear every notice, and the fleet events the top-up sweep fires.
-    ctx.hooks.setdefault("*", []).append(session_events.listener(ctx))
-    ctx.hooks.setdefault("fleet_event", []).append(session_events.fleet_event)
+    ctx.plugins.listeners.append(session_events.listener(ctx))
+    ctx.plugins.fleet_events.append(session_events.fleet_event)
     # Preemption: a priority start into a full fleet takes a slot off a running spot session.
-    ctx.hooks.setdefault("before_start", []).append(preemption.before_start)
+    ctx.plugins.before_start.append(preemption.before_start)
     # A capped session's turn: the alarm that halts it when its burn estimate reaches the cap.
-    ctx.hooks.setdefault("before_start", []).append(cost_caps.before_start)
+    ctx.plugins.before_start.append(cost_caps.before_start)
     # Order matters: the first check that says no is the reason a session shows.
-    ctx.admission_checks.extend([
+    ctx.plugins.admission_checks.extend([
         operator_holds.admission_check(ctx),
         auth_outage.admission_check(ctx),
         queue_holds.admission_check(ctx),
@@ -69,7 +69,7 @@ def install(ctx: Context) -> Context:
         capacity.deference_check(ctx),
     ])
     # Runner outcomes that become queue holds; the others stay with `completion.settle`.
-    ctx.hooks.setdefault("turn_finished", []).append(outcome_holds.on_turn_finished)
+    ctx.plugins.turn_finished.append(outcome_holds.on_turn_finished)
     return ctx
 
 

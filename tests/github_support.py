@@ -91,13 +91,14 @@ def make_pacer(engine: Any, clock: Any, deferrer: Any, **env: str) -> Any:
     from bot.runtime.notify import CompositeNotifier, LogNotifier
     from bot.runtime.process import Pacer
     from scheduler import wiring
-    from scheduler.context import Context
+    from scheduler.context import Context, Ports
     from scheduler.jobs import targets
     from scheduler.testing import VirtualWorkers
 
     settings = load({"GITHUB_WEBHOOK_SECRET": SECRET, "PACER_MAX_BODY_BYTES": "131072", **env}, toml_path=None)
-    ctx = Context(jobs=targets(), engine=engine, clock=clock, deferrer=deferrer, workers=VirtualWorkers(clock, deferrer),
-                  notifier=CompositeNotifier(LogNotifier()))
+    ctx = Context(ports=Ports(engine=engine, clock=clock, deferrer=deferrer, workers=VirtualWorkers(clock, deferrer),
+                              notifier=CompositeNotifier(LogNotifier())),
+                  jobs=targets())
     wiring.install(ctx)  # every admission check and hook production installs
     return Pacer(settings=settings, engine=engine, clock=clock, deferrer=deferrer, ctx=ctx)
 

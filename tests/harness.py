@@ -10,7 +10,7 @@ from datetime import datetime, timedelta
 
 from sqlalchemy import Engine
 
-from scheduler.context import Context, Runtime
+from scheduler.context import Context, Limits, Ports, Runtime
 from scheduler.jobs import targets
 from scheduler.ports import QuotaReading, WindowReading
 from scheduler.store.db import session_scope
@@ -52,8 +52,10 @@ def build(
     deferrer = VirtualDeferrer(clock)
     workers = VirtualWorkers(clock, deferrer, duration=lambda _r: timedelta(minutes=turn_minutes), burn_per_min=lambda _r: burn)
     quota = SetQuota(clock)
-    ctx = Context(jobs=targets(), engine=engine, clock=clock, deferrer=deferrer, workers=workers, quota=quota,
-                  runtimes={"echo": Runtime("echo", True, burn)}, rng=random.Random(seed))
+    ctx = Context(ports=Ports(engine=engine, clock=clock, deferrer=deferrer, workers=workers, quota=quota),
+                  limits=Limits(runtimes={"echo": Runtime("echo", True, burn)}),
+                  jobs=targets(),
+                  rng=random.Random(seed))
     with session_scope(engine) as db:
         change_policy(db, {"max_sessions": max_sessions}, surface="test", actor=None, now=clock.now())
     return ctx, deferrer, workers, quota

@@ -24,7 +24,7 @@ class Heard:
 
     def __init__(self, ctx: Context) -> None:
         self.events: list[tuple[str, dict[str, Any]]] = []
-        ctx.hooks.setdefault("*", []).append(self)
+        ctx.plugins.listeners.append(self)
 
     def __call__(self, event: str, context: Mapping[str, Any]) -> None:
         self.events.append((event, dict(context)))

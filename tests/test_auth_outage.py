@@ -38,7 +38,7 @@ class PoolQuota(SetQuota):
 @pytest.fixture
 def api(engine, clock):
     api = make_api(engine, clock, max_sessions=2, turn_minutes=30)
-    api.ctx.quota = PoolQuota(clock, statuses=["needs_reauth", "needs_reauth"])
+    api.ctx.ports.quota = PoolQuota(clock, statuses=["needs_reauth", "needs_reauth"])
     yield api
     api.close()
 
@@ -81,7 +81,7 @@ def test_once_a_login_serves_the_sweep_wakes_the_parked_in_queue_order_through_t
     for sid in (urgent, low, high, mid):
         assert submit_turn(ctx, sid, row(ctx, sid).prompt).reason == "auth_outage"
 
-    ctx.quota.statuses = ["needs_reauth", "active"]
+    ctx.ports.quota.statuses = ["needs_reauth", "active"]
     woke = sweep(api)
     started = {t.session_id for t in turns(api)}
     assert urgent in started and high in started, woke
@@ -97,7 +97,7 @@ def test_once_a_login_serves_the_sweep_wakes_the_parked_in_queue_order_through_t
 
 def test_a_pool_over_its_quota_is_spent_not_signed_out(api) -> None:
     ctx = api.ctx
-    ctx.quota.statuses = ["quota_exceeded", "needs_reauth"]
+    ctx.ports.quota.statuses = ["quota_exceeded", "needs_reauth"]
     sid = new(ctx, genesis="command", scheduling_class="priority", prompt="go")
     assert submit_turn(ctx, sid, "go").outcome == "started"
     assert row(ctx, sid).park_reason is None
@@ -120,17 +120,17 @@ def test_the_sweep_leaves_a_session_asleep_on_its_wake_and_the_slot_to_the_next(
     from scheduler.pauses.sleep import wake_me_up_later
 
     ctx = api.ctx
-    ctx.quota.statuses = ["active"]
+    ctx.ports.quota.statuses = ["active"]
     running = new(ctx, genesis="api", prompt="busy")
     assert submit_turn(ctx, running, "busy").outcome == "started"
-    ctx.quota.statuses = ["needs_reauth"]
+    ctx.ports.quota.statuses = ["needs_reauth"]
     sleeper = new(ctx, genesis="api", precedence=50, prompt="later")
     next_one = new(ctx, genesis="api", precedence=10, prompt="now")
     for sid in (sleeper, next_one):
         assert submit_turn(ctx, sid, row(ctx, sid).prompt).reason == "auth_outage"
     wake_at = wake_me_up_later(ctx, sleeper, ctx.clock.now() + timedelta(hours=2))
 
-    ctx.quota.statuses = ["active"]
+    ctx.ports.quota.statuses = ["active"]
     sweep(api)
 
     started = {t.session_id for t in turns(api)}

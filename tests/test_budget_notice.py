@@ -119,7 +119,7 @@ def test_a_sweep_that_pauses_tells_nobody_it_will(engine: Engine, clock: Any) ->
 
 def test_notice_minutes_zero_tells_nobody(engine: Engine, clock: Any) -> None:
     scene = _ending_scene(engine, clock)
-    scene.ctx.notice_minutes = 0
+    scene.ctx.limits.notice_minutes = 0
     scene.start(), scene.start(), scene.start()
     _running_out(scene)
     assert scene.sweep().noticed == [] and scene.events(EVENT) == []
@@ -131,7 +131,7 @@ SENTENCE = ("At the present burn the 5-hour window's spot budget runs out at abo
 
 def test_the_notice_reaches_the_sessions_slack_thread(engine: Engine, clock: Any, mock: MockSlack) -> None:
     scene = _ending_scene(engine, clock)
-    scene.ctx.notifier = SlackNotifier(engine, WebClient(token=BOT_TOKEN, base_url=mock.api_url), ops_channel="C0OPS")
+    scene.ctx.ports.notifier = SlackNotifier(engine, WebClient(token=BOT_TOKEN, base_url=mock.api_url), ops_channel="C0OPS")
     message = {"channel": "C0WORK", "ts": "1790000000.000100", "user": "UMEM", "channel_type": "channel"}
     sid = scene.start(genesis="slack", title="Fix the flaky test", requester="UMEM", source={"slack": thread_source(message)})
     asked = scene.start(genesis="command", title="Tidy the docs", requester="UASK", source={"surface": "slack"})
@@ -172,7 +172,7 @@ def test_the_status_comment_shows_the_notice_until_the_pause(engine: Engine, clo
     (sid,) = github_event(scene.ctx, parsed)
     scene.start(), scene.start()
     status = StatusComments(engine, PyGithubComments(GithubClients(base_url=fake.url + "/", token="ghp_test", throttle=False)), clock=clock)
-    scene.ctx.notifier = status
+    scene.ctx.ports.notifier = status
     comment = status.refresh(sid)
     assert comment is not None and "Started" in fake.comments[comment]["body"] and "spot budget" not in fake.comments[comment]["body"]
 

@@ -179,7 +179,7 @@ def _fitting_waiters(ctx) -> list[int]:
     """Held sessions that the rules say could start now: a slot free by the gate's count, and
     its claim fitting its own budget beside the weighted load."""
     with session_scope(ctx.engine) as db:
-        budget_slots = load_policy(db).slots(ctx.agent_workers)
+        budget_slots = load_policy(db).slots(ctx.limits.agent_workers)
         load, count = occupied(db, ctx)
         waiting = db.exec(
             Session.__table__.select().where(Session.status == "waiting", Session.hold_reason.is_not(None))  # type: ignore[attr-defined]
@@ -195,9 +195,9 @@ def test_admission_never_exceeds_the_weighted_budget_and_never_blocks_a_fitting_
 
     def watch(work, session, decision) -> None:
         load, _count = occupied(work.db, work.ctx, exclude_id=session.id)
-        admitted.append((load, session.weight, _budget(session, load_policy(work.db).slots(work.ctx.agent_workers))))
+        admitted.append((load, session.weight, _budget(session, load_policy(work.db).slots(work.ctx.limits.agent_workers))))
 
-    ctx.hooks.setdefault("before_start", []).append(watch)
+    ctx.plugins.before_start.append(watch)
     minutes = {}
     ids = []
     for weight, capacity, duration in waiters:

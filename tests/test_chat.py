@@ -409,7 +409,7 @@ def test_whatif_answers_without_changing_anything(pacer) -> None:
     before = state(pacer)
     reply = ask(pacer, f"whatif {sid}", actor="UMEM")
     assert reply.ok and reply.text.startswith(f"#{sid} (spot) would start now — nothing was changed by asking.")
-    pacer.ctx.quota.spend_out()
+    pacer.ctx.ports.quota.spend_out()
     held = ask(pacer, "whatif --spot", actor="UMEM").text
     assert held.startswith("A new spot session would not start now")
     assert state(pacer) == before

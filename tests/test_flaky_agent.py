@@ -104,7 +104,7 @@ def test_an_agent_that_cannot_connect_five_times_retries_on_the_backoff_and_succ
     script = tmp_path / "agent.py"
     script.write_text(textwrap.dedent(AGENT))
     runner = CommandRunner(f"{sys.executable} {script} {tmp_path / 'calls'} {{prompt}}", "", "flaky", 60, tmp_path / "work")
-    ctx.workers = RunnerInVirtualTime(runner, deferrer, 1, workers.submit)
+    ctx.ports.workers = RunnerInVirtualTime(runner, deferrer, 1, workers.submit)
     flaky = new(ctx, title="Flaky", runtime="flaky", concurrency_group="repo:acme/api")
     t0 = clock.now()
     assert submit_turn(ctx, flaky, "fix the build").outcome == "started"

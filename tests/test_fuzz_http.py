@@ -564,7 +564,7 @@ def test_api_calls_are_never_a_5xx(served: Served, call: tuple[str, str, bytes |
 def test_the_server_is_healthy_after_the_fuzz(served: Served) -> None:
     served.settle()
     deadline = time.monotonic() + 10
-    while served.pacer.ctx.workers.active() and time.monotonic() < deadline:  # the last echo turns
+    while served.pacer.ctx.ports.workers.active() and time.monotonic() < deadline:  # the last echo turns
         time.sleep(0.05)
     health = served.http.get("/healthz")
     assert health.status_code == 200 and health.json() == {"ok": True}

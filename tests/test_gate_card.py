@@ -34,7 +34,7 @@ def test_card_reports_the_decision_the_gate_makes(engine, clock) -> None:
 
 def test_card_says_when_the_configured_max_is_unreachable(engine, clock) -> None:
     ctx, *_ = build(engine, clock, max_sessions=20)
-    ctx.agent_workers = 12
+    ctx.limits.agent_workers = 12
     with session_scope(engine) as db:
         card = build_card(db, ctx, None, clock.now())
     assert "max sessions 20 is above the 12 workers, so 12 is the effective ceiling" in render_card(card)

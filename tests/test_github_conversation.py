@@ -102,7 +102,7 @@ def test_a_trusted_comment_moves_a_waiting_session_ahead_of_older_ones(ctx: Any,
     assert rows[older].precedence == rows[newest].precedence
 
     github_event(ctx, _event(comment_payload("Start with this one.", repository="octo/app3", commenter="bob", association="MEMBER")))
-    ctx.deferrer.run_until(clock.now())  # the re-rank, armed off the request path as for a Slack reply
+    ctx.ports.deferrer.run_until(clock.now())  # the re-rank, armed off the request path as for a Slack reply
     with DBSession(ctx.engine) as db:
         rows = {s.id: s for s in db.exec(select(Session))}
     assert rows[newest].precedence > rows[older].precedence

@@ -45,7 +45,7 @@ def test_a_freed_slot_goes_past_thirty_sessions_waiting_on_a_busy_group(any_engi
 def test_a_freed_slot_goes_past_forty_busy_groups(any_engine, clock) -> None:
     """Forty groups, each busy, each with a waiter ranked above the one session that fits."""
     ctx, deferrer, workers, _quota, _heard = wired(any_engine, clock, max_sessions=41, turn_minutes=600, burn=0.001)
-    ctx.agent_workers = 41  # the worker pool bounds the slots: as many workers as slots
+    ctx.limits.agent_workers = 41  # the worker pool bounds the slots: as many workers as slots
     groups = [repository_group(f"acme/r{i}") for i in range(40)]
     for group in groups:
         assert submit_turn(ctx, new(ctx, genesis="schedule", concurrency_group=group), "run").outcome == "started"

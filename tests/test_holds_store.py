@@ -8,7 +8,7 @@ from datetime import timedelta
 import pytest
 from sqlmodel import select
 
-from scheduler.context import Context
+from scheduler.context import Context, Ports
 from scheduler.engine.claims import occupied, occupying
 from scheduler.engine.effects import Effects
 from scheduler.holds.capacity import arrivals
@@ -107,8 +107,8 @@ def test_group_claims_and_the_weighted_load_read_the_running_turns(any_db, clock
     run(any_db, clock, c)
     assert [s.id for s in occupying(any_db, "repo:a/b", now)] == [a.id, b.id]
     assert [s.id for s in occupying(any_db, "repo:a/b", now, exclude_id=a.id)] == [b.id]
-    ctx = Context(engine=None, clock=clock, deferrer=None, workers=None)  # type: ignore[arg-type]
-    ctx.runtimes["free"] = type(ctx.runtime("echo"))("free", spends_quota=False)
+    ctx = Context(ports=Ports(engine=None, clock=clock, deferrer=None, workers=None))  # type: ignore[arg-type]
+    ctx.limits.runtimes["free"] = type(ctx.runtime("echo"))("free", spends_quota=False)
     assert occupied(any_db, ctx) == (2.0, 1)  # a runtime that spends nothing is not the gate's fleet
 
 

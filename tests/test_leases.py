@@ -35,7 +35,7 @@ FAKE = Path(__file__).parent / "fixtures" / "fake_claude.py"
 
 def process(engine, clock, owner: str):
     ctx, deferrer, workers, _ = build(engine, clock, max_sessions=4)
-    ctx.owner, ctx.turn_lease = owner, LEASE
+    ctx.owner, ctx.limits.turn_lease = owner, LEASE
     return ctx, deferrer, workers
 
 
@@ -80,7 +80,7 @@ def test_a_heartbeat_keeps_its_turns_and_halts_one_recovered_elsewhere(any_engin
     a, _, _ = process(any_engine, clock, "a")
     b, _, _ = process(any_engine, clock, "b")
     pool = LeasedPool(ThreadWorkerPool(EchoRunner(30, 0), 2), any_engine, "a", LEASE, clock.now)
-    a.workers = pool
+    a.ports.workers = pool
     try:
         sa = new(a, prompt="long work")
         submit_turn(a, sa, "long work")
@@ -129,7 +129,7 @@ def test_a_turn_cut_off_after_its_agent_named_its_session_re_runs_with_resume(an
     runner = CommandRunner(template, "--resume {agent_session_id}", "claude_code", 60, tmp_path / "work",
                            env={"PATH": "/usr/bin:/bin"})
     pool = LeasedPool(ThreadWorkerPool(runner, 1), any_engine, "a", LEASE, clock.now)
-    a.workers = pool
+    a.ports.workers = pool
     prompt = "[fake:stream][fake:slow=30] long work"
     try:
         sa = new(a, prompt=prompt)

@@ -62,7 +62,7 @@ def captured() -> Iterator[Captured]:
 @pytest.fixture
 def api(engine: Engine, clock: VirtualClock) -> Iterator[Api]:
     served = make_api(engine, clock, max_sessions=1, GITHUB_WEBHOOK_SECRET=SECRET)
-    served.ctx.notifier = LogNotifier()  # production's notice line: "session #N started"
+    served.ctx.ports.notifier = LogNotifier()  # production's notice line: "session #N started"
     yield served
     served.close()
 
@@ -102,7 +102,7 @@ def test_a_line_logged_inside_a_decision_names_its_session_without_saying_so(api
         logging.getLogger("pacer.check").info("checked")  # says nothing of the session itself
         return None
 
-    api.ctx.admission_checks.insert(0, logs_and_admits)
+    api.ctx.plugins.admission_checks.insert(0, logs_and_admits)
     created = api.client.post("/api/v1/sessions", json={"prompt": "one"}, headers={**api.headers(), "X-Request-ID": "api-1"})
     assert created.status_code == 201
     session_id = created.json()["session"]["id"]

@@ -25,7 +25,7 @@ from bot.serve.app import create_app
 from integrations.runners.command import ARGUMENT_BYTES, build_argv, split_template
 from scheduler import wiring
 from scheduler.clock import SystemClock
-from scheduler.context import Context
+from scheduler.context import Context, Limits, Ports
 from scheduler.errors import InvalidInput
 from scheduler.jobs import targets
 from scheduler.ports import TurnRequest
@@ -52,16 +52,17 @@ def test_a_65536_character_non_ascii_issue_body_reaches_the_agent_whole(engine: 
         "PACER_RUNNER_COMMAND": f"{agent_python()} {room / 'bin' / 'prompt_agent.py'} {arguments}",
         "PACER_WORKDIR": str(room / "work"), "PACER_WORKSPACES": str(room / "ws"), **custody_settings(room, "shipped"),
     }, toml_path=None)
-    ctx = Context(jobs=targets(), engine=engine, clock=SystemClock(), deferrer=VirtualDeferrer(VirtualClock(T0)),
-                  workers=build_pool(settings, build_runner(settings, dict(os.environ))), notifier=CompositeNotifier(LogNotifier()),
-                  runtimes=runtimes_from_settings(settings))
+    ctx = Context(ports=Ports(engine=engine, clock=SystemClock(), deferrer=VirtualDeferrer(VirtualClock(T0)),
+                              workers=build_pool(settings, build_runner(settings, dict(os.environ))), notifier=CompositeNotifier(LogNotifier())),
+                  limits=Limits(runtimes=runtimes_from_settings(settings)),
+                  jobs=targets())
     wiring.install(ctx)
     with DBSession(engine) as db:
         db.add(Trigger(name="issues", kind="github_issue", prompt_template="{{ body }}", scheduling_class="priority", created_at=T0))
         db.commit()
     from bot.runtime.process import Pacer
 
-    app = create_app(Pacer(settings=settings, engine=engine, clock=ctx.clock, deferrer=ctx.deferrer, ctx=ctx), start_scheduler=False)
+    app = create_app(Pacer(settings=settings, engine=engine, clock=ctx.clock, deferrer=ctx.ports.deferrer, ctx=ctx), start_scheduler=False)
     body = json.dumps(issue_payload("opened", repository="acme/api", number=3, body=BODY)).encode()
     with serving(app) as url, httpx.Client(base_url=url, timeout=10) as client:
         answer = client.post("/github/webhook", content=body, headers=headers("issues", body))
@@ -73,7 +74,7 @@ def test_a_65536_character_non_ascii_issue_body_reaches_the_agent_whole(engine: 
     got = json.loads(seen.read_text())
     assert got == {"how": "file" if "file" in arguments else "stdin", "chars": 65_536,
                    "sha256": hashlib.sha256(BODY.encode()).hexdigest()}
-    ctx.workers.shutdown(wait=True)  # type: ignore[attr-defined]
+    ctx.ports.workers.shutdown(wait=True)  # type: ignore[attr-defined]
 
 
 def _turn(prompt: str) -> TurnRequest:

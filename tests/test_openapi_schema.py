@@ -222,7 +222,7 @@ def test_closed_sets_are_enums_in_the_document_and_match_the_scheduler(api: Api)
     kind = {p["name"]: p["schema"] for p in document["paths"]["/api/v1/triggers"]["get"]["parameters"]}["kind"]
     assert kind["anyOf"][0]["enum"] == list(KINDS)
     runtime = document["components"]["schemas"]["SessionCreate"]["properties"]["runtime"]
-    assert runtime["anyOf"][0]["enum"] == sorted(api.ctx.runtimes)
+    assert runtime["anyOf"][0]["enum"] == sorted(api.ctx.limits.runtimes)
     prompt = document["components"]["schemas"]["SessionCreate"]["properties"]["prompt"]
     assert prompt["maxLength"] == api.pacer.settings.max_prompt_chars
 

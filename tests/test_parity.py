@@ -35,7 +35,7 @@ from bot.serve.app import create_app
 from bot.slack.blocks import HOLD_RELEASE, QUEUE_ROW
 from integrations.slack.notifier import QUEUE_RESUME
 from scheduler import wiring
-from scheduler.context import Context, Runtime
+from scheduler.context import Context, Limits, Ports, Runtime
 from scheduler.engine.turns import submit_turn
 from scheduler.holds.operator import place_hold
 from scheduler.jobs import targets
@@ -163,8 +163,10 @@ def world(tmp: Path, mock: MockSlack) -> Iterator[World]:
     clock = VirtualClock(T0)
     deferrer = RecordingDeferrer(clock)
     quota = SetQuota(clock)
-    ctx = Context(jobs=targets(), engine=engine, clock=clock, deferrer=deferrer, workers=VirtualWorkers(clock, deferrer),
-                  quota=quota, notifier=CompositeNotifier(LogNotifier()), runtimes={"echo": Runtime("echo", True, 0.1)},
+    ctx = Context(ports=Ports(engine=engine, clock=clock, deferrer=deferrer, workers=VirtualWorkers(clock, deferrer), quota=quota,
+                              notifier=CompositeNotifier(LogNotifier())),
+                  limits=Limits(runtimes={"echo": Runtime("echo", True, 0.1)}),
+                  jobs=targets(),
                   rng=random.Random(7))  # one seed: the ladder's jitter is the same in every world
     wiring.install(ctx)
     settings = pacer_settings(mock, PACER_API_TOKEN=TOKEN, PACER_API_TOKENS=f"{ACTOR}={ACTOR_TOKEN}",
@@ -179,7 +181,7 @@ def world(tmp: Path, mock: MockSlack) -> Iterator[World]:
     try:
         ids = _base(ctx, quota)
         here = World(pacer, deferrer, slack, mock, http, ids)
-        ctx.hooks.setdefault("*", []).append(lambda event, facts: here.events.append(_event(event, facts)))
+        ctx.plugins.listeners.append(lambda event, facts: here.events.append(_event(event, facts)))
         yield here
     finally:
         http.close()

@@ -42,7 +42,7 @@ def test_the_ceiling_sweep_s_banner_says_what_it_projected(engine, clock) -> Non
     a = scene.start()
     b = scene.start()
     scene.quota.capacity_5h, scene.quota.spent_5h = 50.0, 2.5  # a $40 spot budget, $2.50 of it spent
-    scene.ctx.runtimes["echo"] = Runtime("echo", True, 2.0)  # the fleet burns $4/min: $40 in ten minutes
+    scene.ctx.limits.runtimes["echo"] = Runtime("echo", True, 2.0)  # the fleet burns $4/min: $40 in ten minutes
     report = scene.sweep()
     assert sorted(report.paused) == sorted([a, b])
     detail = scene.row(a).pause_detail

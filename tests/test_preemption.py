@@ -186,7 +186,7 @@ def test_reached_needs_input_still_marked_is_slept_into_the_queue(engine, clock)
             return True
         return False
 
-    scene.ctx.hooks.setdefault("turn_finished", []).append(another_owner)
+    scene.ctx.plugins.turn_finished.append(another_owner)
     submit_turn(scene.ctx, b, "queued for later", kind="follow_up")
     scene.start(cls="priority", minutes=120)
     scene.advance(minutes=5)
@@ -319,7 +319,7 @@ class Ledger:
         fleet = [s for s, _t in running_fleet(db, ctx, policy) if s.id != session.id]
         new = [s for s in fleet if s.preempt_mark_at == now and s.preempted_by_id == session.id]
         standing = [s for s in fleet if is_standing(s) and s not in new]
-        full = len(fleet) - len(standing) >= min(policy.max_sessions, ctx.agent_workers)
+        full = len(fleet) - len(standing) >= min(policy.max_sessions, ctx.limits.agent_workers)
         eligible = new + [
             s for s in fleet
             if s not in new and is_spot(s, policy) and not s.bookkeeping and not s.pending_sleep
@@ -347,7 +347,7 @@ def check_after_sweep(scene: Scene, ledger: Ledger, submitted: list[int]) -> Non
         marks = [s for s in fleet if is_standing(s)]
         assert all(now - s.preempt_mark_at <= preemption.GRACE for s in marks), "a mark outlived its grace"
         running_priority = {s.id for s in fleet if not is_spot(s, policy)}
-        excess = len(fleet) - min(policy.max_sessions, scene.ctx.agent_workers)
+        excess = len(fleet) - min(policy.max_sessions, scene.ctx.limits.agent_workers)
         assert excess <= len(running_priority & ledger.unmatched) + len(marks), "over the cap with no reason the seed gives"
         for s in db.exec(select(Session).where(Session.id.in_(submitted))):
             sid = s.id or 0
@@ -370,7 +370,7 @@ def test_the_fleet_exceeds_its_cap_only_for_the_seeds_reasons_and_no_session_is_
     scene = Scene(engine, clock, max_sessions=2)
     scene.policy(preemption_enabled=preempt)
     ledger = Ledger(scene)
-    scene.ctx.hooks["before_start"].append(ledger)
+    scene.ctx.plugins.before_start.append(ledger)
     submitted: list[int] = []
     scene.every("ceiling_sweep", after=lambda _report: check_after_sweep(scene, ledger, submitted))
     for minute, cls, length, precedence in sorted(arrivals):

@@ -86,7 +86,7 @@ def test_a_refused_alarm_whose_hold_changed_reason_announces_it_once(engine, clo
     fill(ctx, 1)
     sid = held(ctx, 1)[0]
     heard: list[str] = []
-    ctx.hooks.setdefault("*", []).append(lambda event_name, context: heard.append(event_name) if context.get("session_id") == sid else None)
+    ctx.plugins.listeners.append(lambda event_name, context: heard.append(event_name) if context.get("session_id") == sid else None)
     with session_scope(engine) as db:  # an older record under another reason, as after a queue hold lifts
         db.execute(text("UPDATE sessions SET hold_reason = 'queue_hold' WHERE id = :sid"), {"sid": sid})
     clock.set(row(ctx, sid).hold_retry_at)

@@ -7,6 +7,7 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
+from scheduler.context import Context, Ports
 from scheduler.engine.fleet import read_quota
 from scheduler.ports import QuotaReading
 from scheduler.quota_reuse import ReusedQuotaSource
@@ -50,11 +51,9 @@ def test_a_failed_read_is_not_kept_and_the_gate_falls_open() -> None:
     source = Counting()
     reused = ReusedQuotaSource(source, ttl_seconds=5)
 
-    class Holder:  # read_quota asks only `.quota`
-        quota = reused
-
+    ctx = Context(ports=Ports(engine=None, clock=None, deferrer=None, workers=None, quota=reused))  # type: ignore[arg-type]
     source.fail = True
-    assert read_quota(Holder(), T0) is None  # type: ignore[arg-type]
+    assert read_quota(ctx, T0) is None
     source.fail = False
-    assert read_quota(Holder(), T0 + timedelta(seconds=1)) is not None
+    assert read_quota(ctx, T0 + timedelta(seconds=1)) is not None
     assert source.reads == [T0 + timedelta(seconds=1)]

@@ -257,7 +257,7 @@ def _pacer_with_a_running_turn(tmp_path: Path, seconds: str):  # type: ignore[no
         session_id = session.id or 0
     submit_turn(pacer.ctx, session_id, "a long piece of work")
     deadline = time.monotonic() + 10
-    while not pacer.ctx.workers.running() and time.monotonic() < deadline:
+    while not pacer.ctx.ports.workers.running() and time.monotonic() < deadline:
         time.sleep(0.01)
     return pacer, session_id
 
@@ -274,14 +274,14 @@ def test_a_turn_that_finishes_within_the_drain_reports_as_usual(tmp_path: Path) 
     assert turn.status == "done"
     # After the drain no turn starts here: a new one is kept back for the next leader.
     submit_turn(pacer.ctx, session_id, "one more", kind="follow_up")
-    assert pacer.ctx.workers.kept_back and pacer.ctx.workers.pool.running() == []
-    pacer.ctx.workers.pool.shutdown()
+    assert pacer.ctx.ports.workers.kept_back and pacer.ctx.ports.workers.pool.running() == []
+    pacer.ctx.ports.workers.pool.shutdown()
 
 
 def test_a_turn_still_running_at_the_deadline_is_handed_over(tmp_path: Path) -> None:
     pacer, session_id = _pacer_with_a_running_turn(tmp_path, "60")
     assert drain(pacer, 0.2) == 1
-    pacer.ctx.workers.pool.shutdown(wait=True)  # the halted agent's report arrives and changes nothing
+    pacer.ctx.ports.workers.pool.shutdown(wait=True)  # the halted agent's report arrives and changes nothing
     [turn] = _turns(pacer, session_id)
     assert (turn.status, turn.outcome) == ("failed", "interrupted")
     with dbmod.session_scope(pacer.engine) as db:

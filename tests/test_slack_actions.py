@@ -83,7 +83,7 @@ def test_app_home_opened_publishes_the_gate_card_above_the_ranked_queue(slack, m
 def test_the_home_card_says_which_ceiling_holds_and_when_the_pool_comes_back(slack, mock: MockSlack) -> None:
     quota = SetQuota(clock=slack.pacer.clock)
     quota.spend_out()
-    slack.pacer.ctx.quota = quota
+    slack.pacer.ctx.ports.quota = quota
     slack.event({"type": "app_home_opened", "user": "UMEM", "channel": "D0DM", "tab": "home"}, event_id="EvHOME3")
     (call,) = mock.wait_for_method("views.publish")
     card = [b["text"]["text"] for b in call.body["view"]["blocks"][1:4]]

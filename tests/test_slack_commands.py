@@ -117,7 +117,7 @@ def test_policy_shows_the_decision_a_spot_session_gets_now_and_why(slack, mock: 
 
     quota = SetQuota(clock=slack.pacer.clock)
     quota.spend_out()
-    slack.pacer.ctx.quota = quota
+    slack.pacer.ctx.ports.quota = quota
     assert slack.command("policy", user="UMEM").status_code == 200
     text = _answer(mock).body["text"]
     assert "*Decision for a new spot session:* *held* (`at_utilization_limit`, ceiling `spot_budget`)" in text

@@ -68,7 +68,7 @@ def test_a_session_created_through_the_api_republishes_the_home_of_whoever_opene
 
 
 def test_a_burst_of_twenty_changes_publishes_a_bounded_number_of_times_ending_on_the_final_state(live, mock: MockSlack) -> None:
-    live.pacer.ctx.quota = SetQuota(clock=live.pacer.clock)  # a real gate: ten slots, then holds
+    live.pacer.ctx.ports.quota = SetQuota(clock=live.pacer.clock)  # a real gate: ten slots, then holds
     _open(live, "UMEM", "EvLIVE2")
     _open(live, "UOPS", "EvLIVE3")
     began = time.perf_counter()

@@ -33,7 +33,7 @@ MINUTE = timedelta(minutes=1)
 @pytest.fixture
 def env(any_engine, clock):
     ctx, deferrer, workers, _quota = build(any_engine, clock, max_sessions=10, turn_minutes=60)
-    ctx.runtimes = {**ctx.runtimes, "codex": Runtime("codex", spends_quota=False)}
+    ctx.limits.runtimes = {**ctx.limits.runtimes, "codex": Runtime("codex", spends_quota=False)}
     wiring.install(ctx)
     return ctx, deferrer, workers
 
@@ -222,7 +222,7 @@ def test_the_gate_card_shows_the_thresholds_the_count_and_under_its_ceiling_sinc
     assert data["running"] == 0 and data["under"] and data["under_since"] == crossed.isoformat()
     assert data["next_firing_at"] == (crossed + 5 * MINUTE).isoformat() and data["last_fired_at"] is None
     assert "  Under its ceiling since 2026-11-02 10:01 UTC · next top-up no sooner than 2026-11-02 10:06 UTC\n" in text
-    ctx.agent_workers = 2
+    ctx.limits.agent_workers = 2
     data, text = card()
     assert data["ceiling_above_workers"] and "the ceiling is above the 2 workers, so top-up sees room even while every worker is busy" in text
     set_top_up(ctx, top_up_ceiling=0)

@@ -70,8 +70,8 @@ def queue_ctx(any_engine: Engine, clock):  # type: ignore[no-untyped-def]
     if any_engine.dialect.name != "postgresql":
         pytest.skip("procrastinate runs on PostgreSQL only")
     ctx, _deferrer, workers, _quota = build(any_engine, clock, max_sessions=4)
-    ctx.owner, ctx.turn_lease = "serve", LEASE
-    ctx.dispatcher = TurnQueue(build_app(libpq_url(any_engine.url.render_as_string(hide_password=False))), stalled_after=LEASE)
+    ctx.owner, ctx.limits.turn_lease = "serve", LEASE
+    ctx.ports.dispatcher = TurnQueue(build_app(libpq_url(any_engine.url.render_as_string(hide_password=False))), stalled_after=LEASE)
     return ctx, workers
 
 

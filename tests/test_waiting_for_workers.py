@@ -78,8 +78,8 @@ def running_turns(ctx) -> list[Turn]:
 
 def test_turns_no_worker_machine_has_claimed_wait_for_one_of_the_worker_slots(any_engine, clock) -> None:
     ctx, _deferrer, _workers, _quota = build(any_engine, clock, max_sessions=10)
-    ctx.dispatcher = Queued()
-    ctx.agent_workers = 4
+    ctx.ports.dispatcher = Queued()
+    ctx.limits.agent_workers = 4
     wiring.install(ctx)
     for i in range(3):
         start(ctx, f"queued {i}")
@@ -99,7 +99,7 @@ def test_turns_past_the_pools_threads_wait_in_it_and_are_counted(any_engine, clo
     runner = Blocking()
     pool = ThreadWorkerPool(runner, 1)
     request.addfinalizer(lambda: (runner.release.set(), pool.shutdown(wait=True)))
-    ctx.workers, ctx.owner, ctx.agent_workers = pool, "serve-1:7:xyz", 1
+    ctx.ports.workers, ctx.owner, ctx.limits.agent_workers = pool, "serve-1:7:xyz", 1
     wiring.install(ctx)
     start(ctx, "first")
     start(ctx, "second")  # priority: never held by the slots, so it goes past the one thread

@@ -27,7 +27,7 @@ from bot.serve.app import create_app
 from integrations.slack.messages import thread_messages
 from scheduler import wiring
 from scheduler.clock import SystemClock
-from scheduler.context import Context
+from scheduler.context import Context, Limits, Ports
 from scheduler.jobs import targets
 from scheduler.store.models import Session, Trigger, Turn
 from scheduler.testing import VirtualClock, VirtualDeferrer
@@ -81,9 +81,10 @@ def _pacer(engine: Engine, room: Path, github: FakeGithub, remote: Path, **extra
     }, toml_path=None)
     # The agent inherits a process environment that holds the token, as production's would.
     runner = build_runner(settings, {**os.environ, "GITHUB_TOKEN": TOKEN, "HOME": str(room)}, engine=engine)
-    ctx = Context(jobs=targets(), engine=engine, clock=SystemClock(), deferrer=VirtualDeferrer(VirtualClock(T0)),
-                  workers=build_pool(settings, runner), notifier=CompositeNotifier(LogNotifier()),
-                  runtimes=runtimes_from_settings(settings))
+    ctx = Context(ports=Ports(engine=engine, clock=SystemClock(), deferrer=VirtualDeferrer(VirtualClock(T0)), workers=build_pool(settings, runner),
+                              notifier=CompositeNotifier(LogNotifier())),
+                  limits=Limits(runtimes=runtimes_from_settings(settings)),
+                  jobs=targets())
     wiring.install(ctx)
     with DBSession(engine) as db:
         db.add(Trigger(name="label", kind="github_label", prompt_template="Fix {{ repository }}#{{ number }}: {{ title }}",
@@ -91,7 +92,7 @@ def _pacer(engine: Engine, room: Path, github: FakeGithub, remote: Path, **extra
         db.add(Trigger(name="work", kind="slack", prompt_template="{{ text }}", config={"channels": ["C0WORK"], "repository": "acme/api"},
                        created_at=ctx.clock.now()))
         db.commit()
-    return Pacer(settings=settings, engine=engine, clock=ctx.clock, deferrer=ctx.deferrer, ctx=ctx)
+    return Pacer(settings=settings, engine=engine, clock=ctx.clock, deferrer=ctx.ports.deferrer, ctx=ctx)
 
 
 def _wait(what: str, check: Callable[[], Any], seconds: float = 60) -> Any:

@@ -103,7 +103,7 @@ def document(app: FastAPI) -> Callable[[], dict[str, Any]]:
         ctx = getattr(pacer, "ctx", None) or pacer.extras.get("scheduler_context")
         runtime = schemas.get("SessionCreate", {}).get("properties", {}).get("runtime")
         if ctx is not None and runtime is not None:
-            runtime["anyOf"] = [{"enum": sorted(ctx.runtimes), "type": "string"}, {"type": "null"}]
+            runtime["anyOf"] = [{"enum": sorted(ctx.limits.runtimes), "type": "string"}, {"type": "null"}]
         return found
 
     return openapi

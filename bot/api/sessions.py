@@ -87,8 +87,8 @@ def _check_prompt(request: Request, text: str, field: str) -> None:
 def _runtime(request: Request, ctx: Context, asked: str | None) -> str:
     settings = request.app.state.pacer.settings
     name = asked or ("echo" if settings.runner == "echo" else settings.runtime_name)
-    if name not in ctx.runtimes:
-        raise InvalidInput(error_text("api/runtime_unknown", name=name, runtimes=sorted(ctx.runtimes)), field="runtime")
+    if name not in ctx.limits.runtimes:
+        raise InvalidInput(error_text("api/runtime_unknown", name=name, runtimes=sorted(ctx.limits.runtimes)), field="runtime")
     return name
 
 

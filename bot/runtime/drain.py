@@ -71,8 +71,8 @@ def drain(pacer: Any, seconds: float, *, clock: Callable[[], float] = time.monot
     if scheduler is not None and scheduler.running:
         scheduler.pause()
     ctx = pacer.ctx
-    pool = ctx.workers if isinstance(ctx.workers, Draining) else Draining(ctx.workers)
-    ctx.workers = pool
+    pool = ctx.ports.workers if isinstance(ctx.ports.workers, Draining) else Draining(ctx.ports.workers)
+    ctx.ports.workers = pool
     deadline = clock() + seconds
     waiting = _running(pool.pool)
     if waiting:

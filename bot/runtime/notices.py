@@ -25,18 +25,18 @@ def install_status_comments(pacer: Pacer, *, port: CommentPort | None = None) ->
         github_log.info("github: no GITHUB_TOKEN or GitHub App configured; sticky status comments are off")
         return None
     status = StatusComments(pacer.engine, port, clock=pacer.clock)
-    notifier = pacer.ctx.notifier
+    notifier = pacer.ctx.ports.notifier
     if hasattr(notifier, "add"):
         notifier.add(status)
     else:
-        pacer.ctx.hooks.setdefault("*", []).append(status.notify)
+        pacer.ctx.plugins.listeners.append(status.notify)
     pacer.extras["github_status"] = status
     return status
 
 
 def install_notifier(pacer: Pacer, notifier: Notifier) -> None:
     """Join the scheduler's notifier chain, replacing one of the same kind an earlier app installed."""
-    chain = pacer.ctx.notifier
+    chain = pacer.ctx.ports.notifier
     if not isinstance(chain, CompositeNotifier):
         slack_log.warning("slack: the scheduler's notifier is %s, not a chain; %s is off", type(chain).__name__, type(notifier).__name__)
         return

@@ -31,7 +31,7 @@ from integrations.shared_alarms import AlarmListener, SharedDeferrer
 from integrations.turn_leases import LeasedPool
 from scheduler import wiring
 from scheduler.clock import SystemClock
-from scheduler.context import Context, TurnWorkers
+from scheduler.context import Context, Limits, Ports, TurnWorkers
 from scheduler.engine.leases import owner_id
 from scheduler.engine.lifecycle import recover, recover_lost_turns
 from scheduler.engine.recheck_sweep import recheck_sweep
@@ -104,21 +104,22 @@ def build(
             end_unsupervised()  # agents a killed Pacer on this machine left behind, before any turn is given back
         owner, lease = owner_id(), timedelta(seconds=settings.turn_lease_seconds)
         workers = LeasedPool(build_pool(settings, engine=engine), engine, owner, lease, clock.now)
-    ctx = Context(
+    ports = Ports(
         engine=engine,
         clock=clock,
         deferrer=deferrer,
         workers=workers,
         quota=ReusedQuotaSource(build_quota_source(settings, engine)),  # a burst of decisions shares a reading
         notifier=notifier,
+        dispatcher=build_dispatcher(settings),
+    )
+    limits = Limits(
         agent_workers=settings.agent_workers,
         runtimes=runtimes_from_settings(settings),
         notice_minutes=settings.notice_minutes,
-        job_runner=job_runner,
-        owner=owner,
         turn_lease=lease,
-        dispatcher=build_dispatcher(settings),
     )
+    ctx = Context(ports=ports, limits=limits, job_runner=job_runner, owner=owner)
     refresh_burn(ctx, settings)
     wiring.install(ctx)
     pacer = Pacer(settings=settings, engine=engine, clock=ctx.clock, deferrer=deferrer, ctx=ctx, scheduler=scheduler)
@@ -222,6 +223,6 @@ def stop(pacer: Pacer) -> None:
     if pacer.scheduler is not None and pacer.scheduler.running:
         pacer.scheduler.shutdown(wait=False)
         log.info("scheduler stopped")
-    shutdown = getattr(pacer.ctx.workers, "shutdown", None)
+    shutdown = getattr(pacer.ctx.ports.workers, "shutdown", None)
     if shutdown is not None:
         shutdown(wait=False)

@@ -41,8 +41,8 @@ def work(settings: Settings) -> int:
     ctx = pacer.ctx
     if pacer.scheduler is not None:
         pacer.scheduler.start(paused=True)  # alarms go to the shared store; the leader fires them
-    assert ctx.owner is not None and ctx.turn_lease is not None  # build gives a process with its own pool both
-    host = TurnHost(ctx, ctx.workers, ctx.owner, ctx.turn_lease, ctx.clock.now)
+    assert ctx.owner is not None and ctx.limits.turn_lease is not None  # build gives a process with its own pool both
+    host = TurnHost(ctx, ctx.ports.workers, ctx.owner, ctx.limits.turn_lease, ctx.clock.now)
     notices = WorkerNotices(pacer)  # the status comment, the Slack thread, open App Homes
     try:
         asyncio.run(_run(settings, host))

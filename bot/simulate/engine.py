@@ -16,7 +16,7 @@ import logging
 import random
 import time
 from collections import Counter, defaultdict
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
@@ -36,7 +36,7 @@ from bot.simulate.scenario import Scenario
 from bot.simulate.trace import Sampler, Trace
 from bot.simulate.workers import Item, SimWorkerPool
 from scheduler import wiring
-from scheduler.context import Context, Runtime
+from scheduler.context import Context, Limits, Ports, Runtime
 from scheduler.engine.turns import submit_turn
 from scheduler.errors import PacerError
 from scheduler.jobs import targets
@@ -104,14 +104,16 @@ class Simulation:
         self.released: list[tuple[int, datetime]] = []
         self.sweeps: list[Any] = []
         self.ctx = Context(
-            engine=self.engine, clock=self.clock, deferrer=self.deferrer, workers=self.pool, quota=ReusedQuotaSource(self.meter),
-            agent_workers=scenario.policy.agent_workers,
-            runtimes={r.name: Runtime(r.name, r.spends_quota, r.burn_usd_per_min) for r in scenario.runtimes},
+            ports=Ports(engine=self.engine, clock=self.clock, deferrer=self.deferrer, workers=self.pool, quota=ReusedQuotaSource(self.meter)),
+            limits=Limits(
+                agent_workers=scenario.policy.agent_workers,
+                runtimes={r.name: Runtime(r.name, r.spends_quota, r.burn_usd_per_min) for r in scenario.runtimes},
+            ),
             rng=random.Random(scenario.seed), job_runner=self._job,
         )
         wiring.install(self.ctx)
-        self.ctx.admission_checks.extend(policies.admission_checks(policy, self.ctx, scenario.policy))
-        self.ctx.hooks.setdefault("*", []).append(self._notice)
+        self.ctx.plugins.admission_checks.extend(policies.admission_checks(policy, self.ctx, scenario.policy))
+        self.ctx.plugins.listeners.append(self._notice)
         self.tracked: dict[int, Tracked] = {}
         self.sampler = Sampler(scenario, self.engine, self.pool, self.meter, self.tracked)
 
@@ -131,7 +133,7 @@ class Simulation:
             self.sampler.dirty = True  # a mark settled into the queue changes counts without a notice
         return result
 
-    def _notice(self, event: str, context: dict[str, Any]) -> None:
+    def _notice(self, event: str, context: Mapping[str, Any]) -> None:
         self.notices[event] += 1
         if event == "preempt_marked":
             self.marks.append((int(context.get("session_id") or 0), self.clock.now()))

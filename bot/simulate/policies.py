@@ -69,7 +69,7 @@ def slots_check(ctx: Context) -> Callable[..., Block | None]:
     def fifo_slots(db: DBSession, session: Session, now: datetime) -> Block | None:
         if not _gated(db, ctx, session):
             return None
-        slots = min(load_policy(db).max_sessions, ctx.agent_workers)
+        slots = min(load_policy(db).max_sessions, ctx.limits.agent_workers)
         running = _running_quota_turns(db, ctx)
         if running < slots:
             return None

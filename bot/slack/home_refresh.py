@@ -2,7 +2,7 @@
 who opened theirs recently (`bot.slack.home.recent_viewers`) are published again.
 
     refresher = HomeRefresher(pacer, publish)      # publish(user_id) -> views.publish
-    pacer.ctx.notifier.add(refresher)              # a Notifier: notify(event, context)
+    pacer.ctx.ports.notifier.add(refresher)              # a Notifier: notify(event, context)
 
 A notice only asks for a pass; the pass runs on its own timer thread, never on the thread that
 emitted the notice (a scheduler transaction's after-commit, a request). Passes are at most one

@@ -79,7 +79,7 @@ def _admit(work: Work, session: Session, attempt: TurnAttempt, ahead: Ahead | No
         # group or capacity now, not only its slot and its money.
         return admit(work, session, attempt)
     if decision.allowed:
-        for hook in ctx.hooks.get("before_start", []):
+        for hook in ctx.plugins.before_start:
             hook(work, session, decision)  # preemption lives here: it never raises
         turn = start(work, session, attempt)
         if decision.reason is Reason.PRIORITY and ctx.runtime(session.runtime).spends_quota:

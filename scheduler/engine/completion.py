@@ -47,7 +47,7 @@ def complete_turn(ctx: Context, turn_id: int, result: TurnResult) -> None:
             session.updated_at = now
             step = failures.next_step(result.outcome, session.consecutive_failures, now)
             session.consecutive_failures = step.failures
-            for hook in ctx.hooks.get("turn_finished", []):
+            for hook in ctx.plugins.turn_finished:
                 if hook(work, session, turn, result, step):
                     db.add(session)
                     break  # a hook (queue holds) took charge of the session

@@ -49,12 +49,12 @@ class Effects:
         for job_id, at, job, args in self.arm:
             ctx.schedule(job_id, at, job, *args)
         for turn_id in self.halt:
-            ctx.workers.halt(turn_id)
+            ctx.ports.workers.halt(turn_id)
         for turn_id in self.unstarted:
             ctx.run_job(alarms.TURN_DONE, turn_id, TurnResult(Outcome.HALTED, error=render("text/runner_error.j2", kind="halted"), extra={"ran": False}))
         for request in self.dispatch:
             # The worker reports the result through the `alarms.TURN_DONE` target (`completion`).
-            ctx.workers.submit(request, partial(ctx.run_job, alarms.TURN_DONE, request.turn_id))
+            ctx.ports.workers.submit(request, partial(ctx.run_job, alarms.TURN_DONE, request.turn_id))
         for event, context in self.notices:
             ctx.emit(event, **context)
         if self.queue_pass:

@@ -31,10 +31,10 @@ log = logging.getLogger("pacer.fleet")
 def read_quota(ctx: Context, now: datetime) -> QuotaReading | None:
     """The quota windows now; None (no_snapshot, fail open) when unreadable. The composition root
     decides whether a reading is reused for a few seconds (`scheduler.quota_reuse`)."""
-    if ctx.quota is None:
+    if ctx.ports.quota is None:
         return None
     try:
-        reading: QuotaReading | None = ctx.quota.read(now)
+        reading: QuotaReading | None = ctx.ports.quota.read(now)
     except Exception:  # a monitoring gap must not become an outage
         log.exception("quota source could not be read; the gate falls open")
         return None
@@ -122,7 +122,7 @@ def build_snapshot(db: DBSession, ctx: Context, policy: PolicyView, reading: Quo
         policy=policy,
         windows=windows_from(reading),
         fleet=tuple(fleet),
-        agent_workers=ctx.agent_workers,
+        agent_workers=ctx.limits.agent_workers,
         pool=pool,
         accounts_averaged=reading.accounts_averaged if reading else 0,
     )

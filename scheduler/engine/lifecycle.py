@@ -100,8 +100,8 @@ def recover_lost_turns(ctx: Context) -> int:
     now = ctx.clock.now()
     effects = Effects()
     with session_scope(ctx.engine) as db:
-        if ctx.dispatcher is not None:
-            leases.expire_stalled(db, ctx.dispatcher.stalled(db), now)
+        if ctx.ports.dispatcher is not None:
+            leases.expire_stalled(db, ctx.ports.dispatcher.stalled(db), now)
         given = sum(_give_back(Work(db, ctx, now, effects), turn) for turn in leases.lost_turns(db, now))
     effects.apply(ctx)
     if given:
@@ -132,8 +132,8 @@ def _give_back(work: Work, turn: Turn) -> int:
     turn.error = "interrupted: the process stopped while this turn ran"
     turn.finished_at = now
     db.add(turn)
-    if turn.job_id is not None and work.ctx.dispatcher is not None:
-        work.ctx.dispatcher.end(db, turn.job_id)  # an attempt is a turn row: its job never runs again
+    if turn.job_id is not None and work.ctx.ports.dispatcher is not None:
+        work.ctx.ports.dispatcher.end(db, turn.job_id)  # an attempt is a turn row: its job never runs again
     session = lock(db, turn.session_id)
     if session.status == Status.ARCHIVED.value:
         return 0

@@ -205,7 +205,7 @@ class _Pass:
         if not claim.explicit:
             return False
         load, _count = claims.occupied(self.work.db, ctx)
-        return claim.refused(load, policy.slots(ctx.agent_workers))
+        return claim.refused(load, policy.slots(ctx.limits.agent_workers))
 
     def queue(self) -> Iterator[Candidate]:
         """The held sessions in queue order, a page at a time; each page leaves out the rows read
@@ -240,7 +240,7 @@ class _Pass:
                 # Refused a moment ago, admitted now (a burn table refreshed between the two asks):
                 # a start changes the row, so it goes through the tracked one (locked already).
                 session = lock(work.db, session.id or 0)
-            for hook in work.ctx.hooks.get("before_start", []):
+            for hook in work.ctx.plugins.before_start:
                 hook(work, session, decision)
             start(work, session, turn)
             self.gate.fleet_changed()

@@ -142,12 +142,12 @@ def start(work: Work, session: Session, attempt: TurnAttempt) -> Turn:
     lease (`leases.claim`); until then no lease runs out on a turn that waits for a worker."""
     db, now, effects = work.db, work.now, work.effects
     attachments = attempt.attachments
-    local = work.ctx.dispatcher is None
+    local = work.ctx.ports.dispatcher is None
     turn = Turn(
         session_id=session.id or 0, kind=attempt.kind, prompt=attempt.prompt or "", attachments=[dict(a) for a in attachments],
         status="running", runtime=session.runtime, created_at=now, started_at=now,
         owner=work.ctx.owner if local else None,
-        lease_expires_at=now + work.ctx.turn_lease if work.ctx.turn_lease and local else None,
+        lease_expires_at=now + work.ctx.limits.turn_lease if work.ctx.limits.turn_lease and local else None,
     )
     db.add(turn)
     db.info.pop("pacer.memo", None)  # what admission checks read per pass has changed
@@ -164,8 +164,8 @@ def start(work: Work, session: Session, attempt: TurnAttempt) -> Turn:
     session.updated_at = now
     db.add(session)
     db.flush()
-    if work.ctx.dispatcher is not None:
-        turn.job_id = work.ctx.dispatcher.enqueue(db, turn.id or 0, session.id or 0)
+    if work.ctx.ports.dispatcher is not None:
+        turn.job_id = work.ctx.ports.dispatcher.enqueue(db, turn.id or 0, session.id or 0)
         db.add(turn)
     else:
         effects.dispatch.append(
@@ -185,12 +185,12 @@ def halt_turn(work: Work, turn: Turn) -> None:
     transaction, so the halt commits with the decision. A job no worker had taken never runs:
     its turn is reported HALTED after commit, and given a lease now, so a report lost to a crash
     comes back through recovery rather than leave the turn running forever."""
-    dispatcher = work.ctx.dispatcher
+    dispatcher = work.ctx.ports.dispatcher
     if turn.job_id is None or dispatcher is None:
         work.effects.halt.append(turn.id or 0)
         return
     if dispatcher.halt(work.db, turn.job_id):
-        turn.lease_expires_at = work.now + (work.ctx.turn_lease or timedelta(0))
+        turn.lease_expires_at = work.now + (work.ctx.limits.turn_lease or timedelta(0))
         work.db.add(turn)
         work.effects.unstarted.append(turn.id or 0)
 

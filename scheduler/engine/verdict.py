@@ -70,7 +70,7 @@ class Verdict:
 
 def blocked(work: Work, session: Session) -> Block | None:
     """The first admission check beyond the gate that says no, or None."""
-    for check in work.ctx.admission_checks:
+    for check in work.ctx.plugins.admission_checks:
         try:
             block: Block | None = check(work.db, session, work.now)
         except Exception:  # a check that cannot be read fails open, with a log line

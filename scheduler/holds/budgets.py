@@ -109,13 +109,13 @@ def reconcile(ctx: Context) -> None:
 def reset_spend(ctx: Context, runtime: str, *, surface: str, actor: str | None) -> PolicyAudit:
     """Count `runtime`'s spend from now (audited as a policy change), and ask for a queue pass:
     the sessions its budget held start, and the hold lifts."""
-    if runtime not in ctx.runtimes:
-        raise InvalidInput(error_text("policy/runtime_unknown", runtime=runtime, runtimes=sorted(ctx.runtimes)), field="runtime")
+    if runtime not in ctx.limits.runtimes:
+        raise InvalidInput(error_text("policy/runtime_unknown", runtime=runtime, runtimes=sorted(ctx.limits.runtimes)), field="runtime")
     now = ctx.clock.now()
     with session_scope(ctx.engine) as db:
         resets = {r: datetime.fromisoformat(at) for r, at in (ensure_policy(db).spend_reset_at or {}).items()}
         resets[runtime] = now
-        audit = change_policy(db, {"spend_reset_at": resets}, surface=surface, actor=actor, now=now, runtimes=ctx.runtimes)
+        audit = change_policy(db, {"spend_reset_at": resets}, surface=surface, actor=actor, now=now, runtimes=ctx.limits.runtimes)
         if audit is None:  # reset twice in the same instant: nothing moved, nothing to record
             audit = PolicyAudit(at=now, surface=surface, actor=actor, changes={}, line="")
     request_queue_pass(ctx)

@@ -118,7 +118,7 @@ def admission_check(ctx: Context) -> Callable[[DBSession, Session, datetime], Bl
         explicit = claim.explicit
         if gated or not explicit:
             return None  # the gate's slot check decides it
-        budget_slots = policy.slots(ctx.agent_workers)
+        budget_slots = policy.slots(ctx.limits.agent_workers)
         load, _count = occupied(db, ctx, exclude_id=session.id)
         if not claim.refused(load, budget_slots):
             return None
@@ -172,7 +172,7 @@ def deference_check(ctx: Context) -> Callable[[DBSession, Session, datetime], Bl
             return None  # priority work never defers
         if policy.gating_enabled and ctx.runtime(session.runtime).spends_quota:
             load, _count = occupied(db, ctx, exclude_id=session.id)
-            budget = budget_for(policy.slots(ctx.agent_workers), session.capacity, session.capacity_multiplier)
+            budget = budget_for(policy.slots(ctx.limits.agent_workers), session.capacity, session.capacity_multiplier)
             if not fits(load, session.weight, budget):
                 return None  # not eligible: the gate holds it for the slot, and no window runs
         better = arrivals(db, session, policy, now, window)

@@ -166,7 +166,7 @@ def _notice_ending(work: Work, policy: PolicyView, report: SweepReport) -> None:
     out soon (`scheduler.pauses.budget_notice`): the first window to run out is the one that pauses them."""
     if report.paused:
         return  # the ceiling stops running work now: its own pause notice says so
-    ending = budget_notice.ending_now(work, policy, work.ctx.notice_minutes)
+    ending = budget_notice.ending_now(work, policy, work.ctx.limits.notice_minutes)
     if not ending:
         return
     db, ctx = work.db, work.ctx
@@ -225,7 +225,7 @@ class ResumeBatch:
 
 def _resume_dormant(work: Work, policy: PolicyView, report: SweepReport) -> None:
     db, ctx, now = work.db, work.ctx, work.now
-    slots = policy.slots(ctx.agent_workers)
+    slots = policy.slots(ctx.limits.agent_workers)
     # Room for a whole default claim or part of one: the gate asks each resume's own weight.
     batch = ResumeBatch.for_free_slots(math.ceil(slots - _quota_load(db, ctx, policy) - TOLERANCE))
     for dormant in dormant_paused(db, policy, CANDIDATES_PER_PASS):

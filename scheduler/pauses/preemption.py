@@ -1,7 +1,7 @@
 """A priority session takes a slot (seed 001, "A priority session takes a slot", "Who yields",
 "The pause is graceful, and often free", "It joins the queue that already exists", "Turning it off").
 
-Evaluated where every quota-spending turn is admitted (`hooks["before_start"]`): a priority start
+Evaluated where every quota-spending turn is admitted (`ctx.plugins.before_start`): a priority start
 into a full fleet marks one running spot session to yield its slot, instead of the fleet running
 one wider than Max sessions. Full means running quota-spending turns, less the marks already
 standing, at or above the effective slots — a marked session keeps its turn, and so its place in
@@ -149,7 +149,7 @@ def _preempt(db: DBSession, ctx: Context, session: Session, now: datetime, notic
     if not policy.preemption_enabled or not policy.gating_enabled:
         return  # switched off (or no ceiling to keep): the fleet runs one over, as it did before
     rows = _quota_rows(db, ctx, policy, session.id)
-    slots = policy.slots(ctx.agent_workers)
+    slots = policy.slots(ctx.limits.agent_workers)
     load = sum(weight for _sid, _spot, weight in rows)
     if fits(load, session.weight, float(slots)):
         return  # its claim fits in the slot budget (standing marks could only free more)
@@ -208,7 +208,7 @@ def resolve_marks(db: DBSession, ctx: Context, policy: PolicyView, now: datetime
     marked = list(db.exec(select(Session).where(col(Session.preempt_mark_at).is_not(None)).order_by(col(Session.preempt_mark_at))))
     if not marked:
         return report
-    slots = policy.slots(ctx.agent_workers)
+    slots = policy.slots(ctx.limits.agent_workers)
     # Every quota-spending turn a worker runs, the marked ones included: a marked session keeps
     # its turn and so its place in the count. At or over the cap, the slot is still wanted.
     quota_fleet = _quota_fleet(db, ctx, policy)

@@ -7,7 +7,7 @@ under its ceiling, when the event last fired) and, when the rule says so, fires 
 handed more work. The state is written in its own transaction, locked, before anything fires:
 a second sweep cannot fire the same cooldown again, and a crash between the two loses that one
 firing rather than doubling it. The state is the sweep's, not the operator's, so it is outside the
-policy audit. What fires the event is a plug-in (`ctx.hooks["fleet_event"]`, which
+policy audit. What fires the event is a plug-in (`ctx.plugins.fleet_events`, which
 `scheduler.wiring` fills with the session events' `fleet_event`), as the ao_event triggers are
 steering, above this layer.
 """
@@ -105,7 +105,7 @@ def top_up_sweep(ctx: Context) -> TopUpReport:
     if fire:
         reading = TopUpReading(policy, running, after)
         facts = fleet_facts(reading, now)
-        fired = [f for fire_event in ctx.hooks.get("fleet_event", []) for f in fire_event(ctx, EVENT, facts)]
+        fired = [f for fire_event in ctx.plugins.fleet_events for f in fire_event(ctx, EVENT, facts)]
         sessions = tuple(f.session_id for f in fired)
         log.info("top-up: %s of %s running; %s fired, sessions %s", running, policy.ceiling, EVENT, list(sessions))
     return TopUpReport(running, after, fire, sessions)

@@ -127,7 +127,7 @@ def _count(db: DBSession, *where: ColumnElement[bool] | bool) -> int:
 def build_card(db: DBSession, ctx: Context, reading: QuotaReading | None, now: datetime, *, runtime: str | None = None) -> GateCard:
     policy = load_policy(db)
     snapshot = build_snapshot(db, ctx, policy, reading)
-    name = runtime or next(iter(ctx.runtimes), "echo")
+    name = runtime or next(iter(ctx.limits.runtimes), "echo")
     asking = new_spot_asking(ctx, name)
     decision = evaluate(snapshot, asking, now)
     said = verdict(Work(db, ctx, now), spot_probe(db, name, now), lambda: decision, gate_too=True)
@@ -144,7 +144,7 @@ def build_card(db: DBSession, ctx: Context, reading: QuotaReading | None, now: d
         preempted=_count(db, col(Session.pause_reason) == "preempted_by_priority"),
         parked_on_purpose=_count(db, waiting, col(Session.pause_reason) == "user_spot_queue"),
         pool_state=pool.state, pool_sentence=capacity_sentence(pool, now), weekly_sentence=weekly, top_up=read_top_up(db, policy.top_up),
-        waiting_for_workers=waiting_for_workers(db, ctx.agent_workers), held_by=said.block,
+        waiting_for_workers=waiting_for_workers(db, ctx.limits.agent_workers), held_by=said.block,
     )
 
 

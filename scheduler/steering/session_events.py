@@ -2,7 +2,7 @@
 session matching a filter, changes to one of the states it names.
 
 The engine's notices (`ctx.emit`: started, held, paused, done, failed, refused, archived) are the
-state changes. The listener on `ctx.hooks["*"]` only asks whether any enabled ao_event trigger
+state changes. The listener in `ctx.plugins.listeners` only asks whether any enabled ao_event trigger
 cares about that state, and if so arms a `session_event` alarm: matching and firing run off the
 path that emitted the notice (a turn's completion, a request), in their own transactions.
 
@@ -107,7 +107,7 @@ def _watchers(db: DBSession) -> list[Trigger]:
 
 
 def listener(ctx: Context) -> Callable[[str, Mapping[str, Any]], None]:
-    """The `ctx.hooks["*"]` listener: arm a `session_event` alarm when some trigger could care.
+    """The notice listener (`ctx.plugins.listeners`): arm a `session_event` alarm when some trigger could care.
     Which states any trigger watches is asked on every notice and changes rarely: it is kept
     until a trigger is written (`store.trigger_reads`)."""
 

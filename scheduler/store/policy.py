@@ -266,7 +266,7 @@ def set_policy(
                 else:
                     merged[genesis] = cls
             wanted["genesis_class_overrides"] = merged
-        audit = change_policy(db, wanted, surface=surface, actor=actor, now=ctx.clock.now(), runtimes=ctx.runtimes)
+        audit = change_policy(db, wanted, surface=surface, actor=actor, now=ctx.clock.now(), runtimes=ctx.limits.runtimes)
     if audit is not None:
         until = audit.changes.get("max_sessions_override_until", [None, None])[1]
         if until is not None:  # replacing a temporary value moves its expiry with it
