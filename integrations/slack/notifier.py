@@ -19,6 +19,10 @@ or rate-limited Slack never stalls the scheduler thread that emitted the notice.
         session_id, label, runs_out_at, resets_at: a window's spot budget runs out soon and the
         session will be paused (`scheduler.pauses.budget_notice`). In its thread, or, for a session asked
         for with /pacer in Slack, by DM to its requester; with "Make this session priority".
+    hold_deadlock
+        hold_id, armer, held_session_id, waiting_session_id, sentence: a held session and the
+        session its hold's armer waits with wait on each other (`scheduler.holds.operator`).
+        Posted once per deadlock in the ops channel and in each of the two sessions' threads.
     queue_hold
         hold: the QueueHold (reason, sentence, since, resumes_at, group); resumable: whether
         Resume can work. Posted in the ops channel, with Resume (QUEUE_RESUME) only where it
@@ -53,6 +57,7 @@ BUDGET_ENDING = "budget_ending"  # also reaches a requester who asked from Slack
 SLACK_SURFACE = "slack"  # Session.source["surface"] of a session asked for with /pacer in Slack
 RESULT_STATUSES = frozenset({"done", "failed", "blocked"})  # a finished session's news carries its latest result
 QUEUE_HOLD = "queue_hold"
+HOLD_DEADLOCK = "hold_deadlock"
 QUEUE_RESUME = "pacer.queue_resume"
 SESSION_PRIORITY = "pacer.session_priority"
 
@@ -101,6 +106,8 @@ class SlackNotifier:
             self._later(f"notice {event}", self.post_session_news, event, dict(context))
         elif event == QUEUE_HOLD:
             self._later(f"notice {event}", self.post_queue_hold, dict(context))
+        elif event == HOLD_DEADLOCK:
+            self._later(f"notice {event}", self.post_hold_deadlock, dict(context))
 
     def post_session_news(self, event: str, context: Mapping[str, Any]) -> None:
         session = self._session(int(context["session_id"]))
@@ -129,6 +136,19 @@ class SlackNotifier:
             button = ButtonElement(text=render("slack/label_resume.j2"), action_id=QUEUE_RESUME, value="resume")
             blocks.append(ActionsBlock(elements=[button]).to_dict())
         self._client.chat_postMessage(channel=self._ops_channel, text=text, blocks=blocks, unfurl_links=False)
+
+    def post_hold_deadlock(self, context: Mapping[str, Any]) -> None:
+        """The ops channel, then the held session's thread and the waiting one's (once when they
+        are one session holding itself)."""
+        text = render("slack/hold_deadlock_notice.j2", **context)
+        places: list[tuple[str, str | None]] = [(self._ops_channel, None)] if self._ops_channel else []
+        for key in ("held_session_id", "waiting_session_id"):
+            session = self._session(int(context[key])) if context.get(key) is not None else None
+            where = thread_of(session["source"]) if session is not None else None
+            if where is not None and where not in places:
+                places.append(where)
+        for channel, thread_ts in places:
+            self._client.chat_postMessage(channel=channel, thread_ts=thread_ts, text=text, unfurl_links=False)
 
     def _session(self, session_id: int) -> dict[str, Any] | None:
         """The one session view every surface shows (`scheduler.store.session_view`), with where it came

@@ -11,8 +11,9 @@ asks for a queue pass; until then admission already ignores them.
 
 Holds fail open: a hold store that cannot be read is ignored by admission, with a log line,
 rather than stranding waiters. A held session and the session or person its hold waits on,
-waiting on each other, raise one `hold_deadlock` notice (once per hold and session in this
-process); the TTL still moves the pair eventually.
+waiting on each other, raise one `hold_deadlock` notice (once per hold and pair, recorded on the hold's row in
+`deadlocks_told`), which reaches the ops channel and both sessions' threads; the TTL
+still moves the pair eventually.
 """
 
 from __future__ import annotations
@@ -335,13 +336,13 @@ def deadlocks(db: DBSession, holds: Sequence[OperatorHold], now: datetime) -> li
 
 
 def notice_deadlocks(ctx: Context, db: DBSession, holds: Sequence[OperatorHold], now: datetime, effects: Effects) -> list[Deadlock]:
-    noticed: set[tuple[int, int, int]] = ctx.__dict__.setdefault("_hold_deadlocks_noticed", set())
+    """Tell people about each deadlock once: the ops channel and the two sessions' threads (the
+    notifiers read `hold_deadlock`), recorded on the hold's row so neither another process nor a
+    restart tells it again."""
     raised = []
     for pair in deadlocks(db, holds, now):
-        key = (pair.hold_id, pair.held_id, pair.waiter_id)
-        if key in noticed:
+        if not _recorded(db, pair, now):
             continue
-        noticed.add(key)
         raised.append(pair)
         held = db.get(Session, pair.held_id)
         sentence = render("text/hold_deadlock.j2", d=pair, held=held)
@@ -349,3 +350,17 @@ def notice_deadlocks(ctx: Context, db: DBSession, holds: Sequence[OperatorHold],
                   waiting_session_id=pair.waiter_id, sentence=sentence)
         log.warning("hold deadlock: %s", sentence)
     return raised
+
+
+
+def _recorded(db: DBSession, pair: Deadlock, now: datetime) -> bool:
+    """Record the deadlock on its hold's row, locked; True when this call wrote it, so two
+    processes finding the same deadlock cannot both tell it."""
+    hold = db.get(OperatorHold, pair.hold_id, with_for_update=True, populate_existing=True)
+    told = [list(p) for p in (hold.deadlocks_told or [])] if hold is not None else []
+    if hold is None or [pair.held_id, pair.waiter_id] in told:
+        return False
+    hold.deadlocks_told = [*told, [pair.held_id, pair.waiter_id]]
+    db.add(hold)
+    db.flush()
+    return True

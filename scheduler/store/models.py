@@ -284,6 +284,7 @@ class OperatorHold(SQLModel, table=True):
     expires_at: datetime | None = utc_column()
     released_at: datetime | None = utc_column()
     released_by: str | None = None
+    deadlocks_told: list[list[int]] = json_column([])  # [held id, waiting id] pairs people were told of, once each
 
 
 class QueueHold(SQLModel, table=True):
