@@ -6,44 +6,15 @@ parser first. Datetimes are stored as UTC and always read back timezone-aware.
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
+from datetime import datetime
 from enum import StrEnum
 from typing import Any
 
-from sqlalchemy import JSON, BigInteger, Column, DateTime, Index, Table, UniqueConstraint, text
-from sqlalchemy.types import TypeDecorator
+from sqlalchemy import JSON, BigInteger, Column, Index, Table, UniqueConstraint, text
 from sqlmodel import Field, SQLModel
 
 import scheduler.store.versions  # noqa: F401  (the store versions' triggers come with the schema)
-
-
-class UTCDateTime(TypeDecorator[datetime]):
-    """Timezone-aware UTC on the way out, on SQLite and PostgreSQL alike."""
-
-    impl = DateTime(timezone=True)
-    cache_ok = True
-
-    def process_bind_param(self, value: datetime | None, dialect: Any) -> datetime | None:
-        if value is None:
-            return None
-        if value.tzinfo is None:
-            raise ValueError("naive datetime given to a UTC column")
-        value = value.astimezone(UTC)
-        return value.replace(tzinfo=None) if dialect.name == "sqlite" else value
-
-    def process_result_value(self, value: datetime | None, dialect: Any) -> datetime | None:
-        if value is None:
-            return None
-        return value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
-
-
-def utc_column(*, nullable: bool = True, index: bool = False) -> Any:
-    return Field(default=None, sa_column=Column(UTCDateTime(), nullable=nullable, index=index))
-
-
-def json_column(default: Any = None) -> Any:
-    factory = (lambda: dict(default)) if isinstance(default, dict) else (lambda: list(default or []))
-    return Field(default_factory=factory, sa_column=Column(JSON, nullable=False))
+from scheduler.store.columns import UTCDateTime, json_column, utc_column
 
 
 class Status(StrEnum):
@@ -384,6 +355,24 @@ class BudgetNotice(SQLModel, table=True):
     resets_at: datetime = Field(sa_column=Column(UTCDateTime(), nullable=False))
     runs_out_at: datetime = Field(sa_column=Column(UTCDateTime(), nullable=False))
     sent_at: datetime = Field(sa_column=Column(UTCDateTime(), nullable=False))
+
+
+class ProviderWindowReading(SQLModel, table=True):
+    """The latest reading of one quota window of one account, as the provider printed it in an
+    agent's stream (`integrations.quota.agents`): one row per (account, window kind), written by
+    whichever process ran the turn, read by whichever decides."""
+
+    __tablename__ = "provider_readings"
+
+    account: str = Field(primary_key=True)
+    kind: str = Field(primary_key=True)  # the provider's own name: five_hour, seven_day, seven_day_opus, ...
+    provider: str
+    status: str | None = None  # allowed | allowed_warning | rejected
+    utilization: float | None = None
+    resets_at: datetime | None = utc_column()
+    is_using_overage: bool | None = None
+    overage_status: str | None = None
+    observed_at: datetime = Field(sa_column=Column(UTCDateTime(), nullable=False))
 
 
 class StoreVersion(SQLModel, table=True):
