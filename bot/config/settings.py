@@ -109,9 +109,10 @@ class Settings(BaseSettings):
     window_anchor: Annotated[str, _rule(rules.instant)] = _field(
         "PACER_WINDOW_ANCHOR", "2026-01-05T00:00:00+00:00", "Ledger quota: an instant at which both windows reset (ISO-8601)"
     )
-    quota_source: Annotated[str, _rule(rules.one_of("ledger", "pool"))] = _field(
-        "PACER_QUOTA_SOURCE", "ledger", "Where window readings come from: ledger (own turn costs) or pool (account readings)"
-    )
+    quota_source: Annotated[str, _rule(rules.one_of("auto", "agents", "pool", "ledger"))] = _field("PACER_QUOTA_SOURCE", "auto", (
+        "Where window readings come from: agents (the provider's figures the agents print), pool (account readings) or ledger "
+        "(own turn costs); auto: agents for a Claude Code or Codex command runner, else ledger"))
+    quota_account: Text = _field("PACER_QUOTA_ACCOUNT", "default", "Agents quota: the account this deployment's agents spend (readings are kept per account)")
     pool_file: Text | None = _field("PACER_POOL_FILE", None, "Pool quota source: JSON file of per-account readings")
     pool_url: Text | None = _field("PACER_POOL_URL", None, "Pool quota source: HTTP endpoint returning the same JSON")
     runner: Annotated[str, _rule(rules.one_of("echo", "command"))] = _field(

@@ -4,7 +4,7 @@ an adapter takes. `integrations/` never reads settings; `bot.runtime.process` bu
     runner = build_runner(settings, engine=engine)  # EchoRunner, or CommandRunner in workspaces
     workers = build_pool(settings, engine=engine)   # ThreadWorkerPool over it
     runtimes = runtimes_from_settings(settings)     # for scheduler.context.Context.runtimes
-    source = build_quota_source(settings, engine)   # the ledger, or the pool calibrated on it
+    source = build_quota_source(settings, engine)   # the agents' readings, the pool, or the ledger
     comments = github_comments(settings)            # PyGithub with a token or an App, or None
     spaces = build_workspaces(settings)             # a mirror per repository, a worktree per session
     dispatcher = build_dispatcher(settings)         # procrastinate for worker machines, or None
@@ -24,7 +24,7 @@ from integrations.github.client import GithubClients
 from integrations.github.comments import PyGithubComments
 from integrations.github.publish import Publisher
 from integrations.github.pulls import PyGithubPulls
-from integrations.quota import LedgerSource, PoolSource
+from integrations.quota import AgentsSource, LedgerSource, PoolSource, ReadingBook
 from integrations.runners import (
     ECHO_RUNTIME,
     CommandRunner,
@@ -42,6 +42,7 @@ from scheduler.rules.burn import fallback_rates
 from templates import render
 
 log = logging.getLogger("pacer.custody")
+AGENT_RUNTIMES = frozenset({"claude_code", "codex"})  # runtimes whose streams carry the provider's quota figures
 
 def build_custody(settings: Settings) -> Custody:
     """Where agents run (custody.py): as PACER_AGENT_USER, in a sandbox, or as Pacer's own user;
@@ -113,6 +114,8 @@ def build_runner(settings: Settings, environ: Mapping[str, str] | None = None, *
         settings.workdir,
         env=os.environ if environ is None else environ,
         custody=custody or build_custody(settings),
+        provider_sink=ReadingBook(engine).record if engine is not None else None,
+        account=settings.quota_account,
     )
     if engine is None:
         return runner
@@ -179,11 +182,22 @@ def build_ledger(settings: Settings, engine: Engine) -> LedgerSource:
     )
 
 
+def quota_source_choice(settings: Settings) -> str:
+    """PACER_QUOTA_SOURCE, with auto resolved: the agents print the provider's own figures only
+    when they are Claude Code or Codex, run by the command runner."""
+    if settings.quota_source != "auto":
+        return settings.quota_source
+    return "agents" if settings.runner == "command" and settings.runtime_name in AGENT_RUNTIMES else "ledger"
+
+
 def build_quota_source(settings: Settings, engine: Engine) -> QuotaSource:
-    """The source PACER_QUOTA_SOURCE names, wired to `engine`."""
+    """The source PACER_QUOTA_SOURCE names (auto resolved), wired to `engine`."""
     ledger = build_ledger(settings, engine)
-    if settings.quota_source == "ledger":
+    choice = quota_source_choice(settings)
+    if choice == "ledger":
         return ledger
+    if choice == "agents":
+        return AgentsSource(engine, ledger)
     if settings.pool_url:
         return PoolSource(url=settings.pool_url, spent_since=ledger.spent_since)
     return PoolSource(file=settings.pool_file, spent_since=ledger.spent_since)

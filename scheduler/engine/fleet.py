@@ -52,7 +52,10 @@ def windows_from(reading: QuotaReading | None) -> tuple[WindowState, ...] | None
             spent = float(w.spent_usd) if w.spent_usd is not None else w.utilization * capacity
         else:
             spent = float(w.utilization)
-        states.append(WindowState(w.name, timedelta(seconds=w.period_seconds), w.resets_at, capacity, spent, calibrated, reading.read_at))
+        states.append(WindowState(
+            w.name, timedelta(seconds=w.period_seconds), w.resets_at, capacity, spent, calibrated, reading.read_at,
+            w.measured_by, w.fallback,
+        ))
     return tuple(states)
 
 

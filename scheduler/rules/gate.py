@@ -78,6 +78,8 @@ class WindowFigures:
     pace_unneeded: bool = False  # a shorter window's caps cannot spend this one out before its rollover
     pace_passed: bool = True  # the pace's own answer, before the idle-fleet waiver or an unneeded pace
     unrecorded: float = 0.0  # the part of `projected` spent since the reading, which it does not hold yet
+    measured_by: str | None = None  # the provider, when utilization and reset are its own word
+    fallback: str | None = None  # why the ledger's estimate stands in for the provider's word
 
 
 @dataclass(frozen=True)
@@ -217,6 +219,7 @@ def _figures(w: WindowState, reserve_pct: float, asked: _Asked, now: datetime) -
             w.name, w.label, True, w.capacity, w.spent, reserved, spot_budget, spot_left,
             minutes_left, w.resets_at, sustainable, fleet_burn, projected, within_cap, within_pace, pace_unneeded, passed,
             unrecorded,
+            w.measured_by, w.fallback,
         )
     # Fraction mode: no burn projection. The cap is the spent fraction against the non-reserved
     # fraction; the pace is the straight line that reaches the spot budget at the rollover.
@@ -228,7 +231,7 @@ def _figures(w: WindowState, reserve_pct: float, asked: _Asked, now: datetime) -
     return WindowFigures(
         w.name, w.label, False, w.capacity, w.spent, reserved, spot_budget, spot_left,
         minutes_left, w.resets_at, sustainable, None, 0.0, within_cap, pace_waived or on_curve,
-        pace_passed=on_curve and period_min > 0,
+        pace_passed=on_curve and period_min > 0, measured_by=w.measured_by, fallback=w.fallback,
     )
 
 

@@ -60,6 +60,8 @@ class WindowState:
     spent: float  # same unit as capacity
     calibrated: bool
     read_at: datetime | None = None  # when `spent` was true: spend since then is in no reading yet
+    measured_by: str | None = None  # the provider, when the figures are its own word
+    fallback: str | None = None  # why the ledger's estimate stands in for it
 
     @property
     def label(self) -> str:

@@ -96,6 +96,7 @@ class GateCard:
                     "capacity": w.capacity, "spent": w.spent, "reserved": w.reserved, "spot_budget": w.spot_budget,
                     "spot_left": w.spot_left, "minutes_left": round(w.minutes_left, 1), "resets_at": w.resets_at.isoformat(),
                     "sustainable_rate_per_min": w.sustainable_rate, "fleet_burn_per_min": w.fleet_burn,
+                    "measured_by": w.measured_by, "fallback": w.fallback,
                 }
                 for w in d.windows
             ],

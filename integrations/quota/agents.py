@@ -1,0 +1,134 @@
+"""The agents quota source: the windows as the provider itself reports them in the fleet's own
+streams, the ledger's figures wherever the provider has not spoken.
+
+    book = ReadingBook(engine)
+    runner = CommandRunner(..., provider_sink=book.record, account="acct-1")  # any process
+    source = AgentsSource(engine, ledger, book)
+    reading = source.read(now)       # QuotaReading: "5h" and "7d", measured or the ledger's
+
+The runner hands each reading to `ReadingBook.record` as the agent prints it, on whichever
+process runs the turn (a `pacer worker` too); the book keeps the latest per (account, window
+kind) in `provider_readings`, an upsert that never lets an older reading replace a newer one.
+The deciding process reads the rows back in the transaction it reads the ledger in.
+
+Each window (`scheduler.rules.provider_windows`): utilization and reset are the provider's
+when some account's reading is current; otherwise the ledger's window stands, marked with why
+(`WindowReading.fallback`: no reading yet, the readings predate the reset, or none says how full
+the window is) — an estimate is never shown as a measurement. A measured window is priced by
+calibration (seed 001, "Before the first calibration"): Pacer's own spend since the window began,
+from the ledger, against the provider's utilization, the median over the last CALIBRATION_WINDOWS
+window instances; before that it is in fraction mode.
+
+The gate decides on the five-hour and weekly windows. The per-model weekly buckets
+(seven_day_opus, seven_day_sonnet, …) are recorded as they come and not yet decided on.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from dataclasses import replace
+from datetime import datetime, timedelta
+from typing import Any
+
+from sqlalchemy import Engine, select
+from sqlalchemy.dialects import postgresql, sqlite
+
+from integrations.quota.ledger import LedgerSource
+from scheduler.ports import ProviderReading, QuotaReading, WindowReading
+from scheduler.rules.calibration import Observation, calibrate, priced
+from scheduler.rules.provider_windows import Fallback, measure
+from scheduler.store.models import ProviderWindowReading
+
+READINGS = ProviderWindowReading.__table__  # type: ignore[attr-defined]
+KINDS = {"5h": "five_hour", "7d": "seven_day"}  # the gate's windows, by the provider's names
+CALIBRATION_WINDOWS = 12  # window instances whose last observation calibration remembers
+
+
+class ReadingBook:
+    """The latest reading of each (account, window kind), in the database every process shares."""
+
+    def __init__(self, engine: Engine) -> None:
+        self.engine = engine
+
+    def record(self, reading: ProviderReading) -> None:
+        """Keep `reading` unless a later one of the same window and account is already kept."""
+        values = {
+            "account": reading.account, "kind": reading.kind, "provider": reading.provider, "status": reading.status,
+            "utilization": reading.utilization, "resets_at": reading.resets_at,
+            "is_using_overage": reading.is_using_overage, "overage_status": reading.overage_status,
+            "observed_at": reading.observed_at,
+        }
+        dialect = postgresql if self.engine.dialect.name == "postgresql" else sqlite
+        insert = dialect.insert(READINGS).values(**values)
+        newer = {key: insert.excluded[key] for key in values if key not in ("account", "kind")}
+        statement = insert.on_conflict_do_update(
+            index_elements=["account", "kind"], set_=newer, where=READINGS.c.observed_at <= insert.excluded.observed_at,
+        )
+        with self.engine.begin() as conn:
+            conn.execute(statement)
+
+    def latest_in(self, db: Any) -> list[ProviderReading]:
+        """Every kept reading, inside the caller's connection or session."""
+        rows = db.execute(select(READINGS)).mappings().all()
+        return [
+            ProviderReading(
+                provider=row["provider"], kind=row["kind"], observed_at=row["observed_at"], status=row["status"],
+                utilization=row["utilization"], resets_at=row["resets_at"], is_using_overage=row["is_using_overage"],
+                overage_status=row["overage_status"], account=row["account"],
+            )
+            for row in rows
+        ]
+
+    def latest(self) -> list[ProviderReading]:
+        with self.engine.connect() as conn:
+            return self.latest_in(conn)
+
+
+class AgentsSource:
+    """QuotaSource over the provider's readings, falling back to `ledger` window by window."""
+
+    def __init__(self, engine: Engine, ledger: LedgerSource, book: ReadingBook | None = None) -> None:
+        self.engine = engine
+        self.ledger = ledger
+        self.book = book or ReadingBook(engine)
+        # window name -> {that window instance's reset: its latest observation}
+        self._observations: dict[str, dict[datetime, Observation]] = {name: {} for name in KINDS}
+        self._order: dict[str, deque[datetime]] = {name: deque() for name in KINDS}
+
+    def read(self, now: datetime) -> QuotaReading:
+        with self.engine.connect() as conn:
+            return self.read_in(conn, now)
+
+    def read_in(self, db: Any, now: datetime) -> QuotaReading:
+        estimate = self.ledger.read_in(db, now)
+        readings = self.book.latest_in(db)
+        windows = [self._window(db, w, readings, now) for w in estimate.windows]
+        return QuotaReading(windows=windows, read_at=now)
+
+    def _window(self, db: Any, estimate: WindowReading, readings: list[ProviderReading], now: datetime) -> WindowReading:
+        kind = KINDS.get(estimate.name)
+        period = timedelta(seconds=estimate.period_seconds)
+        measured = measure(readings, kind, period, now) if kind is not None else Fallback.NO_READING
+        if isinstance(measured, Fallback):
+            return replace(estimate, fallback=measured.value)
+        window = WindowReading(
+            estimate.name, estimate.period_seconds, measured.utilization, measured.resets_at, None,
+            measured_by=measured.provider,
+        )
+        start = measured.resets_at - period
+        if start < now:
+            (spent,) = self.ledger.spend(db, [start], now)
+            self._observe(estimate.name, measured.resets_at, Observation(spent, measured.utilization))
+        return priced(window, calibrate(self._observations[estimate.name].values()))
+
+    def _observe(self, name: str, instance: datetime, observation: Observation) -> None:
+        """Keep the latest observation of each window instance, for the last CALIBRATION_WINDOWS."""
+        kept, order = self._observations[name], self._order[name]
+        if instance not in kept:
+            order.append(instance)
+            if len(order) > CALIBRATION_WINDOWS:
+                kept.pop(order.popleft(), None)
+        kept[instance] = observation
+
+
+__all__ = ["KINDS", "AgentsSource", "ReadingBook"]
