@@ -179,3 +179,32 @@ def test_a_rejected_reading_holds_spot_work_until_the_providers_reset_and_priori
     with session_scope(engine) as db:
         turns = [t for t in db.exec(select(Turn).where(Turn.session_id == spot.session_id)) if t.started_at is not None]
     assert turns and min(t.started_at for t in turns) >= resets
+
+
+@pytest.mark.parametrize(
+    ("model", "buckets"),
+    [(None, []), ("claude-opus-4-1", ["7d_opus"]), ("sonnet", ["7d_sonnet"]), ("claude-haiku-4", [])],
+)
+def test_the_runners_model_picks_its_weekly_bucket(engine: Engine, model: str | None, buckets: list[str]) -> None:
+    source = AgentsSource(engine, ledger(engine), model=model)
+    for kind in ("seven_day_opus", "seven_day_sonnet"):
+        source.book.record(said(kind, utilization=0.5, resets_at=NOW + 24 * H))
+    assert [w.name for w in source.read(NOW).windows] == ["5h", "7d", *buckets]
+
+
+@pytest.mark.parametrize(("model", "outcome"), [("claude-opus-4-1", "held"), ("claude-sonnet-4-5", "started")])
+def test_a_spent_per_model_week_holds_that_models_spot_work_only(engine: Engine, model: str, outcome: str) -> None:
+    clock = VirtualClock(NOW)
+    ctx, _, _, _ = build(engine, clock, max_sessions=4, turn_minutes=5)
+    source = AgentsSource(engine, ledger(engine), model=model)
+    source.book.record(said("seven_day_opus", status="rejected", utilization=1.0, resets_at=NOW + 30 * H))
+    ctx.ports.quota = source
+    spot = submit_turn(ctx, new(ctx, prompt="sweep"), "sweep")
+    assert spot.outcome == outcome
+    if outcome == "held":
+        assert "weekly Opus" in (spot.sentence or "") and "as Anthropic (Claude Code) reports it" in (spot.sentence or "")
+
+
+def test_build_quota_source_reads_the_model_from_the_runner_command(engine: Engine) -> None:
+    source = build_quota_source(load({"PACER_RUNNER": "command", "PACER_RUNNER_COMMAND": "claude -p --model opus --output-format stream-json"}), engine)
+    assert isinstance(source, AgentsSource) and source.buckets == [("7d_opus", "seven_day_opus")]

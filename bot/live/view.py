@@ -61,7 +61,7 @@ def read(pacer: Pacer) -> LiveView:
 def window_chart(w: WindowFigures, now: datetime) -> dict[str, Any]:
     """One window's series for uPlot: x in Unix seconds (the window's start, now, its reset), and
     one list per series aligned to x, None where a series has no point."""
-    length = LENGTHS.get(w.name, timedelta(minutes=max(w.minutes_left, 1.0)))
+    length = LENGTHS.get(w.name[:2], timedelta(minutes=max(w.minutes_left, 1.0)))  # "7d_opus" is weekly too
     start = w.resets_at - length
     whole = max((w.resets_at - start).total_seconds(), 1.0)
     elapsed = min(max((now - start).total_seconds(), 0.0), whole)

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import logging
 import os
+import shlex
 from collections.abc import Mapping
 from datetime import datetime, timedelta
 
@@ -33,6 +34,7 @@ from integrations.runners import (
     echo_burn_per_min,
 )
 from integrations.runners.custody import Custody, choose
+from integrations.runners.outcomes import model_option
 from integrations.runners.workspace import WorkspaceRunner
 from integrations.turn_queue import TurnQueue, build_app
 from integrations.workspaces import GitRemote, Workspaces
@@ -196,8 +198,9 @@ def build_quota_source(settings: Settings, engine: Engine) -> QuotaSource:
     choice = quota_source_choice(settings)
     if choice == "ledger":
         return ledger
-    if choice == "agents":
-        return AgentsSource(engine, ledger)
+    if choice == "agents":  # the runner's own model picks the per-model weekly bucket that binds it
+        model = model_option(shlex.split(settings.runner_command)) if settings.runner == "command" else None
+        return AgentsSource(engine, ledger, model=model)
     if settings.pool_url:
         return PoolSource(url=settings.pool_url, spent_since=ledger.spent_since)
     return PoolSource(file=settings.pool_file, spent_since=ledger.spent_since)

@@ -19,8 +19,12 @@ calibration (seed 001, "Before the first calibration"): Pacer's own spend since 
 from the ledger, against the provider's utilization, the median over the last CALIBRATION_WINDOWS
 window instances; before that it is in fraction mode.
 
-The gate decides on the five-hour and weekly windows. The per-model weekly buckets
-(seven_day_opus, seven_day_sonnet, …) are recorded as they come and not yet decided on.
+The gate decides on the five-hour and weekly windows, and on the per-model weekly bucket that
+binds the runner's own model (`--model` in its command: an Opus model is counted in
+seven_day_opus, shown as "7d_opus"), which the provider may spend out before the all-models
+week. Another model's bucket holds nothing here: its work is not this runner's. A bucket has no
+ledger equivalent, so it is decided on only while an agent's reading of it is current. A runner
+that leaves the model to the agent is decided on the five-hour and weekly windows alone.
 """
 
 from __future__ import annotations
@@ -36,12 +40,20 @@ from sqlalchemy.dialects import postgresql, sqlite
 from integrations.quota.ledger import LedgerSource
 from scheduler.ports import ProviderReading, QuotaReading, WindowReading
 from scheduler.rules.calibration import Observation, calibrate, priced
-from scheduler.rules.provider_windows import Fallback, measure
+from scheduler.rules.provider_windows import Fallback, Measured, measure
 from scheduler.store.models import ProviderWindowReading
 
 READINGS = ProviderWindowReading.__table__  # type: ignore[attr-defined]
 KINDS = {"5h": "five_hour", "7d": "seven_day"}  # the gate's windows, by the provider's names
+MODEL_FAMILIES = ("opus", "sonnet")  # the per-model weekly buckets Claude Code reports
+WEEK = timedelta(days=7)
 CALIBRATION_WINDOWS = 12  # window instances whose last observation calibration remembers
+
+
+def model_buckets(model: str | None) -> list[tuple[str, str]]:
+    """(window name, provider kind) of the per-model weekly buckets that count `model`'s use."""
+    lowered = (model or "").lower()
+    return [(f"7d_{family}", f"seven_day_{family}") for family in MODEL_FAMILIES if family in lowered]
 
 
 class ReadingBook:
@@ -87,13 +99,14 @@ class ReadingBook:
 class AgentsSource:
     """QuotaSource over the provider's readings, falling back to `ledger` window by window."""
 
-    def __init__(self, engine: Engine, ledger: LedgerSource, book: ReadingBook | None = None) -> None:
+    def __init__(self, engine: Engine, ledger: LedgerSource, book: ReadingBook | None = None, *, model: str | None = None) -> None:
         self.engine = engine
         self.ledger = ledger
         self.book = book or ReadingBook(engine)
+        self.buckets = model_buckets(model)
         # window name -> {that window instance's reset: its latest observation}
-        self._observations: dict[str, dict[datetime, Observation]] = {name: {} for name in KINDS}
-        self._order: dict[str, deque[datetime]] = {name: deque() for name in KINDS}
+        self._observations: dict[str, dict[datetime, Observation]] = {}
+        self._order: dict[str, deque[datetime]] = {}
 
     def read(self, now: datetime) -> QuotaReading:
         with self.engine.connect() as conn:
@@ -103,6 +116,10 @@ class AgentsSource:
         estimate = self.ledger.read_in(db, now)
         readings = self.book.latest_in(db)
         windows = [self._window(db, w, readings, now) for w in estimate.windows]
+        for name, kind in self.buckets:
+            measured = measure(readings, kind, WEEK, now)
+            if isinstance(measured, Measured):
+                windows.append(self._measured(db, name, WEEK, measured, now))
         return QuotaReading(windows=windows, read_at=now)
 
     def _window(self, db: Any, estimate: WindowReading, readings: list[ProviderReading], now: datetime) -> WindowReading:
@@ -111,19 +128,21 @@ class AgentsSource:
         measured = measure(readings, kind, period, now) if kind is not None else Fallback.NO_READING
         if isinstance(measured, Fallback):
             return replace(estimate, fallback=measured.value)
+        return self._measured(db, estimate.name, period, measured, now)
+
+    def _measured(self, db: Any, name: str, period: timedelta, measured: Measured, now: datetime) -> WindowReading:
         window = WindowReading(
-            estimate.name, estimate.period_seconds, measured.utilization, measured.resets_at, None,
-            measured_by=measured.provider,
+            name, period.total_seconds(), measured.utilization, measured.resets_at, None, measured_by=measured.provider,
         )
         start = measured.resets_at - period
         if start < now:
             (spent,) = self.ledger.spend(db, [start], now)
-            self._observe(estimate.name, measured.resets_at, Observation(spent, measured.utilization))
-        return priced(window, calibrate(self._observations[estimate.name].values()))
+            self._observe(name, measured.resets_at, Observation(spent, measured.utilization))
+        return priced(window, calibrate(self._observations.get(name, {}).values()))
 
     def _observe(self, name: str, instance: datetime, observation: Observation) -> None:
         """Keep the latest observation of each window instance, for the last CALIBRATION_WINDOWS."""
-        kept, order = self._observations[name], self._order[name]
+        kept, order = self._observations.setdefault(name, {}), self._order.setdefault(name, deque())
         if instance not in kept:
             order.append(instance)
             if len(order) > CALIBRATION_WINDOWS:
@@ -131,4 +150,4 @@ class AgentsSource:
         kept[instance] = observation
 
 
-__all__ = ["KINDS", "AgentsSource", "ReadingBook"]
+__all__ = ["KINDS", "AgentsSource", "ReadingBook", "model_buckets"]

@@ -33,7 +33,8 @@ class PolicyView:
     top_up: TopUpPolicy = TopUpPolicy()
 
     def reserve_pct(self, window: str) -> float:
-        return self.reserve_7d_pct if window == "7d" else self.reserve_5h_pct
+        """A weekly window's reserve is the 7-day one, a per-model weekly bucket's ("7d_opus") too."""
+        return self.reserve_7d_pct if window == "7d" or window.startswith("7d_") else self.reserve_5h_pct
 
     @property
     def effective_max(self) -> int:
@@ -48,12 +49,14 @@ class PolicyView:
 
 def window_label(name: str) -> str:
     """How a sentence names a window."""
+    if name.startswith("7d_"):
+        return f"weekly {name[3:].capitalize()}"  # a per-model bucket the provider counts apart
     return {"5h": "5-hour", "7d": "weekly"}.get(name, name)
 
 
 @dataclass(frozen=True)
 class WindowState:
-    name: str  # "5h" | "7d"
+    name: str  # "5h" | "7d" | a per-model weekly bucket such as "7d_opus"
     period: timedelta
     resets_at: datetime
     capacity: float  # dollars when calibrated; 1.0 in fraction mode
