@@ -3,16 +3,16 @@
 The agents print the provider's own figures while a turn runs; a turn may run on a `pacer
 worker` process, so the reading is kept where the deciding process reads it.
 
-Revision ID: 0019
-Revises: 0018
+Revision ID: 0020
+Revises: 0019
 """
 import sqlalchemy as sa
 from alembic import op
 
 from scheduler.store.models import UTCDateTime
 
-revision = '0019'
-down_revision = '0018'
+revision = '0020'
+down_revision = '0019'
 branch_labels = None
 depends_on = None
 
