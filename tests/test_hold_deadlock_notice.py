@@ -51,3 +51,45 @@ def test_a_hold_deadlock_reaches_the_ops_channel_and_both_threads_once(slack) ->
     run_periodic(ctx, "operator_hold_sweep")
     slack.settle()
     assert len(deadlock_posts(slack)) == 3
+
+
+def test_two_processes_finding_one_deadlock_tell_it_once(any_engine, clock) -> None:
+    """Two processes (two contexts on one database) find the same deadlock at once: the first
+    records it on the hold's row and holds the row until it commits; the second waits on that
+    row, then reads it told and stays quiet."""
+    import threading
+
+    from scheduler.engine.effects import Effects
+    from scheduler.holds.operator import live_holds, notice_deadlocks
+    from tests.harness import build, new
+
+    one, *_ = build(any_engine, clock)
+    two, *_ = build(any_engine, clock)
+    held, armer = new(one, title="Deploy"), new(one, title="Release notes")
+    with session_scope(any_engine) as db:
+        record_prerequisites(db, db.get(Session, armer), f"depends on #{held}")
+        db.get(Session, held).status = "waiting"
+    hold = place_hold(one, "session", [str(held)], armer=f"session:{armer}")
+    with session_scope(any_engine) as db:  # place_hold told it already: forget that, to race afresh
+        db.get(type(hold), hold.id).deadlocks_told = []
+    first_wrote, let_go = threading.Event(), threading.Event()
+    told: dict[str, int] = {}
+
+    def find(name: str, ctx, hold_on: bool) -> None:
+        with session_scope(any_engine) as db:
+            now = ctx.clock.now()
+            told[name] = len(notice_deadlocks(ctx, db, live_holds(db, now), now, Effects()))
+            if hold_on:
+                first_wrote.set()
+                let_go.wait(5)
+
+    a = threading.Thread(target=find, args=("a", one, True))
+    a.start()
+    assert first_wrote.wait(5)
+    b = threading.Thread(target=find, args=("b", two, False))
+    b.start()
+    b.join(0.5)  # blocked on the row the first holds
+    let_go.set()
+    a.join(5)
+    b.join(5)
+    assert told == {"a": 1, "b": 0}

@@ -18,12 +18,13 @@ from integrations.runners.pool import ThreadWorkerPool
 from scheduler import wiring
 from scheduler.engine.fleet import waiting_for_workers
 from scheduler.engine.leases import claim
+from scheduler.engine.turns import submit_turn
 from scheduler.ports import Outcome, TurnRequest, TurnResult
 from scheduler.steering.gate_card import build_card, render_card
 from scheduler.store.db import session_scope
 from scheduler.store.models import Turn
 from scheduler.store.sessions import NewSession
-from tests.harness import build
+from tests.harness import build, new
 
 
 class Queued:
@@ -125,3 +126,22 @@ def test_nothing_waits_when_every_started_turn_is_on_a_thread(any_engine, clock)
     start(ctx, "one")
     card = card_of(ctx)
     assert card.waiting_for_workers == 0 and "waiting for one of" not in render_card(card)
+
+
+def test_a_turn_waiting_for_a_worker_is_counted_so_a_burst_cannot_pass_the_ceiling(any_engine, clock) -> None:
+    """A deviation from seed 001's population, measured: the seed gates a turn when a worker
+    performs it, so a queued turn has not been admitted yet. Pacer gates it when it starts, in the
+    transaction that hands it to the worker machines, and a worker later runs it without asking
+    again. Not counting it there, a burst of 20 spot sessions with max sessions 2 and 12 workers
+    started all 20, and 20 ran once the workers claimed them; counted, 2 start and the rest wait."""
+    ctx, _deferrer, _workers, _quota = build(any_engine, clock, max_sessions=2)
+    ctx.ports.dispatcher = Queued()
+    ctx.limits.agent_workers = 12
+    wiring.install(ctx)
+    outcomes = [submit_turn(ctx, new(ctx, genesis="schedule"), "go").outcome for _ in range(20)]
+    assert outcomes.count("started") == 2 and outcomes.count("held") == 18
+    with session_scope(ctx.engine) as db:
+        assert waiting_for_workers(db, 12) == 2  # shown on the gate card, and counted
+    for turn in running_turns(ctx):
+        assert claim(ctx.engine, turn.id, f"worker-{turn.id}:1:x", clock.now() + timedelta(seconds=30))
+    assert len(running_turns(ctx)) == 2
