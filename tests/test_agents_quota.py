@@ -208,3 +208,22 @@ def test_a_spent_per_model_week_holds_that_models_spot_work_only(engine: Engine,
 def test_build_quota_source_reads_the_model_from_the_runner_command(engine: Engine) -> None:
     source = build_quota_source(load({"PACER_RUNNER": "command", "PACER_RUNNER_COMMAND": "claude -p --model opus --output-format stream-json"}), engine)
     assert isinstance(source, AgentsSource) and source.buckets == [("7d_opus", "seven_day_opus")]
+
+
+
+def test_the_gate_card_says_which_window_is_measured_and_why_the_other_is_not(engine: Engine) -> None:
+    from scheduler.engine.fleet import read_quota
+    from scheduler.steering.gate_card import build_card, render_card
+
+    ctx, _, _, _ = build(engine, VirtualClock(NOW))
+    source = AgentsSource(engine, ledger(engine))
+    source.book.record(said(utilization=0.8, resets_at=NOW + 3 * H, status="allowed"))
+    ctx.ports.quota = source
+    reading = read_quota(ctx, NOW)  # before the transaction, as every surface reads it
+    with session_scope(engine) as db:
+        card = build_card(db, ctx, reading, NOW)
+    windows = {w["name"]: w for w in card.as_dict()["windows"]}  # type: ignore[union-attr]
+    assert (windows["5h"]["spent"], windows["5h"]["measured_by"], windows["5h"]["fallback"]) == (0.8, "anthropic", None)
+    assert (windows["7d"]["measured_by"], windows["7d"]["fallback"]) == (None, "no_reading")
+    text = render_card(card)
+    assert "as Anthropic (Claude Code) reports it" in text and "the ledger's estimate: no agent has reported this window yet" in text

@@ -188,6 +188,8 @@ class DatabaseCollector(Collector):
         pace = GaugeMetricFamily("pacer_window_sustainable_rate_per_minute",
                                  "Spot budget left over time left: the pacing curve's rate", labels=labels)
         resets = GaugeMetricFamily("pacer_window_seconds_to_reset", "Seconds until the window rolls over", labels=["window"])
+        measured = GaugeMetricFamily("pacer_window_measured", "1: the provider's own figures; 0: the ledger's estimate stands in, and why",
+                                     labels=["window", "by"])
         for w in card.decision.windows:
             unit = "usd" if w.calibrated else "fraction"
             for key, family in figures.items():
@@ -197,6 +199,8 @@ class DatabaseCollector(Collector):
             if w.sustainable_rate is not None:
                 pace.add_metric([w.name, unit], float(w.sustainable_rate))
             resets.add_metric([w.name], max(0.0, (w.resets_at - now).total_seconds()))
+            if w.measured_by or w.fallback:  # only a source that says (agents)
+                measured.add_metric([w.name, w.measured_by or f"ledger:{w.fallback}"], 1.0 if w.measured_by else 0.0)
         fleet = GaugeMetricFamily("pacer_fleet_running", "Turns a worker is executing now, by class", labels=["class"])
         fleet.add_metric(["priority"], card.running_priority)
         fleet.add_metric(["spot"], card.running_spot)
@@ -204,5 +208,5 @@ class DatabaseCollector(Collector):
         slots.add_metric([], card.snapshot.effective_slots)
         fleet_burn = GaugeMetricFamily("pacer_fleet_burn_usd_per_minute", "What the running turns that spend quota burn, per minute")
         fleet_burn.add_metric([], sum(t.burn_per_min for t in card.snapshot.fleet if t.spends_quota))
-        return [*figures.values(), burn, pace, resets, fleet, slots, fleet_burn]
+        return [*figures.values(), burn, pace, resets, measured, fleet, slots, fleet_burn]
 
