@@ -9,7 +9,7 @@ import logging
 import threading
 from typing import Any
 
-from scheduler.context import Context
+from scheduler.front import Context
 
 log = logging.getLogger("pacer.jobs")
 

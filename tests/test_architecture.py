@@ -6,7 +6,7 @@ no package imports itself in a circle, and no module reaches into another's priv
 Inside `scheduler/`, layers, bottom to top, a lower one never importing a higher one:
 
     root (errors, bounds, ports, clock, log_context, context, alarms, quota_reuse, testing)
-    -> rules/ -> store/ -> engine/ -> holds/ -> pauses/ -> steering/ -> jobs, wiring
+    -> rules/ -> store/ -> engine/ -> holds/ -> pauses/ -> steering/ -> jobs, wiring, front
 
 and nothing in the import closure of `scheduler/rules/` touches the database (`scheduler/store/`,
 SQLAlchemy, SQLModel). `bot/` is laid out by surface, in bands, bottom to top:
@@ -15,7 +15,10 @@ SQLAlchemy, SQLModel). `bot/` is laid out by surface, in bands, bottom to top:
     -> slack/, github/, api/, live/, simulate/ -> serve/ -> cli/
 
 its root holds at most 8 modules, and Slack's libraries (slack_bolt, slack_sdk) are imported only
-in `bot/slack/`, GitHub's (PyGithub) only in `bot/github/`, beside `integrations/`.
+in `bot/slack/`, GitHub's (PyGithub) only in `bot/github/`, beside `integrations/`. `bot/` asks
+the scheduler through `scheduler/front.py` and the root's vocabulary (errors, bounds, ports,
+clock, log_context) only, but for the plumbing its composition roots (`bot/runtime/`, the
+simulator) build a process with.
 `docs/architecture.md` names files and functions that exist.
 
 An import counts wherever it is written: at the top, inside a function, or as a literal
@@ -225,7 +228,7 @@ def test_no_module_imports_another_modules_private_names(package: str) -> None:
 # a layer: placing it is a decision, not a default.
 SCHEDULER_LAYERS = ("root", "rules", "store", "engine", "holds", "pauses", "steering", "top")
 SCHEDULER_ROOT = {"errors", "bounds", "ports", "clock", "log_context", "context", "testing", "alarms", "quota_reuse"}
-SCHEDULER_TOP = {"jobs", "wiring"}
+SCHEDULER_TOP = {"jobs", "wiring", "front"}
 DATABASE = ("sqlalchemy", "sqlmodel", "scheduler.store")
 
 
@@ -616,3 +619,51 @@ def test_no_template_name_is_both_a_text_and_a_slack_file() -> None:
     names = {kind: {p.name for p in (ROOT / "templates" / kind).glob("*.j2")} for kind in ("text", "slack")}
     both = sorted(names["text"] & names["slack"])
     assert both == [], f"templates in both text/ and slack/ (make one templates/chat/ file with the markup filters): {both}"
+
+
+# bot/ asks the scheduler through one front (`scheduler/front.py`) and the root's vocabulary, the
+# modules that import nothing of the scheduler but one another, so a light process never loads
+# the engine. The composition roots build a process, which no surface does: the plumbing each
+# may import beside them.
+SCHEDULER_FRONT = "scheduler.front"
+SCHEDULER_VOCABULARY = {"scheduler.errors", "scheduler.bounds", "scheduler.ports", "scheduler.clock", "scheduler.log_context"}
+SCHEDULER_PLUMBING = {
+    # Builds the Context and its thread workers, installs the plug-ins and the periodic sweeps,
+    # recovers crashed turns and hands running ones over on a drain, names its lease owner, and
+    # reads the fallback burn table for the runners it builds.
+    "bot.runtime": {"scheduler.wiring", "scheduler.context", "scheduler.engine.leases", "scheduler.engine.lifecycle",
+                    "scheduler.engine.recheck_sweep", "scheduler.rules.burn"},
+    # Installs the same plug-ins and periodic sweeps into its virtual process.
+    "bot.simulate": {"scheduler.wiring"},
+}
+
+
+def scheduler_doors(source: str) -> set[str]:
+    folder = ".".join(source.split(".")[:2])
+    return {SCHEDULER_FRONT, *SCHEDULER_VOCABULARY, *SCHEDULER_PLUMBING.get(folder, ())}
+
+
+def scheduler_imports_from_bot() -> Iterator[Edge]:
+    for e in GRAPH:
+        if package_of(e.source) != "bot" or package_of(e.target) != "scheduler":
+            continue
+        if e.target == "scheduler" and e.names and all(f"scheduler.{n}" in KNOWN for n in e.names):
+            continue  # `from scheduler import bounds`: the edge to the submodule is the one to judge
+        yield e
+
+
+def test_bot_asks_the_scheduler_through_its_front() -> None:
+    wrong = [f"{where(e)} {e.source} imports {e.target}" for e in scheduler_imports_from_bot() if e.target not in scheduler_doors(e.source)]
+    assert wrong == [], "import it from scheduler.front (add it there, in its group, if a surface needs it):\n" + "\n".join(wrong)
+
+
+def test_the_scheduler_plumbing_bot_may_import_is_still_needed() -> None:
+    used = {(".".join(e.source.split(".")[:2]), e.target) for e in scheduler_imports_from_bot()}
+    stale = sorted((folder, m) for folder, plumbing in SCHEDULER_PLUMBING.items() for m in plumbing if (folder, m) not in used)
+    assert stale == [], f"drop the plumbing no import needs any more: {stale}"
+
+
+def test_nothing_inside_the_scheduler_imports_its_front() -> None:
+    """The front is the face's door; a scheduler module that used it would make it a hub."""
+    wrong = [f"{where(e)} {e.source}" for e in GRAPH if e.target == SCHEDULER_FRONT and package_of(e.source) != "bot"]
+    assert wrong == [], "the front is for bot/; import from the layer's own module:\n" + "\n".join(wrong)

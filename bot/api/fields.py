@@ -21,8 +21,7 @@ from pydantic_core import PydanticCustomError, core_schema
 
 from bot.triggers.spec import NAME, TEMPLATE_CHARS
 from scheduler import bounds
-from scheduler.rules.genesis import validate_overrides
-from scheduler.rules.top_up import TOP_UP_RANGES
+from scheduler.front import TOP_UP_RANGES, validate_overrides
 from templates import error_text
 
 ClassChoice = Literal["priority", "spot", "default"]

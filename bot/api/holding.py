@@ -27,14 +27,19 @@ from bot.api.views import context, session_detail
 from bot.chat.roles import Role
 from scheduler import bounds
 from scheduler.errors import InvalidInput
-from scheduler.holds.operator import MAX_REASON, MAX_TTL, place_hold, release_hold
-from scheduler.holds.queue import resume_queue
-from scheduler.pauses.parking import pause_into_spot_queue
-from scheduler.pauses.sleep import wake_me_up_later
-from scheduler.rules.genesis import Genesis
-from scheduler.store.db import session_scope
-from scheduler.store.policy import load_policy
-from scheduler.store.sessions import get_session
+from scheduler.front import (
+    MAX_REASON,
+    MAX_TTL,
+    Genesis,
+    get_session,
+    load_policy,
+    pause_into_spot_queue,
+    place_hold,
+    release_hold,
+    resume_queue,
+    session_scope,
+    wake_me_up_later,
+)
 from templates import error_text
 
 router = APIRouter(route_class=GuardedRoute, tags=["holds"])

@@ -33,8 +33,7 @@ from sqlmodel import Session as DBSession
 from sqlmodel import col, select
 
 from scheduler.errors import InvalidInput, Refused
-from scheduler.store.db import session_scope
-from scheduler.store.models import IdempotencyKey
+from scheduler.front import IdempotencyKey, session_scope
 from templates import error_text
 
 HEADER = "Idempotency-Key"

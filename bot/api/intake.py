@@ -18,13 +18,8 @@ from typing import Any
 
 from sqlmodel import Session as DBSession
 
-from scheduler.context import Context
-from scheduler.engine.turns import submit_turn
-from scheduler.rules.genesis import Genesis
-from scheduler.steering import firing, session_events
-from scheduler.steering.firing import Fired
-from scheduler.store.db import session_scope
-from scheduler.store.sessions import NewSession, create_session
+from scheduler.front import Context, Fired, Genesis, NewSession, create_session, schedule_fire, session_scope, submit_turn
+from scheduler.front import session_event as fire_on_session_event
 
 __all__ = ["Fired", "api_session", "schedule_fired", "session_event"]
 
@@ -55,10 +50,10 @@ def api_session(
 def schedule_fired(ctx: Context, trigger_id: int) -> int | None:
     """A cron trigger fired: one `schedule` session from its template. None when the trigger is
     gone, disabled or its template cannot render (logged)."""
-    return firing.schedule_fire(ctx, trigger_id)
+    return schedule_fire(ctx, trigger_id)
 
 
 def session_event(ctx: Context, session_id: int, new_status: str) -> list[Fired]:
     """`session_id` changed to `new_status`: fire every ao_event trigger watching it."""
-    return session_events.session_event(ctx, session_id, new_status)
+    return fire_on_session_event(ctx, session_id, new_status)
 

@@ -10,29 +10,31 @@ line and asks for a queue pass.
 
 from __future__ import annotations
 
-import importlib
-import importlib.util
 from dataclasses import fields, is_dataclass
-from datetime import datetime
 from typing import Any
 
 from fastapi import APIRouter, Request
 from sqlmodel import Session as DBSession
-from sqlmodel import col, or_, select
 
 from bot.api.guard import CallerDep, GuardedRoute
 from bot.api.models import HoldsOut, PolicyChanged, PolicyOut, PolicyPatch, SpendReset
 from bot.api.refusals import refusals
 from bot.api.views import context
 from bot.chat.gate_view import spot_runtime
-from scheduler.engine.fleet import read_quota
-from scheduler.holds.budgets import reset_spend, spends
-from scheduler.rules.top_up import TOP_UP_ATTRIBUTES
-from scheduler.rules.waiting import waiting_reason
-from scheduler.steering.gate_card import build_card
-from scheduler.store.db import session_scope
-from scheduler.store.models import OperatorHold, Policy, QueueHold, Session, Status
-from scheduler.store.policy import audit_log, ensure_policy, load_policy, set_policy
+from scheduler.front import (
+    TOP_UP_ATTRIBUTES,
+    Policy,
+    all_holds,
+    audit_log,
+    build_card,
+    ensure_policy,
+    load_policy,
+    read_quota,
+    reset_spend,
+    session_scope,
+    set_policy,
+    spends,
+)
 
 router = APIRouter(route_class=GuardedRoute, tags=["policy"])
 
@@ -124,58 +126,17 @@ def _plain(value: Any) -> Any:
     return value
 
 
-def _records(db: DBSession, now: datetime) -> dict[str, Any]:
-    """Without `scheduler.holds.view`: the queue and operator hold rows, and each waiting
-    session's hold, pause, park and sleep records, headline first."""
-    queue = db.exec(select(QueueHold).where(col(QueueHold.released_at).is_(None)).order_by(col(QueueHold.since)))
-    operator = db.exec(
-        select(OperatorHold).where(
-            col(OperatorHold.released_at).is_(None),
-            or_(col(OperatorHold.expires_at).is_(None), col(OperatorHold.expires_at) > now),
-        ).order_by(col(OperatorHold.created_at))
-    )
-    parked = db.exec(
-        select(Session).where(
-            Session.status == Status.WAITING.value,
-            or_(col(Session.hold_reason).is_not(None), col(Session.pause_reason).is_not(None),
-                col(Session.park_reason).is_not(None), col(Session.wake_at) > now),
-        ).order_by(col(Session.id))
-    )
-    sessions = []
-    for s in parked:
-        reason = waiting_reason(s, now)
-        records = ([reason.headline] if reason.headline else []) + [loser.mechanism for loser in reason.others]
-        sessions.append({"id": s.id, "title": s.title, "records": _plain(records)})
-    return {
-        "queue_holds": [q.model_dump() for q in queue],
-        "operator_holds": [o.model_dump() for o in operator],
-        "sessions": sessions,
-        "sessions_not_shown": 0,
-    }
-
-
-def _holds_view() -> Any | None:
-    """`scheduler.holds.view` (every hold kind in one read model), when that module exists."""
-    if importlib.util.find_spec("scheduler.holds.view") is None:
-        return None
-    module = importlib.import_module("scheduler.holds.view")
-    return module if hasattr(module, "all_holds") else None
-
-
 @router.get("/holds", response_model=HoldsOut, responses=refusals(503), summary="Every hold: queue holds, operator holds, held sessions")
 def list_holds(request: Request) -> dict[str, Any]:
     ctx = context(request)
     now = ctx.clock.now()
-    view = _holds_view()
     with session_scope(ctx.engine) as db:
-        if view is not None:
-            found = view.all_holds(db, now)
-            return {
-                "source": "holds_view",
-                "queue_holds": _plain(found.queue_holds),
-                "operator_holds": _plain(found.operator_holds),
-                "sessions": _plain(found.sessions),
-                "sessions_not_shown": found.sessions_not_shown,
-                "cycling": _plain(found.cycling),
-            }
-        return {"source": "records", **_records(db, now)}
+        found = all_holds(db, now)
+        return {
+            "source": "holds_view",
+            "queue_holds": _plain(found.queue_holds),
+            "operator_holds": _plain(found.operator_holds),
+            "sessions": _plain(found.sessions),
+            "sessions_not_shown": found.sessions_not_shown,
+            "cycling": _plain(found.cycling),
+        }

@@ -8,8 +8,6 @@ through StartNow, archive through `scheduler.engine.lifecycle`, the waiting reas
 
 from __future__ import annotations
 
-import importlib
-import importlib.util
 from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, Header, Query, Request
@@ -37,28 +35,34 @@ from bot.api.models import (
 from bot.api.refusals import refusals
 from bot.api.views import context, session_detail, start_now_out, submission_out
 from scheduler.bounds import check_claim
-from scheduler.context import Context
-from scheduler.engine.lifecycle import archive
-from scheduler.engine.restart import restart_from_scratch
-from scheduler.engine.start_now import start_now
-from scheduler.engine.turns import submit_turn
 from scheduler.errors import InvalidInput, PacerError, Refused
-from scheduler.holds.capacity import ClaimChange, change_claim
-from scheduler.holds.cost_caps import set_cap, spends_by
-from scheduler.rules import precedence as prec
-from scheduler.rules.genesis import SchedulingClass, parse_class
-from scheduler.store.db import session_scope
-from scheduler.store.models import Session, Status
-from scheduler.store.policy import load_policy
-from scheduler.store.session_view import session_view
-from scheduler.store.sessions import (
+from scheduler.front import (
+    TOP_OF_SPOT,
+    ClaimChange,
+    Context,
     NewSession,
     QueueFilter,
+    SchedulingClass,
+    Session,
+    Status,
+    archive,
+    change_claim,
     change_class,
     class_expr,
     get_session,
+    load_policy,
+    parse_class,
     ranked_queue,
+    record_human_message,
+    resolve_placement,
+    restart_from_scratch,
+    session_scope,
+    session_view,
+    set_cap,
     set_precedence,
+    spends_by,
+    start_now,
+    submit_turn,
 )
 from templates import error_text
 
@@ -116,7 +120,7 @@ def create(body: SessionCreate, request: Request, who: CallerDep, idempotency_ke
     if key is not None and (earlier := idempotency.earlier_answer(ctx.engine, who.name, key, fingerprint, ctx.clock.now())):
         return _replayed(earlier)
     _check_prompt(request, body.prompt, "prompt")
-    prec.resolve_placement(precedence=body.precedence, place=body.place)
+    resolve_placement(precedence=body.precedence, place=body.place)
     if body.parent_session_id is not None and body.forked_from is not None:
         raise InvalidInput(error_text("sessions/parent_and_fork"), field="forked_from")
     runtime = _runtime(request, ctx, body.runtime)
@@ -206,7 +210,7 @@ def read(session_id: SessionId, request: Request) -> dict[str, Any]:
 def patch(session_id: SessionId, body: SessionPatch, request: Request, who: CallerDep) -> dict[str, Any]:
     ctx = context(request)
     fields = body.model_dump(exclude_unset=True)
-    place = prec.resolve_placement(precedence=fields.get("precedence"), place=fields.get("place"))
+    place = resolve_placement(precedence=fields.get("precedence"), place=fields.get("place"))
     now = ctx.clock.now()
     changed: dict[str, list[Any]] = {}
     promoted = False
@@ -230,8 +234,8 @@ def patch(session_id: SessionId, body: SessionPatch, request: Request, who: Call
             if before is not after:
                 changed["scheduling_class"] = [before.value, after.value]
             promoted = before is SchedulingClass.SPOT and after is SchedulingClass.PRIORITY and session.status == Status.WAITING.value
-        elif place == prec.TOP_OF_SPOT:
-            set_precedence(db, session, prec.TOP_OF_SPOT, now=now)
+        elif place == TOP_OF_SPOT:
+            set_precedence(db, session, TOP_OF_SPOT, now=now)
         if isinstance(place, int):
             set_precedence(db, session, place, now=now)
         if session.precedence != before_rank:
@@ -290,14 +294,6 @@ def archive_session(session_id: SessionId, request: Request, who: CallerDep) -> 
     return {"session": _detail(ctx, session_id), "previous_status": previous}
 
 
-def _promotion() -> Any | None:
-    """`scheduler.steering.promotion` (a human message jumps the queue), when that module exists."""
-    if importlib.util.find_spec("scheduler.steering.promotion") is None:
-        return None
-    module = importlib.import_module("scheduler.steering.promotion")
-    return module if hasattr(module, "record_human_message") else None
-
-
 @router.post("/sessions/{session_id}/messages", response_model=MessagePosted, responses=refusals(404, 409, 422, 503),
              summary="Post a follow-up message")
 def post_message(session_id: SessionId, body: MessageCreate, request: Request, who: CallerDep) -> dict[str, Any]:
@@ -307,11 +303,10 @@ def post_message(session_id: SessionId, body: MessageCreate, request: Request, w
         session = get_session(db, session_id)
         if session.status == Status.ARCHIVED.value:
             raise Refused(error_text("turns/archived", session_id=session_id))
-    promotion = _promotion() if who.actor is not None else None
-    if promotion is not None:
+    if who.actor is not None:
         # A rostered human speaking to a session: recorded, delivered as its next turn, and the
         # re-rank (top of the spot queue, StartNow) runs off this request.
-        message = promotion.record_human_message(ctx, session_id, who.actor, body.text, "api", roster=True)
+        message = record_human_message(ctx, session_id, who.actor, body.text, "api", roster=True)
         return {"session": _detail(ctx, session_id), "human_message": True, "message_id": message.id, "submission": None}
     sub = submit_turn(ctx, session_id, body.text, kind="follow_up")
     return {"session": _detail(ctx, session_id), "human_message": False, "message_id": None,

@@ -30,11 +30,7 @@ from bot.api.refusals import refusals
 from bot.api.views import context, session_detail, submission_out
 from bot.triggers import writes as store
 from bot.triggers.spec import check_spec
-from scheduler.steering.firing import TriggerEvent, fire
-from scheduler.store.db import session_scope
-from scheduler.store.models import Trigger
-from scheduler.store.policy import load_policy
-from scheduler.store.sessions import get_session, get_trigger
+from scheduler.front import Trigger, TriggerEvent, fire, get_session, get_trigger, load_policy, session_scope
 
 router = APIRouter(route_class=GuardedRoute, tags=["triggers"])
 

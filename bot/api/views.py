@@ -15,16 +15,20 @@ from sqlmodel import Session as DBSession
 from sqlmodel import col, select
 
 from bot.api.guard import ApiError
-from scheduler.context import Context
-from scheduler.engine.attempt import Submission
-from scheduler.engine.start_now import StartNowResult
-from scheduler.holds.cost_caps import spent_by
-from scheduler.rules.explain import explain
-from scheduler.rules.snapshot import PolicyView
-from scheduler.rules.waiting import Mechanism, waiting_reason
-from scheduler.store.models import EnqueuedMessage, Session
-from scheduler.store.session_view import session_view
-from scheduler.store.sessions import is_spot
+from scheduler.front import (
+    Context,
+    EnqueuedMessage,
+    Mechanism,
+    PolicyView,
+    Session,
+    StartNowResult,
+    Submission,
+    explain,
+    is_spot,
+    session_view,
+    spent_by,
+    waiting_reason,
+)
 from templates import error_text, render
 
 

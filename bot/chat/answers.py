@@ -37,8 +37,7 @@ from scheduler.errors import (
     Refused,
     StoreUnavailable,
 )
-from scheduler.store.models import OperatorHold
-from scheduler.store.sessions import get_session
+from scheduler.front import OperatorHold, get_session
 from templates import error_text, render_chat
 
 log = logging.getLogger("pacer.chat")

@@ -19,13 +19,8 @@ from typing import Any
 from bot.chat.context import Answer, Context
 from bot.commands import command as c
 from bot.triggers.writes import change_trigger
-from scheduler.engine.lifecycle import archive as archive_session
-from scheduler.holds.budgets import reset_spend
-from scheduler.holds.cost_caps import spent_by
-from scheduler.store.db import session_scope
-from scheduler.store.policy import load_policy, set_policy
-from scheduler.store.session_view import session_view
-from scheduler.store.sessions import get_session
+from scheduler.front import archive as archive_session
+from scheduler.front import get_session, load_policy, reset_spend, session_scope, session_view, set_policy, spent_by
 
 
 def archive(ctx: Context, command: c.Archive) -> Answer:

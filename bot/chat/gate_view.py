@@ -11,8 +11,7 @@ from datetime import datetime
 
 from bot.config.settings import Settings
 from bot.runtime.process import Pacer
-from scheduler.engine.fleet import read_quota
-from scheduler.steering.gate_card import GateCard, build_card
+from scheduler.front import GateCard, build_card, read_quota
 
 
 def spot_runtime(settings: Settings) -> str:

@@ -8,10 +8,7 @@ from __future__ import annotations
 from bot.chat.context import Answer, Context
 from bot.chat.running import pause as pause_until
 from bot.commands import command as c
-from scheduler.holds.operator import place_hold, release_hold
-from scheduler.holds.queue import resume_queue
-from scheduler.pauses.parking import pause_into_spot_queue
-from scheduler.steering.promotion import record_human_message
+from scheduler.front import pause_into_spot_queue, place_hold, record_human_message, release_hold, resume_queue
 
 
 def hold(ctx: Context, command: c.Hold) -> Answer:

@@ -19,12 +19,7 @@ from sqlalchemy import case, func
 from sqlmodel import Session as DBSession
 from sqlmodel import col, select
 
-from scheduler.holds.cost_caps import spends_by
-from scheduler.rules.genesis import SchedulingClass
-from scheduler.rules.snapshot import PolicyView
-from scheduler.rules.waiting import Mechanism, waiting_reason
-from scheduler.store.models import Session, Status
-from scheduler.store.sessions import QueueFilter, class_expr, ranked_queue
+from scheduler.front import Mechanism, PolicyView, QueueFilter, SchedulingClass, Session, Status, class_expr, ranked_queue, spends_by, waiting_reason
 
 EVERY_STATUS = tuple(s.value for s in Status)
 PARKED_REASONS = frozenset({"capacity", "fleet_at_cap"})

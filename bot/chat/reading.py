@@ -13,14 +13,7 @@ from bot.chat.context import Answer, Context, StoreContext
 from bot.commands import command as c
 from bot.commands.grammar import NAMES, USAGE
 from bot.slack import blocks
-from scheduler.holds.budgets import spends
-from scheduler.holds.cost_caps import spent_by
-from scheduler.holds.view import all_holds
-from scheduler.rules.waiting import Mechanism, waiting_reason
-from scheduler.store.models import Session
-from scheduler.store.policy import audit_log, load_policy
-from scheduler.store.session_view import session_view
-from scheduler.store.sessions import get_session, is_spot
+from scheduler.front import Mechanism, Session, all_holds, audit_log, get_session, is_spot, load_policy, session_view, spends, spent_by, waiting_reason
 
 TEXT_ROWS = 50  # the console and API list this many rows before "and N more"
 HELD_ROWS = 30

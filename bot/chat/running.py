@@ -20,20 +20,28 @@ from bot.chat.gate_view import spot_runtime
 from bot.commands import command as c
 from bot.commands.times import resolve
 from bot.runtime.process import Pacer
-from scheduler.engine.fleet import read_quota
-from scheduler.engine.restart import restart_from_scratch
-from scheduler.engine.start_now import start_now
-from scheduler.engine.turns import submit_turn
-from scheduler.engine.verdict import new_spot_asking, spot_probe, verdict_now
 from scheduler.errors import PacerError
-from scheduler.holds import capacity, cost_caps
-from scheduler.pauses.sleep import wake_me_up_later
-from scheduler.rules.explain import explain
-from scheduler.rules.genesis import Genesis
-from scheduler.rules.precedence import TOP_OF_SPOT
-from scheduler.store.db import session_scope
-from scheduler.store.policy import load_policy
-from scheduler.store.sessions import NewSession, class_of, create_session, get_session
+from scheduler.front import (
+    TOP_OF_SPOT,
+    Genesis,
+    NewSession,
+    class_of,
+    create_session,
+    explain,
+    get_session,
+    load_policy,
+    new_spot_asking,
+    read_quota,
+    restart_from_scratch,
+    session_scope,
+    set_cap,
+    spot_probe,
+    start_now,
+    submit_turn,
+    verdict_now,
+    wake_me_up_later,
+)
+from scheduler.front import change_claim as change_session_claim
 
 log = logging.getLogger("pacer.chat")
 
@@ -60,12 +68,12 @@ def restart(ctx: Context, command: c.Restart) -> Answer:
 
 
 def change_claim(ctx: Context, command: c.Weight | c.Capacity) -> Answer:
-    changed = capacity.change_claim(ctx.pacer.ctx, command.session_id, command.claim, actor=ctx.actor)
+    changed = change_session_claim(ctx.pacer.ctx, command.session_id, command.claim, actor=ctx.actor)
     return Answer("claim_changed", {"session_id": command.session_id, "changed": changed})
 
 
 def set_cost_cap(ctx: Context, command: c.Cap) -> Answer:
-    changed = cost_caps.set_cap(ctx.pacer.ctx, command.session_id, command.cost_cap_usd, actor=ctx.actor)
+    changed = set_cap(ctx.pacer.ctx, command.session_id, command.cost_cap_usd, actor=ctx.actor)
     return Answer("cap_changed", {"session_id": command.session_id, "changed": changed, "cap": command.cost_cap_usd})
 
 

@@ -14,20 +14,21 @@ from bot.chat import queue_view
 from bot.chat.context import Answer, StoreContext
 from bot.commands import command as c
 from scheduler.errors import InvalidInput, Refused
-from scheduler.holds.cost_caps import spent_by
-from scheduler.rules import precedence as prec
-from scheduler.rules.snapshot import PolicyView
-from scheduler.store.models import Session, Status
-from scheduler.store.policy import load_policy
-from scheduler.store.session_view import session_view
-from scheduler.store.sessions import (
+from scheduler.front import (
+    TOP_OF_SPOT,
+    PolicyView,
     QueueFilter,
+    Session,
+    Status,
     change_class,
     class_expr,
     class_of,
     get_session,
+    load_policy,
     reorder_between,
+    session_view,
     set_precedence,
+    spent_by,
 )
 from templates import error_text
 
@@ -64,7 +65,7 @@ def demote(ctx: StoreContext, command: c.Demote) -> Answer:
     _open(session, "demoted")
     if session.scheduling_class == "spot" and not command.top:
         return Answer("demoted", {"session": _plain(ctx, session), "changed": False, "top": False, "before": "spot"})
-    place = prec.TOP_OF_SPOT if command.top else None
+    place = TOP_OF_SPOT if command.top else None
     before, _after = change_class(ctx.db, session, "spot", now=ctx.now, place=place)
     return Answer(
         "demoted",
@@ -81,7 +82,7 @@ def rank(ctx: StoreContext, command: c.Rank) -> Answer:
         assert command.precedence is not None
         set_precedence(ctx.db, session, command.precedence, now=ctx.now)
     elif command.place == "top":
-        set_precedence(ctx.db, session, prec.TOP_OF_SPOT, now=ctx.now)
+        set_precedence(ctx.db, session, TOP_OF_SPOT, now=ctx.now)
     else:
         upper, lower = _neighbours(ctx, session, command)
         result = reorder_between(ctx.db, session, upper.id if upper else None, lower.id if lower else None, now=ctx.now)

@@ -20,7 +20,7 @@ from bot.runtime import process
 from bot.runtime.leader import Leadership, leader_address
 from bot.runtime.process import Pacer
 from bot.serve.server import reachable_url
-from scheduler.store import db as dbmod
+from scheduler.front import make_engine
 from templates import render
 
 SURFACE = "console"
@@ -36,7 +36,7 @@ def run_console(settings: Settings, *, user: str | None = None, stdin: TextIO = 
     here while the console is open); when a `pacer serve` leads, speak to it over its API, so
     its scheduler — the only one on this database — runs what the console asks for."""
     who = user or settings.console_user
-    engine = dbmod.make_engine(settings.database_url)
+    engine = make_engine(settings.database_url)
     probe = Leadership(engine, lambda: None)
     if not probe.start():
         probe.stop()

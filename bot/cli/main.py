@@ -33,13 +33,13 @@ def cmd_serve(args: argparse.Namespace) -> int:
 def cmd_migrate(args: argparse.Namespace) -> int:
     from bot.config.checks import database_problems
     from bot.config.settings import redact_url
-    from scheduler.store import db
+    from scheduler.front import migrate
 
     settings = _settings(args)
     refused = database_problems(settings, os.environ)
     if refused:
         raise ConfigError(refused[0])
-    db.migrate(settings.database_url)
+    migrate(settings.database_url)
     print(f"database at head: {redact_url(settings.database_url)}")
     return 0
 

@@ -12,9 +12,7 @@ from typing import Any
 def cmd_policy(args: argparse.Namespace) -> int:
     from bot.config import settings as settings_mod
     from bot.runtime.process import build
-    from scheduler.engine.fleet import read_quota
-    from scheduler.steering.gate_card import build_card, render_card
-    from scheduler.store.db import session_scope
+    from scheduler.front import build_card, read_quota, render_card, session_scope
 
     settings = settings_mod.load(os.environ, toml_path=getattr(args, "config", None))
     # The APScheduler deferrer, started paused: a queue pass this change asks for lands in the
@@ -45,9 +43,7 @@ def _set_policy(ctx: Any, words: list[str]) -> int:
     from bot.commands import command as c
     from bot.commands import parse
     from scheduler.errors import CommandError, InvalidInput
-    from scheduler.holds.budgets import reset_spend
-    from scheduler.store.models import PolicyAudit
-    from scheduler.store.policy import set_policy
+    from scheduler.front import PolicyAudit, reset_spend, set_policy
     from templates import error_text, render_chat
 
     try:

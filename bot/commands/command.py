@@ -9,7 +9,7 @@ from datetime import timedelta
 from typing import ClassVar, Literal
 
 from bot.commands.times import TimeSpec
-from scheduler.holds.capacity import ClaimChange
+from scheduler.front import ClaimChange
 
 RankPlace = Literal["value", "top", "above", "below", "between"]
 SelectorKind = Literal["session", "genesis", "trigger", "repository", "label", "class", "all"]

@@ -11,7 +11,7 @@ from typing import Any, TypeVar
 
 from scheduler import bounds
 from scheduler.errors import CommandError, InvalidInput
-from scheduler.rules.genesis import Genesis
+from scheduler.front import Genesis
 from templates import error_text
 
 T = TypeVar("T")

@@ -20,9 +20,7 @@ from bot.commands.cursor import Cursor, shown
 from bot.commands.times import parse_duration
 from scheduler import bounds
 from scheduler.errors import InvalidInput
-from scheduler.rules import top_up
-from scheduler.rules.genesis import OVERRIDABLE, Genesis
-from scheduler.store.policy import budget_amount
+from scheduler.front import OVERRIDABLE, TOP_UP_KEYS, TOP_UP_RANGES, Genesis, budget_amount
 
 POLICY_USAGE = (
     "policy [set gating=on|off preemption=on|off reserve_5h=<pct> reserve_7d=<pct> max_sessions=<n> "
@@ -36,7 +34,7 @@ POLICY_KEYS = {
     "reserve_5h": "reserve_5h_pct",
     "reserve_7d": "reserve_7d_pct",
     "max_sessions": "max_sessions",
-    **top_up.TOP_UP_KEYS,
+    **TOP_UP_KEYS,
 }
 _ON = {"on", "true", "yes", "1"}
 _OFF = {"off", "false", "no", "0"}
@@ -107,8 +105,8 @@ def _policy_value(cur: Cursor, key: str, value: str) -> bool | float | int:
         if lowered in _ON | _OFF:
             return lowered in _ON
         raise cur.fail("on_or_off", key=key, value=shown(value))
-    if key == "max_sessions" or POLICY_KEYS[key] in top_up.TOP_UP_RANGES:
-        return cur.integer(value, key, *top_up.TOP_UP_RANGES.get(POLICY_KEYS[key], (1, bounds.MAX_SESSIONS)))
+    if key == "max_sessions" or POLICY_KEYS[key] in TOP_UP_RANGES:
+        return cur.integer(value, key, *TOP_UP_RANGES.get(POLICY_KEYS[key], (1, bounds.MAX_SESSIONS)))
     number = lowered.removesuffix("%")
     if re.fullmatch(r"\d{1,3}(\.\d{1,4})?", number, re.ASCII) is None or not 0 <= float(number) <= 100:
         raise cur.fail("percentage", key=key, value=shown(value))

@@ -16,7 +16,7 @@ import bot.commands.command as c
 from bot.commands.cursor import Cursor, shown
 from scheduler import bounds
 from scheduler.errors import InvalidInput
-from scheduler.holds.capacity import ClaimChange
+from scheduler.front import ClaimChange
 
 _NUMBER = re.compile(r"\d{1,6}(\.\d{1,6})?", re.ASCII)
 FLEET = "fleet"

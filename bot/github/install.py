@@ -26,7 +26,7 @@ from bot.github.intake import DEFAULT_TRIGGER_LABEL
 from integrations.github.comments import why_not_written
 from integrations.github.labels import Label, LabelPort
 from scheduler.bounds import is_repository
-from scheduler.store.models import Trigger
+from scheduler.front import Trigger
 from templates import error_text
 
 log = logging.getLogger("pacer.github")

@@ -74,15 +74,28 @@ from bot.github.events import (
 from bot.github.plan import GithubPlan, finish_github
 from bot.github.sessions import comment_session, sessions_of_issue
 from scheduler.bounds import clean_text
-from scheduler.context import Context
 from scheduler.errors import InvalidInput
-from scheduler.holds.groups import repository_group
-from scheduler.holds.operator import NewOperatorHold, add_hold, end_hold
-from scheduler.steering.firing import render_trigger_prompt
-from scheduler.store.db import session_scope, steer_in_turn
-from scheduler.store.models import ACTIVE_STATUSES, OperatorHold, Session, Status, Trigger, WebhookDelivery
-from scheduler.store.prerequisite_rows import parse_prerequisites, record_prerequisites
-from scheduler.store.sessions import NewSession, change_class, insert_session
+from scheduler.front import (
+    ACTIVE_STATUSES,
+    Context,
+    NewOperatorHold,
+    NewSession,
+    OperatorHold,
+    Session,
+    Status,
+    Trigger,
+    WebhookDelivery,
+    add_hold,
+    change_class,
+    end_hold,
+    insert_session,
+    parse_prerequisites,
+    record_prerequisites,
+    render_trigger_prompt,
+    repository_group,
+    session_scope,
+    steer_in_turn,
+)
 from templates import render
 
 log = logging.getLogger("pacer.intake")

@@ -22,16 +22,8 @@ from typing import Any
 
 from bot.github.commands import CommentCommand, run_comment_command
 from bot.runtime.process import Pacer
-from scheduler.context import Context
-from scheduler.engine.effects import Effects
-from scheduler.engine.lifecycle import archive
-from scheduler.engine.start_now import start_now
-from scheduler.engine.turns import submit_turn, submit_turns
 from scheduler.errors import PacerError
-from scheduler.holds.cost_caps import set_cap
-from scheduler.holds.operator import announce_holds
-from scheduler.holds.prerequisites import set_issue_state
-from scheduler.steering.promotion import record_human_message
+from scheduler.front import Context, Effects, announce_holds, archive, record_human_message, set_cap, set_issue_state, start_now, submit_turn, submit_turns
 
 log = logging.getLogger("pacer.intake")
 

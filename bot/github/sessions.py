@@ -16,7 +16,7 @@ from sqlmodel import Session as DBSession
 from sqlmodel import col, select
 
 from bot.github.events import IntakeEvent, Kind, is_trusted, who_acted
-from scheduler.store.models import Session, Status
+from scheduler.front import Session, Status
 
 log = logging.getLogger("pacer.intake")
 

@@ -59,8 +59,7 @@ from bot.runtime.http_body import read_bounded
 from bot.runtime.process import Pacer
 from integrations.github.labels import LabelPort, PyGithubLabels
 from integrations.tracked_pool import TrackedPool, run_guarded
-from scheduler.store.db import session_scope
-from scheduler.store.models import WebhookDelivery
+from scheduler.front import WebhookDelivery, session_scope
 from templates import error_text, render
 
 log = logging.getLogger("pacer.github")

@@ -24,11 +24,7 @@ from typing import Any
 from bot.chat import queue_view
 from bot.chat.gate_view import current_card
 from bot.runtime.process import Pacer
-from scheduler.holds.view import HoldsView, all_holds
-from scheduler.rules.gate import WindowFigures
-from scheduler.steering.gate_card import GateCard, render_card
-from scheduler.steering.timeline import Timeline, last_day
-from scheduler.store.policy import load_policy
+from scheduler.front import GateCard, HoldsView, Timeline, WindowFigures, all_holds, last_day, load_policy, render_card
 
 QUEUE_ROWS = 50
 HELD_ROWS = 30

@@ -22,14 +22,21 @@ from sqlalchemy.exc import SQLAlchemyError
 from sqlmodel import Session as DBSession
 from sqlmodel import col, select
 
-from scheduler.context import Context
-from scheduler.engine.fleet import read_quota
-from scheduler.engine.records import hold_job_id
-from scheduler.steering.gate_card import GateCard, build_card
-from scheduler.store.models import OperatorHold, QueueHold, Session, Status, Turn
-from scheduler.store.policy import load_policy
-from scheduler.store.preemption_ledger import cycling_now
-from scheduler.store.sessions import class_expr
+from scheduler.front import (
+    Context,
+    GateCard,
+    OperatorHold,
+    QueueHold,
+    Session,
+    Status,
+    Turn,
+    build_card,
+    class_expr,
+    cycling_now,
+    hold_job_id,
+    load_policy,
+    read_quota,
+)
 
 log = logging.getLogger("pacer.metrics")
 

@@ -35,10 +35,9 @@ from scheduler.context import Context, Limits, Ports, TurnWorkers
 from scheduler.engine.leases import owner_id
 from scheduler.engine.lifecycle import recover, recover_lost_turns
 from scheduler.engine.recheck_sweep import recheck_sweep
+from scheduler.front import ReusedQuotaSource, ensure_policy, make_engine, session_scope
+from scheduler.front import migrate as migrate_schema
 from scheduler.ports import Clock, Deferrer
-from scheduler.quota_reuse import ReusedQuotaSource
-from scheduler.store import db as dbmod
-from scheduler.store.policy import ensure_policy
 
 log = logging.getLogger("pacer")
 
@@ -62,7 +61,7 @@ class Pacer:
     extras: dict[str, Any] = field(default_factory=dict)
 
     def db(self) -> Any:
-        return dbmod.session_scope(self.engine)
+        return session_scope(self.engine)
 
 
 def policy_defaults(settings: Settings) -> dict[str, Any]:
@@ -83,10 +82,10 @@ def build(
     workers: TurnWorkers | None = None,
     migrate: bool = True,
 ) -> Pacer:
-    engine = dbmod.make_engine(settings.database_url)
+    engine = make_engine(settings.database_url)
     if migrate:
-        dbmod.migrate(settings.database_url)
-    with dbmod.session_scope(engine) as db:
+        migrate_schema(settings.database_url)
+    with session_scope(engine) as db:
         ensure_policy(db, policy_defaults(settings))
     scheduler = None
     job_runner = None
@@ -153,7 +152,7 @@ def periodic_targets(pacer: Pacer) -> dict[str, Callable[[Context], object]]:
 def refresh_burn(ctx: Context, settings: Settings) -> None:
     """Burn rates from the turn history; the configured echo rate until there is history."""
     try:
-        with dbmod.session_scope(ctx.engine) as db:
+        with session_scope(ctx.engine) as db:
             ctx.burn = load_burn_table(db, fallback_burn(settings))
     except Exception:
         log.exception("burn rates could not be read; keeping the previous table")

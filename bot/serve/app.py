@@ -19,7 +19,7 @@ from bot.runtime import process
 from bot.runtime.notices import install_status_comments
 from bot.runtime.process import Pacer
 from bot.serve.slow_clients import BodyDeadline
-from scheduler.store import db as dbmod
+from scheduler.front import ping
 
 log = logging.getLogger("pacer.app")
 
@@ -52,7 +52,7 @@ def create_app(pacer: Pacer, *, start_scheduler: bool = True) -> FastAPI:
     @app.get("/healthz")
     def healthz() -> JSONResponse:
         try:
-            ok = dbmod.ping(pacer.engine)
+            ok = ping(pacer.engine)
         except Exception as exc:  # the health check reports, it never raises
             return JSONResponse({"ok": False, "database": type(exc).__name__}, status_code=503)
         return JSONResponse({"ok": ok}, status_code=200 if ok else 503)

@@ -15,10 +15,7 @@ from sqlmodel import col, select
 
 from bot.simulate.demand import Tracked
 from bot.simulate.workers import SimWorkerPool
-from scheduler.engine.records import hold_job_id
-from scheduler.store.db import session_scope
-from scheduler.store.models import EnqueuedMessage, Session, Status, Turn
-from scheduler.testing import VirtualDeferrer
+from scheduler.front import EnqueuedMessage, Session, Status, Turn, VirtualDeferrer, hold_job_id, session_scope
 from templates import error_text
 
 LOST = "lost:"  # the state's prefix; the report counts the states by what comes before the colon

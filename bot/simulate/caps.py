@@ -10,8 +10,7 @@ from typing import Any
 from sqlmodel import Session as DBSession
 from sqlmodel import col, func, select
 
-from scheduler.holds.cost_caps import REASON
-from scheduler.store.models import Session, Turn
+from scheduler.front import COST_CAP_REASON, Session, Turn
 
 
 def cost_cap_figures(db: DBSession) -> dict[str, Any]:
@@ -28,7 +27,7 @@ def cost_cap_figures(db: DBSession) -> dict[str, Any]:
     return {
         "capped_sessions": len(capped),
         "capped_spent_usd": round(sum(spent.values()), 2),
-        "held_at_cap": sum(1 for _cap, reason in capped.values() if reason == REASON),
+        "held_at_cap": sum(1 for _cap, reason in capped.values() if reason == COST_CAP_REASON),
         "halted_turns": halted,
         "over_cap_usd": round(sum(max(spent.get(sid, 0.0) - cap, 0.0) for sid, (cap, _r) in capped.items()), 2),
     }

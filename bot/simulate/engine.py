@@ -26,7 +26,6 @@ from sqlalchemy import bindparam, update
 from sqlalchemy import select as sa_select
 from sqlmodel import SQLModel, col
 
-import scheduler.store.models  # noqa: F401  (the tables)
 from bot.simulate import policies
 from bot.simulate.accounting import account
 from bot.simulate.caps import cost_cap_figures
@@ -36,19 +35,33 @@ from bot.simulate.scenario import Scenario
 from bot.simulate.trace import Sampler, Trace
 from bot.simulate.workers import Item, SimWorkerPool
 from scheduler import wiring
-from scheduler.context import Context, Limits, Ports, Runtime
-from scheduler.engine.turns import submit_turn
 from scheduler.errors import PacerError
-from scheduler.jobs import targets
-from scheduler.quota_reuse import ReusedQuotaSource
-from scheduler.rules.cycling import WINDOW, Event
-from scheduler.steering.promotion import record_human_message
-from scheduler.store import db as dbmod
-from scheduler.store.models import SESSIONS, Session, Status
-from scheduler.store.policy import ensure_policy, load_policy
-from scheduler.store.preemption_ledger import events_since
-from scheduler.store.sessions import NewSession, class_from, insert_session
-from scheduler.testing import VirtualClock, VirtualDeferrer
+from scheduler.front import (
+    CYCLING_WINDOW,
+    SESSIONS,
+    Context,
+    CyclingEvent,
+    Limits,
+    NewSession,
+    Ports,
+    ReusedQuotaSource,
+    Runtime,
+    Session,
+    Status,
+    VirtualClock,
+    VirtualDeferrer,
+    class_from,
+    core,
+    ensure_policy,
+    events_since,
+    insert_session,
+    job_targets,
+    load_policy,
+    make_engine,
+    record_human_message,
+    session_scope,
+    submit_turn,
+)
 from templates import error_text
 
 _STATUS = sa_select(col(Session.status)).where(col(Session.id) == bindparam("sid"))
@@ -76,7 +89,7 @@ class Run:
     wall_seconds: float
     end: datetime
     cpu_seconds: float = 0.0  # this process's CPU: the speed on a machine nobody else is using
-    preemption_events: list[Event] = field(default_factory=list)  # the ledger, read before the store closes
+    preemption_events: list[CyclingEvent] = field(default_factory=list)  # the ledger, read before the store closes
     cost_caps: dict[str, Any] = field(default_factory=dict)  # `caps.cost_cap_figures`, read then too
 
 
@@ -85,9 +98,9 @@ class Simulation:
         if policy not in policies.POLICIES:
             raise ValueError(error_text("simulate/policy_unknown", policy=policy, policies=policies.POLICIES))
         self.scenario, self.policy = scenario, policy
-        self.engine = dbmod.make_engine(database_url)  # in memory unless a test wants to read it after
+        self.engine = make_engine(database_url)  # in memory unless a test wants to read it after
         SQLModel.metadata.create_all(self.engine)
-        with dbmod.session_scope(self.engine) as db:
+        with session_scope(self.engine) as db:
             ensure_policy(db, policies.policy_row(policy, scenario.policy))
         self.clock = VirtualClock(scenario.start)
         self.deferrer = VirtualDeferrer(self.clock)
@@ -96,7 +109,7 @@ class Simulation:
         spends = {r.name: r.spends_quota for r in scenario.runtimes}
         self.pool = SimWorkerPool(self.clock, self.deferrer, meter=self.meter, burns=burns, spends=spends,
                                   resume_overhead=scenario.resume_overhead, on_item_done=self._item_done)
-        self._targets = targets()
+        self._targets = job_targets()
         self.jobs: Counter[str] = Counter()
         self.timings: defaultdict[str, float] = defaultdict(float)  # wall seconds by part: jobs, arrivals, sampling
         self.notices: Counter[str] = Counter()
@@ -154,9 +167,9 @@ class Simulation:
             title=demand.title, genesis=demand.genesis, scheduling_class=demand.scheduling_class,
             precedence=demand.precedence, runtime=demand.runtime, cost_cap_usd=demand.cost_cap_usd,
         )
-        with dbmod.session_scope(self.engine) as db:  # the intake a webhook takes: one Core INSERT
+        with session_scope(self.engine) as db:  # the intake a webhook takes: one Core INSERT
             sid = insert_session(db, request, now=now)
-            dbmod.core(db, update(SESSIONS).where(SESSIONS.c.id == sid).values(prompt=_prompt(sid, 0)))  # as a person's first message
+            core(db, update(SESSIONS).where(SESSIONS.c.id == sid).values(prompt=_prompt(sid, 0)))  # as a person's first message
             cls = class_from(request.scheduling_class, request.genesis, load_policy(db)).value
         replies = [at for at in demand.replies if at < self.scenario.end]
         track = Tracked(demand, sid, cls, now, planned=len(demand.durations), replies_due=len(replies))
@@ -183,8 +196,8 @@ class Simulation:
     def _follow_up(self, sid: int, turn: int, poll: timedelta) -> None:
         """The agent (or its requester) continues once the session is idle; a session still
         busy, paused or asleep is looked at again a little later."""
-        with dbmod.session_scope(self.engine) as db:
-            status = dbmod.core(db, _STATUS, {"sid": sid}).scalar()
+        with session_scope(self.engine) as db:
+            status = core(db, _STATUS, {"sid": sid}).scalar()
         if status == Status.DONE.value:
             self._submit(self.tracked[sid], turn, "follow_up")
         elif status in (Status.WAITING.value, Status.RUNNING.value, Status.NEEDS_INPUT.value):
@@ -226,8 +239,8 @@ class Simulation:
             if progress is not None and (t - scenario.start) % PROGRESS_EVERY == timedelta(0):
                 progress(t)
         states = account(self.engine, self.deferrer, self.pool, self.tracked, t)
-        with dbmod.session_scope(self.engine) as db:
-            ledger = events_since(db, scenario.start - WINDOW)
+        with session_scope(self.engine) as db:
+            ledger = events_since(db, scenario.start - CYCLING_WINDOW)
             caps = cost_cap_figures(db)
         wall, cpu = time.perf_counter() - began, time.process_time() - cpu
         return Run(scenario, self.policy, self.tracked, self.sampler.trace, self.pool, self.jobs, self.notices,

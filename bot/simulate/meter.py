@@ -23,9 +23,8 @@ from dataclasses import dataclass, field
 from datetime import datetime
 
 from bot.simulate.scenario import AccountSpec, Scenario
+from scheduler.front import pool_utilization, share_before, window_bounds
 from scheduler.ports import AccountReading, QuotaReading, WindowReading
-from scheduler.rules.pool import pool_utilization
-from scheduler.rules.windows import share_before, window_bounds
 
 
 @dataclass

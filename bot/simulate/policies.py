@@ -24,12 +24,7 @@ from sqlmodel import Session as DBSession
 from sqlmodel import col, select
 
 from bot.simulate.scenario import POLICIES, PolicySpec
-from scheduler.context import Context
-from scheduler.engine.attempt import Block
-from scheduler.engine.fleet import read_quota
-from scheduler.store.models import Session, Turn
-from scheduler.store.policy import load_policy
-from scheduler.store.sessions import is_spot
+from scheduler.front import Block, Context, Session, Turn, is_spot, load_policy, read_quota
 from templates import render
 
 __all__ = ["POLICIES", "admission_checks", "flat_target_check", "policy_row", "slots_check"]

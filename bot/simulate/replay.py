@@ -33,11 +33,7 @@ from bot.simulate.scenario import (
     parse_instant,
 )
 from integrations.quota.history import load_burn_table
-from scheduler.rules.windows import window_bounds
-from scheduler.store import db as dbmod
-from scheduler.store.models import HumanMessage, Session, Turn
-from scheduler.store.policy import load_policy
-from scheduler.store.sessions import class_of
+from scheduler.front import HumanMessage, Session, Turn, class_of, load_policy, make_engine, session_scope, window_bounds
 from templates import error_text
 
 DEFAULT_TURN = timedelta(minutes=30)
@@ -86,12 +82,12 @@ def scenario_from_db(settings: Any, base: Scenario | None, *, since: str | None 
     url = settings.database_url
     if is_missing_file(url):  # opening it would make an empty database (and ./var/) where there was none
         raise ScenarioError(error_text("simulate/no_database", url=url))
-    engine = dbmod.make_engine(url)
+    engine = make_engine(url)
     try:
         with engine.connect() as conn:  # reachable and Pacer's, asked before a transaction whose hooks would warn first
             if not inspect(conn).has_table("sessions"):
                 raise ScenarioError(error_text("simulate/not_pacer_database", url=redact_url(url)))
-        with dbmod.session_scope(engine) as db:
+        with session_scope(engine) as db:
             policy = load_policy(db)
             stmt = select(Session).where(col(Session.bookkeeping).is_(False)).order_by(col(Session.created_at), col(Session.id))
             if since:

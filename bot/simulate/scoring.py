@@ -16,10 +16,7 @@ from typing import Any
 
 from bot.simulate.engine import Run
 from bot.simulate.scenario import Scenario
-from scheduler import alarms
-from scheduler.engine.pause import COOLDOWN
-from scheduler.rules.cycling import detect
-from scheduler.rules.windows import window_bounds
+from scheduler.front import CEILING_SWEEP, HOLD_SWEEP, PREEMPTION_COOLDOWN, detect_cycling, window_bounds
 from scheduler.wiring import PERIODIC
 
 MINUTE = timedelta(minutes=1)
@@ -35,7 +32,7 @@ def percentile(values: list[float], q: float) -> float:
 
 
 def sweep_interval() -> timedelta:
-    return PERIODIC.get(alarms.CEILING_SWEEP, PERIODIC.get(alarms.HOLD_SWEEP, timedelta(minutes=5)))
+    return PERIODIC.get(CEILING_SWEEP, PERIODIC.get(HOLD_SWEEP, timedelta(minutes=5)))
 
 
 def spend_by_minute(run: Run) -> tuple[list[float], list[float]]:
@@ -178,7 +175,7 @@ def interruptions_report(run: Run) -> dict[str, Any]:
     repreempted = 0
     for sid, at in sorted(run.marks, key=lambda m: m[1]):
         taken = [t for t in by_session[sid] if (sid, t) not in released]
-        if taken and at - taken[-1] < COOLDOWN:
+        if taken and at - taken[-1] < PREEMPTION_COOLDOWN:
             repreempted += 1
         by_session[sid].append(at)
     return {"pauses": paused, "resumes": resumed, "preemptions": len(run.marks), "preemptions_released": len(released),
@@ -195,7 +192,7 @@ def cycling_report(run: Run) -> dict[str, Any]:
     cycling_events: set[int] = set()
     worst = 0
     for at in sorted({e.at for e in events}):
-        found = detect(events, at)
+        found = detect_cycling(events, at)
         ids = {s.session_id for s in found.sessions}
         keys = {(p.first_id, p.second_id) for p in found.pairs}
         sessions |= ids

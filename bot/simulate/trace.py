@@ -20,13 +20,7 @@ from bot.simulate.demand import Tracked
 from bot.simulate.meter import Meter
 from bot.simulate.scenario import Scenario
 from bot.simulate.workers import SimWorkerPool
-from scheduler.rules.gate import pace_unneeded, projection_minutes
-from scheduler.rules.genesis import SchedulingClass
-from scheduler.rules.snapshot import WindowState
-from scheduler.store.db import core, session_scope
-from scheduler.store.models import SESSIONS, Status
-from scheduler.store.policy import load_policy
-from scheduler.store.sessions import class_from
+from scheduler.front import SESSIONS, SchedulingClass, Status, WindowState, class_from, core, load_policy, pace_unneeded, projection_minutes, session_scope
 
 
 @dataclass

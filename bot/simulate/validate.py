@@ -28,7 +28,7 @@ from bot.simulate.scenario import (
     parse_duration,
     parse_instant,
 )
-from scheduler.rules.genesis import Genesis, SchedulingClass
+from scheduler.front import Genesis, SchedulingClass
 from templates import error_text
 
 TOP = ("simulation", "policy", "windows", "runtimes", "arrivals", "generators", "accounts")

@@ -16,8 +16,8 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
 from bot.simulate.meter import Meter
+from scheduler.front import VirtualClock, VirtualDeferrer, VirtualWorkers
 from scheduler.ports import Outcome, TurnRequest, TurnResult
-from scheduler.testing import VirtualClock, VirtualDeferrer, VirtualWorkers
 
 NUDGE = timedelta(minutes=2)
 

@@ -26,7 +26,7 @@ from bot.slack.edge import SlackEdge, message_lines
 from bot.slack.home import open_home
 from bot.slack.intake import SenderNotice, slack_mention
 from scheduler.bounds import clean_text, clean_tree
-from scheduler.store.models import SlackEvent
+from scheduler.front import SlackEvent
 
 log = logging.getLogger("pacer.slack")
 

@@ -19,8 +19,7 @@ from bot.runtime.process import Pacer
 from bot.slack import blocks
 from bot.slack.edge import ask
 from integrations.slack import messages
-from scheduler.store.models import SlackHomeViewer
-from scheduler.store.preemption_ledger import cycling_now
+from scheduler.front import SlackHomeViewer, cycling_now
 
 log = logging.getLogger("pacer.slack")
 

@@ -22,12 +22,8 @@ from typing import Any
 from sqlmodel import col, select
 
 from integrations.slack.notifier import thread_source
-from scheduler.engine.turns import submit_turn
 from scheduler.errors import PacerError
-from scheduler.steering.promotion import record_human_message
-from scheduler.store.db import session_scope
-from scheduler.store.models import Session, Trigger
-from scheduler.store.sessions import NewSession, create_session
+from scheduler.front import NewSession, Session, Trigger, create_session, record_human_message, session_scope, submit_turn
 from templates import render, render_prompt
 
 log = logging.getLogger("pacer.intake.slack")

@@ -28,9 +28,8 @@ from typing import Any
 
 from bot.triggers import writes as store
 from bot.triggers.spec import SPEC_FIELDS, TriggerSpec, check_spec
-from scheduler.context import Context
 from scheduler.errors import ConfigError, InvalidInput, Refused
-from scheduler.store.db import session_scope
+from scheduler.front import Context, session_scope
 from templates import error_text
 
 log = logging.getLogger("pacer.triggers_file")

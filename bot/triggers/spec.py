@@ -30,8 +30,7 @@ from jinja2 import TemplateError, TemplateSyntaxError
 from integrations.schedules import cron_trigger
 from scheduler import bounds
 from scheduler.errors import InvalidInput
-from scheduler.rules.genesis import Genesis, parse_class
-from scheduler.steering.session_events import FILTER_KEYS, FLEET_EVENTS, STATES
+from scheduler.front import EVENT_STATES, FILTER_KEYS, FLEET_EVENTS, Genesis, parse_class
 from templates import error_text
 from templates.render import compile_prompt, render_prompt
 
@@ -246,10 +245,10 @@ def _ao_event(config: Mapping[str, Any]) -> dict[str, Any]:
         out["filter"] = _filter(config["filter"])
     states = config.get("states")
     if not isinstance(states, list) or not states or not all(isinstance(s, str) for s in states):
-        raise InvalidInput(error_text("trigger_spec/states_required", states=STATES), field="config.states")
-    bad = [s for s in states if s not in STATES]
+        raise InvalidInput(error_text("trigger_spec/states_required", states=EVENT_STATES), field="config.states")
+    bad = [s for s in states if s not in EVENT_STATES]
     if bad:
-        raise InvalidInput(error_text("trigger_spec/state_unknown", state=bad[0], states=STATES), field="config.states")
+        raise InvalidInput(error_text("trigger_spec/state_unknown", state=bad[0], states=EVENT_STATES), field="config.states")
     out["states"] = list(dict.fromkeys(states))
     return out
 

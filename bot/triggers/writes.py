@@ -28,12 +28,8 @@ from bot.triggers.spec import (
     check_template,
 )
 from integrations.schedules import sync_schedules
-from scheduler.context import Context
 from scheduler.errors import InvalidInput, Refused
-from scheduler.steering.trigger_release import arm_release
-from scheduler.store.db import session_scope
-from scheduler.store.models import Session, Trigger
-from scheduler.store.sessions import Reclassification, change_trigger_class, get_trigger
+from scheduler.front import Context, Reclassification, Session, Trigger, arm_release, change_trigger_class, get_trigger, session_scope
 from templates import error_text
 
 log = logging.getLogger("pacer.triggers")
