@@ -28,7 +28,7 @@ from sqlalchemy import insert
 from bench.serve import free_port, start_pacer
 from scheduler.store import db as dbmod
 from scheduler.store.models import Session
-from tests.slack_mock import BOT_TOKEN, SIGNING_SECRET, MockSlack, command_body, signed_headers
+from tests.support.slack_mock import BOT_TOKEN, SIGNING_SECRET, MockSlack, command_body, signed_headers
 
 TARGET_ACK_P99_MS = 300.0
 NOW = datetime.now(UTC)

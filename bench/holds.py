@@ -24,7 +24,7 @@ from scheduler.store import db as dbmod
 from scheduler.store.models import Session
 from scheduler.store.policy import ensure_policy
 from scheduler.testing import VirtualClock
-from tests.harness import build, new
+from tests.support.harness import build, new
 
 START = datetime(2026, 11, 30, 8, 0, tzinfo=UTC)
 

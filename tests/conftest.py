@@ -23,7 +23,7 @@ from scheduler.store.caches import forget_kept
 from scheduler.store.policy import ensure_policy
 from scheduler.store.versions import seed
 from scheduler.testing import VirtualClock, VirtualDeferrer
-from tests.slack_mock import MockSlack, serving
+from tests.support.slack_mock import MockSlack, serving
 
 T0 = datetime(2026, 11, 2, 9, 0, tzinfo=UTC)
 
@@ -142,7 +142,7 @@ def deferrer(clock: VirtualClock) -> VirtualDeferrer:
 
 
 # The Slack tests' shared parts: a loopback mock of Slack's Web API, and the real Bolt app
-# served over it (tests/slack_mock.py).
+# served over it (tests/support/slack_mock.py).
 @pytest.fixture
 def mock() -> Iterator[MockSlack]:
     slack = MockSlack().start()

@@ -1,6 +1,6 @@
 """What a CLI agent said, read: its JSON report, and the outcome class the queue holds act on.
 
-Pure: text and `now` in, values out, so one table tests every class (tests/test_runners.py).
+Pure: text and `now` in, values out, so one table tests every class (tests/integrations/test_runners.py).
 
     report = parse_report(stdout)            # Claude Code's JSON result, or None
     outcome, reset_at, error = classify(exit_code, stdout, stderr, report, now)

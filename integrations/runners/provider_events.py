@@ -1,5 +1,5 @@
 """The provider's own word on the quota, read from one line of an agent's output. Pure: a line and
-`now` in, readings out, so one table tests every shape (tests/test_provider_events.py).
+`now` in, readings out, so one table tests every shape (tests/integrations/test_provider_events.py).
 
     readings = provider_readings(line, now, account="acct-1")   # [] for any other line
 

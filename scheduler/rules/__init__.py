@@ -2,5 +2,5 @@
 decision, the hold ladder, the failure policy, precedence, genesis and class resolution, cycling,
 the top-up rule, calibration, the burn table, the account pool, the waiting reasons and the
 window arithmetic. Nothing from the database is in their import closure
-(`tests/test_architecture.py`): the layers above read the rows and pass the values in.
+(`tests/system/test_architecture.py`): the layers above read the rows and pass the values in.
 """

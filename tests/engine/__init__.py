@@ -1,0 +1,1 @@
+"""The turn engine: queue passes, submissions, alarms, leases, recovery."""

@@ -1,0 +1,1 @@
+"""Every admission check that holds a session, one file a hold."""

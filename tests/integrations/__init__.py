@@ -1,0 +1,1 @@
+"""The adapters under integrations/: runners, custody, workspaces, quota sources, queues."""

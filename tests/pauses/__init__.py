@@ -1,0 +1,1 @@
+"""The ceiling, preemption, parking, the top-up sweep and the early notice."""

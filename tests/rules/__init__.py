@@ -1,0 +1,1 @@
+"""The pure rules of scheduler/rules: tables of rows, no database in the rule."""

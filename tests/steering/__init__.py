@@ -1,0 +1,1 @@
+"""Promotion, session events, the gate card, steering in order."""

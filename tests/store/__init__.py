@@ -1,0 +1,1 @@
+"""The store: SQL and rows on SQLite and PostgreSQL alike."""

@@ -1,0 +1,1 @@
+"""The one chat handler behind Slack, GitHub and the console, and its grammar."""

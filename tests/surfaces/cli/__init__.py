@@ -1,0 +1,1 @@
+"""The `pacer` command: output, simulate, known failures."""

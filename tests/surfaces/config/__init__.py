@@ -1,0 +1,1 @@
+"""Settings and what `pacer serve` checks before it starts."""

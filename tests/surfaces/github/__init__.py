@@ -1,0 +1,1 @@
+"""GitHub: signed deliveries, intake, comments, against a fake REST API."""

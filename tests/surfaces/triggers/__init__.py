@@ -1,0 +1,1 @@
+"""Triggers as code."""

@@ -1,0 +1,1 @@
+"""Real processes: crashes, replicas, workers, drains, fuzz, the README and the deploy."""
