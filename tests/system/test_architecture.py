@@ -493,6 +493,24 @@ def test_no_production_module_is_over_400_lines() -> None:
     assert long == {}, f"modules over {MAX_MODULE_LINES} lines (a module is one idea): {long}"
 
 
+MAX_ROOT_MODULES = 8
+
+
+def test_the_root_of_tests_holds_at_most_eight_modules() -> None:
+    """A test stands in the folder of what it tests (rules/, engine/, surfaces/slack/, system/ …), so
+    the root keeps only what every folder shares: conftest.py and the package's __init__.py."""
+    root = sorted(path.name for path in (ROOT / "tests").glob("*.py"))
+    assert len(root) <= MAX_ROOT_MODULES, f"{len(root)} modules in the root of tests/ (at most {MAX_ROOT_MODULES}): {root}"
+
+
+def test_every_folder_of_tests_is_a_package() -> None:
+    """pytest imports a test module by its dotted name below the package root, so two folders may
+    each hold a test_views.py only when every folder between them and tests/ has an __init__.py."""
+    bare = sorted(str(d.relative_to(ROOT)) for d in (ROOT / "tests").rglob("*")
+                  if d.is_dir() and any(d.glob("test_*.py")) and not (d / "__init__.py").exists())
+    assert bare == [], f"test folders without an __init__.py: {bare}"
+
+
 def parameters(node: ast.FunctionDef | ast.AsyncFunctionDef) -> int:
     a = node.args
     count = len(a.posonlyargs) + len(a.args) + len(a.kwonlyargs) + (a.vararg is not None) + (a.kwarg is not None)
