@@ -11,6 +11,7 @@ from __future__ import annotations
 import os
 from collections.abc import Iterator
 from datetime import UTC, datetime
+from pathlib import Path
 
 import pytest
 from sqlalchemy import Engine, text
@@ -23,6 +24,9 @@ from scheduler.store.caches import forget_kept
 from scheduler.store.policy import ensure_policy
 from scheduler.store.versions import seed
 from scheduler.testing import VirtualClock, VirtualDeferrer
+from tests.support.api_client import Api, make_api
+from tests.support.custody_support import open_room, require_custody
+from tests.support.github_support import FakeGithub
 from tests.support.slack_mock import MockSlack, serving
 
 T0 = datetime(2026, 11, 2, 9, 0, tzinfo=UTC)
@@ -40,6 +44,7 @@ def _postgres_url() -> str | None:
 
 
 def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line("markers", "api(**options): the `api` fixture's fleet and settings, as make_api takes them")
     global _worker_db
     worker, base = os.environ.get("PYTEST_XDIST_WORKER"), os.environ.get("PACER_TEST_DATABASE_URL")
     if worker and base:
@@ -154,6 +159,33 @@ def mock() -> Iterator[MockSlack]:
 def slack(engine: Engine, clock, deferrer, mock: MockSlack):  # type: ignore[no-untyped-def]
     with serving(engine, clock, deferrer, mock) as client:
         yield client
+
+
+@pytest.fixture
+def api(request: pytest.FixtureRequest, engine: Engine, clock: VirtualClock) -> Iterator[Api]:
+    """The REST API over loopback on the harness, on SQLite (tests/support/api_client.py). A module
+    that wants another fleet or setting says so once: `pytestmark = pytest.mark.api(max_sessions=1)`."""
+    marker = request.node.get_closest_marker("api")
+    served = make_api(engine, clock, **(marker.kwargs if marker else {}))
+    yield served
+    served.close()
+
+
+@pytest.fixture
+def github() -> Iterator[FakeGithub]:
+    """GitHub's REST API as a fake on loopback (tests/support/github_support.py)."""
+    fake = FakeGithub().start()
+    yield fake
+    fake.stop()
+
+
+@pytest.fixture
+def room() -> Iterator[Path]:
+    """Where the agents' programs and working trees live, reachable by the agent user; the test
+    skips where this machine cannot hold an agent in custody."""
+    require_custody()
+    with open_room() as room:
+        yield room
 
 
 def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:

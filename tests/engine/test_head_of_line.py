@@ -16,8 +16,8 @@ from scheduler.ports import Outcome
 from scheduler.store.db import session_scope
 from scheduler.store.models import Session, Status
 from scheduler.store.prerequisite_rows import record_prerequisites
-from tests.support.harness import new, row
-from tests.support.holdkit import finish, wired
+from tests.support.harness import build, new, row
+from tests.support.holdkit import finish
 
 pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")
 
@@ -25,7 +25,7 @@ API = repository_group("acme/api")
 
 
 def test_a_freed_slot_goes_past_thirty_sessions_waiting_on_a_busy_group(any_engine, clock) -> None:
-    ctx, deferrer, workers, _quota, _heard = wired(any_engine, clock, max_sessions=2, turn_minutes=600)
+    ctx, deferrer, workers, _quota = build(any_engine, clock, max_sessions=2, turn_minutes=600, wired=True)
     occupant = new(ctx, genesis="schedule", concurrency_group=API, precedence=5)
     filler = new(ctx, genesis="schedule")
     assert submit_turn(ctx, occupant, "a").outcome == "started"
@@ -44,7 +44,7 @@ def test_a_freed_slot_goes_past_thirty_sessions_waiting_on_a_busy_group(any_engi
 
 def test_a_freed_slot_goes_past_forty_busy_groups(any_engine, clock) -> None:
     """Forty groups, each busy, each with a waiter ranked above the one session that fits."""
-    ctx, deferrer, workers, _quota, _heard = wired(any_engine, clock, max_sessions=41, turn_minutes=600, burn=0.001)
+    ctx, deferrer, workers, _quota = build(any_engine, clock, max_sessions=41, turn_minutes=600, burn=0.001, wired=True)
     ctx.limits.agent_workers = 41  # the worker pool bounds the slots: as many workers as slots
     groups = [repository_group(f"acme/r{i}") for i in range(40)]
     for group in groups:
@@ -66,7 +66,7 @@ def test_a_freed_slot_goes_past_forty_busy_groups(any_engine, clock) -> None:
 def test_a_freed_slot_goes_past_thirty_sessions_that_must_run_alone(any_engine, clock) -> None:
     """Seed 000's run-alone barrier (`capacity=1`): thirty such waiters ranked higher cannot start
     beside a running session, and the plain session behind them can."""
-    ctx, deferrer, workers, _quota, _heard = wired(any_engine, clock, max_sessions=2, turn_minutes=600)
+    ctx, deferrer, workers, _quota = build(any_engine, clock, max_sessions=2, turn_minutes=600, wired=True)
     running = new(ctx, genesis="schedule")
     filler = new(ctx, genesis="schedule")
     assert submit_turn(ctx, running, "a").outcome == "started"
@@ -84,7 +84,7 @@ def test_a_freed_slot_goes_past_thirty_sessions_that_must_run_alone(any_engine, 
 
 
 def test_a_pass_with_nothing_that_fits_starts_nothing_and_keeps_every_record(any_engine, clock) -> None:
-    ctx, _deferrer, _workers, _quota, _heard = wired(any_engine, clock, max_sessions=5, turn_minutes=600)
+    ctx, _deferrer, _workers, _quota = build(any_engine, clock, max_sessions=5, turn_minutes=600, wired=True)
     assert submit_turn(ctx, new(ctx, genesis="schedule", concurrency_group=API), "a").outcome == "started"
     waiters = [new(ctx, genesis="schedule", concurrency_group=API) for _ in range(60)]
     for sid in waiters:
@@ -97,7 +97,7 @@ def test_a_pass_with_nothing_that_fits_starts_nothing_and_keeps_every_record(any
 def test_a_pass_over_hundreds_waiting_on_one_busy_group_reads_a_bounded_number_of_statements(engine, clock) -> None:
     """Blocked work is passed over by group, not read a row at a time: six hundred waiters on one
     busy group cost the pass what thirty do."""
-    ctx, _deferrer, _workers, _quota, _heard = wired(engine, clock, max_sessions=5, turn_minutes=600)
+    ctx, _deferrer, _workers, _quota = build(engine, clock, max_sessions=5, turn_minutes=600, wired=True)
     assert submit_turn(ctx, new(ctx, genesis="schedule", concurrency_group=API), "a").outcome == "started"
 
     def statements_of_one_pass(waiting: int) -> int:
@@ -121,7 +121,7 @@ def test_a_pass_over_hundreds_waiting_on_one_busy_group_reads_a_bounded_number_o
 def test_a_freed_slot_goes_past_thirty_sessions_under_an_operator_hold(any_engine, clock) -> None:
     """Seed 001's no head-of-line blocking with holds in use: thirty `genesis:schedule` sessions
     under one operator hold, ranked above the one session that fits, cost the pass nothing."""
-    ctx, deferrer, workers, _quota, _heard = wired(any_engine, clock, max_sessions=1, turn_minutes=600)
+    ctx, deferrer, workers, _quota = build(any_engine, clock, max_sessions=1, turn_minutes=600, wired=True)
     running = new(ctx, genesis="api")
     assert submit_turn(ctx, running, "a").outcome == "started"
     place_hold(ctx, "genesis", ["schedule"], armer="U_OPS", reason="cron storm")
@@ -138,7 +138,7 @@ def test_a_freed_slot_goes_past_thirty_sessions_under_an_operator_hold(any_engin
 
 
 def test_a_freed_slot_goes_past_thirty_sessions_waiting_on_a_prerequisite(any_engine, clock) -> None:
-    ctx, deferrer, workers, _quota, _heard = wired(any_engine, clock, max_sessions=2, turn_minutes=600)
+    ctx, deferrer, workers, _quota = build(any_engine, clock, max_sessions=2, turn_minutes=600, wired=True)
     target = new(ctx, genesis="api", title="migrate")
     filler = new(ctx, genesis="api")
     assert submit_turn(ctx, target, "a").outcome == "started"

@@ -14,17 +14,9 @@ from bot.chat import answers
 from scheduler.engine.turns import submit_turn
 from scheduler.store.db import session_scope
 from scheduler.store.models import Policy, PolicyAudit, Turn
-from tests.support.api_client import make_api
 from tests.support.harness import new, row
 
-pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")
-
-
-@pytest.fixture
-def api(engine, clock):
-    api = make_api(engine, clock, max_sessions=2, turn_minutes=300)
-    yield api
-    api.close()
+pytestmark = [pytest.mark.filterwarnings("ignore::DeprecationWarning"), pytest.mark.api(max_sessions=2, turn_minutes=300)]
 
 
 def console(api, text: str, actor: str = "alice"):

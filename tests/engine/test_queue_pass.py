@@ -9,7 +9,6 @@ from datetime import timedelta
 import pytest
 from sqlalchemy import event, insert, text
 
-from scheduler import wiring
 from scheduler.engine import verdict as verdict_module
 from scheduler.engine.queue_pass import recheck
 from scheduler.engine.records import hold_job_id
@@ -140,8 +139,7 @@ def test_an_alarm_the_gate_admits_starts_the_head_of_the_queue_first(engine, clo
 
 
 def test_a_hold_placed_after_a_pass_is_seen_by_the_next(engine, clock) -> None:
-    ctx, _deferrer, _workers, _quota = build(engine, clock, max_sessions=3)
-    wiring.install(ctx)  # the admission checks production registers
+    ctx, _deferrer, _workers, _quota = build(engine, clock, max_sessions=3, wired=True)
     sid = new(ctx, genesis="schedule")
     with session_scope(engine) as db:
         assert caches.present(db, "operator_holds") is False
@@ -173,8 +171,7 @@ def test_a_write_this_process_did_not_make_is_seen_by_the_next_transaction(any_e
 
 
 def test_an_operator_hold_placed_by_another_process_holds_at_once(any_engine, clock) -> None:
-    ctx, _deferrer, _workers, _quota = build(any_engine, clock, max_sessions=3)
-    wiring.install(ctx)
+    ctx, _deferrer, _workers, _quota = build(any_engine, clock, max_sessions=3, wired=True)
     first = new(ctx)
     assert submit_turn(ctx, first, "x").outcome == "started"  # presence read and kept: no holds
     other = make_engine(any_engine.url.render_as_string(hide_password=False))
@@ -244,8 +241,7 @@ def test_a_write_not_yet_flushed_is_read_by_its_own_transaction(engine, clock) -
 def test_an_operator_hold_over_held_sessions_is_restated_by_the_next_pass(engine, clock) -> None:
     """A session held for a full fleet, then covered by an operator hold: the next queue pass
     says the operator hold is why it waits (the holds view lists it under the hold)."""
-    ctx, _deferrer, _workers, _quota = build(engine, clock, max_sessions=1, turn_minutes=600)
-    wiring.install(ctx)
+    ctx, _deferrer, _workers, _quota = build(engine, clock, max_sessions=1, turn_minutes=600, wired=True)
     fill(ctx, 1)
     first, second = held(ctx, 2)
     assert row(ctx, first).hold_reason == "fleet_at_cap"

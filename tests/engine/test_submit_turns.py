@@ -26,8 +26,7 @@ from scheduler.store.db import session_scope
 from scheduler.store.models import EnqueuedMessage, Status, Turn
 from scheduler.testing import VirtualClock
 from tests.conftest import T0, _fresh_sqlite
-from tests.support.harness import new, row
-from tests.support.holdkit import wired
+from tests.support.harness import build, new, row
 
 pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")
 
@@ -37,7 +36,7 @@ API = repository_group("acme/api")
 def _burst(engine: Engine) -> tuple[Context, list[tuple[int, str]]]:
     """Four slots, one taken by a session working on acme/api; then thirteen new sessions: priority
     and spot, two more for acme/api, one held by an operator, one archived before its turn."""
-    ctx, *_rest = wired(engine, VirtualClock(T0), max_sessions=4, turn_minutes=600)
+    ctx, *_rest = build(engine, VirtualClock(T0), max_sessions=4, turn_minutes=600, wired=True)
     occupant = new(ctx, genesis="schedule", concurrency_group=API)
     assert submit_turn(ctx, occupant, "occupy").outcome == "started"
     kinds = ["spot", "priority", "spot", "spot", "priority", "spot", "spot", "priority", "spot", "spot", "spot", "priority", "spot"]
@@ -74,7 +73,7 @@ def test_a_batch_decides_what_one_at_a_time_decides(any_engine: Engine, tmp_path
 
 
 def test_an_archived_session_in_a_batch_is_refused_and_the_rest_go_on(any_engine: Engine) -> None:
-    ctx, *_rest = wired(any_engine, VirtualClock(T0), max_sessions=4)
+    ctx, *_rest = build(any_engine, VirtualClock(T0), max_sessions=4, wired=True)
     ids = [new(ctx, genesis="api", scheduling_class="priority") for _ in range(3)]
     archive(ctx, ids[1], actor="U_OPS")
 
@@ -86,7 +85,7 @@ def test_an_archived_session_in_a_batch_is_refused_and_the_rest_go_on(any_engine
 
 
 def test_a_failure_in_a_batch_rolls_it_back_and_each_turn_is_submitted_alone(any_engine: Engine, monkeypatch: pytest.MonkeyPatch) -> None:
-    ctx, *_rest = wired(any_engine, VirtualClock(T0), max_sessions=4)
+    ctx, *_rest = build(any_engine, VirtualClock(T0), max_sessions=4, wired=True)
     ids = [new(ctx, genesis="api", scheduling_class="priority") for _ in range(3)]
     real = turns._submit
     calls: list[int] = []
@@ -106,7 +105,7 @@ def test_a_failure_in_a_batch_rolls_it_back_and_each_turn_is_submitted_alone(any
 
 
 def test_an_unknown_kind_is_refused_before_anything_is_written(any_engine: Engine) -> None:
-    ctx, *_rest = wired(any_engine, VirtualClock(T0), max_sessions=4)
+    ctx, *_rest = build(any_engine, VirtualClock(T0), max_sessions=4, wired=True)
     sid = new(ctx, genesis="api")
     with pytest.raises(turns.InvalidInput, match="kind"):
         submit_turns(ctx, [(sid, "go")], kind="sideways")
@@ -115,7 +114,7 @@ def test_an_unknown_kind_is_refused_before_anything_is_written(any_engine: Engin
 
 def _plans(engine: Engine, *, held: bool = True) -> tuple[Context, list[int], list[GithubPlan]]:
     """Five issues opened at once, the first under `pacer:hold` unless not `held`, for two slots."""
-    ctx, *_rest = wired(engine, VirtualClock(T0), max_sessions=2)
+    ctx, *_rest = build(engine, VirtualClock(T0), max_sessions=2, wired=True)
     ids = [new(ctx, genesis="github_issue", scheduling_class="spot") for _ in range(5)]
     plans = [GithubPlan(actor="github:octo", issue=f"acme/api#{n}", created=[(sid, f"fix #{n}")]) for n, sid in enumerate(ids)]
     if held:  # born under pacer:hold: its hold committed with its delivery, as `record_github` writes it
@@ -165,7 +164,7 @@ def test_plans_that_steer_are_finished_alone_in_their_place(any_engine: Engine) 
 
 def test_each_start_in_a_batch_fires_the_triggers_watching_it(any_engine: Engine) -> None:
     """Every session a batch starts arms its own session event for the triggers watching it."""
-    ctx, deferrer, *_rest = wired(any_engine, VirtualClock(T0), max_sessions=4)
+    ctx, deferrer, *_rest = build(any_engine, VirtualClock(T0), max_sessions=4, wired=True)
     config = {"filter": {"genesis": "api"}, "states": ["running"]}
     spec = check_spec({"name": "on-start", "kind": "ao_event", "prompt_template": "{{ session.title }} began", "config": config})
     with session_scope(any_engine) as db:
@@ -181,7 +180,7 @@ def test_each_start_in_a_batch_fires_the_triggers_watching_it(any_engine: Engine
 def test_a_first_turn_asked_twice_runs_once(any_engine: Engine) -> None:
     """Recovery at an election finds a webhook's session with no turn yet while its plan still
     waits in the edge's queue: both ask for the first turn. The second ask changes nothing."""
-    ctx, *_rest = wired(any_engine, VirtualClock(T0), max_sessions=1)
+    ctx, *_rest = build(any_engine, VirtualClock(T0), max_sessions=1, wired=True)
     running, held = new(ctx, genesis="api", prompt="fix #1"), new(ctx, genesis="api", prompt="fix #2")
     assert recover(ctx)["first_turns"] == 2  # one starts, one is held behind it
 

@@ -17,8 +17,8 @@ from scheduler.holds.interference import overlaps, paths, words
 from scheduler.holds.queue import resume_queue
 from scheduler.ports import Outcome
 from scheduler.wiring import run_periodic
-from tests.support.harness import new, row
-from tests.support.holdkit import finish, holds, holds_text, wired
+from tests.support.harness import build, new, row
+from tests.support.holdkit import Heard, finish, holds, holds_text
 
 pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")
 
@@ -68,7 +68,7 @@ def _blocked_session(ctx, deferrer, workers) -> int:
 
 
 def test_seed_002_blocked_interference_skips_an_overlapping_candidate_and_runs_the_rest(engine, clock) -> None:
-    ctx, deferrer, workers, _quota, _heard = wired(engine, clock, max_sessions=3, turn_minutes=30)
+    ctx, deferrer, workers, _quota = build(engine, clock, max_sessions=3, turn_minutes=30, wired=True)
     blocked = _blocked_session(ctx, deferrer, workers)
     overlapping = new(ctx, title="Login form errors", prompt="show errors from src/auth/login.py", concurrency_group=GROUP)
     unrelated = new(ctx, title="Release notes", prompt="write the release notes", concurrency_group=GROUP)
@@ -86,7 +86,8 @@ def test_seed_002_blocked_interference_skips_an_overlapping_candidate_and_runs_t
 
 
 def test_seed_002_every_candidate_overlapping_holds_the_group_without_resume(any_engine, clock) -> None:
-    ctx, deferrer, workers, _quota, heard = wired(any_engine, clock, max_sessions=3, turn_minutes=30)
+    ctx, deferrer, workers, _quota = build(any_engine, clock, max_sessions=3, turn_minutes=30, wired=True)
+    heard = Heard(ctx)
     blocked = _blocked_session(ctx, deferrer, workers)
     a = new(ctx, title="Login form errors", prompt="show errors from src/auth/login.py", concurrency_group=GROUP)
     b = new(ctx, title="Login form validation tests", prompt="test the login form validation", concurrency_group=GROUP)
@@ -120,7 +121,7 @@ def test_seed_002_every_candidate_overlapping_holds_the_group_without_resume(any
 
 
 def test_a_person_pressing_start_is_not_gated_by_interference(engine, clock) -> None:
-    ctx, deferrer, workers, _quota, _heard = wired(engine, clock, max_sessions=3)
+    ctx, deferrer, workers, _quota = build(engine, clock, max_sessions=3, wired=True)
     _blocked_session(ctx, deferrer, workers)
     a = new(ctx, title="Login form errors", prompt="src/auth/login.py", concurrency_group=GROUP)
     assert submit_turn(ctx, a, "src/auth/login.py").reason == "blocked_interference"

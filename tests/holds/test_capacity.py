@@ -24,8 +24,7 @@ from scheduler.store.models import Session
 from scheduler.store.policy import ensure_policy, load_policy
 from scheduler.store.sessions import NewSession, create_session
 from scheduler.testing import VirtualClock
-from tests.support.harness import new, row
-from tests.support.holdkit import wired
+from tests.support.harness import build, new, row
 
 pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")
 
@@ -64,13 +63,13 @@ def test_capacity_zero_is_refused_with_the_migration_message(db, clock) -> None:
 
 
 def test_at_weight_one_the_gate_and_the_budget_agree_on_a_full_fleet(engine, clock) -> None:
-    ctx, _deferrer, _workers, _quota, _heard = wired(engine, clock, max_sessions=1, turn_minutes=60)
+    ctx, _deferrer, _workers, _quota = build(engine, clock, max_sessions=1, turn_minutes=60, wired=True)
     submit_turn(ctx, new(ctx), "busy")
     assert submit_turn(ctx, new(ctx), "waits").reason == "fleet_at_cap"
 
 
 def test_a_waiter_that_does_not_fit_is_skipped_and_those_behind_it_run(engine, clock) -> None:
-    ctx, deferrer, _workers, _quota, _heard = wired(engine, clock, max_sessions=4, turn_minutes=60)
+    ctx, deferrer, _workers, _quota = build(engine, clock, max_sessions=4, turn_minutes=60, wired=True)
     for _ in range(2):
         submit_turn(ctx, new(ctx, weight=1.0), "busy")
     heavy = new(ctx, weight=3.0, precedence=10)
@@ -84,7 +83,7 @@ def test_a_waiter_that_does_not_fit_is_skipped_and_those_behind_it_run(engine, c
 
 
 def test_the_run_alone_barrier_waits_while_newer_fitting_work_runs(engine, clock) -> None:
-    ctx, deferrer, _workers, _quota, _heard = wired(engine, clock, max_sessions=4, turn_minutes=30)
+    ctx, deferrer, _workers, _quota = build(engine, clock, max_sessions=4, turn_minutes=30, wired=True)
     submit_turn(ctx, new(ctx), "busy")
     barrier = new(ctx, capacity=1, genesis="command")  # priority: only its own budget binds it
     sub = submit_turn(ctx, barrier, "alone")
@@ -100,7 +99,7 @@ def test_the_run_alone_barrier_waits_while_newer_fitting_work_runs(engine, clock
 
 
 def test_a_zero_weight_adds_no_load(engine, clock) -> None:
-    ctx, _deferrer, _workers, _quota, _heard = wired(engine, clock, max_sessions=4, turn_minutes=30)
+    ctx, _deferrer, _workers, _quota = build(engine, clock, max_sessions=4, turn_minutes=30, wired=True)
     submit_turn(ctx, new(ctx, weight=0.0, genesis="command"), "free rider")
     barrier = new(ctx, capacity=1, genesis="command")
     assert submit_turn(ctx, barrier, "alone").outcome == "started"  # 0 + 1 fits a budget of 1
@@ -110,7 +109,7 @@ def test_a_zero_weight_adds_no_load(engine, clock) -> None:
 
 
 def test_deprioritized_work_defers_to_better_work_that_just_arrived(engine, clock) -> None:
-    ctx, deferrer, _workers, _quota, _heard = wired(engine, clock, max_sessions=1, turn_minutes=20)
+    ctx, deferrer, _workers, _quota = build(engine, clock, max_sessions=1, turn_minutes=20, wired=True)
     busy = new(ctx, genesis="command")
     submit_turn(ctx, busy, "busy")
     low = new(ctx, precedence=-10)
@@ -131,7 +130,7 @@ def test_deprioritized_work_defers_to_better_work_that_just_arrived(engine, cloc
 
 
 def test_the_window_is_bounded_and_default_work_never_defers(engine, clock) -> None:
-    ctx, deferrer, _workers, _quota, _heard = wired(engine, clock, max_sessions=2, turn_minutes=20)
+    ctx, deferrer, _workers, _quota = build(engine, clock, max_sessions=2, turn_minutes=20, wired=True)
     low = new(ctx, precedence=-3)
     new(ctx)  # arrives and never submits
     sub = submit_turn(ctx, low, "low")
@@ -167,7 +166,7 @@ def _world(max_sessions: int):
     with session_scope(engine) as db:
         ensure_policy(db, {"preemption_enabled": False})
     clock = VirtualClock(T0)
-    ctx, deferrer, workers, _quota, _heard = wired(engine, clock, max_sessions=max_sessions)
+    ctx, deferrer, workers, _quota = build(engine, clock, max_sessions=max_sessions, wired=True)
     return engine, clock, ctx, deferrer, workers
 
 

@@ -19,8 +19,8 @@ from scheduler.store.db import session_scope
 from scheduler.store.models import Policy, PolicyAudit
 from scheduler.store.policy import set_policy
 from scheduler.wiring import run_periodic
-from tests.support.harness import new, row
-from tests.support.holdkit import holds, holds_text, wired
+from tests.support.harness import build, new, row
+from tests.support.holdkit import Heard, holds, holds_text
 
 pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")
 
@@ -30,7 +30,8 @@ SENTENCE = ("The echo spend has reached this deployment's $1.50 budget: $2.00 sp
 
 def _spent_two_dollars(any_engine, clock):
     """A deployment whose echo runtime has a $1.50 budget and has spent $2.00 (one 20-minute turn)."""
-    ctx, deferrer, workers, quota, heard = wired(any_engine, clock, max_sessions=3, turn_minutes=20, burn=0.1)
+    ctx, deferrer, workers, quota = build(any_engine, clock, max_sessions=3, turn_minutes=20, burn=0.1, wired=True)
+    heard = Heard(ctx)
     set_policy(ctx, {}, budgets={"echo": "$1.50"}, surface="test", actor="U_OPS")
     first = new(ctx, title="first")
     assert submit_turn(ctx, first, "go").outcome == "started"
@@ -101,7 +102,7 @@ def test_removing_the_budget_lifts_it_and_a_person_pressing_start_is_not_gated(a
     ],
 )
 def test_a_bad_budget_says_what_is_allowed_and_changes_nothing(engine, clock, budgets, message) -> None:
-    ctx, _deferrer, _workers, _quota, _heard = wired(engine, clock)
+    ctx, _deferrer, _workers, _quota = build(engine, clock, wired=True)
     set_policy(ctx, {}, budgets={"echo": 3}, surface="test", actor="U_OPS")
     with session_scope(engine) as db:
         audits = len(db.exec(select(PolicyAudit)).all())
@@ -114,7 +115,7 @@ def test_a_bad_budget_says_what_is_allowed_and_changes_nothing(engine, clock, bu
 
 
 def test_resetting_the_spend_of_an_unknown_runtime_is_refused(engine, clock) -> None:
-    ctx, _deferrer, _workers, _quota, _heard = wired(engine, clock)
+    ctx, _deferrer, _workers, _quota = build(engine, clock, wired=True)
     with pytest.raises(InvalidInput, match="runtime: 'gpt-9' is not a runtime of this deployment; use one of echo"):
         reset_spend(ctx, "gpt-9", surface="test", actor="U_OPS")
     with session_scope(engine) as db:

@@ -18,8 +18,8 @@ from scheduler.holds.cost_caps import set_cap, spent_by
 from scheduler.store.db import session_scope
 from scheduler.store.models import Turn
 from scheduler.wiring import run_periodic
-from tests.support.harness import new, row
-from tests.support.holdkit import wired
+from tests.support.harness import build, new, row
+from tests.support.holdkit import Heard
 
 pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")
 
@@ -29,7 +29,8 @@ HELD = ("Held: session #{sid} has spent $2.00, reaching its $2.00 cost cap, so i
 
 def _spent_two_dollars(engine, clock, cap):
     """A session capped at `cap` whose first turn (20 minutes at $0.10 a minute) cost $2.00."""
-    ctx, deferrer, workers, _quota, heard = wired(engine, clock, max_sessions=3, turn_minutes=20, burn=0.1)
+    ctx, deferrer, workers, _quota = build(engine, clock, max_sessions=3, turn_minutes=20, burn=0.1, wired=True)
+    heard = Heard(ctx)
     sid = new(ctx, title="capped")
     assert submit_turn(ctx, sid, "go").outcome == "started"
     deferrer.advance(timedelta(minutes=20))
@@ -112,7 +113,7 @@ def test_the_ceiling_sweep_halts_a_capped_turn_whose_alarm_was_lost(any_engine, 
 
 @pytest.mark.parametrize("cap", [-5.0, 0.0, math.nan, math.inf, 2_000_000.0])
 def test_a_bad_cap_is_refused_and_changes_nothing(engine, clock, cap) -> None:
-    ctx, _deferrer, _workers, _quota, _heard = wired(engine, clock)
+    ctx, _deferrer, _workers, _quota = build(engine, clock, wired=True)
     sid = new(ctx, cost_cap_usd=4.0)
     with pytest.raises(InvalidInput, match=r"cost_cap_usd: a cost cap must be a finite number of dollars above 0, at most \$1,000,000.00"):
         set_cap(ctx, sid, cap, actor="U_OPS")
@@ -122,7 +123,7 @@ def test_a_bad_cap_is_refused_and_changes_nothing(engine, clock, cap) -> None:
 
 
 def test_an_archived_session_cap_cannot_change(engine, clock) -> None:
-    ctx, _deferrer, _workers, _quota, _heard = wired(engine, clock, turn_minutes=1)
+    ctx, _deferrer, _workers, _quota = build(engine, clock, turn_minutes=1, wired=True)
     sid = new(ctx)
     archive(ctx, sid, actor="U_OPS")
     with pytest.raises(Refused, match=f"session #{sid} is archived; its cost cap cannot change"):

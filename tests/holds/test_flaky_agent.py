@@ -25,8 +25,8 @@ from scheduler.rules import failures
 from scheduler.store.db import session_scope
 from scheduler.store.models import QueueHold, Turn
 from scheduler.testing import VirtualDeferrer
-from tests.support.harness import new, row
-from tests.support.holdkit import finish, holds, wired
+from tests.support.harness import build, new, row
+from tests.support.holdkit import Heard, finish, holds
 
 T = datetime(2026, 11, 2, 9, 0, tzinfo=UTC)
 
@@ -100,7 +100,8 @@ class RunnerInVirtualTime:
 
 
 def test_an_agent_that_cannot_connect_five_times_retries_on_the_backoff_and_succeeds(engine, clock, tmp_path: Path) -> None:
-    ctx, deferrer, workers, _quota, heard = wired(engine, clock, max_sessions=4, turn_minutes=1)
+    ctx, deferrer, workers, _quota = build(engine, clock, max_sessions=4, turn_minutes=1, wired=True)
+    heard = Heard(ctx)
     script = tmp_path / "agent.py"
     script.write_text(textwrap.dedent(AGENT))
     runner = CommandRunner(f"{sys.executable} {script} {tmp_path / 'calls'} {{prompt}}", "", "flaky", 60, tmp_path / "work")
@@ -134,7 +135,8 @@ def test_an_agent_that_cannot_connect_five_times_retries_on_the_backoff_and_succ
 
 @pytest.mark.parametrize("group", ["repo:acme/api", None])
 def test_the_sixth_failure_to_reach_the_provider_is_a_task_failure_of_its_own_queue(engine, clock, group: str | None) -> None:
-    ctx, deferrer, workers, _quota, heard = wired(engine, clock, max_sessions=4, turn_minutes=1)
+    ctx, deferrer, workers, _quota = build(engine, clock, max_sessions=4, turn_minutes=1, wired=True)
+    heard = Heard(ctx)
     flaky = new(ctx, title="Flaky", concurrency_group=group)
     workers.outcome = lambda r: Outcome.UNREACHABLE if r.session_id == flaky else Outcome.SUCCESS
     submit_turn(ctx, flaky, "fix the build")
@@ -158,7 +160,8 @@ def test_the_sixth_failure_to_reach_the_provider_is_a_task_failure_of_its_own_qu
 
 
 def test_an_auth_hold_lifts_when_a_later_turn_authenticates(engine, clock) -> None:
-    ctx, deferrer, workers, _quota, heard = wired(engine, clock, max_sessions=3, turn_minutes=30)
+    ctx, deferrer, workers, _quota = build(engine, clock, max_sessions=3, turn_minutes=30, wired=True)
+    heard = Heard(ctx)
     long_turn, rejected, waiting = new(ctx, runtime="claude"), new(ctx, runtime="claude"), new(ctx, runtime="claude")
     submit_turn(ctx, long_turn, "long")
     submit_turn(ctx, rejected, "r")
@@ -173,7 +176,7 @@ def test_an_auth_hold_lifts_when_a_later_turn_authenticates(engine, clock) -> No
 
 
 def test_a_stopped_session_started_again_gets_six_fresh_attempts(engine, clock) -> None:
-    ctx, deferrer, workers, _quota, _heard = wired(engine, clock, max_sessions=4, turn_minutes=1)
+    ctx, deferrer, workers, _quota = build(engine, clock, max_sessions=4, turn_minutes=1, wired=True)
     flaky = new(ctx, title="Flaky", concurrency_group="repo:acme/api")
     workers.outcome = lambda r: Outcome.FAILED_RETRYABLE if r.session_id == flaky else Outcome.SUCCESS
     submit_turn(ctx, flaky, "fix the build")
@@ -187,7 +190,7 @@ def test_a_stopped_session_started_again_gets_six_fresh_attempts(engine, clock) 
 
 
 def test_a_wake_does_not_lift_the_retry_floor(engine, clock) -> None:
-    ctx, deferrer, workers, _quota, _heard = wired(engine, clock, max_sessions=4, turn_minutes=1)
+    ctx, deferrer, workers, _quota = build(engine, clock, max_sessions=4, turn_minutes=1, wired=True)
     sid = new(ctx)
     workers.outcome = lambda r: Outcome.FAILED_RETRYABLE
     submit_turn(ctx, sid, "x")

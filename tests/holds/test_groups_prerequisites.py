@@ -25,8 +25,8 @@ from scheduler.store.prerequisite_rows import (
     parse_prerequisites,
     record_prerequisites,
 )
-from tests.support.harness import new, row
-from tests.support.holdkit import finish, wired
+from tests.support.harness import build, new, row
+from tests.support.holdkit import finish
 
 pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")
 
@@ -42,7 +42,7 @@ def trigger_with(ctx, config) -> int:
 
 
 def test_one_run_at_a_time_per_group_and_the_next_starts_by_itself(engine, clock) -> None:
-    ctx, deferrer, _workers, _quota, _heard = wired(engine, clock, max_sessions=5, turn_minutes=15)
+    ctx, deferrer, _workers, _quota = build(engine, clock, max_sessions=5, turn_minutes=15, wired=True)
     first = new(ctx, title="Fix login", concurrency_group=API)
     second = new(ctx, title="Add docs", concurrency_group=API)
     elsewhere = new(ctx, concurrency_group=repository_group("acme/web"))
@@ -57,7 +57,7 @@ def test_one_run_at_a_time_per_group_and_the_next_starts_by_itself(engine, clock
 
 
 def test_a_manual_start_into_a_busy_group_is_refused_politely_and_stays_queued(engine, clock) -> None:
-    ctx, _deferrer, _workers, _quota, _heard = wired(engine, clock, max_sessions=5)
+    ctx, _deferrer, _workers, _quota = build(engine, clock, max_sessions=5, wired=True)
     first = new(ctx, title="Fix login", concurrency_group=API)
     pressed = new(ctx, genesis="command", concurrency_group=API)  # priority: the gate would allow it
     submit_turn(ctx, first, "a")
@@ -71,7 +71,7 @@ def test_a_manual_start_into_a_busy_group_is_refused_politely_and_stays_queued(e
 
 
 def test_a_trigger_sets_how_many_run_per_group(engine, clock) -> None:
-    ctx, _deferrer, _workers, _quota, _heard = wired(engine, clock, max_sessions=5)
+    ctx, _deferrer, _workers, _quota = build(engine, clock, max_sessions=5, wired=True)
     trigger = trigger_with(ctx, {"group_limit": 2})
     ids = [new(ctx, title=f"t{i}", concurrency_group=API, trigger_id=trigger) for i in range(3)]
     subs = [submit_turn(ctx, sid, "x") for sid in ids]
@@ -86,7 +86,7 @@ def test_a_bad_group_limit_is_refused_with_the_rule(value) -> None:
 
 
 def test_a_bad_stored_group_limit_falls_back_to_one_with_a_log_line(engine, clock, caplog) -> None:
-    ctx, _deferrer, _workers, _quota, _heard = wired(engine, clock, max_sessions=5)
+    ctx, _deferrer, _workers, _quota = build(engine, clock, max_sessions=5, wired=True)
     trigger = trigger_with(ctx, {"group_limit": "lots"})
     a, b = (new(ctx, concurrency_group=API, trigger_id=trigger) for _ in range(2))
     submit_turn(ctx, a, "x")
@@ -96,7 +96,7 @@ def test_a_bad_stored_group_limit_falls_back_to_one_with_a_log_line(engine, cloc
 
 
 def test_a_session_asleep_on_a_declared_wait_keeps_its_groups_claim(engine, clock) -> None:
-    ctx, deferrer, _workers, _quota, _heard = wired(engine, clock, max_sessions=5, turn_minutes=10)
+    ctx, deferrer, _workers, _quota = build(engine, clock, max_sessions=5, turn_minutes=10, wired=True)
     sleeper = new(ctx, title="Wait for CI", concurrency_group=API)
     submit_turn(ctx, sleeper, "push and wait")
     deferrer.advance(timedelta(minutes=5))
@@ -149,7 +149,7 @@ def waiter_on(ctx, text, **kw) -> int:
 
 
 def test_blocked_does_not_satisfy_a_prerequisite_and_canceled_does(engine, clock) -> None:
-    ctx, deferrer, workers, _quota, _heard = wired(engine, clock, max_sessions=5)
+    ctx, deferrer, workers, _quota = build(engine, clock, max_sessions=5, wired=True)
     target = new(ctx, title="Migrate")
     submit_turn(ctx, target, "migrate")
     waiter = waiter_on(ctx, f"depends on #{target}")
@@ -166,14 +166,14 @@ def test_blocked_does_not_satisfy_a_prerequisite_and_canceled_does(engine, clock
 
 
 def test_a_missing_target_counts_for_nothing(engine, clock) -> None:
-    ctx, _deferrer, _workers, _quota, _heard = wired(engine, clock)
+    ctx, _deferrer, _workers, _quota = build(engine, clock, wired=True)
     assert submit_turn(ctx, waiter_on(ctx, "depends on #999"), "x").outcome == "started"
     orphan = waiter_on(ctx, "depends on #41", source={"repository": "acme/api", "issue": 40})
     assert submit_turn(ctx, orphan, "x").outcome == "started"  # no session names acme/api#41
 
 
 def test_an_issue_prerequisite_follows_its_session_and_a_closed_issue_satisfies_it(engine, clock) -> None:
-    ctx, deferrer, _workers, _quota, _heard = wired(engine, clock, max_sessions=5, turn_minutes=60)
+    ctx, deferrer, _workers, _quota = build(engine, clock, max_sessions=5, turn_minutes=60, wired=True)
     target = new(ctx, source={"repository": "acme/api", "issue": 12})
     submit_turn(ctx, target, "fix 12")
     waiter = waiter_on(ctx, "depends on #12", source={"repository": "acme/api", "issue": 13})
@@ -187,7 +187,7 @@ def test_an_issue_prerequisite_follows_its_session_and_a_closed_issue_satisfies_
 
 
 def test_finishing_the_prerequisite_moves_the_queue_by_itself_and_a_press_skips_it(engine, clock) -> None:
-    ctx, deferrer, _workers, _quota, _heard = wired(engine, clock, max_sessions=5, turn_minutes=25)
+    ctx, deferrer, _workers, _quota = build(engine, clock, max_sessions=5, turn_minutes=25, wired=True)
     target = new(ctx)
     submit_turn(ctx, target, "first")
     waiter = waiter_on(ctx, f"@#{target}")

@@ -17,8 +17,8 @@ from scheduler.engine.turns import submit_turn
 from scheduler.holds.queue import resume_queue
 from scheduler.ports import Outcome, TurnRequest
 from scheduler.testing import VirtualClock
-from tests.support.harness import new, row
-from tests.support.holdkit import finish, holds, holds_text, wired
+from tests.support.harness import build, new, row
+from tests.support.holdkit import Heard, finish, holds, holds_text
 from tests.support.paths import FIXTURES
 
 pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")
@@ -72,7 +72,8 @@ def test_the_command_runner_reports_model_access_with_the_model(tmp_path: Path, 
 
 
 def test_seed_002_model_access_holds_the_queue_naming_the_model_and_resume_runs_it(engine, clock) -> None:
-    ctx, deferrer, workers, _quota, heard = wired(engine, clock, max_sessions=3, turn_minutes=30)
+    ctx, deferrer, workers, _quota = build(engine, clock, max_sessions=3, turn_minutes=30, wired=True)
+    heard = Heard(ctx)
     a, b = new(ctx, title="Refactor auth", runtime="claude"), new(ctx, title="Docs")
     submit_turn(ctx, a, "refactor the auth module")
     finish(ctx, workers, deferrer, a, Outcome.MODEL_ACCESS, error="Claude Opus 4 is not available with the Claude Pro plan",
@@ -109,7 +110,7 @@ def test_seed_002_model_access_holds_the_queue_naming_the_model_and_resume_runs_
 
 
 def test_a_model_access_refusal_naming_no_model_says_the_chosen_model(engine, clock) -> None:
-    ctx, deferrer, workers, _quota, _heard = wired(engine, clock)
+    ctx, deferrer, workers, _quota = build(engine, clock, wired=True)
     a = new(ctx, title="x", runtime="codex")
     submit_turn(ctx, a, "x")
     finish(ctx, workers, deferrer, a, Outcome.MODEL_ACCESS, error="upgrade your plan to use this model")
@@ -117,7 +118,8 @@ def test_a_model_access_refusal_naming_no_model_says_the_chosen_model(engine, cl
 
 
 def test_a_turn_of_that_runtime_that_succeeds_lifts_the_model_access_hold(engine, clock) -> None:
-    ctx, deferrer, workers, _quota, heard = wired(engine, clock, max_sessions=3, turn_minutes=30)
+    ctx, deferrer, workers, _quota = build(engine, clock, max_sessions=3, turn_minutes=30, wired=True)
+    heard = Heard(ctx)
     a, b = new(ctx, runtime="claude"), new(ctx, runtime="claude")
     submit_turn(ctx, a, "a")
     submit_turn(ctx, b, "b")

@@ -29,8 +29,8 @@ from scheduler.store.models import OperatorHold, Session, Trigger
 from scheduler.store.policy import ensure_policy, load_policy
 from scheduler.store.prerequisite_rows import record_prerequisites
 from scheduler.wiring import run_periodic
-from tests.support.harness import new, row
-from tests.support.holdkit import holds, holds_text, wired
+from tests.support.harness import build, new, row
+from tests.support.holdkit import Heard, holds, holds_text
 
 pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")
 
@@ -56,7 +56,7 @@ def add_trigger(ctx, name="nightly") -> int:
     ],
 )
 def test_a_selector_holds_exactly_the_sessions_it_names(engine, clock, kind, values, held) -> None:
-    ctx, _deferrer, _workers, _quota, _heard = wired(engine, clock, max_sessions=10)
+    ctx, _deferrer, _workers, _quota = build(engine, clock, max_sessions=10, wired=True)
     trigger = add_trigger(ctx)
     ids = [
         new(ctx, source={"repository": "acme/api"}),
@@ -95,7 +95,7 @@ def show_hold_now(ctx, hold_id):
     ],
 )
 def test_a_bad_selector_is_refused_and_writes_nothing(engine, clock, kind, values, error, message) -> None:
-    ctx, *_ = wired(engine, clock)
+    ctx, *_ = build(engine, clock, wired=True)
     with pytest.raises(error, match=message):
         place_hold(ctx, kind, values, armer="U_ANN")
     with session_scope(engine) as db:
@@ -112,13 +112,13 @@ def test_a_bad_selector_is_refused_and_writes_nothing(engine, clock, kind, value
     ],
 )
 def test_bad_hold_arguments_are_refused(engine, clock, kw, message) -> None:
-    ctx, *_ = wired(engine, clock)
+    ctx, *_ = build(engine, clock, wired=True)
     with pytest.raises(InvalidInput, match=message):
         place_hold(ctx, "all", **kw)
 
 
 def test_a_hold_keeps_sessions_waiting_even_with_capacity_free_and_start_now_too(engine, clock) -> None:
-    ctx, _deferrer, _workers, _quota, _heard = wired(engine, clock, max_sessions=10)
+    ctx, _deferrer, _workers, _quota = build(engine, clock, max_sessions=10, wired=True)
     sid = new(ctx, genesis="command")  # priority: the gate would start it at once
     place_hold(ctx, "session", [str(sid)], armer="U_ANN")
     assert submit_turn(ctx, sid, "go").outcome == "held"
@@ -128,7 +128,7 @@ def test_a_hold_keeps_sessions_waiting_even_with_capacity_free_and_start_now_too
 
 
 def test_a_ttl_ends_the_hold_by_itself_and_the_queue_moves(engine, clock) -> None:
-    ctx, deferrer, _workers, _quota, _heard = wired(engine, clock)
+    ctx, deferrer, _workers, _quota = build(engine, clock, wired=True)
     sid = new(ctx)
     hold = place_hold(ctx, "all", armer="U_ANN", ttl=timedelta(minutes=30))
     sub = submit_turn(ctx, sid, "go")
@@ -143,7 +143,7 @@ def test_a_ttl_ends_the_hold_by_itself_and_the_queue_moves(engine, clock) -> Non
 
 
 def test_the_prune_ends_holds_whose_ttl_passed_or_whose_armer_ended(engine, clock) -> None:
-    ctx, deferrer, _workers, _quota, _heard = wired(engine, clock, turn_minutes=10)
+    ctx, deferrer, _workers, _quota = build(engine, clock, turn_minutes=10, wired=True)
     armer = new(ctx, genesis="command")
     submit_turn(ctx, armer, "I hold things")
     by_session = place_hold(ctx, "genesis", ["schedule"], armer=f"session:{armer}")
@@ -161,7 +161,7 @@ def test_the_prune_ends_holds_whose_ttl_passed_or_whose_armer_ended(engine, cloc
 
 
 def test_releasing_another_persons_hold_needs_the_operator_role(engine, clock) -> None:
-    ctx, deferrer, _workers, _quota, _heard = wired(engine, clock)
+    ctx, deferrer, _workers, _quota = build(engine, clock, wired=True)
     sid = new(ctx)
     hold = place_hold(ctx, "all", armer="U_ANN")
     submit_turn(ctx, sid, "go")
@@ -178,13 +178,13 @@ def test_releasing_another_persons_hold_needs_the_operator_role(engine, clock) -
 
 
 def test_the_armer_releases_their_own_hold(engine, clock) -> None:
-    ctx, *_ = wired(engine, clock)
+    ctx, *_ = build(engine, clock, wired=True)
     hold = place_hold(ctx, "all", armer="U_ANN")
     assert release_hold(ctx, hold.id, actor="U_ANN").released_by == "U_ANN"
 
 
 def test_a_hold_store_that_cannot_be_read_fails_open_with_a_log_line(engine, clock, caplog) -> None:
-    ctx, _deferrer, _workers, _quota, _heard = wired(engine, clock)
+    ctx, _deferrer, _workers, _quota = build(engine, clock, wired=True)
     place_hold(ctx, "all", armer="U_ANN")
     with engine.begin() as conn:
         conn.execute(text("DROP TABLE operator_holds"))
@@ -195,7 +195,8 @@ def test_a_hold_store_that_cannot_be_read_fails_open_with_a_log_line(engine, clo
 
 
 def test_a_session_armer_waiting_on_the_session_its_hold_holds_is_a_deadlock_raised_once(engine, clock) -> None:
-    ctx, _deferrer, _workers, _quota, heard = wired(engine, clock)
+    ctx, _deferrer, _workers, _quota = build(engine, clock, wired=True)
+    heard = Heard(ctx)
     held, armer = new(ctx, title="Deploy"), new(ctx, title="Release notes")
     with session_scope(engine) as db:
         record_prerequisites(db, db.get(Session, armer), f"depends on #{held}")
@@ -213,7 +214,8 @@ def test_a_session_armer_waiting_on_the_session_its_hold_holds_is_a_deadlock_rai
 
 
 def test_a_persons_own_session_waiting_on_what_they_hold_is_a_deadlock(engine, clock) -> None:
-    ctx, deferrer, _workers, _quota, heard = wired(engine, clock)
+    ctx, deferrer, _workers, _quota = build(engine, clock, wired=True)
+    heard = Heard(ctx)
     target = new(ctx, source={"repository": "acme/api", "issue": 12}, title="Fix the API")
     mine = new(ctx, requester="U_ANN", source={"repository": "acme/api", "issue": 13})
     with session_scope(engine) as db:
@@ -231,7 +233,7 @@ def test_a_persons_own_session_waiting_on_what_they_hold_is_a_deadlock(engine, c
 
 
 def test_holds_lists_live_operator_holds_with_their_selector_armer_and_expiry(engine, clock) -> None:
-    ctx, *_ = wired(engine, clock)
+    ctx, *_ = build(engine, clock, wired=True)
     place_hold(ctx, "label", ["needs-review"], armer="U_ANN", reason="waiting for the audit", ttl=timedelta(hours=2))
     (view,) = holds(ctx).operator_holds
     assert (view.selector_kind, view.selector_value, view.armer, view.expires_at) == ("label", "needs-review", "U_ANN", clock.now() + timedelta(hours=2))

@@ -18,8 +18,8 @@ from scheduler.store.db import session_scope
 from scheduler.store.models import QueueHold, Session
 from scheduler.store.prerequisite_rows import record_prerequisites
 from scheduler.wiring import run_periodic
-from tests.support.harness import new, row
-from tests.support.holdkit import finish, holds, holds_text, wired
+from tests.support.harness import build, new, row
+from tests.support.holdkit import Heard, finish, holds, holds_text
 
 pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")
 
@@ -33,7 +33,8 @@ def only_queue_hold(ctx):
 
 
 def test_a_rate_limit_holds_the_queue_five_minutes_without_spending_a_retry(engine, clock) -> None:
-    ctx, deferrer, workers, _quota, heard = wired(engine, clock, max_sessions=3, turn_minutes=30)
+    ctx, deferrer, workers, _quota = build(engine, clock, max_sessions=3, turn_minutes=30, wired=True)
+    heard = Heard(ctx)
     a, b = new(ctx, title="Fix login"), new(ctx, title="Add docs")
     submit_turn(ctx, a, "fix the login form")
     t0 = clock.now()
@@ -61,7 +62,8 @@ def test_a_rate_limit_holds_the_queue_five_minutes_without_spending_a_retry(engi
 
 
 def test_consecutive_rate_limits_double_the_wait_to_a_sixty_minute_cap(engine, clock) -> None:
-    ctx, deferrer, workers, _quota, heard = wired(engine, clock, turn_minutes=30)
+    ctx, deferrer, workers, _quota = build(engine, clock, turn_minutes=30, wired=True)
+    heard = Heard(ctx)
     a = new(ctx)
     submit_turn(ctx, a, "x")
     waits = []
@@ -77,7 +79,8 @@ def test_consecutive_rate_limits_double_the_wait_to_a_sixty_minute_cap(engine, c
 
 
 def test_a_stated_reset_is_honoured_plus_five_minutes_and_several_hits_announce_once(engine, clock) -> None:
-    ctx, deferrer, workers, _quota, heard = wired(engine, clock, max_sessions=3)
+    ctx, deferrer, workers, _quota = build(engine, clock, max_sessions=3, wired=True)
+    heard = Heard(ctx)
     a, b = new(ctx), new(ctx)
     submit_turn(ctx, a, "a")
     submit_turn(ctx, b, "b")
@@ -90,7 +93,7 @@ def test_a_stated_reset_is_honoured_plus_five_minutes_and_several_hits_announce_
 
 
 def test_resume_runs_the_next_session_without_waiting_and_a_manual_start_ignores_the_wait(engine, clock) -> None:
-    ctx, deferrer, workers, _quota, _heard = wired(engine, clock, max_sessions=3)
+    ctx, deferrer, workers, _quota = build(engine, clock, max_sessions=3, wired=True)
     a, b, c = new(ctx), new(ctx), new(ctx)
     submit_turn(ctx, a, "a")
     finish(ctx, workers, deferrer, a, Outcome.RATE_LIMITED)
@@ -106,7 +109,7 @@ def test_resume_runs_the_next_session_without_waiting_and_a_manual_start_ignores
 
 
 def test_an_auth_rejection_holds_without_a_time_and_a_verified_sign_in_lifts_it(engine, clock) -> None:
-    ctx, deferrer, workers, _quota, _heard = wired(engine, clock)
+    ctx, deferrer, workers, _quota = build(engine, clock, wired=True)
     a = new(ctx, runtime="claude")
     submit_turn(ctx, a, "a")
     finish(ctx, workers, deferrer, a, Outcome.AUTH_REJECTED, error="401 invalid x-api-key")
@@ -130,7 +133,8 @@ def test_an_auth_rejection_holds_without_a_time_and_a_verified_sign_in_lifts_it(
 
 
 def test_exhausted_credits_block_the_session_at_once(engine, clock) -> None:
-    ctx, deferrer, workers, _quota, heard = wired(engine, clock)
+    ctx, deferrer, workers, _quota = build(engine, clock, wired=True)
+    heard = Heard(ctx)
     a, b = new(ctx, title="Nightly triage", runtime="claude"), new(ctx)
     submit_turn(ctx, a, "a")
     finish(ctx, workers, deferrer, a, Outcome.CREDITS_EXHAUSTED, error="credit balance is too low")
@@ -151,7 +155,7 @@ def test_exhausted_credits_block_the_session_at_once(engine, clock) -> None:
 
 
 def test_six_consecutive_failures_pause_that_group_only(engine, clock) -> None:
-    ctx, deferrer, workers, _quota, _heard = wired(engine, clock, max_sessions=4, turn_minutes=1)
+    ctx, deferrer, workers, _quota = build(engine, clock, max_sessions=4, turn_minutes=1, wired=True)
     flaky = new(ctx, title="Flaky build", concurrency_group="repo:acme/api")
     workers.outcome = lambda r: Outcome.FAILED_RETRYABLE if r.session_id == flaky else Outcome.SUCCESS
     submit_turn(ctx, flaky, "build")
@@ -178,7 +182,7 @@ def test_six_consecutive_failures_pause_that_group_only(engine, clock) -> None:
 
 
 def test_an_error_a_retry_cannot_fix_fails_the_session_and_holds_its_group(engine, clock) -> None:
-    ctx, deferrer, workers, _quota, _heard = wired(engine, clock)
+    ctx, deferrer, workers, _quota = build(engine, clock, wired=True)
     a = new(ctx, title="Use the new model", concurrency_group="repo:acme/api")
     submit_turn(ctx, a, "a")
     finish(ctx, workers, deferrer, a, Outcome.FAILED, error="model not found: claude-x")
@@ -193,7 +197,8 @@ def test_an_error_a_retry_cannot_fix_fails_the_session_and_holds_its_group(engin
 
 
 def test_every_candidate_waiting_on_a_prerequisite_is_a_hold_resume_cannot_lift(engine, clock) -> None:
-    ctx, deferrer, _workers, _quota, heard = wired(engine, clock, max_sessions=3, turn_minutes=30)
+    ctx, deferrer, _workers, _quota = build(engine, clock, max_sessions=3, turn_minutes=30, wired=True)
+    heard = Heard(ctx)
     base = new(ctx, title="Schema change")
     submit_turn(ctx, base, "migrate")
     waiters = [new(ctx, title=f"after {i}") for i in range(2)]
@@ -216,7 +221,8 @@ def test_every_candidate_waiting_on_a_prerequisite_is_a_hold_resume_cannot_lift(
 
 
 def test_a_change_of_reason_announces_again(engine, clock) -> None:
-    ctx, deferrer, workers, _quota, heard = wired(engine, clock, max_sessions=3, turn_minutes=60)
+    ctx, deferrer, workers, _quota = build(engine, clock, max_sessions=3, turn_minutes=60, wired=True)
+    heard = Heard(ctx)
     base, limited = new(ctx), new(ctx)
     submit_turn(ctx, base, "long job")
     submit_turn(ctx, limited, "x")
@@ -236,7 +242,8 @@ def test_a_change_of_reason_announces_again(engine, clock) -> None:
 def test_resume_against_a_provider_that_still_refuses_does_not_announce_the_hold_again(engine, clock) -> None:
     """Seed 002: a hold announces itself once, when new. A Resume the provider answers with the
     same refusal puts the same hold back (at once: the turn failed), not a new one to post."""
-    ctx, deferrer, workers, _quota, heard = wired(engine, clock, max_sessions=3, turn_minutes=30)
+    ctx, deferrer, workers, _quota = build(engine, clock, max_sessions=3, turn_minutes=30, wired=True)
+    heard = Heard(ctx)
     a = new(ctx)
     submit_turn(ctx, a, "x")
     finish(ctx, workers, deferrer, a, Outcome.RATE_LIMITED)

@@ -8,7 +8,7 @@ from __future__ import annotations
 import base64
 import subprocess
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from datetime import timedelta
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -58,13 +58,6 @@ def commit(message: str) -> Callable[[Path], str]:
         subprocess.run(["git", *IDENTITY, "commit", "-q", "-m", message], cwd=path, check=True)
         return f"I committed {message!r}."
     return work
-
-
-@pytest.fixture
-def github() -> Iterator[FakeGithub]:
-    fake = FakeGithub().start()
-    yield fake
-    fake.stop()
 
 
 @pytest.fixture

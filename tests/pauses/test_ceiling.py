@@ -191,9 +191,8 @@ def test_recovery_never_touches_a_spot_quota_pause(engine, clock, monkeypatch) -
     scene.quota.spent_5h = 900
     scene.sweep()
     # The process is gone: a new one recovers from the rows alone.
-    ctx2, deferrer2, workers2, quota2 = build(engine, clock)
+    ctx2, deferrer2, workers2, quota2 = build(engine, clock, wired=True)
     quota2.spent_5h = 900  # the same window: still spent
-    wiring.install(ctx2)
     recover(ctx2)
     deferrer2.advance(timedelta(minutes=30))  # the recovery re-check fires and stands down
     s = scene.row(a)

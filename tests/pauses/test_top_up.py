@@ -32,9 +32,8 @@ MINUTE = timedelta(minutes=1)
 
 @pytest.fixture
 def env(any_engine, clock):
-    ctx, deferrer, workers, _quota = build(any_engine, clock, max_sessions=10, turn_minutes=60)
+    ctx, deferrer, workers, _quota = build(any_engine, clock, max_sessions=10, turn_minutes=60, wired=True)
     ctx.limits.runtimes = {**ctx.limits.runtimes, "codex": Runtime("codex", spends_quota=False)}
-    wiring.install(ctx)
     return ctx, deferrer, workers
 
 

@@ -15,7 +15,6 @@ from sqlmodel import Session as DBSession
 
 from bot.api import intake
 from integrations.runners.pool import ThreadWorkerPool
-from scheduler import wiring
 from scheduler.engine.fleet import waiting_for_workers
 from scheduler.engine.leases import claim
 from scheduler.engine.turns import submit_turn
@@ -78,10 +77,9 @@ def running_turns(ctx) -> list[Turn]:
 
 
 def test_turns_no_worker_machine_has_claimed_wait_for_one_of_the_worker_slots(any_engine, clock) -> None:
-    ctx, _deferrer, _workers, _quota = build(any_engine, clock, max_sessions=10)
+    ctx, _deferrer, _workers, _quota = build(any_engine, clock, max_sessions=10, wired=True)
     ctx.ports.dispatcher = Queued()
     ctx.limits.agent_workers = 4
-    wiring.install(ctx)
     for i in range(3):
         start(ctx, f"queued {i}")
     card = card_of(ctx)
@@ -96,12 +94,11 @@ def test_turns_no_worker_machine_has_claimed_wait_for_one_of_the_worker_slots(an
 
 
 def test_turns_past_the_pools_threads_wait_in_it_and_are_counted(any_engine, clock, request: pytest.FixtureRequest) -> None:
-    ctx, _deferrer, _workers, _quota = build(any_engine, clock, max_sessions=1)
+    ctx, _deferrer, _workers, _quota = build(any_engine, clock, max_sessions=1, wired=True)
     runner = Blocking()
     pool = ThreadWorkerPool(runner, 1)
     request.addfinalizer(lambda: (runner.release.set(), pool.shutdown(wait=True)))
     ctx.ports.workers, ctx.owner, ctx.limits.agent_workers = pool, "serve-1:7:xyz", 1
-    wiring.install(ctx)
     start(ctx, "first")
     start(ctx, "second")  # priority: never held by the slots, so it goes past the one thread
     deadline = threading.Event()
@@ -121,8 +118,7 @@ def test_turns_past_the_pools_threads_wait_in_it_and_are_counted(any_engine, clo
 
 
 def test_nothing_waits_when_every_started_turn_is_on_a_thread(any_engine, clock) -> None:
-    ctx, _deferrer, _workers, _quota = build(any_engine, clock, max_sessions=4)
-    wiring.install(ctx)
+    ctx, _deferrer, _workers, _quota = build(any_engine, clock, max_sessions=4, wired=True)
     start(ctx, "one")
     card = card_of(ctx)
     assert card.waiting_for_workers == 0 and "waiting for one of" not in render_card(card)

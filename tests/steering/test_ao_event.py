@@ -12,7 +12,6 @@ from sqlmodel import col, select
 from bot.api import intake
 from bot.triggers import writes as store
 from bot.triggers.spec import check_spec
-from scheduler import wiring
 from scheduler.engine.lifecycle import archive
 from scheduler.ports import Outcome
 from scheduler.steering.firing import TriggerEvent, fire
@@ -26,8 +25,7 @@ TEMPLATE = "Session #{{ session.id }} ({{ session.title }}) is {{ new_status }};
 
 @pytest.fixture
 def env(engine, clock):
-    ctx, deferrer, workers, _quota = build(engine, clock, max_sessions=4, turn_minutes=10)
-    wiring.install(ctx)
+    ctx, deferrer, workers, _quota = build(engine, clock, max_sessions=4, turn_minutes=10, wired=True)
     return ctx, deferrer, workers
 
 

@@ -18,8 +18,7 @@ from scheduler.holds.groups import repository_group
 from scheduler.store import db as dbmod
 from scheduler.testing import VirtualClock
 from tests.conftest import T0
-from tests.support.harness import new
-from tests.support.holdkit import wired
+from tests.support.harness import build, new
 
 pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")
 
@@ -31,7 +30,7 @@ API = repository_group("acme/api")
 def _decide(url: str, session_ids: list[int], batched: bool, start: Any, answers: Any) -> None:
     """One process: its own engine and runtime, deciding its share as soon as all are ready."""
     engine = dbmod.make_engine(url)
-    ctx, *_rest = wired(engine, VirtualClock(T0), max_sessions=SLOTS, turn_minutes=600)
+    ctx, *_rest = build(engine, VirtualClock(T0), max_sessions=SLOTS, turn_minutes=600, wired=True)
     start.wait(timeout=60)
     if batched:
         outcomes = [s.outcome if s is not None else "lost" for s in submit_turns(ctx, [(sid, "go") for sid in session_ids])]
@@ -67,7 +66,7 @@ def _running(engine: Engine) -> int:
 
 
 def test_processes_deciding_at_once_fill_the_slots_and_run_one_session_of_a_group(any_engine: Engine) -> None:
-    ctx, *_rest = wired(any_engine, VirtualClock(T0), max_sessions=SLOTS)
+    ctx, *_rest = build(any_engine, VirtualClock(T0), max_sessions=SLOTS, wired=True)
     grouped = [new(ctx, genesis="api", scheduling_class="spot", concurrency_group=API) for _ in range(4 * PROCESSES)]
     alone = [new(ctx, genesis="api", scheduling_class="spot") for _ in range(SLOTS - 1)]  # one slot left for the group
     ids = [*grouped]
@@ -83,7 +82,7 @@ def test_processes_deciding_at_once_fill_the_slots_and_run_one_session_of_a_grou
 
 
 def test_batches_and_single_decisions_over_one_burst_neither_deadlock_nor_overfill(any_engine: Engine) -> None:
-    ctx, *_rest = wired(any_engine, VirtualClock(T0), max_sessions=SLOTS)
+    ctx, *_rest = build(any_engine, VirtualClock(T0), max_sessions=SLOTS, wired=True)
     ids = [new(ctx, genesis="api", scheduling_class="spot") for _ in range(10 * PROCESSES)]
 
     outcomes = _race(any_engine, ids, batched=[True, False] * (PROCESSES // 2))

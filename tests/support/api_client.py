@@ -18,7 +18,6 @@ from sqlalchemy import Engine
 from bot.config.settings import Settings, load
 from bot.runtime.process import Pacer
 from bot.serve.app import create_app
-from scheduler import wiring
 from scheduler.context import Context
 from scheduler.testing import VirtualClock, VirtualDeferrer, VirtualWorkers
 from tests.support.harness import SetQuota, build
@@ -114,8 +113,7 @@ def settings_for(engine: Engine, **extra: str) -> Settings:
 
 
 def make_api(engine: Engine, clock: VirtualClock, *, max_sessions: int = 2, turn_minutes: float = 20, **extra: str) -> Api:
-    ctx, deferrer, workers, quota = build(engine, clock, max_sessions=max_sessions, turn_minutes=turn_minutes)
-    wiring.install(ctx)
+    ctx, deferrer, workers, quota = build(engine, clock, max_sessions=max_sessions, turn_minutes=turn_minutes, wired=True)
     pacer = Pacer(settings=settings_for(engine, **extra), engine=engine, clock=clock, deferrer=deferrer, ctx=ctx)
     server = Server(create_app(pacer, start_scheduler=False)).start()
     client = httpx.Client(base_url=server.url, timeout=30)

@@ -90,16 +90,11 @@ def make_pacer(engine: Any, clock: Any, deferrer: Any, **env: str) -> Any:
     from bot.config.settings import load
     from bot.runtime.notify import CompositeNotifier, LogNotifier
     from bot.runtime.process import Pacer
-    from scheduler import wiring
-    from scheduler.context import Context, Ports
-    from scheduler.jobs import targets
     from scheduler.testing import VirtualWorkers
+    from tests.support.harness import context
 
     settings = load({"GITHUB_WEBHOOK_SECRET": SECRET, "PACER_MAX_BODY_BYTES": "131072", **env}, toml_path=None)
-    ctx = Context(ports=Ports(engine=engine, clock=clock, deferrer=deferrer, workers=VirtualWorkers(clock, deferrer),
-                              notifier=CompositeNotifier(LogNotifier())),
-                  jobs=targets())
-    wiring.install(ctx)  # every admission check and hook production installs
+    ctx = context(engine, clock, deferrer, VirtualWorkers(clock, deferrer), wired=True, notifier=CompositeNotifier(LogNotifier()))
     return Pacer(settings=settings, engine=engine, clock=clock, deferrer=deferrer, ctx=ctx)
 
 

@@ -1,5 +1,4 @@
-"""Shared steps for the hold tests: a wired scheduler in virtual time, a turn finished with a
-chosen runner outcome, the notices a test heard, and the `holds` text as a person reads it."""
+"""Shared steps for the hold tests: a turn finished with a chosen runner outcome, the notices a test heard, and the `holds` text as a person reads it."""
 
 from __future__ import annotations
 
@@ -7,16 +6,12 @@ from collections.abc import Mapping
 from datetime import timedelta
 from typing import Any
 
-from sqlalchemy import Engine
-
 from scheduler.context import Context
 from scheduler.engine.completion import complete_turn
 from scheduler.holds.view import HoldsView, all_holds, render_holds
 from scheduler.ports import Outcome, TurnResult
 from scheduler.store.db import session_scope
-from scheduler.testing import VirtualClock, VirtualDeferrer, VirtualWorkers
-from scheduler.wiring import install
-from tests.support.harness import SetQuota, build
+from scheduler.testing import VirtualDeferrer, VirtualWorkers
 
 
 class Heard:
@@ -31,12 +26,6 @@ class Heard:
 
     def of(self, event: str) -> list[dict[str, Any]]:
         return [c for e, c in self.events if e == event]
-
-
-def wired(engine: Engine, clock: VirtualClock, **kw: Any) -> tuple[Context, VirtualDeferrer, VirtualWorkers, SetQuota, Heard]:
-    ctx, deferrer, workers, quota = build(engine, clock, **kw)
-    install(ctx)
-    return ctx, deferrer, workers, quota, Heard(ctx)
 
 
 def running_turn_id(workers: VirtualWorkers, session_id: int) -> int:

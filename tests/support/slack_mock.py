@@ -287,13 +287,10 @@ def make_pacer(engine: Any, clock: Any, deferrer: Any, settings: Any) -> Any:
     notifier chain (so the Slack notifier is wired exactly as `pacer serve` wires it)."""
     from bot.runtime.notify import CompositeNotifier, LogNotifier
     from bot.runtime.process import Pacer
-    from scheduler.context import Context, Ports
-    from scheduler.jobs import targets
     from scheduler.testing import VirtualWorkers
+    from tests.support.harness import context
 
-    ctx = Context(ports=Ports(engine=engine, clock=clock, deferrer=deferrer, workers=VirtualWorkers(clock, deferrer),
-                              notifier=CompositeNotifier(LogNotifier())),
-                  jobs=targets())
+    ctx = context(engine, clock, deferrer, VirtualWorkers(clock, deferrer), wired=False, notifier=CompositeNotifier(LogNotifier()))
     return Pacer(settings=settings, engine=engine, clock=clock, deferrer=deferrer, ctx=ctx)
 
 

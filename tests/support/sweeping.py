@@ -10,7 +10,6 @@ from typing import Any
 from sqlalchemy import Engine
 from sqlmodel import col, select
 
-from scheduler import wiring
 from scheduler.context import Runtime
 from scheduler.engine.turns import submit_turn
 from scheduler.store.db import session_scope
@@ -26,9 +25,9 @@ class Scene:
     """One virtual-time scheduler with the P4 parts installed and a notice log."""
 
     def __init__(self, engine: Engine, clock: VirtualClock, *, max_sessions: int = 3, turn_minutes: float = 60, burn: float = 0.1) -> None:
-        self.ctx, self.deferrer, self.workers, self.quota = build(engine, clock, max_sessions=max_sessions, turn_minutes=turn_minutes, burn=burn)
+        self.ctx, self.deferrer, self.workers, self.quota = build(engine, clock, max_sessions=max_sessions, turn_minutes=turn_minutes, burn=burn,
+                                                                  wired=True)
         self.ctx.limits.runtimes["codex"] = Runtime("codex", spends_quota=False, default_burn_per_min=0.0)
-        wiring.install(self.ctx)
         self.clock = clock
         self.lengths: dict[int, float] = {}
         default = timedelta(minutes=turn_minutes)

@@ -15,19 +15,11 @@ from scheduler.rules.genesis import SchedulingClass
 from scheduler.store.db import session_scope
 from scheduler.store.models import Session
 from scheduler.store.policy import change_policy
-from tests.support.api_client import make_api
 from tests.support.harness import new, row
 
-pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")
+pytestmark = [pytest.mark.filterwarnings("ignore::DeprecationWarning"), pytest.mark.api(max_sessions=2, turn_minutes=30)]
 
 LIVE_SPOT_HOLD = ("Held by the spot gate", "Priority sessions are unaffected")
-
-
-@pytest.fixture
-def api(engine, clock):
-    api = make_api(engine, clock, max_sessions=2, turn_minutes=30)
-    yield api
-    api.close()
 
 
 def test_a_spot_hold_a_genesis_override_has_overtaken_is_shown_as_overtaken_everywhere(api) -> None:

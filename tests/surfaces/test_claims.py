@@ -15,17 +15,9 @@ from scheduler.engine.claims import Claim
 from scheduler.engine.turns import submit_turn
 from scheduler.store.db import session_scope
 from scheduler.store.models import Session
-from tests.support.api_client import make_api
 from tests.support.harness import new, row
 
-pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")
-
-
-@pytest.fixture
-def api(engine, clock):
-    api = make_api(engine, clock, max_sessions=2, turn_minutes=30)
-    yield api
-    api.close()
+pytestmark = [pytest.mark.filterwarnings("ignore::DeprecationWarning"), pytest.mark.api(max_sessions=2, turn_minutes=30)]
 
 
 def console(api, text: str, actor: str = "alice"):

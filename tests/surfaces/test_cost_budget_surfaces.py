@@ -24,12 +24,10 @@ from scheduler.store.db import session_scope
 from scheduler.store.models import Policy, PolicyAudit
 from scheduler.wiring import run_periodic
 from tests.support import harness
-from tests.support.api_client import make_api
 from tests.support.harness import new, row
 from tests.support.paths import ROOT
 
-pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")
-
+pytestmark = [pytest.mark.filterwarnings("ignore::DeprecationWarning"), pytest.mark.api(max_sessions=2, turn_minutes=20)]
 
 
 def _state(engine) -> tuple[dict[str, float], dict[str, str], int]:
@@ -37,13 +35,6 @@ def _state(engine) -> tuple[dict[str, float], dict[str, str], int]:
         policy = db.get(Policy, 1)
         assert policy is not None
         return dict(policy.cost_budgets), dict(policy.spend_reset_at), len(db.exec(select(PolicyAudit)).all())
-
-
-@pytest.fixture
-def api(engine, clock):
-    api = make_api(engine, clock, max_sessions=2, turn_minutes=20)
-    yield api
-    api.close()
 
 
 def test_the_api_sets_a_budget_shows_the_spend_and_resets_it(api) -> None:

@@ -10,17 +10,9 @@ from bot.chat import answers
 from bot.commands import command as c
 from bot.commands.grammar import USAGE, parse
 from scheduler.errors import CommandError
-from tests.support.api_client import make_api
 from tests.support.harness import new, row
 
-pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")
-
-
-@pytest.fixture
-def api(engine, clock):
-    api = make_api(engine, clock, max_sessions=2, turn_minutes=30)
-    yield api
-    api.close()
+pytestmark = [pytest.mark.filterwarnings("ignore::DeprecationWarning"), pytest.mark.api(max_sessions=2, turn_minutes=30)]
 
 
 def console(api, text: str, actor: str = "alice"):

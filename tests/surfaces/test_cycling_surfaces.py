@@ -16,7 +16,6 @@ from bot.observe.metrics_collector import DatabaseCollector
 from bot.runtime.process import Pacer
 from bot.simulate.scoring import cycling_report
 from bot.slack.home import home_view
-from scheduler import wiring
 from scheduler.rules.cycling import Event
 from scheduler.store.db import session_scope
 from scheduler.store.models import PreemptionEvent, Turn
@@ -30,8 +29,7 @@ H = timedelta(hours=1)
 
 @pytest.fixture
 def pacer(engine, clock) -> Pacer:
-    ctx, deferrer, _workers, _quota = harness.build(engine, clock, max_sessions=2)
-    wiring.install(ctx)
+    ctx, deferrer, _workers, _quota = harness.build(engine, clock, max_sessions=2, wired=True)
     return Pacer(settings=load({"PACER_ROSTER": "UOP=operator"}, toml_path=None), engine=engine, clock=clock, deferrer=deferrer, ctx=ctx)
 
 

@@ -34,11 +34,9 @@ from bot.runtime.process import Pacer
 from bot.serve.app import create_app
 from bot.slack.blocks import HOLD_RELEASE, QUEUE_ROW
 from integrations.slack.notifier import QUEUE_RESUME
-from scheduler import wiring
-from scheduler.context import Context, Limits, Ports, Runtime
+from scheduler.context import Context, Runtime
 from scheduler.engine.turns import submit_turn
 from scheduler.holds.operator import place_hold
-from scheduler.jobs import targets
 from scheduler.pauses.parking import pause_into_spot_queue
 from scheduler.store import db as dbmod
 from scheduler.store.db import session_scope
@@ -59,7 +57,7 @@ from scheduler.store.prerequisite_rows import record_prerequisites
 from scheduler.store.sessions import NewSession, create_session
 from scheduler.testing import VirtualClock, VirtualDeferrer, VirtualWorkers
 from tests.conftest import T0
-from tests.support.harness import SetQuota
+from tests.support.harness import SetQuota, context
 from tests.support.slack_mock import TEAM_ID, MockSlack, PacerServer, SlackClient, pacer_settings
 
 TOKEN = "parity-token-0123456789"
@@ -163,12 +161,8 @@ def world(tmp: Path, mock: MockSlack) -> Iterator[World]:
     clock = VirtualClock(T0)
     deferrer = RecordingDeferrer(clock)
     quota = SetQuota(clock)
-    ctx = Context(ports=Ports(engine=engine, clock=clock, deferrer=deferrer, workers=VirtualWorkers(clock, deferrer), quota=quota,
-                              notifier=CompositeNotifier(LogNotifier())),
-                  limits=Limits(runtimes={"echo": Runtime("echo", True, 0.1)}),
-                  jobs=targets(),
-                  rng=random.Random(7))  # one seed: the ladder's jitter is the same in every world
-    wiring.install(ctx)
+    ctx = context(engine, clock, deferrer, VirtualWorkers(clock, deferrer), wired=True, quota=quota, notifier=CompositeNotifier(LogNotifier()),
+                  runtimes={"echo": Runtime("echo", True, 0.1)}, rng=random.Random(7))  # one seed: the ladder's jitter is the same in every world
     settings = pacer_settings(mock, PACER_API_TOKEN=TOKEN, PACER_API_TOKENS=f"{ACTOR}={ACTOR_TOKEN}",
                               PACER_ROSTER=f"{ACTOR}=operator,UMEM=member")
     pacer = Pacer(settings=settings, engine=engine, clock=clock, deferrer=deferrer, ctx=ctx)

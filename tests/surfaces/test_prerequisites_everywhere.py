@@ -35,8 +35,7 @@ def _target(ctx: Any) -> int:
 
 
 def test_pacer_new_declares_what_it_depends_on(engine, clock) -> None:
-    ctx, deferrer, _workers, _quota = harness.build(engine, clock, max_sessions=5)
-    wiring.install(ctx)
+    ctx, deferrer, _workers, _quota = harness.build(engine, clock, max_sessions=5, wired=True)
     pacer = Pacer(settings=load({"PACER_ROSTER": "UOP=operator"}, toml_path=None), engine=engine, clock=clock, deferrer=deferrer, ctx=ctx)
     target = _target(ctx)
 

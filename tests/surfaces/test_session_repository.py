@@ -16,7 +16,7 @@ from bot.github.events import IntakeEvent, parse
 from bot.github.intake import github_event
 from bot.runtime.process import Pacer
 from bot.triggers.spec import check_config
-from scheduler import bounds, wiring
+from scheduler import bounds
 from scheduler.errors import InvalidInput
 from scheduler.store.db import session_scope
 from scheduler.store.models import Session, Trigger
@@ -49,8 +49,7 @@ def test_anything_else_is_refused_naming_the_argument_and_the_form(value: Any) -
 
 
 def test_a_github_session_takes_the_repository_of_its_event(any_engine: Any, clock: Any) -> None:
-    ctx, _deferrer, _workers, _quota = harness.build(any_engine, clock, max_sessions=1)
-    wiring.install(ctx)
+    ctx, _deferrer, _workers, _quota = harness.build(any_engine, clock, max_sessions=1, wired=True)
     with session_scope(any_engine) as db:
         db.add(Trigger(name="label", kind="github_label", prompt_template="{{ text }}", created_at=clock.now()))
     event = parse("issues", issue_payload("labeled", label="pacer", repository="Octo/App"), bot_login="pacer[bot]")

@@ -19,7 +19,6 @@ import subprocess
 import sys
 import time
 import uuid
-from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
@@ -27,7 +26,7 @@ import pytest
 
 from bot.serve.demo import wait_until_up
 from tests.integrations.test_workspaces import bare_remote, git
-from tests.support.custody_support import agent_python, agent_user, custody_settings, open_room, require_custody, sandbox_usable
+from tests.support.custody_support import agent_python, agent_user, custody_settings, sandbox_usable
 from tests.support.paths import ROOT
 from tests.support.slack_mock import MockSlack
 from tests.system.test_crash import _port
@@ -49,13 +48,6 @@ def _modes() -> list[str]:
     else:
         modes.append("none")
     return modes
-
-
-@pytest.fixture
-def room() -> Iterator[Path]:
-    require_custody()
-    with open_room() as room:
-        yield room
 
 
 def _serve(room: Path, port: int, mode: str, slack: MockSlack) -> subprocess.Popen[str]:

@@ -15,7 +15,6 @@ from bot.api.callers import DEMO_TOKEN_KEY
 from bot.runtime.process import Pacer
 from bot.serve import demo
 from bot.serve.app import create_app
-from scheduler import wiring
 from scheduler.store.db import session_scope
 from scheduler.store.models import Session, Trigger
 from tests.support.api_client import Server, make_api, settings_for
@@ -33,8 +32,7 @@ class Later:
 
 
 def test_install_demo_adds_triggers_a_token_and_a_webhook_secret_and_every_trigger_kind_fires(engine, clock) -> None:
-    ctx, deferrer, _workers, _quota = build(engine, clock, max_sessions=2, turn_minutes=10)
-    wiring.install(ctx)
+    ctx, deferrer, _workers, _quota = build(engine, clock, max_sessions=2, turn_minutes=10, wired=True)
     pacer = Pacer(settings=settings_for(engine, PACER_API_TOKEN="", GITHUB_WEBHOOK_SECRET=""), engine=engine, clock=clock,
                   deferrer=deferrer, ctx=ctx)
     later = Later()

@@ -10,7 +10,6 @@ import hashlib
 import json
 import os
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
@@ -23,26 +22,17 @@ from bot.runtime.adapters import build_pool, build_runner, runtimes_from_setting
 from bot.runtime.notify import CompositeNotifier, LogNotifier
 from bot.serve.app import create_app
 from integrations.runners.command import ARGUMENT_BYTES, build_argv, split_template
-from scheduler import wiring
 from scheduler.clock import SystemClock
-from scheduler.context import Context, Limits, Ports
 from scheduler.errors import InvalidInput
-from scheduler.jobs import targets
 from scheduler.ports import TurnRequest
 from scheduler.store.models import Trigger
 from scheduler.testing import VirtualClock, VirtualDeferrer
 from tests.conftest import T0
-from tests.support.custody_support import agent_python, custody_settings, open_room, require_custody
+from tests.support.custody_support import agent_python, custody_settings
 from tests.support.github_support import SECRET, headers, issue_payload, serving
+from tests.support.harness import context
 
 BODY = "€" * 65_536
-
-
-@pytest.fixture
-def room() -> Iterator[Path]:
-    require_custody()
-    with open_room() as room:
-        yield room
 
 
 @pytest.mark.parametrize("arguments", ["", "--file {prompt_file}", "{prompt}"])
@@ -52,11 +42,8 @@ def test_a_65536_character_non_ascii_issue_body_reaches_the_agent_whole(engine: 
         "PACER_RUNNER_COMMAND": f"{agent_python()} {room / 'bin' / 'prompt_agent.py'} {arguments}",
         "PACER_WORKDIR": str(room / "work"), "PACER_WORKSPACES": str(room / "ws"), **custody_settings(room, "shipped"),
     }, toml_path=None)
-    ctx = Context(ports=Ports(engine=engine, clock=SystemClock(), deferrer=VirtualDeferrer(VirtualClock(T0)),
-                              workers=build_pool(settings, build_runner(settings, dict(os.environ))), notifier=CompositeNotifier(LogNotifier())),
-                  limits=Limits(runtimes=runtimes_from_settings(settings)),
-                  jobs=targets())
-    wiring.install(ctx)
+    ctx = context(engine, SystemClock(), VirtualDeferrer(VirtualClock(T0)), build_pool(settings, build_runner(settings, dict(os.environ))), wired=True,
+                  notifier=CompositeNotifier(LogNotifier()), runtimes=runtimes_from_settings(settings))
     with DBSession(engine) as db:
         db.add(Trigger(name="issues", kind="github_issue", prompt_template="{{ body }}", scheduling_class="priority", created_at=T0))
         db.commit()

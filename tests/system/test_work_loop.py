@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 import os
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -25,29 +25,20 @@ from bot.runtime.notify import CompositeNotifier, LogNotifier
 from bot.runtime.process import Pacer
 from bot.serve.app import create_app
 from integrations.slack.messages import thread_messages
-from scheduler import wiring
 from scheduler.clock import SystemClock
-from scheduler.context import Context, Limits, Ports
-from scheduler.jobs import targets
 from scheduler.store.models import Session, Trigger, Turn
 from scheduler.testing import VirtualClock, VirtualDeferrer
 from tests.conftest import T0
 from tests.integrations.test_workspaces import git
-from tests.support.custody_support import agent_python, custody_settings, open_room, require_custody
+from tests.support.custody_support import agent_python, custody_settings
 from tests.support.github_support import SECRET, FakeGithub, comment_payload, headers, issue_payload, serving
+from tests.support.harness import context
 from tests.support.paths import FIXTURES
 from tests.support.slack_mock import BOT_TOKEN, SIGNING_SECRET, MockSlack, PacerServer, SlackClient
 
 TOKEN = "ghs_work_loop_sekret_0123456789"
 AGENT = FIXTURES / "agents" / "commit_agent.py"
 RESULT_CHARS = 6000
-
-
-@pytest.fixture
-def github() -> Iterator[FakeGithub]:
-    fake = FakeGithub().start()
-    yield fake
-    fake.stop()
 
 
 @pytest.fixture
@@ -63,14 +54,6 @@ def remote(tmp_path: Path) -> Path:
     return tmp_path / "remotes"
 
 
-@pytest.fixture
-def room() -> Iterator[Path]:
-    """Where the agents' programs and working trees live, reachable by the agent user."""
-    require_custody()
-    with open_room() as room:
-        yield room
-
-
 def _pacer(engine: Engine, room: Path, github: FakeGithub, remote: Path, **extra: str) -> Pacer:
     """Pacer with the command runner in the custody that ships: the agent runs as its own user (the
     tests run as root) and in the sandbox where this machine has one."""
@@ -82,11 +65,8 @@ def _pacer(engine: Engine, room: Path, github: FakeGithub, remote: Path, **extra
     }, toml_path=None)
     # The agent inherits a process environment that holds the token, as production's would.
     runner = build_runner(settings, {**os.environ, "GITHUB_TOKEN": TOKEN, "HOME": str(room)}, engine=engine)
-    ctx = Context(ports=Ports(engine=engine, clock=SystemClock(), deferrer=VirtualDeferrer(VirtualClock(T0)), workers=build_pool(settings, runner),
-                              notifier=CompositeNotifier(LogNotifier())),
-                  limits=Limits(runtimes=runtimes_from_settings(settings)),
-                  jobs=targets())
-    wiring.install(ctx)
+    ctx = context(engine, SystemClock(), VirtualDeferrer(VirtualClock(T0)), build_pool(settings, runner), wired=True,
+                  notifier=CompositeNotifier(LogNotifier()), runtimes=runtimes_from_settings(settings))
     with DBSession(engine) as db:
         db.add(Trigger(name="label", kind="github_label", prompt_template="Fix {{ repository }}#{{ number }}: {{ title }}",
                        created_at=ctx.clock.now()))

@@ -10,13 +10,6 @@ import pytest
 from tests.support.api_client import TOKEN, make_api
 
 
-@pytest.fixture
-def api(engine, clock):
-    api = make_api(engine, clock)
-    yield api
-    api.close()
-
-
 def test_an_unset_token_answers_every_call_401_saying_it_is_not_configured(engine, clock, request) -> None:
     api = make_api(engine, clock, PACER_API_TOKEN="", PACER_API_TOKENS="")
     request.addfinalizer(api.close)

@@ -8,14 +8,8 @@ from sqlmodel import select
 
 from scheduler.store.db import session_scope
 from scheduler.store.models import PolicyAudit
-from tests.support.api_client import make_api
 
-
-@pytest.fixture
-def api(engine, clock):
-    api = make_api(engine, clock, max_sessions=1, turn_minutes=30)
-    yield api
-    api.close()
+pytestmark = pytest.mark.api(max_sessions=1, turn_minutes=30)
 
 
 def audits(api) -> list[PolicyAudit]:

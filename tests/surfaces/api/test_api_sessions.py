@@ -11,15 +11,9 @@ from sqlmodel import select
 
 from scheduler.store.db import session_scope
 from scheduler.store.models import HumanMessage
-from tests.support.api_client import make_api
 from tests.support.harness import new
 
-
-@pytest.fixture
-def api(engine, clock):
-    api = make_api(engine, clock, max_sessions=2, turn_minutes=30)
-    yield api
-    api.close()
+pytestmark = pytest.mark.api(max_sessions=2, turn_minutes=30)
 
 
 def create(api, **body):

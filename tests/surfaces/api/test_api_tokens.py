@@ -19,13 +19,8 @@ from tests.support.api_client import PERSONAL, PERSONAL_TOKENS, ROSTER, TOKEN, m
 from tests.system.test_crash import TOKEN as SERVE_TOKEN
 from tests.system.test_crash import _port, _serve
 
-
-@pytest.fixture
-def api(engine, clock, request):
-    """The shared token with the default role: what a deployment gets unless it says otherwise."""
-    api = make_api(engine, clock, PACER_API_ROLE=None)
-    request.addfinalizer(api.close)
-    return api
+# The shared token with the default role: what a deployment gets unless it says otherwise.
+pytestmark = pytest.mark.api(PACER_API_ROLE=None)
 
 
 def as_token(api, method: str, path: str, token: str, actor: str | None = None, **kw):

@@ -8,19 +8,13 @@ import pytest
 
 from scheduler.store.db import session_scope
 from scheduler.store.models import Session
-from tests.support.api_client import make_api
+
+pytestmark = pytest.mark.api(max_sessions=2, turn_minutes=30)
 
 SCHEDULE = {"name": "nightly", "kind": "schedule", "prompt_template": "Sweep the flaky tests (fired {{ fired_at }})",
             "config": {"cron": "0 3 * * *", "timezone": "Europe/Vilnius"}}
 LABEL = {"name": "label-pacer", "kind": "github_label", "prompt_template": "Work on {{ title }}: {{ url }}",
          "config": {"label": "pacer"}}
-
-
-@pytest.fixture
-def api(engine, clock):
-    api = make_api(engine, clock, max_sessions=2, turn_minutes=30)
-    yield api
-    api.close()
 
 
 def make(api, body, **over):

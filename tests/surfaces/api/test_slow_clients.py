@@ -24,7 +24,6 @@ from bot.runtime.process import Pacer
 from bot.serve.app import create_app
 from bot.serve.server import client_bounds
 from bot.serve.slow_clients import MAX_HEADER_BYTES
-from scheduler import wiring
 from tests.support.api_client import TOKEN, Server, settings_for
 from tests.support.harness import build
 
@@ -35,8 +34,7 @@ CLIENTS = 50
 
 @pytest.fixture
 def served(engine, clock) -> Iterator[Server]:
-    ctx, deferrer, _workers, _quota = build(engine, clock)
-    wiring.install(ctx)
+    ctx, deferrer, _workers, _quota = build(engine, clock, wired=True)
     settings = settings_for(
         engine, PACER_HEADER_TIMEOUT_SECONDS="1", PACER_BODY_TIMEOUT_SECONDS="1", PACER_BODY_MIN_RATE="1024",
         PACER_KEEP_ALIVE_SECONDS="1", PACER_MAX_CONNECTIONS="120",

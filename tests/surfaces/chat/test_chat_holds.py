@@ -11,7 +11,6 @@ from bot.chat import answers
 from bot.commands import USAGE
 from bot.config.settings import load
 from bot.runtime.process import Pacer
-from scheduler import wiring
 from scheduler.engine.turns import submit_turn
 from scheduler.store.db import session_scope
 from scheduler.store.models import HumanMessage, OperatorHold, QueueHold, Session
@@ -23,8 +22,7 @@ ROSTER = "UOP=operator,UMEM=member,UTWO=member"
 
 @pytest.fixture
 def pacer(engine, clock) -> Pacer:
-    ctx, deferrer, _workers, _quota = harness.build(engine, clock, max_sessions=2)
-    wiring.install(ctx)  # the admission checks and hooks production installs
+    ctx, deferrer, _workers, _quota = harness.build(engine, clock, max_sessions=2, wired=True)
     return Pacer(settings=load({"PACER_ROSTER": ROSTER}, toml_path=None), engine=engine, clock=clock, deferrer=deferrer, ctx=ctx)
 
 

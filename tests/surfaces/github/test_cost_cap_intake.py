@@ -12,7 +12,6 @@ from sqlalchemy import Engine
 from bot.github.events import IntakeEvent, cost_cap_of, parse
 from bot.github.intake import github_event
 from bot.triggers.spec import check_config
-from scheduler import wiring
 from scheduler.errors import InvalidInput
 from scheduler.store.db import session_scope
 from scheduler.store.models import Trigger
@@ -22,8 +21,8 @@ from tests.support.harness import build, new, row
 
 @pytest.fixture
 def ctx(any_engine: Engine, clock: Any) -> Any:
-    context, _deferrer, _workers, _quota = build(any_engine, clock, max_sessions=1)
-    return wiring.install(context)
+    context, _deferrer, _workers, _quota = build(any_engine, clock, max_sessions=1, wired=True)
+    return context
 
 
 def _event(**kw: Any) -> IntakeEvent:

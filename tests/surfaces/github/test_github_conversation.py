@@ -4,7 +4,6 @@ nothing; Prow's `/hold` and `/hold cancel` place and lift the hold the `pacer:ho
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -16,7 +15,6 @@ from bot.github.commands import command_text
 from bot.github.events import Control, Ignored, IntakeEvent, Kind, is_trusted, parse
 from bot.github.intake import github_event
 from integrations.github import markers
-from scheduler import wiring
 from scheduler.store.db import session_scope
 from scheduler.store.models import EnqueuedMessage, HumanMessage, OperatorHold, Session, Trigger, Turn
 from scheduler.store.policy import load_policy
@@ -60,8 +58,8 @@ def test_trust_is_the_comments_own_author() -> None:
 
 @pytest.fixture
 def ctx(any_engine: Engine, clock: Any) -> Any:
-    context, _deferrer, _workers, _quota = build(any_engine, clock, max_sessions=2)
-    return wiring.install(context)
+    context, _deferrer, _workers, _quota = build(any_engine, clock, max_sessions=2, wired=True)
+    return context
 
 
 def _labeled(ctx: Any, clock: Any) -> int:
@@ -143,13 +141,6 @@ def test_hold_and_hold_cancel_in_comments(ctx: Any, clock: Any) -> None:
 )
 def test_a_pacer_command_is_the_first_line_of_a_comment(comment: str, text: str | None) -> None:
     assert command_text(comment) == text
-
-
-@pytest.fixture
-def github() -> Iterator[FakeGithub]:
-    fake = FakeGithub().start()
-    yield fake
-    fake.stop()
 
 
 def test_pacer_commands_run_as_their_author_and_are_answered_in_a_comment(engine: Engine, clock: Any, deferrer: Any,

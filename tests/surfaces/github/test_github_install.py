@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Iterator
 from typing import Any
 
 import httpx
@@ -37,13 +36,6 @@ def _repos(*names: str) -> list[dict[str, Any]]:
 ])
 def test_an_installation_names_the_repositories_it_gives_the_app(event: str, payload: dict[str, Any], expected: Installed | None) -> None:
     assert installed(event, payload) == expected
-
-
-@pytest.fixture
-def github() -> Iterator[FakeGithub]:
-    fake = FakeGithub().start()
-    yield fake
-    fake.stop()
 
 
 def _deliver(client: httpx.Client, event: str, payload: dict[str, Any], delivery: str | None = None) -> httpx.Response:

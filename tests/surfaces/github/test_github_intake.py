@@ -12,7 +12,6 @@ from sqlmodel import col, select
 
 from bot.github.events import IntakeEvent, Kind, parse
 from bot.github.intake import IntakeSettings, github_event, github_trigger_mismatch, record_github
-from scheduler import wiring
 from scheduler.holds.prerequisites import unsatisfied
 from scheduler.store.db import session_scope
 from scheduler.store.models import OperatorHold, Prerequisite, Session, Trigger
@@ -42,8 +41,8 @@ def _sessions(engine: Engine) -> list[Session]:
 @pytest.fixture
 def ctx(any_engine: Engine, clock: Any) -> Any:
     """The real engine with every admission check production installs (holds, groups, …)."""
-    context, _deferrer, _workers, _quota = build(any_engine, clock, max_sessions=1)
-    return wiring.install(context)
+    context, _deferrer, _workers, _quota = build(any_engine, clock, max_sessions=1, wired=True)
+    return context
 
 
 @pytest.mark.parametrize(

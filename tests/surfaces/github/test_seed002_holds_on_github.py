@@ -13,8 +13,8 @@ from scheduler.holds.queue import resume_queue
 from scheduler.ports import Outcome
 from scheduler.rules.genesis import SchedulingClass
 from scheduler.store.policy import set_policy
-from tests.support.harness import new, row
-from tests.support.holdkit import finish, wired
+from tests.support.harness import build, new, row
+from tests.support.holdkit import finish
 
 pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")
 
@@ -26,7 +26,7 @@ def _comment(ctx, session_id: int) -> str:
 
 
 def test_the_status_comment_says_model_access(engine, clock) -> None:
-    ctx, deferrer, workers, _quota, _heard = wired(engine, clock)
+    ctx, deferrer, workers, _quota = build(engine, clock, wired=True)
     a = new(ctx, title="t", runtime="claude")
     submit_turn(ctx, a, "go")
     finish(ctx, workers, deferrer, a, Outcome.MODEL_ACCESS, extra={"model": "opus"})
@@ -34,7 +34,7 @@ def test_the_status_comment_says_model_access(engine, clock) -> None:
 
 
 def test_the_status_comment_says_blocked_interference(engine, clock) -> None:
-    ctx, deferrer, workers, _quota, _heard = wired(engine, clock, max_sessions=3)
+    ctx, deferrer, workers, _quota = build(engine, clock, max_sessions=3, wired=True)
     blocked = new(ctx, title="Fix login", prompt="src/auth/login.py", concurrency_group="repo:o/r")
     submit_turn(ctx, blocked, "src/auth/login.py")
     finish(ctx, workers, deferrer, blocked, Outcome.FAILED, error="bad request")
@@ -45,7 +45,7 @@ def test_the_status_comment_says_blocked_interference(engine, clock) -> None:
 
 
 def test_the_status_comment_says_cost_budget(engine, clock) -> None:
-    ctx, deferrer, _workers, _quota, _heard = wired(engine, clock, max_sessions=3)
+    ctx, deferrer, _workers, _quota = build(engine, clock, max_sessions=3, wired=True)
     set_policy(ctx, {}, budgets={"echo": 1}, surface="test", actor="U_OPS")
     first = new(ctx)
     submit_turn(ctx, first, "go")
