@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterator
-from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
@@ -27,9 +26,8 @@ from scheduler.testing import VirtualClock, VirtualDeferrer
 from tests.support.api_client import Api, make_api
 from tests.support.custody_support import open_room, require_custody
 from tests.support.github_support import FakeGithub
+from tests.support.harness import T0
 from tests.support.slack_mock import MockSlack, serving
-
-T0 = datetime(2026, 11, 2, 9, 0, tzinfo=UTC)
 
 _pg_engine: Engine | None = None
 _worker_db: tuple[str, str] | None = None  # under xdist: the server's database, and this worker's beside it

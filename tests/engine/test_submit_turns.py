@@ -25,8 +25,8 @@ from scheduler.holds.operator import NewOperatorHold, add_hold, place_hold
 from scheduler.store.db import session_scope
 from scheduler.store.models import EnqueuedMessage, Status, Turn
 from scheduler.testing import VirtualClock
-from tests.conftest import T0, _fresh_sqlite
-from tests.support.harness import build, new, row
+from tests.conftest import _fresh_sqlite
+from tests.support.harness import T0, build, new, row
 
 pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")
 

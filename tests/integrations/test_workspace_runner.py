@@ -27,9 +27,9 @@ from scheduler.ports import Outcome, TurnRequest, TurnResult
 from scheduler.store.db import session_scope
 from scheduler.store.models import Session, Status, Turn
 from scheduler.store.sessions import NewSession, create_session
-from tests.conftest import T0
 from tests.integrations.test_workspaces import git
 from tests.support.github_support import FakeGithub
+from tests.support.harness import T0
 
 IDENTITY = ["-c", "user.name=Agent", "-c", "user.email=agent@example.com"]
 

@@ -24,7 +24,7 @@ from scheduler.store.models import HumanMessage, Session
 from scheduler.store.policy import ensure_policy, load_policy
 from scheduler.store.sessions import is_spot
 from scheduler.testing import VirtualClock
-from tests.conftest import T0
+from tests.support.harness import T0
 from tests.support.sweeping import Scene
 
 M = timedelta(minutes=1)

@@ -24,8 +24,7 @@ from scheduler.store.db import session_scope
 from scheduler.store.models import PolicyAudit, Session
 from scheduler.store.policy import change_policy
 from scheduler.store.sessions import NewSession
-from tests.conftest import T0
-from tests.support.harness import build
+from tests.support.harness import T0, build
 
 MINUTE = timedelta(minutes=1)
 

@@ -12,8 +12,8 @@ from scheduler.rules.cycling import Event, detect
 from scheduler.store.db import session_scope
 from scheduler.store.models import PreemptionEvent
 from scheduler.store.preemption_ledger import cycling_now
-from tests.conftest import T0
 from tests.pauses.test_preemption import full_fleet
+from tests.support.harness import T0
 
 H = timedelta(hours=1)
 NOW = T0 + 48 * H

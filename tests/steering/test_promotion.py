@@ -22,7 +22,7 @@ from scheduler.steering.promotion import (
 )
 from scheduler.store.db import session_scope
 from scheduler.store.models import EnqueuedMessage, HumanMessage, Session
-from tests.conftest import T0
+from tests.support.harness import T0
 from tests.support.sweeping import Scene
 
 ROSTER = {"U1": "member", "U2": "operator", "U9": "guest"}

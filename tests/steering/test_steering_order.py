@@ -28,8 +28,9 @@ from bot.serve.app import create_app
 from scheduler.store.db import session_scope
 from scheduler.store.models import OperatorHold, Session, Trigger
 from scheduler.store.policy import ensure_policy
-from tests.conftest import T0, _fresh_postgres
+from tests.conftest import _fresh_postgres
 from tests.support.github_support import comment_payload, headers, issue_payload, make_pacer, serving
+from tests.support.harness import T0
 
 PAIRS = 20
 GAP_SECONDS = 0.020  # between the two deliveries of a pair: the race the scenario is about

@@ -17,8 +17,7 @@ from scheduler.engine.turns import submit_turn, submit_turns
 from scheduler.holds.groups import repository_group
 from scheduler.store import db as dbmod
 from scheduler.testing import VirtualClock
-from tests.conftest import T0
-from tests.support.harness import build, new
+from tests.support.harness import T0, build, new
 
 pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")
 

@@ -23,7 +23,7 @@ from scheduler.store.sessions import (
     reorder_between,
     set_precedence,
 )
-from tests.conftest import T0
+from tests.support.harness import T0
 
 P, S = SchedulingClass.PRIORITY, SchedulingClass.SPOT
 

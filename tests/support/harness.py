@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import random
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 
 from sqlalchemy import Engine
 
@@ -23,6 +23,9 @@ from scheduler.store.policy import change_policy
 from scheduler.store.sessions import NewSession, create_session
 from scheduler.testing import VirtualClock, VirtualDeferrer, VirtualWorkers
 from scheduler.wiring import install
+
+# Where every virtual clock starts: a Monday morning.
+T0 = datetime(2026, 11, 2, 9, 0, tzinfo=UTC)
 
 
 @dataclass

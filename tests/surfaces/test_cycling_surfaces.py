@@ -20,9 +20,9 @@ from scheduler.rules.cycling import Event
 from scheduler.store.db import session_scope
 from scheduler.store.models import PreemptionEvent, Turn
 from templates import render
-from tests.conftest import T0
 from tests.support import harness
 from tests.support.api_client import make_api
+from tests.support.harness import T0
 
 H = timedelta(hours=1)
 

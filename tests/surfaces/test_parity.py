@@ -56,8 +56,7 @@ from scheduler.store.policy import change_policy, ensure_policy
 from scheduler.store.prerequisite_rows import record_prerequisites
 from scheduler.store.sessions import NewSession, create_session
 from scheduler.testing import VirtualClock, VirtualDeferrer, VirtualWorkers
-from tests.conftest import T0
-from tests.support.harness import SetQuota, context
+from tests.support.harness import T0, SetQuota, context
 from tests.support.slack_mock import TEAM_ID, MockSlack, PacerServer, SlackClient, pacer_settings
 
 TOKEN = "parity-token-0123456789"

@@ -112,7 +112,7 @@ def test_a_bad_threshold_in_policy_set_names_it_and_changes_nothing(api, line, m
 def test_change_policy_refuses_a_threshold_out_of_range_with_the_rule(any_db) -> None:
     from scheduler.errors import InvalidInput
     from scheduler.store.policy import change_policy
-    from tests.conftest import T0
+    from tests.support.harness import T0
 
     for key, raw, rule in (("top_up_ceiling", "-2", "top_up_ceiling: '-2' must be a whole number from 0 (top-up off) to 10,000"),
                            ("top_up_cooldown_minutes", 0, "top_up_cooldown_minutes: 0 must be a whole number from 1 to 1,440 minutes"),

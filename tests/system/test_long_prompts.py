@@ -27,10 +27,9 @@ from scheduler.errors import InvalidInput
 from scheduler.ports import TurnRequest
 from scheduler.store.models import Trigger
 from scheduler.testing import VirtualClock, VirtualDeferrer
-from tests.conftest import T0
 from tests.support.custody_support import agent_python, custody_settings
 from tests.support.github_support import SECRET, headers, issue_payload, serving
-from tests.support.harness import context
+from tests.support.harness import T0, context
 
 BODY = "€" * 65_536
 

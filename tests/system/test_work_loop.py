@@ -28,11 +28,10 @@ from integrations.slack.messages import thread_messages
 from scheduler.clock import SystemClock
 from scheduler.store.models import Session, Trigger, Turn
 from scheduler.testing import VirtualClock, VirtualDeferrer
-from tests.conftest import T0
 from tests.integrations.test_workspaces import git
 from tests.support.custody_support import agent_python, custody_settings
 from tests.support.github_support import SECRET, FakeGithub, comment_payload, headers, issue_payload, serving
-from tests.support.harness import context
+from tests.support.harness import T0, context
 from tests.support.paths import FIXTURES
 from tests.support.slack_mock import BOT_TOKEN, SIGNING_SECRET, MockSlack, PacerServer, SlackClient
 

@@ -21,8 +21,8 @@ from scheduler.store.db import session_scope
 from scheduler.store.models import OperatorHold, PolicyAudit, QueueHold, Session, Trigger, Turn
 from scheduler.store.policy import load_policy
 from scheduler.store.sessions import NewSession, QueueFilter, create_session, ranked_queue
-from tests.conftest import T0
 from tests.support import harness
+from tests.support.harness import T0
 
 pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")
 

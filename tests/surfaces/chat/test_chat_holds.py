@@ -14,8 +14,8 @@ from bot.runtime.process import Pacer
 from scheduler.engine.turns import submit_turn
 from scheduler.store.db import session_scope
 from scheduler.store.models import HumanMessage, OperatorHold, QueueHold, Session
-from tests.conftest import T0
 from tests.support import harness
+from tests.support.harness import T0
 
 ROSTER = "UOP=operator,UMEM=member,UTWO=member"
 

@@ -30,7 +30,7 @@ from scheduler.store import db as dbmod
 from scheduler.store.models import Session, Turn
 from scheduler.store.sessions import NewSession, create_session
 from scheduler.testing import VirtualDeferrer
-from tests.conftest import T0
+from tests.support.harness import T0
 from tests.support.paths import ROOT
 from tests.support.slack_mock import BOT_TOKEN, MockSlack
 
