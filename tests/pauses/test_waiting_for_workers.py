@@ -130,10 +130,9 @@ def test_a_turn_waiting_for_a_worker_is_counted_so_a_burst_cannot_pass_the_ceili
     transaction that hands it to the worker machines, and a worker later runs it without asking
     again. Not counting it there, a burst of 20 spot sessions with max sessions 2 and 12 workers
     started all 20, and 20 ran once the workers claimed them; counted, 2 start and the rest wait."""
-    ctx, _deferrer, _workers, _quota = build(any_engine, clock, max_sessions=2)
+    ctx, _deferrer, _workers, _quota = build(any_engine, clock, max_sessions=2, wired=True)
     ctx.ports.dispatcher = Queued()
     ctx.limits.agent_workers = 12
-    wiring.install(ctx)
     outcomes = [submit_turn(ctx, new(ctx, genesis="schedule"), "go").outcome for _ in range(20)]
     assert outcomes.count("started") == 2 and outcomes.count("held") == 18
     with session_scope(ctx.engine) as db:

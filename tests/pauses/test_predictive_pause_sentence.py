@@ -10,7 +10,7 @@ from scheduler.context import Runtime
 from scheduler.rules.explain import explain
 from scheduler.rules.gate import Ceiling, evaluate
 from scheduler.rules.snapshot import Asking, FleetTurn, PolicyView, Snapshot, WindowState
-from tests.sweeping import Scene
+from tests.support.sweeping import Scene
 
 NOW = datetime(2026, 11, 2, 9, 0, tzinfo=UTC)
 

@@ -61,7 +61,7 @@ def test_two_processes_finding_one_deadlock_tell_it_once(any_engine, clock) -> N
 
     from scheduler.engine.effects import Effects
     from scheduler.holds.operator import live_holds, notice_deadlocks
-    from tests.harness import build, new
+    from tests.support.harness import build, new
 
     one, *_ = build(any_engine, clock)
     two, *_ = build(any_engine, clock)

@@ -25,9 +25,10 @@ from scheduler.rules.provider_windows import Fallback, Measured, measure
 from scheduler.store.db import session_scope
 from scheduler.store.models import Session, Turn
 from scheduler.testing import VirtualClock
-from tests.harness import build, new, row
+from tests.support.harness import build, new, row
+from tests.support.paths import FIXTURES
 
-FAKE = Path(__file__).parent / "fixtures" / "fake_claude.py"
+FAKE = FIXTURES / "fake_claude.py"
 NOW = datetime(2026, 11, 2, 9, 0, tzinfo=UTC)
 H = timedelta(hours=1)
 FIVE = 5 * H

@@ -19,8 +19,7 @@ from scheduler.rules.snapshot import Asking, FleetTurn, PolicyView, Snapshot, Wi
 from scheduler.steering.gate_card import build_card, render_card
 from scheduler.store.db import session_scope
 from scheduler.store.sessions import NewSession
-from tests.harness import new, row
-from tests.holdkit import wired
+from tests.support.harness import build, new, row
 
 NOW = datetime(2026, 11, 2, 9, 0, tzinfo=UTC)
 
@@ -89,7 +88,7 @@ def spot(ctx, **claim: object) -> int:
 
 
 def test_weighted_sessions_fill_the_budget_on_the_production_wiring(engine, clock) -> None:
-    ctx, _deferrer, _workers, _quota, _heard = wired(engine, clock, max_sessions=2, turn_minutes=60)
+    ctx, _deferrer, _workers, _quota = build(engine, clock, max_sessions=2, turn_minutes=60, wired=True)
     for _ in range(2):
         assert submit_turn(ctx, spot(ctx, weight=0.5), "half").outcome == "started"
     with session_scope(ctx.engine) as db:
@@ -109,7 +108,7 @@ def test_weighted_sessions_fill_the_budget_on_the_production_wiring(engine, cloc
 
 
 def test_the_api_reads_the_load(engine, clock) -> None:
-    ctx, _deferrer, _workers, _quota, _heard = wired(engine, clock, max_sessions=2, turn_minutes=60)
+    ctx, _deferrer, _workers, _quota = build(engine, clock, max_sessions=2, turn_minutes=60, wired=True)
     for _ in range(2):
         intake.api_session(ctx, NewSession(genesis="schedule", weight=0.5), "half")
     with session_scope(ctx.engine) as db:
