@@ -40,13 +40,26 @@ def seed_sessions(url: str, count: int) -> None:
     rows: list[dict[str, object]] = []
     for i in range(count):
         held = i % 7 == 0
-        rows.append({
-            "title": f"bench task {i}", "genesis": ("github_label", "slack", "schedule", "api")[i % 4], "status": "running" if i % 500 == 0 else "waiting",
-            "scheduling_class": "priority" if i % 50 == 0 else None, "precedence": i % 10, "runtime": "echo", "requester": "UMEM",
-            "created_at": NOW - timedelta(minutes=count - i), "source": {}, "attachments": [], "hold_attachments": [],
-            "hold_reason": "spot_budget" if held else None, "hold_count": 1 if held else 0, "hold_at": NOW if held else None,
-            "hold_retry_at": NOW + timedelta(minutes=30) if held else None, "hold_sentence": "Spot budget for this window is spent." if held else None,
-        })
+        rows.append(
+            {
+                "title": f"bench task {i}",
+                "genesis": ("github_label", "slack", "schedule", "api")[i % 4],
+                "status": "running" if i % 500 == 0 else "waiting",
+                "scheduling_class": "priority" if i % 50 == 0 else None,
+                "precedence": i % 10,
+                "runtime": "echo",
+                "requester": "UMEM",
+                "created_at": NOW - timedelta(minutes=count - i),
+                "source": {},
+                "attachments": [],
+                "hold_attachments": [],
+                "hold_reason": "spot_budget" if held else None,
+                "hold_count": 1 if held else 0,
+                "hold_at": NOW if held else None,
+                "hold_retry_at": NOW + timedelta(minutes=30) if held else None,
+                "hold_sentence": "Spot budget for this window is spent." if held else None,
+            }
+        )
     with dbmod.session_scope(engine) as db:
         db.execute(insert(Session), rows)
     engine.dispose()
@@ -59,7 +72,9 @@ def start_server(workdir: Path, url: str, port: int, api_url: str) -> subprocess
     })
 
 
-def send_all(base: str, mock: MockSlack, count: int, concurrency: int) -> tuple[dict[str, tuple[float, float, int]], float]:
+def send_all(
+    base: str, mock: MockSlack, count: int, concurrency: int
+) -> tuple[dict[str, tuple[float, float, int]], float]:
     """Send `count` commands; returns {response name: (sent at, ack seconds, status)}, wall seconds."""
     local = threading.local()
     clients: list[httpx.Client] = []
@@ -127,11 +142,23 @@ def main(argv: list[str] | None = None) -> int:
         statuses[status] = statuses.get(status, 0) + 1
     ok_answers = sum(1 for c in answered if not c.body.get("text", "").startswith(":warning:"))
     ack_p99 = percentile(acks, 99)
-    print(f"requests     {len(results)} (/pacer queue and /pacer holds alternating), concurrency {args.concurrency}, {args.sessions} sessions")
+    print(
+        f"requests     {len(results)} (/pacer queue and /pacer holds alternating), concurrency {args.concurrency}, "
+        f"{args.sessions} sessions"
+    )
     print(f"throughput   {len(results) / wall:.0f} acks/s ({wall:.2f} s)")
-    print(f"ack          p50 {statistics.median(acks):.1f} ms   p99 {ack_p99:.1f} ms   max {max(acks):.1f} ms   (target p99 < {TARGET_ACK_P99_MS:.0f} ms)")
-    print(f"answer       p50 {statistics.median(answers):.1f} ms   p99 {percentile(answers, 99):.1f} ms   max {max(answers):.1f} ms   (at the response_url)")
-    print(f"statuses     {dict(sorted(statuses.items()))}; {len(answers)} answers posted, {ok_answers} of them not an error")
+    print(
+        f"ack          p50 {statistics.median(acks):.1f} ms   p99 {ack_p99:.1f} ms   max {max(acks):.1f} ms   (target "
+        f"p99 < {TARGET_ACK_P99_MS:.0f} ms)"
+    )
+    print(
+        f"answer       p50 {statistics.median(answers):.1f} ms   p99 {percentile(answers, 99):.1f} ms   max "
+        f"{max(answers):.1f} ms   (at the response_url)"
+    )
+    print(
+        f"statuses     {dict(sorted(statuses.items()))}; {len(answers)} answers posted, {ok_answers} of them not an "
+        f"error"
+    )
     print(f"workdir      {workdir}")
     failures = []
     if statuses.get(200, 0) != args.requests:

@@ -36,12 +36,27 @@ def seed(engine, waiting: int, running: int, history: int) -> int:
     fleet_geneses = ["github_label", "schedule", "command", "slack"]  # the fleet mixes both classes
     with dbmod.session_scope(engine) as db:
         ensure_policy(db, {"max_sessions": 150})
-        db.execute(insert(Session), [
-            dict(title=f"s{i}", genesis=rng.choice(geneses), precedence=rng.randint(-50, 50), status="waiting",
-                 runtime="echo", created_at=NOW - timedelta(minutes=i), source={}, attachments=[], hold_attachments=[],
-                 hold_reason="at_utilization_limit", hold_count=1, hold_at=NOW, hold_retry_at=NOW + timedelta(minutes=10))
-            for i in range(waiting)
-        ])
+        db.execute(
+            insert(Session),
+            [
+                dict(
+                    title=f"s{i}",
+                    genesis=rng.choice(geneses),
+                    precedence=rng.randint(-50, 50),
+                    status="waiting",
+                    runtime="echo",
+                    created_at=NOW - timedelta(minutes=i),
+                    source={},
+                    attachments=[],
+                    hold_attachments=[],
+                    hold_reason="at_utilization_limit",
+                    hold_count=1,
+                    hold_at=NOW,
+                    hold_retry_at=NOW + timedelta(minutes=10),
+                )
+                for i in range(waiting)
+            ],
+        )
         db.execute(insert(Session), [
             dict(title=f"r{i}", genesis=rng.choice(fleet_geneses), status="running", runtime="echo",
                  created_at=NOW - timedelta(hours=1), source={}, attachments=[], hold_attachments=[])
@@ -86,8 +101,12 @@ def main() -> None:
         deferrer = VirtualDeferrer(clock)
         ledger = LedgerSource(engine, capacity_5h_usd=500.0, capacity_7d_usd=6000.0,
                               anchor=datetime(2026, 1, 5, tzinfo=UTC), fallbacks={"echo": 1.5})
-        ctx = Context(ports=Ports(engine=engine, clock=clock, deferrer=deferrer, workers=VirtualWorkers(clock, deferrer), quota=ledger),
-                      limits=Limits(agent_workers=150, runtimes={"echo": Runtime("echo", True, 1.5)}))
+        ctx = Context(
+            ports=Ports(
+                engine=engine, clock=clock, deferrer=deferrer, workers=VirtualWorkers(clock, deferrer), quota=ledger
+            ),
+            limits=Limits(agent_workers=150, runtimes={"echo": Runtime("echo", True, 1.5)}),
+        )
 
         cold = measure(ctx, engine, ledger, args, ttl=0)
         warm = measure(ctx, engine, ledger, args, ttl=5.0)
@@ -101,12 +120,18 @@ def main() -> None:
 
         print(f"gate benchmark: {args.waiting} waiting, {args.running} running, {args.history} finished turns (SQLite)")
         print(f"  decision: {decision.reason} ({len(snapshot.fleet)} turns in the fleet)")
-        for label, (samples, *_rest) in (("every decision reads the ledger", cold), ("reading reused for 5 s (production)", warm)):
+        for label, (samples, *_rest) in (
+            ("every decision reads the ledger", cold),
+            ("reading reused for 5 s (production)", warm),
+        ):
             print(
                 f"  quota read + snapshot from DB + decision, {label}: "
                 f"median {statistics.median(samples):.2f} ms, p99 {pct(samples, 0.99):.2f} ms  (target < 20 ms)"
             )
-        print(f"  pure decision alone: median {statistics.median(pure) * 1000:.1f} us, p99 {pct(pure, 0.99) * 1000:.1f} us  (target < 1 ms)")
+        print(
+            f"  pure decision alone: median {statistics.median(pure) * 1000:.1f} us, p99 {pct(pure, 0.99) * 1000:.1f} "
+            f"us  (target < 1 ms)"
+        )
 
 
 def measure(ctx, engine, ledger, args, *, ttl):  # type: ignore[no-untyped-def]

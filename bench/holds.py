@@ -80,8 +80,11 @@ def sweep_time(sessions: int) -> None:
             started = time.perf_counter()
             rearmed = recheck_sweep(ctx)
             timings.append((time.perf_counter() - started) * 1000)
-        print(f"one hold sweep over {sessions} held sessions: {min(timings):.1f} ms best, {max(timings):.1f} ms worst of 5 "
-              f"(re-arms at most 10 a pass; the last pass re-armed {len(rearmed)})")
+        print(
+            f"one hold sweep over {sessions} held sessions: {min(timings):.1f} ms best, {max(timings):.1f} ms worst "
+            f"of 5 "
+            f"(re-arms at most 10 a pass; the last pass re-armed {len(rearmed)})"
+        )
 
 
 def main() -> None:

@@ -47,10 +47,23 @@ def fill(engine: Any, sessions: int, turns_per_session: int, rng: random.Random)
     for n in range(1, sessions + 1):
         status = rng.choices(["waiting", "running", "done"], weights=[80, 2, 18])[0]
         hold = rng.choice(HOLDS) if status == "waiting" else None
-        rows.append({"id": n, "title": f"s{n}", "genesis": rng.choice(["api", "github_label", "slack", "schedule"]),
-                     "status": status, "precedence": rng.randint(0, 100), "hold_reason": hold, "hold_count": 1 if hold else 0,
-                     "created_at": now - timedelta(minutes=n), "runtime": "echo", "source": {}, "attachments": [],
-                     "hold_attachments": [], "preemption_count": rng.randint(0, 1)})
+        rows.append(
+            {
+                "id": n,
+                "title": f"s{n}",
+                "genesis": rng.choice(["api", "github_label", "slack", "schedule"]),
+                "status": status,
+                "precedence": rng.randint(0, 100),
+                "hold_reason": hold,
+                "hold_count": 1 if hold else 0,
+                "created_at": now - timedelta(minutes=n),
+                "runtime": "echo",
+                "source": {},
+                "attachments": [],
+                "hold_attachments": [],
+                "preemption_count": rng.randint(0, 1),
+            }
+        )
         for _ in range(turns_per_session):
             turns.append({"session_id": n, "status": "done", "outcome": rng.choice(["success", "success", "failed"]),
                           "duration_ms": rng.randint(1_000, 3_600_000), "created_at": now, "finished_at": now,
@@ -79,8 +92,11 @@ def main() -> None:
         generate_latest(registry)
         took.append((time.perf_counter() - started) * 1000)
     took.sort()
-    print(f"{args.sessions} sessions, {args.sessions * args.turns_per_session} turns, {args.scrapes} scrapes of {size} bytes: "
-          f"p50 {statistics.median(took):.1f} ms, p90 {took[int(len(took) * 0.9) - 1]:.1f} ms, max {took[-1]:.1f} ms")
+    print(
+        f"{args.sessions} sessions, {args.sessions * args.turns_per_session} turns, {args.scrapes} scrapes of {size} "
+        f"bytes: "
+        f"p50 {statistics.median(took):.1f} ms, p90 {took[int(len(took) * 0.9) - 1]:.1f} ms, max {took[-1]:.1f} ms"
+    )
 
 
 if __name__ == "__main__":

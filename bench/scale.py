@@ -164,7 +164,9 @@ def _measure(replicas: int, workers: int, args: argparse.Namespace, engine: Engi
     results: list[tuple[float, int]] = []
     drained = None
     try:
-        bases = _start_replicas(workdir, url, engine, {**env, "PACER_AGENT_WORKERS": str(args.sessions + args.probes)}, replicas, processes)
+        bases = _start_replicas(
+            workdir, url, engine, {**env, "PACER_AGENT_WORKERS": str(args.sessions + args.probes)}, replicas, processes
+        )
         serving = list(processes)
         clients = senders(bases[0], args.senders)
         rng = random.Random(args.seed)
@@ -175,7 +177,9 @@ def _measure(replicas: int, workers: int, args: argparse.Namespace, engine: Engi
         while _count(engine, "SELECT count(*) FROM turns") < args.sessions and time.monotonic() - began < args.timeout:
             time.sleep(0.25)
         serve_cpu = -sum(process_cpu_seconds(p.pid) for p in serving)
-        started = [_spawn_worker(workdir, {**env, "PACER_AGENT_WORKERS": str(args.concurrency)}, i) for i in range(workers)]
+        started = [
+            _spawn_worker(workdir, {**env, "PACER_AGENT_WORKERS": str(args.concurrency)}, i) for i in range(workers)
+        ]
         processes.extend(started)
         _registered(engine, started, workers)
         worker_cpu = -sum(process_cpu_seconds(p.pid) for p in started)  # less what starting up cost
@@ -218,19 +222,26 @@ def _counts(value: str) -> list[int]:
     except ValueError:
         counts = []
     if not counts or min(counts) < 1:
-        raise argparse.ArgumentTypeError(f"expected whole numbers of at least 1 separated by commas, such as 1,2; got {value!r}")
+        raise argparse.ArgumentTypeError(
+            f"expected whole numbers of at least 1 separated by commas, such as 1,2; got {value!r}"
+        )
     return counts
 
 
 def _table(rounds: list[Round], args: argparse.Namespace) -> list[str]:
     """One row per round, then what the columns mean."""
-    lines = [f"{'replicas':>8} {'workers':>7} {'starts/s':>8} {'ceiling':>7} {'decided/s':>9} {'p50 ms':>7} {'p99 ms':>7} "
-             f"{'worker CPU':>10} {'serve CPU':>9}  drained"]
+    lines = [
+        f"{'replicas':>8} {'workers':>7} {'starts/s':>8} {'ceiling':>7} {'decided/s':>9} {'p50 ms':>7} {'p99 ms':>7} "
+        f"{'worker CPU':>10} {'serve CPU':>9}  drained"
+    ]
     for r in rounds:
         drained = f"{r.drained_seconds:.1f} s" if r.drained_seconds is not None else f"NOT within {args.timeout:.0f} s"
         ceiling = args.concurrency / args.echo_seconds * r.workers
-        lines.append(f"{r.replicas:>8} {r.workers:>7} {r.starts_per_second:>8.1f} {ceiling:>7.0f} {r.decisions_per_second:>9.1f} "
-                     f"{r.p50_ms:>7.1f} {r.p99_ms:>7.1f} {r.worker_cpu_ms:>7.0f} ms {r.serve_cpu_ms:>6.0f} ms  {drained}")
+        lines.append(
+            f"{r.replicas:>8} {r.workers:>7} {r.starts_per_second:>8.1f} {ceiling:>7.0f} "
+            f"{r.decisions_per_second:>9.1f} "
+            f"{r.p50_ms:>7.1f} {r.p99_ms:>7.1f} {r.worker_cpu_ms:>7.0f} ms {r.serve_cpu_ms:>6.0f} ms  {drained}"
+        )
     lines += [
         "",
         "starts/s     turn starts a second on the workers (agent starts, from each turn's finish less its duration)",
@@ -245,8 +256,12 @@ def _table(rounds: list[Round], args: argparse.Namespace) -> list[str]:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--replicas", type=_counts, default=[1, 2], help="`pacer serve` processes of each round, such as 1,2")
-    parser.add_argument("--workers", type=_counts, default=[1, 2], help="`pacer worker` processes of each round, such as 1,2")
+    parser.add_argument(
+        "--replicas", type=_counts, default=[1, 2], help="`pacer serve` processes of each round, such as 1,2"
+    )
+    parser.add_argument(
+        "--workers", type=_counts, default=[1, 2], help="`pacer worker` processes of each round, such as 1,2"
+    )
     parser.add_argument("--sessions", type=int, default=150)
     parser.add_argument("--concurrency", type=int, default=8, help="turns each worker runs at once")
     parser.add_argument("--echo-seconds", type=float, default=0.5)
@@ -260,19 +275,31 @@ def main(argv: list[str] | None = None) -> int:
     base = _admin_url()
     admin = dbmod.make_engine(driver_url("PACER_BENCH_DATABASE_URL", base))
     try:
-        rounds = [run_round(replicas, workers, args, admin, base) for replicas in args.replicas for workers in args.workers]
+        rounds = [
+            run_round(replicas, workers, args, admin, base) for replicas in args.replicas for workers in args.workers
+        ]
     finally:
         admin.dispose()
-    print(f"load         {os.getloadavg()[0]:.1f} (1-minute average) on {os.cpu_count()} CPUs: the rates are bounded by free CPU")
-    print(f"sessions     {args.sessions} priority sessions from a burst of signed webhooks, decided before the workers start,\n"
-          f"             then {args.probes} more sent ({args.probe_senders} senders) while the workers drain the queue")
+    print(
+        f"load         {os.getloadavg()[0]:.1f} (1-minute average) on {os.cpu_count()} CPUs: the rates are bounded by "
+        f"free CPU"
+    )
+    print(
+        f"sessions     {args.sessions} priority sessions from a burst of signed webhooks, decided before the workers "
+        f"start,\n"
+        f"             then {args.probes} more sent ({args.probe_senders} senders) while the workers drain the queue"
+    )
     print("webhooks     round robin across the replicas; the first replica leads the scheduler, any other stands by")
     print(f"agent        echo, {args.echo_seconds} s a turn, {args.concurrency} turns at once a worker")
     print()
     for line in _table(rounds, args):
         print(line)
-    failures = [f"{r.replicas} replica(s) × {r.workers} worker(s): {r.done} of {r.sessions} sessions done, {r.turns} turns (expected one each)"
-                for r in rounds if r.done != r.sessions or r.turns != r.sessions]
+    failures = [
+        f"{r.replicas} replica(s) × {r.workers} worker(s): {r.done} of {r.sessions} sessions done, {r.turns} turns "
+        f"(expected one each)"
+        for r in rounds
+        if r.done != r.sessions or r.turns != r.sessions
+    ]
     for failure in failures:
         print(f"FAIL         {failure}")
     return 1 if failures else 0

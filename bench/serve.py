@@ -21,7 +21,9 @@ def free_port() -> int:
         return int(sock.getsockname()[1])
 
 
-def start_pacer(workdir: Path, url: str, port: int, env: Mapping[str, str], *, log_name: str = "server.log") -> subprocess.Popen[bytes]:
+def start_pacer(
+    workdir: Path, url: str, port: int, env: Mapping[str, str], *, log_name: str = "server.log"
+) -> subprocess.Popen[bytes]:
     """Start `pacer serve` on `url` with `env` on top of the defaults; its log is workdir/`log_name`."""
     full = {
         **os.environ, "DATABASE_URL": url, "PACER_RUNNER": "echo", "PACER_LOG_LEVEL": "WARNING",

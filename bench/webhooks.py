@@ -54,7 +54,9 @@ WARM_UP = 20
 TARGET_P99_MS = 200.0
 
 
-def deliveries(count: int, redeliveries: int, rng: random.Random, *, owner: str = "bench-org", priority: bool = False) -> list[tuple[str, bytes]]:
+def deliveries(
+    count: int, redeliveries: int, rng: random.Random, *, owner: str = "bench-org", priority: bool = False
+) -> list[tuple[str, bytes]]:
     """(GUID, body) in sending order: each redelivery comes after its original."""
     template = json.loads(EXAMPLE.read_text())
     originals: list[tuple[str, bytes]] = []
@@ -174,8 +176,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--redeliveries", type=int, default=200)
     parser.add_argument("--concurrency", type=int, default=20)
     parser.add_argument("--seed", type=int, default=7)
-    parser.add_argument("--priority", action="store_true", help="every issue also carries pacer:priority: priority first turns")
-    parser.add_argument("--postgres", action="store_true", help="run pacer serve on PostgreSQL (PACER_BENCH_DATABASE_URL)")
+    parser.add_argument(
+        "--priority", action="store_true", help="every issue also carries pacer:priority: priority first turns"
+    )
+    parser.add_argument(
+        "--postgres", action="store_true", help="run pacer serve on PostgreSQL (PACER_BENCH_DATABASE_URL)"
+    )
     args = parser.parse_args(argv)
 
     rng = random.Random(args.seed)
@@ -184,8 +190,15 @@ def main(argv: list[str] | None = None) -> int:
     dbmod.migrate(database_url("DATABASE_URL", url))
     engine = dbmod.make_engine(database_url("DATABASE_URL", url))
     with dbmod.session_scope(engine) as db:
-        db.add(Trigger(name="relabel", kind="github_label", config={"label": "pacer"}, prompt_template="Work on {{ url }}: {{ title }}",
-                       created_at=datetime.now(UTC)))
+        db.add(
+            Trigger(
+                name="relabel",
+                kind="github_label",
+                config={"label": "pacer"},
+                prompt_template="Work on {{ url }}: {{ title }}",
+                created_at=datetime.now(UTC),
+            )
+        )
     jobs = deliveries(args.deliveries, args.redeliveries, rng, priority=args.priority)
     port = free_port()
     server = start_server(workdir, url, port)
@@ -203,7 +216,9 @@ def main(argv: list[str] | None = None) -> int:
         while not clients.empty():
             clients.get().close()
         with DBSession(engine) as db:
-            created = db.exec(select(func.count()).select_from(Session).where(col(Session.title).startswith("bench-org/"))).one()
+            created = db.exec(
+                select(func.count()).select_from(Session).where(col(Session.title).startswith("bench-org/"))
+            ).one()
         caught_up = wait_until_asked(engine, args.deliveries + WARM_UP, timeout=300)
     finally:
         server.terminate()  # SIGTERM: uvicorn drains, the lifespan finishes the intake it answered
@@ -213,22 +228,36 @@ def main(argv: list[str] | None = None) -> int:
             server.kill()
 
     latencies = [seconds * 1000 for seconds, _status in results]
-    print(f"sessions of  {'priority' if args.priority else 'spot'} class (label pacer{', ' + PRIORITY_LABEL if args.priority else ''})")
-    print(f"database     {'PostgreSQL' if args.postgres else 'SQLite'}; load {os.getloadavg()[0]:.1f} (1-minute average) on {os.cpu_count()} CPUs")
+    print(
+        f"sessions of  {'priority' if args.priority else 'spot'} class (label "
+        f"pacer{', ' + PRIORITY_LABEL if args.priority else ''})"
+    )
+    print(
+        f"database     {'PostgreSQL' if args.postgres else 'SQLite'}; load {os.getloadavg()[0]:.1f} (1-minute "
+        f"average) on {os.cpu_count()} CPUs"
+    )
     statuses: dict[int, int] = {}
     for _seconds, status in results:
         statuses[status] = statuses.get(status, 0) + 1
     asked = count_asked(engine) - WARM_UP
     with DBSession(engine) as db:
-        keys = db.exec(select(func.count(func.distinct(col(Session.title)))).where(col(Session.title).startswith("bench-org/"))).one()
+        keys = db.exec(
+            select(func.count(func.distinct(col(Session.title)))).where(col(Session.title).startswith("bench-org/"))
+        ).one()
     p50, p99 = statistics.median(latencies), percentile(latencies, 99)
     print(
         f"requests     {len(results)} ({args.deliveries} deliveries + {args.redeliveries} redeliveries), "
         f"concurrency {args.concurrency}, after {WARM_UP} warm-up deliveries"
     )
     print(f"throughput   {len(results) / wall:.0f} requests/s ({wall:.2f} s)")
-    print(f"latency      p50 {p50:.1f} ms   p99 {p99:.1f} ms   max {max(latencies):.1f} ms   (target p99 < {TARGET_P99_MS:.0f} ms)")
-    print(f"server CPU   {server_cpu * 1000 / len(results):.1f} ms per request during the burst (all of pacer serve's threads)")
+    print(
+        f"latency      p50 {p50:.1f} ms   p99 {p99:.1f} ms   max {max(latencies):.1f} ms   (target p99 < "
+        f"{TARGET_P99_MS:.0f} ms)"
+    )
+    print(
+        f"server CPU   {server_cpu * 1000 / len(results):.1f} ms per request during the burst (all of pacer serve's "
+        f"threads)"
+    )
     print(f"answers      {dict(sorted(statuses.items()))}")
     print(f"sessions     {created} created when the last answer came, {keys} distinct issues")
     print(f"follow-up    {asked} asked for their first turn (gate: started or held) "
@@ -236,7 +265,9 @@ def main(argv: list[str] | None = None) -> int:
     print(f"workdir      {workdir}")
     failures = []
     if created != args.deliveries or keys != args.deliveries:
-        failures.append(f"expected exactly {args.deliveries} sessions, one per issue; found {created} ({keys} distinct)")
+        failures.append(
+            f"expected exactly {args.deliveries} sessions, one per issue; found {created} ({keys} distinct)"
+        )
     if statuses.get(202, 0) != args.deliveries or statuses.get(200, 0) != args.redeliveries:
         failures.append(f"expected {args.deliveries} × 202 and {args.redeliveries} × 200; got {statuses}")
     if asked != args.deliveries:

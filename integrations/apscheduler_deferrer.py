@@ -99,7 +99,9 @@ class RerunningExecutor(ThreadPoolExecutor):  # type: ignore[misc]
             try:
                 self.submit_job(*waiting)
             except RuntimeError:  # the pool is shut down: the scheduler stopped, the rows remain
-                log.info("alarm %s was due again as the scheduler stopped; the next leader's sweeps find its work", job_id)
+                log.info(
+                    "alarm %s was due again as the scheduler stopped; the next leader's sweeps find its work", job_id
+                )
 
 
 def build_scheduler(engine: Engine, *, threads: int = 4) -> BackgroundScheduler:

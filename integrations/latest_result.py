@@ -42,7 +42,9 @@ def read_latest_result(db: DBSession, session: Session) -> LatestResult | None:
     if latest is None:
         return None
     turns, total = db.exec(
-        select(func.count(), func.coalesce(func.sum(Turn.cost_usd), 0.0)).where(Turn.session_id == session.id, col(Turn.finished_at).is_not(None))
+        select(func.count(), func.coalesce(func.sum(Turn.cost_usd), 0.0)).where(
+            Turn.session_id == session.id, col(Turn.finished_at).is_not(None)
+        )
     ).one()
     source = session.source if isinstance(session.source, dict) else {}
     found = source.get("workspace")

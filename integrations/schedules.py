@@ -91,7 +91,8 @@ def cron_trigger(expr: str, timezone: str = "UTC", *, field: str = "config.cron"
             CronTrigger(**{name: value}, timezone=tz)
         except ValueError as exc:
             raise InvalidInput(
-                error_text("schedules/bad_field", field=field, label=label, raw=raw, problem=exc, allowed=allowed), field=field
+                error_text("schedules/bad_field", field=field, label=label, raw=raw, problem=exc, allowed=allowed),
+                field=field,
             ) from None
         kwargs[name] = value
     return CronTrigger(**kwargs, timezone=tz)

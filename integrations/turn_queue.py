@@ -103,7 +103,8 @@ class TurnQueue:
                 "SELECT j.id FROM procrastinate_jobs j LEFT JOIN procrastinate_workers w ON w.id = j.worker_id "
                 "WHERE j.status = 'doing' AND j.queue_name = %s "
                 "AND (w.id IS NULL OR w.last_heartbeat < now() - make_interval(secs => %s)) "
-                "AND NOT EXISTS (SELECT 1 FROM turns t WHERE t.job_id = j.id AND t.status = 'running' AND t.lease_expires_at > now()) "
+                "AND NOT EXISTS (SELECT 1 FROM turns t WHERE t.job_id = j.id AND t.status = 'running' AND "
+                "t.lease_expires_at > now()) "
                 "ORDER BY j.id FOR UPDATE OF j SKIP LOCKED",
                 (QUEUE, self.stalled_after.total_seconds()),
             )
@@ -111,7 +112,10 @@ class TurnQueue:
             for job_id in ended:
                 cursor.execute("SELECT procrastinate_finish_job_v1(%s, 'failed', false)", (job_id,))
         if ended:
-            log.warning("jobs %s of workers that stopped beating were ended; their turns come back through the lease sweep", ended)
+            log.warning(
+                "jobs %s of workers that stopped beating were ended; their turns come back through the lease sweep",
+                ended,
+            )
         return ended
 
 

@@ -57,8 +57,20 @@ HARDENED = (
     ("maintenance.auto", "false"),
     ("advice.detachedHead", "false"),
 )
-PASSED_TO_GIT = ("PATH", "LANG", "SSH_AUTH_SOCK", "GIT_SSH_COMMAND", "SSL_CERT_FILE", "SSL_CERT_DIR", "HTTPS_PROXY", "https_proxy",
-                 "HTTP_PROXY", "http_proxy", "NO_PROXY", "no_proxy")
+PASSED_TO_GIT = (
+    "PATH",
+    "LANG",
+    "SSH_AUTH_SOCK",
+    "GIT_SSH_COMMAND",
+    "SSL_CERT_FILE",
+    "SSL_CERT_DIR",
+    "HTTPS_PROXY",
+    "https_proxy",
+    "HTTP_PROXY",
+    "http_proxy",
+    "NO_PROXY",
+    "no_proxy",
+)
 # upload-pack of a session's repository: it is the agent's, so its owner may not be Pacer's user.
 UPLOAD_PACK = "git -c safe.directory=* -c core.hooksPath=/dev/null upload-pack"
 
@@ -115,8 +127,15 @@ def git_environment(environ: Mapping[str, str], home: Path, config: Sequence[tup
     but Pacer's own (`HARDENED`, then `config`), nothing that prompts."""
     env = {k: environ[k] for k in PASSED_TO_GIT if k in environ}
     env.setdefault("PATH", os.defpath)
-    env.update(HOME=str(home), GIT_CONFIG_NOSYSTEM="1", GIT_CONFIG_GLOBAL=os.devnull, GIT_TERMINAL_PROMPT="0", GIT_ASKPASS="",
-               SSH_ASKPASS="", LC_ALL="C")
+    env.update(
+        HOME=str(home),
+        GIT_CONFIG_NOSYSTEM="1",
+        GIT_CONFIG_GLOBAL=os.devnull,
+        GIT_TERMINAL_PROMPT="0",
+        GIT_ASKPASS="",
+        SSH_ASKPASS="",
+        LC_ALL="C",
+    )
     pairs = [*HARDENED, *config]
     env["GIT_CONFIG_COUNT"] = str(len(pairs))
     for i, (key, value) in enumerate(pairs):
@@ -145,15 +164,26 @@ class Workspaces:
     def worktree_path(self, session_id: int) -> Path:
         return self.root / "sessions" / f"session-{session_id}"
 
-    def _run(self, args: Sequence[str], *, step: str, cwd: Path | None = None, remote: bool = False, token: str | None = None) -> str:
+    def _run(
+        self, args: Sequence[str], *, step: str, cwd: Path | None = None, remote: bool = False, token: str | None = None
+    ) -> str:
         home = self.root / "git-home"
         home.mkdir(parents=True, exist_ok=True)
         env = git_environment(os.environ, home, self.remote.credential_config(token) if remote else [])
-        done = subprocess.run([self.git, *args], cwd=cwd or self.root, env=env, capture_output=True, text=True, timeout=GIT_TIMEOUT_SECONDS,
-                              check=False)
+        done = subprocess.run(
+            [self.git, *args],
+            cwd=cwd or self.root,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=GIT_TIMEOUT_SECONDS,
+            check=False,
+        )
         if done.returncode != 0:
             lines = (done.stderr or done.stdout).strip().splitlines()
-            said = self._redact([line for line in lines if line.startswith(("fatal:", "error:"))][:1] or lines[-1:] or [""], token)
+            said = self._redact(
+                [line for line in lines if line.startswith(("fatal:", "error:"))][:1] or lines[-1:] or [""], token
+            )
             raise WorkspaceError(error_text("workspaces/git_failed", step=step, code=done.returncode, said=said))
         return done.stdout
 
@@ -175,13 +205,29 @@ class Workspaces:
             mirror = self.mirror_path(repository)
             if not (mirror / "HEAD").exists():
                 mirror.parent.mkdir(parents=True, exist_ok=True)
-                self._run(["clone", "--bare", "--", self.remote.url(repository), str(mirror)], step="clone", remote=True, token=token)
+                self._run(
+                    ["clone", "--bare", "--", self.remote.url(repository), str(mirror)],
+                    step="clone",
+                    remote=True,
+                    token=token,
+                )
             # To the remote's own URL, whatever a config says: the refspec is Pacer's too.
-            self._in_mirror(repository, "fetch", "--prune", "--no-tags", self.remote.url(repository), "+refs/heads/*:refs/remotes/origin/*",
-                            step="fetch", remote=True, token=token)
+            self._in_mirror(
+                repository,
+                "fetch",
+                "--prune",
+                "--no-tags",
+                self.remote.url(repository),
+                "+refs/heads/*:refs/remotes/origin/*",
+                step="fetch",
+                remote=True,
+                token=token,
+            )
             return mirror
 
-    def open(self, *, session_id: int, repository: str, title: str, base: str | None = None, token: str | None = None) -> Workspace:
+    def open(
+        self, *, session_id: int, repository: str, title: str, base: str | None = None, token: str | None = None
+    ) -> Workspace:
         """The session's working tree: reused when an earlier turn made it, else made from the
         session's branch if the mirror has one, else from `base` (a pull request's branch) or the
         default branch, on a new branch of the session's own."""
@@ -199,7 +245,9 @@ class Workspaces:
             if self.remove(session_id, repository):  # a worktree of the mirror an earlier layout made, or a broken tree
                 self._in_mirror(repository, "worktree", "prune", step="worktree prune")
             if kept is None:  # the mirror is what remembers the branch Pacer gave the session
-                self._in_mirror(repository, "update-ref", f"refs/sessions/{session_id}/heads/{branch}", start, step="update-ref")
+                self._in_mirror(
+                    repository, "update-ref", f"refs/sessions/{session_id}/heads/{branch}", start, step="update-ref"
+                )
             self._make(repository, path, branch, kept[1] if kept else start, start)
         log.info("session #%s works in %s on %s (from %s)", session_id, path, branch, "its branch" if kept else start)
         return Workspace(session_id, repository, path, branch, created=True, start=start)
@@ -212,19 +260,34 @@ class Workspaces:
         building.parent.mkdir(parents=True, exist_ok=True)
         self._run(["init", "-q", str(building)], step="init")
         refspecs = ["+refs/remotes/origin/*:refs/remotes/origin/*", f"+{source}:refs/heads/{branch}"]
-        self._run(["fetch", "-q", "--no-tags", str(self.mirror_path(repository)), *refspecs], step="fetch from the mirror", cwd=building)
+        self._run(
+            ["fetch", "-q", "--no-tags", str(self.mirror_path(repository)), *refspecs],
+            step="fetch from the mirror",
+            cwd=building,
+        )
         self._run(["checkout", "-q", branch], step="checkout", cwd=building)
         upstream = start.removeprefix("refs/remotes/origin/")
-        for key, value in (("remote.origin.url", self.remote.url(repository)), ("remote.origin.fetch", "+refs/heads/*:refs/remotes/origin/*"),
-                           (f"branch.{branch}.remote", "origin"), (f"branch.{branch}.merge", f"refs/heads/{upstream}")):
+        for key, value in (
+            ("remote.origin.url", self.remote.url(repository)),
+            ("remote.origin.fetch", "+refs/heads/*:refs/remotes/origin/*"),
+            (f"branch.{branch}.remote", "origin"),
+            (f"branch.{branch}.merge", f"refs/heads/{upstream}"),
+        ):
             self._run(["config", key, value], step="config", cwd=building)
         os.rename(building, path)
 
     def _session_branch(self, repository: str, session_id: int) -> tuple[str, str] | None:
         """The branch Pacer gave the session and the mirror's ref holding it, if the mirror has
         one: collected after an earlier turn, pushed to the remote, or made by an earlier layout."""
-        found = self._in_mirror(repository, "for-each-ref", "--format=%(refname)", f"refs/sessions/{session_id}/heads/",
-                                f"refs/remotes/origin/pacer/{session_id}-*", f"refs/heads/pacer/{session_id}-*", step="branch list")
+        found = self._in_mirror(
+            repository,
+            "for-each-ref",
+            "--format=%(refname)",
+            f"refs/sessions/{session_id}/heads/",
+            f"refs/remotes/origin/pacer/{session_id}-*",
+            f"refs/heads/pacer/{session_id}-*",
+            step="branch list",
+        )
         refs = found.split()
         for prefix in (f"refs/sessions/{session_id}/heads/", "refs/remotes/origin/", "refs/heads/"):
             for ref in refs:
@@ -239,10 +302,16 @@ class Workspaces:
         dot_git = space.path / ".git"
         for checked in (dot_git, dot_git / "objects"):
             if checked.is_symlink() or not checked.is_dir():
-                raise WorkspaceError(error_text("workspaces/tampered", path=checked, what="is not a directory of its own"))
+                raise WorkspaceError(
+                    error_text("workspaces/tampered", path=checked, what="is not a directory of its own")
+                )
         for borrowed in ("alternates", "http-alternates"):
             if (dot_git / "objects" / "info" / borrowed).exists():
-                raise WorkspaceError(error_text("workspaces/tampered", path=dot_git / "objects" / "info" / borrowed, what="borrows objects"))
+                raise WorkspaceError(
+                    error_text(
+                        "workspaces/tampered", path=dot_git / "objects" / "info" / borrowed, what="borrows objects"
+                    )
+                )
         ref = f"refs/sessions/{space.session_id}/heads/{space.branch}"
         with self._mirror_lock(space.repository):
             self._in_mirror(space.repository, "fetch", "-q", "--no-tags", f"--upload-pack={UPLOAD_PACK}", str(dot_git),
@@ -254,18 +323,33 @@ class Workspaces:
         the branch it started from until then. Zero: nothing to push."""
         ref = self.collect(space)
         pushed = f"refs/remotes/origin/{space.branch}"
-        has_pushed = self._in_mirror(space.repository, "for-each-ref", "--format=%(refname)", pushed, step="branch list").strip()
+        has_pushed = self._in_mirror(
+            space.repository, "for-each-ref", "--format=%(refname)", pushed, step="branch list"
+        ).strip()
         against = pushed if has_pushed else space.start
-        return int(self._in_mirror(space.repository, "rev-list", "--count", f"{against}..{ref}", step="rev-list").strip() or 0)
+        return int(
+            self._in_mirror(space.repository, "rev-list", "--count", f"{against}..{ref}", step="rev-list").strip() or 0
+        )
 
     def push(self, space: Workspace, *, token: str | None = None) -> None:
         """Push the session's branch, as collected, from the mirror. A rejected push (the branch
         moved on the remote) raises with git's words; it is reported, never retried blindly or forced."""
         ref = f"refs/sessions/{space.session_id}/heads/{space.branch}"
         with self._mirror_lock(space.repository):
-            self._in_mirror(space.repository, "push", "--no-verify", "--", self.remote.url(space.repository), f"{ref}:refs/heads/{space.branch}",
-                            step="push", remote=True, token=token)
-            self._in_mirror(space.repository, "update-ref", f"refs/remotes/origin/{space.branch}", ref, step="update-ref")
+            self._in_mirror(
+                space.repository,
+                "push",
+                "--no-verify",
+                "--",
+                self.remote.url(space.repository),
+                f"{ref}:refs/heads/{space.branch}",
+                step="push",
+                remote=True,
+                token=token,
+            )
+            self._in_mirror(
+                space.repository, "update-ref", f"refs/remotes/origin/{space.branch}", ref, step="update-ref"
+            )
 
     def remove(self, session_id: int, repository: str) -> bool:
         """Remove the session's working tree (its branch stays in the mirror); False when none."""

@@ -81,7 +81,9 @@ def check_claim(weight: float, capacity: int | None, multiplier: float | None) -
     if capacity is not None:
         check_int(capacity, "capacity", 1, MAX_CAPACITY)
     if multiplier is not None and not 0 < multiplier <= MAX_MULTIPLIER:
-        raise InvalidInput(error_text("sessions/multiplier_range", max_multiplier=MAX_MULTIPLIER), field="capacity_multiplier")
+        raise InvalidInput(
+            error_text("sessions/multiplier_range", max_multiplier=MAX_MULTIPLIER), field="capacity_multiplier"
+        )
 
 
 def check_cost_cap(cap: float | None) -> None:
@@ -136,7 +138,10 @@ def check_repository(value: Any, field: str = "repository") -> str:
     """`value` in lower case when it is a repository "owner/name"; otherwise InvalidInput naming
     `field` and the rule."""
     if not is_repository(value):
-        raise InvalidInput(error_text("bounds/not_a_repository", field=field, value=str(value)[:MAX_REPOSITORY_CHARS + 20]), field=field)
+        raise InvalidInput(
+            error_text("bounds/not_a_repository", field=field, value=str(value)[: MAX_REPOSITORY_CHARS + 20]),
+            field=field,
+        )
     return str(value).lower()
 
 

@@ -240,7 +240,9 @@ class Context:
 
     def _outside_transaction(self, what: str) -> None:
         if in_transaction(self.engine):
-            raise AlarmInTransaction(f"{what} inside an open database transaction; apply it after commit (scheduler.engine.effects)")
+            raise AlarmInTransaction(
+                f"{what} inside an open database transaction; apply it after commit (scheduler.engine.effects)"
+            )
 
     def schedule(self, job_id: str, at: Any, name: str, *args: Any) -> None:
         """Arm the alarm `job_id` to run the named target with `args` (ids only) at `at`."""

@@ -116,7 +116,9 @@ class VirtualWorkers:
         started = self.clock.now()
         self.running[request.turn_id] = (request, on_done, started)
         self.submitted.append(request)
-        self.deferrer.schedule(f"turn-end:{request.turn_id}", started + self.duration(request), self._finish, request.turn_id, None)
+        self.deferrer.schedule(
+            f"turn-end:{request.turn_id}", started + self.duration(request), self._finish, request.turn_id, None
+        )
 
     def halt(self, turn_id: int) -> bool:
         if turn_id not in self.running:
@@ -133,5 +135,12 @@ class VirtualWorkers:
         minutes = (self.clock.now() - started).total_seconds() / 60.0
         outcome = forced or self.outcome(request)
         named = self.names_conversation_early or forced is None
-        on_done(TurnResult(outcome, cost_usd=minutes * self.burn_per_min(request), output=f"simulated {minutes:.1f} min",
-                           duration_ms=int(minutes * 60000), agent_session_id=f"sim-{request.session_id}" if named else None))
+        on_done(
+            TurnResult(
+                outcome,
+                cost_usd=minutes * self.burn_per_min(request),
+                output=f"simulated {minutes:.1f} min",
+                duration_ms=int(minutes * 60000),
+                agent_session_id=f"sim-{request.session_id}" if named else None,
+            )
+        )

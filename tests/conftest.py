@@ -47,7 +47,9 @@ def pytest_configure(config: pytest.Config) -> None:
     worker, base = os.environ.get("PYTEST_XDIST_WORKER"), os.environ.get("PACER_TEST_DATABASE_URL")
     if worker and base:
         _worker_db = (base, f"{base.rsplit('/', 1)[1]}_{worker}")
-        _on_server(base, f'DROP DATABASE IF EXISTS "{_worker_db[1]}" WITH (FORCE)', f'CREATE DATABASE "{_worker_db[1]}"')
+        _on_server(
+            base, f'DROP DATABASE IF EXISTS "{_worker_db[1]}" WITH (FORCE)', f'CREATE DATABASE "{_worker_db[1]}"'
+        )
         os.environ["PACER_TEST_DATABASE_URL"] = f"{base.rsplit('/', 1)[0]}/{_worker_db[1]}"
 
 
@@ -192,5 +194,8 @@ def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
     skipped = [r for r in terminalreporter.stats.get("skipped", []) if NO_POSTGRES in str(getattr(r, "longrepr", ""))]
     if skipped:
         terminalreporter.write_line(
-            f"{len(skipped)} test{'s' if len(skipped) != 1 else ''} skipped: {NO_POSTGRES}. Run them as the README's PostgreSQL section says; "
-            "PACER_REQUIRE_POSTGRES=1 makes this a failure.", yellow=True)
+            f"{len(skipped)} test{'s' if len(skipped) != 1 else ''} skipped: {NO_POSTGRES}. Run them as the README's "
+            f"PostgreSQL section says; "
+            "PACER_REQUIRE_POSTGRES=1 makes this a failure.",
+            yellow=True,
+        )

@@ -51,7 +51,11 @@ class Caller:
 
     def require_operator(self, what: str) -> None:
         if self.role is not Role.OPERATOR:
-            raise Forbidden(error_text("api/needs_operator", what=what, actor=self.name, role=self.role.value, automation=not self.person))
+            raise Forbidden(
+                error_text(
+                    "api/needs_operator", what=what, actor=self.name, role=self.role.value, automation=not self.person
+                )
+            )
 
     def require_owner(self, what: str, requester: str | None) -> None:
         """A member may steer only the sessions they requested; an operator, any."""
@@ -115,4 +119,13 @@ def identify_caller(pacer: Any, headers: Mapping[str, str]) -> Caller:
     return Caller(name, role, person=True)
 
 
-__all__ = ["ACTOR_HEADER", "AUTOMATION", "Caller", "Unauthorized", "bearer", "identify", "identify_caller", "shared_token"]
+__all__ = [
+    "ACTOR_HEADER",
+    "AUTOMATION",
+    "Caller",
+    "Unauthorized",
+    "bearer",
+    "identify",
+    "identify_caller",
+    "shared_token",
+]

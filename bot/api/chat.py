@@ -19,7 +19,9 @@ router = APIRouter(route_class=GuardedRoute, tags=["chat"])
 class ChatIn(BaseModel):
     model_config = {"extra": "forbid"}
 
-    text: Text = Field(min_length=1, max_length=MAX_CHARS, description="A /pacer command line, e.g. 'queue spot' or 'why 42'")
+    text: Text = Field(
+        min_length=1, max_length=MAX_CHARS, description="A /pacer command line, e.g. 'queue spot' or 'why 42'"
+    )
 
 
 class ChatOut(BaseModel):
@@ -27,8 +29,12 @@ class ChatOut(BaseModel):
     text: str
 
 
-@router.post("/chat", response_model=ChatOut, responses=refusals(422),
-             summary="Run a /pacer command as the caller: the personal token's holder, or 'api token' with PACER_API_ROLE")
+@router.post(
+    "/chat",
+    response_model=ChatOut,
+    responses=refusals(422),
+    summary="Run a /pacer command as the caller: the personal token's holder, or 'api token' with PACER_API_ROLE",
+)
 def post_chat(body: ChatIn, request: Request, who: CallerDep) -> ChatOut:
     reply = answers.answer(request.app.state.pacer, who.name, body.text, surface="api", role=who.role)
     return ChatOut(ok=reply.ok, text=reply.text)

@@ -69,11 +69,15 @@ class Change(Request):
     @classmethod
     def _not_empty(cls, data: Any) -> Any:
         if isinstance(data, dict) and not data:
-            raise PydanticCustomError("nothing_to_change", error_text("api/nothing_to_change", fields=list(cls.model_fields)))
+            raise PydanticCustomError(
+                "nothing_to_change", error_text("api/nothing_to_change", fields=list(cls.model_fields))
+            )
         return data
 
     @classmethod
-    def __get_pydantic_json_schema__(cls, schema: core_schema.CoreSchema, handler: GetJsonSchemaHandler) -> JsonSchemaValue:
+    def __get_pydantic_json_schema__(
+        cls, schema: core_schema.CoreSchema, handler: GetJsonSchemaHandler
+    ) -> JsonSchemaValue:
         document = handler(schema)
         handler.resolve_ref_schema(document)["minProperties"] = 1
         return document
@@ -116,7 +120,9 @@ class Documented:
     def __init__(self, **keywords: Any) -> None:
         self.keywords = keywords
 
-    def __get_pydantic_json_schema__(self, schema: core_schema.CoreSchema, handler: GetJsonSchemaHandler) -> JsonSchemaValue:
+    def __get_pydantic_json_schema__(
+        self, schema: core_schema.CoreSchema, handler: GetJsonSchemaHandler
+    ) -> JsonSchemaValue:
         document = handler(schema)
         document.update(self.keywords)
         return document
@@ -158,10 +164,16 @@ def whole(value: Any) -> Any:
 
 
 Text = Annotated[str, AfterValidator(_storable), Documented(pattern=STORABLE)]
-Prompt = Annotated[str, Field(min_length=1), AfterValidator(_storable), AfterValidator(_not_blank), Documented(pattern=NOT_BLANK)]
-TriggerName = Annotated[str, Field(min_length=1, max_length=100), AfterValidator(_storable), Documented(pattern=NAME.pattern)]
+Prompt = Annotated[
+    str, Field(min_length=1), AfterValidator(_storable), AfterValidator(_not_blank), Documented(pattern=NOT_BLANK)
+]
+TriggerName = Annotated[
+    str, Field(min_length=1, max_length=100), AfterValidator(_storable), Documented(pattern=NAME.pattern)
+]
 Repository = Annotated[str, AfterValidator(_storable), Documented(pattern=bounds.REPOSITORY_PATTERN)]
-Template = Annotated[str, Field(min_length=1, max_length=TEMPLATE_CHARS), AfterValidator(_storable), Documented(pattern=NOT_BLANK)]
+Template = Annotated[
+    str, Field(min_length=1, max_length=TEMPLATE_CHARS), AfterValidator(_storable), Documented(pattern=NOT_BLANK)
+]
 Overrides = Annotated[
     dict[Annotated[str, Documented(enum=list(get_args(OverridableGenesis)))], Literal["priority", "spot"] | None],
     AfterValidator(_overridable),
@@ -178,7 +190,11 @@ Multiplier = Annotated[float, Field(gt=0, le=bounds.MAX_MULTIPLIER, allow_inf_na
 CostCap = Annotated[float, Field(gt=0, le=bounds.MAX_COST_CAP_USD, allow_inf_nan=False)]
 MaxSessions = Annotated[int, Field(ge=1, le=bounds.MAX_SESSIONS)]
 TopUpCeiling = Annotated[int, Field(ge=TOP_UP_RANGES["top_up_ceiling"][0], le=TOP_UP_RANGES["top_up_ceiling"][1])]
-TopUpStretch = Annotated[int, Field(ge=TOP_UP_RANGES["top_up_stretch_minutes"][0], le=TOP_UP_RANGES["top_up_stretch_minutes"][1])]
-TopUpCooldown = Annotated[int, Field(ge=TOP_UP_RANGES["top_up_cooldown_minutes"][0], le=TOP_UP_RANGES["top_up_cooldown_minutes"][1])]
+TopUpStretch = Annotated[
+    int, Field(ge=TOP_UP_RANGES["top_up_stretch_minutes"][0], le=TOP_UP_RANGES["top_up_stretch_minutes"][1])
+]
+TopUpCooldown = Annotated[
+    int, Field(ge=TOP_UP_RANGES["top_up_cooldown_minutes"][0], le=TOP_UP_RANGES["top_up_cooldown_minutes"][1])
+]
 SessionId = Annotated[int, Path(ge=1, le=bounds.MAX_ID, description="A session id")]
 TriggerId = Annotated[int, Path(ge=1, le=bounds.MAX_ID, description="A trigger id")]

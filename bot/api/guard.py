@@ -57,7 +57,9 @@ class ApiError(Exception):
         self.field = field
 
 
-def error_body(status: int, error: str, message: str, *, field: str | None = None, errors: list[dict[str, Any]] | None = None) -> JSONResponse:
+def error_body(
+    status: int, error: str, message: str, *, field: str | None = None, errors: list[dict[str, Any]] | None = None
+) -> JSONResponse:
     body: dict[str, Any] = {"error": error, "message": message}
     if field is not None:
         body["field"] = field
@@ -109,9 +111,13 @@ def _problem(item: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def validation_body(exc: RequestValidationError) -> JSONResponse:
-    errors = [_problem(item) for item in exc.errors()] or [{"field": "body", "message": error_text("api/not_an_object")}]
+    errors = [_problem(item) for item in exc.errors()] or [
+        {"field": "body", "message": error_text("api/not_an_object")}
+    ]
     first = errors[0]
-    message = error_text("api/field_problem", field=first["field"], message=first["message"], allowed=first.get("allowed"))
+    message = error_text(
+        "api/field_problem", field=first["field"], message=first["message"], allowed=first.get("allowed")
+    )
     return error_body(422, "invalid_input", message, field=first["field"], errors=errors)
 
 
@@ -144,8 +150,12 @@ class GuardedRoute(APIRoute):
             except DATABASE_DOWN as exc:
                 # One line, not the driver's traceback: the outage is the operator's to see, the
                 # caller's to wait out.
-                log.warning("%s %s: the database cannot be reached (%s)", request.method, request.url.path, first_line(exc))
-                answer = error_body(503, "unavailable", error_text("api/database_unavailable", seconds=RETRY_AFTER_SECONDS))
+                log.warning(
+                    "%s %s: the database cannot be reached (%s)", request.method, request.url.path, first_line(exc)
+                )
+                answer = error_body(
+                    503, "unavailable", error_text("api/database_unavailable", seconds=RETRY_AFTER_SECONDS)
+                )
                 answer.headers["Retry-After"] = str(RETRY_AFTER_SECONDS)
                 return answer
             except HTTPException as exc:

@@ -56,8 +56,11 @@ KINDS = {"genesis": "genesis", "class": "class", "trigger": "trigger", "repo": "
 
 
 class PauseCreate(Body):
-    until: AwareDatetime | None = Field(None, strict=False, description="Sleep until then (ISO 8601 with an offset, in the "
-                                        "future); omit to park in the spot queue")
+    until: AwareDatetime | None = Field(
+        None,
+        strict=False,
+        description="Sleep until then (ISO 8601 with an offset, in the future); omit to park in the spot queue",
+    )
 
 
 class Paused(BaseModel):
@@ -69,9 +72,14 @@ class Paused(BaseModel):
 class HoldCreate(Body):
     model_config = ConfigDict(regex_engine="python-re")  # the repository rule looks ahead
 
-    selector: str = Field(pattern=SELECTOR, description="As /pacer hold takes it: #12 or 12,14 (sessions), genesis:<genesis>, "
-                          "class:priority|spot, trigger:<id>, repo:<owner/name>, label:<name> or all")
-    ttl_seconds: int | None = Field(None, ge=1, le=int(MAX_TTL.total_seconds()), description="Omit to hold until released")
+    selector: str = Field(
+        pattern=SELECTOR,
+        description="As /pacer hold takes it: #12 or 12,14 (sessions), genesis:<genesis>, "
+        "class:priority|spot, trigger:<id>, repo:<owner/name>, label:<name> or all",
+    )
+    ttl_seconds: int | None = Field(
+        None, ge=1, le=int(MAX_TTL.total_seconds()), description="Omit to hold until released"
+    )
     reason: Text = Field("", max_length=MAX_REASON)
 
     def kind_and_values(self) -> tuple[str, list[str]]:

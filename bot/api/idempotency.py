@@ -69,7 +69,9 @@ def earlier_answer(engine: Any, caller: str, key: str, print_: str, now: datetim
             raise InvalidInput(error_text("api/idempotency_key_reused", header=HEADER, key=key, at=row.created_at,
                                           session_id=row.session_id), field=HEADER)
         if row.answer is None:
-            raise Refused(error_text("api/idempotency_key_in_flight", header=HEADER, key=key, session_id=row.session_id))
+            raise Refused(
+                error_text("api/idempotency_key_in_flight", header=HEADER, key=key, session_id=row.session_id)
+            )
         return dict(row.answer)
 
 

@@ -18,7 +18,16 @@ from typing import Any
 
 from sqlmodel import Session as DBSession
 
-from scheduler.front import Context, Fired, Genesis, NewSession, create_session, schedule_fire, session_scope, submit_turn
+from scheduler.front import (
+    Context,
+    Fired,
+    Genesis,
+    NewSession,
+    create_session,
+    schedule_fire,
+    session_scope,
+    submit_turn,
+)
 from scheduler.front import session_event as fire_on_session_event
 
 __all__ = ["Fired", "api_session", "schedule_fired", "session_event"]

@@ -84,14 +84,18 @@ def _merged_map(changes: dict[str, Any], key: str) -> dict[str, Any] | None:
     return dict(given)
 
 
-@router.patch("/policy", response_model=PolicyChanged, responses=refusals(422, 503), summary="Change the policy (audited)")
+@router.patch(
+    "/policy", response_model=PolicyChanged, responses=refusals(422, 503), summary="Change the policy (audited)"
+)
 def patch_policy(body: PolicyPatch, request: Request, who: CallerDep) -> dict[str, Any]:
     who.require_operator("changing the policy")
     ctx = context(request)
     changes: dict[str, Any] = body.model_dump(exclude_unset=True)
     overrides = _merged_map(changes, "genesis_class_overrides")
     budgets = _merged_map(changes, "cost_budgets")
-    temporary: dict[str, Any] = {key: changes.pop(key) for key in ("max_sessions_override", "max_sessions_override_until") if key in changes}
+    temporary: dict[str, Any] = {
+        key: changes.pop(key) for key in ("max_sessions_override", "max_sessions_override_until") if key in changes
+    }
     for key in [k for k, v in changes.items() if v is None]:
         changes.pop(key)
     changes.update(temporary)  # null clears a temporary max sessions
@@ -126,7 +130,12 @@ def _plain(value: Any) -> Any:
     return value
 
 
-@router.get("/holds", response_model=HoldsOut, responses=refusals(503), summary="Every hold: queue holds, operator holds, held sessions")
+@router.get(
+    "/holds",
+    response_model=HoldsOut,
+    responses=refusals(503),
+    summary="Every hold: queue holds, operator holds, held sessions",
+)
 def list_holds(request: Request) -> dict[str, Any]:
     ctx = context(request)
     now = ctx.clock.now()

@@ -107,8 +107,12 @@ def refusals(*statuses: int) -> dict[int | str, dict[str, Any]]:
         if status == 401:
             entry["headers"] = {"WWW-Authenticate": {"description": "Bearer", "schema": {"type": "string"}}}
         if status == 503:
-            entry["headers"] = {"Retry-After": {"description": "Seconds to wait before trying again (when the database is down)",
-                                                "schema": {"type": "integer"}}}
+            entry["headers"] = {
+                "Retry-After": {
+                    "description": "Seconds to wait before trying again (when the database is down)",
+                    "schema": {"type": "integer"},
+                }
+            }
         out[status] = entry
     return out
 

@@ -92,7 +92,9 @@ def _runtime(request: Request, ctx: Context, asked: str | None) -> str:
     settings = request.app.state.pacer.settings
     name = asked or ("echo" if settings.runner == "echo" else settings.runtime_name)
     if name not in ctx.limits.runtimes:
-        raise InvalidInput(error_text("api/runtime_unknown", name=name, runtimes=sorted(ctx.limits.runtimes)), field="runtime")
+        raise InvalidInput(
+            error_text("api/runtime_unknown", name=name, runtimes=sorted(ctx.limits.runtimes)), field="runtime"
+        )
     return name
 
 
@@ -107,17 +109,32 @@ IdempotencyKey = Annotated[str | None, Header(
     alias=idempotency.HEADER, pattern=idempotency.PATTERN,
     description="Send a create again with the same key after a lost answer: the first answer comes back, not a second "
                 "session. 1 to 255 of letters, digits and - _ . : ~ + / =, bare or quoted; kept 24 hours, per caller")]
-REPLAYED: dict[int | str, dict[str, Any]] = {201: {"headers": {idempotency.REPLAYED_HEADER: {
-    "description": "true: the answer to an earlier request with this Idempotency-Key", "schema": {"type": "string", "enum": ["true"]}}}}}
+REPLAYED: dict[int | str, dict[str, Any]] = {
+    201: {
+        "headers": {
+            idempotency.REPLAYED_HEADER: {
+                "description": "true: the answer to an earlier request with this Idempotency-Key",
+                "schema": {"type": "string", "enum": ["true"]},
+            }
+        }
+    }
+}
 
 
-@router.post("/sessions", response_model=SessionCreated, status_code=201, responses={**refusals(409, 422, 503), **REPLAYED},
-             summary="Create a session and submit its first turn")
+@router.post(
+    "/sessions",
+    response_model=SessionCreated,
+    status_code=201,
+    responses={**refusals(409, 422, 503), **REPLAYED},
+    summary="Create a session and submit its first turn",
+)
 def create(body: SessionCreate, request: Request, who: CallerDep, idempotency_key: IdempotencyKey = None) -> Any:
     ctx = context(request)
     key = idempotency.key_of(idempotency_key)
     fingerprint = idempotency.fingerprint(body) if key is not None else ""
-    if key is not None and (earlier := idempotency.earlier_answer(ctx.engine, who.name, key, fingerprint, ctx.clock.now())):
+    if key is not None and (
+        earlier := idempotency.earlier_answer(ctx.engine, who.name, key, fingerprint, ctx.clock.now())
+    ):
         return _replayed(earlier)
     _check_prompt(request, body.prompt, "prompt")
     resolve_placement(precedence=body.precedence, place=body.place)
@@ -148,12 +165,19 @@ def create(body: SessionCreate, request: Request, who: CallerDep, idempotency_ke
         fired = intake.api_session(ctx, request_, body.prompt, also=claim)
     except IntegrityError:
         # Another request with this key made its session first: answer as its retry would be.
-        if key is None or not (earlier := idempotency.earlier_answer(ctx.engine, who.name, key, fingerprint, ctx.clock.now())):
+        if key is None or not (
+            earlier := idempotency.earlier_answer(ctx.engine, who.name, key, fingerprint, ctx.clock.now())
+        ):
             raise
         return _replayed(earlier)
-    answer = {"session": _detail(ctx, fired.session_id), "submission": submission_out(fired.submission, ctx.clock.now())}
+    answer = {
+        "session": _detail(ctx, fired.session_id),
+        "submission": submission_out(fired.submission, ctx.clock.now()),
+    }
     if key is not None:
-        idempotency.record_answer(ctx.engine, who.name, key, SessionCreated.model_validate(answer).model_dump(mode="json"))
+        idempotency.record_answer(
+            ctx.engine, who.name, key, SessionCreated.model_validate(answer).model_dump(mode="json")
+        )
     return answer
 
 
@@ -166,11 +190,14 @@ def _replayed(answer: dict[str, Any]) -> JSONResponse:
 def list_sessions(
     request: Request,
     status: Annotated[
-        list[Annotated[str, Documented(pattern=STATUS_LIST)]] | None, Query(description=f"Repeat or comma-separate: {', '.join(STATUSES)}")
+        list[Annotated[str, Documented(pattern=STATUS_LIST)]] | None,
+        Query(description=f"Repeat or comma-separate: {', '.join(STATUSES)}"),
     ] = None,
     scheduling_class: Annotated[Literal["priority", "spot"] | None, Query(alias="class")] = None,
     genesis: Annotated[GenesisName | None, Query()] = None,
-    order: Annotated[Literal["created", "precedence"], Query(description="precedence: priority above, spot by rank")] = "created",
+    order: Annotated[
+        Literal["created", "precedence"], Query(description="precedence: priority above, spot by rank")
+    ] = "created",
     limit: Annotated[int, Query(ge=1, le=LIST_LIMIT)] = 100,
 ) -> dict[str, Any]:
     ctx = context(request)
@@ -233,7 +260,11 @@ def patch(session_id: SessionId, body: SessionPatch, request: Request, who: Call
             before, after = change_class(db, session, fields["scheduling_class"], now=now, place=fields.get("place"))
             if before is not after:
                 changed["scheduling_class"] = [before.value, after.value]
-            promoted = before is SchedulingClass.SPOT and after is SchedulingClass.PRIORITY and session.status == Status.WAITING.value
+            promoted = (
+                before is SchedulingClass.SPOT
+                and after is SchedulingClass.PRIORITY
+                and session.status == Status.WAITING.value
+            )
         elif place == TOP_OF_SPOT:
             set_precedence(db, session, TOP_OF_SPOT, now=now)
         if isinstance(place, int):
@@ -261,8 +292,12 @@ def _claim_change(fields: dict[str, Any]) -> ClaimChange | None:
     if not {"weight", "capacity", "capacity_multiplier"} & fields.keys():
         return None
     cleared = any(key in fields and fields[key] is None for key in ("capacity", "capacity_multiplier"))
-    return ClaimChange(weight=fields.get("weight"), capacity=fields.get("capacity"), multiplier=fields.get("capacity_multiplier"),
-                       fleet_budget=cleared and fields.get("capacity") is None and fields.get("capacity_multiplier") is None)
+    return ClaimChange(
+        weight=fields.get("weight"),
+        capacity=fields.get("capacity"),
+        multiplier=fields.get("capacity_multiplier"),
+        fleet_budget=cleared and fields.get("capacity") is None and fields.get("capacity_multiplier") is None,
+    )
 
 
 @router.post("/sessions/{session_id}/start_now", response_model=StartNowOut, responses=refusals(404, 409, 422, 503),
@@ -281,7 +316,11 @@ def restart(session_id: SessionId, request: Request, who: CallerDep) -> dict[str
     with session_scope(ctx.engine) as db:
         who.require_owner(f"restarting session #{session_id}", get_session(db, session_id).requester)
     result = restart_from_scratch(ctx, session_id, actor=who.name)
-    return {"sentence": result.sentence, "kept": result.kept, "submission": submission_out(result.submission, ctx.clock.now())}
+    return {
+        "sentence": result.sentence,
+        "kept": result.kept,
+        "submission": submission_out(result.submission, ctx.clock.now()),
+    }
 
 
 @router.post("/sessions/{session_id}/archive", response_model=Archived, responses=refusals(404, 409, 422, 503),
@@ -307,7 +346,12 @@ def post_message(session_id: SessionId, body: MessageCreate, request: Request, w
         # A rostered human speaking to a session: recorded, delivered as its next turn, and the
         # re-rank (top of the spot queue, StartNow) runs off this request.
         message = record_human_message(ctx, session_id, who.actor, body.text, "api", roster=True)
-        return {"session": _detail(ctx, session_id), "human_message": True, "message_id": message.id, "submission": None}
+        return {
+            "session": _detail(ctx, session_id),
+            "human_message": True,
+            "message_id": message.id,
+            "submission": None,
+        }
     sub = submit_turn(ctx, session_id, body.text, kind="follow_up")
     return {"session": _detail(ctx, session_id), "human_message": False, "message_id": None,
             "submission": submission_out(sub, ctx.clock.now())}

@@ -40,7 +40,13 @@ def _after(request: Request, writes: Sequence[tuple[int, Sequence[int]]] = ()) -
     store.after_write(context(request), pacer.scheduler, pacer.engine, writes)
 
 
-@router.post("/triggers", response_model=TriggerOut, status_code=201, responses=refusals(409, 422, 503), summary="Create a trigger")
+@router.post(
+    "/triggers",
+    response_model=TriggerOut,
+    status_code=201,
+    responses=refusals(409, 422, 503),
+    summary="Create a trigger",
+)
 def create(body: TriggerCreate, request: Request, who: CallerDep) -> dict[str, Any]:
     who.require_operator("creating a trigger")
     ctx = context(request)
@@ -86,7 +92,12 @@ def patch(trigger_id: TriggerId, body: TriggerPatch, request: Request, who: Call
     }
 
 
-@router.delete("/triggers/{trigger_id}", response_model=TriggerDeleted, responses=refusals(404, 422, 503), summary="Delete a trigger")
+@router.delete(
+    "/triggers/{trigger_id}",
+    response_model=TriggerDeleted,
+    responses=refusals(404, 422, 503),
+    summary="Delete a trigger",
+)
 def delete(trigger_id: TriggerId, request: Request, who: CallerDep) -> dict[str, Any]:
     who.require_operator(f"deleting trigger #{trigger_id}")
     ctx = context(request)
@@ -96,12 +107,21 @@ def delete(trigger_id: TriggerId, request: Request, who: CallerDep) -> dict[str,
     return {"deleted": trigger_id, "detached_sessions": detached}
 
 
-@router.post("/triggers/{trigger_id}/invoke", response_model=TriggerInvoked, status_code=201, responses=refusals(404, 409, 422, 503),
-             summary="Fire a trigger by hand (api genesis)")
-def invoke(trigger_id: TriggerId, request: Request, who: CallerDep, body: TriggerInvoke | None = None) -> dict[str, Any]:
+@router.post(
+    "/triggers/{trigger_id}/invoke",
+    response_model=TriggerInvoked,
+    status_code=201,
+    responses=refusals(404, 409, 422, 503),
+    summary="Fire a trigger by hand (api genesis)",
+)
+def invoke(
+    trigger_id: TriggerId, request: Request, who: CallerDep, body: TriggerInvoke | None = None
+) -> dict[str, Any]:
     ctx = context(request)
     body = body or TriggerInvoke(title=None)
-    event = TriggerEvent("api", body.context, title=body.title, requester=who.name, source={"kind": "invoke", "caller": who.name})
+    event = TriggerEvent(
+        "api", body.context, title=body.title, requester=who.name, source={"kind": "invoke", "caller": who.name}
+    )
     fired = fire(ctx, trigger_id, event, by_hand=True)
     now = ctx.clock.now()
     with session_scope(ctx.engine) as db:

@@ -42,10 +42,19 @@ def context(request: Request) -> Context:
 
 
 def _mechanism(m: Mechanism) -> dict[str, Any]:
-    return {"kind": m.kind, "reason": m.reason, "stamp": m.stamp, "sentence": m.sentence, "retry_at": m.retry_at, "owner": m.owner}
+    return {
+        "kind": m.kind,
+        "reason": m.reason,
+        "stamp": m.stamp,
+        "sentence": m.sentence,
+        "retry_at": m.retry_at,
+        "owner": m.owner,
+    }
 
 
-def session_detail(db: DBSession, session: Session, policy: PolicyView, now: datetime, extra: list[Mechanism] | None = None) -> dict[str, Any]:
+def session_detail(
+    db: DBSession, session: Session, policy: PolicyView, now: datetime, extra: list[Mechanism] | None = None
+) -> dict[str, Any]:
     out = session_view(session, policy, spent_by(db, session.id or 0))
     reason = waiting_reason(session, now, extra or [], spot=is_spot(session, policy))
     waiting = None

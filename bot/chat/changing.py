@@ -60,8 +60,13 @@ def shown(value: Any) -> str:
 
 
 def trigger_class(ctx: Context, command: c.TriggerClass) -> Answer:
-    change = change_trigger(ctx.pacer.ctx, ctx.pacer.scheduler, command.trigger_id, {"scheduling_class": command.scheduling_class},
-                            actor=ctx.actor)
+    change = change_trigger(
+        ctx.pacer.ctx,
+        ctx.pacer.scheduler,
+        command.trigger_id,
+        {"scheduling_class": command.scheduling_class},
+        actor=ctx.actor,
+    )
     write = change.write
     return Answer(
         "trigger_class",

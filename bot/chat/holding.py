@@ -14,8 +14,16 @@ from scheduler.front import pause_into_spot_queue, place_hold, record_human_mess
 def hold(ctx: Context, command: c.Hold) -> Answer:
     placed = place_hold(ctx.pacer.ctx, command.selector.kind, command.selector.values, armer=ctx.actor,
                         reason=command.reason, ttl=command.ttl)
-    return Answer("hold_placed", {"hold_id": placed.id, "selector": f"{placed.selector_kind} {placed.selector_value}".strip(),
-                                  "reason": placed.reason, "expires_at": placed.expires_at, "armer": placed.armer})
+    return Answer(
+        "hold_placed",
+        {
+            "hold_id": placed.id,
+            "selector": f"{placed.selector_kind} {placed.selector_value}".strip(),
+            "reason": placed.reason,
+            "expires_at": placed.expires_at,
+            "armer": placed.armer,
+        },
+    )
 
 
 def release(ctx: Context, command: c.Release) -> Answer:

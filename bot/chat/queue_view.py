@@ -19,7 +19,18 @@ from sqlalchemy import case, func
 from sqlmodel import Session as DBSession
 from sqlmodel import col, select
 
-from scheduler.front import Mechanism, PolicyView, QueueFilter, SchedulingClass, Session, Status, class_expr, ranked_queue, spends_by, waiting_reason
+from scheduler.front import (
+    Mechanism,
+    PolicyView,
+    QueueFilter,
+    SchedulingClass,
+    Session,
+    Status,
+    class_expr,
+    ranked_queue,
+    spends_by,
+    waiting_reason,
+)
 
 EVERY_STATUS = tuple(s.value for s in Status)
 PARKED_REASONS = frozenset({"capacity", "fleet_at_cap"})
@@ -94,7 +105,11 @@ def ladder(db: DBSession, policy: PolicyView, ids: Sequence[int] | None = None) 
             col(Session.id).asc(),
         )
     )
-    numbered = select(col(Session.id).label("sid"), place.label("place")).where(Session.status == Status.WAITING.value).subquery()
+    numbered = (
+        select(col(Session.id).label("sid"), place.label("place"))
+        .where(Session.status == Status.WAITING.value)
+        .subquery()
+    )
     stmt = select(numbered.c.sid, numbered.c.place)
     if ids is not None:
         stmt = stmt.where(numbered.c.sid.in_(list(ids)))
@@ -107,7 +122,9 @@ def waiting_by_class(db: DBSession, policy: PolicyView) -> dict[str, int]:
     return {str(cls): int(n) for cls, n in db.exec(stmt)}
 
 
-def places_of(db: DBSession, policy: PolicyView, flt: QueueFilter, shown_waiting: list[int], waiting: dict[str, int]) -> dict[int, int]:
+def places_of(
+    db: DBSession, policy: PolicyView, flt: QueueFilter, shown_waiting: list[int], waiting: dict[str, int]
+) -> dict[int, int]:
     """Ladder positions of the waiting rows shown. Without a genesis filter the rows shown are a
     prefix of the ranked order, so the waiting ones are the ladder's first entries — after every
     priority waiter when only spot is shown — and no ladder query is needed."""
@@ -163,14 +180,18 @@ def build(
             requester=session.requester,
             position=place,
             ahead=None if place is None else place - 1,
-            record=waiting_reason(session, now, spot=cls is SchedulingClass.SPOT).headline if session.status == Status.WAITING.value else None,
+            record=waiting_reason(session, now, spot=cls is SchedulingClass.SPOT).headline
+            if session.status == Status.WAITING.value
+            else None,
             badges=badges(session),
             cost_cap=session.cost_cap_usd,
             spent=spent.get(session.id, 0.0),
         )
         (priority if cls is SchedulingClass.PRIORITY else spot).append(row)
     totals = class_totals(db, policy, flt)
-    scope = " ".join(filter(None, ["all" if every_status else "", scheduling_class or "", f"genesis:{genesis}" if genesis else ""]))
+    scope = " ".join(
+        filter(None, ["all" if every_status else "", scheduling_class or "", f"genesis:{genesis}" if genesis else ""])
+    )
     return QueueView(
         priority=priority,
         spot=spot,

@@ -13,7 +13,19 @@ from bot.chat.context import Answer, Context, StoreContext
 from bot.commands import command as c
 from bot.commands.grammar import NAMES, USAGE
 from bot.slack import blocks
-from scheduler.front import Mechanism, Session, all_holds, audit_log, get_session, is_spot, load_policy, session_view, spends, spent_by, waiting_reason
+from scheduler.front import (
+    Mechanism,
+    Session,
+    all_holds,
+    audit_log,
+    get_session,
+    is_spot,
+    load_policy,
+    session_view,
+    spends,
+    spent_by,
+    waiting_reason,
+)
 
 TEXT_ROWS = 50  # the console and API list this many rows before "and N more"
 HELD_ROWS = 30

@@ -142,7 +142,11 @@ def whatif(ctx: Context, command: c.WhatIf) -> Answer:
             said = verdict_now(db, sctx, session, new_spot_asking(sctx, runtime), reading, ctx.now)
         else:
             session = get_session(db, command.session_id)
-            subject = {"id": session.id, "scheduling_class": class_of(session, load_policy(db)).value, "status": session.status}
+            subject = {
+                "id": session.id,
+                "scheduling_class": class_of(session, load_policy(db)).value,
+                "status": session.status,
+            }
             said = verdict_now(db, sctx, session, None, reading, ctx.now)
         db.rollback()
     decision = said.decision

@@ -109,7 +109,13 @@ def _neighbours(ctx: StoreContext, session: Session, command: c.Rank) -> tuple[S
     if target.status not in QueueFilter.statuses or class_of(target, policy).value != "spot":
         scheduling_class = class_of(target, policy).value
         raise InvalidInput(
-            error_text("steering/not_in_spot_queue", place=command.place, target_id=target_id, status=target.status, scheduling_class=scheduling_class),
+            error_text(
+                "steering/not_in_spot_queue",
+                place=command.place,
+                target_id=target_id,
+                status=target.status,
+                scheduling_class=scheduling_class,
+            ),
             field=command.place,
         )
     if command.place == "above":
@@ -117,15 +123,29 @@ def _neighbours(ctx: StoreContext, session: Session, command: c.Rank) -> tuple[S
     return target, _adjacent(ctx, policy, target, session, ahead=False)
 
 
-def _adjacent(ctx: StoreContext, policy: PolicyView, target: Session, moving: Session, *, ahead: bool) -> Session | None:
+def _adjacent(
+    ctx: StoreContext, policy: PolicyView, target: Session, moving: Session, *, ahead: bool
+) -> Session | None:
     """The spot-queue row just ahead of (or just behind) `target`, leaving out the row being
     moved: one indexed query rather than the whole queue."""
     prec_, created, ident = col(Session.precedence), col(Session.created_at), col(Session.id)
     if ahead:
-        beyond = or_(prec_ > target.precedence, and_(prec_ == target.precedence, or_(created < target.created_at, and_(created == target.created_at, ident < target.id))))
+        beyond = or_(
+            prec_ > target.precedence,
+            and_(
+                prec_ == target.precedence,
+                or_(created < target.created_at, and_(created == target.created_at, ident < target.id)),
+            ),
+        )
         order = (prec_.asc(), created.desc(), ident.desc())
     else:
-        beyond = or_(prec_ < target.precedence, and_(prec_ == target.precedence, or_(created > target.created_at, and_(created == target.created_at, ident > target.id))))
+        beyond = or_(
+            prec_ < target.precedence,
+            and_(
+                prec_ == target.precedence,
+                or_(created > target.created_at, and_(created == target.created_at, ident > target.id)),
+            ),
+        )
         order = (prec_.desc(), created.asc(), ident.asc())
     stmt = (
         select(Session)

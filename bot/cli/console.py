@@ -31,7 +31,9 @@ def answer(pacer: Pacer, line: str, *, user: str) -> str:
     return answers.answer(pacer, user, line, surface=SURFACE).text
 
 
-def run_console(settings: Settings, *, user: str | None = None, stdin: TextIO = sys.stdin, stdout: TextIO = sys.stdout) -> int:
+def run_console(
+    settings: Settings, *, user: str | None = None, stdin: TextIO = sys.stdin, stdout: TextIO = sys.stdout
+) -> int:
     """Lead the scheduler in this process when nothing else does (alarms, sweeps and turns run
     here while the console is open); when a `pacer serve` leads, speak to it over its API, so
     its scheduler — the only one on this database — runs what the console asks for."""

@@ -82,17 +82,24 @@ def build_parser() -> argparse.ArgumentParser:
         "database is migrated on start.")
     serve.add_argument("--host", help="bind address (default: PACER_HOST)")
     serve.add_argument("--port", type=int, help="bind port (default: PACER_PORT)")
-    serve.add_argument("--demo", action="store_true", help="add sample triggers and feed sample events, on a temporary database unless DATABASE_URL is set")
+    serve.add_argument(
+        "--demo",
+        action="store_true",
+        help="add sample triggers and feed sample events, on a temporary database unless DATABASE_URL is set",
+    )
     serve.set_defaults(func=cmd_serve)
 
     migrate = sub.add_parser("migrate", help="bring the database schema to head", description=
         "Apply every Alembic migration to DATABASE_URL. Fly's release command runs this.")
     migrate.set_defaults(func=cmd_migrate)
 
-    worker = sub.add_parser("worker", help="run turns for every pacer serve (PACER_TURN_QUEUE=procrastinate)", description=
-        "Take started turns from procrastinate's queue `turns` on DATABASE_URL (PostgreSQL) and run "
+    worker = sub.add_parser(
+        "worker",
+        help="run turns for every pacer serve (PACER_TURN_QUEUE=procrastinate)",
+        description="Take started turns from procrastinate's queue `turns` on DATABASE_URL (PostgreSQL) and run "
         "up to PACER_AGENT_WORKERS at once. SIGTERM: no new turn, PACER_DRAIN_SECONDS for the running "
-        "ones, the rest handed back.")
+        "ones, the rest handed back.",
+    )
     worker.set_defaults(func=cmd_worker)
 
     console = sub.add_parser("console", help="the chat commands in a terminal", description=

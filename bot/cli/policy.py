@@ -56,8 +56,14 @@ def _set_policy(ctx: Any, words: list[str]) -> int:
         if command.reset_spend:
             audit = reset_spend(ctx, command.reset_spend[0], surface="cli:pacer policy", actor=os.environ.get("USER"))
         else:
-            audit = set_policy(ctx, dict(command.changes), overrides=dict(command.overrides), budgets=dict(command.budgets),
-                               surface="cli:pacer policy", actor=os.environ.get("USER"))
+            audit = set_policy(
+                ctx,
+                dict(command.changes),
+                overrides=dict(command.overrides),
+                budgets=dict(command.budgets),
+                surface="cli:pacer policy",
+                actor=os.environ.get("USER"),
+            )
     except CommandError as exc:
         print(render_chat("command_error", "text", message=str(exc), usage=exc.usage))
         return 2
@@ -89,8 +95,11 @@ def register(sub: Any) -> None:
                         "top_up=<n>, top_up_stretch=<minutes>, top_up_cooldown=<minutes>, "
                         "override:<genesis>=priority|spot|default, budget:<runtime>=<usd>|none "
                         "(repeatable; the keys /pacer policy set takes)")
-    policy.add_argument("--reset-spend", metavar="RUNTIME",
-                        help="count RUNTIME's spend against its cost budget from now (audited; lifts a cost-budget hold)")
+    policy.add_argument(
+        "--reset-spend",
+        metavar="RUNTIME",
+        help="count RUNTIME's spend against its cost budget from now (audited; lifts a cost-budget hold)",
+    )
     policy.add_argument("--json", action="store_true", help="print the card as JSON (the API's shape)")
     policy.set_defaults(func=cmd_policy)
     # --- pacer simulate (P8, bot/simulate/) ---

@@ -231,8 +231,30 @@ class ThreadReply:
 
 
 Command = (
-    Help | Queue | Holds | Why | Promote | Demote | Rank | Start | Restart | Weight | Capacity | Cap | Pause | Archive | Hold | Release
-    | Resume | PolicyShow | PolicySet | TriggerClass | TriggerPrecedence | New | WhatIf | ThreadReply
+    Help
+    | Queue
+    | Holds
+    | Why
+    | Promote
+    | Demote
+    | Rank
+    | Start
+    | Restart
+    | Weight
+    | Capacity
+    | Cap
+    | Pause
+    | Archive
+    | Hold
+    | Release
+    | Resume
+    | PolicyShow
+    | PolicySet
+    | TriggerClass
+    | TriggerPrecedence
+    | New
+    | WhatIf
+    | ThreadReply
 )
 
 

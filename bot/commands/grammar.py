@@ -38,7 +38,8 @@ USAGE: dict[str, str] = {
     "cap": "cap <id> <usd>|none",
     "pause": "pause <id> [until <time>|queue]",
     "archive": "archive <id>",
-    "hold": "hold <#id[,#id…]|genesis:<g>|trigger:<id>|repo:<owner/name>|label:<name>|class:<priority|spot>|all> [for <duration>] [reason…]",
+    "hold": "hold <#id[,#id…]|genesis:<g>|trigger:<id>|repo:<owner/name>|label:<name>|class:<priority|spot>|all>"
+    " [for <duration>] [reason…]",
     "release": "release <hold id>",
     "resume": "resume [<group>]",
     "policy": POLICY_USAGE,
@@ -158,7 +159,11 @@ def _pause(cur: Cursor) -> c.Pause:
     token = cur.take("<time> after until")
     follow = cur.peek()
     # "2026-11-02 15:30" arrives as two words; read it as the one instant it is.
-    if follow is not None and re.fullmatch(r"\d{4}-\d{2}-\d{2}", token, re.ASCII) and re.fullmatch(r"\d{1,2}:\d{2}(:\d{2})?", follow, re.ASCII):
+    if (
+        follow is not None
+        and re.fullmatch(r"\d{4}-\d{2}-\d{2}", token, re.ASCII)
+        and re.fullmatch(r"\d{1,2}:\d{2}(:\d{2})?", follow, re.ASCII)
+    ):
         cur.take("time")
         token = f"{token}T{follow.zfill(5)}"
     spec = cur.lift(lambda: parse_time(token, field="until"))
@@ -233,7 +238,9 @@ def _trigger(cur: Cursor) -> c.TriggerClass | c.TriggerPrecedence:
     if what == "precedence":
         value = cur.take("a precedence <n>")
         cur.end()
-        return c.TriggerPrecedence(trigger_id, cur.integer(value, "precedence", -bounds.MAX_PRECEDENCE, bounds.MAX_PRECEDENCE))
+        return c.TriggerPrecedence(
+            trigger_id, cur.integer(value, "precedence", -bounds.MAX_PRECEDENCE, bounds.MAX_PRECEDENCE)
+        )
     raise cur.fail("not_a_trigger_setting", what=shown(what))
 
 
@@ -277,7 +284,10 @@ def _known_name(word: str, usage: str, *, field: str = "command") -> str:
     if word in PARSERS:
         return word
     nearest = difflib.get_close_matches(word, NAMES, n=1, cutoff=0.5)
-    raise CommandError(error_text("grammar/not_a_command", field=field, word=shown(word), nearest=nearest[0] if nearest else None), usage)
+    raise CommandError(
+        error_text("grammar/not_a_command", field=field, word=shown(word), nearest=nearest[0] if nearest else None),
+        usage,
+    )
 
 
 def parse(text: str) -> c.Command:

@@ -78,7 +78,9 @@ def parse_policy(cur: Cursor) -> c.PolicyShow | c.PolicySet:
             budgets[runtime] = _budget(cur, runtime, value)
             continue
         if key not in POLICY_KEYS:
-            raise cur.fail("not_a_policy_key", key=shown(key), allowed=[*POLICY_KEYS, "override:<genesis>", "budget:<runtime>"])
+            raise cur.fail(
+                "not_a_policy_key", key=shown(key), allowed=[*POLICY_KEYS, "override:<genesis>", "budget:<runtime>"]
+            )
         attribute = POLICY_KEYS[key]
         if attribute in changes:
             raise cur.fail("given_twice", key=key)

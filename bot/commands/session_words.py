@@ -78,7 +78,11 @@ def new(cur: Cursor) -> c.New:
     repository = None
     weight: float | None = None
     budget: str | None = None
-    while (token := cur.peek()) is not None and token.lower().split(":", 1)[0] in ("repo", "weight", "capacity", "cap") and ":" in token:
+    while (
+        (token := cur.peek()) is not None
+        and token.lower().split(":", 1)[0] in ("repo", "weight", "capacity", "cap")
+        and ":" in token
+    ):
         key, value = cur.take("an option").split(":", 1)
         key = key.lower()
         if key == "repo":

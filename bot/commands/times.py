@@ -76,12 +76,16 @@ def parse_duration(token: str, *, field: str) -> timedelta:
         raise InvalidInput(error_text("times/not_a_duration", field=field, token=_shown(token)), field=field)
     days, hours, minutes = (int(g) if g else 0 for g in match.groups())
     if days > MAX_DURATION.days or hours > MAX_DURATION.days * 24 or minutes > MAX_DURATION.days * 1440:
-        raise InvalidInput(error_text("times/too_long", field=field, token=_shown(token), days=MAX_DURATION.days), field=field)
+        raise InvalidInput(
+            error_text("times/too_long", field=field, token=_shown(token), days=MAX_DURATION.days), field=field
+        )
     delta = timedelta(days=days, hours=hours, minutes=minutes)
     if delta <= timedelta(0):
         raise InvalidInput(error_text("times/not_positive", field=field, token=_shown(token)), field=field)
     if delta > MAX_DURATION:
-        raise InvalidInput(error_text("times/too_long", field=field, token=_shown(token), days=MAX_DURATION.days), field=field)
+        raise InvalidInput(
+            error_text("times/too_long", field=field, token=_shown(token), days=MAX_DURATION.days), field=field
+        )
     return delta
 
 

@@ -76,7 +76,11 @@ def _slack(settings: Settings) -> list[str]:
     if present and not settings.slack_bot_token:
         return [error_text("settings/slack_missing", present=present, missing=["SLACK_BOT_TOKEN"], mode="token")]
     if settings.slack_bot_token and not present:
-        return [error_text("settings/slack_missing", present=["SLACK_BOT_TOKEN"], missing=["SLACK_SIGNING_SECRET"], mode="http")]
+        return [
+            error_text(
+                "settings/slack_missing", present=["SLACK_BOT_TOKEN"], missing=["SLACK_SIGNING_SECRET"], mode="http"
+            )
+        ]
     return []
 
 

@@ -63,15 +63,24 @@ def run_comment_command(pacer: Pacer | Any, command: CommentCommand, *, replies:
     credentials to answer with). It needs the whole runtime (its settings and roster): given a
     bare Context it is logged and not run."""
     if not isinstance(pacer, Pacer):
-        log.warning("github: /pacer %s by %s is not run: intake was given no runtime to run it in", command.text, command.actor)
+        log.warning(
+            "github: /pacer %s by %s is not run: intake was given no runtime to run it in", command.text, command.actor
+        )
         return None
     role = role_of(pacer.settings.roster, command.actor) or Role.MEMBER
     answer = answers.answer(pacer, command.actor, command.text, surface="github", role=role)
-    body = render("github/command_reply.j2", actor=command.actor.removeprefix("github:"), command=command.text, answer=answer)
+    body = render(
+        "github/command_reply.j2", actor=command.actor.removeprefix("github:"), command=command.text, answer=answer
+    )
     if replies is None:
         clients = github_clients(pacer.settings)
         if clients is None:
-            log.info("github: /pacer %s by %s answered only in this log: no GITHUB_TOKEN or App\n%s", command.text, command.actor, answer.text)
+            log.info(
+                "github: /pacer %s by %s answered only in this log: no GITHUB_TOKEN or App\n%s",
+                command.text,
+                command.actor,
+                answer.text,
+            )
             return None
         replies = PyGithubReplies(clients)
     replies.reply(command.where, body)

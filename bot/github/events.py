@@ -132,12 +132,20 @@ def parse(event: str, payload: Mapping[str, Any], *, bot_login: str) -> IntakeEv
         return Ignored(f"{name} carries no {noun} or repository")
     number = item.get("number")
     full_name = _text(repo.get("full_name"))
-    if not isinstance(number, int) or isinstance(number, bool) or not 1 <= number <= MAX_ID or not is_repository(full_name):
+    if (
+        not isinstance(number, int)
+        or isinstance(number, bool)
+        or not 1 <= number <= MAX_ID
+        or not is_repository(full_name)
+    ):
         return Ignored(f"{name} carries no issue number or repository name")
     label = _label_name(payload.get("label"))
     comment = _mapping(payload.get("comment"))
     if event == "issue_comment" and markers.is_pacers(_text(comment.get("body"))):
-        return Ignored(f"{name} is Pacer's own comment (it begins with Pacer's marker), posted by {_text(sender.get('login')) or 'nobody'}")
+        return Ignored(
+            f"{name} is Pacer's own comment (it begins with Pacer's marker), posted by "
+            f"{_text(sender.get('login')) or 'nobody'}"
+        )
     kind, control = _route(event, action, label, _text(comment.get("body")))
     if kind is None:
         return Ignored(f"{name}{f' ({label})' if label else ''} starts nothing")
@@ -159,7 +167,9 @@ def parse(event: str, payload: Mapping[str, Any], *, bot_login: str) -> IntakeEv
         author=author,
         author_association=association,
         labeler=labeler,
-        labeler_association=labeler_association(labeler, _text(sender.get("type")), author, association) if labeler else None,
+        labeler_association=labeler_association(labeler, _text(sender.get("type")), author, association)
+        if labeler
+        else None,
         is_pull_request=event == "pull_request" or isinstance(item.get("pull_request"), Mapping),
         label=label or None,
         control=control,

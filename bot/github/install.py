@@ -68,12 +68,20 @@ def trigger_labels(engine: Engine, repository: str) -> list[Label]:
     """The labels of the enabled github_label triggers that take `repository` (no `repositories`
     in a trigger's config means every repository)."""
     with DBSession(engine) as db:
-        triggers = db.exec(select(Trigger).where(Trigger.kind == "github_label", col(Trigger.enabled).is_(True)).order_by(col(Trigger.id))).all()
+        triggers = db.exec(
+            select(Trigger)
+            .where(Trigger.kind == "github_label", col(Trigger.enabled).is_(True))
+            .order_by(col(Trigger.id))
+        ).all()
     names: dict[str, str] = {}
     for trigger in triggers:
         config = trigger.config if isinstance(trigger.config, dict) else {}
         repositories = config.get("repositories")
-        if isinstance(repositories, list) and repositories and repository.lower() not in {str(r).lower() for r in repositories}:
+        if (
+            isinstance(repositories, list)
+            and repositories
+            and repository.lower() not in {str(r).lower() for r in repositories}
+        ):
             continue
         name = str(config.get("label") or DEFAULT_TRIGGER_LABEL)
         names.setdefault(name.lower(), name)
@@ -87,7 +95,13 @@ def make_labels(port: LabelPort, what: Installed, engine: Engine) -> None:
         try:
             made = port.ensure(repository, what.installation_id, labels)
         except Exception as exc:  # one line: the next repository is still worth trying
-            log.warning(error_text("github_webhook/labels_not_made", repository=repository, problem=why_not_written(exc),
-                                   labels=[label.name for label in labels]))
+            log.warning(
+                error_text(
+                    "github_webhook/labels_not_made",
+                    repository=repository,
+                    problem=why_not_written(exc),
+                    labels=[label.name for label in labels],
+                )
+            )
             continue
         log.info("github: labels on %s: %s", repository, ", ".join(made) + " made" if made else "all there already")

@@ -23,7 +23,18 @@ from typing import Any
 from bot.github.commands import CommentCommand, run_comment_command
 from bot.runtime.process import Pacer
 from scheduler.errors import PacerError
-from scheduler.front import Context, Effects, announce_holds, archive, record_human_message, set_cap, set_issue_state, start_now, submit_turn, submit_turns
+from scheduler.front import (
+    Context,
+    Effects,
+    announce_holds,
+    archive,
+    record_human_message,
+    set_cap,
+    set_issue_state,
+    start_now,
+    submit_turn,
+    submit_turns,
+)
 
 log = logging.getLogger("pacer.intake")
 
@@ -56,18 +67,32 @@ class GithubPlan:
     @property
     def steered_ids(self) -> list[int]:
         held = [s for s, _ in self.holds_placed]
-        return sorted(set(self.start_now + self.archive + held + self.promoted + self.released + [s for s, _ in self.caps]))
+        return sorted(
+            set(self.start_now + self.archive + held + self.promoted + self.released + [s for s, _ in self.caps])
+        )
 
     @property
     def is_empty(self) -> bool:
-        return not (self.created or self.steered_ids or self.holds_lifted or self.issue_state or self.messages or self.commands)
-
+        return not (
+            self.created or self.steered_ids or self.holds_lifted or self.issue_state or self.messages or self.commands
+        )
 
     @property
     def only_creates(self) -> bool:
         """Sessions born (held under `pacer:hold`, perhaps) and nothing else asked."""
-        steps = (self.start_now, self.archive, self.holds_lifted, self.promoted, self.caps, self.released, self.messages, self.commands)
-        return not any(steps) and self.issue_state is None and {s for s, _ in self.holds_placed} <= set(self.created_ids)
+        steps = (
+            self.start_now,
+            self.archive,
+            self.holds_lifted,
+            self.promoted,
+            self.caps,
+            self.released,
+            self.messages,
+            self.commands,
+        )
+        return (
+            not any(steps) and self.issue_state is None and {s for s, _ in self.holds_placed} <= set(self.created_ids)
+        )
 
 
 def finish_github(pacer_or_ctx: Pacer | Context, plan: GithubPlan) -> None:
@@ -80,7 +105,16 @@ def finish_github(pacer_or_ctx: Pacer | Context, plan: GithubPlan) -> None:
     for session_id, prompt in plan.created:
         _guarded(f"first turn of session #{session_id}", submit_turn, ctx, session_id, prompt, kind="first")
     for session_id, text in plan.messages:  # trusted already: write access, judged at record time
-        _guarded(f"comment on session #{session_id}", record_human_message, ctx, session_id, plan.actor, text, COMMENT_SURFACE, roster=True)
+        _guarded(
+            f"comment on session #{session_id}",
+            record_human_message,
+            ctx,
+            session_id,
+            plan.actor,
+            text,
+            COMMENT_SURFACE,
+            roster=True,
+        )
     for session_id in plan.start_now:
         _guarded(f"start now of session #{session_id}", start_now, ctx, session_id, actor=plan.actor)
     for session_id in plan.archive:
@@ -135,7 +169,9 @@ def _create_together(ctx: Context, run: Sequence[GithubPlan]) -> None:
 
 def _announce_holds(ctx: Context, plan: GithubPlan) -> None:
     if plan.holds_placed:
-        _guarded(f"notices of the holds on {plan.issue}", announce_holds, ctx, [hold_id for _, hold_id in plan.holds_placed])
+        _guarded(
+            f"notices of the holds on {plan.issue}", announce_holds, ctx, [hold_id for _, hold_id in plan.holds_placed]
+        )
     plan.after_commit.apply(ctx)
     for hold_id in plan.holds_lifted:
         log.warning("operator hold %s released by %s", hold_id, plan.actor)

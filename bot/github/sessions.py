@@ -44,8 +44,13 @@ def comment_session(db: DBSession, event: IntakeEvent) -> int | None:
     the pull request Pacer opened. None (with a log line) for an author without write access."""
     if not is_trusted(event):
         login, association = who_acted(event)
-        log.info("github: a comment on %s by %s (%s) is not a message to Pacer: only people with write access speak to a session",
-                 event.issue_key, login, association)
+        log.info(
+            "github: a comment on %s by %s (%s) is not a message to Pacer: only people with write access speak to a "
+            "session",
+            event.issue_key,
+            login,
+            association,
+        )
         return None
     found = [*sessions_of_issue(db, event.issue_key)]
     if event.is_pull_request:

@@ -185,7 +185,9 @@ class GithubEdge:
         delivery_id = headers.get("x-github-delivery", "").strip()
         if not delivery_id:
             return Answer(400, "webhook_no_delivery", error="no_delivery")
-        return self._record(parsed, hook_id=headers.get("x-github-hook-id", "").strip(), delivery_id=delivery_id, event_name=event_name)
+        return self._record(
+            parsed, hook_id=headers.get("x-github-hook-id", "").strip(), delivery_id=delivery_id, event_name=event_name
+        )
 
     def _record(self, event: events.IntakeEvent, *, hook_id: str, delivery_id: str, event_name: str) -> Answer:
         name = f"{event_name}.{event.action}"
@@ -197,7 +199,11 @@ class GithubEdge:
                     db.connection().execute(_DELIVERY, row)  # insert first: the unique constraint decides
                 except IntegrityError:
                     db.rollback()
-                    log.info("github: delivery %s (hook %s) already taken; a redelivery creates nothing", delivery_id, hook_id or "-")
+                    log.info(
+                        "github: delivery %s (hook %s) already taken; a redelivery creates nothing",
+                        delivery_id,
+                        hook_id or "-",
+                    )
                     return Answer(200, "webhook_redelivery", {"delivery": delivery_id})
                 plan = record_github(db, event, now=now, settings=self.intake)
         except Exception as exc:  # answered 500 and logged: GitHub shows it and can redeliver
@@ -209,10 +215,16 @@ class GithubEdge:
     def _installed(self, what: install.Installed) -> Answer:
         """The App on more repositories: make its labels there after the answer. Idempotent, so a
         redelivery needs no record."""
-        values = {"repositories": what.repositories, "labels": [label.name for label in install.LABELS], "credentials": self.labels is not None}
+        values = {
+            "repositories": what.repositories,
+            "labels": [label.name for label in install.LABELS],
+            "credentials": self.labels is not None,
+        }
         if self.labels is None:
             return Answer(200, "webhook_installed", values)
-        self.submit(f"labels on {', '.join(what.repositories)}", install.make_labels, self.labels, what, self.pacer.engine)
+        self.submit(
+            f"labels on {', '.join(what.repositories)}", install.make_labels, self.labels, what, self.pacer.engine
+        )
         return Answer(202, "webhook_installed", values)
 
     def submit(self, what: str, func: Callable[..., Any], *args: Any) -> Future[Any]:
@@ -281,7 +293,9 @@ def decode(body: bytes, content_type: str) -> tuple[dict[str, Any] | None, str]:
     except ValueError as exc:
         return None, error_text("github_webhook/not_json", detail=str(exc)[:200])
     if not isinstance(payload, dict):
-        return None, error_text("github_webhook/not_an_object", kind=_JSON_KINDS.get(type(payload), type(payload).__name__))
+        return None, error_text(
+            "github_webhook/not_an_object", kind=_JSON_KINDS.get(type(payload), type(payload).__name__)
+        )
     return payload, ""
 
 
@@ -327,5 +341,6 @@ def register(app: FastAPI, pacer: Pacer) -> GithubEdge:
 
 
 async def not_a_delivery(_request: Request) -> Response:
-    return Answer(405, "webhook_method", {"path": PATH}, error="method_not_allowed", headers={"Allow": "POST"}).response()
-
+    return Answer(
+        405, "webhook_method", {"path": PATH}, error="method_not_allowed", headers={"Allow": "POST"}
+    ).response()

@@ -32,8 +32,8 @@ STATIC = Path(__file__).resolve().parent.parent / "static"  # bot/static/
 TYPES = {".js": "text/javascript", ".css": "text/css", ".LICENSE": "text/plain"}
 POLL_MS = 2000
 HEADERS = {
-    "Content-Security-Policy": "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; connect-src 'self'; "
-    "frame-ancestors 'none'; form-action 'none'; base-uri 'none'",
+    "Content-Security-Policy": "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; "
+    "connect-src 'self'; frame-ancestors 'none'; form-action 'none'; base-uri 'none'",
     "Referrer-Policy": "no-referrer",  # the first visit's address carries the token
     "Cache-Control": "no-store",
 }
@@ -88,13 +88,22 @@ def page(request: Request) -> Response:
             return locked(request, configured, wrong=True)
         lasts = int(pacer.settings.live_cookie_hours) * 3600
         answer = RedirectResponse("/", status_code=303, headers=HEADERS)
-        answer.set_cookie(COOKIE, cookie_value(token_digest(given), now_seconds(request) + lasts), max_age=lasts, httponly=True,
-                          samesite="strict", secure=request.url.scheme == "https", path="/")
+        answer.set_cookie(
+            COOKIE,
+            cookie_value(token_digest(given), now_seconds(request) + lasts),
+            max_age=lasts,
+            httponly=True,
+            samesite="strict",
+            secure=request.url.scheme == "https",
+            path="/",
+        )
         return answer
     if not is_signed_in(request):
         return locked(request, configured, wrong=False)
     view = live_view.read(request.app.state.pacer)
-    return HTMLResponse(render_html("page/live.html.j2", **sections(view), charts=view.charts(), poll_ms=POLL_MS), headers=HEADERS)
+    return HTMLResponse(
+        render_html("page/live.html.j2", **sections(view), charts=view.charts(), poll_ms=POLL_MS), headers=HEADERS
+    )
 
 
 @router.get("/live/state")
@@ -102,7 +111,9 @@ def state(request: Request) -> Response:
     if not is_signed_in(request):
         return JSONResponse({"error": "unauthorized"}, status_code=401, headers=HEADERS)
     view = live_view.read(request.app.state.pacer)
-    return JSONResponse({"sections": sections(view), "charts": view.charts(), "now": view.now.isoformat()}, headers=HEADERS)
+    return JSONResponse(
+        {"sections": sections(view), "charts": view.charts(), "now": view.now.isoformat()}, headers=HEADERS
+    )
 
 
 def sections(view: live_view.LiveView) -> dict[str, Any]:

@@ -48,7 +48,9 @@ def read(pacer: Pacer) -> LiveView:
     now = pacer.clock.now()
     card = current_card(pacer, now)  # reads the quota before its own transaction
     with pacer.db() as db:
-        queue = queue_view.build(db, load_policy(db), scheduling_class=None, genesis=None, every_status=False, limit=QUEUE_ROWS, now=now)
+        queue = queue_view.build(
+            db, load_policy(db), scheduling_class=None, genesis=None, every_status=False, limit=QUEUE_ROWS, now=now
+        )
         holds = all_holds(db, now, session_rows=HELD_ROWS)
         timeline = last_day(db, now)
     return LiveView(now=now, card=card, card_text=render_card(card), queue=queue, holds=holds, timeline=timeline)

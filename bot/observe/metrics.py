@@ -25,7 +25,13 @@ from collections.abc import Mapping
 
 from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse, Response
-from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Histogram, disable_created_metrics, generate_latest
+from prometheus_client import (
+    CONTENT_TYPE_LATEST,
+    CollectorRegistry,
+    Histogram,
+    disable_created_metrics,
+    generate_latest,
+)
 
 from bot.observe.metrics_collector import DatabaseCollector
 from bot.observe.request_ids import Observe
@@ -45,8 +51,13 @@ def register(app: FastAPI, pacer: Pacer, *, environ: Mapping[str, str] = os.envi
     """Mount GET /metrics; returns what records one served request in the latency histogram."""
     registry = CollectorRegistry()
     registry.register(DatabaseCollector(pacer.engine, pacer.ctx))
-    latency = Histogram("pacer_http_request_duration_seconds", "Time to answer an HTTP request, by route (this process)",
-                        ["method", "route", "status"], buckets=HTTP_BUCKETS, registry=registry)
+    latency = Histogram(
+        "pacer_http_request_duration_seconds",
+        "Time to answer an HTTP request, by route (this process)",
+        ["method", "route", "status"],
+        buckets=HTTP_BUCKETS,
+        registry=registry,
+    )
     token = environ.get(TOKEN_VARIABLE, "").strip()
 
     def observe(method: str, route: str, status: int, seconds: float) -> None:
@@ -74,4 +85,6 @@ def refusal(header: str | None, token: str) -> JSONResponse | None:
         message = error_text("metrics/token_wrong")
     else:
         return None
-    return JSONResponse({"error": "unauthorized", "message": message}, status_code=401, headers={"WWW-Authenticate": "Bearer"})
+    return JSONResponse(
+        {"error": "unauthorized", "message": message}, status_code=401, headers={"WWW-Authenticate": "Bearer"}
+    )

@@ -138,7 +138,9 @@ class DatabaseCollector(Collector):
         stmt = (select(Turn.status, Turn.outcome, *columns).where(col(Turn.status).in_(FINISHED))
                 .group_by(col(Turn.status), col(Turn.outcome)))
         rows: list[Any] = list(db.exec(stmt).all())  # status, outcome, count, timed count, sum, one count per bucket
-        outcomes = CounterMetricFamily("pacer_turns", "Finished turns by status and outcome", labels=["status", "outcome"])
+        outcomes = CounterMetricFamily(
+            "pacer_turns", "Finished turns by status and outcome", labels=["status", "outcome"]
+        )
         by_outcome: dict[str, list[float]] = {}
         for row in rows:
             status, outcome, count, timed_count, total_ms, *within = tuple(row)
@@ -155,7 +157,9 @@ class DatabaseCollector(Collector):
         return [outcomes, durations]
 
     def _preemptions(self, db: DBSession, now: datetime) -> list[Metric]:
-        total = CounterMetricFamily("pacer_preemptions", "Times a running spot session yielded its slot to priority work")
+        total = CounterMetricFamily(
+            "pacer_preemptions", "Times a running spot session yielded its slot to priority work"
+        )
         total.add_metric([], int(db.exec(select(func.coalesce(func.sum(Session.preemption_count), 0))).one()))
         marked = GaugeMetricFamily("pacer_preemption_marks", "Spot sessions marked to yield their slot now")
         marked.add_metric([], int(db.exec(select(func.count()).where(col(Session.preempt_mark_at).is_not(None))).one()))
@@ -166,8 +170,12 @@ class DatabaseCollector(Collector):
         pairs = GaugeMetricFamily("pacer_preemption_cycling_pairs",
                                   "Pairs of sessions with at least 2 preemptions between them in the last 24 h")
         pairs.add_metric([], len(found.pairs))
-        lost = GaugeMetricFamily("pacer_preemption_lost_usd", "What turns halted by preemption in the last 24 h had spent: "
-                                 "of every preemption (all) and of the cycling sessions and pairs (cycling)", labels=["of"])
+        lost = GaugeMetricFamily(
+            "pacer_preemption_lost_usd",
+            "What turns halted by preemption in the last 24 h had spent: "
+            "of every preemption (all) and of the cycling sessions and pairs (cycling)",
+            labels=["of"],
+        )
         lost.add_metric(["all"], found.window_cost_lost_usd)
         lost.add_metric(["cycling"], found.cost_lost_usd)
         return [total, marked, sessions, pairs, lost]
@@ -186,17 +194,31 @@ class DatabaseCollector(Collector):
         figures = {
             "spent": GaugeMetricFamily("pacer_window_spent", "Spent in the quota window so far", labels=labels),
             "capacity": GaugeMetricFamily("pacer_window_capacity", "The quota window's capacity", labels=labels),
-            "reserved": GaugeMetricFamily("pacer_window_reserved", "The priority reserve spot work may not spend", labels=labels),
-            "spot_budget": GaugeMetricFamily("pacer_window_spot_budget", "Capacity less the reserve: spot work's budget", labels=labels),
-            "spot_left": GaugeMetricFamily("pacer_window_spot_left", "Spot budget not yet spent (negative past it)", labels=labels),
+            "reserved": GaugeMetricFamily(
+                "pacer_window_reserved", "The priority reserve spot work may not spend", labels=labels
+            ),
+            "spot_budget": GaugeMetricFamily(
+                "pacer_window_spot_budget", "Capacity less the reserve: spot work's budget", labels=labels
+            ),
+            "spot_left": GaugeMetricFamily(
+                "pacer_window_spot_left", "Spot budget not yet spent (negative past it)", labels=labels
+            ),
         }
-        burn = GaugeMetricFamily("pacer_window_fleet_burn_per_minute", "The running fleet's burn against the window, per minute",
-                                 labels=labels)
+        burn = GaugeMetricFamily(
+            "pacer_window_fleet_burn_per_minute",
+            "The running fleet's burn against the window, per minute",
+            labels=labels,
+        )
         pace = GaugeMetricFamily("pacer_window_sustainable_rate_per_minute",
                                  "Spot budget left over time left: the pacing curve's rate", labels=labels)
-        resets = GaugeMetricFamily("pacer_window_seconds_to_reset", "Seconds until the window rolls over", labels=["window"])
-        measured = GaugeMetricFamily("pacer_window_measured", "1: the provider's own figures; 0: the ledger's estimate stands in, and why",
-                                     labels=["window", "by"])
+        resets = GaugeMetricFamily(
+            "pacer_window_seconds_to_reset", "Seconds until the window rolls over", labels=["window"]
+        )
+        measured = GaugeMetricFamily(
+            "pacer_window_measured",
+            "1: the provider's own figures; 0: the ledger's estimate stands in, and why",
+            labels=["window", "by"],
+        )
         for w in card.decision.windows:
             unit = "usd" if w.calibrated else "fraction"
             for key, family in figures.items():
@@ -213,7 +235,9 @@ class DatabaseCollector(Collector):
         fleet.add_metric(["spot"], card.running_spot)
         slots = GaugeMetricFamily("pacer_fleet_slots", "Slots the fleet may fill (max_sessions within the worker pool)")
         slots.add_metric([], card.snapshot.effective_slots)
-        fleet_burn = GaugeMetricFamily("pacer_fleet_burn_usd_per_minute", "What the running turns that spend quota burn, per minute")
+        fleet_burn = GaugeMetricFamily(
+            "pacer_fleet_burn_usd_per_minute", "What the running turns that spend quota burn, per minute"
+        )
         fleet_burn.add_metric([], sum(t.burn_per_min for t in card.snapshot.fleet if t.spends_quota))
         return [*figures.values(), burn, pace, resets, measured, fleet, slots, fleet_burn]
 

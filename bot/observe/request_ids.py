@@ -46,10 +46,14 @@ def route_of(scope: Scope) -> str:
 
     Rebuilt from the path and the parameters the router took out of it, segment by segment:
     an included router's route knows only its own part of the path, not its prefix."""
-    if scope.get("route") is None and scope.get("endpoint") is None:  # a plain route of an included router sets only its endpoint
+    if (
+        scope.get("route") is None and scope.get("endpoint") is None
+    ):  # a plain route of an included router sets only its endpoint
         return UNMATCHED
     names = {str(value): name for name, value in (scope.get("path_params") or {}).items()}
-    return "/".join("{" + names[part] + "}" if part in names else part for part in str(scope.get("path", "")).split("/"))
+    return "/".join(
+        "{" + names[part] + "}" if part in names else part for part in str(scope.get("path", "")).split("/")
+    )
 
 
 class RequestIds:

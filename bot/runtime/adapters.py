@@ -49,8 +49,14 @@ AGENT_RUNTIMES = frozenset({"claude_code", "codex"})  # runtimes whose streams c
 def build_custody(settings: Settings) -> Custody:
     """Where agents run (custody.py): as PACER_AGENT_USER, in a sandbox, or as Pacer's own user;
     start-up says which, and what an agent could still reach."""
-    custody = choose(user=settings.agent_user, sandbox=settings.agent_sandbox, home=settings.agent_home or _default_home(settings),
-                     binds=settings.agent_bind, passthrough=settings.agent_env, roots=(settings.workdir, settings.workspaces))
+    custody = choose(
+        user=settings.agent_user,
+        sandbox=settings.agent_sandbox,
+        home=settings.agent_home or _default_home(settings),
+        binds=settings.agent_bind,
+        passthrough=settings.agent_env,
+        roots=(settings.workdir, settings.workspaces),
+    )
     if custody.mode == "none":
         log.warning(render("text/custody.j2", mode=custody.mode))
     else:
@@ -97,7 +103,9 @@ def _parents(path: str) -> list[str]:
 def _default_home(settings: Settings) -> str | None:
     # An agent as Pacer's own user must not be handed Pacer's HOME (its ~/.ssh, ~/.config):
     # it gets one beside its working directories. A separate user has a home of its own.
-    return None if settings.agent_user else os.path.join(os.path.dirname(os.path.abspath(settings.workdir)), "agent-home")
+    return (
+        None if settings.agent_user else os.path.join(os.path.dirname(os.path.abspath(settings.workdir)), "agent-home")
+    )
 
 
 def build_runner(settings: Settings, environ: Mapping[str, str] | None = None, *, engine: Engine | None = None,
@@ -144,7 +152,9 @@ def build_dispatcher(settings: Settings) -> TurnQueue | None:
     worker` processes; None: each process runs the turns it starts."""
     if settings.turn_queue != "procrastinate" or settings.sqlite:  # SQLite always runs turns in-process
         return None
-    return TurnQueue(build_app(libpq_url(settings.database_url)), stalled_after=timedelta(seconds=settings.turn_lease_seconds))
+    return TurnQueue(
+        build_app(libpq_url(settings.database_url)), stalled_after=timedelta(seconds=settings.turn_lease_seconds)
+    )
 
 
 def build_workspaces(settings: Settings) -> Workspaces:

@@ -38,6 +38,10 @@ def install_notifier(pacer: Pacer, notifier: Notifier) -> None:
     """Join the scheduler's notifier chain, replacing one of the same kind an earlier app installed."""
     chain = pacer.ctx.ports.notifier
     if not isinstance(chain, CompositeNotifier):
-        slack_log.warning("slack: the scheduler's notifier is %s, not a chain; %s is off", type(chain).__name__, type(notifier).__name__)
+        slack_log.warning(
+            "slack: the scheduler's notifier is %s, not a chain; %s is off",
+            type(chain).__name__,
+            type(notifier).__name__,
+        )
         return
     chain.notifiers = [n for n in chain.notifiers if type(n) is not type(notifier)] + [notifier]

@@ -18,7 +18,14 @@ from sqlalchemy import Engine
 
 from bot import jobs
 from bot.config.settings import Settings
-from bot.runtime.adapters import build_dispatcher, build_pool, build_quota_source, build_workspaces, fallback_burn, runtimes_from_settings
+from bot.runtime.adapters import (
+    build_dispatcher,
+    build_pool,
+    build_quota_source,
+    build_workspaces,
+    fallback_burn,
+    runtimes_from_settings,
+)
 from bot.runtime.leader import Leadership
 from bot.runtime.notify import CompositeNotifier, LogNotifier
 from bot.triggers import file as triggers_file

@@ -81,7 +81,9 @@ def create_app(pacer: Pacer, *, start_scheduler: bool = True) -> FastAPI:
         app.state.slack = surface
 
     # A request body that stalls or crawls is a 408, whichever route reads it.
-    app.add_middleware(BodyDeadline, stall_seconds=pacer.settings.body_timeout_seconds, min_rate=pacer.settings.body_min_rate)
+    app.add_middleware(
+        BodyDeadline, stall_seconds=pacer.settings.body_timeout_seconds, min_rate=pacer.settings.body_min_rate
+    )
 
     # GET /metrics (Prometheus), and on every request an id for its log lines and a latency sample.
     app.add_middleware(RequestIds, observe=metrics.register(app, pacer))

@@ -46,13 +46,25 @@ log = logging.getLogger("pacer.demo")
 
 LABEL = "pacer"
 TRIGGERS: tuple[dict[str, Any], ...] = (
-    {"name": "demo-label-pacer", "kind": "github_label", "config": {"label": LABEL},
-     "prompt_template": "Work on {{ repository }}#{{ number }}: {{ title }}\n{{ url }}\n\n{{ body }}"},
-    {"name": "demo-hourly-sweep", "kind": "schedule", "config": {"cron": "0 * * * *", "timezone": "UTC"},
-     "prompt_template": "Find the flakiest test and fix it.\nThe hourly sweep, fired at {{ fired_at }}."},
-    {"name": "demo-follow-up", "kind": "ao_event",
-     "config": {"filter": {"trigger": "demo-label-pacer"}, "states": ["done"]},
-     "prompt_template": "Review what session #{{ session.id }} ({{ session.title }}) just finished:\n{{ session.output }}"},
+    {
+        "name": "demo-label-pacer",
+        "kind": "github_label",
+        "config": {"label": LABEL},
+        "prompt_template": "Work on {{ repository }}#{{ number }}: {{ title }}\n{{ url }}\n\n{{ body }}",
+    },
+    {
+        "name": "demo-hourly-sweep",
+        "kind": "schedule",
+        "config": {"cron": "0 * * * *", "timezone": "UTC"},
+        "prompt_template": "Find the flakiest test and fix it.\nThe hourly sweep, fired at {{ fired_at }}.",
+    },
+    {
+        "name": "demo-follow-up",
+        "kind": "ao_event",
+        "config": {"filter": {"trigger": "demo-label-pacer"}, "states": ["done"]},
+        "prompt_template": "Review what session #{{ session.id }} ({{ session.title }}) just finished:\n"
+        "{{ session.output }}",
+    },
 )
 ISSUES: tuple[tuple[int, str, str], ...] = (
     (101, "Login button does nothing on Safari", "Clicking Log in on Safari 17 has no effect."),
@@ -105,11 +117,15 @@ def install_demo(pacer: Any, *, base_url: str | None = None, pace_seconds: float
     url = base_url or _base_url(pacer.settings)
 
     def start_feed(_pacer: Any) -> None:
-        thread = threading.Thread(target=_run_feed, args=(url, token, secret, pace_seconds), name="pacer-demo", daemon=True)
+        thread = threading.Thread(
+            target=_run_feed, args=(url, token, secret, pace_seconds), name="pacer-demo", daemon=True
+        )
         thread.start()
 
     pacer.extras.setdefault("on_start", []).append(start_feed)
-    log.info("demo: triggers %s installed; sample events follow once %s answers", ", ".join(t["name"] for t in TRIGGERS), url)
+    log.info(
+        "demo: triggers %s installed; sample events follow once %s answers", ", ".join(t["name"] for t in TRIGGERS), url
+    )
 
 
 def _base_url(settings: Any) -> str:
@@ -150,11 +166,20 @@ def issue_delivery(number: int, title: str, body: str, *, repository: str = "acm
         "action": "labeled",
         "label": {"name": LABEL},
         "issue": {
-            "number": number, "title": title, "body": body, "state": "open", "user": user,
+            "number": number,
+            "title": title,
+            "body": body,
+            "state": "open",
+            "user": user,
             "html_url": f"https://github.com/{repository}/issues/{number}",
-            "labels": [{"name": LABEL}], "author_association": "OWNER",
+            "labels": [{"name": LABEL}],
+            "author_association": "OWNER",
         },
-        "repository": {"full_name": repository, "name": repository.split("/")[1], "owner": {"login": repository.split("/")[0]}},
+        "repository": {
+            "full_name": repository,
+            "name": repository.split("/")[1],
+            "owner": {"login": repository.split("/")[0]},
+        },
         "sender": user,
     }
 
@@ -183,16 +208,34 @@ def feed(url: str, token: str, *, github_secret: str | None = None, pace: float 
             for number, title, body in ISSUES:
                 raw = json.dumps(issue_delivery(number, title, body)).encode()
                 signature = "sha256=" + hmac.new(github_secret.encode(), raw, hashlib.sha256).hexdigest()
-                record(f"POST /github/webhook issues.labeled #{number}", client.post("/github/webhook", content=raw, headers={
-                    "Content-Type": "application/json", "X-GitHub-Event": "issues", "X-GitHub-Delivery": str(uuid.uuid4()),
-                    "X-GitHub-Hook-ID": "demo", "X-Hub-Signature-256": signature,
-                }))
+                record(
+                    f"POST /github/webhook issues.labeled #{number}",
+                    client.post(
+                        "/github/webhook",
+                        content=raw,
+                        headers={
+                            "Content-Type": "application/json",
+                            "X-GitHub-Event": "issues",
+                            "X-GitHub-Delivery": str(uuid.uuid4()),
+                            "X-GitHub-Hook-ID": "demo",
+                            "X-Hub-Signature-256": signature,
+                        },
+                    ),
+                )
         else:
             for number, title, body in ISSUES:
                 record(f"POST /api/v1/sessions (issue #{number})", client.post("/api/v1/sessions", json={
                     "prompt": f"{title}\n\n{body}", "title": title}))
-        record("POST /api/v1/sessions priority", client.post("/api/v1/sessions", json={
-            "prompt": "Answer the on-call question: why did last night's deploy roll back?", "scheduling_class": "priority"}))
+        record(
+            "POST /api/v1/sessions priority",
+            client.post(
+                "/api/v1/sessions",
+                json={
+                    "prompt": "Answer the on-call question: why did last night's deploy roll back?",
+                    "scheduling_class": "priority",
+                },
+            ),
+        )
         for rank in (5, 50, 20):
             record(f"POST /api/v1/sessions spot precedence={rank}", client.post("/api/v1/sessions", json={
                 "prompt": f"Background clean-up, rank {rank}: remove dead code in one module.", "precedence": rank}))
@@ -201,8 +244,13 @@ def feed(url: str, token: str, *, github_secret: str | None = None, pace: float 
         triggers = client.get("/api/v1/triggers", params={"kind": "schedule"}).json().get("triggers", [])
         sweep = next((t for t in triggers if t["name"] == "demo-hourly-sweep"), None)
         if sweep is not None:
-            record("POST /api/v1/triggers/{id}/invoke demo-hourly-sweep", client.post(f"/api/v1/triggers/{sweep['id']}/invoke", json={
-                "context": {"fired_at": datetime.now(UTC).isoformat(timespec="seconds")}}))
+            record(
+                "POST /api/v1/triggers/{id}/invoke demo-hourly-sweep",
+                client.post(
+                    f"/api/v1/triggers/{sweep['id']}/invoke",
+                    json={"context": {"fired_at": datetime.now(UTC).isoformat(timespec="seconds")}},
+                ),
+            )
         holds = record("GET /api/v1/holds", client.get("/api/v1/holds"))
         log.info("demo: %d sessions waiting on a hold; watch them start as slots free (pacer console, then `queue`)",
                  len(holds.get("sessions", [])))

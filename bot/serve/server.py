@@ -33,7 +33,11 @@ def serve(settings: Settings, *, host: str | None = None, port: int | None = Non
     try:
         pacer = process.build(settings, migrate=True)
     except OperationalError as exc:  # one line naming what to do, not the driver's 130-line traceback
-        log.error(error_text("server/database_unreachable", url=redact_url(settings.database_url), reason=logs.first_line(exc)))
+        log.error(
+            error_text(
+                "server/database_unreachable", url=redact_url(settings.database_url), reason=logs.first_line(exc)
+            )
+        )
         return 1
     bind_host = host or settings.host
     bind_port = port or settings.port
@@ -43,7 +47,9 @@ def serve(settings: Settings, *, host: str | None = None, port: int | None = Non
         install_demo(pacer, base_url=f"http://{bind_host}:{bind_port}")
     pacer.extras.setdefault("on_start", []).append(_freeze_startup_heap)  # after the scheduler starts
     pacer.extras["on_start"].append(lambda p: _advertise(p, reachable_url(bind_host, bind_port)))
-    pacer.extras.setdefault("on_stop", []).insert(0, lambda p: drain(p, settings.drain_seconds))  # the last hook before the scheduler stops
+    pacer.extras.setdefault("on_stop", []).insert(
+        0, lambda p: drain(p, settings.drain_seconds)
+    )  # the last hook before the scheduler stops
     app = create_app(pacer)
     log.info(
         "Pacer on http://%s:%s  database=%s  runner=%s  slots=%s (max sessions %s, workers %s)",

@@ -38,7 +38,11 @@ HEADERS_END = re.compile(rb"\n\r?\n")  # the blank line that ends them (both par
 
 def _answer(message: str) -> tuple[list[tuple[bytes, bytes]], bytes]:
     body = json.dumps({"error": "timeout", "message": message}).encode()
-    headers = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode()), (b"connection", b"close")]
+    headers = [
+        (b"content-type", b"application/json"),
+        (b"content-length", str(len(body)).encode()),
+        (b"connection", b"close"),
+    ]
     return headers, body
 
 
@@ -62,7 +66,11 @@ def guarded_protocol(base: type[asyncio.Protocol], header_seconds: float) -> typ
                 end = HEADERS_END.search(seen)
                 header_bytes = end.end() - len(self._tail) if end else len(data)  # not the body after them
                 if self._header_bytes + header_bytes > MAX_HEADER_BYTES:
-                    self._refuse(431, "Request Header Fields Too Large", error_text("server/headers_too_large", limit=MAX_HEADER_BYTES))
+                    self._refuse(
+                        431,
+                        "Request Header Fields Too Large",
+                        error_text("server/headers_too_large", limit=MAX_HEADER_BYTES),
+                    )
                     return
                 self._header_bytes, self._tail = (0, b"") if end else (self._header_bytes + header_bytes, seen[-3:])
             super().data_received(data)

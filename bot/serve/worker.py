@@ -57,7 +57,9 @@ async def _run(settings: Settings, host: TurnHost) -> None:
     # procrastinate runs a sync task on the loop's default executor, which holds min(32, CPUs + 4)
     # threads: one a job, so PACER_AGENT_WORKERS turns run at once however few the CPUs.
     loop = asyncio.get_running_loop()
-    loop.set_default_executor(ThreadPoolExecutor(max_workers=settings.agent_workers + 2, thread_name_prefix="pacer-job"))
+    loop.set_default_executor(
+        ThreadPoolExecutor(max_workers=settings.agent_workers + 2, thread_name_prefix="pacer-job")
+    )
     lease = settings.turn_lease_seconds
     app = build_app(libpq_url(settings.database_url))
     log.info("worker %s takes up to %s turns at once from queue %r", host.owner, settings.agent_workers, QUEUE)

@@ -32,7 +32,10 @@ def account(
     states: dict[int, str] = {}
     with session_scope(engine) as db:
         rows = {s.id: s for s in db.exec(select(Session))}
-        queued = {sid for sid in db.exec(select(EnqueuedMessage.session_id).where(col(EnqueuedMessage.delivered_at).is_(None)))}
+        queued = {
+            sid
+            for sid in db.exec(select(EnqueuedMessage.session_id).where(col(EnqueuedMessage.delivered_at).is_(None)))
+        }
         running_rows = {sid for sid in db.exec(select(Turn.session_id).where(Turn.status == "running"))}
     for sid, track in tracked.items():
         row = rows.get(sid)
@@ -42,16 +45,24 @@ def account(
         if track.refused:
             states[sid] = LOST + error_text("simulate/lost_refused", refusals=track.refused)
             continue
-        complete = track.submitted == track.planned and track.replies_sent == track.replies_due and not open_items.get(sid)
+        complete = (
+            track.submitted == track.planned and track.replies_sent == track.replies_due and not open_items.get(sid)
+        )
         if complete and row.status == Status.DONE.value:
             states[sid] = "done"
         elif sid in running or sid in running_rows:
-            states[sid] = "running" if (sid in running) == (sid in running_rows) else LOST + error_text("simulate/lost_running_without_worker")
+            states[sid] = (
+                "running"
+                if (sid in running) == (sid in running_rows)
+                else LOST + error_text("simulate/lost_running_without_worker")
+            )
         elif row.status == Status.WAITING.value and row.pause_reason is not None:
             states[sid] = "paused"
         elif row.status == Status.WAITING.value and row.hold_reason is not None:
             armed = deferrer.next_run(hold_job_id(sid)) is not None
-            states[sid] = "held" if armed or row.hold_retry_at is not None else LOST + error_text("simulate/lost_held_unarmed")
+            states[sid] = (
+                "held" if armed or row.hold_retry_at is not None else LOST + error_text("simulate/lost_held_unarmed")
+            )
         elif sid in queued:
             states[sid] = "queued"
         elif deferrer.next_run(f"sim-follow-up:{sid}") is not None:
@@ -59,5 +70,7 @@ def account(
         elif row.status == Status.WAITING.value and row.wake_at is not None and row.wake_at > now:
             states[sid] = "asleep"
         else:
-            states[sid] = LOST + error_text("simulate/lost_stranded", status=row.status, open_turns=open_items.get(sid, 0))
+            states[sid] = LOST + error_text(
+                "simulate/lost_stranded", status=row.status, open_turns=open_items.get(sid, 0)
+            )
     return states

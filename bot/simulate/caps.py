@@ -21,9 +21,17 @@ def cost_cap_figures(db: DBSession) -> dict[str, Any]:
     halted = 0
     if capped:
         ids = list(capped)
-        for sid, total in db.exec(select(Turn.session_id, func.sum(Turn.cost_usd)).where(col(Turn.session_id).in_(ids)).group_by(col(Turn.session_id))):
+        for sid, total in db.exec(
+            select(Turn.session_id, func.sum(Turn.cost_usd))
+            .where(col(Turn.session_id).in_(ids))
+            .group_by(col(Turn.session_id))
+        ):
             spent[int(sid)] = float(total or 0.0)
-        halted = int(db.exec(select(func.count()).select_from(Turn).where(col(Turn.session_id).in_(ids), Turn.status == "halted")).one())
+        halted = int(
+            db.exec(
+                select(func.count()).select_from(Turn).where(col(Turn.session_id).in_(ids), Turn.status == "halted")
+            ).one()
+        )
     return {
         "capped_sessions": len(capped),
         "capped_spent_usd": round(sum(spent.values()), 2),

@@ -62,11 +62,22 @@ def compare_rows(reports: list[dict[str, Any]]) -> list[tuple[str, str | None, l
         ("spent", None, each(lambda r: r["spent_usd"], "{:.2f}")),
         ("idle", None, each(lambda r: r["idle_while_holding"]["minutes"])),
         ("priority_delay", None, each(lambda r: r["priority_start_delay_minutes"]["max"])),
-        ("spot_wait", None, each(lambda r: (r["spot_wait_all_minutes"]["p50"], r["spot_wait_all_minutes"]["p95"]), "{0[0]:.0f} / {0[1]:.0f}")),
+        (
+            "spot_wait",
+            None,
+            each(
+                lambda r: (r["spot_wait_all_minutes"]["p50"], r["spot_wait_all_minutes"]["p95"]),
+                "{0[0]:.0f} / {0[1]:.0f}",
+            ),
+        ),
         ("not_started", None, each(lambda r: r["spot_wait_all_minutes"]["not_started"])),
         ("rechecks", None, each(lambda r: r["rechecks"])),
         ("pauses", None, each(lambda r: (r["pauses"], r["resumes"]), "{0[0]} / {0[1]}")),
-        ("preemptions", None, each(lambda r: (r["preemptions"], r["repreemptions_inside_cooldown"]), "{0[0]} ({0[1]})")),
+        (
+            "preemptions",
+            None,
+            each(lambda r: (r["preemptions"], r["repreemptions_inside_cooldown"]), "{0[0]} ({0[1]})"),
+        ),
         ("lost", None, each(lambda r: r["lost"])),
         ("wall", None, each(lambda r: r["wall_seconds"])),
     ]
@@ -128,8 +139,13 @@ def cmd_simulate(args: argparse.Namespace) -> int:
         try:
             plot_runs(runs, reports, args.plot)
         except OSError as exc:
-            print(error_text("simulate/refused", problem=error_text("simulate/plot_failed", path=args.plot, reason=exc.strerror or exc)),
-                  file=sys.stderr)
+            print(
+                error_text(
+                    "simulate/refused",
+                    problem=error_text("simulate/plot_failed", path=args.plot, reason=exc.strerror or exc),
+                ),
+                file=sys.stderr,
+            )
             return 1
         print(error_text("simulate/plot_written", path=args.plot, policies=policies))
     return 0
@@ -160,11 +176,19 @@ def register(sub: Any) -> None:
         "in virtual time and score it: budget spent by each rollover, reserve breaches, idle-while-holding, "
         "priority delay, spot waits. See docs/simulate.md for the scenario format.")
     sim.add_argument("scenario", nargs="?", metavar="SCENARIO.toml", help="the scenario (optional with --from-db)")
-    sim.add_argument("--policy", choices=POLICIES, default="pacer", help="the admission policy to replay under (default pacer)")
-    sim.add_argument("--compare", action="store_true", help="run pacer, fifo and flat-target and print them side by side")
+    sim.add_argument(
+        "--policy", choices=POLICIES, default="pacer", help="the admission policy to replay under (default pacer)"
+    )
+    sim.add_argument(
+        "--compare", action="store_true", help="run pacer, fifo and flat-target and print them side by side"
+    )
     sim.add_argument("--json", metavar="OUT", help="write the report (or the three, with --compare) as JSON")
-    sim.add_argument("--plot", metavar="OUT.png", help="draw spend against the budget line per window, the fleet and what binds; "
-                     "with --compare, a column per policy (needs matplotlib)")
+    sim.add_argument(
+        "--plot",
+        metavar="OUT.png",
+        help="draw spend against the budget line per window, the fleet and what binds; "
+        "with --compare, a column per policy (needs matplotlib)",
+    )
     sim.add_argument("--from-db", action="store_true", help="replay the arrivals recorded in DATABASE_URL")
     sim.add_argument("--since", metavar="ISO-8601", help="with --from-db: replay sessions created from this instant")
     sim.set_defaults(func=cmd_simulate)

@@ -56,8 +56,18 @@ def expand(scenario: Scenario) -> list[Demand]:
             raw.append((member.at, len(raw), member))
     ordered = [d for at, _, d in sorted(raw, key=lambda x: (x[0], x[1])) if scenario.start <= at < scenario.end]
     return [
-        Demand(i, d.at, d.genesis, d.scheduling_class, d.precedence, d.runtime, d.durations, d.replies, d.title or f"{d.genesis} #{i}",
-               d.cost_cap_usd)
+        Demand(
+            i,
+            d.at,
+            d.genesis,
+            d.scheduling_class,
+            d.precedence,
+            d.runtime,
+            d.durations,
+            d.replies,
+            d.title or f"{d.genesis} #{i}",
+            d.cost_cap_usd,
+        )
         for i, d in enumerate(ordered)
     ]
 

@@ -117,12 +117,19 @@ class Simulation:
         self.released: list[tuple[int, datetime]] = []
         self.sweeps: list[Any] = []
         self.ctx = Context(
-            ports=Ports(engine=self.engine, clock=self.clock, deferrer=self.deferrer, workers=self.pool, quota=ReusedQuotaSource(self.meter)),
+            ports=Ports(
+                engine=self.engine,
+                clock=self.clock,
+                deferrer=self.deferrer,
+                workers=self.pool,
+                quota=ReusedQuotaSource(self.meter),
+            ),
             limits=Limits(
                 agent_workers=scenario.policy.agent_workers,
                 runtimes={r.name: Runtime(r.name, r.spends_quota, r.burn_usd_per_min) for r in scenario.runtimes},
             ),
-            rng=random.Random(scenario.seed), job_runner=self._job,
+            rng=random.Random(scenario.seed),
+            job_runner=self._job,
         )
         wiring.install(self.ctx)
         self.ctx.plugins.admission_checks.extend(policies.admission_checks(policy, self.ctx, scenario.policy))
@@ -169,7 +176,9 @@ class Simulation:
         )
         with session_scope(self.engine) as db:  # the intake a webhook takes: one Core INSERT
             sid = insert_session(db, request, now=now)
-            core(db, update(SESSIONS).where(SESSIONS.c.id == sid).values(prompt=_prompt(sid, 0)))  # as a person's first message
+            core(
+                db, update(SESSIONS).where(SESSIONS.c.id == sid).values(prompt=_prompt(sid, 0))
+            )  # as a person's first message
             cls = class_from(request.scheduling_class, request.genesis, load_policy(db)).value
         replies = [at for at in demand.replies if at < self.scenario.end]
         track = Tracked(demand, sid, cls, now, planned=len(demand.durations), replies_due=len(replies))
@@ -191,7 +200,14 @@ class Simulation:
         track = self.tracked.get(item.session_id)
         if track is None or item.turn < 0 or item.turn + 1 >= track.planned:
             return
-        self.deferrer.schedule(f"sim-follow-up:{item.session_id}", self.clock.now(), self._follow_up, item.session_id, item.turn + 1, FOLLOW_UP_POLL)
+        self.deferrer.schedule(
+            f"sim-follow-up:{item.session_id}",
+            self.clock.now(),
+            self._follow_up,
+            item.session_id,
+            item.turn + 1,
+            FOLLOW_UP_POLL,
+        )
 
     def _follow_up(self, sid: int, turn: int, poll: timedelta) -> None:
         """The agent (or its requester) continues once the session is idle; a session still
@@ -201,7 +217,14 @@ class Simulation:
         if status == Status.DONE.value:
             self._submit(self.tracked[sid], turn, "follow_up")
         elif status in (Status.WAITING.value, Status.RUNNING.value, Status.NEEDS_INPUT.value):
-            self.deferrer.schedule(f"sim-follow-up:{sid}", self.clock.now() + poll, self._follow_up, sid, turn, min(poll * 2, FOLLOW_UP_POLL_MAX))
+            self.deferrer.schedule(
+                f"sim-follow-up:{sid}",
+                self.clock.now() + poll,
+                self._follow_up,
+                sid,
+                turn,
+                min(poll * 2, FOLLOW_UP_POLL_MAX),
+            )
         else:
             self.tracked[sid].refused.append(error_text("simulate/turn_not_continued", turn=turn, status=status))
 

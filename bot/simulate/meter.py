@@ -41,7 +41,9 @@ class Ledger:
     began: list[datetime] = field(default_factory=list)  # each finished turn's start, in finish order
     costs: list[float] = field(default_factory=list)
     running: dict[int, tuple[datetime, float]] = field(default_factory=dict)
-    before: dict[datetime, list[tuple[datetime, float]]] = field(default_factory=dict)  # start -> (finished, dollars before it)
+    before: dict[datetime, list[tuple[datetime, float]]] = field(
+        default_factory=dict
+    )  # start -> (finished, dollars before it)
 
     def start(self, turn_id: int, at: datetime, burn_per_min: float) -> None:
         self.running[turn_id] = (at, burn_per_min)
@@ -180,7 +182,9 @@ class AccountsMeter:
             capacity = sum(a.capacity_5h_usd if name == "5h" else a.capacity_7d_usd for a in members)
             period = self.periods[name][0]
             resets_at = reset or now + period
-            windows.append(WindowReading(name, period.total_seconds(), utilization, resets_at, capacity, utilization * capacity))
+            windows.append(
+                WindowReading(name, period.total_seconds(), utilization, resets_at, capacity, utilization * capacity)
+            )
         return QuotaReading(windows=windows, accounts=readings, accounts_averaged=averages.averaged, read_at=now)
 
 

@@ -124,7 +124,9 @@ def _window_panel(ax: Any, run: Run, samples: list[Sample], name: str, *, legend
     spent = [s.windows[name].spent for s in samples]
     ax.fill_between(times, spent, color="tab:blue", alpha=0.3, lw=0)
     ax.plot(times, spent, color="tab:blue", lw=1.0, label=_say("spent"))
-    ax.plot(times, _pace(samples, name, spot_budget), color="black", lw=0.8, ls=(0, (4, 3)), zorder=3, label=_say("curve"))
+    ax.plot(
+        times, _pace(samples, name, spot_budget), color="black", lw=0.8, ls=(0, (4, 3)), zorder=3, label=_say("curve")
+    )
     ax.axhline(spot_budget, color="tab:orange", lw=1.4, label=_say("budget_line", reserve_pct=reserve))
     ax.axhline(capacity, color="tab:red", lw=0.8, ls=":", label=_say("capacity"))
     ax.set_title(_say("window_title", policy=run.policy, window=name), fontsize=10)
@@ -139,8 +141,18 @@ def _fleet_panel(ax: Any, run: Run, samples: list[Sample], waiting_top: float, *
     slots = min(run.scenario.policy.max_sessions, run.scenario.policy.agent_workers)
     ax.fill_between(times, 0, 1, where=[s.budget_binds is not None for s in samples], step="post",
                     transform=ax.get_xaxis_transform(), color="tab:orange", alpha=0.2, lw=0, label=_say("cap_binds"))
-    ax.fill_between(times, 0, 1, where=[s.budget_binds is None and s.pace_binds is not None for s in samples], step="post",
-                    transform=ax.get_xaxis_transform(), color="tab:olive", alpha=0.2, lw=0, label=_say("pace_binds"))
+    ax.fill_between(
+        times,
+        0,
+        1,
+        where=[s.budget_binds is None and s.pace_binds is not None for s in samples],
+        step="post",
+        transform=ax.get_xaxis_transform(),
+        color="tab:olive",
+        alpha=0.2,
+        lw=0,
+        label=_say("pace_binds"),
+    )
     ax.fill_between(times, 0, 1, where=[s.idle_while_holding for s in samples], step="post",
                     transform=ax.get_xaxis_transform(), color="tab:red", alpha=0.35, lw=0, label=_say("idle"))
     ax.stackplot(times, [s.running_priority for s in samples], [s.running_spot for s in samples],
@@ -186,7 +198,9 @@ def figure(runs: list[Run], reports: list[dict[str, Any]]) -> Any:
     names = [w.name for w in scenario.windows if traces[0] and w.name in traces[0][0].windows]
     rows, cols = len(names) + 2, len(runs)
     fig = Figure(figsize=(max(13.0, 7.0 * cols), 3.3 * len(names) + 6.0), layout="constrained")
-    axes = fig.subplots(rows, cols, sharex="col", squeeze=False, gridspec_kw={"height_ratios": [3.0] * len(names) + [3.0, 1.5]})
+    axes = fig.subplots(
+        rows, cols, sharex="col", squeeze=False, gridspec_kw={"height_ratios": [3.0] * len(names) + [3.0, 1.5]}
+    )
     waiting_top = max((max(s.held, s.paused) for samples in traces for s in samples), default=0) * 1.1 + 1
     for col, (run, report, samples) in enumerate(zip(runs, reports, traces)):
         first = col == 0

@@ -52,7 +52,9 @@ def admission_checks(name: str, ctx: Context, spec: PolicySpec) -> list[Callable
 
 
 def _running_quota_turns(db: DBSession, ctx: Context) -> int:
-    rows = db.exec(select(Session.runtime).join(Turn, col(Turn.session_id) == col(Session.id)).where(Turn.status == "running"))
+    rows = db.exec(
+        select(Session.runtime).join(Turn, col(Turn.session_id) == col(Session.id)).where(Turn.status == "running")
+    )
     return sum(1 for runtime in rows if ctx.runtime(runtime).spends_quota)
 
 
@@ -68,7 +70,11 @@ def slots_check(ctx: Context) -> Callable[..., Block | None]:
         running = _running_quota_turns(db, ctx)
         if running < slots:
             return None
-        return Block("fleet_at_cap", render("text/simulate_block.j2", kind="slots", running=running, slots=slots), skip_only=False)
+        return Block(
+            "fleet_at_cap",
+            render("text/simulate_block.j2", kind="slots", running=running, slots=slots),
+            skip_only=False,
+        )
 
     return fifo_slots
 
@@ -83,7 +89,9 @@ def flat_target_check(ctx: Context, spec: PolicySpec) -> Callable[..., Block | N
         for w in reading.windows:
             target = spec.target_pct(w.name)
             if w.utilization * 100.0 >= target:
-                sentence = render("text/simulate_block.j2", kind="target", window=w.name, utilization=w.utilization, target=target)
+                sentence = render(
+                    "text/simulate_block.j2", kind="target", window=w.name, utilization=w.utilization, target=target
+                )
                 return Block("at_utilization_limit", sentence, skip_only=False)
         return None
 

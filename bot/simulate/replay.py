@@ -33,7 +33,16 @@ from bot.simulate.scenario import (
     parse_instant,
 )
 from integrations.quota.history import load_burn_table
-from scheduler.front import HumanMessage, Session, Turn, class_of, load_policy, make_engine, session_scope, window_bounds
+from scheduler.front import (
+    HumanMessage,
+    Session,
+    Turn,
+    class_of,
+    load_policy,
+    make_engine,
+    session_scope,
+    window_bounds,
+)
 from templates import error_text
 
 DEFAULT_TURN = timedelta(minutes=30)
@@ -78,7 +87,9 @@ def is_missing_file(url: str) -> bool:
     return not Path(url.split("///", 1)[-1]).exists()
 
 
-def scenario_from_db(settings: Any, base: Scenario | None, *, since: str | None = None, tail: timedelta = TAIL) -> Scenario:
+def scenario_from_db(
+    settings: Any, base: Scenario | None, *, since: str | None = None, tail: timedelta = TAIL
+) -> Scenario:
     url = settings.database_url
     if is_missing_file(url):  # opening it would make an empty database (and ./var/) where there was none
         raise ScenarioError(error_text("simulate/no_database", url=url))
@@ -89,7 +100,11 @@ def scenario_from_db(settings: Any, base: Scenario | None, *, since: str | None 
                 raise ScenarioError(error_text("simulate/not_pacer_database", url=redact_url(url)))
         with session_scope(engine) as db:
             policy = load_policy(db)
-            stmt = select(Session).where(col(Session.bookkeeping).is_(False)).order_by(col(Session.created_at), col(Session.id))
+            stmt = (
+                select(Session)
+                .where(col(Session.bookkeeping).is_(False))
+                .order_by(col(Session.created_at), col(Session.id))
+            )
             if since:
                 stmt = stmt.where(col(Session.created_at) >= parse_instant("--since", since, None))
             sessions = list(db.exec(stmt))
@@ -158,6 +173,9 @@ def _burns(db: Any, settings: Any) -> dict[str, tuple[float, bool]]:
 def _windows(settings: Any, start: datetime) -> tuple[WindowSpec, ...]:
     anchor = datetime.fromisoformat(settings.window_anchor)
     out = []
-    for name, period, budget in (("5h", timedelta(hours=5), settings.window_5h_usd), ("7d", timedelta(days=7), settings.window_7d_usd)):
+    for name, period, budget in (
+        ("5h", timedelta(hours=5), settings.window_5h_usd),
+        ("7d", timedelta(days=7), settings.window_7d_usd),
+    ):
         out.append(WindowSpec(name, period, float(budget), window_bounds(anchor, period, start)[1]))
     return tuple(out)

@@ -147,7 +147,9 @@ def parse_duration(where: str, value: Any, *, allow_zero: bool = False) -> timed
     parts = _PART.findall(text)
     seconds = sum(float(n) * _UNITS[u] for n, u in parts)
     if not parts or "".join(n + u for n, u in parts) != text or (seconds <= 0 and not (allow_zero and seconds == 0)):
-        raise ScenarioError(error_text("simulate_scenario/not_duration", where=where, allow_zero=allow_zero, value=value))
+        raise ScenarioError(
+            error_text("simulate_scenario/not_duration", where=where, allow_zero=allow_zero, value=value)
+        )
     return timedelta(seconds=seconds)
 
 

@@ -81,7 +81,11 @@ def windows_report(run: Run, total: list[float], spot: list[float]) -> dict[str,
             breaches, in_breach = 0, False
             for m in range(lo, hi):
                 before, cum = cum, cum + total[m]
-                share = 1.0 if before >= spot_budget else ((cum - spot_budget) / total[m] if cum > spot_budget and total[m] > 0 else 0.0)
+                share = (
+                    1.0
+                    if before >= spot_budget
+                    else ((cum - spot_budget) / total[m] if cum > spot_budget and total[m] > 0 else 0.0)
+                )
                 spot_part = spot[m] * share
                 over_spot += spot_part
                 over_priority += (total[m] - spot[m]) * share
@@ -89,12 +93,18 @@ def windows_report(run: Run, total: list[float], spot: list[float]) -> dict[str,
                     breaches += 1
                 in_breach = spot_part > 1e-9
             whole = begin >= scenario.start and reset <= run.end
-            instances.append({
-                "start": begin.isoformat(), "reset": reset.isoformat(), "complete": whole,
-                "spent_usd": round(cum, 2), "spent_pct_of_nonreserved": round(100.0 * cum / spot_budget, 2) if spot_budget else 0.0,
-                "spot_overshoot_usd": round(over_spot, 2), "priority_in_reserve_usd": round(over_priority, 2),
-                "breaches": breaches,
-            })
+            instances.append(
+                {
+                    "start": begin.isoformat(),
+                    "reset": reset.isoformat(),
+                    "complete": whole,
+                    "spent_usd": round(cum, 2),
+                    "spent_pct_of_nonreserved": round(100.0 * cum / spot_budget, 2) if spot_budget else 0.0,
+                    "spot_overshoot_usd": round(over_spot, 2),
+                    "priority_in_reserve_usd": round(over_priority, 2),
+                    "breaches": breaches,
+                }
+            )
             begin, reset = reset, reset + w.period
         complete = [i for i in instances if i["complete"]]
         pcts = [i["spent_pct_of_nonreserved"] for i in complete]
@@ -149,14 +159,27 @@ def waits_report(run: Run) -> dict[str, Any]:
             spot_unstarted[track.demand.genesis] += started is None
     everyone = [w for v in spot.values() for w in v]
     return {
-        "spot_wait_all_minutes": {"p50": round(percentile(everyone, 50), 1), "p95": round(percentile(everyone, 95), 1),
-                                  "max": round(max(everyone, default=0.0), 1), "sessions": len(everyone),
-                                  "not_started": sum(spot_unstarted.values())},
-        "priority_start_delay_minutes": {"max": round(max(priority, default=0.0), 2), "p99": round(percentile(priority, 99), 2),
-                                         "turns": len(priority), "not_started": priority_unstarted},
+        "spot_wait_all_minutes": {
+            "p50": round(percentile(everyone, 50), 1),
+            "p95": round(percentile(everyone, 95), 1),
+            "max": round(max(everyone, default=0.0), 1),
+            "sessions": len(everyone),
+            "not_started": sum(spot_unstarted.values()),
+        },
+        "priority_start_delay_minutes": {
+            "max": round(max(priority, default=0.0), 2),
+            "p99": round(percentile(priority, 99), 2),
+            "turns": len(priority),
+            "not_started": priority_unstarted,
+        },
         "spot_wait_minutes": {
-            g: {"p50": round(percentile(v, 50), 1), "p95": round(percentile(v, 95), 1), "max": round(max(v), 1),
-                "sessions": len(v), "not_started": spot_unstarted[g]}
+            g: {
+                "p50": round(percentile(v, 50), 1),
+                "p95": round(percentile(v, 95), 1),
+                "max": round(max(v), 1),
+                "sessions": len(v),
+                "not_started": spot_unstarted[g],
+            }
             for g, v in sorted(spot.items())
         },
     }
@@ -223,21 +246,30 @@ def score(run: Run) -> dict[str, Any]:
     max_burn = max((r.burn_usd_per_min for r in scenario.runtimes if r.spends_quota), default=0.0)
     interval = sweep_interval()
     report = {
-        "scenario": scenario.name, "policy": run.policy,
-        "start": scenario.start.isoformat(), "end": run.end.isoformat(),
-        "sessions": len(run.tracked), "turns": len(run.pool.spans),
-        "spent_usd": round(sum(total), 2), "spot_spent_usd": round(sum(spot), 2),
-        "binding_window": binding, "windows": windows,
+        "scenario": scenario.name,
+        "policy": run.policy,
+        "start": scenario.start.isoformat(),
+        "end": run.end.isoformat(),
+        "sessions": len(run.tracked),
+        "turns": len(run.pool.spans),
+        "spent_usd": round(sum(total), 2),
+        "spot_spent_usd": round(sum(spot), 2),
+        "binding_window": binding,
+        "windows": windows,
         "idle_while_holding": idle_report(run),
         **waits_report(run),
-        "rechecks": run.jobs.get("recheck", 0), "jobs": dict(sorted(run.jobs.items())),
+        "rechecks": run.jobs.get("recheck", 0),
+        "jobs": dict(sorted(run.jobs.items())),
         **interruptions_report(run),
         "cycling": cycling_report(run),
         "cost_caps": dict(run.cost_caps),
-        "states": dict(sorted(states.items())), "lost": len(lost), "lost_sessions": {str(k): v for k, v in sorted(lost.items())[:20]},
+        "states": dict(sorted(states.items())),
+        "lost": len(lost),
+        "lost_sessions": {str(k): v for k, v in sorted(lost.items())[:20]},
         "sweep_interval_minutes": interval / MINUTE,
         "one_sweep_of_fleet_burn_usd": round(slots * max_burn * (interval / MINUTE), 2),
-        "wall_seconds": round(run.wall_seconds, 2), "cpu_seconds": round(run.cpu_seconds, 2),
+        "wall_seconds": round(run.wall_seconds, 2),
+        "cpu_seconds": round(run.cpu_seconds, 2),
         "simulated_seconds_per_wall_second": round(simulated / run.wall_seconds, 1) if run.wall_seconds > 0 else None,
         "quota_reads": getattr(run.pool.meter, "reads", 0),
         "wall_seconds_by_part": {k: round(v, 2) for k, v in sorted(run.timings.items(), key=lambda kv: -kv[1])},
@@ -253,11 +285,23 @@ def checks(report: dict[str, Any]) -> dict[str, dict[str, Any]]:
     idle = report["idle_while_holding"]
     interval = report["sweep_interval_minutes"]
     return {
-        "binding_window_spends_95pct": {"value": binding["min_spent_pct"], "ok": binding["min_spent_pct"] is not None and binding["min_spent_pct"] >= 95.0},
-        "spot_overshoot_within_one_sweep": {"value": binding["max_spot_overshoot_usd"], "bound": bound,
-                                            "ok": all(w["max_spot_overshoot_usd"] <= bound for w in report["windows"].values())},
-        "idle_while_holding_within_one_sweep_per_freed_slot": {"value": idle["longest_minutes"], "bound": interval,
-                                                               "ok": idle["longest_minutes"] <= interval},
+        "binding_window_spends_95pct": {
+            "value": binding["min_spent_pct"],
+            "ok": binding["min_spent_pct"] is not None and binding["min_spent_pct"] >= 95.0,
+        },
+        "spot_overshoot_within_one_sweep": {
+            "value": binding["max_spot_overshoot_usd"],
+            "bound": bound,
+            "ok": all(w["max_spot_overshoot_usd"] <= bound for w in report["windows"].values()),
+        },
+        "idle_while_holding_within_one_sweep_per_freed_slot": {
+            "value": idle["longest_minutes"],
+            "bound": interval,
+            "ok": idle["longest_minutes"] <= interval,
+        },
         "no_lost_sessions": {"value": report["lost"], "ok": report["lost"] == 0},
-        "priority_start_delay_zero": {"value": report["priority_start_delay_minutes"]["max"], "ok": report["priority_start_delay_minutes"]["max"] == 0},
+        "priority_start_delay_zero": {
+            "value": report["priority_start_delay_minutes"]["max"],
+            "ok": report["priority_start_delay_minutes"]["max"] == 0,
+        },
     }

@@ -20,7 +20,18 @@ from bot.simulate.demand import Tracked
 from bot.simulate.meter import Meter
 from bot.simulate.scenario import Scenario
 from bot.simulate.workers import SimWorkerPool
-from scheduler.front import SESSIONS, SchedulingClass, Status, WindowState, class_from, core, load_policy, pace_unneeded, projection_minutes, session_scope
+from scheduler.front import (
+    SESSIONS,
+    SchedulingClass,
+    Status,
+    WindowState,
+    class_from,
+    core,
+    load_policy,
+    pace_unneeded,
+    projection_minutes,
+    session_scope,
+)
 
 
 @dataclass
@@ -131,7 +142,14 @@ class Sampler:
         reading = self.meter.read(now)
         windows: dict[str, WindowSample] = {}
         states = [
-            WindowState(w.name, timedelta(seconds=w.period_seconds), w.resets_at, float(w.capacity_usd or 0.0), float(w.spent_usd or 0.0), True)
+            WindowState(
+                w.name,
+                timedelta(seconds=w.period_seconds),
+                w.resets_at,
+                float(w.capacity_usd or 0.0),
+                float(w.spent_usd or 0.0),
+                True,
+            )
             for w in (reading.windows if reading is not None else ())
         ]
         reserves = {w.name: self.scenario.policy.reserve_pct(w.name) for w in states}
@@ -143,12 +161,32 @@ class Sampler:
             windows[w.name] = WindowSample(w.spent, w.capacity, w.resets_at - w.period, w.resets_at)
             spot_budget = w.capacity * (1 - reserves[w.name] / 100.0)
             minutes_left = (w.resets_at - now).total_seconds() / 60.0
-            if budget_binds is None and w.spent + with_one_more * projection_minutes(minutes_left) > spot_budget:  # the gate's cap
+            if (
+                budget_binds is None and w.spent + with_one_more * projection_minutes(minutes_left) > spot_budget
+            ):  # the gate's cap
                 budget_binds = w.name
             # The gate's pace; waived with no spot work in flight, and where it protects nothing.
-            if pace_binds is None and w.name not in unpaced and minutes_left > 0 and with_one_more > (spot_budget - w.spent) / minutes_left:
+            if (
+                pace_binds is None
+                and w.name not in unpaced
+                and minutes_left > 0
+                and with_one_more > (spot_budget - w.spent) / minutes_left
+            ):
                 pace_binds = w.name
         idle = spot_waiting > 0 and running_spot == 0 and quota_running < self.slots and budget_binds is None
-        self.trace.samples.append(Sample(
-            now, running_spot, running_priority, running_free, held, paused, spot_waiting, burn, idle, windows, budget_binds, pace_binds,
-        ))
+        self.trace.samples.append(
+            Sample(
+                now,
+                running_spot,
+                running_priority,
+                running_free,
+                held,
+                paused,
+                spot_waiting,
+                burn,
+                idle,
+                windows,
+                budget_binds,
+                pace_binds,
+            )
+        )

@@ -33,11 +33,43 @@ from templates import error_text
 
 TOP = ("simulation", "policy", "windows", "runtimes", "arrivals", "generators", "accounts")
 SIMULATION = ("start", "duration", "seed", "resume_overhead", "name")
-POLICY = ("gating", "reserve_5h_pct", "reserve_7d_pct", "max_sessions", "agent_workers", "preemption", "flat_target_pct")
+POLICY = (
+    "gating",
+    "reserve_5h_pct",
+    "reserve_7d_pct",
+    "max_sessions",
+    "agent_workers",
+    "preemption",
+    "flat_target_pct",
+)
 WINDOW = ("name", "period", "budget_usd", "first_reset")
 RUNTIME = ("name", "burn_usd_per_min", "spends_quota")
-ARRIVAL = ("at", "genesis", "class", "precedence", "runtime", "duration", "count", "every", "turns", "replies", "title", "cost_cap_usd")
-GENERATOR = ("genesis", "rate_per_hour", "duration", "runtime", "class", "precedence", "turns", "start", "end", "cost_cap_usd")
+ARRIVAL = (
+    "at",
+    "genesis",
+    "class",
+    "precedence",
+    "runtime",
+    "duration",
+    "count",
+    "every",
+    "turns",
+    "replies",
+    "title",
+    "cost_cap_usd",
+)
+GENERATOR = (
+    "genesis",
+    "rate_per_hour",
+    "duration",
+    "runtime",
+    "class",
+    "precedence",
+    "turns",
+    "start",
+    "end",
+    "cost_cap_usd",
+)
 ACCOUNT = ("name", "capacity_5h_usd", "capacity_7d_usd", "readings")
 READING = ("at", "status", "external_5h_pct", "external_7d_pct")
 MAX_TURNS = 1000
@@ -52,7 +84,9 @@ def parse_scenario(data: Mapping[str, Any], *, name: str = "scenario") -> Scenar
     overhead = parse_duration("simulation.resume_overhead", sim.get("resume_overhead", "2m"), allow_zero=True)
     title = _text("simulation.name", sim["name"]) if "name" in sim else name
     policy = _policy(top.get("policy", {}))
-    accounts = tuple(_account(f"accounts[{i}]", a, start) for i, a in enumerate(_array("accounts", top.get("accounts"))))
+    accounts = tuple(
+        _account(f"accounts[{i}]", a, start) for i, a in enumerate(_array("accounts", top.get("accounts")))
+    )
     windows = _windows(top["windows"], start, accounts_mode=bool(accounts))
     runtimes = tuple(_runtime(f"runtimes[{i}]", r) for i, r in enumerate(_array("runtimes", top["runtimes"])))
     if not runtimes:
@@ -61,9 +95,12 @@ def parse_scenario(data: Mapping[str, Any], *, name: str = "scenario") -> Scenar
     for i, n in enumerate(names):
         if n in names[:i]:
             raise ScenarioError(error_text("simulate_scenario/repeated", where=f"runtimes[{i}].name", value=n))
-    arrivals = tuple(_arrival(f"arrivals[{i}]", a, start, names) for i, a in enumerate(_array("arrivals", top.get("arrivals"))))
+    arrivals = tuple(
+        _arrival(f"arrivals[{i}]", a, start, names) for i, a in enumerate(_array("arrivals", top.get("arrivals")))
+    )
     generators = tuple(
-        _generator(f"generators[{i}]", g, start, names) for i, g in enumerate(_array("generators", top.get("generators")))
+        _generator(f"generators[{i}]", g, start, names)
+        for i, g in enumerate(_array("generators", top.get("generators")))
     )
     return Scenario(title, start, duration, seed, policy, windows, runtimes, arrivals, generators, accounts, overhead)
 
@@ -93,7 +130,9 @@ def _windows(raw: Any, start: datetime, *, accounts_mode: bool) -> tuple[WindowS
         required = ("name", "period", "first_reset") + (() if accounts_mode else ("budget_usd",))
         w = _table(at, item, WINDOW, required=required)
         if w["name"] not in WINDOW_NAMES:
-            raise ScenarioError(error_text("simulate_scenario/window_name", where=f"{at}.name", names=WINDOW_NAMES, value=w["name"]))
+            raise ScenarioError(
+                error_text("simulate_scenario/window_name", where=f"{at}.name", names=WINDOW_NAMES, value=w["name"])
+            )
         if any(x.name == w["name"] for x in windows):
             raise ScenarioError(error_text("simulate_scenario/repeated", where=f"{at}.name", value=w["name"]))
         if accounts_mode and "budget_usd" in w:
@@ -101,7 +140,9 @@ def _windows(raw: Any, start: datetime, *, accounts_mode: bool) -> tuple[WindowS
         period = parse_duration(f"{at}.period", w["period"])
         first = parse_instant(f"{at}.first_reset", w["first_reset"], start)
         if not start < first <= start + period:
-            raise ScenarioError(error_text("simulate_scenario/first_reset", where=f"{at}.first_reset", value=w["first_reset"]))
+            raise ScenarioError(
+                error_text("simulate_scenario/first_reset", where=f"{at}.first_reset", value=w["first_reset"])
+            )
         budget = None if accounts_mode else _number(f"{at}.budget_usd", w["budget_usd"], above=True)
         windows.append(WindowSpec(str(w["name"]), period, budget, first))
     return tuple(windows)
@@ -191,7 +232,11 @@ def _account(at: str, raw: Any, start: datetime) -> AccountSpec:
         r = _table(where, item, READING, required=("at",))
         status = r.get("status", "active")
         if status not in ACCOUNT_STATUSES:
-            raise ScenarioError(error_text("simulate_scenario/not_one_of", where=f"{where}.status", allowed=ACCOUNT_STATUSES, value=status))
+            raise ScenarioError(
+                error_text(
+                    "simulate_scenario/not_one_of", where=f"{where}.status", allowed=ACCOUNT_STATUSES, value=status
+                )
+            )
         readings.append(AccountReadingSpec(
             parse_instant(f"{where}.at", r["at"], start),
             str(status),
@@ -219,7 +264,9 @@ def _number(where: str, value: Any, *, low: float = 0.0, high: float | None = No
         isinstance(value, bool) or not isinstance(value, (int, float)) or math.isnan(value) or math.isinf(value)
         or (value <= low if above else value < low) or (high is not None and value > high)
     ):
-        raise ScenarioError(error_text("simulate_scenario/not_number", where=where, low=low, high=high, above=above, value=value))
+        raise ScenarioError(
+            error_text("simulate_scenario/not_number", where=where, low=low, high=high, above=above, value=value)
+        )
     return float(value)
 
 

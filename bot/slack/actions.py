@@ -46,9 +46,20 @@ _ID = re.compile(r"^[1-9][0-9]{0,17}$")
 
 
 def register(app: App, edge: SlackEdge) -> None:
-    def on_action(ack: Ack, body: dict[str, Any], action: dict[str, Any], client: WebClient, respond: Respond | None) -> None:
+    def on_action(
+        ack: Ack, body: dict[str, Any], action: dict[str, Any], client: WebClient, respond: Respond | None
+    ) -> None:
         ack()
-        edge.submit_in_turn(action_lines(body, action), f"action {action.get('action_id')}", run_action, edge.pacer, body, action, client, respond)
+        edge.submit_in_turn(
+            action_lines(body, action),
+            f"action {action.get('action_id')}",
+            run_action,
+            edge.pacer,
+            body,
+            action,
+            client,
+            respond,
+        )
 
     for action_id in (QUEUE_ROW, HOLD_RELEASE, QUEUE_RESUME, SESSION_PRIORITY):
         app.action(action_id)(on_action)
@@ -61,7 +72,9 @@ def command_for(action: Mapping[str, Any]) -> str:
         value = str(_mapping(action.get("selected_option")).get("value") or "")
         verb, _, target = value.partition(":")
         if verb not in ROW_COMMANDS:
-            raise InvalidInput(error_text("slack/menu_verb_unknown", value=value, verbs=sorted(ROW_COMMANDS)), field="value")
+            raise InvalidInput(
+                error_text("slack/menu_verb_unknown", value=value, verbs=sorted(ROW_COMMANDS)), field="value"
+            )
         return ROW_COMMANDS[verb].format(id=_session_id(target))
     if action_id == HOLD_RELEASE:
         return f"release {_session_id(str(action.get('value') or ''), what='hold id')}"
@@ -87,7 +100,9 @@ def _session_id(raw: str, *, what: str = "session id") -> str:
     return raw
 
 
-def run_action(pacer: Pacer, body: Mapping[str, Any], action: Mapping[str, Any], client: WebClient, respond: Respond | None) -> None:
+def run_action(
+    pacer: Pacer, body: Mapping[str, Any], action: Mapping[str, Any], client: WebClient, respond: Respond | None
+) -> None:
     """Run the action's command as the clicking user and tell them the outcome, privately."""
     user = _mapping(body.get("user")).get("id")
     if not isinstance(user, str) or not user:
@@ -105,7 +120,9 @@ def run_action(pacer: Pacer, body: Mapping[str, Any], action: Mapping[str, Any],
         publish_home(pacer, client, user)
 
 
-def _tell(client: WebClient, body: Mapping[str, Any], respond: Respond | None, user: str, content: dict[str, Any]) -> None:
+def _tell(
+    client: WebClient, body: Mapping[str, Any], respond: Respond | None, user: str, content: dict[str, Any]
+) -> None:
     channel = _mapping(body.get("channel")).get("id") or _mapping(body.get("container")).get("channel_id")
     if respond is not None and body.get("response_url"):
         respond(**content, response_type="ephemeral", replace_original=False)

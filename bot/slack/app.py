@@ -66,7 +66,9 @@ def build_bolt_app(pacer: Pacer, *, edge: SlackEdge | None = None, verify_token:
     except BoltError as exc:
         raise ConfigError(error_text("slack/token_refused", code=_reason(exc))) from None
     except OSError as exc:  # unreachable Web API: say where we looked, never with the token
-        raise ConfigError(error_text("slack/api_unreachable", url=settings.slack_api_url, problem=type(exc).__name__)) from None
+        raise ConfigError(
+            error_text("slack/api_unreachable", url=settings.slack_api_url, problem=type(exc).__name__)
+        ) from None
     commands.register(app, edge)
     events.register(app, edge)
     actions.register(app, edge)

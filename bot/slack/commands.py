@@ -26,7 +26,9 @@ def register(app: App, edge: SlackEdge) -> None:
     def pacer_command(ack: Ack, command: dict[str, Any], respond: Respond) -> None:
         ack()
         lines = command_lines(str(command.get("user_id") or ""), str(command.get("text") or ""))
-        edge.submit_in_turn(lines, f"{COMMAND} {command.get('text', '')[:40]!r}", answer_command, edge.pacer, command, respond)
+        edge.submit_in_turn(
+            lines, f"{COMMAND} {command.get('text', '')[:40]!r}", answer_command, edge.pacer, command, respond
+        )
 
     app.command(COMMAND)(pacer_command)
 

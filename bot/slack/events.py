@@ -48,7 +48,9 @@ def register(app: App, edge: SlackEdge) -> None:
     def on_mention(body: dict[str, Any], event: dict[str, Any], client: WebClient) -> None:
         if is_ignored(event):
             return
-        edge.submit_in_turn(message_lines(event), "mention intake", take_message, edge.pacer, body, slack_mention, client)
+        edge.submit_in_turn(
+            message_lines(event), "mention intake", take_message, edge.pacer, body, slack_mention, client
+        )
 
     app.event("message")(on_message)
     app.event("app_mention")(on_mention)

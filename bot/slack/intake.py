@@ -23,7 +23,15 @@ from sqlmodel import col, select
 
 from integrations.slack.notifier import thread_source
 from scheduler.errors import PacerError
-from scheduler.front import NewSession, Session, Trigger, create_session, record_human_message, session_scope, submit_turn
+from scheduler.front import (
+    NewSession,
+    Session,
+    Trigger,
+    create_session,
+    record_human_message,
+    session_scope,
+    submit_turn,
+)
 from templates import render, render_prompt
 
 log = logging.getLogger("pacer.intake.slack")
@@ -45,7 +53,9 @@ def thread_key(channel: str | None, thread_ts: str | None) -> str | None:
 
 def _trigger_for(db: Any, channel: str, is_dm: bool) -> Trigger | None:
     trigger: Trigger
-    for trigger in db.exec(select(Trigger).where(Trigger.kind == "slack", col(Trigger.enabled).is_(True)).order_by(col(Trigger.id))):
+    for trigger in db.exec(
+        select(Trigger).where(Trigger.kind == "slack", col(Trigger.enabled).is_(True)).order_by(col(Trigger.id))
+    ):
         config = trigger.config or {}
         if channel in (config.get("channels") or []) or (is_dm and config.get("dms")):
             return trigger
@@ -60,7 +70,11 @@ def slack_mention(pacer: Any, event: Mapping[str, Any]) -> int | SenderNotice | 
     with session_scope(pacer.ctx.engine) as db:
         if _trigger_for(db, channel, False) is not None:
             return None
-        if replied_to and db.exec(select(Session.id).where(Session.thread_key == thread_key(channel, str(replied_to)))).first() is not None:
+        if (
+            replied_to
+            and db.exec(select(Session.id).where(Session.thread_key == thread_key(channel, str(replied_to)))).first()
+            is not None
+        ):
             return None
     return slack_message(pacer, {**event, "text": MENTION.sub("", str(event.get("text") or ""))}, addressed=True)
 
@@ -84,7 +98,9 @@ def slack_message(pacer: Any, event: Mapping[str, Any], *, addressed: bool = Fal
     replied_to = event.get("thread_ts")
     if replied_to and replied_to != event.get("ts"):
         with session_scope(ctx.engine) as db:
-            session_id = db.exec(select(Session.id).where(Session.thread_key == thread_key(channel, str(replied_to)))).first()
+            session_id = db.exec(
+                select(Session.id).where(Session.thread_key == thread_key(channel, str(replied_to)))
+            ).first()
         if session_id is not None:
             return _reply(pacer, int(session_id), user, text, roster)
     now = ctx.clock.now()
@@ -103,8 +119,14 @@ def slack_message(pacer: Any, event: Mapping[str, Any], *, addressed: bool = Fal
         source = {"slack": thread_source(event)}
         session = create_session(
             db,
-            NewSession(title=text.splitlines()[0][:TITLE_CHARS], genesis="slack", trigger_id=trigger.id if trigger else None,
-                       requester=user, source=source, declares=text),
+            NewSession(
+                title=text.splitlines()[0][:TITLE_CHARS],
+                genesis="slack",
+                trigger_id=trigger.id if trigger else None,
+                requester=user,
+                source=source,
+                declares=text,
+            ),
             now=now,
         )
         session.prompt = prompt
@@ -118,7 +140,11 @@ def slack_message(pacer: Any, event: Mapping[str, Any], *, addressed: bool = Fal
 
 def _reply(pacer: Any, session_id: int, user: str, text: str, roster: Mapping[str, str]) -> int | None:
     if user not in roster:
-        log.info("slack: %s is not on the roster; their reply in session #%s's thread is not a human message", user, session_id)
+        log.info(
+            "slack: %s is not on the roster; their reply in session #%s's thread is not a human message",
+            user,
+            session_id,
+        )
         return None
     try:
         record_human_message(pacer.ctx, session_id, user, text, "slack_thread", roster=roster)

@@ -96,16 +96,22 @@ def parse(path: Path) -> list[TriggerSpec]:
         extra = [k for k in entry if k not in SPEC_FIELDS]
         if extra:
             where = _where(path, _line_of(text, start, extra[0]))
-            raise ConfigError(error_text("triggers_file/not_a_field", where=where, label=label, key=extra[0], allowed=SPEC_FIELDS))
+            raise ConfigError(
+                error_text("triggers_file/not_a_field", where=where, label=label, key=extra[0], allowed=SPEC_FIELDS)
+            )
         try:
             spec = check_spec(entry)
         except InvalidInput as exc:
             key = exc.field or ""
             where = _where(path, _line_of(text, start, key))
-            raise ConfigError(error_text("triggers_file/bad_entry", where=where, label=label, key=key, rule=_rule(exc, key))) from None
+            raise ConfigError(
+                error_text("triggers_file/bad_entry", where=where, label=label, key=key, rule=_rule(exc, key))
+            ) from None
         if spec.name in seen:
             where = _where(path, start)
-            raise ConfigError(error_text("triggers_file/name_reused", where=where, label=label, name=spec.name, first=seen[spec.name]))
+            raise ConfigError(
+                error_text("triggers_file/name_reused", where=where, label=label, name=spec.name, first=seen[spec.name])
+            )
         seen[spec.name] = index + 1
         specs.append(spec)
     return specs
@@ -138,7 +144,13 @@ def load(ctx: Context, path: str | Path, *, scheduler: Any = None) -> Loaded:
     except (InvalidInput, Refused) as exc:  # the kind of an existing trigger, say
         raise ConfigError(error_text("triggers_file/refused", path=source, problem=exc)) from None
     store.after_write(ctx, scheduler, ctx.engine, writes)
-    log.info("%s: %d created, %d updated, %d unchanged", source, len(result.created), len(result.updated), len(result.unchanged))
+    log.info(
+        "%s: %d created, %d updated, %d unchanged",
+        source,
+        len(result.created),
+        len(result.updated),
+        len(result.unchanged),
+    )
     return result
 
 

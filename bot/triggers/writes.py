@@ -29,7 +29,16 @@ from bot.triggers.spec import (
 )
 from integrations.schedules import sync_schedules
 from scheduler.errors import InvalidInput, Refused
-from scheduler.front import Context, Reclassification, Session, Trigger, arm_release, change_trigger_class, get_trigger, session_scope
+from scheduler.front import (
+    Context,
+    Reclassification,
+    Session,
+    Trigger,
+    arm_release,
+    change_trigger_class,
+    get_trigger,
+    session_scope,
+)
 from templates import error_text
 
 log = logging.getLogger("pacer.triggers")
@@ -160,7 +169,9 @@ def session_count(db: DBSession, trigger_id: int) -> int:
     return int(db.exec(select(func.count()).select_from(Session).where(Session.trigger_id == trigger_id)).one())
 
 
-def after_write(ctx: Context | None, scheduler: Any, engine: Any, writes: Sequence[tuple[int, Sequence[int]]] = ()) -> None:
+def after_write(
+    ctx: Context | None, scheduler: Any, engine: Any, writes: Sequence[tuple[int, Sequence[int]]] = ()
+) -> None:
     """After the trigger write committed: release each trigger's promoted sessions (off the
     request, through the alarm) and bring the cron jobs in line. `writes` is (trigger id,
     promoted session ids) per written trigger."""
@@ -180,7 +191,9 @@ class TriggerChange:
     write: TriggerWrite
 
 
-def change_trigger(ctx: Context, scheduler: Any, trigger_id: int, changes: Mapping[str, Any], *, actor: str) -> TriggerChange:
+def change_trigger(
+    ctx: Context, scheduler: Any, trigger_id: int, changes: Mapping[str, Any], *, actor: str
+) -> TriggerChange:
     """The one trigger change every surface makes: validate and write in one transaction, then,
     once it has committed, release the sessions a promotion moved (through the alarm, which
     leaves paused and parked ones alone), bring the cron jobs in line and record who did it."""

@@ -44,7 +44,9 @@ class GithubClients:
         # No blind POST retry: a create that failed after GitHub acted is found again instead.
         retry = GithubRetry(total=RETRIES, max_rate_limit_wait=MAX_RATE_LIMIT_WAIT_SECONDS,
                             allowed_methods=frozenset({"GET", "HEAD", "PATCH"}))
-        spacing: dict[str, Any] = {} if self._throttle else {"seconds_between_requests": None, "seconds_between_writes": None}
+        spacing: dict[str, Any] = (
+            {} if self._throttle else {"seconds_between_requests": None, "seconds_between_writes": None}
+        )
         client = Github(base_url=self.base_url, auth=auth, retry=retry, timeout=TIMEOUT_SECONDS, **spacing)
         with self._lock:
             return self._clients.setdefault(key, client)

@@ -38,7 +38,9 @@ from templates import error_text
 
 log = logging.getLogger("pacer.github")
 
-NOTICES = frozenset({"started", "held", "paused", "done", "failed", "archived", "refused", "github_control", "budget_ending"})
+NOTICES = frozenset(
+    {"started", "held", "paused", "done", "failed", "archived", "refused", "github_control", "budget_ending"}
+)
 
 
 class CommentPort(Protocol):
@@ -162,12 +164,16 @@ def why_not_written(exc: BaseException) -> str:
         return error_text("comments/not_found")
     if isinstance(status, int):
         return error_text("comments/github_status", status=status, message=message)
-    if isinstance(exc, (ConnectionError, TimeoutError, OSError)) or type(exc).__module__.startswith(("requests", "urllib3")):
+    if isinstance(exc, (ConnectionError, TimeoutError, OSError)) or type(exc).__module__.startswith(
+        ("requests", "urllib3")
+    ):
         return error_text("comments/unreachable", error=type(exc).__name__)
     return error_text("comments/other", error=type(exc).__name__, detail=str(exc).splitlines()[0] if str(exc) else "")
 
 
 def _stored(db: DBSession, where: Where) -> StatusComment | None:
-    stmt = select(StatusComment).where(StatusComment.repository == where.repository, StatusComment.number == where.number)
+    stmt = select(StatusComment).where(
+        StatusComment.repository == where.repository, StatusComment.number == where.number
+    )
     return db.exec(stmt).first()
 

@@ -28,7 +28,9 @@ TITLE_CHARS = 250
 class Publisher:
     """`WorkspaceRunner`'s publish step, over the workspaces and a pull request port."""
 
-    def __init__(self, spaces: Workspaces, pulls: PullRequestPort | None, *, credentials: Credentials | None = None) -> None:
+    def __init__(
+        self, spaces: Workspaces, pulls: PullRequestPort | None, *, credentials: Credentials | None = None
+    ) -> None:
         self.spaces = spaces
         self.pulls = pulls
         self.credentials = credentials
@@ -48,7 +50,9 @@ class Publisher:
             ask = pull_request_ask(work, space, result)
             ref = self.pulls.open_or_update(ask)
             record["pull_request"] = {"number": ref.number, "url": ref.url}
-            log.info("session #%s: pull request #%s %s", work.session_id, ref.number, "opened" if ref.created else "updated")
+            log.info(
+                "session #%s: pull request #%s %s", work.session_id, ref.number, "opened" if ref.created else "updated"
+            )
         return record
 
 
@@ -60,4 +64,6 @@ def pull_request_ask(work: SessionWork, space: Workspace, result: TurnResult) ->
     body = render("github/pull_request.j2", work=work, space=space, result=result, output=shown,
                   cut=len(output) - len(shown))
     title = work.title.strip()[:TITLE_CHARS] or space.branch
-    return PullRequestAsk(work.repository, space.branch, title, body, base=work.base, installation_id=work.installation_id)
+    return PullRequestAsk(
+        work.repository, space.branch, title, body, base=work.base, installation_id=work.installation_id
+    )

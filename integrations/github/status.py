@@ -103,12 +103,18 @@ def status_view(
     headline = waiting_reason(session, now, spot=spot).headline
     kind = headline.kind if headline is not None else None
     if status == Status.NEEDS_INPUT.value or kind in ("pause", "park", "sleep"):
-        why = session.park_reason if kind == "park" else session.pause_detail or session.pause_reason or session.park_reason
+        why = (
+            session.park_reason
+            if kind == "park"
+            else session.pause_detail or session.pause_reason or session.park_reason
+        )
         return StatusView("paused", why=why, until=session.wake_at if kind == "sleep" else None, **base)
     if headline is None:
         return StatusView("queued", position=position, queued=queued, **base) if spot else StatusView("queued", **base)
     if spot:
-        return StatusView("queued", position=position, queued=queued, why=headline.sentence, until=headline.retry_at, **base)
+        return StatusView(
+            "queued", position=position, queued=queued, why=headline.sentence, until=headline.retry_at, **base
+        )
     if headline.reason == OVERTAKEN:  # a spot hold its promotion has overtaken: not held any more
         return StatusView("queued", why=headline.sentence, **base)
     return StatusView("held", why=headline.sentence, until=headline.retry_at, **base)
@@ -144,7 +150,9 @@ def render_body(view: StatusView) -> str:
     if view.work is not None:
         output = view.work.output or view.work.error or ""
         shown = output[:RESULT_CHARS]
-        body += "\n\n" + render("github/_status_result.j2", view=view, work=view.work, output=shown, cut=len(output) - len(shown))
+        body += "\n\n" + render(
+            "github/_status_result.j2", view=view, work=view.work, output=shown, cut=len(output) - len(shown)
+        )
     return f"{MARKER}\n{body}\n"
 
 

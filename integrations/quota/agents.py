@@ -99,7 +99,9 @@ class ReadingBook:
 class AgentsSource:
     """QuotaSource over the provider's readings, falling back to `ledger` window by window."""
 
-    def __init__(self, engine: Engine, ledger: LedgerSource, book: ReadingBook | None = None, *, model: str | None = None) -> None:
+    def __init__(
+        self, engine: Engine, ledger: LedgerSource, book: ReadingBook | None = None, *, model: str | None = None
+    ) -> None:
         self.engine = engine
         self.ledger = ledger
         self.book = book or ReadingBook(engine)
@@ -122,7 +124,9 @@ class AgentsSource:
                 windows.append(self._measured(db, name, WEEK, measured, now))
         return QuotaReading(windows=windows, read_at=now)
 
-    def _window(self, db: Any, estimate: WindowReading, readings: list[ProviderReading], now: datetime) -> WindowReading:
+    def _window(
+        self, db: Any, estimate: WindowReading, readings: list[ProviderReading], now: datetime
+    ) -> WindowReading:
         kind = KINDS.get(estimate.name)
         period = timedelta(seconds=estimate.period_seconds)
         measured = measure(readings, kind, period, now) if kind is not None else Fallback.NO_READING

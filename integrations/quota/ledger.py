@@ -162,7 +162,10 @@ class Straddlers:
         for turn_id, started_at, finished_at, cost in rows:
             for start in starts:
                 if started_at < start <= finished_at:
-                    found[start][int(turn_id)] = (finished_at, float(cost or 0.0) * share_before(started_at, finished_at, start))
+                    found[start][int(turn_id)] = (
+                        finished_at,
+                        float(cost or 0.0) * share_before(started_at, finished_at, start),
+                    )
         return found
 
 

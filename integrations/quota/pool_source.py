@@ -66,9 +66,13 @@ def _number(where: str, value: Any, *, positive: bool = False) -> float | None:
     if value is None:
         return None
     if isinstance(value, bool) or not isinstance(value, (int, float)) or math.isnan(value):
-        raise PoolFormatError(error_text("pool_source/number", where=where, positive=positive, value=value, nullable=True))
+        raise PoolFormatError(
+            error_text("pool_source/number", where=where, positive=positive, value=value, nullable=True)
+        )
     if value < 0 or (positive and value == 0):
-        raise PoolFormatError(error_text("pool_source/number", where=where, positive=positive, value=value, nullable=True))
+        raise PoolFormatError(
+            error_text("pool_source/number", where=where, positive=positive, value=value, nullable=True)
+        )
     return float(value)
 
 
@@ -80,7 +84,9 @@ def _instant(where: str, value: Any) -> datetime | None:
     try:
         parsed = datetime.fromisoformat(value)
     except ValueError:
-        raise PoolFormatError(error_text("pool_source/instant", where=where, value=value, offset_missing=False)) from None
+        raise PoolFormatError(
+            error_text("pool_source/instant", where=where, value=value, offset_missing=False)
+        ) from None
     if parsed.tzinfo is None:
         raise PoolFormatError(error_text("pool_source/instant", where=where, value=value, offset_missing=True))
     return parsed
@@ -106,7 +112,9 @@ def parse_accounts(data: Any) -> list[PoolAccount]:
         seen.add(name)
         status = item.get("status")
         if status not in ACCOUNT_STATUSES:
-            raise PoolFormatError(error_text("pool_source/status", at=at, status=status, allowed=list(ACCOUNT_STATUSES)))
+            raise PoolFormatError(
+                error_text("pool_source/status", at=at, status=status, allowed=list(ACCOUNT_STATUSES))
+            )
         reading = AccountReading(
             name=name,
             status=status,

@@ -50,9 +50,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
+import integrations.runners.outcomes as outcomes
 from integrations.runners.custody import Custody
 from integrations.runners.leash import CANNOT_RUN, GIVEN_FD, NOT_EXECUTABLE
-from integrations.runners.outcomes import AGENT_SESSION_ID, AgentReport, classify, model_option, parse_report, refused_model
+from integrations.runners.outcomes import classify
 from integrations.runners.provider_events import as_plain
 from integrations.runners.streams import Announcement, ProviderWatch, Tail
 from scheduler.clock import SystemClock
@@ -106,7 +107,7 @@ def build_argv(words: list[str], resume_words: list[str], request: TurnRequest, 
     be passed as an argument), and when the prompt is too long for the argument it is part of.
     """
     resume = request.agent_session_id
-    if resume is not None and not AGENT_SESSION_ID.match(resume):
+    if resume is not None and not outcomes.AGENT_SESSION_ID.match(resume):
         raise InvalidInput(error_text("runners/agent_session_id", value=resume[:40]), field="agent_session_id")
     chosen = words + (resume_words if resume else [])
     prompt_bytes = len(request.prompt.encode("utf-8", errors="surrogatepass"))
@@ -348,7 +349,7 @@ class CommandRunner:
         heard: list[ProviderReading],
     ) -> TurnResult:
         stdout, stderr = out.text(), err.text()
-        report: AgentReport | None = parse_report(stdout)
+        report: outcomes.AgentReport | None = outcomes.parse_report(stdout)
         extra = {
             "exit_code": exit_code,
             "wall_ms": wall_ms,
@@ -382,7 +383,7 @@ class CommandRunner:
             extra["rate_limit_kinds"] = [r.kind for r in refused]
         if outcome is Outcome.MODEL_ACCESS:
             # The queue hold names the model: as the refusal wrote it, else as the command chose it.
-            extra["model"] = refused_model(failure or "") or model_option(self.words)
+            extra["model"] = outcomes.refused_model(failure or "") or outcomes.model_option(self.words)
         if outcome is not Outcome.SUCCESS:
             log.info("turn %s of session %s: %s (%s)", request.turn_id, request.session_id, outcome.value, failure)
         return replace(base, outcome=outcome, error=failure, rate_limit_reset_at=reset_at, extra=extra)

@@ -142,7 +142,9 @@ class Custody:
             return False
         return name in AGENT_NAMES or name.startswith(AGENT_PREFIXES) or name in self.passthrough
 
-    def command(self, argv: list[str], workdir: Path, *, grace_s: float = 3.0, prompt_fd: int | None = None) -> list[str]:
+    def command(
+        self, argv: list[str], workdir: Path, *, grace_s: float = 3.0, prompt_fd: int | None = None
+    ) -> list[str]:
         """`argv` under the leash (which kills `grace_s` after asking its agent to stop), and
         inside the sandbox when there is one; `prompt_fd` (an open descriptor of this process)
         becomes the agent's descriptor 3."""
@@ -150,7 +152,19 @@ class Custody:
         given = ["--fd", str(prompt_fd)] if prompt_fd is not None else []
         if self.user is not None:
             given += ["--user", f"{self.user.uid}:{self.user.gid}"]
-        return [sys.executable, "-I", "-S", str(LEASH), "--parent", str(os.getpid()), "--grace", f"{grace_s:g}", *given, "--", *wrapped]
+        return [
+            sys.executable,
+            "-I",
+            "-S",
+            str(LEASH),
+            "--parent",
+            str(os.getpid()),
+            "--grace",
+            f"{grace_s:g}",
+            *given,
+            "--",
+            *wrapped,
+        ]
 
     def popen_options(self) -> dict[str, Any]:
         """How the leash is started: in a session of its own (it drops to the agent's user itself)."""
@@ -165,7 +179,14 @@ class Custody:
                 args += ["--symlink", os.readlink(path), path]
             elif os.path.isdir(path):
                 args += ["--ro-bind", path, path]
-        args += ["--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp"]  # before the binds: a bind under /tmp must stay seen
+        args += [
+            "--proc",
+            "/proc",
+            "--dev",
+            "/dev",
+            "--tmpfs",
+            "/tmp",
+        ]  # before the binds: a bind under /tmp must stay seen
         for path in (*RUNTIME_FILES, *self.binds):
             args += ["--ro-bind-try", path, path]
         home = self.agent_home
@@ -199,13 +220,17 @@ class Custody:
             if mode & 0o001:
                 continue
             if not any(directory == root or root in directory.parents for root in inside):
-                raise PermissionError(error_text("custody/unreachable", path=directory, user=self.user.name, workdir=workdir))
+                raise PermissionError(
+                    error_text("custody/unreachable", path=directory, user=self.user.name, workdir=workdir)
+                )
             directory.chmod(mode | 0o001)
         if workdir.stat().st_uid == self.user.uid:
             return
         inner = list(os.scandir(workdir))
         if inner and all(entry.stat(follow_symlinks=False).st_uid == self.user.uid for entry in inner[:8]):
-            os.chown(workdir, self.user.uid, self.user.gid)  # locked after its last turn (`release`): its contents are the agent's
+            os.chown(
+                workdir, self.user.uid, self.user.gid
+            )  # locked after its last turn (`release`): its contents are the agent's
         else:
             chown_tree(workdir, self.user.uid, self.user.gid)  # made by Pacer just now: a new clone, a new directory
         workdir.chmod(0o700)
@@ -230,15 +255,27 @@ def chown_tree(root: Path, uid: int, gid: int) -> None:
 def sandbox_works(bwrap: str, options: Mapping[str, Any]) -> bool:
     """Whether bubblewrap can make its namespaces here (a container may forbid user namespaces)."""
     try:
-        done = subprocess.run([bwrap, "--ro-bind", "/", "/", "--unshare-pid", "--die-with-parent", "true"], capture_output=True,
-                              timeout=10, check=False, **options)
+        done = subprocess.run(
+            [bwrap, "--ro-bind", "/", "/", "--unshare-pid", "--die-with-parent", "true"],
+            capture_output=True,
+            timeout=10,
+            check=False,
+            **options,
+        )
     except (OSError, subprocess.TimeoutExpired):
         return False
     return done.returncode == 0
 
 
-def choose(*, user: str | None, sandbox: str, home: str | None, binds: Iterable[str] = (), passthrough: Iterable[str] = (),
-           roots: Iterable[str | Path] = ()) -> Custody:
+def choose(
+    *,
+    user: str | None,
+    sandbox: str,
+    home: str | None,
+    binds: Iterable[str] = (),
+    passthrough: Iterable[str] = (),
+    roots: Iterable[str | Path] = (),
+) -> Custody:
     """The custody the settings ask for: PACER_AGENT_USER (needs root, and root needs it),
     PACER_AGENT_SANDBOX `auto` (bubblewrap when it is installed and works), `bwrap` (required)
     or `off`."""
@@ -253,8 +290,15 @@ def choose(*, user: str | None, sandbox: str, home: str | None, binds: Iterable[
     if sandbox == "bwrap" and not usable:
         raise ConfigError(error_text("custody/bwrap_unusable", found=found))
     mode = "+".join(part for part, on in (("user", agent is not None), ("sandbox", usable)) if on) or "none"
-    return Custody(mode=mode, user=agent, home=Path(home).resolve() if home else None, bwrap=found if usable else None,
-                   binds=tuple(binds), passthrough=frozenset(passthrough), roots=tuple(Path(r).resolve() for r in roots))
+    return Custody(
+        mode=mode,
+        user=agent,
+        home=Path(home).resolve() if home else None,
+        bwrap=found if usable else None,
+        binds=tuple(binds),
+        passthrough=frozenset(passthrough),
+        roots=tuple(Path(r).resolve() for r in roots),
+    )
 
 
 def _start_time(pid: int) -> str | None:
@@ -303,7 +347,9 @@ def end_unsupervised() -> list[int]:
         except (ProcessLookupError, PermissionError):
             pass
     if ended:
-        log.warning("ended %d agent process(es) whose supervisor had stopped: %s", len(ended), ", ".join(map(str, ended)))
+        log.warning(
+            "ended %d agent process(es) whose supervisor had stopped: %s", len(ended), ", ".join(map(str, ended))
+        )
     return ended
 
 

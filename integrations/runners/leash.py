@@ -124,7 +124,9 @@ def _exit_code(status: int) -> int:
     return os.WEXITSTATUS(status)
 
 
-def supervise(command: list[str], parent: int, grace: float, given: int | None = None, user: tuple[int, int] | None = None) -> int:
+def supervise(
+    command: list[str], parent: int, grace: float, given: int | None = None, user: tuple[int, int] | None = None
+) -> int:
     _prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
     if os.getppid() != parent:
         return PARENT_GONE
@@ -196,7 +198,9 @@ def main(argv: list[str]) -> int:
             sys.stderr.write(f"leash: unexpected argument {flag!r}\n")
             return 2
     if not rest or rest[0] != "--" or len(rest) < 2 or parent is None:
-        sys.stderr.write("usage: leash.py --parent PID [--grace SECONDS] [--fd FD] [--user UID:GID] -- PROGRAM [ARG...]\n")
+        sys.stderr.write(
+            "usage: leash.py --parent PID [--grace SECONDS] [--fd FD] [--user UID:GID] -- PROGRAM [ARG...]\n"
+        )
         return 2
     return supervise(rest[1:], parent, grace, given, user)
 

@@ -336,4 +336,13 @@ def model_option(words: list[str]) -> str | None:
     return None
 
 
-__all__ = ["AGENT_SESSION_ID", "AgentReport", "announced_session", "classify", "model_option", "parse_report", "parse_reset", "refused_model"]
+__all__ = [
+    "AGENT_SESSION_ID",
+    "AgentReport",
+    "announced_session",
+    "classify",
+    "model_option",
+    "parse_report",
+    "parse_reset",
+    "refused_model",
+]

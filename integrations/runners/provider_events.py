@@ -140,9 +140,16 @@ def _codex(limits: dict[str, Any], now: datetime, account: str) -> list[Provider
         resets_at = _instant(window.get("resets_at"))
         if resets_at is None and (after := _number(window.get("resets_in_seconds"))) is not None:
             resets_at = now + timedelta(seconds=after)
-        readings.append(ProviderReading(
-            OPENAI, kind, now, utilization=used / 100.0 if used is not None else None, resets_at=resets_at, account=account,
-        ))
+        readings.append(
+            ProviderReading(
+                OPENAI,
+                kind,
+                now,
+                utilization=used / 100.0 if used is not None else None,
+                resets_at=resets_at,
+                account=account,
+            )
+        )
     return readings
 
 

@@ -136,7 +136,9 @@ class Tail(threading.Thread):
     """Drains one pipe, keeping only its last `limit` bytes, and shows its head to `head` and
     every line to `watch`."""
 
-    def __init__(self, stream: object, limit: int, head: Announcement | None = None, watch: ProviderWatch | None = None) -> None:
+    def __init__(
+        self, stream: object, limit: int, head: Announcement | None = None, watch: ProviderWatch | None = None
+    ) -> None:
         super().__init__(daemon=True, name="pacer-runner-pipe")
         self._fd = stream.fileno()  # type: ignore[attr-defined]
         self._stream = stream

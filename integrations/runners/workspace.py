@@ -87,7 +87,10 @@ def record_work(engine: Engine, session_id: int, workdir: str, record: Mapping[s
         if session is None:
             return
         session.workdir = workdir
-        session.source = {**(session.source or {}), RECORD_KEY: dict(record)}  # reassigned: JSON is not tracked in place
+        session.source = {
+            **(session.source or {}),
+            RECORD_KEY: dict(record),
+        }  # reassigned: JSON is not tracked in place
         db.add(session)
 
 
@@ -110,7 +113,13 @@ class WorkspaceRunner:
     """Runner port: `inner` runs each turn in its session's worktree when the session has one."""
 
     def __init__(
-        self, inner: Runner, spaces: Workspaces, engine: Engine, *, publish: Publish | None = None, credentials: Credentials | None = None,
+        self,
+        inner: Runner,
+        spaces: Workspaces,
+        engine: Engine,
+        *,
+        publish: Publish | None = None,
+        credentials: Credentials | None = None,
     ) -> None:
         self.inner = inner
         self.spaces = spaces
@@ -126,8 +135,13 @@ class WorkspaceRunner:
         if work is None:
             return self.inner.run(request)
         try:
-            space = self.spaces.open(session_id=work.session_id, repository=work.repository, title=work.title, base=work.base,
-                                     token=token_for(self.credentials, work))
+            space = self.spaces.open(
+                session_id=work.session_id,
+                repository=work.repository,
+                title=work.title,
+                base=work.base,
+                token=token_for(self.credentials, work),
+            )
         except (WorkspaceError, OSError) as exc:
             log.warning("session #%s: no workspace for %s: %s", work.session_id, work.repository, exc)
             error = render("text/runner_error.j2", kind="workspace", repository=work.repository, message=str(exc))
@@ -179,12 +193,22 @@ def sweep(engine: Engine, spaces: Workspaces, now: datetime, ttl: timedelta) -> 
     oldest first (a running or waiting session's is never taken). Returns the bytes each
     workspace left uses (`Workspaces.usage`), which it also logs."""
     sessions_dir = spaces.root / "sessions"
-    found = [int(m.group(1)) for p in (sessions_dir.iterdir() if sessions_dir.exists() else ()) if (m := _SESSION_DIR.fullmatch(p.name))]
+    found = [
+        int(m.group(1))
+        for p in (sessions_dir.iterdir() if sessions_dir.exists() else ())
+        if (m := _SESSION_DIR.fullmatch(p.name))
+    ]
     with DBSession(engine) as db:
         rows = [(sid, row) for sid in sorted(found) if (row := db.get(Session, sid)) is not None and row.repository]
     removed: list[int] = []
-    finished = sorted(((s.finished_at or s.updated_at or now, sid, s) for sid, s in rows if s.status in FINISHED or s.status == Status.ARCHIVED.value),
-                      key=lambda item: (item[0], item[1]))
+    finished = sorted(
+        (
+            (s.finished_at or s.updated_at or now, sid, s)
+            for sid, s in rows
+            if s.status in FINISHED or s.status == Status.ARCHIVED.value
+        ),
+        key=lambda item: (item[0], item[1]),
+    )
     for at, session_id, session in finished:
         if session.status == Status.ARCHIVED.value or at + ttl <= now:
             _remove(spaces, session_id, str(session.repository), removed)
@@ -195,10 +219,18 @@ def sweep(engine: Engine, spaces: Workspaces, now: datetime, ttl: timedelta) -> 
         if session_id not in removed and _remove(spaces, session_id, str(session.repository), removed):
             usage = spaces.usage()
     if spaces.max_bytes is not None and sum(usage.values()) > spaces.max_bytes:
-        log.warning("workspaces use %s bytes, over the %s PACER_WORKSPACES_MAX_MB allows, all of it sessions still at work",
-                    f"{sum(usage.values()):,}", f"{spaces.max_bytes:,}")
-    log.info("workspaces: %d worktrees removed (%s); %s bytes in use: %s", len(removed), ", ".join(f"#{i}" for i in removed) or "none",
-             f"{sum(usage.values()):,}", ", ".join(f"{k}={v:,}" for k, v in usage.items()))
+        log.warning(
+            "workspaces use %s bytes, over the %s PACER_WORKSPACES_MAX_MB allows, all of it sessions still at work",
+            f"{sum(usage.values()):,}",
+            f"{spaces.max_bytes:,}",
+        )
+    log.info(
+        "workspaces: %d worktrees removed (%s); %s bytes in use: %s",
+        len(removed),
+        ", ".join(f"#{i}" for i in removed) or "none",
+        f"{sum(usage.values()):,}",
+        ", ".join(f"{k}={v:,}" for k, v in usage.items()),
+    )
     return usage
 
 
@@ -212,5 +244,14 @@ def _remove(spaces: Workspaces, session_id: int, repository: str, removed: list[
     return False
 
 
-__all__ = ["RECORD_KEY", "Credentials", "SessionWork", "WorkspaceJanitor", "WorkspaceRunner", "read_work", "record_work", "sweep",
-           "token_for"]
+__all__ = [
+    "RECORD_KEY",
+    "Credentials",
+    "SessionWork",
+    "WorkspaceJanitor",
+    "WorkspaceRunner",
+    "read_work",
+    "record_work",
+    "sweep",
+    "token_for",
+]

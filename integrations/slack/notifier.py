@@ -95,7 +95,9 @@ def dm_of(session: Mapping[str, Any]) -> tuple[str, None] | None:
 class SlackNotifier:
     """Posts session news into the session's thread and queue-hold news into the ops channel."""
 
-    def __init__(self, engine: Engine, client: WebClient, *, ops_channel: str | None, submit: Submit | None = None) -> None:
+    def __init__(
+        self, engine: Engine, client: WebClient, *, ops_channel: str | None, submit: Submit | None = None
+    ) -> None:
         self._engine = engine
         self._client = client
         self._ops_channel = ops_channel
@@ -159,7 +161,11 @@ class SlackNotifier:
             if row is None:
                 return None
             result = read_latest_result(db, row) if row.status in RESULT_STATUSES else None
-            return {**session_view(row, load_policy(db), spent_by(db, session_id)), "source": dict(row.source or {}), "result": result}
+            return {
+                **session_view(row, load_policy(db), spent_by(db, session_id)),
+                "source": dict(row.source or {}),
+                "result": result,
+            }
 
     def _later(self, what: str, func: Any, *args: Any) -> None:
         if self._submit is None:

@@ -44,7 +44,9 @@ def gate_decision(work: Work, policy: PolicyView, session: Session) -> Decision:
     return decide(snapshot, asking_for(session, work.ctx, policy, running=running), work.now)
 
 
-def admit(work: Work, session: Session, attempt: TurnAttempt, ahead: Ahead | None = None, *, wake: bool = False) -> Submission:
+def admit(
+    work: Work, session: Session, attempt: TurnAttempt, ahead: Ahead | None = None, *, wake: bool = False
+) -> Submission:
     """Admit one turn, or hold it. `ahead`: the queue ranked ahead of this session goes first
     (a queue pass's own loop); None for the sweep's resume, which is itself the front of the
     queue, and for a person's direct start. `wake`: a wake still ahead holds the session first,

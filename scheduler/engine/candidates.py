@@ -72,7 +72,9 @@ _CANDIDATE_COLUMNS: tuple[Any, ...] = (
 )
 
 
-def candidates(db: DBSession, policy: PolicyView, now: datetime, limit: int = PAGE, passed: Passed = Passed()) -> list[Candidate]:
+def candidates(
+    db: DBSession, policy: PolicyView, now: datetime, limit: int = PAGE, passed: Passed = Passed()
+) -> list[Candidate]:
     """Dormant held sessions, in queue order: priority above, then precedence, then age — less
     what `passed` says cannot start. A failed turn waiting out its retry backoff is not one until
     its retry time: that time is a floor (seed 002's six attempts are attempts over time), lifted
@@ -80,12 +82,27 @@ def candidates(db: DBSession, policy: PolicyView, now: datetime, limit: int = PA
     return page(db, policy, now, limit, passed)[0]
 
 
-def page(db: DBSession, policy: PolicyView, now: datetime, limit: int, passed: Passed) -> tuple[list[Candidate], list[int]]:
+def page(
+    db: DBSession, policy: PolicyView, now: datetime, limit: int, passed: Passed
+) -> tuple[list[Candidate], list[int]]:
     """(the candidates not asleep, the ids of every row read)."""
     rows = list(core(db, _candidates_stmt(class_defaults(policy), limit), passed.params(now)))
     awake = [
-        Candidate(int(sid or 0), own, str(genesis), str(runtime), int(precedence), created_at, group, trigger_id, float(weight), capacity, multiplier)
-        for sid, own, genesis, runtime, precedence, created_at, wake_at, group, trigger_id, weight, capacity, multiplier in rows
+        Candidate(
+            int(sid or 0),
+            own,
+            str(genesis),
+            str(runtime),
+            int(precedence),
+            created_at,
+            group,
+            trigger_id,
+            float(weight),
+            capacity,
+            multiplier,
+        )
+        for sid, own, genesis, runtime, precedence, created_at, wake_at, group, trigger_id, weight, capacity,
+        multiplier in rows
         if wake_at is None or wake_at <= now  # asleep: every automatic path declines it
     ]
     return awake, [int(r[0] or 0) for r in rows]
@@ -97,7 +114,9 @@ def _candidates_stmt(defaults: tuple[SchedulingClass, ...], limit: int) -> Any:
     resolved = class_expr_for(defaults)
     group = col(Session.concurrency_group)
     trigger = col(Session.trigger_id)
-    in_full_group = group.in_(bindparam("full", expanding=True)) & (trigger.is_(None) | trigger.not_in(bindparam("declared", expanding=True)))
+    in_full_group = group.in_(bindparam("full", expanding=True)) & (
+        trigger.is_(None) | trigger.not_in(bindparam("declared", expanding=True))
+    )
     return (
         sa_select(*_CANDIDATE_COLUMNS)
         .where(
@@ -105,10 +124,13 @@ def _candidates_stmt(defaults: tuple[SchedulingClass, ...], limit: int) -> Any:
             col(Session.hold_reason).is_not(None),
             col(Session.pause_reason).is_(None),
             col(Session.park_reason).is_(None),
-            col(Session.hold_reason).not_in(sorted(failures.RETRY_HOLD_REASONS)) | (col(Session.hold_retry_at) <= bindparam("now")),
+            col(Session.hold_reason).not_in(sorted(failures.RETRY_HOLD_REASONS))
+            | (col(Session.hold_retry_at) <= bindparam("now")),
             col(Session.id).not_in(bindparam("seen", expanding=True)),
             group.is_(None) | not_(in_full_group),
-            not_((resolved == SchedulingClass.SPOT.value) & col(Session.runtime).in_(bindparam("paced", expanding=True))),
+            not_(
+                (resolved == SchedulingClass.SPOT.value) & col(Session.runtime).in_(bindparam("paced", expanding=True))
+            ),
         )
         .order_by(*queue_order(resolved))
         .limit(limit)

@@ -34,7 +34,11 @@ def complete_turn(ctx: Context, turn_id: int, result: TurnResult) -> None:
             if turn is None or turn.status != "running":
                 return  # reported twice, or recovered already
             name_session(turn.session_id)
-            turn.status = "done" if result.outcome is Outcome.SUCCESS else ("halted" if result.outcome is Outcome.HALTED else "failed")
+            turn.status = (
+                "done"
+                if result.outcome is Outcome.SUCCESS
+                else ("halted" if result.outcome is Outcome.HALTED else "failed")
+            )
             turn.outcome = result.outcome.value
             turn.cost_usd = result.cost_usd
             turn.output = result.output[:OUTPUT_CHARS]
@@ -74,8 +78,15 @@ def settle(work: Work, session: Session, turn: Turn, result: TurnResult, step: f
             retry_at = result.rate_limit_reset_at + timedelta(minutes=5)
         else:
             retry_at = now + ladder.rate_limit_delay(session.hold_count + 1)
-        sentence = render("text/turn_retry.j2", outcome=result.outcome.value, error=result.error or "", retry_at=retry_at)
-        hold(work, session, TurnAttempt(turn.prompt, turn.attachments, turn.kind), Block(result.outcome.value, sentence, retry_at))
+        sentence = render(
+            "text/turn_retry.j2", outcome=result.outcome.value, error=result.error or "", retry_at=retry_at
+        )
+        hold(
+            work,
+            session,
+            TurnAttempt(turn.prompt, turn.attachments, turn.kind),
+            Block(result.outcome.value, sentence, retry_at),
+        )
         return
     if step.action in (failures.BLOCK, failures.FAIL):
         session.status = Status.FAILED.value if step.action == failures.FAIL else Status.BLOCKED.value
@@ -99,4 +110,11 @@ def settle(work: Work, session: Session, turn: Turn, result: TurnResult, step: f
         return
     session.status = Status.DONE.value
     session.finished_at = now
-    effects.notice("done", session_id=session.id, turn_id=turn.id, cost_usd=result.cost_usd, output=result.output[:500], title=session.title)
+    effects.notice(
+        "done",
+        session_id=session.id,
+        turn_id=turn.id,
+        cost_usd=result.cost_usd,
+        output=result.output[:500],
+        title=session.title,
+    )

@@ -51,7 +51,11 @@ class Effects:
         for turn_id in self.halt:
             ctx.ports.workers.halt(turn_id)
         for turn_id in self.unstarted:
-            ctx.run_job(alarms.TURN_DONE, turn_id, TurnResult(Outcome.HALTED, error=render("text/runner_error.j2", kind="halted"), extra={"ran": False}))
+            ctx.run_job(
+                alarms.TURN_DONE,
+                turn_id,
+                TurnResult(Outcome.HALTED, error=render("text/runner_error.j2", kind="halted"), extra={"ran": False}),
+            )
         for request in self.dispatch:
             # The worker reports the result through the `alarms.TURN_DONE` target (`completion`).
             ctx.ports.workers.submit(request, partial(ctx.run_job, alarms.TURN_DONE, request.turn_id))

@@ -82,7 +82,9 @@ def record_agent_session(engine: Engine, turn_id: int, owner: str, agent_session
     agent states it, so a re-run of the turn resumes that conversation. False when the turn has
     ended or is no longer `owner`'s: a turn recovered elsewhere may already run again, and its id
     is the one that counts."""
-    turn = select(Turn.session_id).where(col(Turn.id) == turn_id, col(Turn.owner) == owner, col(Turn.status) == "running")
+    turn = select(Turn.session_id).where(
+        col(Turn.id) == turn_id, col(Turn.owner) == owner, col(Turn.status) == "running"
+    )
     stmt = update(Session).where(col(Session.id) == turn.scalar_subquery()).values(agent_session_id=agent_session_id)
     with engine.begin() as conn:
         return bool(conn.execute(stmt).rowcount)

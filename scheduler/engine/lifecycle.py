@@ -31,7 +31,14 @@ def _interrupted(now: datetime) -> Block:
     return Block("interrupted", render("text/interrupted.j2"), retry_at=now)
 
 
-ARCHIVABLE = {Status.WAITING.value, Status.RUNNING.value, Status.NEEDS_INPUT.value, Status.DONE.value, Status.FAILED.value, Status.BLOCKED.value}
+ARCHIVABLE = {
+    Status.WAITING.value,
+    Status.RUNNING.value,
+    Status.NEEDS_INPUT.value,
+    Status.DONE.value,
+    Status.FAILED.value,
+    Status.BLOCKED.value,
+}
 
 
 def archive(ctx: Context, session_id: int, *, actor: str | None = None) -> str:

@@ -118,7 +118,9 @@ def release_after_crash(db: DBSession, session: Session) -> bool:
 
 
 def is_dormant_paused(session: Session) -> bool:
-    return session.status == Status.WAITING.value and session.pause_reason is not None and session.paused_by == PAUSED_BY
+    return (
+        session.status == Status.WAITING.value and session.pause_reason is not None and session.paused_by == PAUSED_BY
+    )
 
 
 PAUSED_LOOKAHEAD = 8  # paused rows read to find the front spot one past priority and asleep ones
@@ -167,12 +169,22 @@ def dormant_paused(db: DBSession, policy: PolicyView, limit: int) -> list[Dorman
     whatever the windows say), then highest precedence, then the oldest pause."""
     return [
         Dormant(
-            int(sid), class_from(own, genesis, policy) is SchedulingClass.SPOT,
-            int(precedence), created_at, wake_at, str(reason), preempted_at, str(runtime),
-            float(weight), capacity, multiplier,
+            int(sid),
+            class_from(own, genesis, policy) is SchedulingClass.SPOT,
+            int(precedence),
+            created_at,
+            wake_at,
+            str(reason),
+            preempted_at,
+            str(runtime),
+            float(weight),
+            capacity,
+            multiplier,
         )
-        for sid, own, genesis, precedence, created_at, wake_at, reason, preempted_at, runtime, weight, capacity, multiplier
-        in core(db, _dormant_stmt(class_defaults(policy), limit))
+        for sid, own, genesis, precedence, created_at, wake_at, reason, preempted_at, runtime, weight, capacity,
+        multiplier in core(
+            db, _dormant_stmt(class_defaults(policy), limit)
+        )
     ]
 
 

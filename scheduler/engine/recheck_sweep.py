@@ -88,7 +88,9 @@ def _lost_holds(ctx: Context, now: datetime) -> list[tuple[int, datetime]]:
             if after[0] is None:
                 page = core(db, _OVERDUE, {"late": now - OVERDUE, "now": now}).all()
             else:
-                page = core(db, _OVERDUE_AFTER, {"late": now - OVERDUE, "now": now, "stamp": after[0], "sid": after[1]}).all()
+                page = core(
+                    db, _OVERDUE_AFTER, {"late": now - OVERDUE, "now": now, "stamp": after[0], "sid": after[1]}
+                ).all()
         if not page:
             break
         scanned += len(page)

@@ -65,7 +65,9 @@ def is_copy(session: Session) -> bool:
     return inspect(session, raiseerr=False) is None
 
 
-_RUNNING_TURN = sa_select(col(Turn.id)).where(col(Turn.session_id) == bindparam("sid"), col(Turn.status) == "running").limit(1)
+_RUNNING_TURN = (
+    sa_select(col(Turn.id)).where(col(Turn.session_id) == bindparam("sid"), col(Turn.status) == "running").limit(1)
+)
 
 
 _NEXT_QUEUED = (
@@ -144,8 +146,14 @@ def start(work: Work, session: Session, attempt: TurnAttempt) -> Turn:
     attachments = attempt.attachments
     local = work.ctx.ports.dispatcher is None
     turn = Turn(
-        session_id=session.id or 0, kind=attempt.kind, prompt=attempt.prompt or "", attachments=[dict(a) for a in attachments],
-        status="running", runtime=session.runtime, created_at=now, started_at=now,
+        session_id=session.id or 0,
+        kind=attempt.kind,
+        prompt=attempt.prompt or "",
+        attachments=[dict(a) for a in attachments],
+        status="running",
+        runtime=session.runtime,
+        created_at=now,
+        started_at=now,
         owner=work.ctx.owner if local else None,
         lease_expires_at=now + work.ctx.limits.turn_lease if work.ctx.limits.turn_lease and local else None,
     )
@@ -170,8 +178,13 @@ def start(work: Work, session: Session, attempt: TurnAttempt) -> Turn:
     else:
         effects.dispatch.append(
             TurnRequest(
-                session_id=session.id or 0, turn_id=turn.id or 0, prompt=attempt.prompt or "", attachments=tuple(attachments),
-                agent_session_id=session.agent_session_id, workdir=session.workdir, runtime=session.runtime,
+                session_id=session.id or 0,
+                turn_id=turn.id or 0,
+                prompt=attempt.prompt or "",
+                attachments=tuple(attachments),
+                agent_session_id=session.agent_session_id,
+                workdir=session.workdir,
+                runtime=session.runtime,
             )
         )
     effects.cancel(hold_job_id(session.id or 0))  # one turn, one alarm: a started turn needs none
@@ -195,7 +208,9 @@ def halt_turn(work: Work, turn: Turn) -> None:
         work.effects.unstarted.append(turn.id or 0)
 
 
-def hold(work: Work, session: Session, attempt: TurnAttempt, block: Block, decision: Decision | None = None) -> Submission:
+def hold(
+    work: Work, session: Session, attempt: TurnAttempt, block: Block, decision: Decision | None = None
+) -> Submission:
     """Hold the turn: its prompt and attachments go on the row, and the alarm asks again at the
     block's own time or the ladder's next rung."""
     db, now, effects = work.db, work.now, work.effects
@@ -204,9 +219,15 @@ def hold(work: Work, session: Session, attempt: TurnAttempt, block: Block, decis
     count = session.hold_count + 1
     due = None if block.park else block.retry_at or now + ladder.next_delay(reason, count) + ladder.jitter(work.ctx.rng)
     record: dict[str, Any] = {
-        "hold_reason": reason, "hold_count": count, "hold_at": now, "hold_retry_at": due,
-        "hold_sentence": sentence, "hold_prompt": attempt.prompt, "hold_attachments": [dict(a) for a in attempt.attachments],
-        "hold_turn_kind": attempt.kind, "updated_at": now,
+        "hold_reason": reason,
+        "hold_count": count,
+        "hold_at": now,
+        "hold_retry_at": due,
+        "hold_sentence": sentence,
+        "hold_prompt": attempt.prompt,
+        "hold_attachments": [dict(a) for a in attempt.attachments],
+        "hold_turn_kind": attempt.kind,
+        "updated_at": now,
     }
     if block.park:  # the park's own sweep resumes it: no ladder, no alarm
         record.update(park_reason=reason, park_at=session.park_at if session.park_reason == reason else now)
@@ -228,7 +249,9 @@ def hold(work: Work, session: Session, attempt: TurnAttempt, block: Block, decis
     else:
         effects.alarm(hold_job_id(session.id or 0), due, alarms.RECHECK, session.id)
     if new:  # a hold announces itself once; a change of reason counts as new
-        effects.notice("held", session_id=session.id, reason=reason, sentence=sentence, retry_at=due, title=session.title)
+        effects.notice(
+            "held", session_id=session.id, reason=reason, sentence=sentence, retry_at=due, title=session.title
+        )
     return Submission("held", session.id or 0, reason=reason, sentence=sentence, retry_at=due, decision=decision)
 
 
@@ -239,7 +262,9 @@ def replay(db: DBSession, session: Session) -> TurnAttempt:
         return TurnAttempt(render("text/recovery_nudge.j2", session=session), [], "recovery")
     if session.hold_turn_kind == "resume":
         return resume_turn(db, session, session.hold_prompt)
-    return TurnAttempt(session.hold_prompt, existing_attachments(session.hold_attachments or []), session.hold_turn_kind or "first")
+    return TurnAttempt(
+        session.hold_prompt, existing_attachments(session.hold_attachments or []), session.hold_turn_kind or "first"
+    )
 
 
 def last_turn(db: DBSession, session_id: int) -> Turn | None:

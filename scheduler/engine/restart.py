@@ -71,7 +71,9 @@ def restart_from_scratch(ctx: Context, session_id: int, *, actor: str | None = N
         session.status = Status.WAITING.value
         session.updated_at = now
         db.add(session)
-        attempt = TurnAttempt(session.prompt or render("text/continue_nudge.j2"), list(session.attachments or []), "restart")
+        attempt = TurnAttempt(
+            session.prompt or render("text/continue_nudge.j2"), list(session.attachments or []), "restart"
+        )
         sub = admit(work, session, attempt)
         sentence = render("text/restarted.j2", session=session, sub=sub, kept=kept, actor=actor)
     work.effects.apply(ctx)

@@ -52,7 +52,9 @@ def start_now(ctx: Context, session_id: int, *, actor: str | None = None) -> Sta
         if session.status in STOPPED:
             session.consecutive_failures = 0  # a person starts it again: six fresh attempts (seed 002)
         if is_running(db, session_id):
-            return StartNowResult("running", None, render("text/start_now.j2", shape="running", session=session, sub=None))
+            return StartNowResult(
+                "running", None, render("text/start_now.j2", shape="running", session=session, sub=None)
+            )
         try:
             queued = db.exec(
                 select(func.count()).select_from(EnqueuedMessage).where(
@@ -63,7 +65,9 @@ def start_now(ctx: Context, session_id: int, *, actor: str | None = None) -> Sta
         except SQLAlchemyError as exc:
             # An unreadable queue looks exactly like an empty one; starting on that would build
             # the second turn the whole design exists to avoid.
-            raise Refused(error_text("start_now/queue_unreadable", session_id=session_id, error=type(exc).__name__)) from exc
+            raise Refused(
+                error_text("start_now/queue_unreadable", session_id=session_id, error=type(exc).__name__)
+            ) from exc
         if session.pause_reason is not None:
             # Before the hold: a paused session's hold is inert (the queue pass skips it), and
             # the pause's own resume replays the held turn itself — one way back, the sweep's.
@@ -76,7 +80,11 @@ def start_now(ctx: Context, session_id: int, *, actor: str | None = None) -> Sta
             sub = admit(work, session, attempt)
         elif not ran_before:
             shape = "never_run"
-            sub = admit(work, session, TurnAttempt(session.prompt or render("text/continue_nudge.j2"), session.attachments, "first"))
+            sub = admit(
+                work,
+                session,
+                TurnAttempt(session.prompt or render("text/continue_nudge.j2"), session.attachments, "first"),
+            )
         elif session.status == Status.DONE.value and not queued:
             # Done is finished, not stranded: a nudge would spend quota on work nobody asked
             # for. Continuing it is a person's message (a reply), which says what to do next.

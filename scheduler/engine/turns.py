@@ -124,7 +124,9 @@ def _archived(session_id: int, refusal: Refused) -> Submission:
     return Submission("refused", session_id, reason="archived", sentence=str(refusal))
 
 
-def _submit(work: Work, session_id: int, prompt: str, attachments: Sequence[Mapping[str, Any]], kind: str) -> Submission:
+def _submit(
+    work: Work, session_id: int, prompt: str, attachments: Sequence[Mapping[str, Any]], kind: str
+) -> Submission:
     """One turn, inside the caller's transaction: queued behind the session's own work, or
     admitted at its place in the queue."""
     db, now = work.db, work.now
@@ -135,14 +137,27 @@ def _submit(work: Work, session_id: int, prompt: str, attachments: Sequence[Mapp
         # Two askers can race for a session's first turn: the intake that made it (a webhook's
         # follow-up, maybe still waiting in its queue) and recovery at an election, which finds
         # it with no turn yet. The second finds it begun: queueing its copy would run it twice.
-        return Submission("refused", session_id, reason="first_turn_taken", sentence=error_text("turns/first_taken", session_id=session_id))
+        return Submission(
+            "refused",
+            session_id,
+            reason="first_turn_taken",
+            sentence=error_text("turns/first_taken", session_id=session_id),
+        )
     waits = None if kind in PASS_THROUGH else _waits_behind(session, kind, is_running(db, session_id), now)
     if waits is not None:
         # Two jobs racing one session would drop one prompt: the later one waits in the
         # durable queue and is delivered after the turn ahead of it. A paused session's
         # pause has one resume owner (seed 001), which delivers it; a wake still ahead is
         # the session's next event. The hold, the pause and the wake are left alone.
-        db.add(EnqueuedMessage(session_id=session_id, prompt=prompt, attachments=[dict(a) for a in attachments], kind=kind, created_at=now))
+        db.add(
+            EnqueuedMessage(
+                session_id=session_id,
+                prompt=prompt,
+                attachments=[dict(a) for a in attachments],
+                kind=kind,
+                created_at=now,
+            )
+        )
         if waits == "paused":
             work.effects.queue_pass = True  # the queue pass resumes the front paused session, margin and all
         return Submission("queued", session_id, reason=waits)

@@ -81,7 +81,9 @@ def blocked(work: Work, session: Session) -> Block | None:
     return None
 
 
-def verdict(work: Work, session: Session, gate: Callable[[], Decision], *, wake: bool = False, gate_too: bool = False) -> Verdict:
+def verdict(
+    work: Work, session: Session, gate: Callable[[], Decision], *, wake: bool = False, gate_too: bool = False
+) -> Verdict:
     """The one verdict on `session`'s turn: its wake (when `wake`), the checks beyond the gate,
     then `gate` (the path's own way to ask it: a pass shares one snapshot among its candidates,
     a resume widens the reserve)."""
@@ -95,11 +97,19 @@ def verdict(work: Work, session: Session, gate: Callable[[], Decision], *, wake:
     return Verdict(gate(), block, asleep, until)
 
 
-def spot_probe(db: DBSession, runtime: str, now: datetime, *, requester: str | None = None, surface: str | None = None) -> Session:
+def spot_probe(
+    db: DBSession, runtime: str, now: datetime, *, requester: str | None = None, surface: str | None = None
+) -> Session:
     """The session `new --spot` would create, never written: the checks beyond the gate (a hold
     on all or on class:spot, a queue hold) hold it as they would hold the real one."""
-    ask = NewSession(genesis=Genesis.COMMAND.value, scheduling_class="spot", place=TOP_OF_SPOT, runtime=runtime, requester=requester,
-                     source={"surface": surface} if surface else {})
+    ask = NewSession(
+        genesis=Genesis.COMMAND.value,
+        scheduling_class="spot",
+        place=TOP_OF_SPOT,
+        runtime=runtime,
+        requester=requester,
+        source={"surface": surface} if surface else {},
+    )
     return Session(**new_row(db, ask, now=now))
 
 
@@ -117,7 +127,13 @@ def verdict_now(db: DBSession, ctx: Context, session: Session, asking: Asking | 
     policy = load_policy(db)
     snapshot = build_snapshot(db, ctx, policy, reading)
     work = Work(db, ctx, now)
-    return verdict(work, session, lambda: decide(snapshot, asking or asking_for(session, ctx, policy), now), wake=True, gate_too=True)
+    return verdict(
+        work,
+        session,
+        lambda: decide(snapshot, asking or asking_for(session, ctx, policy), now),
+        wake=True,
+        gate_too=True,
+    )
 
 
 __all__ = ["ASLEEP", "Verdict", "blocked", "new_spot_asking", "spot_probe", "verdict", "verdict_now"]

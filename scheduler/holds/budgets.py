@@ -80,7 +80,9 @@ def admission_check(ctx: Context) -> Callable[[DBSession, Session, datetime], Bl
 
 def _held_runtimes(db: DBSession) -> set[str]:
     """The runtimes of the sessions the last admission held for their budget."""
-    stmt = select(Session.runtime).where(Session.status == Status.WAITING.value, Session.hold_reason == REASON).distinct()
+    stmt = (
+        select(Session.runtime).where(Session.status == Status.WAITING.value, Session.hold_reason == REASON).distinct()
+    )
     return {str(r) for r in db.exec(stmt).all()}
 
 
@@ -110,12 +112,16 @@ def reset_spend(ctx: Context, runtime: str, *, surface: str, actor: str | None) 
     """Count `runtime`'s spend from now (audited as a policy change), and ask for a queue pass:
     the sessions its budget held start, and the hold lifts."""
     if runtime not in ctx.limits.runtimes:
-        raise InvalidInput(error_text("policy/runtime_unknown", runtime=runtime, runtimes=sorted(ctx.limits.runtimes)), field="runtime")
+        raise InvalidInput(
+            error_text("policy/runtime_unknown", runtime=runtime, runtimes=sorted(ctx.limits.runtimes)), field="runtime"
+        )
     now = ctx.clock.now()
     with session_scope(ctx.engine) as db:
         resets = {r: datetime.fromisoformat(at) for r, at in (ensure_policy(db).spend_reset_at or {}).items()}
         resets[runtime] = now
-        audit = change_policy(db, {"spend_reset_at": resets}, surface=surface, actor=actor, now=now, runtimes=ctx.limits.runtimes)
+        audit = change_policy(
+            db, {"spend_reset_at": resets}, surface=surface, actor=actor, now=now, runtimes=ctx.limits.runtimes
+        )
         if audit is None:  # reset twice in the same instant: nothing moved, nothing to record
             audit = PolicyAudit(at=now, surface=surface, actor=actor, changes={}, line="")
     request_queue_pass(ctx)

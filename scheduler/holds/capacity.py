@@ -95,7 +95,11 @@ def change_claim(ctx: Context, session_id: int, change: ClaimChange, *, actor: s
         elif change.capacity is not None or change.multiplier is not None:
             own = (change.capacity, change.multiplier)
         check_claim(weight, *own)
-        before = {"weight": session.weight, "capacity": session.capacity, "capacity_multiplier": session.capacity_multiplier}
+        before = {
+            "weight": session.weight,
+            "capacity": session.capacity,
+            "capacity_multiplier": session.capacity_multiplier,
+        }
         after = {"weight": weight, "capacity": own[0], "capacity_multiplier": own[1]}
         changed = {key: [before[key], after[key]] for key in before if before[key] != after[key]}
         if changed:
@@ -124,8 +128,13 @@ def admission_check(ctx: Context) -> Callable[[DBSession, Session, datetime], Bl
             return None
         budget = claim.budget(budget_slots)
         sentence = render(
-            "text/capacity_block.j2", weight=session.weight, free=max(budget - load, 0.0), load=load,
-            budget=budget, explicit=explicit, multiplier=session.capacity_multiplier if session.capacity is None else None,
+            "text/capacity_block.j2",
+            weight=session.weight,
+            free=max(budget - load, 0.0),
+            load=load,
+            budget=budget,
+            explicit=explicit,
+            multiplier=session.capacity_multiplier if session.capacity is None else None,
             slots=budget_slots,
         )
         return Block(REASON, sentence, skip_only=True)
@@ -159,7 +168,9 @@ def arrivals(db: DBSession, session: Session, policy: PolicyView, now: datetime,
         col(Session.pause_reason).is_(None),
         col(Session.park_reason).is_(None),
     )
-    return [s for s in db.exec(stmt) if outranks(s, session, policy) and not (s.wake_at is not None and s.wake_at > now)]
+    return [
+        s for s in db.exec(stmt) if outranks(s, session, policy) and not (s.wake_at is not None and s.wake_at > now)
+    ]
 
 
 def deference_check(ctx: Context) -> Callable[[DBSession, Session, datetime], Block | None]:
@@ -179,7 +190,9 @@ def deference_check(ctx: Context) -> Callable[[DBSession, Session, datetime], Bl
         if not better:
             return None
         until = max(s.created_at for s in better) + window
-        sentence = render("text/deferring_block.j2", precedence=session.precedence, window=window, better=better, until=until)
+        sentence = render(
+            "text/deferring_block.j2", precedence=session.precedence, window=window, better=better, until=until
+        )
         return Block(DEFER_REASON, sentence, retry_at=until, skip_only=True)
 
     return deference

@@ -120,7 +120,9 @@ def halt_capped(work: Work, *, skip: Collection[int] = ()) -> list[int]:
     for session, turn in list(db.exec(stmt)):
         if session.id in skip or turn.kind in PASS_THROUGH or session.cost_cap_usd is None:
             continue
-        spend = CapSpend(session.id or 0, spent_by(db, session.id or 0) + running_estimate(ctx, turn, now), session.cost_cap_usd)
+        spend = CapSpend(
+            session.id or 0, spent_by(db, session.id or 0) + running_estimate(ctx, turn, now), session.cost_cap_usd
+        )
         if spend.is_reached:
             _halt(work, turn, spend)
             halted.append(spend.session_id)
@@ -146,7 +148,9 @@ def _arm(work: Work, session_id: int, runtime: str, left: float) -> None:
     """Arm the alarm for when the burn estimate spends `left` more dollars; at no rate, none."""
     rate = burn_rate(work.ctx, runtime)
     if rate > 0:
-        work.effects.alarm(_due_job_id(session_id), work.now + timedelta(minutes=left / rate), alarms.COST_CAP_DUE, session_id)
+        work.effects.alarm(
+            _due_job_id(session_id), work.now + timedelta(minutes=left / rate), alarms.COST_CAP_DUE, session_id
+        )
 
 
 def before_start(work: Work, session: Session, decision: Decision) -> None:

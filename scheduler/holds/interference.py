@@ -77,7 +77,11 @@ def words(text: str) -> frozenset[str]:
     """The significant words of a text outside its paths: lower case, MIN_WORD_CHARS or more,
     no stopwords. Two different files of one folder share the folder's name, not their work."""
     prose = _PATH.sub(" ", _URL.sub(" ", text))
-    return frozenset(w for w in (m.group(0).lower() for m in _WORD.finditer(prose)) if len(w) >= MIN_WORD_CHARS and w not in STOPWORDS)
+    return frozenset(
+        w
+        for w in (m.group(0).lower() for m in _WORD.finditer(prose))
+        if len(w) >= MIN_WORD_CHARS and w not in STOPWORDS
+    )
 
 
 def overlaps(text: str, other: str) -> bool:
@@ -113,7 +117,10 @@ def blocked_in(db: DBSession, group: str) -> list[BlockedSession]:
         .where(col(Session.concurrency_group) == group, col(Session.status).in_(BLOCKING))
         .order_by(col(Session.id))
     )
-    return [BlockedSession(int(i), str(t or ""), str(s), session_text(str(t or ""), str(p or ""))) for i, t, s, p in core(db, stmt)]
+    return [
+        BlockedSession(int(i), str(t or ""), str(s), session_text(str(t or ""), str(p or "")))
+        for i, t, s, p in core(db, stmt)
+    ]
 
 
 def interfering(db: DBSession, session: Session) -> BlockedSession | None:
@@ -136,7 +143,9 @@ def admission_check(ctx: Context) -> Callable[[DBSession, Session, datetime], Bl
         found = interfering(db, session)
         if found is None:
             return None
-        return Block(REASON, render("text/interference_block.j2", blocked=found, group=session.concurrency_group), skip_only=True)
+        return Block(
+            REASON, render("text/interference_block.j2", blocked=found, group=session.concurrency_group), skip_only=True
+        )
 
     return interference_check
 
@@ -166,7 +175,9 @@ def _awake(now: datetime) -> Any:
 def groups_held(db: DBSession, now: datetime) -> dict[str, list[BlockedSession]]:
     """The groups whose every candidate overlaps a blocked session, each with those sessions."""
     base = (*_candidates(), _awake(now), col(Session.concurrency_group).is_not(None))
-    interfered = set(db.exec(select(Session.concurrency_group).where(*base, Session.hold_reason == REASON).distinct()).all())
+    interfered = set(
+        db.exec(select(Session.concurrency_group).where(*base, Session.hold_reason == REASON).distinct()).all()
+    )
     if not interfered:
         return {}
     others = set(db.exec(select(Session.concurrency_group).where(*base, Session.hold_reason != REASON,
@@ -193,17 +204,25 @@ def reconcile(ctx: Context) -> None:
     now = ctx.clock.now()
     effects = Effects()
     with session_scope(ctx.engine) as db:
-        any_blocked = db.exec(select(Session.id).where(col(Session.status).in_(BLOCKING), col(Session.concurrency_group).is_not(None)).limit(1)).first()
+        any_blocked = db.exec(
+            select(Session.id)
+            .where(col(Session.status).in_(BLOCKING), col(Session.concurrency_group).is_not(None))
+            .limit(1)
+        ).first()
         if any_blocked is None and not any_queue_holds(db):
             return  # nothing blocked that could interfere, no hold to lift
         held = groups_held(db, now) if any_blocked is not None else {}
         for hold in queue_holds.in_force(db, now):
             if hold.reason == REASON and hold.group not in held:
-                queue_holds.release(db, hold, now, by="the blocked work was answered, retried or closed", effects=effects)
+                queue_holds.release(
+                    db, hold, now, by="the blocked work was answered, retried or closed", effects=effects
+                )
         for group, blocked in held.items():
             live = queue_holds.live_hold(db, group, now)
             if live is not None and live.reason != REASON:
                 continue  # a real hold on the group is the reason; its sessions carry it
             detail = {"blocked": [b.id for b in blocked], "titles": [b.title for b in blocked]}
-            queue_holds.record(db, effects, queue_holds.NewHold(group, REASON, hold_sentence(group, blocked), detail=detail), now)
+            queue_holds.record(
+                db, effects, queue_holds.NewHold(group, REASON, hold_sentence(group, blocked), detail=detail), now
+            )
     effects.apply(ctx)

@@ -90,7 +90,9 @@ def selects(hold: OperatorHold, session: Session, policy: PolicyView | None) -> 
     return False
 
 
-def applies(hold: OperatorHold, session: Session, now: datetime, policy: PolicyView | None, *, armer_ended: bool = False) -> bool:
+def applies(
+    hold: OperatorHold, session: Session, now: datetime, policy: PolicyView | None, *, armer_ended: bool = False
+) -> bool:
     return is_live(hold, now, armer_ended=armer_ended) and selects(hold, session, policy)
 
 
@@ -99,7 +101,9 @@ def applies(hold: OperatorHold, session: Session, now: datetime, policy: PolicyV
 
 def _normalize(db: DBSession, kind: str, values: Sequence[str]) -> str:
     if kind not in SELECTOR_KINDS:
-        raise InvalidInput(error_text("operator_holds/selector_unknown", kind=kind, kinds=SELECTOR_KINDS), field="selector")
+        raise InvalidInput(
+            error_text("operator_holds/selector_unknown", kind=kind, kinds=SELECTOR_KINDS), field="selector"
+        )
     items = [str(v).strip() for v in values if str(v).strip()]
     if kind == "all":
         if items:
@@ -123,14 +127,21 @@ def _normalize(db: DBSession, kind: str, values: Sequence[str]) -> str:
     value = items[0]
     if kind == "genesis":
         if value not in {g.value for g in Genesis}:
-            raise InvalidInput(error_text("operator_holds/genesis_unknown", value=value, geneses=[g.value for g in Genesis]), field="selector")
+            raise InvalidInput(
+                error_text("operator_holds/genesis_unknown", value=value, geneses=[g.value for g in Genesis]),
+                field="selector",
+            )
         return value
     if kind == "class":
         if value not in {c.value for c in SchedulingClass}:
             raise InvalidInput(error_text("operator_holds/class_unknown", value=value), field="selector")
         return value
     if kind == "trigger":
-        found = db.get(Trigger, int(value.lstrip("#"))) if value.lstrip("#").isdigit() else db.exec(select(Trigger).where(Trigger.name == value)).first()
+        found = (
+            db.get(Trigger, int(value.lstrip("#")))
+            if value.lstrip("#").isdigit()
+            else db.exec(select(Trigger).where(Trigger.name == value)).first()
+        )
         if found is None:
             raise NotFound(error_text("operator_holds/trigger_not_found", value=value))
         return str(found.id)
@@ -190,7 +201,13 @@ def announce(ctx: Context, db: DBSession, hold: OperatorHold, now: datetime, eff
     if hold.expires_at is not None:
         effects.alarm(expiry_job_id(hold.id or 0), hold.expires_at, alarms.OPERATOR_HOLD_EXPIRED, hold.id)
     notice_deadlocks(ctx, db, [hold], now, effects)
-    effects.notice("operator_hold", hold_id=hold.id, armer=hold.armer, selector_kind=hold.selector_kind, selector_value=hold.selector_value)
+    effects.notice(
+        "operator_hold",
+        hold_id=hold.id,
+        armer=hold.armer,
+        selector_kind=hold.selector_kind,
+        selector_value=hold.selector_value,
+    )
     log.warning("operator hold %s placed by %s on %s %s", hold.id, hold.armer, hold.selector_kind, hold.selector_value)
 
 
@@ -199,7 +216,9 @@ def announce_holds(ctx: Context, hold_ids: Sequence[int]) -> None:
     now = ctx.clock.now()
     effects = Effects()
     with session_scope(ctx.engine) as db:
-        for hold in db.exec(select(OperatorHold).where(col(OperatorHold.id).in_(list(hold_ids))).order_by(col(OperatorHold.id))):
+        for hold in db.exec(
+            select(OperatorHold).where(col(OperatorHold.id).in_(list(hold_ids))).order_by(col(OperatorHold.id))
+        ):
             if is_live(hold, now):
                 announce(ctx, db, hold, now, effects)
     effects.apply(ctx)
@@ -216,7 +235,9 @@ def release_hold(ctx: Context, hold_id: int, *, actor: str, actor_role: str | No
         if hold.armer != actor and (actor_role or "") != OPERATOR_ROLE:
             raise Forbidden(error_text("operator_holds/not_yours", hold_id=hold_id, armer=hold.armer))
         if hold.released_at is not None:
-            raise Refused(error_text("operator_holds/already_released", hold_id=hold_id, by=hold.released_by, at=hold.released_at))
+            raise Refused(
+                error_text("operator_holds/already_released", hold_id=hold_id, by=hold.released_by, at=hold.released_at)
+            )
         if not is_live(hold, now):
             raise Refused(error_text("operator_holds/already_expired", hold_id=hold_id, at=hold.expires_at))
         end_hold(db, hold, now, actor, effects)
@@ -322,7 +343,9 @@ def deadlocks(db: DBSession, holds: Sequence[OperatorHold], now: datetime) -> li
             waiters = [s for s in [db.get(Session, armer_sid)] if s is not None]
         else:
             active = [s.value for s in ACTIVE_STATUSES]
-            waiters = list(db.exec(select(Session).where(Session.requester == hold.armer, col(Session.status).in_(active))))
+            waiters = list(
+                db.exec(select(Session).where(Session.requester == hold.armer, col(Session.status).in_(active)))
+            )
         for waiter in waiters:
             if armer_sid is not None and waiter.status == Status.WAITING.value and applies(hold, waiter, now, policy):
                 found.append(Deadlock(hold.id or 0, hold.armer, waiter.id or 0, waiter.id or 0))
@@ -335,7 +358,9 @@ def deadlocks(db: DBSession, holds: Sequence[OperatorHold], now: datetime) -> li
     return found
 
 
-def notice_deadlocks(ctx: Context, db: DBSession, holds: Sequence[OperatorHold], now: datetime, effects: Effects) -> list[Deadlock]:
+def notice_deadlocks(
+    ctx: Context, db: DBSession, holds: Sequence[OperatorHold], now: datetime, effects: Effects
+) -> list[Deadlock]:
     """Tell people about each deadlock once: the ops channel and the two sessions' threads (the
     notifiers read `hold_deadlock`), recorded on the hold's row so neither another process nor a
     restart tells it again."""

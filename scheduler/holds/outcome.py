@@ -2,7 +2,8 @@
 
 `scheduler.rules.failures.next_step` decides what an outcome does; this places the queue hold it names
 and moves the session: a rate limit, a rejected credential and a model the plan does not include
-send the turn back to the queue with no retry spent, exhausted credits block the session, and a session that failed (at once, or
+send the turn back to the queue with no retry spent, exhausted credits block the session, and a session that failed (at
+once, or
 six times in a row) stops and holds its own concurrency group. A success also proves the
 credential and the runtime's model, so it lifts an auth or model-access hold on its runtime.
 """
@@ -87,7 +88,12 @@ def _archived(session: Session) -> bool:
 
 
 def _facts(session: Session, result: TurnResult) -> dict[str, Any]:
-    return {"session_id": session.id, "title": session.title, "runtime": session.runtime, "error": (result.error or "")[:500]}
+    return {
+        "session_id": session.id,
+        "title": session.title,
+        "runtime": session.runtime,
+        "error": (result.error or "")[:500],
+    }
 
 
 def _rate_limit_attempt(db: DBSession, current: QueueHold | None, now: datetime) -> int:
@@ -96,12 +102,16 @@ def _rate_limit_attempt(db: DBSession, current: QueueHold | None, now: datetime)
     if current is not None and current.reason == RATE_LIMIT:
         return current.attempt  # several running turns hit by the same limit count once
     previous = db.exec(
-        select(QueueHold).where(col(QueueHold.group).is_(None), QueueHold.reason == RATE_LIMIT).order_by(col(QueueHold.id).desc())
+        select(QueueHold)
+        .where(col(QueueHold.group).is_(None), QueueHold.reason == RATE_LIMIT)
+        .order_by(col(QueueHold.id).desc())
     ).first()
     if previous is None or previous.released_at is None or now - previous.released_at > CONSECUTIVE_WITHIN:
         return 1
     succeeded = db.exec(
-        select(func.count()).select_from(Turn).where(Turn.outcome == Outcome.SUCCESS.value, col(Turn.finished_at) > previous.released_at)
+        select(func.count())
+        .select_from(Turn)
+        .where(Turn.outcome == Outcome.SUCCESS.value, col(Turn.finished_at) > previous.released_at)
     ).one()
     return 1 if succeeded else previous.attempt + 1
 
@@ -117,7 +127,9 @@ def _rate_limited(work: Work, session: Session, turn: Turn, result: TurnResult, 
     if current is not None and current.reason == RATE_LIMIT and current.resumes_at is not None:
         resumes_at = max(resumes_at, current.resumes_at)
     sentence = render("text/queue_hold_rate_limit.j2", **_facts(session, result))
-    placed = record(db, work.effects, NewHold(None, RATE_LIMIT, sentence, resumes_at, attempt, _facts(session, result)), now)
+    placed = record(
+        db, work.effects, NewHold(None, RATE_LIMIT, sentence, resumes_at, attempt, _facts(session, result)), now
+    )
     if _archived(session):
         return
     # Back to the queue with no retry spent: the failure count is left as it was.
@@ -147,7 +159,9 @@ def _credits_exhausted(work: Work, session: Session, turn: Turn, result: TurnRes
     if _archived(session):
         return
     _end(session, Status.BLOCKED, work.now)
-    work.effects.notice("failed", session_id=session.id, error=result.error, outcome=result.outcome.value, title=session.title)
+    work.effects.notice(
+        "failed", session_id=session.id, error=result.error, outcome=result.outcome.value, title=session.title
+    )
 
 
 def _retry_exhausted(work: Work, session: Session, turn: Turn, result: TurnResult, step: NextStep) -> None:
@@ -164,8 +178,15 @@ def _task_failed(work: Work, session: Session, turn: Turn, result: TurnResult, s
         return
     unreachable = result.outcome is Outcome.UNREACHABLE
     _end(session, Status.BLOCKED if unreachable else Status.FAILED, work.now)
-    work.effects.notice("failed", session_id=session.id, error=result.error, outcome=result.outcome.value, title=session.title)
-    facts = {**_facts(session, result), "group": session.concurrency_group, "unreachable": unreachable, "failures": step.failures}
+    work.effects.notice(
+        "failed", session_id=session.id, error=result.error, outcome=result.outcome.value, title=session.title
+    )
+    facts = {
+        **_facts(session, result),
+        "group": session.concurrency_group,
+        "unreachable": unreachable,
+        "failures": step.failures,
+    }
     _hold_own_queue(work, session, TASK_FAILED, render("text/queue_hold_task_failed.j2", **facts), facts)
 
 
@@ -182,7 +203,12 @@ def _requeue(work: Work, session: Session, turn: Turn, placed: QueueHold) -> Non
     """The turn goes back to the queue, held by the queue hold like every session behind it."""
     session.status = Status.WAITING.value
     sentence = render("text/queue_hold_block.j2", hold=view(placed))
-    hold(work, session, TurnAttempt(turn.prompt, turn.attachments, turn.kind), Block(BLOCK_REASON, sentence, placed.resumes_at))
+    hold(
+        work,
+        session,
+        TurnAttempt(turn.prompt, turn.attachments, turn.kind),
+        Block(BLOCK_REASON, sentence, placed.resumes_at),
+    )
 
 
 def _end(session: Session, status: Status, now: datetime) -> None:

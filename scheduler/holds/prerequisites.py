@@ -114,7 +114,9 @@ def admission_check(ctx: Context) -> Callable[[DBSession, Session, datetime], Bl
             return None
         if session.id not in sessions_declaring_prerequisites(db):
             return None
-        pending = read_or_fail_open(db, "the prerequisite store", lambda: unsatisfied(db, session.id or 0), list[Pending]())
+        pending = read_or_fail_open(
+            db, "the prerequisite store", lambda: unsatisfied(db, session.id or 0), list[Pending]()
+        )
         if not pending:
             return None
         return Block(REASON, render("text/prerequisite_block.j2", pending=pending))
@@ -140,7 +142,9 @@ def queue_waits_on(db: DBSession, now: datetime) -> list[Pending] | None:
     other = db.exec(select(Session.id).where(*base, Session.hold_reason != REASON).limit(1)).first()
     if other is not None:
         return None
-    held = list(db.exec(select(Session).where(*base, Session.hold_reason == REASON).order_by(col(Session.id)).limit(50)))
+    held = list(
+        db.exec(select(Session).where(*base, Session.hold_reason == REASON).order_by(col(Session.id)).limit(50))
+    )
     targets: dict[str, Pending] = {}
     for session in held:
         for pending in unsatisfied(db, session.id or 0):
@@ -149,7 +153,9 @@ def queue_waits_on(db: DBSession, now: datetime) -> list[Pending] | None:
 
 
 def hold_sentence(waits: Sequence[Pending]) -> str:
-    return render("text/queue_hold_prerequisite.j2", pending=waits[:NAMED_IN_HOLD], more=max(len(waits) - NAMED_IN_HOLD, 0))
+    return render(
+        "text/queue_hold_prerequisite.j2", pending=waits[:NAMED_IN_HOLD], more=max(len(waits) - NAMED_IN_HOLD, 0)
+    )
 
 
 def reconcile(ctx: Context) -> None:
@@ -167,7 +173,9 @@ def reconcile(ctx: Context) -> None:
             if live is not None:
                 queue_holds.release(db, live, now, by="prerequisites satisfied", effects=effects)
         else:
-            spec = queue_holds.NewHold(None, REASON, hold_sentence(waits), detail={"targets": [p.target for p in waits]})
+            spec = queue_holds.NewHold(
+                None, REASON, hold_sentence(waits), detail={"targets": [p.target for p in waits]}
+            )
             queue_holds.record(db, effects, spec, now)
     effects.apply(ctx)
 

@@ -30,7 +30,8 @@ for a named reason decided by a runner's outcome, and says so.
 
 Rate limits, auth, credits and the plan's models belong to the provider account every run shares, so they hold the
 whole queue; a failed session holds its own concurrency group (the working tree it may have left
-half-done), and nothing beyond itself when it has none (`scheduler.rules.failures`). One hold is in force per scope. Every hold
+half-done), and nothing beyond itself when it has none (`scheduler.rules.failures`). One hold is in force per scope.
+Every hold
 gates admission only: running turns are never stopped by one. A hold announces itself once,
 when it is new, and a change of reason counts as new. A hold whose "Resumes at" has passed has
 lifted by itself: its alarm releases it and asks for a queue pass, and admission ignores it meanwhile.
@@ -63,7 +64,17 @@ log = logging.getLogger("pacer.queue_holds")
 RATE_LIMIT, AUTH, CREDITS = "rate_limit", "auth", "credits"
 RETRY_EXHAUSTED, TASK_FAILED, PREREQUISITE = "retry_exhausted", "task_failed", "prerequisite"
 MODEL_ACCESS, BLOCKED_INTERFERENCE, COST_BUDGET = "model_access", "blocked_interference", "cost_budget"
-REASONS = (RATE_LIMIT, AUTH, CREDITS, MODEL_ACCESS, RETRY_EXHAUSTED, TASK_FAILED, PREREQUISITE, BLOCKED_INTERFERENCE, COST_BUDGET)
+REASONS = (
+    RATE_LIMIT,
+    AUTH,
+    CREDITS,
+    MODEL_ACCESS,
+    RETRY_EXHAUSTED,
+    TASK_FAILED,
+    PREREQUISITE,
+    BLOCKED_INTERFERENCE,
+    COST_BUDGET,
+)
 # Resume appears only where pressing it can work: a prerequisite hold would re-apply at once.
 RESUMABLE = frozenset({RATE_LIMIT, AUTH, CREDITS, MODEL_ACCESS, RETRY_EXHAUSTED, TASK_FAILED})
 # Reported, not enforced: each session's own admission check holds it, so a newcomer that does
@@ -119,13 +130,19 @@ def live_hold(db: DBSession, group: str | None, now: datetime) -> QueueHold | No
     scope = col(QueueHold.group).is_(None) if group is None else QueueHold.group == group
     stmt = (
         select(QueueHold)
-        .where(scope, col(QueueHold.released_at).is_(None), or_(col(QueueHold.resumes_at).is_(None), col(QueueHold.resumes_at) > now))
+        .where(
+            scope,
+            col(QueueHold.released_at).is_(None),
+            or_(col(QueueHold.resumes_at).is_(None), col(QueueHold.resumes_at) > now),
+        )
         .order_by(col(QueueHold.id).desc())
     )
     return db.exec(stmt).first()
 
 
-def release(db: DBSession, hold: QueueHold, now: datetime, *, by: str, effects: Effects, kick_queue: bool = True) -> None:
+def release(
+    db: DBSession, hold: QueueHold, now: datetime, *, by: str, effects: Effects, kick_queue: bool = True
+) -> None:
     hold.released_at = now
     hold.detail = {**(hold.detail or {}), "released_by": by}
     db.add(hold)
@@ -152,7 +169,9 @@ def record(db: DBSession, effects: Effects, spec: NewHold, now: datetime) -> Que
     """Put a hold in force for a scope. The same reason again updates it quietly; a different
     reason replaces it and, like any new hold, announces itself once."""
     if spec.reason not in REASONS:
-        raise InvalidInput(error_text("queue_holds/reason_unknown", reason=spec.reason, reasons=REASONS), field="reason")
+        raise InvalidInput(
+            error_text("queue_holds/reason_unknown", reason=spec.reason, reasons=REASONS), field="reason"
+        )
     current = live_hold(db, spec.group, now)
     if current is not None and current.reason == spec.reason:
         current.sentence = spec.sentence
@@ -165,7 +184,9 @@ def record(db: DBSession, effects: Effects, spec: NewHold, now: datetime) -> Que
             effects.alarm(job_id(current.id or 0), spec.resumes_at, alarms.QUEUE_HOLD_DUE, current.id)
         return current
     if current is not None:
-        release(db, current, now, by=f"replaced by {spec.reason}", effects=effects, kick_queue=False)  # still held, newly
+        release(
+            db, current, now, by=f"replaced by {spec.reason}", effects=effects, kick_queue=False
+        )  # still held, newly
     resumed = None if current is not None else resumed_into_refusal(db, spec)
     hold = QueueHold(
         group=spec.group, reason=spec.reason, sentence=spec.sentence, detail=dict(spec.detail), since=now,
@@ -191,7 +212,12 @@ def resumed_into_refusal(db: DBSession, spec: NewHold) -> QueueHold | None:
     counts as new). Lifted by its own time, or after a success in between, a hold is new."""
     scope = col(QueueHold.group).is_(None) if spec.group is None else col(QueueHold.group) == spec.group
     last = db.exec(select(QueueHold).where(scope).order_by(col(QueueHold.id).desc()).limit(1)).first()
-    if last is None or last.reason != spec.reason or last.released_at is None or not (last.detail or {}).get(RESUMED_BY):
+    if (
+        last is None
+        or last.reason != spec.reason
+        or last.released_at is None
+        or not (last.detail or {}).get(RESUMED_BY)
+    ):
         return None
     succeeded = db.exec(
         select(Turn.id).where(Turn.status == "done", col(Turn.finished_at) >= last.released_at).limit(1)
@@ -219,7 +245,9 @@ def lift_expired(ctx: Context) -> list[int]:
     now = ctx.clock.now()
     effects = Effects()
     with session_scope(ctx.engine) as db:
-        stale = list(db.exec(select(QueueHold).where(col(QueueHold.released_at).is_(None), col(QueueHold.resumes_at) <= now)))
+        stale = list(
+            db.exec(select(QueueHold).where(col(QueueHold.released_at).is_(None), col(QueueHold.resumes_at) <= now))
+        )
         for hold in stale:
             release(db, hold, now, by="its time passed", effects=effects)
     effects.apply(ctx)
@@ -251,7 +279,9 @@ def resume_queue(ctx: Context, group: str | None = None, *, actor: str) -> Resum
             named = list(zip(detail.get("blocked", []), detail.get("titles", []), strict=False))
             raise Refused(error_text("queue_holds/interference_hold", group=hold.group, blocked=named))
         if hold.reason == COST_BUDGET:
-            raise Refused(error_text("queue_holds/cost_budget_hold", runtimes=sorted((hold.detail or {}).get("runtimes", {}))))
+            raise Refused(
+                error_text("queue_holds/cost_budget_hold", runtimes=sorted((hold.detail or {}).get("runtimes", {})))
+            )
         if hold.reason not in RESUMABLE:
             raise Refused(error_text("queue_holds/prerequisite_hold", targets=(hold.detail or {}).get("targets", [])))
         hold.detail = {**(hold.detail or {}), RESUMED_BY: actor}

@@ -125,7 +125,11 @@ def render_holds(view: HoldsView, flavour: str = "text") -> str:
 
 
 def _waiting(db: DBSession, group: str | None) -> int:
-    stmt = select(func.count()).select_from(Session).where(Session.status == Status.WAITING.value, col(Session.hold_reason).is_not(None))
+    stmt = (
+        select(func.count())
+        .select_from(Session)
+        .where(Session.status == Status.WAITING.value, col(Session.hold_reason).is_not(None))
+    )
     if group is not None:
         stmt = stmt.where(Session.concurrency_group == group)
     return int(db.exec(stmt).one())

@@ -136,7 +136,9 @@ def is_pausable(session: Session, ctx: Context, policy: PolicyView, turn_kind: s
 def _pause_running(work: Work, policy: PolicyView, report: SweepReport) -> None:
     db, ctx, now, effects = work.db, work.ctx, work.now, work.effects
     snapshot = build_snapshot(db, ctx, policy, work.reading)
-    if not any(_stopped(snapshot, ctx, sid, runtime, now) for sid, spot, runtime, _weight in fleet_columns(db, policy) if spot):
+    if not any(
+        _stopped(snapshot, ctx, sid, runtime, now) for sid, spot, runtime, _weight in fleet_columns(db, policy) if spot
+    ):
         return  # nothing running would be paused: the whole rows are not read
     pausable = [(s, t) for s, t in running_fleet(db, ctx, policy) if is_pausable(s, ctx, policy, t.kind)]
     for session, turn in pausable:
@@ -155,7 +157,9 @@ def _pause_running(work: Work, policy: PolicyView, report: SweepReport) -> None:
         db.add(session)
         halt_turn(work, turn)
         sentence = banner(session, now)
-        effects.notice("paused", session_id=session.id, reason=AT_UTILIZATION_LIMIT, sentence=sentence, title=session.title)
+        effects.notice(
+            "paused", session_id=session.id, reason=AT_UTILIZATION_LIMIT, sentence=sentence, title=session.title
+        )
         log.warning("session #%s paused mid-run: %s", session.id, sentence)
         report.paused.append(session.id or 0)
     db.flush()
@@ -171,7 +175,11 @@ def _notice_ending(work: Work, policy: PolicyView, report: SweepReport) -> None:
         return
     db, ctx = work.db, work.ctx
     capped = set(report.capped)  # halted at their cost cap in this pass: the budget will not pause them
-    pausable = [s.id or 0 for s, t in running_fleet(db, ctx, policy) if is_pausable(s, ctx, policy, t.kind) and s.id not in capped]
+    pausable = [
+        s.id or 0
+        for s, t in running_fleet(db, ctx, policy)
+        if is_pausable(s, ctx, policy, t.kind) and s.id not in capped
+    ]
     report.noticed = budget_notice.tell(work, pausable, ending[0])
 
 
@@ -179,7 +187,13 @@ def _stopped(snapshot: Snapshot, ctx: Context, session_id: int, runtime: str, no
     """Would the ceiling stop this running spot turn? The question `_pause_running` asks, from
     the fleet's columns."""
     spends = ctx.runtime(runtime).spends_quota
-    asking = Asking(session_id=session_id, is_spot=True, already_running=True, spends_quota=spends, burn_per_min=burn_rate(ctx, runtime))
+    asking = Asking(
+        session_id=session_id,
+        is_spot=True,
+        already_running=True,
+        spends_quota=spends,
+        burn_per_min=burn_rate(ctx, runtime),
+    )
     return spends and decide(snapshot, asking, now).stops_running_work
 
 
@@ -190,7 +204,11 @@ def waived_not_passed(decision: Decision) -> bool:
 
 def _quota_load(db: DBSession, ctx: Context, policy: PolicyView) -> float:
     """The slot budget's load: the weighted claims of the running turns the gate counts."""
-    return sum(max(weight, 0.0) for _sid, _spot, runtime, weight in fleet_columns(db, policy) if ctx.runtime(runtime).spends_quota)
+    return sum(
+        max(weight, 0.0)
+        for _sid, _spot, runtime, weight in fleet_columns(db, policy)
+        if ctx.runtime(runtime).spends_quota
+    )
 
 
 @dataclass

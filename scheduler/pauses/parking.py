@@ -52,12 +52,15 @@ def _validated_prompt(resume_prompt: str | None) -> str | None:
         raise InvalidInput(error_text("parking/prompt_missing"), field="resume_prompt")
     if len(resume_prompt) > MAX_RESUME_PROMPT_CHARS:
         raise InvalidInput(
-            error_text("parking/prompt_too_long", length=len(resume_prompt), limit=MAX_RESUME_PROMPT_CHARS), field="resume_prompt"
+            error_text("parking/prompt_too_long", length=len(resume_prompt), limit=MAX_RESUME_PROMPT_CHARS),
+            field="resume_prompt",
         )
     return resume_prompt
 
 
-def pause_into_spot_queue(ctx: Context, session_id: int, *, resume_prompt: str | None = None, halt: bool = False) -> Parked:
+def pause_into_spot_queue(
+    ctx: Context, session_id: int, *, resume_prompt: str | None = None, halt: bool = False
+) -> Parked:
     """Park a session in the spot queue. A running turn finishes first and the session sleeps at
     its end; `halt=True` stops the turn where it stands instead (and that pause is counted)."""
     prompt = _validated_prompt(resume_prompt)
@@ -101,7 +104,9 @@ def pause_into_spot_queue(ctx: Context, session_id: int, *, resume_prompt: str |
         db.flush()
         sentence = render("text/parked.j2", session=session, was_priority=was_priority, running=turn is not None,
                           halted=halt, cancelled_wake=cancelled, resume_prompt=prompt is not None)
-        effects.notice("paused", session_id=session_id, reason=USER_SPOT_QUEUE, sentence=banner(session, now), title=session.title)
+        effects.notice(
+            "paused", session_id=session_id, reason=USER_SPOT_QUEUE, sentence=banner(session, now), title=session.title
+        )
         log.info("session #%s parked in the spot queue: %s", session_id, sentence)
         result = Parked(session_id, was_priority, turn is not None, halt and turn is not None, cancelled, sentence)
     effects.apply(ctx)

@@ -66,7 +66,9 @@ class MarkReport:
     halted: list[int] = field(default_factory=list)  # past GRACE and still at cap
 
 
-def _quota_fleet(db: DBSession, ctx: Context, policy: PolicyView, *, excluding: int | None = None) -> list[tuple[Session, Turn]]:
+def _quota_fleet(
+    db: DBSession, ctx: Context, policy: PolicyView, *, excluding: int | None = None
+) -> list[tuple[Session, Turn]]:
     """What the gate counts: every running turn of a runtime that spends quota, any class."""
     return [
         (s, t) for s, t in running_fleet(db, ctx, policy)
@@ -74,7 +76,9 @@ def _quota_fleet(db: DBSession, ctx: Context, policy: PolicyView, *, excluding: 
     ]
 
 
-def _quota_rows(db: DBSession, ctx: Context, policy: PolicyView, excluding: int | None) -> list[tuple[int, bool, float]]:
+def _quota_rows(
+    db: DBSession, ctx: Context, policy: PolicyView, excluding: int | None
+) -> list[tuple[int, bool, float]]:
     """(session id, is spot, weight) for `_quota_fleet`'s turns, from the fleet's columns that
     every decision reads anyway: the load decides whether anything must yield, and most starts
     find room without loading a single whole row."""
@@ -87,7 +91,11 @@ def _quota_rows(db: DBSession, ctx: Context, policy: PolicyView, excluding: int 
 def _yield_fleet(db: DBSession, ctx: Context, wanted: list[int], excluding: int | None) -> list[tuple[Session, Turn]]:
     """The whole rows of `_quota_fleet` that can matter in a full fleet: a spot session (who
     may yield) or one carrying a mark (who may be standing). Every other row only counts."""
-    stmt = select(Session, Turn).join(Turn, col(Turn.session_id) == col(Session.id)).where(Turn.status == "running", col(Session.id).in_(wanted))
+    stmt = (
+        select(Session, Turn)
+        .join(Turn, col(Turn.session_id) == col(Session.id))
+        .where(Turn.status == "running", col(Session.id).in_(wanted))
+    )
     return [(s, t) for s, t in db.exec(stmt) if ctx.runtime(s.runtime).spends_quota and s.id != excluding]
 
 
@@ -142,7 +150,9 @@ def before_start(work: Work, session: Session, decision: Decision) -> None:
         effects.notice(event, **context)
 
 
-def _preempt(db: DBSession, ctx: Context, session: Session, now: datetime, notices: list[tuple[str, dict[str, Any]]]) -> None:
+def _preempt(
+    db: DBSession, ctx: Context, session: Session, now: datetime, notices: list[tuple[str, dict[str, Any]]]
+) -> None:
     policy = load_policy(db)
     if is_spot(session, policy) or not ctx.runtime(session.runtime).spends_quota:
         return  # a spot start only takes a free slot; a runtime that spends nothing takes none
@@ -171,8 +181,11 @@ def _preempt(db: DBSession, ctx: Context, session: Session, now: datetime, notic
             break
     if victim is None:
         log.info(
-            "priority session #%s starts into a full fleet (%s of %s) with no eligible spot session to yield: the fleet runs one over",
-            session.id, running, slots,
+            "priority session #%s starts into a full fleet (%s of %s) with no eligible spot session to yield: the "
+            "fleet runs one over",
+            session.id,
+            running,
+            slots,
         )
         notices.append(("preempt_none", {"session_id": session.id, "running": running, "slots": slots}))
         return
@@ -205,7 +218,9 @@ def resolve_marks(db: DBSession, ctx: Context, policy: PolicyView, now: datetime
     every exchange without the fleet ever converging back to the operator's number.
     """
     report = MarkReport()
-    marked = list(db.exec(select(Session).where(col(Session.preempt_mark_at).is_not(None)).order_by(col(Session.preempt_mark_at))))
+    marked = list(
+        db.exec(select(Session).where(col(Session.preempt_mark_at).is_not(None)).order_by(col(Session.preempt_mark_at)))
+    )
     if not marked:
         return report
     slots = policy.slots(ctx.limits.agent_workers)
@@ -229,7 +244,13 @@ def resolve_marks(db: DBSession, ctx: Context, policy: PolicyView, now: datetime
         elif not is_full(load, slots):
             release_mark(db, session, uncharge=True)
             report.released.append(sid)
-            log.warning("session #%s: the fleet is back under its cap (%s of %s running); its preemption mark is released and un-charged", sid, running, slots)
+            log.warning(
+                "session #%s: the fleet is back under its cap (%s of %s running); its preemption mark is released and "
+                "un-charged",
+                sid,
+                running,
+                slots,
+            )
             effects.notice("preempt_released", session_id=sid)
         elif age > GRACE:
             preemption_ledger.halted(db, session)
@@ -239,7 +260,14 @@ def resolve_marks(db: DBSession, ctx: Context, policy: PolicyView, now: datetime
             running -= 1
             report.halted.append(sid)
             sentence = banner(session, now)
-            log.warning("session #%s halted: past its %s grace with the fleet still at its cap (%s of %s) — %s", sid, GRACE, running + 1, slots, sentence)
+            log.warning(
+                "session #%s halted: past its %s grace with the fleet still at its cap (%s of %s) — %s",
+                sid,
+                GRACE,
+                running + 1,
+                slots,
+                sentence,
+            )
             effects.notice("paused", session_id=sid, reason=PREEMPTED, sentence=sentence, title=session.title)
         db.add(session)
     db.flush()

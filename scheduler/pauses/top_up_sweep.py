@@ -58,7 +58,9 @@ class TopUpReport:
     sessions: tuple[int, ...]
 
 
-_STATE = sa_select(col(TopUpRecord.under_since), col(TopUpRecord.fired_at)).where(col(TopUpRecord.id) == 1)  # built once: read every minute
+_STATE = sa_select(col(TopUpRecord.under_since), col(TopUpRecord.fired_at)).where(
+    col(TopUpRecord.id) == 1
+)  # built once: read every minute
 
 
 def load_state(db: DBSession) -> TopUpState:

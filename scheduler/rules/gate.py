@@ -72,7 +72,9 @@ class WindowFigures:
     resets_at: datetime
     sustainable_rate: float | None  # per minute; None when the window has rolled over
     fleet_burn: float | None  # per minute, None in fraction mode
-    projected: float  # what the cap projects inside the window: spend since the reading, then ten minutes or to the rollover (0 in fraction mode)
+    # what the cap projects inside the window: spend since the reading, then ten minutes or to the rollover (0 in
+    # fraction mode)
+    projected: float
     within_cap: bool
     within_pace: bool
     pace_unneeded: bool = False  # a shorter window's caps cannot spend this one out before its rollover
@@ -202,7 +204,12 @@ def unrecorded_minutes(w: WindowState, now: datetime) -> float:
 
 
 def _figures(w: WindowState, reserve_pct: float, asked: _Asked, now: datetime) -> WindowFigures:
-    fleet_burn, own_burn, pace_waived, pace_unneeded = asked.fleet_burn, asked.own_burn, asked.pace_waived, asked.pace_unneeded
+    fleet_burn, own_burn, pace_waived, pace_unneeded = (
+        asked.fleet_burn,
+        asked.own_burn,
+        asked.pace_waived,
+        asked.pace_unneeded,
+    )
     reserved = w.capacity * reserve_pct / 100.0
     spot_budget = w.capacity - reserved
     spot_left = spot_budget - w.spent
@@ -216,10 +223,26 @@ def _figures(w: WindowState, reserve_pct: float, asked: _Asked, now: datetime) -
         passed = sustainable is None or burn <= sustainable
         within_pace = pace_waived or pace_unneeded or passed
         return WindowFigures(
-            w.name, w.label, True, w.capacity, w.spent, reserved, spot_budget, spot_left,
-            minutes_left, w.resets_at, sustainable, fleet_burn, projected, within_cap, within_pace, pace_unneeded, passed,
+            w.name,
+            w.label,
+            True,
+            w.capacity,
+            w.spent,
+            reserved,
+            spot_budget,
+            spot_left,
+            minutes_left,
+            w.resets_at,
+            sustainable,
+            fleet_burn,
+            projected,
+            within_cap,
+            within_pace,
+            pace_unneeded,
+            passed,
             unrecorded,
-            w.measured_by, w.fallback,
+            w.measured_by,
+            w.fallback,
         )
     # Fraction mode: no burn projection. The cap is the spent fraction against the non-reserved
     # fraction; the pace is the straight line that reaches the spot budget at the rollover.
@@ -269,7 +292,9 @@ def evaluate(
 
     live = [live_window(w, now) for w in snapshot.windows]
     reserves = {w.name: min(snapshot.policy.reserve_pct(w.name) + reserve_margin_pct, 100.0) for w in live}
-    unneeded = pace_unneeded(live, {w.name: snapshot.policy.reserve_pct(w.name) for w in live}, now, margin_pct=reserve_margin_pct)
+    unneeded = pace_unneeded(
+        live, {w.name: snapshot.policy.reserve_pct(w.name) for w in live}, now, margin_pct=reserve_margin_pct
+    )
     figures = tuple(
         _figures(w, reserves[w.name], _Asked(fleet_burn, own_burn, waiver, w.name in unneeded, accruing), now)
         for w in live

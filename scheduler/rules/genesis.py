@@ -79,7 +79,8 @@ def validate_overrides(overrides: Mapping[str, str]) -> dict[Genesis, Scheduling
             raise InvalidInput(error_text("policy/override_genesis_unknown", key=key), field="genesis") from None
         if genesis not in OVERRIDABLE:
             raise InvalidInput(
-                error_text("policy/override_not_allowed", genesis=genesis, overridable=sorted(OVERRIDABLE)), field="genesis"
+                error_text("policy/override_not_allowed", genesis=genesis, overridable=sorted(OVERRIDABLE)),
+                field="genesis",
             )
         cls = parse_class(value, field=f"genesis_class_overrides.{key}")
         if cls is not None:

@@ -83,7 +83,9 @@ def between(upper: int | None, lower: int | None) -> Reorder:
     return Reorder(new_lower + (new_upper - new_lower) // 2, new_upper, new_lower)
 
 
-def rank_key(*, is_priority: bool, precedence: int, created_at: datetime, session_id: int) -> tuple[int, int, datetime, int]:
+def rank_key(
+    *, is_priority: bool, precedence: int, created_at: datetime, session_id: int
+) -> tuple[int, int, datetime, int]:
     """Total order of the ranked queue: priority above spot, higher precedence first, oldest
     first, and the id last so no two rows ever compare equal."""
     return (0 if is_priority else 1, -precedence, created_at, session_id)

@@ -40,7 +40,9 @@ EVENT = "no_sessions_in_progress"
 MINUTES_IN_A_DAY = 24 * 60
 TOP_UP_ATTRIBUTES = ("top_up_ceiling", "top_up_stretch_minutes", "top_up_cooldown_minutes")
 # The short names `/pacer policy set` and `pacer policy --set` take.
-TOP_UP_KEYS: Mapping[str, str] = dict(zip(("top_up", "top_up_stretch", "top_up_cooldown"), TOP_UP_ATTRIBUTES, strict=True))
+TOP_UP_KEYS: Mapping[str, str] = dict(
+    zip(("top_up", "top_up_stretch", "top_up_cooldown"), TOP_UP_ATTRIBUTES, strict=True)
+)
 # attribute -> (lowest, highest). A cooldown of 0 would fire on every sweep.
 TOP_UP_RANGES: Mapping[str, tuple[int, int]] = {
     "top_up_ceiling": (0, MAX_SESSIONS),

@@ -69,7 +69,10 @@ def rank(mechanisms: Sequence[Mechanism], now: datetime) -> WaitingReason:
         elif m.stamp is None:
             why = "it carries no usable timestamp, so it ranks below every mechanism that has one"
         else:
-            why = f"recorded {m.stamp:%Y-%m-%d %H:%M:%S UTC}, before the {headline.kind} that put the session where it is now"
+            why = (
+                f"recorded {m.stamp:%Y-%m-%d %H:%M:%S UTC}, "
+                f"before the {headline.kind} that put the session where it is now"
+            )
         losers.append(Loser(m, why))
     return WaitingReason(headline, tuple(losers))
 
@@ -120,11 +123,15 @@ def mechanisms_of(session: object, now: datetime, *, spot: bool | None = None) -
         found.append(Mechanism("pause", s.pause_reason, s.pause_at, banner(s, now), None, "the ceiling sweep's resume"))
     if getattr(s, "park_reason", None):
         owner = "the un-park sweep" if s.park_reason == "auth_outage" else "the queue hold's resume"
-        found.append(Mechanism("park", s.park_reason, s.park_at, s.hold_sentence or "" if parked_on_hold else "", None, owner))
+        found.append(
+            Mechanism("park", s.park_reason, s.park_at, s.hold_sentence or "" if parked_on_hold else "", None, owner)
+        )
     return found
 
 
-def waiting_reason(session: object, now: datetime, extra: Sequence[Mechanism] = (), *, spot: bool | None = None) -> WaitingReason:
+def waiting_reason(
+    session: object, now: datetime, extra: Sequence[Mechanism] = (), *, spot: bool | None = None
+) -> WaitingReason:
     """The headline for a session: a wake not yet reached outranks everything (nothing starts a
     session before it), then the ranking above over every other mechanism. Pass `spot` (its
     class resolved now) so a spot hold a promotion has overtaken is shown as such."""
@@ -132,6 +139,12 @@ def waiting_reason(session: object, now: datetime, extra: Sequence[Mechanism] = 
     wake_at = getattr(session, "wake_at", None)
     if wake_at is not None and wake_at > now:
         sleep = Mechanism("sleep", "wake_me_up_later", None, "", wake_at, "its wake")
-        others = tuple(Loser(m, "a wall-clock sleep not yet reached outranks it") for m in ([ranked.headline] if ranked.headline else [])) + ranked.others
+        others = (
+            tuple(
+                Loser(m, "a wall-clock sleep not yet reached outranks it")
+                for m in ([ranked.headline] if ranked.headline else [])
+            )
+            + ranked.others
+        )
         return WaitingReason(sleep, others)
     return ranked

@@ -53,7 +53,8 @@ def render_trigger_prompt(trigger: Trigger, facts: Mapping[str, Any]) -> str:
         return render_prompt(trigger.prompt_template, **context)
     except TemplateSyntaxError as exc:
         raise InvalidInput(
-            error_text("firing/prompt_syntax", name=trigger.name, line=exc.lineno, message=exc.message), field="prompt_template"
+            error_text("firing/prompt_syntax", name=trigger.name, line=exc.lineno, message=exc.message),
+            field="prompt_template",
         ) from None
     except TemplateError as exc:
         raise InvalidInput(
@@ -90,7 +91,9 @@ def fire(ctx: Context, trigger_id: int, event: TriggerEvent, *, by_hand: bool = 
             raise InvalidInput(error_text("firing/prompt_empty", name=trigger.name), field="prompt_template")
         problem = bounds.text_problem(prompt)
         if problem is not None:
-            raise InvalidInput(error_text("firing/prompt_unstorable", name=trigger.name, problem=problem), field="prompt_template")
+            raise InvalidInput(
+                error_text("firing/prompt_unstorable", name=trigger.name, problem=problem), field="prompt_template"
+            )
         request = NewSession(
             title=(title or _title(prompt, trigger))[:200],
             genesis=genesis,
@@ -135,7 +138,9 @@ def schedule_fire(ctx: Context, trigger_id: int) -> int | None:
             return None
         facts = schedule_facts(trigger, now)
     try:
-        fired = fire(ctx, trigger_id, TriggerEvent("schedule", facts, source={"kind": "schedule", "fired_at": now.isoformat()}))
+        fired = fire(
+            ctx, trigger_id, TriggerEvent("schedule", facts, source={"kind": "schedule", "fired_at": now.isoformat()})
+        )
     except (InvalidInput, Refused) as exc:
         log.warning("schedule for trigger #%s did not fire: %s", trigger_id, exc)
         return None

@@ -46,7 +46,9 @@ class GateCard:
     weekly_sentence: str | None
     top_up: TopUpReading
     waiting_for_workers: int
-    held_by: Block | None = None  # a check beyond the gate that holds a new spot session (an operator hold on class:spot)
+    held_by: Block | None = (
+        None  # a check beyond the gate that holds a new spot session (an operator hold on class:spot)
+    )
 
     @property
     def load(self) -> float:
@@ -69,7 +71,9 @@ class GateCard:
                 "max_sessions": self.policy.max_sessions,
                 "max_sessions_override": self.policy.max_sessions_override,
                 "max_sessions_override_until": (
-                    self.policy.max_sessions_override_until.isoformat() if self.policy.max_sessions_override_until else None
+                    self.policy.max_sessions_override_until.isoformat()
+                    if self.policy.max_sessions_override_until
+                    else None
                 ),
                 "effective_slots": self.snapshot.effective_slots,
                 "slots_unreachable": self.snapshot.slots_unreachable,
@@ -78,7 +82,9 @@ class GateCard:
             },
             "admission": {
                 "allowed": self.admitted,
-                "held_by": {"reason": str(self.held_by.reason), "sentence": self.held_by.sentence} if self.held_by else None,
+                "held_by": {"reason": str(self.held_by.reason), "sentence": self.held_by.sentence}
+                if self.held_by
+                else None,
             },
             "decision": {
                 "allowed": d.allowed,
@@ -92,28 +98,57 @@ class GateCard:
             },
             "windows": [
                 {
-                    "name": w.name, "calibrated": w.calibrated, "unit": "usd" if w.calibrated else "fraction",
-                    "capacity": w.capacity, "spent": w.spent, "reserved": w.reserved, "spot_budget": w.spot_budget,
-                    "spot_left": w.spot_left, "minutes_left": round(w.minutes_left, 1), "resets_at": w.resets_at.isoformat(),
-                    "sustainable_rate_per_min": w.sustainable_rate, "fleet_burn_per_min": w.fleet_burn,
-                    "measured_by": w.measured_by, "fallback": w.fallback,
+                    "name": w.name,
+                    "calibrated": w.calibrated,
+                    "unit": "usd" if w.calibrated else "fraction",
+                    "capacity": w.capacity,
+                    "spent": w.spent,
+                    "reserved": w.reserved,
+                    "spot_budget": w.spot_budget,
+                    "spot_left": w.spot_left,
+                    "minutes_left": round(w.minutes_left, 1),
+                    "resets_at": w.resets_at.isoformat(),
+                    "sustainable_rate_per_min": w.sustainable_rate,
+                    "fleet_burn_per_min": w.fleet_burn,
+                    "measured_by": w.measured_by,
+                    "fallback": w.fallback,
                 }
                 for w in d.windows
             ],
-            "fleet": {"running_priority": self.running_priority, "running_spot": self.running_spot, "slots": self.snapshot.effective_slots,
-                      "load": self.load,
-                      "workers": self.snapshot.agent_workers, "waiting_for_workers": self.waiting_for_workers},
-            "queue": {"held": self.held, "paused": self.paused, "preempted": self.preempted, "parked_on_purpose": self.parked_on_purpose},
-            "pool": {"state": str(self.pool_state), "capacity": self.pool_sentence, "next_7d_reset": self.weekly_sentence},
+            "fleet": {
+                "running_priority": self.running_priority,
+                "running_spot": self.running_spot,
+                "slots": self.snapshot.effective_slots,
+                "load": self.load,
+                "workers": self.snapshot.agent_workers,
+                "waiting_for_workers": self.waiting_for_workers,
+            },
+            "queue": {
+                "held": self.held,
+                "paused": self.paused,
+                "preempted": self.preempted,
+                "parked_on_purpose": self.parked_on_purpose,
+            },
+            "pool": {
+                "state": str(self.pool_state),
+                "capacity": self.pool_sentence,
+                "next_7d_reset": self.weekly_sentence,
+            },
             "top_up": self._top_up(),
         }
 
     def _top_up(self) -> dict[str, object]:
         t = self.top_up
         return {
-            "ceiling": t.policy.ceiling, "stretch_minutes": t.policy.stretch_minutes, "cooldown_minutes": t.policy.cooldown_minutes,
-            "running": t.running, "under": t.is_under, "ceiling_above_workers": t.policy.ceiling > self.snapshot.agent_workers,
-            "under_since": _iso(t.state.under_since), "last_fired_at": _iso(t.state.fired_at), "next_firing_at": _iso(t.next_firing),
+            "ceiling": t.policy.ceiling,
+            "stretch_minutes": t.policy.stretch_minutes,
+            "cooldown_minutes": t.policy.cooldown_minutes,
+            "running": t.running,
+            "under": t.is_under,
+            "ceiling_above_workers": t.policy.ceiling > self.snapshot.agent_workers,
+            "under_since": _iso(t.state.under_since),
+            "last_fired_at": _iso(t.state.fired_at),
+            "next_firing_at": _iso(t.next_firing),
         }
 
 
@@ -125,7 +160,9 @@ def _count(db: DBSession, *where: ColumnElement[bool] | bool) -> int:
     return int(db.exec(select(func.count()).select_from(Session).where(*where)).one())
 
 
-def build_card(db: DBSession, ctx: Context, reading: QuotaReading | None, now: datetime, *, runtime: str | None = None) -> GateCard:
+def build_card(
+    db: DBSession, ctx: Context, reading: QuotaReading | None, now: datetime, *, runtime: str | None = None
+) -> GateCard:
     policy = load_policy(db)
     snapshot = build_snapshot(db, ctx, policy, reading)
     name = runtime or next(iter(ctx.limits.runtimes), "echo")
@@ -136,7 +173,11 @@ def build_card(db: DBSession, ctx: Context, reading: QuotaReading | None, now: d
     pool = snapshot.pool if snapshot.pool is not None else pool_capacity(_as_one_account(reading), now)
     weekly = weekly_reset_sentence(snapshot.pool, now) if snapshot.pool is not None else None
     return GateCard(
-        now=now, policy=policy, snapshot=snapshot, decision=decision, explanation=explain(decision, now),
+        now=now,
+        policy=policy,
+        snapshot=snapshot,
+        decision=decision,
+        explanation=explain(decision, now),
         spot_burn=asking.burn_per_min,
         running_priority=sum(1 for t in snapshot.fleet if not t.is_spot),
         running_spot=sum(1 for t in snapshot.fleet if t.is_spot),
@@ -144,8 +185,12 @@ def build_card(db: DBSession, ctx: Context, reading: QuotaReading | None, now: d
         paused=_count(db, waiting, col(Session.pause_reason).in_(["at_utilization_limit", "spot_budget"])),
         preempted=_count(db, col(Session.pause_reason) == "preempted_by_priority"),
         parked_on_purpose=_count(db, waiting, col(Session.pause_reason) == "user_spot_queue"),
-        pool_state=pool.state, pool_sentence=capacity_sentence(pool, now), weekly_sentence=weekly, top_up=read_top_up(db, policy.top_up),
-        waiting_for_workers=waiting_for_workers(db, ctx.limits.agent_workers), held_by=said.block,
+        pool_state=pool.state,
+        pool_sentence=capacity_sentence(pool, now),
+        weekly_sentence=weekly,
+        top_up=read_top_up(db, policy.top_up),
+        waiting_for_workers=waiting_for_workers(db, ctx.limits.agent_workers),
+        held_by=said.block,
     )
 
 

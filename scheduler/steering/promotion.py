@@ -72,7 +72,9 @@ def record_human_message(
     if not isinstance(text, str) or not text.strip():
         raise InvalidInput(error_text("promotion/text_missing"), field="text")
     if len(text) > MAX_MESSAGE_CHARS:
-        raise InvalidInput(error_text("promotion/text_too_long", length=len(text), limit=MAX_MESSAGE_CHARS), field="text")
+        raise InvalidInput(
+            error_text("promotion/text_too_long", length=len(text), limit=MAX_MESSAGE_CHARS), field="text"
+        )
     if not is_rostered(actor, roster):
         raise Forbidden(error_text("promotion/not_rostered", session_id=session_id, actor=actor))
     now = ctx.clock.now()
@@ -136,7 +138,9 @@ def promote_after_message(ctx: Context, message_id: int) -> Promotion:
 
 def _involvement(db: DBSession) -> tuple[dict[int, int], dict[int, datetime]]:
     rows = db.exec(
-        select(HumanMessage.session_id, func.count(), func.max(HumanMessage.created_at)).group_by(col(HumanMessage.session_id))
+        select(HumanMessage.session_id, func.count(), func.max(HumanMessage.created_at)).group_by(
+            col(HumanMessage.session_id)
+        )
     ).all()
     counts = {int(sid): int(n) for sid, n, _last in rows}
     last = {int(sid): _aware(at) for sid, _n, at in rows if at is not None}
@@ -208,7 +212,12 @@ def exchange_after_promotion(ctx: Context, promoted_id: int) -> Exchange:
         policy = load_policy(db)
         counts, last = _involvement(db)
         result = choose_demotion(
-            counts.get(promoted_id, 0), _dormant_spot_queue(db, policy, promoted_id), counts, last, _spot_floor(db, policy), now
+            counts.get(promoted_id, 0),
+            _dormant_spot_queue(db, policy, promoted_id),
+            counts,
+            last,
+            _spot_floor(db, policy),
+            now,
         )
         if result.refusal is not None or result.demoted_id is None or result.new_precedence is None:
             log.info("exchange after promoting #%s demoted nobody: %s", promoted_id, result.refusal)
@@ -219,5 +228,7 @@ def exchange_after_promotion(ctx: Context, promoted_id: int) -> Exchange:
         demoted.updated_at = now
         db.add(demoted)
     log.info("exchange after promoting #%s: #%s demoted to %s", promoted_id, result.demoted_id, result.new_precedence)
-    ctx.emit("demoted_by_exchange", session_id=result.demoted_id, promoted_id=promoted_id, precedence=result.new_precedence)
+    ctx.emit(
+        "demoted_by_exchange", session_id=result.demoted_id, promoted_id=promoted_id, precedence=result.new_precedence
+    )
     return result

@@ -77,7 +77,9 @@ def is_loop(trigger: Trigger, session: Session) -> bool:
     return session.trigger_id == trigger.id or (trigger.id or 0) in chain_of(session)
 
 
-def matches(trigger: Trigger, session: Session, new_status: str, *, scheduling_class: str, trigger_name: str | None) -> bool:
+def matches(
+    trigger: Trigger, session: Session, new_status: str, *, scheduling_class: str, trigger_name: str | None
+) -> bool:
     """Does `trigger` care that `session` changed to `new_status`? Pure over the rows."""
     if not trigger.enabled or trigger.kind != "ao_event" or new_status not in states_of(trigger):
         return False
@@ -161,7 +163,11 @@ def session_event(ctx: Context, session_id: int, new_status: str) -> list[Fired]
         cls = class_of(session, policy).value
         own_trigger = db.get(Trigger, session.trigger_id) if session.trigger_id is not None else None
         name = own_trigger.name if own_trigger is not None else None
-        due = [t.id for t in _watchers(db) if t.id is not None and matches(t, session, new_status, scheduling_class=cls, trigger_name=name)]
+        due = [
+            t.id
+            for t in _watchers(db)
+            if t.id is not None and matches(t, session, new_status, scheduling_class=cls, trigger_name=name)
+        ]
         if not due:
             return []
         facts = session_facts(db, session, new_status)
@@ -170,12 +176,25 @@ def session_event(ctx: Context, session_id: int, new_status: str) -> list[Fired]
     for trigger_id in due:
         try:
             fired.append(
-                fire(ctx, trigger_id, TriggerEvent("ao_event", facts, source={
-                    "kind": "ao_event", "watched_session_id": session_id, "watched_status": new_status, "ao_chain": [*chain, trigger_id],
-                }))
+                fire(
+                    ctx,
+                    trigger_id,
+                    TriggerEvent(
+                        "ao_event",
+                        facts,
+                        source={
+                            "kind": "ao_event",
+                            "watched_session_id": session_id,
+                            "watched_status": new_status,
+                            "ao_chain": [*chain, trigger_id],
+                        },
+                    ),
+                )
             )
         except (InvalidInput, Refused) as exc:  # one bad trigger does not stop the others
-            log.warning("ao_event trigger #%s did not fire on session #%s %s: %s", trigger_id, session_id, new_status, exc)
+            log.warning(
+                "ao_event trigger #%s did not fire on session #%s %s: %s", trigger_id, session_id, new_status, exc
+            )
     return fired
 
 

@@ -7,7 +7,8 @@
                  it): only its latest, with `preemption_count` (lifetime, not the day's) beside it
 
 So starts are exact, and pauses and preemptions are a lower bound: a pause that has ended and a
-session's earlier preemptions of the day do not show. The turns a pause or a preemption halted end as `halted`, but a halted turn does
+session's earlier preemptions of the day do not show. The turns a pause or a preemption halted end as `halted`, but a
+halted turn does
 not say which of the two (or an archive) stopped it, so they are not counted here.
 """
 
@@ -66,12 +67,20 @@ def last_day(db: DBSession, now: datetime, span: timedelta = DAY) -> Timeline:
         .order_by(col(Session.pause_at).desc())
         .limit(MARKS)
     )
-    marks += [Mark("pause", at, sid, title, reason or "") for at, sid, reason, title in paused if at is not None and sid is not None]
+    marks += [
+        Mark("pause", at, sid, title, reason or "")
+        for at, sid, reason, title in paused
+        if at is not None and sid is not None
+    ]
     preempted = db.exec(
         select(Session.last_preempted_at, Session.id, Session.preemption_count, Session.title)
         .where(col(Session.last_preempted_at) >= since, col(Session.last_preempted_at) <= now)
         .order_by(col(Session.last_preempted_at).desc())
         .limit(MARKS)
     )
-    marks += [Mark("preemption", at, sid, title, str(count)) for at, sid, count, title in preempted if at is not None and sid is not None]
+    marks += [
+        Mark("preemption", at, sid, title, str(count))
+        for at, sid, count, title in preempted
+        if at is not None and sid is not None
+    ]
     return Timeline(since=since, until=now, marks=tuple(sorted(marks, key=lambda m: m.at)))

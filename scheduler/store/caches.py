@@ -71,7 +71,14 @@ def register_presence(key: str, model: type, rows: Callable[[], Select[Any]]) ->
 def present(db: DBSession, key: str) -> bool:
     """Whether the store behind `key` has anything for its check to read (True when unknown)."""
     found: set[str] | None = cached(
-        db, "presence", lambda: kept(db, "presence", tuple(_PRESENCE_MODELS), lambda: read_or_fail_open(db, "the hold stores", lambda: _presence(db), None))
+        db,
+        "presence",
+        lambda: kept(
+            db,
+            "presence",
+            tuple(_PRESENCE_MODELS),
+            lambda: read_or_fail_open(db, "the hold stores", lambda: _presence(db), None),
+        ),
     )
     return found is None or key not in _PRESENCE or key in found
 
@@ -138,7 +145,9 @@ def kept(db: DBSession, key: str, models: tuple[type, ...], load: Callable[[], T
     if pending.intersection(models) or db.info.get("pacer.written", set()).intersection(models):
         return load()
     versions = _versions(db)
-    stamp = tuple(versions.get(str(getattr(m, "__tablename__", "")), -1) for m in models) if versions is not None else None
+    stamp = (
+        tuple(versions.get(str(getattr(m, "__tablename__", "")), -1) for m in models) if versions is not None else None
+    )
     if stamp is None or -1 in stamp:
         return load()  # no counter to trust: never kept
     store = _KEPT.setdefault(db.get_bind(), {})

@@ -145,7 +145,8 @@ def one_decider(db: DBSession, *, wait: str | None = "30s") -> None:
 # MATERIALIZED, or the read would be inlined after the set). The target list runs left to right.
 _DECIDER_LOCK = text(
     "WITH before AS MATERIALIZED (SELECT current_setting('lock_timeout') AS timeout)"
-    " SELECT set_config('lock_timeout', :wait, true), pg_advisory_xact_lock(:key), set_config('lock_timeout', before.timeout, true)"
+    " SELECT set_config('lock_timeout', :wait, true), pg_advisory_xact_lock(:key), set_config('lock_timeout', "
+    "before.timeout, true)"
     " FROM before"
 )
 
@@ -165,7 +166,9 @@ def steer_in_turn(db: DBSession, key: str) -> None:
     first transaction was. Two keys that hash alike only wait for each other."""
     if db.get_bind().dialect.name == "postgresql":
         digest = zlib.crc32(key.encode())
-        db.connection().execute(_STEERING_LOCK, {"space": STEERING_LOCK_SPACE, "key": digest - (1 << 32) if digest >= 1 << 31 else digest})
+        db.connection().execute(
+            _STEERING_LOCK, {"space": STEERING_LOCK_SPACE, "key": digest - (1 << 32) if digest >= 1 << 31 else digest}
+        )
 
 
 def core(db: DBSession, statement: Executable, params: Mapping[str, Any] | None = None) -> Result[*tuple[Any, ...]]:

@@ -30,7 +30,9 @@ PREREQUISITES = "prerequisite_sessions"
 ENDED = frozenset({Status.DONE.value, Status.FAILED.value, Status.ARCHIVED.value})
 _SESSION_ARMER = re.compile(r"^session:([0-9]{1,12})$")
 
-register_presence(OPERATOR_HOLDS, OperatorHold, lambda: select(OperatorHold.id).where(col(OperatorHold.released_at).is_(None)))
+register_presence(
+    OPERATOR_HOLDS, OperatorHold, lambda: select(OperatorHold.id).where(col(OperatorHold.released_at).is_(None))
+)
 register_presence(QUEUE_HOLDS, QueueHold, lambda: select(QueueHold.id).where(col(QueueHold.released_at).is_(None)))
 # Any row at all: presence is kept until a prerequisite is written, and which declaring sessions
 # are unfinished changes with every session's status.
@@ -84,7 +86,10 @@ def operator_holds_in_force(db: DBSession, now: datetime) -> list[OperatorHold]:
     rows = list(
         db.exec(
             select(OperatorHold)
-            .where(col(OperatorHold.released_at).is_(None), or_(col(OperatorHold.expires_at).is_(None), col(OperatorHold.expires_at) > now))
+            .where(
+                col(OperatorHold.released_at).is_(None),
+                or_(col(OperatorHold.expires_at).is_(None), col(OperatorHold.expires_at) > now),
+            )
             .order_by(col(OperatorHold.created_at), col(OperatorHold.id))
         )
     )
@@ -97,7 +102,9 @@ def live_operator_holds(db: DBSession, now: datetime) -> list[OperatorHold]:
     read when no hold is unreleased, none (failing open) when the store cannot be read."""
     if not any_operator_holds(db):
         return []
-    read = lambda: read_or_fail_open(db, "the operator hold store", lambda: operator_holds_in_force(db, now), list[OperatorHold]())  # noqa: E731
+    read = lambda: read_or_fail_open(  # noqa: E731
+        db, "the operator hold store", lambda: operator_holds_in_force(db, now), list[OperatorHold]()
+    )
     holds: list[OperatorHold] = cached(db, OPERATOR_HOLDS, read)
     return holds
 
@@ -110,7 +117,10 @@ def queue_holds_in_force(db: DBSession, now: datetime) -> list[QueueHold]:
     "Resumes at"; the whole queue's first."""
     stmt = (
         select(QueueHold)
-        .where(col(QueueHold.released_at).is_(None), or_(col(QueueHold.resumes_at).is_(None), col(QueueHold.resumes_at) > now))
+        .where(
+            col(QueueHold.released_at).is_(None),
+            or_(col(QueueHold.resumes_at).is_(None), col(QueueHold.resumes_at) > now),
+        )
         .order_by(col(QueueHold.group).is_not(None), col(QueueHold.since), col(QueueHold.id))
     )
     return list(db.exec(stmt))
@@ -121,7 +131,9 @@ def live_queue_holds(db: DBSession, now: datetime) -> list[QueueHold]:
     when no hold is unreleased, none (failing open) when the store cannot be read."""
     if not any_queue_holds(db):
         return []
-    read = lambda: read_or_fail_open(db, "the queue hold store", lambda: queue_holds_in_force(db, now), list[QueueHold]())  # noqa: E731
+    read = lambda: read_or_fail_open(  # noqa: E731
+        db, "the queue hold store", lambda: queue_holds_in_force(db, now), list[QueueHold]()
+    )
     holds: list[QueueHold] = cached(db, QUEUE_HOLDS, read)
     return holds
 

@@ -256,7 +256,9 @@ class OperatorHold(SQLModel, table=True):
     released_at: datetime | None = utc_column()
     released_by: str | None = None
     # [held id, waiting id] pairs people were told of, once each; a row written without it (an older process) has none
-    deadlocks_told: list[list[int]] = Field(default_factory=list, sa_column=Column(JSON, nullable=False, server_default=text("'[]'")))
+    deadlocks_told: list[list[int]] = Field(
+        default_factory=list, sa_column=Column(JSON, nullable=False, server_default=text("'[]'"))
+    )
 
 
 class QueueHold(SQLModel, table=True):

@@ -92,7 +92,9 @@ def _read(db: DBSession) -> PolicyView:
     found = core(db, _ROW).first()
     if found is None:
         return view(ensure_policy(db))
-    gating, reserve_5h, reserve_7d, max_sessions, preemption, overrides, budgets, resets, temporary, until, *top_up = found
+    gating, reserve_5h, reserve_7d, max_sessions, preemption, overrides, budgets, resets, temporary, until, *top_up = (
+        found
+    )
     return PolicyView(
         gating_enabled=gating, reserve_5h_pct=reserve_5h, reserve_7d_pct=reserve_7d, max_sessions=max_sessions,
         preemption_enabled=preemption, overrides=validate_overrides(overrides or {}),
@@ -121,7 +123,9 @@ def budget_amount(runtime: str, raw: Any) -> float:
 def _known_runtimes(key: str, value: Mapping[str, Any], runtimes: Collection[str]) -> None:
     unknown = sorted(set(value) - set(runtimes))
     if runtimes and unknown:
-        raise InvalidInput(error_text("policy/runtime_unknown", runtime=unknown[0], runtimes=sorted(runtimes)), field=key)
+        raise InvalidInput(
+            error_text("policy/runtime_unknown", runtime=unknown[0], runtimes=sorted(runtimes)), field=key
+        )
 
 
 def _coerce(key: str, raw: Any) -> Any:
@@ -266,7 +270,9 @@ def set_policy(
                 else:
                     merged[genesis] = cls
             wanted["genesis_class_overrides"] = merged
-        audit = change_policy(db, wanted, surface=surface, actor=actor, now=ctx.clock.now(), runtimes=ctx.limits.runtimes)
+        audit = change_policy(
+            db, wanted, surface=surface, actor=actor, now=ctx.clock.now(), runtimes=ctx.limits.runtimes
+        )
     if audit is not None:
         until = audit.changes.get("max_sessions_override_until", [None, None])[1]
         if until is not None:  # replacing a temporary value moves its expiry with it
@@ -286,7 +292,9 @@ def _check_temporary(coerced: dict[str, Any], row: Policy, now: datetime) -> Non
         return
     until = coerced.get("max_sessions_override_until")
     if until is None or not now < until <= now + MAX_OVERRIDE_FOR:
-        raise InvalidInput(error_text("policy/override_needs_expiry", most=MAX_OVERRIDE_FOR), field="max_sessions_override_until")
+        raise InvalidInput(
+            error_text("policy/override_needs_expiry", most=MAX_OVERRIDE_FOR), field="max_sessions_override_until"
+        )
 
 
 def _stored(value: Any) -> Any:

@@ -23,7 +23,9 @@ def record(db: DBSession, victim: Session, by: Session, turn: Turn | None, now: 
 
 
 def _standing(db: DBSession, session_id: int) -> PreemptionEvent | None:
-    stmt = select(PreemptionEvent).where(PreemptionEvent.session_id == session_id).order_by(col(PreemptionEvent.id).desc())
+    stmt = (
+        select(PreemptionEvent).where(PreemptionEvent.session_id == session_id).order_by(col(PreemptionEvent.id).desc())
+    )
     return db.exec(stmt.limit(1)).first()
 
 

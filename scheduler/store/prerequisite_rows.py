@@ -90,7 +90,11 @@ def record_prerequisites(db: DBSession, session: Session, text: str) -> list[Pre
         if (kind, target) in existing:
             continue
         if len(existing) >= MAX_PER_SESSION:
-            log.warning("session #%s declares more than %d prerequisites; the rest are not recorded", session.id, MAX_PER_SESSION)
+            log.warning(
+                "session #%s declares more than %d prerequisites; the rest are not recorded",
+                session.id,
+                MAX_PER_SESSION,
+            )
             break
         db.add(Prerequisite(session_id=session.id or 0, target_kind=kind, target_ref=target))
         existing.add((kind, target))
@@ -100,4 +104,6 @@ def record_prerequisites(db: DBSession, session: Session, text: str) -> list[Pre
 
 def recorded_prerequisites(db: DBSession, session_id: int) -> list[Prerequisite]:
     """The prerequisites recorded for a session, in the order they were recorded."""
-    return list(db.exec(select(Prerequisite).where(Prerequisite.session_id == session_id).order_by(col(Prerequisite.id))))
+    return list(
+        db.exec(select(Prerequisite).where(Prerequisite.session_id == session_id).order_by(col(Prerequisite.id)))
+    )

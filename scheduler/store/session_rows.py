@@ -39,7 +39,9 @@ def _update(columns: tuple[str, ...]) -> Any:
     stmt = _UPDATES.get(columns)
     if stmt is None:
         stmt = _UPDATES[columns] = (
-            update(SESSIONS).where(SESSIONS.c.id == bindparam("row_id")).values({c: bindparam(f"v_{c}") for c in columns})
+            update(SESSIONS)
+            .where(SESSIONS.c.id == bindparam("row_id"))
+            .values({c: bindparam(f"v_{c}") for c in columns})
         )
     return stmt
 

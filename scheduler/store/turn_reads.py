@@ -59,7 +59,9 @@ def _running(db: DBSession) -> tuple[list[RunningRow], frozenset[int]]:
 
 def spent_on(db: DBSession, runtime: str, since: datetime | None) -> float:
     """The recorded cost of `runtime`'s finished turns since `since` (None: all of them)."""
-    stmt = select(func.coalesce(func.sum(Turn.cost_usd), 0.0)).where(Turn.runtime == runtime, col(Turn.finished_at).is_not(None))
+    stmt = select(func.coalesce(func.sum(Turn.cost_usd), 0.0)).where(
+        Turn.runtime == runtime, col(Turn.finished_at).is_not(None)
+    )
     if since is not None:
         stmt = stmt.where(col(Turn.finished_at) > since)  # a turn that finished as the spend was reset is before it
     return float(db.exec(stmt).one())

@@ -61,10 +61,12 @@ def ddl(dialect: str) -> list[str]:
 
 def drop_ddl(dialect: str) -> list[str]:
     if dialect == "postgresql":
-        return [f"DROP TRIGGER IF EXISTS store_version_{t}{kind} ON {t}" for t in KEPT_TABLES for kind in ("", "_truncate")] + [
-            "DROP FUNCTION IF EXISTS pacer_bump_store_version()"
-        ]
-    return [f"DROP TRIGGER IF EXISTS store_version_{t}_{op}" for t in KEPT_TABLES for op in ("insert", "update", "delete")]
+        return [
+            f"DROP TRIGGER IF EXISTS store_version_{t}{kind} ON {t}" for t in KEPT_TABLES for kind in ("", "_truncate")
+        ] + ["DROP FUNCTION IF EXISTS pacer_bump_store_version()"]
+    return [
+        f"DROP TRIGGER IF EXISTS store_version_{t}_{op}" for t in KEPT_TABLES for op in ("insert", "update", "delete")
+    ]
 
 
 def seed(conn: Any) -> None:

@@ -72,7 +72,9 @@ def test_a_human_message_to_a_paused_session_does_not_start_it_past_the_margin(e
     a = scene.start()
     pause_all(scene)
     scene.quota.spent_5h = scene.quota.capacity_5h * 0.77
-    record_human_message(scene.ctx, a, actor="U1", surface="slack_thread", text="please look at the logs", roster={"U1": "member"})
+    record_human_message(
+        scene.ctx, a, actor="U1", surface="slack_thread", text="please look at the logs", roster={"U1": "member"}
+    )
     scene.advance(minutes=0)  # the re-rank runs StartNow, which resumes through the pause's own rule
     assert scene.row(a).status == "waiting" and scene.row(a).pause_reason == "at_utilization_limit"
     assert len(scene.turns(a)) == 1

@@ -102,7 +102,9 @@ def test_a_pass_over_hundreds_waiting_on_one_busy_group_reads_a_bounded_number_o
 
     def statements_of_one_pass(waiting: int) -> int:
         for _ in range(waiting):
-            assert submit_turn(ctx, new(ctx, genesis="schedule", concurrency_group=API), "x").reason == "concurrency_group"
+            assert (
+                submit_turn(ctx, new(ctx, genesis="schedule", concurrency_group=API), "x").reason == "concurrency_group"
+            )
         seen: list[str] = []
         listener = lambda *args: seen.append(args[2])  # noqa: E731 (conn, cursor, statement, …)
         event.listen(engine, "before_cursor_execute", listener)

@@ -111,9 +111,13 @@ def test_a_process_that_cannot_renew_halts_its_turns_before_its_lease_runs_out(t
     unreachable = create_engine(f"sqlite:///{tmp_path}/not-a-directory/pacer.db")  # every renewal fails
     reports: list[TurnResult] = []
     reported = threading.Event()
-    pool = LeasedPool(ThreadWorkerPool(EchoRunner(30, 0), 1), unreachable, "a", timedelta(seconds=0.6), lambda: datetime.now(UTC))
+    pool = LeasedPool(
+        ThreadWorkerPool(EchoRunner(30, 0), 1), unreachable, "a", timedelta(seconds=0.6), lambda: datetime.now(UTC)
+    )
     try:
-        pool.submit(TurnRequest(session_id=1, turn_id=1, prompt="long work"), lambda r: (reports.append(r), reported.set()))
+        pool.submit(
+            TurnRequest(session_id=1, turn_id=1, prompt="long work"), lambda r: (reports.append(r), reported.set())
+        )
         assert reported.wait(10), "the turn ran on with no lease behind it"
         assert [r.outcome for r in reports] == [Outcome.HALTED] and pool.running() == []
     finally:
@@ -121,12 +125,16 @@ def test_a_process_that_cannot_renew_halts_its_turns_before_its_lease_runs_out(t
         unreachable.dispose()
 
 
-def test_a_turn_cut_off_after_its_agent_named_its_session_re_runs_with_resume(any_engine, clock, tmp_path: Path) -> None:
+def test_a_turn_cut_off_after_its_agent_named_its_session_re_runs_with_resume(
+    any_engine, clock, tmp_path: Path
+) -> None:
     """The agent's first line names its conversation; its process then stalls past its lease. The
     id is on the session before any result, so the turn recovered elsewhere resumes it."""
     a, _, _ = process(any_engine, clock, "a")
     b, b_deferrer, b_workers = process(any_engine, clock, "b")
-    template = f"{shlex.quote(sys.executable)} {shlex.quote(str(FAKE))} -p {{prompt}} --output-format stream-json --verbose"
+    template = (
+        f"{shlex.quote(sys.executable)} {shlex.quote(str(FAKE))} -p {{prompt}} --output-format stream-json --verbose"
+    )
     runner = CommandRunner(template, "--resume {agent_session_id}", "claude_code", 60, tmp_path / "work",
                            env={"PATH": "/usr/bin:/bin"})
     pool = LeasedPool(ThreadWorkerPool(runner, 1), any_engine, "a", LEASE, clock.now)

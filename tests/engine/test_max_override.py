@@ -16,7 +16,10 @@ from scheduler.store.db import session_scope
 from scheduler.store.models import Policy, PolicyAudit, Turn
 from tests.support.harness import new, row
 
-pytestmark = [pytest.mark.filterwarnings("ignore::DeprecationWarning"), pytest.mark.api(max_sessions=2, turn_minutes=300)]
+pytestmark = [
+    pytest.mark.filterwarnings("ignore::DeprecationWarning"),
+    pytest.mark.api(max_sessions=2, turn_minutes=300),
+]
 
 
 def console(api, text: str, actor: str = "alice"):
@@ -99,8 +102,11 @@ def test_a_bad_temporary_value_is_refused_and_changes_nothing(api, text, says) -
 
 @pytest.mark.parametrize(
     "body",
-    [{"max_sessions_override": 5}, {"max_sessions_override": 5, "max_sessions_override_until": "2020-01-01T00:00:00+00:00"},
-     {"max_sessions_override": 5, "max_sessions_override_until": "2026-11-02T10:00:00"}],
+    [
+        {"max_sessions_override": 5},
+        {"max_sessions_override": 5, "max_sessions_override_until": "2020-01-01T00:00:00+00:00"},
+        {"max_sessions_override": 5, "max_sessions_override_until": "2026-11-02T10:00:00"},
+    ],
 )
 def test_the_api_refuses_a_temporary_value_without_a_future_expiry(api, body) -> None:
     r = api.call("PATCH", "/policy", json=body)

@@ -72,7 +72,11 @@ def test_a_refused_alarm_writes_one_update_and_keeps_the_prompt_and_attachments(
         event.remove(engine, "before_cursor_execute", record)
     after = row(ctx, sid)
     assert after.hold_count == before.hold_count + 1 and after.hold_retry_at > before.hold_retry_at
-    assert (after.hold_prompt, after.hold_attachments, after.hold_turn_kind) == ("look at the screenshot", attachments, "follow_up")
+    assert (after.hold_prompt, after.hold_attachments, after.hold_turn_kind) == (
+        "look at the screenshot",
+        attachments,
+        "follow_up",
+    )
     assert (after.status, after.hold_reason) == ("waiting", "fleet_at_cap")
     assert after.updated_at == clock.now() and after.hold_at == clock.now()
     assert deferrer.next_run(hold_job_id(sid)) == after.hold_retry_at
@@ -85,7 +89,9 @@ def test_a_refused_alarm_whose_hold_changed_reason_announces_it_once(engine, clo
     fill(ctx, 1)
     sid = held(ctx, 1)[0]
     heard: list[str] = []
-    ctx.plugins.listeners.append(lambda event_name, context: heard.append(event_name) if context.get("session_id") == sid else None)
+    ctx.plugins.listeners.append(
+        lambda event_name, context: heard.append(event_name) if context.get("session_id") == sid else None
+    )
     with session_scope(engine) as db:  # an older record under another reason, as after a queue hold lifts
         db.execute(text("UPDATE sessions SET hold_reason = 'queue_hold' WHERE id = :sid"), {"sid": sid})
     clock.set(row(ctx, sid).hold_retry_at)
@@ -176,7 +182,11 @@ def test_an_operator_hold_placed_by_another_process_holds_at_once(any_engine, cl
     assert submit_turn(ctx, first, "x").outcome == "started"  # presence read and kept: no holds
     other = make_engine(any_engine.url.render_as_string(hide_password=False))
     with other.begin() as conn:  # a second process places a hold with its own engine: no hook here sees it
-        conn.execute(insert(OperatorHold).values(selector_kind="all", selector_value="", armer="U_OPS", reason="freeze", created_at=clock.now()))
+        conn.execute(
+            insert(OperatorHold).values(
+                selector_kind="all", selector_value="", armer="U_OPS", reason="freeze", created_at=clock.now()
+            )
+        )
     other.dispose()
     second = new(ctx)
     sub = submit_turn(ctx, second, "y")

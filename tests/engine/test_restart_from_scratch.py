@@ -18,7 +18,10 @@ from scheduler.store.db import session_scope
 from scheduler.store.models import EnqueuedMessage, Session, Turn
 from tests.support.harness import new, row
 
-pytestmark = [pytest.mark.filterwarnings("ignore::DeprecationWarning"), pytest.mark.api(max_sessions=2, turn_minutes=30)]
+pytestmark = [
+    pytest.mark.filterwarnings("ignore::DeprecationWarning"),
+    pytest.mark.api(max_sessions=2, turn_minutes=30),
+]
 
 
 def console(api, text: str, actor: str = "alice"):

@@ -39,8 +39,25 @@ def _burst(engine: Engine) -> tuple[Context, list[tuple[int, str]]]:
     ctx, *_rest = build(engine, VirtualClock(T0), max_sessions=4, turn_minutes=600, wired=True)
     occupant = new(ctx, genesis="schedule", concurrency_group=API)
     assert submit_turn(ctx, occupant, "occupy").outcome == "started"
-    kinds = ["spot", "priority", "spot", "spot", "priority", "spot", "spot", "priority", "spot", "spot", "spot", "priority", "spot"]
-    ids = [new(ctx, genesis="api", scheduling_class=kind, concurrency_group=API if i in (2, 9) else None) for i, kind in enumerate(kinds)]
+    kinds = [
+        "spot",
+        "priority",
+        "spot",
+        "spot",
+        "priority",
+        "spot",
+        "spot",
+        "priority",
+        "spot",
+        "spot",
+        "spot",
+        "priority",
+        "spot",
+    ]
+    ids = [
+        new(ctx, genesis="api", scheduling_class=kind, concurrency_group=API if i in (2, 9) else None)
+        for i, kind in enumerate(kinds)
+    ]
     place_hold(ctx, "session", [str(ids[5])], armer="U_OPS", reason="looking at it")
     archive(ctx, ids[7], actor="U_OPS")
     return ctx, [(sid, f"first turn of {sid}") for sid in ids]
@@ -84,7 +101,9 @@ def test_an_archived_session_in_a_batch_is_refused_and_the_rest_go_on(any_engine
     assert row(ctx, ids[1]).status == Status.ARCHIVED.value
 
 
-def test_a_failure_in_a_batch_rolls_it_back_and_each_turn_is_submitted_alone(any_engine: Engine, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_failure_in_a_batch_rolls_it_back_and_each_turn_is_submitted_alone(
+    any_engine: Engine, monkeypatch: pytest.MonkeyPatch
+) -> None:
     ctx, *_rest = build(any_engine, VirtualClock(T0), max_sessions=4, wired=True)
     ids = [new(ctx, genesis="api", scheduling_class="priority") for _ in range(3)]
     real = turns._submit
@@ -116,7 +135,10 @@ def _plans(engine: Engine, *, held: bool = True) -> tuple[Context, list[int], li
     """Five issues opened at once, the first under `pacer:hold` unless not `held`, for two slots."""
     ctx, *_rest = build(engine, VirtualClock(T0), max_sessions=2, wired=True)
     ids = [new(ctx, genesis="github_issue", scheduling_class="spot") for _ in range(5)]
-    plans = [GithubPlan(actor="github:octo", issue=f"acme/api#{n}", created=[(sid, f"fix #{n}")]) for n, sid in enumerate(ids)]
+    plans = [
+        GithubPlan(actor="github:octo", issue=f"acme/api#{n}", created=[(sid, f"fix #{n}")])
+        for n, sid in enumerate(ids)
+    ]
     if held:  # born under pacer:hold: its hold committed with its delivery, as `record_github` writes it
         with session_scope(engine) as db:
             hold = add_hold(db, NewOperatorHold("session", [str(ids[0])], "github:octo", "pacer:hold"), T0)
@@ -138,7 +160,9 @@ def _commits(engine: Engine, finish: Callable[[], None]) -> int:
     return len(commits)
 
 
-def test_a_burst_of_plans_decides_its_first_turns_in_one_transaction_and_a_hold_still_holds(any_engine: Engine, tmp_path: Path) -> None:
+def test_a_burst_of_plans_decides_its_first_turns_in_one_transaction_and_a_hold_still_holds(
+    any_engine: Engine, tmp_path: Path
+) -> None:
     (tmp_path / "alone").mkdir()
     alone_ctx, _alone_ids, alone_plans = _plans(_fresh_sqlite(tmp_path / "alone"))
     alone = _commits(alone_ctx.engine, lambda: [finish_github(alone_ctx, plan) for plan in alone_plans] and None)
@@ -146,7 +170,10 @@ def test_a_burst_of_plans_decides_its_first_turns_in_one_transaction_and_a_hold_
 
     together = _commits(any_engine, lambda: finish_github_plans(ctx, plans))
 
-    assert (row(ctx, ids[0]).hold_reason, row(ctx, ids[0]).hold_prompt) == (OPERATOR_HOLD, "fix #0")  # held at its first ask
+    assert (row(ctx, ids[0]).hold_reason, row(ctx, ids[0]).hold_prompt) == (
+        OPERATOR_HOLD,
+        "fix #0",
+    )  # held at its first ask
     assert [row(ctx, sid).status for sid in ids[1:]].count(Status.RUNNING.value) == 2
     assert together == alone - (len(plans) - 1)  # five decisions, one commit; the hold and the notices as alone
 
@@ -166,7 +193,9 @@ def test_each_start_in_a_batch_fires_the_triggers_watching_it(any_engine: Engine
     """Every session a batch starts arms its own session event for the triggers watching it."""
     ctx, deferrer, *_rest = build(any_engine, VirtualClock(T0), max_sessions=4, wired=True)
     config = {"filter": {"genesis": "api"}, "states": ["running"]}
-    spec = check_spec({"name": "on-start", "kind": "ao_event", "prompt_template": "{{ session.title }} began", "config": config})
+    spec = check_spec(
+        {"name": "on-start", "kind": "ao_event", "prompt_template": "{{ session.title }} began", "config": config}
+    )
     with session_scope(any_engine) as db:
         store.create_trigger(db, spec, now=ctx.clock.now())
     ids = [new(ctx, genesis="api", scheduling_class="priority") for _ in range(3)]
@@ -197,10 +226,14 @@ def test_a_first_turn_asked_twice_runs_once(any_engine: Engine) -> None:
 
 def test_a_plan_that_fails_costs_the_plans_after_it_nothing(any_engine: Engine) -> None:
     ctx, ids, plans = _plans(any_engine, held=False)
-    broken = GithubPlan(actor="github:octo", issue="acme/api#not-a-number", issue_state="closed")  # int() fails outside any step's guard
+    broken = GithubPlan(
+        actor="github:octo", issue="acme/api#not-a-number", issue_state="closed"
+    )  # int() fails outside any step's guard
     plans.insert(1, broken)
 
     finish_github_plans(ctx, plans)
 
-    assert [row(ctx, sid).status for sid in ids].count(Status.RUNNING.value) == 2  # both slots, the broken plan in between
+    assert [row(ctx, sid).status for sid in ids].count(
+        Status.RUNNING.value
+    ) == 2  # both slots, the broken plan in between
     assert all(row(ctx, sid).hold_reason is not None for sid in ids if row(ctx, sid).status != Status.RUNNING.value)

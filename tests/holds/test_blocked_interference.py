@@ -38,7 +38,11 @@ GROUP = "repo:acme/api"
         ("Login form", "Restyle the login form", True),
         ("Fix the login form", "Write the release notes", False),
         ("Login", "Login page redesign", False),  # one shared word is not enough
-        ("Improve caching of search results and paging of search", "search results page: fix paging, caching, sorting, filters, facets, export", True),
+        (
+            "Improve caching of search results and paging of search",
+            "search results page: fix paging, caching, sorting, filters, facets, export",
+            True,
+        ),
         ("Add dark mode to the settings page", "Fix the settings import in the CLI", False),
         ("Edit src/auth/login.py in auth", "Edit src/auth/logout.py for auth", True),  # words outside paths still count
         # stopwords and short words never count
@@ -58,7 +62,9 @@ def test_paths_and_words_are_normalised() -> None:
 
 def _blocked_session(ctx, deferrer, workers) -> int:
     """A session of GROUP that failed with an error a retry cannot fix; its group hold resumed."""
-    blocked = new(ctx, title="Fix login form", prompt="Fix the validation in src/auth/login.py", concurrency_group=GROUP)
+    blocked = new(
+        ctx, title="Fix login form", prompt="Fix the validation in src/auth/login.py", concurrency_group=GROUP
+    )
     submit_turn(ctx, blocked, "Fix the validation in src/auth/login.py")
     finish(ctx, workers, deferrer, blocked, Outcome.FAILED, error="invalid_request_error")
     resume_queue(ctx, GROUP, actor="U_OPS")  # the task-failed hold lifts: interference is what remains
@@ -70,7 +76,9 @@ def _blocked_session(ctx, deferrer, workers) -> int:
 def test_seed_002_blocked_interference_skips_an_overlapping_candidate_and_runs_the_rest(engine, clock) -> None:
     ctx, deferrer, workers, _quota = build(engine, clock, max_sessions=3, turn_minutes=30, wired=True)
     blocked = _blocked_session(ctx, deferrer, workers)
-    overlapping = new(ctx, title="Login form errors", prompt="show errors from src/auth/login.py", concurrency_group=GROUP)
+    overlapping = new(
+        ctx, title="Login form errors", prompt="show errors from src/auth/login.py", concurrency_group=GROUP
+    )
     unrelated = new(ctx, title="Release notes", prompt="write the release notes", concurrency_group=GROUP)
     elsewhere = new(ctx, title="Login form errors", prompt="src/auth/login.py", concurrency_group="repo:acme/web")
 
@@ -97,16 +105,30 @@ def test_seed_002_every_candidate_overlapping_holds_the_group_without_resume(any
 
     [hold] = holds(ctx).queue_holds
     sentence = (
-        f"Every queued session of the {GROUP} queue overlaps work left half-done by #{blocked} “Fix login form” (failed), "
+        f"Every queued session of the {GROUP} queue overlaps work left half-done by #{blocked} “Fix login form” "
+        f"(failed), "
         "so none starts. Answer, retry or close it to continue."
     )
-    assert (hold.label, hold.group, hold.sentence, hold.resumes_at, hold.resume_offered) == ("blocked work", GROUP, sentence, None, False)
+    assert (hold.label, hold.group, hold.sentence, hold.resumes_at, hold.resume_offered) == (
+        "blocked work",
+        GROUP,
+        sentence,
+        None,
+        False,
+    )
     text = holds_text(ctx)
     assert f"  blocked work (group {GROUP}) · 2 waiting · since" in text
-    assert f"      {sentence}\n      No Resume: it would re-apply at once; it lifts when the blocked work is answered, retried or closed." in text
+    assert (
+        f"      {sentence}\n      No Resume: it would re-apply at once; it lifts when the blocked work is answered, "
+        f"retried or closed."
+        in text
+    )
     assert [n["hold"].reason for n in heard.of("queue_hold")].count("blocked_interference") == 1
-    with pytest.raises(Refused, match=f"Resume cannot lift the blocked-work hold on group {GROUP}: it would re-apply at once. "
-                                      f"Answer, retry or close #{blocked} “Fix login form” to continue."):
+    with pytest.raises(
+        Refused,
+        match=f"Resume cannot lift the blocked-work hold on group {GROUP}: it would re-apply at once. "
+        f"Answer, retry or close #{blocked} “Fix login form” to continue.",
+    ):
         resume_queue(ctx, GROUP, actor="U_OPS")
 
     newcomer = new(ctx, title="Docs", prompt="write docs", concurrency_group=GROUP)

@@ -87,7 +87,10 @@ def test_the_run_alone_barrier_waits_while_newer_fitting_work_runs(engine, clock
     submit_turn(ctx, new(ctx), "busy")
     barrier = new(ctx, capacity=1, genesis="command")  # priority: only its own budget binds it
     sub = submit_turn(ctx, barrier, "alone")
-    assert sub.reason == "capacity" and sub.sentence == "Waiting for capacity: needs 1.0 · 0.0 free · its own capacity budget 1."
+    assert (
+        sub.reason == "capacity"
+        and sub.sentence == "Waiting for capacity: needs 1.0 · 0.0 free · its own capacity budget 1."
+    )
     deferrer.advance(timedelta(minutes=20))
     later = new(ctx)
     assert submit_turn(ctx, later, "later").outcome == "started"  # the barrier is not a fence
@@ -146,7 +149,9 @@ def test_the_window_is_bounded_and_default_work_never_defers(engine, clock) -> N
 
 T0 = datetime(2026, 11, 2, 9, 0, tzinfo=UTC)
 WEIGHTS = st.sampled_from([0.0, 0.5, 1.0, 1.5, 2.0, 3.0])
-WAITER = st.tuples(WEIGHTS, st.one_of(st.none(), st.integers(min_value=1, max_value=4)), st.integers(min_value=5, max_value=90))
+WAITER = st.tuples(
+    WEIGHTS, st.one_of(st.none(), st.integers(min_value=1, max_value=4)), st.integers(min_value=5, max_value=90)
+)
 
 
 _shared: dict[str, object] = {}
@@ -187,14 +192,22 @@ def _fitting_waiters(ctx) -> list[int]:
 
 
 @settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(max_sessions=st.integers(min_value=1, max_value=4), waiters=st.lists(WAITER, min_size=1, max_size=6), seed=st.integers(0, 1000))
-def test_admission_never_exceeds_the_weighted_budget_and_never_blocks_a_fitting_waiter(max_sessions, waiters, seed) -> None:
+@given(
+    max_sessions=st.integers(min_value=1, max_value=4),
+    waiters=st.lists(WAITER, min_size=1, max_size=6),
+    seed=st.integers(0, 1000),
+)
+def test_admission_never_exceeds_the_weighted_budget_and_never_blocks_a_fitting_waiter(
+    max_sessions, waiters, seed
+) -> None:
     engine, _clock, ctx, deferrer, workers = _world(max_sessions)
     admitted: list[tuple[float, float, float]] = []  # (load before, weight, budget) at each start
 
     def watch(work, session, decision) -> None:
         load, _count = occupied(work.db, work.ctx, exclude_id=session.id)
-        admitted.append((load, session.weight, _budget(session, load_policy(work.db).slots(work.ctx.limits.agent_workers))))
+        admitted.append(
+            (load, session.weight, _budget(session, load_policy(work.db).slots(work.ctx.limits.agent_workers)))
+        )
 
     ctx.plugins.before_start.append(watch)
     minutes = {}

@@ -47,19 +47,34 @@ def test_seed_002_cost_budget_holds_the_picked_session_and_names_provider_and_sp
     picked = new(ctx, title="second")
     sub = submit_turn(ctx, picked, "go")
     assert (sub.outcome, sub.reason) == ("held", "cost_budget")
-    assert sub.sentence == "Held: echo has spent $2.00, reaching this deployment's $1.50 budget for it. Reset its spend, or change the budget, to resume."
+    assert (
+        sub.sentence
+        == "Held: echo has spent $2.00, reaching this deployment's $1.50 budget for it. Reset its spend, or change the budget, to resume."
+    )
     other = new(ctx, title="elsewhere", runtime="claude")
     assert submit_turn(ctx, other, "go").outcome == "started"  # spends nothing of echo's budget
     run_periodic(ctx, "operator_hold_sweep")  # no queue pass was requested: the sweep reports the hold
 
     [hold] = holds(ctx).queue_holds
-    assert (hold.label, hold.group, hold.sentence, hold.resumes_at, hold.resume_offered) == ("cost budget", None, SENTENCE, None, False)
+    assert (hold.label, hold.group, hold.sentence, hold.resumes_at, hold.resume_offered) == (
+        "cost budget",
+        None,
+        SENTENCE,
+        None,
+        False,
+    )
     assert hold.detail["runtimes"] == {"echo": {"spent": 2.0, "budget": 1.5}}
     text = holds_text(ctx)
     assert "  cost budget (whole queue) · 1 waiting · since 2026-11-02 09:20 UTC\n" in text
-    assert f"      {SENTENCE}\n      No Resume: it would re-apply at once; resetting the spend or changing the budget moves the queue." in text
+    assert (
+        f"      {SENTENCE}\n      No Resume: it would re-apply at once; resetting the spend or changing the budget "
+        f"moves the queue."
+        in text
+    )
     assert [n["hold"].reason for n in heard.of("queue_hold")] == ["cost_budget"]
-    with pytest.raises(Refused, match=r"Resume cannot lift the cost-budget hold: it would re-apply at once. Reset the spend of echo"):
+    with pytest.raises(
+        Refused, match=r"Resume cannot lift the cost-budget hold: it would re-apply at once. Reset the spend of echo"
+    ):
         resume_queue(ctx, actor="U_OPS")
     deferrer.advance(timedelta(hours=1))  # its re-checks keep it held
     assert row(ctx, picked).status == "waiting" and len(holds(ctx).queue_holds) == 1
@@ -94,7 +109,10 @@ def test_removing_the_budget_lifts_it_and_a_person_pressing_start_is_not_gated(a
 @pytest.mark.parametrize(
     ("budgets", "message"),
     [
-        ({"echo": -5}, "budget:echo: -5 is not a cost budget; give US dollars above 0 (e.g. 50 or 12.50), or none to remove it"),
+        (
+            {"echo": -5},
+            "budget:echo: -5 is not a cost budget; give US dollars above 0 (e.g. 50 or 12.50), or none to remove it",
+        ),
         ({"echo": "lots"}, "budget:echo: 'lots' is not a cost budget; give US dollars above 0"),
         ({"echo": 0}, "budget:echo: 0 is not a cost budget"),
         ({"echo": float("nan")}, "budget:echo: nan is not a cost budget"),

@@ -72,7 +72,9 @@ def test_a_running_turn_is_halted_by_its_alarm_when_the_estimate_reaches_the_cap
     deferrer.advance(timedelta(seconds=1))  # $3.00: the cap
     session = row(ctx, sid)
     assert (session.status, session.hold_reason) == ("waiting", "cost_cap")
-    assert session.hold_sentence.startswith(f"Halted: session #{sid} reached its $3.00 cost cap while running (about $3.00 spent")
+    assert session.hold_sentence.startswith(
+        f"Halted: session #{sid} reached its $3.00 cost cap while running (about $3.00 spent"
+    )
     assert [n["reason"] for n in heard.of("paused")] == ["cost_cap"]
 
 
@@ -101,7 +103,9 @@ def test_the_ceiling_sweep_halts_a_capped_turn_whose_alarm_was_lost(any_engine, 
     deferrer.advance(timedelta(0))
     session = row(ctx, sid)
     assert (session.status, session.hold_reason, session.hold_turn_kind) == ("waiting", "cost_cap", "resume")
-    assert session.hold_sentence.startswith(f"Halted: session #{sid} reached its $3.00 cost cap while running (about $3.10 spent")
+    assert session.hold_sentence.startswith(
+        f"Halted: session #{sid} reached its $3.00 cost cap while running (about $3.10 spent"
+    )
     with session_scope(any_engine) as db:
         turns = db.query(Turn).filter(Turn.session_id == sid).order_by(Turn.id).all()
         assert [t.status for t in turns] == ["done", "halted"]
@@ -115,7 +119,10 @@ def test_the_ceiling_sweep_halts_a_capped_turn_whose_alarm_was_lost(any_engine, 
 def test_a_bad_cap_is_refused_and_changes_nothing(engine, clock, cap) -> None:
     ctx, _deferrer, _workers, _quota = build(engine, clock, wired=True)
     sid = new(ctx, cost_cap_usd=4.0)
-    with pytest.raises(InvalidInput, match=r"cost_cap_usd: a cost cap must be a finite number of dollars above 0, at most \$1,000,000.00"):
+    with pytest.raises(
+        InvalidInput,
+        match=r"cost_cap_usd: a cost cap must be a finite number of dollars above 0, at most \$1,000,000.00",
+    ):
         set_cap(ctx, sid, cap, actor="U_OPS")
     with pytest.raises(InvalidInput, match="cost_cap_usd: a cost cap must be"):
         new(ctx, cost_cap_usd=cap)

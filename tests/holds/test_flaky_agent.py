@@ -85,7 +85,9 @@ class RunnerInVirtualTime:
     its exit code and words are classified as in production), and its result is reported after
     `minutes` of virtual time."""
 
-    def __init__(self, runner: CommandRunner, deferrer: VirtualDeferrer, minutes: float, fallback: Callable[..., None]) -> None:
+    def __init__(
+        self, runner: CommandRunner, deferrer: VirtualDeferrer, minutes: float, fallback: Callable[..., None]
+    ) -> None:
         self.runner, self.deferrer, self.minutes, self.fallback = runner, deferrer, minutes, fallback
 
     def submit(self, request: TurnRequest, on_done: Callable[[TurnResult], None]) -> None:
@@ -93,18 +95,24 @@ class RunnerInVirtualTime:
             self.fallback(request, on_done)
             return
         result = self.runner.run(request)
-        self.deferrer.schedule(f"turn-end:{request.turn_id}", self.deferrer.clock.now() + timedelta(minutes=self.minutes), on_done, result)
+        self.deferrer.schedule(
+            f"turn-end:{request.turn_id}", self.deferrer.clock.now() + timedelta(minutes=self.minutes), on_done, result
+        )
 
     def halt(self, turn_id: int) -> bool:
         return False
 
 
-def test_an_agent_that_cannot_connect_five_times_retries_on_the_backoff_and_succeeds(engine, clock, tmp_path: Path) -> None:
+def test_an_agent_that_cannot_connect_five_times_retries_on_the_backoff_and_succeeds(
+    engine, clock, tmp_path: Path
+) -> None:
     ctx, deferrer, workers, _quota = build(engine, clock, max_sessions=4, turn_minutes=1, wired=True)
     heard = Heard(ctx)
     script = tmp_path / "agent.py"
     script.write_text(textwrap.dedent(AGENT))
-    runner = CommandRunner(f"{sys.executable} {script} {tmp_path / 'calls'} {{prompt}}", "", "flaky", 60, tmp_path / "work")
+    runner = CommandRunner(
+        f"{sys.executable} {script} {tmp_path / 'calls'} {{prompt}}", "", "flaky", 60, tmp_path / "work"
+    )
     ctx.ports.workers = RunnerInVirtualTime(runner, deferrer, 1, workers.submit)
     flaky = new(ctx, title="Flaky", runtime="flaky", concurrency_group="repo:acme/api")
     t0 = clock.now()
@@ -134,7 +142,9 @@ def test_an_agent_that_cannot_connect_five_times_retries_on_the_backoff_and_succ
 
 
 @pytest.mark.parametrize("group", ["repo:acme/api", None])
-def test_the_sixth_failure_to_reach_the_provider_is_a_task_failure_of_its_own_queue(engine, clock, group: str | None) -> None:
+def test_the_sixth_failure_to_reach_the_provider_is_a_task_failure_of_its_own_queue(
+    engine, clock, group: str | None
+) -> None:
     ctx, deferrer, workers, _quota = build(engine, clock, max_sessions=4, turn_minutes=1, wired=True)
     heard = Heard(ctx)
     flaky = new(ctx, title="Flaky", concurrency_group=group)
@@ -186,7 +196,11 @@ def test_a_stopped_session_started_again_gets_six_fresh_attempts(engine, clock) 
     assert start_now(ctx, flaky, actor="U_OPS").submission is not None
     finish(ctx, workers, deferrer, flaky, Outcome.FAILED_RETRYABLE, error="connection reset")
     s = row(ctx, flaky)
-    assert (s.status, s.hold_reason, s.consecutive_failures) == ("waiting", "failed_retryable", 1)  # a retry, not blocked again
+    assert (s.status, s.hold_reason, s.consecutive_failures) == (
+        "waiting",
+        "failed_retryable",
+        1,
+    )  # a retry, not blocked again
 
 
 def test_a_wake_does_not_lift_the_retry_floor(engine, clock) -> None:

@@ -50,7 +50,10 @@ def test_one_run_at_a_time_per_group_and_the_next_starts_by_itself(engine, clock
     sub = submit_turn(ctx, second, "b")
     assert API == "repo:acme/api"
     assert sub.reason == "concurrency_group"
-    assert sub.sentence == f"#{first} “Fix login” is running in repo:acme/api; one run at a time per group, because its sessions share one working tree."
+    assert (
+        sub.sentence
+        == f"#{first} “Fix login” is running in repo:acme/api; one run at a time per group, because its sessions share one working tree."
+    )
     assert submit_turn(ctx, elsewhere, "c").outcome == "started"  # a busy group blocks no other
     deferrer.advance(timedelta(minutes=15))
     assert row(ctx, second).status == "running"
@@ -76,7 +79,9 @@ def test_a_trigger_sets_how_many_run_per_group(engine, clock) -> None:
     ids = [new(ctx, title=f"t{i}", concurrency_group=API, trigger_id=trigger) for i in range(3)]
     subs = [submit_turn(ctx, sid, "x") for sid in ids]
     assert [s.outcome for s in subs] == ["started", "started", "held"]
-    assert subs[2].sentence.startswith(f"#{ids[0]} “t0” and #{ids[1]} “t1” are running in repo:acme/api; 2 runs at a time per group")
+    assert subs[2].sentence.startswith(
+        f"#{ids[0]} “t0” and #{ids[1]} “t1” are running in repo:acme/api; 2 runs at a time per group"
+    )
 
 
 @pytest.mark.parametrize("value", [0, -1, "2", True, 101, 1.5])
@@ -105,7 +110,9 @@ def test_a_session_asleep_on_a_declared_wait_keeps_its_groups_claim(engine, cloc
     assert row(ctx, sleeper).status == "waiting"
     other = new(ctx, concurrency_group=API)
     sub = submit_turn(ctx, other, "x")
-    assert sub.reason == "concurrency_group" and "(asleep on a declared wait until 2026-11-02 10:05 UTC)" in sub.sentence
+    assert (
+        sub.reason == "concurrency_group" and "(asleep on a declared wait until 2026-11-02 10:05 UTC)" in sub.sentence
+    )
     deferrer.advance(timedelta(hours=1, minutes=10))  # it wakes, runs its turn, and the group frees
     assert row(ctx, other).status in ("running", "done")
 
@@ -117,7 +124,10 @@ def test_a_session_asleep_on_a_declared_wait_keeps_its_groups_claim(engine, cloc
     ("text", "refs"),
     [
         ("depends on #12", [PrerequisiteRef(12)]),
-        ("Depends on: #12, #13 and Acme/Web#4.", [PrerequisiteRef(12), PrerequisiteRef(13), PrerequisiteRef(4, "acme/web")]),
+        (
+            "Depends on: #12, #13 and Acme/Web#4.",
+            [PrerequisiteRef(12), PrerequisiteRef(13), PrerequisiteRef(4, "acme/web")],
+        ),
         ("first @#7, then @acme/api#8", [PrerequisiteRef(7), PrerequisiteRef(8, "acme/api")]),
         ("@#7 and again depends on #7", [PrerequisiteRef(7)]),
         ("fixes #12; see #13", []),  # a plain mention is not a prerequisite
@@ -135,7 +145,10 @@ def test_an_issue_names_issues_of_its_repository_and_a_message_names_sessions(db
     db.add_all([issue, message])
     db.flush()
     rows = record_prerequisites(db, issue, "depends on #12 and #20, @other/repo#3")
-    assert [(r.target_kind, r.target_ref) for r in rows] == [("issue", "acme/api#12"), ("issue", "other/repo#3")]  # not itself
+    assert [(r.target_kind, r.target_ref) for r in rows] == [
+        ("issue", "acme/api#12"),
+        ("issue", "other/repo#3"),
+    ]  # not itself
     assert len(record_prerequisites(db, issue, "depends on #12")) == 2  # a redelivery records nothing twice
     rows = record_prerequisites(db, message, f"@#{issue.id} @#{message.id}")
     assert [(r.target_kind, r.target_ref) for r in rows] == [("session", str(issue.id))]

@@ -70,7 +70,9 @@ def test_a_held_session_starts_with_its_recorded_prompt_and_the_ladder_resets(en
     deferrer.run_until(row(ctx, sid).hold_retry_at)
     s = row(ctx, sid)
     assert s.status == "running" and s.hold_reason is None and s.hold_count == 0
-    assert workers.submitted[-1].prompt == "fix issue 12" and workers.submitted[-1].attachments == ({"name": "shot.png"},)
+    assert workers.submitted[-1].prompt == "fix issue 12" and workers.submitted[-1].attachments == (
+        {"name": "shot.png"},
+    )
 
 
 def test_every_turn_is_gated_not_just_the_first(engine, clock) -> None:
@@ -148,7 +150,8 @@ def test_start_now_shapes(engine, clock) -> None:
     with pytest.raises(Refused) as done:  # finished, not stranded: a nudge would spend quota unasked
         start_now(ctx, fresh)
     assert str(done.value) == (
-        f"session #{fresh} is done, so there is nothing queued to start; to continue it, reply to it with what to do next "
+        f"session #{fresh} is done, so there is nothing queued to start; to continue it, reply to it with what to do "
+        f"next "
         f"(reply {fresh} <text>, or in its thread)"
     )
     assert len(workers.submitted) == 1 and row(ctx, fresh).status == "done"

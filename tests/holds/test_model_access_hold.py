@@ -76,8 +76,15 @@ def test_seed_002_model_access_holds_the_queue_naming_the_model_and_resume_runs_
     heard = Heard(ctx)
     a, b = new(ctx, title="Refactor auth", runtime="claude"), new(ctx, title="Docs")
     submit_turn(ctx, a, "refactor the auth module")
-    finish(ctx, workers, deferrer, a, Outcome.MODEL_ACCESS, error="Claude Opus 4 is not available with the Claude Pro plan",
-           extra={"model": "Claude Opus 4"})
+    finish(
+        ctx,
+        workers,
+        deferrer,
+        a,
+        Outcome.MODEL_ACCESS,
+        error="Claude Opus 4 is not available with the Claude Pro plan",
+        extra={"model": "Claude Opus 4"},
+    )
 
     view = holds(ctx).queue_holds
     assert len(view) == 1
@@ -104,7 +111,9 @@ def test_seed_002_model_access_holds_the_queue_naming_the_model_and_resume_runs_
     assert row(ctx, a).status == "waiting" and len(holds(ctx).queue_holds) == 1
 
     result = resume_queue(ctx, actor="U_OPS")
-    assert result.sentence.startswith("The queue is resumed (no access to the chosen model, held since 2026-11-02 09:00 UTC) by U_OPS")
+    assert result.sentence.startswith(
+        "The queue is resumed (no access to the chosen model, held since 2026-11-02 09:00 UTC) by U_OPS"
+    )
     deferrer.advance(timedelta(0))
     assert row(ctx, a).status == "running" and row(ctx, b).status == "running"
 
@@ -114,7 +123,9 @@ def test_a_model_access_refusal_naming_no_model_says_the_chosen_model(engine, cl
     a = new(ctx, title="x", runtime="codex")
     submit_turn(ctx, a, "x")
     finish(ctx, workers, deferrer, a, Outcome.MODEL_ACCESS, error="upgrade your plan to use this model")
-    assert holds(ctx).queue_holds[0].sentence.startswith("The codex plan does not include the chosen model, so every run")
+    assert (
+        holds(ctx).queue_holds[0].sentence.startswith("The codex plan does not include the chosen model, so every run")
+    )
 
 
 def test_a_turn_of_that_runtime_that_succeeds_lifts_the_model_access_hold(engine, clock) -> None:

@@ -60,7 +60,9 @@ def test_a_selector_holds_exactly_the_sessions_it_names(engine, clock, kind, val
     trigger = add_trigger(ctx)
     ids = [
         new(ctx, source={"repository": "acme/api"}),
-        new(ctx, genesis="github_issue", source={"repository": "acme/api", "labels": [{"name": "needs-review"}, "bug"]}),
+        new(
+            ctx, genesis="github_issue", source={"repository": "acme/api", "labels": [{"name": "needs-review"}, "bug"]}
+        ),
         new(ctx, trigger_id=trigger),
         new(ctx, genesis="command"),
     ]
@@ -165,7 +167,10 @@ def test_releasing_another_persons_hold_needs_the_operator_role(engine, clock) -
     sid = new(ctx)
     hold = place_hold(ctx, "all", armer="U_ANN")
     submit_turn(ctx, sid, "go")
-    with pytest.raises(Forbidden, match=f"^hold {hold.id} was placed by U_ANN; releasing another person's hold needs the operator role$"):
+    with pytest.raises(
+        Forbidden,
+        match=f"^hold {hold.id} was placed by U_ANN; releasing another person's hold needs the operator role$",
+    ):
         release_hold(ctx, hold.id, actor="U_BOB", actor_role="member")
     assert row(ctx, sid).status == "waiting"
     release_hold(ctx, hold.id, actor="U_OPS", actor_role="operator")
@@ -236,8 +241,17 @@ def test_holds_lists_live_operator_holds_with_their_selector_armer_and_expiry(en
     ctx, *_ = build(engine, clock, wired=True)
     place_hold(ctx, "label", ["needs-review"], armer="U_ANN", reason="waiting for the audit", ttl=timedelta(hours=2))
     (view,) = holds(ctx).operator_holds
-    assert (view.selector_kind, view.selector_value, view.armer, view.expires_at) == ("label", "needs-review", "U_ANN", clock.now() + timedelta(hours=2))
-    assert "  hold 1 · label needs-review · by U_ANN since 2026-11-02 09:00 UTC · expires 2026-11-02 11:00 UTC · waiting for the audit" in holds_text(ctx)
+    assert (view.selector_kind, view.selector_value, view.armer, view.expires_at) == (
+        "label",
+        "needs-review",
+        "U_ANN",
+        clock.now() + timedelta(hours=2),
+    )
+    assert (
+        "  hold 1 · label needs-review · by U_ANN since 2026-11-02 09:00 UTC · expires 2026-11-02 11:00 UTC · waiting "
+        "for the audit"
+        in holds_text(ctx)
+    )
 
 
 # --------------------------------------------------------------------------- the property
@@ -273,7 +287,9 @@ def test_an_expired_operator_hold_never_holds_anything(kind, ago, released, gene
             selector_kind=kind, selector_value=value, armer="U", created_at=_NOW - timedelta(days=41),
             expires_at=_NOW - ago, released_at=_NOW - ago if released else None,
         )
-        session = Session(id=1, genesis=genesis, trigger_id=1, source={"repository": "acme/api", "labels": [label]}, created_at=_NOW)
+        session = Session(
+            id=1, genesis=genesis, trigger_id=1, source={"repository": "acme/api", "labels": [label]}, created_at=_NOW
+        )
         db.add(hold)
         db.flush()
         live = OperatorHold(selector_kind=kind, selector_value=value, armer="U", created_at=_NOW)

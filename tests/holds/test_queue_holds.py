@@ -44,7 +44,10 @@ def test_a_rate_limit_holds_the_queue_five_minutes_without_spending_a_retry(engi
     assert (hold.label, hold.sentence, hold.group) == ("provider rate limit", RATE_SENTENCE, None)
     assert hold.resumes_at == t0 + timedelta(minutes=5) and hold.resume_offered
     text = holds_text(ctx)
-    assert "  provider rate limit (whole queue) · 1 waiting · since 2026-11-02 09:00 UTC · Resumes at 2026-11-02 09:05 UTC" in text
+    assert (
+        "  provider rate limit (whole queue) · 1 waiting · since 2026-11-02 09:00 UTC · Resumes at 2026-11-02 09:05 UTC"
+        in text
+    )
     assert f"      {RATE_SENTENCE}\n      Resume: resume" in text
 
     s = row(ctx, a)
@@ -101,7 +104,9 @@ def test_resume_runs_the_next_session_without_waiting_and_a_manual_start_ignores
     submit_turn(ctx, c, "c")
     assert start_now(ctx, c).submission.outcome == "started"  # seed 002: a press skips the wait
     result = resume_queue(ctx, actor="U_OPS")
-    assert result.sentence.startswith("The queue is resumed (provider rate limit, held since 2026-11-02 09:00 UTC) by U_OPS")
+    assert result.sentence.startswith(
+        "The queue is resumed (provider rate limit, held since 2026-11-02 09:00 UTC) by U_OPS"
+    )
     deferrer.advance(timedelta(0))
     assert row(ctx, a).status == "running" and row(ctx, b).status == "running"
     with pytest.raises(Refused, match="nothing to resume: no queue hold is in force on the whole queue"):
@@ -143,7 +148,12 @@ def test_exhausted_credits_block_the_session_at_once(engine, clock) -> None:
         "The claude API key has no credit or quota left, so every run would fail the same way. Top up the "
         f"provider account, then resume; #{a} “Nightly triage” is blocked and needs a start of its own as well."
     )
-    assert (hold.label, hold.sentence, hold.resumes_at, hold.resume_offered) == ("API credits exhausted", sentence, None, True)
+    assert (hold.label, hold.sentence, hold.resumes_at, hold.resume_offered) == (
+        "API credits exhausted",
+        sentence,
+        None,
+        True,
+    )
     assert f"      {sentence}\n      Resume: resume" in holds_text(ctx)
     assert row(ctx, a).status == "blocked"
     assert heard.of("failed")[-1]["session_id"] == a
@@ -167,7 +177,12 @@ def test_six_consecutive_failures_pause_that_group_only(engine, clock) -> None:
         f"#{flaky} “Flaky build” failed 6 attempts in a row and is blocked; that pauses the whole "
         "repo:acme/api queue, not only that session. Resume to try again."
     )
-    assert (hold.label, hold.group, hold.sentence, hold.resume_offered) == ("a session failed every retry", "repo:acme/api", sentence, True)
+    assert (hold.label, hold.group, hold.sentence, hold.resume_offered) == (
+        "a session failed every retry",
+        "repo:acme/api",
+        sentence,
+        True,
+    )
     assert "  a session failed every retry (group repo:acme/api) · 0 waiting · since" in holds_text(ctx)
     assert "      Resume: resume repo:acme/api" in holds_text(ctx)
 
@@ -191,7 +206,11 @@ def test_an_error_a_retry_cannot_fix_fails_the_session_and_holds_its_group(engin
         f"#{a} “Use the new model” hit an error a retry cannot fix (model not found: claude-x) and has "
         "stopped; that pauses the repo:acme/api queue. Fix it on the session, then resume."
     )
-    assert (hold.label, hold.sentence, hold.resume_offered) == ("a session hit an error a retry cannot fix", sentence, True)
+    assert (hold.label, hold.sentence, hold.resume_offered) == (
+        "a session hit an error a retry cannot fix",
+        sentence,
+        True,
+    )
     assert row(ctx, a).status == "failed" and row(ctx, a).consecutive_failures == 0
     assert "stays failed until it is started again" in resume_queue(ctx, "repo:acme/api", actor="U_OPS").sentence
 
@@ -210,10 +229,17 @@ def test_every_candidate_waiting_on_a_prerequisite_is_a_hold_resume_cannot_lift(
     run_periodic(ctx, "operator_hold_sweep")  # no queue pass was requested: the sweep reports the queue-level hold
     hold = only_queue_hold(ctx)
     sentence = f"Every queued session waits on a prerequisite: #{base} (running). The queue moves by itself once it is done, canceled or closed."
-    assert (hold.label, hold.sentence, hold.resumes_at, hold.resume_offered) == ("waiting on a prerequisite", sentence, None, False)
+    assert (hold.label, hold.sentence, hold.resumes_at, hold.resume_offered) == (
+        "waiting on a prerequisite",
+        sentence,
+        None,
+        False,
+    )
     assert f"      {sentence}\n      No Resume: it would re-apply at once; it lifts by itself." in holds_text(ctx)
     assert [n["hold"].reason for n in heard.of("queue_hold")] == ["prerequisite"]
-    with pytest.raises(Refused, match=f"Resume cannot lift a prerequisite hold.*when #{base} is done, canceled or closed"):
+    with pytest.raises(
+        Refused, match=f"Resume cannot lift a prerequisite hold.*when #{base} is done, canceled or closed"
+    ):
         resume_queue(ctx, actor="U_OPS")
     deferrer.advance(timedelta(minutes=30))  # the prerequisite finishes: the queue moves by itself
     assert [row(ctx, w).status for w in waiters] == ["running", "running"]

@@ -25,7 +25,14 @@ NOW = datetime(2026, 11, 2, 9, 0, tzinfo=UTC)
 
 
 def snapshot(*weights: float, slots: int = 2, priority: tuple[float, ...] = ()) -> Snapshot:
-    policy = PolicyView(gating_enabled=True, reserve_5h_pct=20.0, reserve_7d_pct=20.0, max_sessions=slots, preemption_enabled=True, overrides={})
+    policy = PolicyView(
+        gating_enabled=True,
+        reserve_5h_pct=20.0,
+        reserve_7d_pct=20.0,
+        max_sessions=slots,
+        preemption_enabled=True,
+        overrides={},
+    )
     windows = (
         WindowState("5h", timedelta(hours=5), NOW + timedelta(hours=2), 5000.0, 10.0, True),
         WindowState("7d", timedelta(days=7), NOW + timedelta(days=3), 50000.0, 100.0, True),
@@ -35,7 +42,14 @@ def snapshot(*weights: float, slots: int = 2, priority: tuple[float, ...] = ()) 
     return Snapshot(policy, windows, tuple(fleet), agent_workers=12)
 
 
-def asking(weight: float = 1.0, *, capacity: int | None = None, multiplier: float | None = None, spot: bool = True, running: bool = False) -> Asking:
+def asking(
+    weight: float = 1.0,
+    *,
+    capacity: int | None = None,
+    multiplier: float | None = None,
+    spot: bool = True,
+    running: bool = False,
+) -> Asking:
     return Asking(99, spot, running, True, 0.001, weight, capacity, multiplier)
 
 
@@ -101,7 +115,10 @@ def test_weighted_sessions_fill_the_budget_on_the_production_wiring(engine, cloc
     # 1.5 of 2 now: a default claim waits, an authored budget above the slots fits.
     held = spot(ctx)
     sub = submit_turn(ctx, held, "waits")
-    assert sub.reason == "fleet_at_cap" and "its claim of 1.0 does not fit beside the running turns (1.5 of 2 in use" in sub.sentence
+    assert (
+        sub.reason == "fleet_at_cap"
+        and "its claim of 1.0 does not fit beside the running turns (1.5 of 2 in use" in sub.sentence
+    )
     assert submit_turn(ctx, spot(ctx, capacity=5), "own budget").outcome == "started"
     assert submit_turn(ctx, spot(ctx, weight=1.0, capacity_multiplier=2.0), "twice").outcome == "started"
     assert row(ctx, held).status == "waiting"

@@ -49,20 +49,41 @@ def said(kind: str = "five_hour", *, account: str = "a", at: datetime = NOW, **k
         ("heard before the reset that has passed", [said(utilization=0.9, resets_at=NOW - H)], Fallback.ROLLED_OVER),
         ("no reset named, heard over a period ago", [said(utilization=0.9, at=NOW - 6 * H)], Fallback.ROLLED_OVER),
         ("named but not how full", [said(status="allowed", resets_at=NOW + H)], Fallback.NO_UTILIZATION),
-        ("one account", [said(utilization=0.8, resets_at=NOW + H, status="allowed")],
-         Measured(0.8, NOW + H, "anthropic", 1, 1, False, False, False)),
-        ("rejected without a figure is spent", [said(status="rejected", resets_at=NOW + 2 * H)],
-         Measured(1.0, NOW + 2 * H, "anthropic", 1, 1, True, False, False)),
-        ("two accounts average; the soonest reset", [said(utilization=0.2, resets_at=NOW + 2 * H, account="a"),
-                                                     said(utilization=0.6, resets_at=NOW + H, account="b", status="allowed_warning")],
-         Measured(0.4, NOW + H, "anthropic", 2, 2, False, True, False)),
-        ("accounts that move together are one bucket", [said(utilization=0.9, resets_at=NOW + H, account="a"),
-                                                        said(utilization=0.9, resets_at=NOW + H, account="b"),
-                                                        said(utilization=0.3, resets_at=NOW + 3 * H, account="c", is_using_overage=True)],
-         Measured(0.6, NOW + H, "anthropic", 3, 2, False, False, True)),
-        ("a stale account counts for nothing", [said(utilization=0.9, resets_at=NOW - H, account="a"),
-                                               said(utilization=0.1, resets_at=NOW + H, account="b")],
-         Measured(0.1, NOW + H, "anthropic", 1, 1, False, False, False)),
+        (
+            "one account",
+            [said(utilization=0.8, resets_at=NOW + H, status="allowed")],
+            Measured(0.8, NOW + H, "anthropic", 1, 1, False, False, False),
+        ),
+        (
+            "rejected without a figure is spent",
+            [said(status="rejected", resets_at=NOW + 2 * H)],
+            Measured(1.0, NOW + 2 * H, "anthropic", 1, 1, True, False, False),
+        ),
+        (
+            "two accounts average; the soonest reset",
+            [
+                said(utilization=0.2, resets_at=NOW + 2 * H, account="a"),
+                said(utilization=0.6, resets_at=NOW + H, account="b", status="allowed_warning"),
+            ],
+            Measured(0.4, NOW + H, "anthropic", 2, 2, False, True, False),
+        ),
+        (
+            "accounts that move together are one bucket",
+            [
+                said(utilization=0.9, resets_at=NOW + H, account="a"),
+                said(utilization=0.9, resets_at=NOW + H, account="b"),
+                said(utilization=0.3, resets_at=NOW + 3 * H, account="c", is_using_overage=True),
+            ],
+            Measured(0.6, NOW + H, "anthropic", 3, 2, False, False, True),
+        ),
+        (
+            "a stale account counts for nothing",
+            [
+                said(utilization=0.9, resets_at=NOW - H, account="a"),
+                said(utilization=0.1, resets_at=NOW + H, account="b"),
+            ],
+            Measured(0.1, NOW + H, "anthropic", 1, 1, False, False, False),
+        ),
     ],
 )
 def test_measure(rule: str, readings: list[ProviderReading], expected: Measured | Fallback) -> None:
@@ -94,7 +115,9 @@ def test_the_book_keeps_the_latest_reading_of_each_account_and_window(any_engine
     book.record(said("seven_day_opus", status="rejected", resets_at=NOW + 24 * H))
     kept = {(r.account, r.kind): r for r in book.latest()}
     assert set(kept) == {("a", "five_hour"), ("b", "five_hour"), ("a", "seven_day_opus")}
-    assert kept["a", "five_hour"].utilization == 0.7 and kept["a", "five_hour"].observed_at == NOW + timedelta(seconds=5)
+    assert kept["a", "five_hour"].utilization == 0.7 and kept["a", "five_hour"].observed_at == NOW + timedelta(
+        seconds=5
+    )
     assert kept["a", "seven_day_opus"].status == "rejected"
 
 
@@ -158,7 +181,9 @@ def test_the_stand_in_claudes_reading_reaches_the_source(engine: Engine, tmp_pat
     assert (five.utilization, five.resets_at, five.measured_by) == (0.8, resets, "anthropic")
 
 
-def test_a_rejected_reading_holds_spot_work_until_the_providers_reset_and_priority_runs(engine: Engine, tmp_path: Path) -> None:
+def test_a_rejected_reading_holds_spot_work_until_the_providers_reset_and_priority_runs(
+    engine: Engine, tmp_path: Path
+) -> None:
     clock = VirtualClock(NOW)
     ctx, deferrer, workers, _ = build(engine, clock, max_sessions=4, turn_minutes=5)
     source = AgentsSource(engine, ledger(engine))
@@ -203,11 +228,16 @@ def test_a_spent_per_model_week_holds_that_models_spot_work_only(engine: Engine,
     spot = submit_turn(ctx, new(ctx, prompt="sweep"), "sweep")
     assert spot.outcome == outcome
     if outcome == "held":
-        assert "weekly Opus" in (spot.sentence or "") and "as Anthropic (Claude Code) reports it" in (spot.sentence or "")
+        assert "weekly Opus" in (spot.sentence or "") and "as Anthropic (Claude Code) reports it" in (
+            spot.sentence or ""
+        )
 
 
 def test_build_quota_source_reads_the_model_from_the_runner_command(engine: Engine) -> None:
-    source = build_quota_source(load({"PACER_RUNNER": "command", "PACER_RUNNER_COMMAND": "claude -p --model opus --output-format stream-json"}), engine)
+    source = build_quota_source(
+        load({"PACER_RUNNER": "command", "PACER_RUNNER_COMMAND": "claude -p --model opus --output-format stream-json"}),
+        engine,
+    )
     assert isinstance(source, AgentsSource) and source.buckets == [("7d_opus", "seven_day_opus")]
 
 
@@ -227,4 +257,7 @@ def test_the_gate_card_says_which_window_is_measured_and_why_the_other_is_not(en
     assert (windows["5h"]["spent"], windows["5h"]["measured_by"], windows["5h"]["fallback"]) == (0.8, "anthropic", None)
     assert (windows["7d"]["measured_by"], windows["7d"]["fallback"]) == (None, "no_reading")
     text = render_card(card)
-    assert "as Anthropic (Claude Code) reports it" in text and "the ledger's estimate: no agent has reported this window yet" in text
+    assert (
+        "as Anthropic (Claude Code) reports it" in text
+        and "the ledger's estimate: no agent has reported this window yet" in text
+    )

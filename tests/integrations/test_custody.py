@@ -66,13 +66,21 @@ def test_the_agent_and_what_it_spawned_die_with_the_supervisor(tmp_path: Path) -
 
 def test_the_leash_reports_the_agents_exit_and_ends_what_it_left(tmp_path: Path) -> None:
     pids = tmp_path / "pids"
-    left = subprocess.run([*LEASH, "--parent", str(os.getpid()), "--", "sh", "-c", f"sleep 300 & echo $! > {pids}; exit 7"],
-                          capture_output=True, text=True, timeout=30)
+    left = subprocess.run(
+        [*LEASH, "--parent", str(os.getpid()), "--", "sh", "-c", f"sleep 300 & echo $! > {pids}; exit 7"],
+        capture_output=True,
+        text=True,
+        timeout=30,
+    )
     assert left.returncode == 7
     assert not _alive(int(pids.read_text()))  # the background sleep went with the agent
-    killed = subprocess.run([*LEASH, "--parent", str(os.getpid()), "--", "sh", "-c", "kill -9 $$"], capture_output=True, timeout=30)
+    killed = subprocess.run(
+        [*LEASH, "--parent", str(os.getpid()), "--", "sh", "-c", "kill -9 $$"], capture_output=True, timeout=30
+    )
     assert killed.returncode == 128 + signal.SIGKILL
-    missing = subprocess.run([*LEASH, "--parent", str(os.getpid()), "--", "/no/such/agent"], capture_output=True, text=True, timeout=30)
+    missing = subprocess.run(
+        [*LEASH, "--parent", str(os.getpid()), "--", "/no/such/agent"], capture_output=True, text=True, timeout=30
+    )
     assert missing.returncode == leash.NOT_EXECUTABLE and missing.stderr.startswith(leash.CANNOT_RUN)
     orphaned = subprocess.run([*LEASH, "--parent", "1", "--", "true"], capture_output=True, timeout=30)
     assert orphaned.returncode == leash.PARENT_GONE  # its supervisor was gone before the agent started
@@ -81,14 +89,28 @@ def test_the_leash_reports_the_agents_exit_and_ends_what_it_left(tmp_path: Path)
 
 
 def test_a_halt_asks_first_and_kills_after_the_grace(tmp_path: Path) -> None:
-    polite = subprocess.Popen([*LEASH, "--parent", str(os.getpid()), "--grace", "5", "--", "sh", "-c", "trap 'exit 42' TERM; sleep 300 & wait"],
-                              start_new_session=True)
+    polite = subprocess.Popen(
+        [
+            *LEASH,
+            "--parent",
+            str(os.getpid()),
+            "--grace",
+            "5",
+            "--",
+            "sh",
+            "-c",
+            "trap 'exit 42' TERM; sleep 300 & wait",
+        ],
+        start_new_session=True,
+    )
     time.sleep(0.5)
     started = time.monotonic()
     polite.send_signal(signal.SIGTERM)
     assert polite.wait(timeout=10) == 42 and time.monotonic() - started < 4  # it stopped when asked
-    stubborn = subprocess.Popen([*LEASH, "--parent", str(os.getpid()), "--grace", "1", "--", "sh", "-c", "trap '' TERM; sleep 300 & wait"],
-                                start_new_session=True)
+    stubborn = subprocess.Popen(
+        [*LEASH, "--parent", str(os.getpid()), "--grace", "1", "--", "sh", "-c", "trap '' TERM; sleep 300 & wait"],
+        start_new_session=True,
+    )
     time.sleep(0.5)
     started = time.monotonic()
     stubborn.send_signal(signal.SIGTERM)
@@ -100,8 +122,13 @@ def test_the_prompt_file_is_the_agents_descriptor_3(tmp_path: Path) -> None:
     os.write(fd, "the whole prompt €".encode())
     os.lseek(fd, 0, os.SEEK_SET)
     try:
-        done = subprocess.run([*LEASH, "--parent", str(os.getpid()), "--fd", str(fd), "--", "cat", "/dev/fd/3"], pass_fds=(fd,),
-                              capture_output=True, text=True, timeout=30)
+        done = subprocess.run(
+            [*LEASH, "--parent", str(os.getpid()), "--fd", str(fd), "--", "cat", "/dev/fd/3"],
+            pass_fds=(fd,),
+            capture_output=True,
+            text=True,
+            timeout=30,
+        )
     finally:
         os.close(fd)
     assert done.stdout == "the whole prompt €"
@@ -123,14 +150,35 @@ def test_start_up_ends_agents_whose_supervisor_is_gone() -> None:
 
 
 def test_the_agents_environment_is_an_allowlist() -> None:
-    environ = {"PATH": "/usr/bin", "LANG": "C.UTF-8", "LC_ALL": "C", "ANTHROPIC_API_KEY": "sk-ant", "CLAUDE_CODE_USE_BEDROCK": "1",
-               "HOME": "/home/pacer", "DATABASE_URL": "postgres://u:p@h/db", "GITHUB_TOKEN": "ghp", "SLACK_BOT_TOKEN": "xoxb",
-               "PACER_ROSTER": "U1=operator", "PACER_WORKSPACES": "/srv/ws", "PACER_TRIGGERS_FILE": "/srv/t.toml", "AWS_SECRET": "x",
-               "MY_TOOL_TOKEN": "tool"}
+    environ = {
+        "PATH": "/usr/bin",
+        "LANG": "C.UTF-8",
+        "LC_ALL": "C",
+        "ANTHROPIC_API_KEY": "sk-ant",
+        "CLAUDE_CODE_USE_BEDROCK": "1",
+        "HOME": "/home/pacer",
+        "DATABASE_URL": "postgres://u:p@h/db",
+        "GITHUB_TOKEN": "ghp",
+        "SLACK_BOT_TOKEN": "xoxb",
+        "PACER_ROSTER": "U1=operator",
+        "PACER_WORKSPACES": "/srv/ws",
+        "PACER_TRIGGERS_FILE": "/srv/t.toml",
+        "AWS_SECRET": "x",
+        "MY_TOOL_TOKEN": "tool",
+    }
     custody = Custody(home=Path("/srv/agent-home"), passthrough=frozenset({"MY_TOOL_TOKEN"}))
     env = custody.environment(environ, {"PACER_TURN_ID": "7"})
-    assert env == {"PATH": "/usr/bin", "LANG": "C.UTF-8", "LC_ALL": "C", "ANTHROPIC_API_KEY": "sk-ant", "CLAUDE_CODE_USE_BEDROCK": "1",
-                   "MY_TOOL_TOKEN": "tool", "HOME": "/srv/agent-home", SUPERVISOR: supervisor_mark(os.getpid()), "PACER_TURN_ID": "7"}
+    assert env == {
+        "PATH": "/usr/bin",
+        "LANG": "C.UTF-8",
+        "LC_ALL": "C",
+        "ANTHROPIC_API_KEY": "sk-ant",
+        "CLAUDE_CODE_USE_BEDROCK": "1",
+        "MY_TOOL_TOKEN": "tool",
+        "HOME": "/srv/agent-home",
+        SUPERVISOR: supervisor_mark(os.getpid()),
+        "PACER_TURN_ID": "7",
+    }
 
 
 @pytest.mark.parametrize(("value", "message"), [
@@ -183,5 +231,7 @@ def test_pacers_git_runs_nothing_a_repository_configures_and_refuses_a_borrowing
     assert not marker.exists()
     assert "work" in git("--git-dir", str(remote / "acme" / "api.git"), "log", "--format=%s", space.branch)
     (space.path / ".git" / "objects" / "info" / "alternates").write_text(str(mirror / "objects") + "\n")
-    with pytest.raises(WorkspaceError, match="borrows objects: Pacer does not publish from a repository changed this way"):
+    with pytest.raises(
+        WorkspaceError, match="borrows objects: Pacer does not publish from a repository changed this way"
+    ):
         spaces.new_commits(space)

@@ -40,8 +40,20 @@ M = timedelta(minutes=1)
         ("window k resets at anchor + k x period", 5 * H, ANCHOR + 12 * H, ANCHOR + 10 * H, ANCHOR + 15 * H),
         ("a boundary belongs to the window it opens", 5 * H, ANCHOR + 10 * H, ANCHOR + 10 * H, ANCHOR + 15 * H),
         ("before the anchor the schedule runs backwards", 5 * H, ANCHOR - H, ANCHOR - 5 * H, ANCHOR),
-        ("the weekly schedule", timedelta(days=7), NOW, datetime(2026, 11, 2, tzinfo=UTC), datetime(2026, 11, 9, tzinfo=UTC)),
-        ("5-hour windows straddle weekly boundaries", 5 * H, NOW, datetime(2026, 11, 2, 6, tzinfo=UTC), datetime(2026, 11, 2, 11, tzinfo=UTC)),
+        (
+            "the weekly schedule",
+            timedelta(days=7),
+            NOW,
+            datetime(2026, 11, 2, tzinfo=UTC),
+            datetime(2026, 11, 9, tzinfo=UTC),
+        ),
+        (
+            "5-hour windows straddle weekly boundaries",
+            5 * H,
+            NOW,
+            datetime(2026, 11, 2, 6, tzinfo=UTC),
+            datetime(2026, 11, 2, 11, tzinfo=UTC),
+        ),
     ],
 )
 def test_window_bounds(rule, period, now, start, resets_at) -> None:
@@ -104,7 +116,12 @@ def test_ledger_with_no_turns_reads_both_windows_empty_and_calibrated(any_engine
     ("rule", "turn", "spent_5h", "spent_7d"),
     [
         ("a turn finished inside both windows counts in both", {"cost": 5.0, "finished": NOW - 30 * M}, 5.0, 5.0),
-        ("a turn finished before the 5-hour window counts only in the week", {"cost": 5.0, "finished": NOW - 4 * H}, 0.0, 5.0),
+        (
+            "a turn finished before the 5-hour window counts only in the week",
+            {"cost": 5.0, "finished": NOW - 4 * H},
+            0.0,
+            5.0,
+        ),
         ("a turn finished in last week's window counts in neither", {"cost": 5.0, "finished": NOW - 10 * H}, 0.0, 0.0),
         ("a failed turn's spend is spent", {"cost": 2.0, "status": "failed", "finished": NOW - M}, 2.0, 2.0),
         ("a turn finishing after now is not in the reading yet", {"cost": 5.0, "finished": NOW + M}, 0.0, 0.0),
@@ -112,12 +129,14 @@ def test_ledger_with_no_turns_reads_both_windows_empty_and_calibrated(any_engine
         (
             "a running turn accrues elapsed minutes x its runtime's rate",
             {"runtime": "echo", "status": "running", "started": NOW - 10 * M},
-            15.0, 15.0,
+            15.0,
+            15.0,
         ),
         (
             "a running turn begun before the window accrues only inside it",
             {"runtime": "echo", "status": "running", "started": NOW - 4 * H},
-            270.0, 360.0,
+            270.0,
+            360.0,
         ),
     ],
 )
@@ -135,19 +154,45 @@ WINDOW_5H = datetime(2026, 11, 2, 6, tzinfo=UTC)
 @pytest.mark.parametrize(
     ("rule", "turn", "spent_5h", "spent_7d"),
     [
-        ("a turn that began before the 5-hour window counts there only for its run after the start",
-         {"cost": 12.0, "started": WINDOW_5H - H, "finished": WINDOW_5H + H}, 6.0, 12.0),
-        ("split by time: a quarter of its run inside, a quarter of its cost",
-         {"cost": 8.0, "started": WINDOW_5H - 90 * M, "finished": WINDOW_5H + 30 * M}, 2.0, 8.0),
-        ("a turn that began in last week's window is split at the week's start too",
-         {"cost": 8.0, "started": datetime(2026, 11, 1, 23, tzinfo=UTC), "finished": datetime(2026, 11, 2, 1, tzinfo=UTC)}, 0.0, 4.0),
-        ("a turn that ended at the window's start spent all of it before",
-         {"cost": 5.0, "started": WINDOW_5H - H, "finished": WINDOW_5H}, 0.0, 5.0),
-        ("a turn with no recorded start is booked where it finished",
-         {"cost": 5.0, "finished": WINDOW_5H + H}, 5.0, 5.0),
+        (
+            "a turn that began before the 5-hour window counts there only for its run after the start",
+            {"cost": 12.0, "started": WINDOW_5H - H, "finished": WINDOW_5H + H},
+            6.0,
+            12.0,
+        ),
+        (
+            "split by time: a quarter of its run inside, a quarter of its cost",
+            {"cost": 8.0, "started": WINDOW_5H - 90 * M, "finished": WINDOW_5H + 30 * M},
+            2.0,
+            8.0,
+        ),
+        (
+            "a turn that began in last week's window is split at the week's start too",
+            {
+                "cost": 8.0,
+                "started": datetime(2026, 11, 1, 23, tzinfo=UTC),
+                "finished": datetime(2026, 11, 2, 1, tzinfo=UTC),
+            },
+            0.0,
+            4.0,
+        ),
+        (
+            "a turn that ended at the window's start spent all of it before",
+            {"cost": 5.0, "started": WINDOW_5H - H, "finished": WINDOW_5H},
+            0.0,
+            5.0,
+        ),
+        (
+            "a turn with no recorded start is booked where it finished",
+            {"cost": 5.0, "finished": WINDOW_5H + H},
+            5.0,
+            5.0,
+        ),
     ],
 )
-def test_a_turn_that_straddles_a_windows_start_is_split_there(rule, turn, spent_5h, spent_7d, any_engine: Engine) -> None:
+def test_a_turn_that_straddles_a_windows_start_is_split_there(
+    rule, turn, spent_5h, spent_7d, any_engine: Engine
+) -> None:
     add_turn(any_engine, **turn)
     w = windows(ledger(any_engine).read(NOW))
     assert (w["5h"].spent_usd, w["7d"].spent_usd) == (pytest.approx(spent_5h), pytest.approx(spent_7d)), rule
@@ -192,7 +237,11 @@ def test_ledger_spent_since_is_what_pool_calibration_reads(any_engine: Engine) -
 @pytest.mark.parametrize(
     ("rule", "kw", "message"),
     [
-        ("a 5-hour capacity must be positive", {"capacity_5h_usd": 0.0}, r"capacity_5h_usd must be above 0 \(got 0.0\)"),
+        (
+            "a 5-hour capacity must be positive",
+            {"capacity_5h_usd": 0.0},
+            r"capacity_5h_usd must be above 0 \(got 0.0\)",
+        ),
         ("an anchor must carry its zone", {"anchor": datetime(2026, 1, 5)}, "anchor must be timezone-aware"),
     ],
 )
@@ -248,18 +297,27 @@ def test_pool_windows_reset_at_the_soonest_recorded_reset_else_within_one_period
     [
         (
             "every averaged account priced: the pool's capacity is their sum",
-            [account("a", 0.5, 0.5, capacity_5h_usd=40, capacity_7d_usd=400), account("b", 0.1, 0.5, capacity_5h_usd=60, capacity_7d_usd=400)],
-            100.0, 800.0,
+            [
+                account("a", 0.5, 0.5, capacity_5h_usd=40, capacity_7d_usd=400),
+                account("b", 0.1, 0.5, capacity_5h_usd=60, capacity_7d_usd=400),
+            ],
+            100.0,
+            800.0,
         ),
         (
             "one averaged account unpriced: fraction mode, never a partial sum",
             [account("a", 0.5, 0.5, capacity_5h_usd=40), account("b", 0.1, 0.5)],
-            None, None,
+            None,
+            None,
         ),
         (
             "a week-spent account left out of the 5-hour figure need not be priced for it",
-            [account("a", 0.5, 0.5, capacity_5h_usd=40, capacity_7d_usd=400), account("b", 0.1, 1.0, capacity_7d_usd=400)],
-            40.0, 800.0,
+            [
+                account("a", 0.5, 0.5, capacity_5h_usd=40, capacity_7d_usd=400),
+                account("b", 0.1, 1.0, capacity_7d_usd=400),
+            ],
+            40.0,
+            800.0,
         ),
     ],
 )
@@ -330,19 +388,36 @@ def test_pool_calibrated_against_a_real_ledger(any_engine: Engine, tmp_path: Pat
         ("the top level is neither a list nor {accounts: [...]}", {"nope": 1}, "top level: must be a list of accounts"),
         ("an account that is not an object", [3], "accounts[0]: must be an object (got 3)"),
         ("a missing name", [{"status": "active"}], "accounts[0].name: must be a non-empty string (got None)"),
-        ("a duplicated name", [account("a", 0.1, 0.1), account("a", 0.2, 0.2)], "accounts[1].name: 'a' appears more than once"),
+        (
+            "a duplicated name",
+            [account("a", 0.1, 0.1), account("a", 0.2, 0.2)],
+            "accounts[1].name: 'a' appears more than once",
+        ),
         (
             "an unknown status",
             [account("a", 0.1, 0.1, status="paused")],
             "accounts[0].status: must be one of active, quota_exceeded, needs_reauth (got 'paused')",
         ),
-        ("a utilization that is not a number", [account("a", "12%", 0.1)], "accounts[0].utilization_5h: must be a number >= 0 or null (got '12%')"),
-        ("a negative utilization", [account("a", 0.1, -0.2)], "accounts[0].utilization_7d: must be a number >= 0 or null (got -0.2)"),
-        ("a boolean is not a utilization", [account("a", True, 0.1)], "accounts[0].utilization_5h: must be a number >= 0 or null (got True)"),
+        (
+            "a utilization that is not a number",
+            [account("a", "12%", 0.1)],
+            "accounts[0].utilization_5h: must be a number >= 0 or null (got '12%')",
+        ),
+        (
+            "a negative utilization",
+            [account("a", 0.1, -0.2)],
+            "accounts[0].utilization_7d: must be a number >= 0 or null (got -0.2)",
+        ),
+        (
+            "a boolean is not a utilization",
+            [account("a", True, 0.1)],
+            "accounts[0].utilization_5h: must be a number >= 0 or null (got True)",
+        ),
         (
             "a reset with no offset",
             [account("a", 0.1, 0.1, reset_5h="2026-11-02T12:00:00")],
-            "accounts[0].reset_5h: must be an ISO-8601 instant with a UTC offset, or null (got '2026-11-02T12:00:00', which has no offset)",
+            "accounts[0].reset_5h: must be an ISO-8601 instant with a UTC offset, or null (got '2026-11-02T12:00:00', "
+            "which has no offset)",
         ),
         (
             "a reset that is not a date",
@@ -358,7 +433,9 @@ def test_pool_calibrated_against_a_real_ledger(any_engine: Engine, tmp_path: Pat
         ("an empty pool", [], "none of 0 accounts has a readable window"),
     ],
 )
-def test_an_unreadable_pool_fails_open_and_says_why(rule, content, logged, tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+def test_an_unreadable_pool_fails_open_and_says_why(
+    rule, content, logged, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
     path = pool_file(tmp_path, content)
     with caplog.at_level(logging.WARNING, logger="pacer.quota.pool"):
         assert PoolSource(file=path).read(NOW) is None, rule
@@ -458,11 +535,19 @@ def test_pool_over_http_reads_the_same_format(endpoint: PoolEndpoint) -> None:
     [
         ("a server error fails open naming the status", 503, b"[]", 0.0, "503"),
         ("a body that is not JSON fails open", 200, b"<html>", 0.0, "JSONDecodeError"),
-        ("a body in the wrong format fails open naming the field", 200, b'[{"name": "a", "status": "x"}]', 0.0, "accounts[0].status"),
+        (
+            "a body in the wrong format fails open naming the field",
+            200,
+            b'[{"name": "a", "status": "x"}]',
+            0.0,
+            "accounts[0].status",
+        ),
         ("a server slower than the timeout fails open", 200, b"[]", 0.4, "Timeout"),
     ],
 )
-def test_pool_over_http_fails_open(rule, status, body, delay, logged, endpoint: PoolEndpoint, caplog: pytest.LogCaptureFixture) -> None:
+def test_pool_over_http_fails_open(
+    rule, status, body, delay, logged, endpoint: PoolEndpoint, caplog: pytest.LogCaptureFixture
+) -> None:
     endpoint.serve(body, status)
     endpoint.delay = delay
     with caplog.at_level(logging.WARNING, logger="pacer.quota.pool"):

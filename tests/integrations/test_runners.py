@@ -286,7 +286,11 @@ RESET_EPOCH = int((T0 + timedelta(hours=2)).timestamp())
     ("markers", "outcome", "reset_at"),
     [
         ("[fake:error=API Error: 429 rate_limit_error]", Outcome.RATE_LIMITED, None),
-        (f"[fake:soft-error=Claude AI usage limit reached|{RESET_EPOCH}]", Outcome.RATE_LIMITED, T0 + timedelta(hours=2)),
+        (
+            f"[fake:soft-error=Claude AI usage limit reached|{RESET_EPOCH}]",
+            Outcome.RATE_LIMITED,
+            T0 + timedelta(hours=2),
+        ),
         ("[fake:stderr=Invalid API key · Please run /login]", Outcome.AUTH_REJECTED, None),
         ("[fake:error=Credit balance is too low]", Outcome.CREDITS_EXHAUSTED, None),
         ("[fake:error=API Error: 404 not_found_error model not found: claude-9]", Outcome.FAILED, None),
@@ -328,7 +332,9 @@ def test_captured_output_is_bounded_and_the_result_still_read(tmp_path: Path) ->
 def test_the_agent_session_is_heard_from_the_init_line_before_the_turn_is_cut_off(tmp_path: Path) -> None:
     heard: list[str] = []
     runner = command_runner(tmp_path)
-    thread, out = in_thread(lambda: runner.run(turn("[fake:stream][fake:slow=30]", turn_id=31, on_agent_session=heard.append)))
+    thread, out = in_thread(
+        lambda: runner.run(turn("[fake:stream][fake:slow=30]", turn_id=31, on_agent_session=heard.append))
+    )
     wait_for(lambda: heard != [])  # the agent has only printed its init line, and sleeps
     assert heard == [f"fake-{call(tmp_path)['pid']}"]
     assert runner.halt(31)
@@ -342,7 +348,9 @@ def test_the_final_json_result_still_names_the_session_and_a_known_one_is_not_to
     heard: list[str] = []
     result = command_runner(tmp_path).run(turn("one object at the end", on_agent_session=heard.append))
     assert heard == [result.agent_session_id] == [f"fake-{call(tmp_path)['pid']}"]
-    resumed = command_runner(tmp_path).run(turn("[fake:stream] again", turn_id=2, agent_session_id="s-9", on_agent_session=heard.append))
+    resumed = command_runner(tmp_path).run(
+        turn("[fake:stream] again", turn_id=2, agent_session_id="s-9", on_agent_session=heard.append)
+    )
     assert resumed.agent_session_id == "s-9" and heard == [result.agent_session_id]
 
 
@@ -351,7 +359,10 @@ def test_the_final_json_result_still_names_the_session_and_a_known_one_is_not_to
     [
         ('{"type":"system","subtype":"init","session_id":"9f1c-2","tools":["Bash"]}', "9f1c-2"),
         ('{"type":"result","is_error":false,"session_id":"r-1","total_cost_usd":0.1}', "r-1"),
-        ('{"type":"system","subtype":"init","session_id":"--dangerously-skip-permissions"}', None),  # an option, not an id
+        (
+            '{"type":"system","subtype":"init","session_id":"--dangerously-skip-permissions"}',
+            None,
+        ),  # an option, not an id
         ('{"type":"system","subtype":"init","session_id":42}', None),
         ('{"type":"assistant","session_id":"a-1"}', None),  # neither the init line nor the result
         ('{"session_id":"tool-output"}', None),  # another tool's JSON is its output
@@ -400,28 +411,91 @@ def report_error(text: str) -> AgentReport:
         (0, "", "warning: something noisy", None, Outcome.SUCCESS, None),
         # rate limits, with and without a stated reset
         (1, "", "API Error: 429 Too Many Requests", None, Outcome.RATE_LIMITED, None),
-        (1, "", "Error: rate_limit_error: This request would exceed your account's rate limit", None, Outcome.RATE_LIMITED, None),
-        (1, "", "rate limited; resets at 2026-11-30T14:00:00Z", None, Outcome.RATE_LIMITED, datetime(2026, 11, 30, 14, 0, tzinfo=UTC)),
-        (1, "", "Rate limit reached. Please try again in 15 minutes.", None, Outcome.RATE_LIMITED, T0 + timedelta(minutes=15)),
+        (
+            1,
+            "",
+            "Error: rate_limit_error: This request would exceed your account's rate limit",
+            None,
+            Outcome.RATE_LIMITED,
+            None,
+        ),
+        (
+            1,
+            "",
+            "rate limited; resets at 2026-11-30T14:00:00Z",
+            None,
+            Outcome.RATE_LIMITED,
+            datetime(2026, 11, 30, 14, 0, tzinfo=UTC),
+        ),
+        (
+            1,
+            "",
+            "Rate limit reached. Please try again in 15 minutes.",
+            None,
+            Outcome.RATE_LIMITED,
+            T0 + timedelta(minutes=15),
+        ),
         (1, "", "usage limit: reset in 3600 seconds", None, Outcome.RATE_LIMITED, T0 + timedelta(hours=1)),
         (1, "", "HTTP 429; retry-after: 120", None, Outcome.RATE_LIMITED, T0 + timedelta(seconds=120)),
-        (0, "", "", report_error("Claude AI usage limit reached|1796047200"), Outcome.RATE_LIMITED, datetime(2026, 11, 30, 14, 0, tzinfo=UTC)),
-        (0, "", "", report_error("You've hit your limit · resets 4pm (Europe/Paris)"), Outcome.RATE_LIMITED, datetime(2026, 11, 30, 15, 0, tzinfo=UTC)),
+        (
+            0,
+            "",
+            "",
+            report_error("Claude AI usage limit reached|1796047200"),
+            Outcome.RATE_LIMITED,
+            datetime(2026, 11, 30, 14, 0, tzinfo=UTC),
+        ),
+        (
+            0,
+            "",
+            "",
+            report_error("You've hit your limit · resets 4pm (Europe/Paris)"),
+            Outcome.RATE_LIMITED,
+            datetime(2026, 11, 30, 15, 0, tzinfo=UTC),
+        ),
         (1, "", "Rate limit; resets at 2026-11-30T11:00:00Z", None, Outcome.RATE_LIMITED, None),  # past: none
         (1, "", "Quota exceeded for quota metric 'Generate requests' per minute", None, Outcome.RATE_LIMITED, None),
         # auth
-        (1, "", "API Error: 401 {\"type\":\"authentication_error\"}", None, Outcome.AUTH_REJECTED, None),
+        (1, "", 'API Error: 401 {"type":"authentication_error"}', None, Outcome.AUTH_REJECTED, None),
         (1, "", "Invalid API key · Please run /login", None, Outcome.AUTH_REJECTED, None),
         (1, "", "OAuth token has expired. Please obtain a new token", None, Outcome.AUTH_REJECTED, None),
         (0, "", "", report_error("Authentication failed"), Outcome.AUTH_REJECTED, None),
         # credits
-        (1, "", "API Error: 400 Your credit balance is too low to access the Anthropic API.", None, Outcome.CREDITS_EXHAUSTED, None),
-        (1, "", "insufficient_quota: You exceeded your current quota, please check your plan and billing", None, Outcome.CREDITS_EXHAUSTED, None),
+        (
+            1,
+            "",
+            "API Error: 400 Your credit balance is too low to access the Anthropic API.",
+            None,
+            Outcome.CREDITS_EXHAUSTED,
+            None,
+        ),
+        (
+            1,
+            "",
+            "insufficient_quota: You exceeded your current quota, please check your plan and billing",
+            None,
+            Outcome.CREDITS_EXHAUSTED,
+            None,
+        ),
         (1, "", "Insufficient credits on this account", None, Outcome.CREDITS_EXHAUSTED, None),
         # seed 002 "Model access": the plan does not include the chosen model (a key that cannot
         # use a model stays a task failure, below)
-        (1, "", "Claude Opus 4 is not available with the Claude Pro plan. Run /logout and /login", None, Outcome.MODEL_ACCESS, None),
-        (1, "", "API Error: 403 Your plan does not include access to claude-opus-4-1.", None, Outcome.MODEL_ACCESS, None),
+        (
+            1,
+            "",
+            "Claude Opus 4 is not available with the Claude Pro plan. Run /logout and /login",
+            None,
+            Outcome.MODEL_ACCESS,
+            None,
+        ),
+        (
+            1,
+            "",
+            "API Error: 403 Your plan does not include access to claude-opus-4-1.",
+            None,
+            Outcome.MODEL_ACCESS,
+            None,
+        ),
         (0, "", "", report_error("Your subscription doesn't include Opus."), Outcome.MODEL_ACCESS, None),
         # not retryable
         (1, "", "API Error: 400 invalid_request_error: prompt is too long", None, Outcome.FAILED, None),

@@ -51,7 +51,12 @@ def aps(engine):
     ("expr", "tz", "after", "expected"),
     [
         # Crontab weekdays: 1-5 is Monday to Friday, 0 and 7 are Sunday (APScheduler 3 alone reads 0 as Monday).
-        ("0 9 * * 1-5", "Europe/Vilnius", datetime(2026, 11, 7, 12, 0, tzinfo=UTC), datetime(2026, 11, 9, 7, 0, tzinfo=UTC)),
+        (
+            "0 9 * * 1-5",
+            "Europe/Vilnius",
+            datetime(2026, 11, 7, 12, 0, tzinfo=UTC),
+            datetime(2026, 11, 9, 7, 0, tzinfo=UTC),
+        ),
         ("0 9 * * 0", "UTC", datetime(2026, 11, 2, 12, 0, tzinfo=UTC), datetime(2026, 11, 8, 9, 0, tzinfo=UTC)),
         ("0 9 * * 7", "UTC", datetime(2026, 11, 2, 12, 0, tzinfo=UTC), datetime(2026, 11, 8, 9, 0, tzinfo=UTC)),
         ("30 6 * * 5-7", "UTC", datetime(2026, 11, 2, 12, 0, tzinfo=UTC), datetime(2026, 11, 6, 6, 30, tzinfo=UTC)),
@@ -92,7 +97,11 @@ def test_jobs_are_created_changed_and_removed_while_the_scheduler_runs(engine, c
     report = sync_schedules(aps, engine)
     assert report.added == [nightly, hourly] and report.removed == []
     job = aps.get_job(job_id(nightly))
-    assert job.args == ("schedule_fire", nightly) and "Europe/Vilnius" in repr(job.trigger) and job.name == "schedule nightly"
+    assert (
+        job.args == ("schedule_fire", nightly)
+        and "Europe/Vilnius" in repr(job.trigger)
+        and job.name == "schedule nightly"
+    )
     first_run = job.next_run_time
 
     assert sync_schedules(aps, engine).unchanged == [nightly, hourly]
@@ -101,7 +110,9 @@ def test_jobs_are_created_changed_and_removed_while_the_scheduler_runs(engine, c
     change(engine, clock, nightly, config={"cron": "15 4 * * 1-5", "timezone": "UTC"})
     report = sync_schedules(aps, engine)
     assert report.replaced == [nightly] and report.unchanged == [hourly]
-    assert "hour='4'" in repr(aps.get_job(job_id(nightly)).trigger) and "mon,tue" in repr(aps.get_job(job_id(nightly)).trigger)
+    assert "hour='4'" in repr(aps.get_job(job_id(nightly)).trigger) and "mon,tue" in repr(
+        aps.get_job(job_id(nightly)).trigger
+    )
 
     change(engine, clock, hourly, enabled=False)
     assert sync_schedules(aps, engine).removed == [job_id(hourly)] and aps.get_job(job_id(hourly)) is None

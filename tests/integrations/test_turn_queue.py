@@ -38,7 +38,8 @@ VENDORED = ROOT / "scheduler" / "store" / "migrations" / "versions" / "0007_proc
 
 def test_the_vendored_schema_is_the_pinned_procrastinates_own() -> None:
     assert VENDORED.read_text(encoding="utf-8") == SchemaManager.get_schema(), (
-        "procrastinate's schema changed: pin the version migration 0007 vendors, or add a revision applying its SQL migrations"
+        "procrastinate's schema changed: pin the version migration 0007 vendors, or add a revision applying its SQL "
+        "migrations"
     )
 
 
@@ -70,13 +71,18 @@ def queue_ctx(any_engine: Engine, clock):  # type: ignore[no-untyped-def]
         pytest.skip("procrastinate runs on PostgreSQL only")
     ctx, _deferrer, workers, _quota = build(any_engine, clock, max_sessions=4)
     ctx.owner, ctx.limits.turn_lease = "serve", LEASE
-    ctx.ports.dispatcher = TurnQueue(build_app(libpq_url(any_engine.url.render_as_string(hide_password=False))), stalled_after=LEASE)
+    ctx.ports.dispatcher = TurnQueue(
+        build_app(libpq_url(any_engine.url.render_as_string(hide_password=False))), stalled_after=LEASE
+    )
     return ctx, workers
 
 
 def _job(ctx: Context, job_id: int | None) -> tuple[Any, ...] | None:
     with ctx.engine.connect() as conn:
-        row = conn.execute(text("SELECT status, lock, queue_name, args, abort_requested FROM procrastinate_jobs WHERE id = :i"), {"i": job_id}).first()
+        row = conn.execute(
+            text("SELECT status, lock, queue_name, args, abort_requested FROM procrastinate_jobs WHERE id = :i"),
+            {"i": job_id},
+        ).first()
     return tuple(row) if row is not None else None
 
 
@@ -183,7 +189,9 @@ def test_a_job_a_dead_worker_took_before_it_claimed_the_turn_comes_back_through_
     submit_turn(ctx, sid, "orphan")
     turn = _turn(ctx, sid)
     with ctx.engine.begin() as conn:  # a worker fetched it and died at once: no worker row beats for it
-        conn.execute(text("UPDATE procrastinate_jobs SET status = 'doing', worker_id = NULL WHERE id = :i"), {"i": turn.job_id})
+        conn.execute(
+            text("UPDATE procrastinate_jobs SET status = 'doing', worker_id = NULL WHERE id = :i"), {"i": turn.job_id}
+        )
     assert recover_lost_turns(ctx) == 1
     assert _job(ctx, turn.job_id)[0] == "failed"  # type: ignore[index]  # ended, never retried
     [first] = _turns(ctx, sid)

@@ -105,7 +105,9 @@ def test_a_session_without_a_repository_runs_as_before(engine: Engine, spaces: W
     assert agent.requests[0].workdir is None and not spaces.root.exists() and github.calls == []
 
 
-def test_turns_share_a_worktree_and_one_pull_request_follows_the_branch(engine: Engine, spaces: Workspaces, github: FakeGithub) -> None:
+def test_turns_share_a_worktree_and_one_pull_request_follows_the_branch(
+    engine: Engine, spaces: Workspaces, github: FakeGithub
+) -> None:
     sid = session(engine, title="Tidy the docs", repository="acme/api")
     first = turn(runner(engine, spaces, github, Agent(commit("one"))), sid, 1)
     branch = f"pacer/{sid}-tidy-the-docs"
@@ -135,7 +137,9 @@ def test_nothing_is_pushed_for_a_turn_without_commits(engine: Engine, spaces: Wo
     assert github.calls == []
 
 
-def test_a_rejected_push_is_recorded_and_shown_never_forced(engine: Engine, spaces: Workspaces, github: FakeGithub, tmp_path: Path) -> None:
+def test_a_rejected_push_is_recorded_and_shown_never_forced(
+    engine: Engine, spaces: Workspaces, github: FakeGithub, tmp_path: Path
+) -> None:
     sid = session(engine, title="Race", repository="acme/api")
     turn(runner(engine, spaces, github, Agent(commit("one"))), sid, 1)
     branch = f"pacer/{sid}-race"
@@ -153,7 +157,17 @@ def test_a_rejected_push_is_recorded_and_shown_never_forced(engine: Engine, spac
     assert isinstance(error, str) and error.startswith("git push failed") and "rejected" in error
     assert remote_log(spaces, branch) == ["theirs", "one", "first"]  # not forced
     with session_scope(engine) as db:
-        db.add(Turn(session_id=sid, status="done", output=result.output, cost_usd=0.1, duration_ms=1500, created_at=T0, finished_at=T0))
+        db.add(
+            Turn(
+                session_id=sid,
+                status="done",
+                output=result.output,
+                cost_usd=0.1,
+                duration_ms=1500,
+                created_at=T0,
+                finished_at=T0,
+            )
+        )
         row = db.get(Session, sid)
         assert row is not None
         row.status = Status.DONE.value
@@ -164,12 +178,16 @@ def test_a_rejected_push_is_recorded_and_shown_never_forced(engine: Engine, spac
     assert f"| Push | rejected, not retried: {error} |" in render_body(found[1])
 
 
-def test_a_workspace_that_cannot_be_made_fails_the_turn_saying_why(engine: Engine, spaces: Workspaces, github: FakeGithub) -> None:
+def test_a_workspace_that_cannot_be_made_fails_the_turn_saying_why(
+    engine: Engine, spaces: Workspaces, github: FakeGithub
+) -> None:
     sid = session(engine, title="Elsewhere", repository="acme/missing")
     agent = Agent(lambda path: "never")
     result = turn(runner(engine, spaces, github, agent), sid, 1)
     assert result.outcome is Outcome.FAILED_RETRYABLE and agent.requests == []
-    assert result.error is not None and result.error.startswith("The session's workspace of acme/missing could not be made: git clone failed")
+    assert result.error is not None and result.error.startswith(
+        "The session's workspace of acme/missing could not be made: git clone failed"
+    )
 
 
 def test_archived_and_expired_worktrees_are_removed_and_a_later_turn_finds_its_branch(
@@ -179,7 +197,11 @@ def test_archived_and_expired_worktrees_are_removed_and_a_later_turn_finds_its_b
     for sid in (archived, expired, recent):
         turn(runner(engine, spaces, github, Agent(commit(f"work of {sid}"))), sid, sid)
     with session_scope(engine) as db:
-        for sid, status, finished in ((archived, Status.ARCHIVED, T0), (expired, Status.DONE, T0), (recent, Status.DONE, T0 + timedelta(hours=71))):
+        for sid, status, finished in (
+            (archived, Status.ARCHIVED, T0),
+            (expired, Status.DONE, T0),
+            (recent, Status.DONE, T0 + timedelta(hours=71)),
+        ):
             row = db.get(Session, sid)
             assert row is not None
             row.status, row.finished_at = status.value, finished
@@ -215,7 +237,9 @@ def test_a_session_from_a_pull_request_starts_from_its_branch_and_targets_it(
     assert (pull["base"], pull["title"]) == ("feature", "Finish the feature") and pull["body"].startswith("Refs #5\n")
 
 
-def test_a_github_apps_installation_token_reaches_the_remote_for_its_session_only(engine: Engine, tmp_path: Path) -> None:
+def test_a_github_apps_installation_token_reaches_the_remote_for_its_session_only(
+    engine: Engine, tmp_path: Path
+) -> None:
     """A real HTTP remote on loopback: git's own request carries the installation's token as
     its Authorization header; no config, no URL and no error message holds it."""
     seen: list[str] = []
@@ -239,17 +263,27 @@ def test_a_github_apps_installation_token_reaches_the_remote_for_its_session_onl
 
     try:
         spaces = Workspaces(tmp_path / "ws", GitRemote(f"http://127.0.0.1:{server.server_address[1]}/{{repository}}.git"))
-        sid = session(engine, title="x", repository="acme/api", source={"kind": "github", "repository": "acme/api", "number": 1,
-                                                                        "installation_id": 42})
+        sid = session(
+            engine,
+            title="x",
+            repository="acme/api",
+            source={"kind": "github", "repository": "acme/api", "number": 1, "installation_id": 42},
+        )
         agent = Agent(lambda path: "never")
-        result = WorkspaceRunner(agent, spaces, engine, credentials=credentials).run(TurnRequest(session_id=sid, turn_id=1, prompt="go"))
+        result = WorkspaceRunner(agent, spaces, engine, credentials=credentials).run(
+            TurnRequest(session_id=sid, turn_id=1, prompt="go")
+        )
     finally:
         server.shutdown()
         server.server_close()
     assert asked == [42] and agent.requests == [] and result.outcome is Outcome.FAILED_RETRYABLE
     assert seen and seen[0] == "Basic " + base64.b64encode(b"x-access-token:ghs_installation_token_42").decode()
     assert "ghs_installation_token_42" not in (result.error or "")
-    assert all("ghs_installation_token_42" not in p.read_text(errors="replace") for p in (tmp_path / "ws").rglob("*") if p.is_file())
+    assert all(
+        "ghs_installation_token_42" not in p.read_text(errors="replace")
+        for p in (tmp_path / "ws").rglob("*")
+        if p.is_file()
+    )
 
 
 def test_past_the_disk_bound_finished_worktrees_go_oldest_first_and_working_ones_stay(
@@ -264,7 +298,11 @@ def test_past_the_disk_bound_finished_worktrees_go_oldest_first_and_working_ones
         turn(runner(engine, spaces, github, Agent(big)), sid, sid)
         assert record(engine, sid)["disk_bytes"] >= 200_000  # type: ignore[operator]
     with session_scope(engine) as db:
-        for sid, status, finished in ((older, Status.DONE, T0), (newer, Status.DONE, T0 + timedelta(minutes=5)), (working, Status.WAITING, None)):
+        for sid, status, finished in (
+            (older, Status.DONE, T0),
+            (newer, Status.DONE, T0 + timedelta(minutes=5)),
+            (working, Status.WAITING, None),
+        ):
             row = db.get(Session, sid)
             assert row is not None
             row.status, row.finished_at = status.value, finished

@@ -14,8 +14,14 @@ TOKEN = "ghs_sekret_token_123"
 
 
 def git(*args: str, cwd: Path | None = None) -> str:
-    env = {"GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@example.com", "GIT_COMMITTER_NAME": "t", "GIT_COMMITTER_EMAIL": "t@example.com",
-           "PATH": "/usr/bin:/bin", "HOME": str(cwd or "/tmp")}
+    env = {
+        "GIT_AUTHOR_NAME": "t",
+        "GIT_AUTHOR_EMAIL": "t@example.com",
+        "GIT_COMMITTER_NAME": "t",
+        "GIT_COMMITTER_EMAIL": "t@example.com",
+        "PATH": "/usr/bin:/bin",
+        "HOME": str(cwd or "/tmp"),
+    }
     return subprocess.run(["git", *args], cwd=cwd, env=env, check=True, capture_output=True, text=True).stdout
 
 
@@ -108,7 +114,17 @@ def test_slugs() -> None:
 def commit(space_path: Path, name: str) -> None:
     (space_path / name).write_text(name)
     git("add", name, cwd=space_path)
-    git("-c", "user.name=agent", "-c", "user.email=agent@example.com", "commit", "-q", "-m", f"add {name}", cwd=space_path)
+    git(
+        "-c",
+        "user.name=agent",
+        "-c",
+        "user.email=agent@example.com",
+        "commit",
+        "-q",
+        "-m",
+        f"add {name}",
+        cwd=space_path,
+    )
 
 
 def test_commits_are_counted_and_pushed_to_the_sessions_branch(tmp_path: Path, remote: Path) -> None:
@@ -149,6 +165,8 @@ def test_sessions_opening_at_once_on_a_new_repository_each_get_their_worktree(tm
 
     spaces = Workspaces(tmp_path / "ws", GitRemote(f"file://{remote}/{{repository}}.git"))
     with ThreadPoolExecutor(max_workers=6) as pool:
-        opened = list(pool.map(lambda sid: spaces.open(session_id=sid, repository="acme/api", title=f"work {sid}"), range(1, 7)))
+        opened = list(
+            pool.map(lambda sid: spaces.open(session_id=sid, repository="acme/api", title=f"work {sid}"), range(1, 7))
+        )
     assert [space.branch for space in opened] == [f"pacer/{sid}-work-{sid}" for sid in range(1, 7)]
     assert all((space.path / "README.md").read_text() == "hello\n" for space in opened)

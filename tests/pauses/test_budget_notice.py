@@ -61,7 +61,9 @@ def at(minutes: float, name: str = "5h", minutes_left: float = 240.0) -> RunOut:
                      [at(10, "7d", 3000)], id="only the weekly window"),
     ],
 )
-def test_which_windows_run_out_and_when(windows: list[WindowFigures], notice_minutes: float, expected: list[RunOut]) -> None:
+def test_which_windows_run_out_and_when(
+    windows: list[WindowFigures], notice_minutes: float, expected: list[RunOut]
+) -> None:
     assert list(running_out(windows, NOW, notice_minutes)) == expected
 
 
@@ -125,15 +127,22 @@ def test_notice_minutes_zero_tells_nobody(engine: Engine, clock: Any) -> None:
     assert scene.sweep().noticed == [] and scene.events(EVENT) == []
 
 
-SENTENCE = ("At the present burn the 5-hour window's spot budget runs out at about 2026-11-02 09:20 UTC. This session is paused by "
-            "then, keeping what it has written, and resumes by itself after the window rolls over at 2026-11-02 13:00 UTC.")
+SENTENCE = (
+    "At the present burn the 5-hour window's spot budget runs out at about 2026-11-02 09:20 UTC. This session is "
+    "paused by "
+    "then, keeping what it has written, and resumes by itself after the window rolls over at 2026-11-02 13:00 UTC."
+)
 
 
 def test_the_notice_reaches_the_sessions_slack_thread(engine: Engine, clock: Any, mock: MockSlack) -> None:
     scene = _ending_scene(engine, clock)
-    scene.ctx.ports.notifier = SlackNotifier(engine, WebClient(token=BOT_TOKEN, base_url=mock.api_url), ops_channel="C0OPS")
+    scene.ctx.ports.notifier = SlackNotifier(
+        engine, WebClient(token=BOT_TOKEN, base_url=mock.api_url), ops_channel="C0OPS"
+    )
     message = {"channel": "C0WORK", "ts": "1790000000.000100", "user": "UMEM", "channel_type": "channel"}
-    sid = scene.start(genesis="slack", title="Fix the flaky test", requester="UMEM", source={"slack": thread_source(message)})
+    sid = scene.start(
+        genesis="slack", title="Fix the flaky test", requester="UMEM", source={"slack": thread_source(message)}
+    )
     asked = scene.start(genesis="command", title="Tidy the docs", requester="UASK", source={"surface": "slack"})
     scene.start(genesis="command", title="From the console", requester="ops", source={"surface": "console"})
     mock.calls.clear()
@@ -171,10 +180,16 @@ def test_the_status_comment_shows_the_notice_until_the_pause(engine: Engine, clo
     assert isinstance(parsed, IntakeEvent)
     (sid,) = github_event(scene.ctx, parsed)
     scene.start(), scene.start()
-    status = StatusComments(engine, PyGithubComments(GithubClients(base_url=fake.url + "/", token="ghp_test", throttle=False)), clock=clock)
+    status = StatusComments(
+        engine, PyGithubComments(GithubClients(base_url=fake.url + "/", token="ghp_test", throttle=False)), clock=clock
+    )
     scene.ctx.ports.notifier = status
     comment = status.refresh(sid)
-    assert comment is not None and "Started" in fake.comments[comment]["body"] and "spot budget" not in fake.comments[comment]["body"]
+    assert (
+        comment is not None
+        and "Started" in fake.comments[comment]["body"]
+        and "spot budget" not in fake.comments[comment]["body"]
+    )
 
     _running_out(scene)
     assert sid in scene.sweep().noticed

@@ -49,9 +49,16 @@ def test_a_spent_budget_pauses_every_running_spot_turn_and_nothing_else(engine, 
     assert sorted(report.paused) == sorted([a, b]) and report.ceiling is Ceiling.SPOT_BUDGET
     for sid in (a, b):
         s = scene.row(sid)
-        assert (s.status, s.pause_reason, s.paused_by, s.pause_count) == ("waiting", "at_utilization_limit", "spot_quota", 1)
+        assert (s.status, s.pause_reason, s.paused_by, s.pause_count) == (
+            "waiting",
+            "at_utilization_limit",
+            "spot_quota",
+            1,
+        )
         assert s.pause_at == clock.now()
-        assert s.pause_detail.startswith("Held by the spot gate's budget (at_utilization_limit): the 5-hour window has no non-reserved budget")
+        assert s.pause_detail.startswith(
+            "Held by the spot gate's budget (at_utilization_limit): the 5-hour window has no non-reserved budget"
+        )
         assert scene.turns(sid)[-1].status == "halted"
     assert scene.running_ids() == {p, codex, fork}  # priority, no-quota runtimes, bookkeeping
     paused = {c["session_id"]: c for c in scene.events("paused")}
@@ -90,7 +97,9 @@ def test_resumes_go_highest_precedence_first_oldest_pause_within_a_tie_five_a_pa
     pause_all(scene)
     assert set(scene.running_ids()) == set()
     report = scene.sweep()
-    assert report.resumed == [y, w, v, x, z] and report.deferred == [u, t] and len(report.resumed) == MAX_RESUMES_PER_SWEEP
+    assert (
+        report.resumed == [y, w, v, x, z] and report.deferred == [u, t] and len(report.resumed) == MAX_RESUMES_PER_SWEEP
+    )
     nxt = scene.sweep()  # sessions past the batch keep their place at the front of the next one
     assert nxt.resumed == [u, t]
     assert all(NUDGE in r.prompt for r in scene.workers.submitted[-7:])

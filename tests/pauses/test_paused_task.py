@@ -75,7 +75,9 @@ def attachment(tmp_path: Path) -> Path:
 
 
 @pytest.mark.parametrize("halt", sorted(HALTS))
-def test_a_turn_halted_before_the_agent_named_a_conversation_runs_its_task_again(any_engine: Engine, clock: VirtualClock, attachment: Path, halt: str) -> None:
+def test_a_turn_halted_before_the_agent_named_a_conversation_runs_its_task_again(
+    any_engine: Engine, clock: VirtualClock, attachment: Path, halt: str
+) -> None:
     scene = _scene(any_engine, clock, named=False)
     sid, attachments = _started(scene, attachment)
     HALTS[halt](scene, sid)
@@ -86,7 +88,9 @@ def test_a_turn_halted_before_the_agent_named_a_conversation_runs_its_task_again
 
 
 @pytest.mark.parametrize("halt", sorted(HALTS))
-def test_a_turn_that_named_its_conversation_resumes_it_with_the_nudge(any_engine: Engine, clock: VirtualClock, attachment: Path, halt: str) -> None:
+def test_a_turn_that_named_its_conversation_resumes_it_with_the_nudge(
+    any_engine: Engine, clock: VirtualClock, attachment: Path, halt: str
+) -> None:
     scene = _scene(any_engine, clock, named=True)
     sid, _attachments = _started(scene, attachment)
     HALTS[halt](scene, sid)
@@ -96,7 +100,9 @@ def test_a_turn_that_named_its_conversation_resumes_it_with_the_nudge(any_engine
     assert scene.turns(sid)[-1].kind == "resume"
 
 
-def test_a_park_with_its_own_prompt_runs_the_task_first_and_the_prompt_after(any_engine: Engine, clock: VirtualClock, attachment: Path) -> None:
+def test_a_park_with_its_own_prompt_runs_the_task_first_and_the_prompt_after(
+    any_engine: Engine, clock: VirtualClock, attachment: Path
+) -> None:
     scene = _scene(any_engine, clock, named=False)
     sid, attachments = _started(scene, attachment)
     assert pause_into_spot_queue(scene.ctx, sid, resume_prompt="then update the changelog", halt=True).halted
@@ -106,7 +112,9 @@ def test_a_park_with_its_own_prompt_runs_the_task_first_and_the_prompt_after(any
     assert prompts == [(TASK, 1), (TASK, 1), ("then update the changelog", 0)]
 
 
-def test_a_cost_capped_turn_halted_before_its_conversation_was_named_runs_its_task_again(any_engine: Engine, clock: VirtualClock, attachment: Path) -> None:
+def test_a_cost_capped_turn_halted_before_its_conversation_was_named_runs_its_task_again(
+    any_engine: Engine, clock: VirtualClock, attachment: Path
+) -> None:
     scene = _scene(any_engine, clock, named=False)
     sid = scene.session(cls="spot", cost_cap_usd=1.0)  # $0.10 a minute: reached at ten minutes
     attachments = [{"name": attachment.name, "path": str(attachment)}]
@@ -121,7 +129,9 @@ def test_a_cost_capped_turn_halted_before_its_conversation_was_named_runs_its_ta
     assert (again.prompt, list(again.attachments), again.agent_session_id) == (TASK, attachments, None)
 
 
-def test_a_cost_capped_turn_that_named_its_conversation_continues_it(any_engine: Engine, clock: VirtualClock, attachment: Path) -> None:
+def test_a_cost_capped_turn_that_named_its_conversation_continues_it(
+    any_engine: Engine, clock: VirtualClock, attachment: Path
+) -> None:
     scene = _scene(any_engine, clock, named=True)
     sid = scene.session(cls="spot", cost_cap_usd=1.0)
     assert submit_turn(scene.ctx, sid, TASK).outcome == "started"

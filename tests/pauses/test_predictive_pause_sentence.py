@@ -16,7 +16,14 @@ NOW = datetime(2026, 11, 2, 9, 0, tzinfo=UTC)
 
 
 def snapshot(spent: float, *burns: float) -> Snapshot:
-    policy = PolicyView(gating_enabled=True, reserve_5h_pct=20.0, reserve_7d_pct=20.0, max_sessions=10, preemption_enabled=True, overrides={})
+    policy = PolicyView(
+        gating_enabled=True,
+        reserve_5h_pct=20.0,
+        reserve_7d_pct=20.0,
+        max_sessions=10,
+        preemption_enabled=True,
+        overrides={},
+    )
     windows = (
         WindowState("5h", timedelta(hours=5), NOW + timedelta(hours=3), 50.0, spent, True),
         WindowState("7d", timedelta(days=7), NOW + timedelta(days=3), 50000.0, 100.0, True),
@@ -29,12 +36,18 @@ def test_a_projected_overrun_names_the_projection() -> None:
     assert decision.ceiling is Ceiling.SPOT_BUDGET
     why = explain(decision, NOW).why
     assert "no non-reserved budget left" not in why
-    assert ("5-hour: $2.50 spent of a $40.00 spot budget, $37.50 left, and $40.00 projected over the next 10 minutes at $4.00/min" in why), why
+    assert (
+        "5-hour: $2.50 spent of a $40.00 spot budget, $37.50 left, and $40.00 projected over the next 10 minutes at "
+        "$4.00/min"
+        in why
+    ), why
 
 
 def test_a_spent_budget_still_says_it_is_spent() -> None:
     why = explain(evaluate(snapshot(41.0), Asking(99, True, False, True, 0.1), NOW), NOW).why
-    assert "the 5-hour window has no non-reserved budget left for it — 5-hour: $41.00 spent of a $40.00 spot budget" in why
+    assert (
+        "the 5-hour window has no non-reserved budget left for it — 5-hour: $41.00 spent of a $40.00 spot budget" in why
+    )
 
 
 def test_the_ceiling_sweep_s_banner_says_what_it_projected(engine, clock) -> None:
@@ -47,4 +60,6 @@ def test_the_ceiling_sweep_s_banner_says_what_it_projected(engine, clock) -> Non
     assert sorted(report.paused) == sorted([a, b])
     detail = scene.row(a).pause_detail
     assert "no non-reserved budget left" not in detail, detail
-    assert "$2.50 spent of a $40.00 spot budget, $37.50 left, and $40.00 projected over the next 10 minutes" in detail, detail
+    assert (
+        "$2.50 spent of a $40.00 spot budget, $37.50 left, and $40.00 projected over the next 10 minutes" in detail
+    ), detail

@@ -31,7 +31,12 @@ M = timedelta(minutes=1)
 
 
 def full_fleet(
-    engine, clock, *precedences: int, minutes: float = 60, max_sessions: int = 3, lengths: dict[int, float] | None = None,
+    engine,
+    clock,
+    *precedences: int,
+    minutes: float = 60,
+    max_sessions: int = 3,
+    lengths: dict[int, float] | None = None,
 ) -> tuple[Scene, list[int]]:
     """A fleet of spot sessions filling every slot, created a minute apart (oldest first);
     `lengths` sets the turn length of some of them, by position."""
@@ -72,7 +77,11 @@ def test_a_priority_start_into_a_full_fleet_marks_the_lowest_spot_session(engine
 @pytest.mark.parametrize(
     ("rule", "setup", "victim"),
     [
-        ("fewest prior preemptions", {0: {"preemption_count": 2}, 1: {"preemption_count": 0}, 2: {"preemption_count": 1}}, 1),
+        (
+            "fewest prior preemptions",
+            {0: {"preemption_count": 2}, 1: {"preemption_count": 0}, 2: {"preemption_count": 1}},
+            1,
+        ),
         ("least human involvement", {"messages": {0: 1, 1: 0, 2: 2}}, 1),
         ("newest, which has least in flight to lose", {}, 2),
         ("precedence before all of them", {0: {"precedence": -5, "preemption_count": 3}, "messages": {0: 4}}, 0),
@@ -86,18 +95,26 @@ def test_who_yields(engine, clock, rule, setup, victim) -> None:
     with session_scope(engine) as db:
         for index, n in setup.get("messages", {}).items():
             for _ in range(n):
-                db.add(HumanMessage(session_id=ids[index], actor="U1", surface="slack_thread", text="hi", created_at=clock.now()))
+                db.add(
+                    HumanMessage(
+                        session_id=ids[index], actor="U1", surface="slack_thread", text="hi", created_at=clock.now()
+                    )
+                )
     scene.start(cls="priority")
     assert marked(scene) == [ids[victim]], rule
 
 
-@pytest.mark.parametrize("why", ["asked to sleep at its turn end", "already carries a pause record", "preempted 29 minutes ago"])
+@pytest.mark.parametrize(
+    "why", ["asked to sleep at its turn end", "already carries a pause record", "preempted 29 minutes ago"]
+)
 def test_who_is_never_marked(engine, clock, why) -> None:
     scene, (low, mid, _high) = full_fleet(engine, clock, 0, 5, 10)
     if why == "asked to sleep at its turn end":
         wake_me_up_later(scene.ctx, low, clock.now() + timedelta(hours=1))
     elif why == "already carries a pause record":
-        edit(scene, low, pause_reason="user_spot_queue", paused_by="spot_quota", pause_at=clock.now(), pending_sleep=True)
+        edit(
+            scene, low, pause_reason="user_spot_queue", paused_by="spot_quota", pause_at=clock.now(), pending_sleep=True
+        )
     else:
         edit(scene, low, last_preempted_at=clock.now() - 29 * M, preemption_count=1)
     scene.start(cls="priority")
@@ -161,7 +178,10 @@ def test_graceful_the_victim_sleeps_at_its_turn_end_into_the_queue(engine, clock
     v = scene.row(b)
     assert v.preempt_mark_at is None and v.last_preempted_at == clock.now() - 5 * M and v.preempted_by_id == p
     assert [t.status for t in scene.turns(b)] == ["done"]  # nothing interrupted: no tool call lost
-    assert "waits in the spot queue for a free slot and a quota window under both targets" in waiting_reason(v, clock.now()).headline.sentence
+    assert (
+        "waits in the spot queue for a free slot and a quota window under both targets"
+        in waiting_reason(v, clock.now()).headline.sentence
+    )
     scene.advance(minutes=120)  # slots free again (the other turns end, then the priority one):
     # the queue pass a turn's end requests offers the room to b first, the paused session at the
     # front once past the cooldown, and it goes back with the message it was holding
@@ -192,7 +212,11 @@ def test_reached_needs_input_still_marked_is_slept_into_the_queue(engine, clock)
     scene.advance(minutes=5)
     assert scene.row(b).status == "needs_input"
     report = scene.sweep()
-    assert report.marks.slept == [b] and scene.row(b).status == "waiting" and scene.row(b).pause_reason == "preempted_by_priority"
+    assert (
+        report.marks.slept == [b]
+        and scene.row(b).status == "waiting"
+        and scene.row(b).pause_reason == "preempted_by_priority"
+    )
 
 
 def test_past_grace_and_still_at_cap_the_turn_is_halted(engine, clock) -> None:
@@ -218,7 +242,13 @@ def test_a_fleet_back_under_its_cap_releases_the_mark_and_uncharges_the_ledger(e
     report = scene.sweep()
     assert report.marks.released == [b]
     v = scene.row(b)
-    assert (v.preemption_count, v.last_preempted_at, v.pause_reason, v.pending_sleep, v.pause_count) == (0, None, None, False, 0)
+    assert (v.preemption_count, v.last_preempted_at, v.pause_reason, v.pending_sleep, v.pause_count) == (
+        0,
+        None,
+        None,
+        False,
+        0,
+    )
     assert b in scene.running_ids()
     # It cost neither a recorded preemption nor a cooldown: the next priority start can take it.
     scene.start(cls="priority")
@@ -328,7 +358,9 @@ class Ledger:
         ]
         for victim in new:  # the mark left the ledger's stamp alone: it still reads as before the mark
             assert is_spot(victim, policy) and not victim.bookkeeping, "only spot work yields"
-            assert victim.last_preempted_at is None or now - victim.last_preempted_at >= preemption.COOLDOWN, "inside its cooldown"
+            assert victim.last_preempted_at is None or now - victim.last_preempted_at >= preemption.COOLDOWN, (
+                "inside its cooldown"
+            )
         if full and policy.preemption_enabled and eligible:
             assert len(new) == 1, "one mark per outstanding slot"
             lowest = min(s.precedence for s in eligible)
@@ -348,7 +380,9 @@ def check_after_sweep(scene: Scene, ledger: Ledger, submitted: list[int]) -> Non
         assert all(now - s.preempt_mark_at <= preemption.GRACE for s in marks), "a mark outlived its grace"
         running_priority = {s.id for s in fleet if not is_spot(s, policy)}
         excess = len(fleet) - min(policy.max_sessions, scene.ctx.limits.agent_workers)
-        assert excess <= len(running_priority & ledger.unmatched) + len(marks), "over the cap with no reason the seed gives"
+        assert excess <= len(running_priority & ledger.unmatched) + len(marks), (
+            "over the cap with no reason the seed gives"
+        )
         for s in db.exec(select(Session).where(Session.id.in_(submitted))):
             sid = s.id or 0
             owned = (

@@ -49,7 +49,9 @@ def topping(ctx, template: str = "Top up: {{ fleet.running }} of {{ fleet.ceilin
 
 
 def start(ctx, title: str, **kw) -> int:
-    return intake.api_session(ctx, NewSession(title=title, scheduling_class="priority", **kw), f"work on {title}").session_id
+    return intake.api_session(
+        ctx, NewSession(title=title, scheduling_class="priority", **kw), f"work on {title}"
+    ).session_id
 
 
 def spawned(ctx, trigger_id: int) -> list[Session]:
@@ -79,8 +81,14 @@ def test_seed_001_its_sibling_the_event_fires_once_under_the_ceiling_then_once_p
     report = top_up_sweep(ctx)
     assert report.running == 0 and report.fired and under_since(ctx) == crossed
     [first] = spawned(ctx, tid)
-    assert first.genesis == "ao_event" and first.status == "running" and first.source["fleet_event"] == "no_sessions_in_progress"
-    assert first.prompt.startswith("Top up: 0 of 3 running. 0 of a top-up ceiling of 3 sessions running a turn, under it since")
+    assert (
+        first.genesis == "ao_event"
+        and first.status == "running"
+        and first.source["fleet_event"] == "no_sessions_in_progress"
+    )
+    assert first.prompt.startswith(
+        "Top up: 0 of 3 running. 0 of a top-up ceiling of 3 sessions running a turn, under it since"
+    )
     for _ in range(29):  # not again before the cooldown, though the fleet stays under
         deferrer.advance(MINUTE)
         assert not top_up_sweep(ctx).fired
@@ -178,7 +186,11 @@ def test_step_is_one_rule_per_row(policy, state, running, at, after, fires) -> N
 def test_a_trigger_on_fleet_events_watches_no_session_and_names_what_is_allowed() -> None:
     base = {"name": "t", "kind": "ao_event", "prompt_template": "{{ fleet.running }} running"}
     for config, field, says in (
-        ({"events": ["no_sessions_in_progress"], "states": ["done"]}, "config.states", "give events without session_id, filter or states"),
+        (
+            {"events": ["no_sessions_in_progress"], "states": ["done"]},
+            "config.states",
+            "give events without session_id, filter or states",
+        ),
         ({"events": []}, "config.events", "a non-empty list of no_sessions_in_progress"),
         ({"events": ["fleet_full"]}, "config.events", "'fleet_full' is not a fleet event; use no_sessions_in_progress"),
         ({}, "config.session_id", "or subscribes to fleet events (events) alone"),
@@ -187,9 +199,13 @@ def test_a_trigger_on_fleet_events_watches_no_session_and_names_what_is_allowed(
             check_spec({**base, "config": config})
         assert refused.value.field == field and says in str(refused.value)
     with pytest.raises(InvalidInput) as refused:  # a fleet event has no session to read
-        check_spec({**base, "prompt_template": "{{ session.title }}", "config": {"events": ["no_sessions_in_progress"]}})
+        check_spec(
+            {**base, "prompt_template": "{{ session.title }}", "config": {"events": ["no_sessions_in_progress"]}}
+        )
     assert refused.value.field == "prompt_template"
-    assert check_spec({**base, "config": {"events": ["no_sessions_in_progress"] * 2}}).config == {"events": ["no_sessions_in_progress"]}
+    assert check_spec({**base, "config": {"events": ["no_sessions_in_progress"] * 2}}).config == {
+        "events": ["no_sessions_in_progress"]
+    }
 
 
 def test_the_gate_card_shows_the_thresholds_the_count_and_under_its_ceiling_since(env) -> None:
@@ -209,9 +225,21 @@ def test_the_gate_card_shows_the_thresholds_the_count_and_under_its_ceiling_sinc
         return built.as_dict()["top_up"], render_card(built)
 
     data, text = card()
-    assert data == {"ceiling": 3, "stretch_minutes": 5, "cooldown_minutes": 30, "running": 4, "under": False, "ceiling_above_workers": False,
-                    "under_since": None, "last_fired_at": None, "next_firing_at": None}
-    assert "Backlog top-up: 4 running a turn against a ceiling of 3 (every runtime) · stretch 5 min · cooldown 30 min\n" in text
+    assert data == {
+        "ceiling": 3,
+        "stretch_minutes": 5,
+        "cooldown_minutes": 30,
+        "running": 4,
+        "under": False,
+        "ceiling_above_workers": False,
+        "under_since": None,
+        "last_fired_at": None,
+        "next_firing_at": None,
+    }
+    assert (
+        "Backlog top-up: 4 running a turn against a ceiling of 3 (every runtime) · stretch 5 min · cooldown 30 min\n"
+        in text
+    )
     assert "  At or over its ceiling: no top-up\n" in text
     deferrer.advance(60 * MINUTE)
     crossed = ctx.clock.now()
@@ -222,7 +250,10 @@ def test_the_gate_card_shows_the_thresholds_the_count_and_under_its_ceiling_sinc
     assert "  Under its ceiling since 2026-11-02 10:01 UTC · next top-up no sooner than 2026-11-02 10:06 UTC\n" in text
     ctx.limits.agent_workers = 2
     data, text = card()
-    assert data["ceiling_above_workers"] and "the ceiling is above the 2 workers, so top-up sees room even while every worker is busy" in text
+    assert (
+        data["ceiling_above_workers"]
+        and "the ceiling is above the 2 workers, so top-up sees room even while every worker is busy" in text
+    )
     set_top_up(ctx, top_up_ceiling=0)
     assert "Backlog top-up: off (ceiling 0) · 0 running a turn" in card()[1]
 
@@ -237,11 +268,17 @@ def test_pacer_policy_on_slack_and_the_console_shows_the_thresholds_and_under_si
         top_up_sweep(api.ctx)
         slack = answers.answer(api.pacer, "bob", "policy", surface="slack").text
         assert "• top_up: *2* (stretch *5* min, cooldown *20* min)\n" in slack
-        assert ("Backlog top-up: 0 running a turn against a ceiling of *2* (every runtime) · stretch 5 min · cooldown 20 min"
-                " · under its ceiling since 2026-11-02 09:00 UTC · next top-up no sooner than 2026-11-02 09:05 UTC") in slack
+        assert (
+            "Backlog top-up: 0 running a turn against a ceiling of *2* (every runtime) · stretch 5 min · cooldown 20 "
+            "min"
+            " · under its ceiling since 2026-11-02 09:00 UTC · next top-up no sooner than 2026-11-02 09:05 UTC"
+        ) in slack
         console = answers.answer(api.pacer, "bob", "policy", surface="console").text
         assert "  top_up: 2 (stretch 5 min, cooldown 20 min)\n" in console
-        assert "  Under its ceiling since 2026-11-02 09:00 UTC · next top-up no sooner than 2026-11-02 09:05 UTC\n" in console
+        assert (
+            "  Under its ceiling since 2026-11-02 09:00 UTC · next top-up no sooner than 2026-11-02 09:05 UTC\n"
+            in console
+        )
         assert api.get("/policy").json()["gate"]["top_up"]["under_since"] == T0.isoformat()
     finally:
         api.close()

@@ -93,7 +93,9 @@ def test_turns_no_worker_machine_has_claimed_wait_for_one_of_the_worker_slots(an
     assert "2 of them waiting for one of the 4 worker slots" in render_card(card_of(ctx), "slack")
 
 
-def test_turns_past_the_pools_threads_wait_in_it_and_are_counted(any_engine, clock, request: pytest.FixtureRequest) -> None:
+def test_turns_past_the_pools_threads_wait_in_it_and_are_counted(
+    any_engine, clock, request: pytest.FixtureRequest
+) -> None:
     ctx, _deferrer, _workers, _quota = build(any_engine, clock, max_sessions=1, wired=True)
     runner = Blocking()
     pool = ThreadWorkerPool(runner, 1)
@@ -109,7 +111,10 @@ def test_turns_past_the_pools_threads_wait_in_it_and_are_counted(any_engine, clo
     assert len(runner.ran) == 1 and len(running_turns(ctx)) == 2
     with session_scope(ctx.engine) as db:
         assert waiting_for_workers(db, 1) == 1
-    assert "2.0 of 1 in use (2 priority, 0 spot running) · 1 of them waiting for one of the 1 worker slots" in render_card(card_of(ctx))
+    assert (
+        "2.0 of 1 in use (2 priority, 0 spot running) · 1 of them waiting for one of the 1 worker slots"
+        in render_card(card_of(ctx))
+    )
     runner.release.set()
     pool.shutdown(wait=True)
     assert len(runner.ran) == 2

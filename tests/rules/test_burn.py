@@ -125,7 +125,9 @@ def test_rows_list_models_then_unmodelled_runtimes_then_fallbacks() -> None:
 # --- the history query, on SQLite and PostgreSQL -------------------------------------------------
 
 
-def add_turns(db: DBSession, runtime: str, costs_seconds: list[tuple[float, float | None]], *, start: datetime = T0) -> None:
+def add_turns(
+    db: DBSession, runtime: str, costs_seconds: list[tuple[float, float | None]], *, start: datetime = T0
+) -> None:
     session = Session(title="s", runtime=runtime, created_at=start)
     db.add(session)
     db.flush()
@@ -164,7 +166,17 @@ def test_history_sums_the_most_recent_turns_per_runtime(any_db: DBSession) -> No
 def test_history_ignores_turns_still_running(any_db: DBSession) -> None:
     add_turns(any_db, "claude_code", [(1.0, 60)])
     session_id = any_db.exec(select(Session.id)).first()
-    any_db.add(Turn(session_id=session_id, runtime="claude_code", status="running", cost_usd=50.0, duration_ms=1000, created_at=T0, started_at=T0))
+    any_db.add(
+        Turn(
+            session_id=session_id,
+            runtime="claude_code",
+            status="running",
+            cost_usd=50.0,
+            duration_ms=1000,
+            created_at=T0,
+            started_at=T0,
+        )
+    )
     any_db.flush()
     assert load_burn_table(any_db).rate("claude_code") == pytest.approx(1.0)
 

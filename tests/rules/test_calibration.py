@@ -97,7 +97,8 @@ def test_priced_refuses_a_capacity_that_is_not_positive() -> None:
         (
             "fraction mode says so and shows no dollars",
             window(None, 0.25),
-            "5-hour window: 25.0% used · fraction mode (not calibrated: no dollar figure yet) · resets in 2h 00m (2026-11-02 11:00 UTC).",
+            "5-hour window: 25.0% used · fraction mode (not calibrated: no dollar figure yet) · resets in 2h 00m "
+            "(2026-11-02 11:00 UTC).",
         ),
         (
             "a calibrated window shows dollars of dollars",

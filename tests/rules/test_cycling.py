@@ -20,8 +20,15 @@ NOW = T0 + 48 * H
 
 
 def ev(victim: int, by: int | None, hours_ago: float, cost: float | None = None) -> Event:
-    return Event(victim, by, NOW - hours_ago * H, halted=cost is not None, cost_lost_usd=cost or 0.0, title=f"s{victim}",
-                 by_title=f"s{by}")
+    return Event(
+        victim,
+        by,
+        NOW - hours_ago * H,
+        halted=cost is not None,
+        cost_lost_usd=cost or 0.0,
+        title=f"s{victim}",
+        by_title=f"s{by}",
+    )
 
 
 @pytest.mark.parametrize(
@@ -29,19 +36,45 @@ def ev(victim: int, by: int | None, hours_ago: float, cost: float | None = None)
     [
         ("nothing recorded, nothing cycles", [], [], [], 0.0),
         ("two preemptions in a day are not a cycle", [ev(1, 9, 1), ev(1, 8, 5)], [], [], 0.0),
-        ("three in a day by three takers are", [ev(1, 9, 1), ev(1, 8, 5), ev(1, 7, 20, 0.5)], [(1, 3, 1, 0.5)], [], 0.5),
-        ("the day is the last 24 h: one 25 h ago does not count",
-         [ev(1, 9, 1), ev(1, 8, 5), ev(1, 7, 25, 0.5)], [], [], 0.0),
+        (
+            "three in a day by three takers are",
+            [ev(1, 9, 1), ev(1, 8, 5), ev(1, 7, 20, 0.5)],
+            [(1, 3, 1, 0.5)],
+            [],
+            0.5,
+        ),
+        (
+            "the day is the last 24 h: one 25 h ago does not count",
+            [ev(1, 9, 1), ev(1, 8, 5), ev(1, 7, 25, 0.5)],
+            [],
+            [],
+            0.0,
+        ),
         ("one exactly 24 h ago is outside the window", [ev(1, 9, 1), ev(1, 8, 5), ev(1, 7, 24)], [], [], 0.0),
         ("one stamped after now is not counted yet", [ev(1, 9, 1), ev(1, 8, 5), ev(1, 7, -1)], [], [], 0.0),
         ("the same taker twice is a pair", [ev(1, 9, 1, 0.25), ev(1, 9, 3)], [], [(1, 9, 2, 0, False)], 0.25),
-        ("each taking the other's slot is a mutual pair", [ev(1, 2, 1, 1.0), ev(2, 1, 2, 2.0)], [], [(1, 2, 1, 1, True)], 3.0),
+        (
+            "each taking the other's slot is a mutual pair",
+            [ev(1, 2, 1, 1.0), ev(2, 1, 2, 2.0)],
+            [],
+            [(1, 2, 1, 1, True)],
+            3.0,
+        ),
         ("a pair spread over two days is not", [ev(1, 2, 1), ev(2, 1, 30)], [], [], 0.0),
-        ("no taker recorded: counted for the session, never a pair",
-         [ev(1, None, 1), ev(1, None, 2), ev(1, None, 3)], [(1, 3, 0, 0.0)], [], 0.0),
-        ("a cycling session and its pair share their cost once",
-         [ev(1, 9, 1, 1.0), ev(1, 9, 4, 1.0), ev(1, 8, 6, 1.0), ev(3, 4, 2, 5.0)],
-         [(1, 3, 3, 3.0)], [(1, 9, 2, 0, False)], 3.0),
+        (
+            "no taker recorded: counted for the session, never a pair",
+            [ev(1, None, 1), ev(1, None, 2), ev(1, None, 3)],
+            [(1, 3, 0, 0.0)],
+            [],
+            0.0,
+        ),
+        (
+            "a cycling session and its pair share their cost once",
+            [ev(1, 9, 1, 1.0), ev(1, 9, 4, 1.0), ev(1, 8, 6, 1.0), ev(3, 4, 2, 5.0)],
+            [(1, 3, 3, 3.0)],
+            [(1, 9, 2, 0, False)],
+            3.0,
+        ),
     ],
 )
 def test_detect(rule, events, sessions, pairs, cost) -> None:

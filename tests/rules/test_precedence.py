@@ -99,10 +99,15 @@ def test_top_of_spot_twice_changes_nothing_the_second_time(others: list[int], cu
     assert all(first > o for o in others)
 
 
-@given(st.lists(st.tuples(st.booleans(), ints, st.integers(0, 10**6)), min_size=2, max_size=30, unique_by=lambda t: t[2]))
+@given(
+    st.lists(st.tuples(st.booleans(), ints, st.integers(0, 10**6)), min_size=2, max_size=30, unique_by=lambda t: t[2])
+)
 def test_ranking_is_a_total_order(rows: list[tuple[bool, int, int]]) -> None:
     base = datetime(2026, 1, 1, tzinfo=UTC)
-    keys = [rank_key(is_priority=p, precedence=v, created_at=base + timedelta(seconds=i % 7), session_id=i) for p, v, i in rows]
+    keys = [
+        rank_key(is_priority=p, precedence=v, created_at=base + timedelta(seconds=i % 7), session_id=i)
+        for p, v, i in rows
+    ]
     assert len(set(keys)) == len(keys)
     ordered = sorted(keys)
     for x, y in zip(ordered, ordered[1:]):

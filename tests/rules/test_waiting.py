@@ -29,14 +29,31 @@ def park(at):
     ("rule", "mechanisms", "headline_kind", "loser_kinds"),
     [
         ("nothing recorded: no headline", [], None, []),
-        ("newest wins: a park fifteen seconds after a pause reads as the park",
-         [pause(NOW - 15 * M / 60), park(NOW)], "park", ["pause"]),
+        (
+            "newest wins: a park fifteen seconds after a pause reads as the park",
+            [pause(NOW - 15 * M / 60), park(NOW)],
+            "park",
+            ["pause"],
+        ),
         ("newest wins the other way round too", [park(NOW - 5 * M), pause(NOW)], "pause", ["park"]),
-        ("no stamp ranks below any stamp", [Mechanism("pause", "spot_quota", None), hold(NOW - 60 * M)], "hold", ["pause"]),
-        ("an overdue hold cannot headline beside another mechanism",
-         [hold(NOW - 1 * M, retry=NOW - 30 * M), pause(NOW - 120 * M)], "pause", ["hold"]),
-        ("an overdue hold that is the only mechanism keeps the headline",
-         [hold(NOW - 60 * M, retry=NOW - 30 * M)], "hold", []),
+        (
+            "no stamp ranks below any stamp",
+            [Mechanism("pause", "spot_quota", None), hold(NOW - 60 * M)],
+            "hold",
+            ["pause"],
+        ),
+        (
+            "an overdue hold cannot headline beside another mechanism",
+            [hold(NOW - 1 * M, retry=NOW - 30 * M), pause(NOW - 120 * M)],
+            "pause",
+            ["hold"],
+        ),
+        (
+            "an overdue hold that is the only mechanism keeps the headline",
+            [hold(NOW - 60 * M, retry=NOW - 30 * M)],
+            "hold",
+            [],
+        ),
     ],
 )
 def test_ranking(rule, mechanisms, headline_kind, loser_kinds) -> None:
@@ -61,10 +78,14 @@ class Row:
 
 
 def test_a_wake_not_yet_reached_outranks_everything() -> None:
-    result = waiting_reason(Row(hold_reason="fleet_at_cap", hold_at=NOW, hold_retry_at=NOW + 10 * M, wake_at=NOW + 60 * M), NOW)
+    result = waiting_reason(
+        Row(hold_reason="fleet_at_cap", hold_at=NOW, hold_retry_at=NOW + 10 * M, wake_at=NOW + 60 * M), NOW
+    )
     assert result.headline.kind == "sleep" and result.others[0].mechanism.kind == "hold"
 
 
 def test_a_wake_in_the_past_is_an_ordinary_candidate_again() -> None:
-    result = waiting_reason(Row(hold_reason="fleet_at_cap", hold_at=NOW, hold_retry_at=NOW + 10 * M, wake_at=NOW - M), NOW)
+    result = waiting_reason(
+        Row(hold_reason="fleet_at_cap", hold_at=NOW, hold_retry_at=NOW + 10 * M, wake_at=NOW - M), NOW
+    )
     assert result.headline.kind == "hold"

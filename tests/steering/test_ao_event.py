@@ -59,13 +59,19 @@ def test_a_watched_session_finishing_fires_its_trigger_with_the_sessions_facts(e
     s = made[0]
     assert s.genesis == "ao_event" and s.scheduling_class is None and s.precedence == 15
     assert s.prompt == f"Session #{watched} (refactor parser) is done; it said: simulated 10.0 min"
-    assert s.source["watched_session_id"] == watched and s.source["watched_status"] == "done" and s.source["ao_chain"] == [tid]
+    assert (
+        s.source["watched_session_id"] == watched
+        and s.source["watched_status"] == "done"
+        and s.source["ao_chain"] == [tid]
+    )
     assert s.status == "running"  # spot, and there is room: it started through submit_turn
 
 
 def test_only_the_configured_states_fire_and_running_is_a_state(env) -> None:
     ctx, deferrer, _workers = env
-    on_start = trigger(ctx, "on-start", {"filter": {"genesis": "api"}, "states": ["running"]}, template="{{ session.title }} started")
+    on_start = trigger(
+        ctx, "on-start", {"filter": {"genesis": "api"}, "states": ["running"]}, template="{{ session.title }} started"
+    )
     on_fail = trigger(ctx, "on-fail", {"filter": {"genesis": "api"}, "states": ["failed"]})
     sid = start(ctx, "one")
     deferrer.advance(timedelta(0))
@@ -77,7 +83,9 @@ def test_only_the_configured_states_fire_and_running_is_a_state(env) -> None:
 def test_a_filter_on_the_watched_sessions_trigger_fires_when_its_sessions_fail(env, engine, clock) -> None:
     ctx, deferrer, workers = env
     workers.outcome = lambda request: Outcome.FAILED
-    intake_spec = check_spec({"name": "issue-intake", "kind": "github_label", "prompt_template": "{{ title }}", "config": {}})
+    intake_spec = check_spec(
+        {"name": "issue-intake", "kind": "github_label", "prompt_template": "{{ title }}", "config": {}}
+    )
     with session_scope(engine) as db:
         source_trigger = store.create_trigger(db, intake_spec, now=clock.now()).trigger.id
     tid = trigger(ctx, "triage", {"filter": {"trigger": "issue-intake"}, "states": ["failed", "blocked"]})
@@ -92,7 +100,9 @@ def test_a_filter_on_the_watched_sessions_trigger_fires_when_its_sessions_fail(e
 def test_archiving_is_a_state_change_too(env) -> None:
     ctx, deferrer, _workers = env
     sid = start(ctx, "to archive")
-    tid = trigger(ctx, "on-archive", {"session_id": sid, "states": ["archived"]}, template="clean up after #{{ session.id }}")
+    tid = trigger(
+        ctx, "on-archive", {"session_id": sid, "states": ["archived"]}, template="clean up after #{{ session.id }}"
+    )
     archive(ctx, sid)
     deferrer.advance(timedelta(0))
     assert [s.prompt for s in spawned(ctx, tid)] == [f"clean up after #{sid}"]

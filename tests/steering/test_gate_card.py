@@ -83,7 +83,10 @@ def test_the_pool_answer_takes_each_of_the_seeds_three_states(engine, clock) -> 
             return build_card(db, ctx, reading, clock.now())
 
     free = card_for(quota.read(clock.now()))
-    assert (free.pool_state, free.pool_sentence) == ("not_blocked", "Work is not blocked: 1 of 1 account has room on both windows now.")
+    assert (free.pool_state, free.pool_sentence) == (
+        "not_blocked",
+        "Work is not blocked: 1 of 1 account has room on both windows now.",
+    )
     quota.spend_out()
     quota.spent_7d = quota.capacity_7d
     out = card_for(quota.read(clock.now()))

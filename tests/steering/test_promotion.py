@@ -116,7 +116,9 @@ def test_a_priority_session_is_not_reranked(engine, clock) -> None:
         ({"roster": False}, Forbidden, "needs the member or operator role"),
     ],
 )
-def test_only_an_established_actor_is_a_human_and_bad_input_changes_nothing(engine, clock, kwargs, error, field_or_text) -> None:
+def test_only_an_established_actor_is_a_human_and_bad_input_changes_nothing(
+    engine, clock, kwargs, error, field_or_text
+) -> None:
     scene = Scene(engine, clock)
     sid = scene.session()
     args = {"actor": "U1", "text": "hello", "surface": "slack_thread", "roster": ROSTER} | kwargs
@@ -156,7 +158,9 @@ def test_only_the_session_spoken_to_is_recorded(engine, clock) -> None:
     assert scene.row(child).precedence == scene.row(router).precedence + 1  # untouched
 
 
-def test_a_failure_in_the_rerank_is_logged_and_swallowed_and_the_message_kept(engine, clock, monkeypatch, caplog) -> None:
+def test_a_failure_in_the_rerank_is_logged_and_swallowed_and_the_message_kept(
+    engine, clock, monkeypatch, caplog
+) -> None:
     scene, target, _others = held_behind_full_fleet(engine, clock)
 
     def broken(*args, **kwargs):
@@ -181,12 +185,34 @@ def candidate(sid: int, *, precedence: int = 10, demotions: int = 0, age_hours: 
     ("rule", "candidates", "counts", "last", "expected"),
     [
         ("fewest human messages", [candidate(1), candidate(2), candidate(3)], {1: 2, 2: 0, 3: 1}, {}, 2),
-        ("then the oldest last human message", [candidate(1), candidate(2)], {1: 1, 2: 1},
-         {1: T0 - timedelta(minutes=5), 2: T0 - timedelta(hours=3)}, 2),
-        ("then fewest prior demotions", [candidate(1, demotions=2), candidate(2, demotions=0), candidate(3, demotions=1)], {}, {}, 2),
-        ("then the highest precedence: the one jumping the queue on nothing",
-         [candidate(1, precedence=10), candidate(2, precedence=40), candidate(3, precedence=20)], {}, {}, 2),
-        ("then the newest", [candidate(1, age_hours=5), candidate(2, age_hours=1), candidate(3, age_hours=3)], {}, {}, 2),
+        (
+            "then the oldest last human message",
+            [candidate(1), candidate(2)],
+            {1: 1, 2: 1},
+            {1: T0 - timedelta(minutes=5), 2: T0 - timedelta(hours=3)},
+            2,
+        ),
+        (
+            "then fewest prior demotions",
+            [candidate(1, demotions=2), candidate(2, demotions=0), candidate(3, demotions=1)],
+            {},
+            {},
+            2,
+        ),
+        (
+            "then the highest precedence: the one jumping the queue on nothing",
+            [candidate(1, precedence=10), candidate(2, precedence=40), candidate(3, precedence=20)],
+            {},
+            {},
+            2,
+        ),
+        (
+            "then the newest",
+            [candidate(1, age_hours=5), candidate(2, age_hours=1), candidate(3, age_hours=3)],
+            {},
+            {},
+            2,
+        ),
     ],
 )
 def test_who_goes_to_the_bottom(rule, candidates, counts, last, expected) -> None:

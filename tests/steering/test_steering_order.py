@@ -65,7 +65,9 @@ def _comment(body: str, number: int) -> dict[str, Any]:
     return payload
 
 
-def _pairs(hook: Hook, place: Callable[[int], tuple[str, dict[str, Any]]], lift: Callable[[int], tuple[str, dict[str, Any]]]) -> None:
+def _pairs(
+    hook: Hook, place: Callable[[int], tuple[str, dict[str, Any]]], lift: Callable[[int], tuple[str, dict[str, Any]]]
+) -> None:
     """Open PAIRS issues, then on each place a hold and lift it GAP_SECONDS later, neither
     delivery waiting for the other's answer."""
     for number in range(1, PAIRS + 1):
@@ -94,14 +96,21 @@ def _assert_all_lifted(engine: Engine) -> None:
 
 
 def test_hold_then_hold_cancel_20ms_apart_ends_with_no_hold(hook: Hook) -> None:
-    _pairs(hook, lambda n: ("issue_comment", _comment("/hold", n)), lambda n: ("issue_comment", _comment("/hold cancel", n)))
+    _pairs(
+        hook,
+        lambda n: ("issue_comment", _comment("/hold", n)),
+        lambda n: ("issue_comment", _comment("/hold cancel", n)),
+    )
     _assert_all_lifted(hook.pacer.engine)
 
 
 def test_the_hold_label_added_then_removed_20ms_apart_ends_with_no_hold(hook: Hook) -> None:
     _pairs(
         hook,
-        lambda n: ("issues", issue_payload("labeled", number=n, label="pacer:hold", sender="carol", labels=("pacer:hold",))),
+        lambda n: (
+            "issues",
+            issue_payload("labeled", number=n, label="pacer:hold", sender="carol", labels=("pacer:hold",)),
+        ),
         lambda n: ("issues", issue_payload("unlabeled", number=n, label="pacer:hold", sender="carol")),
     )
     _assert_all_lifted(hook.pacer.engine)
@@ -120,8 +129,12 @@ def _parsed(event: str, payload: dict[str, Any]) -> IntakeEvent:
 
 def _waiting_for_a_steering_lock(engine: Engine) -> bool:
     with engine.connect() as conn:
-        found = conn.execute(text("SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND wait_event = 'advisory' "
-                                  "AND datname = current_database()"))
+        found = conn.execute(
+            text(
+                "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND wait_event = 'advisory' "
+                "AND datname = current_database()"
+            )
+        )
         return int(found.scalar_one()) > 0
 
 
@@ -136,7 +149,9 @@ def test_a_lift_recorded_before_its_hold_commits_waits_for_it_and_lifts_it() -> 
     assert _record(engine, _parsed("issues", issue_payload())).created
     placing = DBSession(engine, expire_on_commit=False)
     try:
-        placed = record_github(placing, _parsed("issue_comment", _comment("/hold", 7)), now=T0, settings=IntakeSettings())
+        placed = record_github(
+            placing, _parsed("issue_comment", _comment("/hold", 7)), now=T0, settings=IntakeSettings()
+        )
         with ThreadPoolExecutor(max_workers=1) as pool:
             lifting = pool.submit(_record, engine, _parsed("issue_comment", _comment("/hold cancel", 7)))
             deadline = time.monotonic() + 5

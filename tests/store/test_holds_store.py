@@ -52,7 +52,9 @@ def test_prerequisites_are_recorded_once_and_read_back_with_their_state(any_db, 
     record_prerequisites(any_db, waiter, "depends on #12, #12 and @#14")
     record_prerequisites(any_db, waiter, "depends on #12")
     assert len(any_db.exec(select(Prerequisite)).all()) == 2
-    assert [(p.target, p.session_id, p.status) for p in unsatisfied(any_db, waiter.id)] == [("acme/api#12", target.id, "blocked")]
+    assert [(p.target, p.session_id, p.status) for p in unsatisfied(any_db, waiter.id)] == [
+        ("acme/api#12", target.id, "blocked")
+    ]
     waiter.status, waiter.hold_reason = "waiting", "prerequisite"
     any_db.add(waiter)
     any_db.flush()
@@ -131,7 +133,9 @@ def test_a_store_that_cannot_be_read_fails_open_and_the_transaction_goes_on(any_
     from scheduler.store.db import read_or_fail_open
 
     kept = add(any_db, clock, title="written before the failed read")
-    assert read_or_fail_open(any_db, "the hold store", lambda: any_db.exec(text("SELECT * FROM no_such_table")).all(), ["open"]) == ["open"]
+    assert read_or_fail_open(
+        any_db, "the hold store", lambda: any_db.exec(text("SELECT * FROM no_such_table")).all(), ["open"]
+    ) == ["open"]
     assert "the hold store could not be read" in caplog.text
     # On PostgreSQL a failed statement aborts the transaction; the savepoint keeps it usable.
     assert any_db.get(Session, kept.id).title == "written before the failed read"

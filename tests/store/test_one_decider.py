@@ -32,7 +32,9 @@ def _decide(url: str, session_ids: list[int], batched: bool, start: Any, answers
     ctx, *_rest = build(engine, VirtualClock(T0), max_sessions=SLOTS, turn_minutes=600, wired=True)
     start.wait(timeout=60)
     if batched:
-        outcomes = [s.outcome if s is not None else "lost" for s in submit_turns(ctx, [(sid, "go") for sid in session_ids])]
+        outcomes = [
+            s.outcome if s is not None else "lost" for s in submit_turns(ctx, [(sid, "go") for sid in session_ids])
+        ]
     else:
         outcomes = [submit_turn(ctx, sid, "go").outcome for sid in session_ids]
     answers.put(outcomes)
@@ -44,7 +46,10 @@ def _race(engine: Engine, session_ids: list[int], *, batched: list[bool]) -> lis
     start, answers = spawn.Barrier(len(batched)), spawn.Queue()
     url = engine.url.render_as_string(hide_password=False)
     shares = [session_ids[i :: len(batched)] for i in range(len(batched))]
-    processes = [spawn.Process(target=_decide, args=(url, share, b, start, answers)) for share, b in zip(shares, batched, strict=True)]
+    processes = [
+        spawn.Process(target=_decide, args=(url, share, b, start, answers))
+        for share, b in zip(shares, batched, strict=True)
+    ]
     for p in processes:
         p.start()
     outcomes = [o for _ in processes for o in answers.get(timeout=120)]
@@ -55,7 +60,8 @@ def _race(engine: Engine, session_ids: list[int], *, batched: list[bool]) -> lis
 
 
 _RUNNING_IN_GROUP = text(
-    "SELECT count(*) FROM turns JOIN sessions ON sessions.id = turns.session_id WHERE turns.status = 'running' AND sessions.concurrency_group = :group"
+    "SELECT count(*) FROM turns JOIN sessions ON sessions.id = turns.session_id WHERE turns.status = 'running' AND "
+    "sessions.concurrency_group = :group"
 )
 
 

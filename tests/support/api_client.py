@@ -41,7 +41,9 @@ class Server:
         self.url = f"http://127.0.0.1:{self.port}"
         config = {"log_level": "warning", "access_log": False, **options}
         self._server = uvicorn.Server(uvicorn.Config(app, lifespan=lifespan, **config))
-        self._thread = threading.Thread(target=self._server.run, kwargs={"sockets": [self._sock]}, name="pacer-http", daemon=True)
+        self._thread = threading.Thread(
+            target=self._server.run, kwargs={"sockets": [self._sock]}, name="pacer-http", daemon=True
+        )
 
     def start(self) -> Server:
         self._thread.start()
@@ -112,8 +114,12 @@ def settings_for(engine: Engine, **extra: str) -> Settings:
     return load({k: v for k, v in environ.items() if v is not None})
 
 
-def make_api(engine: Engine, clock: VirtualClock, *, max_sessions: int = 2, turn_minutes: float = 20, **extra: str) -> Api:
-    ctx, deferrer, workers, quota = build(engine, clock, max_sessions=max_sessions, turn_minutes=turn_minutes, wired=True)
+def make_api(
+    engine: Engine, clock: VirtualClock, *, max_sessions: int = 2, turn_minutes: float = 20, **extra: str
+) -> Api:
+    ctx, deferrer, workers, quota = build(
+        engine, clock, max_sessions=max_sessions, turn_minutes=turn_minutes, wired=True
+    )
     pacer = Pacer(settings=settings_for(engine, **extra), engine=engine, clock=clock, deferrer=deferrer, ctx=ctx)
     server = Server(create_app(pacer, start_scheduler=False)).start()
     client = httpx.Client(base_url=server.url, timeout=30)

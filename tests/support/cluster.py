@@ -89,15 +89,28 @@ class Cluster:
 
     def env(self, **extra: str) -> dict[str, str]:
         return {
-            **os.environ, "PYTHONPATH": str(ROOT), "PACER_API_TOKEN": TOKEN, "PACER_API_ROLE": "operator", "DATABASE_URL": self.url,
-            "PACER_TURN_QUEUE": "procrastinate", "PACER_TURN_LEASE_SECONDS": str(LEASE_SECONDS),
-            "PACER_MAX_SESSIONS": str(SLOTS), "PACER_AGENT_WORKERS": str(SLOTS), "PACER_DRAIN_SECONDS": "2",
-            "PACER_RUNNER": "command", "PACER_RUNNER_COMMAND": f"{agent_python()} {self.agent} {{session_id}} {{turn_id}}",
-            "PACER_WORKDIR": str(self.room / "work"), "PACER_WORKSPACES": str(self.room / "workspaces"),
-            "PACER_LOG_LEVEL": "INFO", **custody_settings(self.room, "shipped"),
+            **os.environ,
+            "PYTHONPATH": str(ROOT),
+            "PACER_API_TOKEN": TOKEN,
+            "PACER_API_ROLE": "operator",
+            "DATABASE_URL": self.url,
+            "PACER_TURN_QUEUE": "procrastinate",
+            "PACER_TURN_LEASE_SECONDS": str(LEASE_SECONDS),
+            "PACER_MAX_SESSIONS": str(SLOTS),
+            "PACER_AGENT_WORKERS": str(SLOTS),
+            "PACER_DRAIN_SECONDS": "2",
+            "PACER_RUNNER": "command",
+            "PACER_RUNNER_COMMAND": f"{agent_python()} {self.agent} {{session_id}} {{turn_id}}",
+            "PACER_WORKDIR": str(self.room / "work"),
+            "PACER_WORKSPACES": str(self.room / "workspaces"),
+            "PACER_LOG_LEVEL": "INFO",
+            **custody_settings(self.room, "shipped"),
             # Spot work waits for slots only: windows too large for the pace to hold it, and no
             # preemption (a preempted session sleeps until the five-minute ceiling sweep).
-            "PACER_WINDOW_5H_USD": "100000", "PACER_WINDOW_7D_USD": "1000000", "PACER_PREEMPTION": "false", **extra,
+            "PACER_WINDOW_5H_USD": "100000",
+            "PACER_WINDOW_7D_USD": "1000000",
+            "PACER_PREEMPTION": "false",
+            **extra,
         }
 
     def start(self, name: str, command: str, **extra: str) -> subprocess.Popen[bytes]:
@@ -116,7 +129,10 @@ class Cluster:
 
     def worker(self, name: str, **extra: str) -> None:
         proc = self.start(name, "worker", **{"PACER_AGENT_WORKERS": str(SLOTS // 2), **extra})
-        if not until(lambda: "takes up to" in self.logs(name) or proc.poll() is not None, 30) or proc.poll() is not None:
+        if (
+            not until(lambda: "takes up to" in self.logs(name) or proc.poll() is not None, 30)
+            or proc.poll() is not None
+        ):
             raise AssertionError(self.logs(name)[-4000:])
 
     def new(self, client: httpx.Client, serve: str, prompt: str, cls: str) -> int:
@@ -140,7 +156,12 @@ class Cluster:
         return {int(t): float(at) for _s, t, _pid, at in self._log()}
 
     def _log(self) -> list[list[str]]:
-        lines = [line.split() for log in (self.room / "work").glob("session-*/runs.log") for line in log.read_text().splitlines() if line]
+        lines = [
+            line.split()
+            for log in (self.room / "work").glob("session-*/runs.log")
+            for line in log.read_text().splitlines()
+            if line
+        ]
         return sorted(lines, key=lambda fields: float(fields[3]))
 
     def logs(self, name: str) -> str:
@@ -170,9 +191,16 @@ def held_sample(engine: Engine, settled_seconds: float) -> HeldSample:
     """Every held session's re-check alarms, from one snapshot of the database. A hold's alarm is
     armed just after its transaction commits, so a hold younger than `settled_seconds` is left out."""
     with engine.connect().execution_options(isolation_level="REPEATABLE READ") as conn:
-        held = dict(conn.execute(text(
-            "SELECT id, extract(epoch FROM hold_retry_at) FROM sessions WHERE status = 'waiting' AND hold_reason IS NOT NULL "
-            "AND hold_retry_at IS NOT NULL AND hold_at < now() - make_interval(secs => :settled)"), {"settled": settled_seconds}).all())
+        held = dict(
+            conn.execute(
+                text(
+                    "SELECT id, extract(epoch FROM hold_retry_at) FROM sessions WHERE status = 'waiting' AND "
+                    "hold_reason IS NOT NULL "
+                    "AND hold_retry_at IS NOT NULL AND hold_at < now() - make_interval(secs => :settled)"
+                ),
+                {"settled": settled_seconds},
+            ).all()
+        )
         jobs = conn.execute(text(f"SELECT id, next_run_time FROM {JOB_TABLE}")).all()  # noqa: S608 - a constant table name
     counted = Counter(job_id for job_id, _at in jobs)
     due = {job_id: at for job_id, at in jobs}

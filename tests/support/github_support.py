@@ -36,7 +36,9 @@ def example_payloads() -> list[tuple[str, Path]]:
     return sorted((path.parent.name, path) for path in FIXTURES.glob("*/*.json"))
 
 
-def headers(event: str, body: bytes, *, secret: str = SECRET, delivery: str | None = None, hook_id: str = "109948940") -> dict[str, str]:
+def headers(
+    event: str, body: bytes, *, secret: str = SECRET, delivery: str | None = None, hook_id: str = "109948940"
+) -> dict[str, str]:
     return {
         "Content-Type": "application/json",
         "X-GitHub-Event": event,
@@ -48,9 +50,19 @@ def headers(event: str, body: bytes, *, secret: str = SECRET, delivery: str | No
 
 
 def issue_payload(
-    action: str = "opened", *, number: int = 7, repository: str = "octo/app", author: str = "alice",
-    association: str = "MEMBER", sender: str | None = None, sender_type: str = "User", labels: tuple[str, ...] = (),
-    label: str | None = None, body: str = "Fix the thing.", title: str = "The thing is broken", pull_request: bool = False,
+    action: str = "opened",
+    *,
+    number: int = 7,
+    repository: str = "octo/app",
+    author: str = "alice",
+    association: str = "MEMBER",
+    sender: str | None = None,
+    sender_type: str = "User",
+    labels: tuple[str, ...] = (),
+    label: str | None = None,
+    body: str = "Fix the thing.",
+    title: str = "The thing is broken",
+    pull_request: bool = False,
 ) -> dict[str, Any]:
     """A minimal issues / pull_request payload carrying the fields GitHub sends and Pacer reads."""
     item = {
@@ -94,7 +106,9 @@ def make_pacer(engine: Any, clock: Any, deferrer: Any, **env: str) -> Any:
     from tests.support.harness import context
 
     settings = load({"GITHUB_WEBHOOK_SECRET": SECRET, "PACER_MAX_BODY_BYTES": "131072", **env}, toml_path=None)
-    ctx = context(engine, clock, deferrer, VirtualWorkers(clock, deferrer), wired=True, notifier=CompositeNotifier(LogNotifier()))
+    ctx = context(
+        engine, clock, deferrer, VirtualWorkers(clock, deferrer), wired=True, notifier=CompositeNotifier(LogNotifier())
+    )
     return Pacer(settings=settings, engine=engine, clock=clock, deferrer=deferrer, ctx=ctx)
 
 
@@ -135,7 +149,9 @@ class FakeGithub:
 
     calls: list[Call] = field(default_factory=list)
     comments: dict[int, dict[str, Any]] = field(default_factory=dict)  # id -> {issue, body}
-    pulls: dict[int, dict[str, Any]] = field(default_factory=dict)  # number -> {repository, head, base, title, body, draft}
+    pulls: dict[int, dict[str, Any]] = field(
+        default_factory=dict
+    )  # number -> {repository, head, base, title, body, draft}
     labels: dict[str, list[dict[str, Any]]] = field(default_factory=dict)  # repository -> [{name, color, description}]
     forbidden: set[str] = field(default_factory=set)  # repositories whose label writes answer 403
     _ids: Iterator[int] = field(default_factory=lambda: itertools.count(9001))
@@ -208,7 +224,13 @@ class FakeGithub:
             return 200, self._pull(number)
         if m := re.fullmatch(r"/repos/([^/]+/[^/]+)/issues/(\d+)", path):
             repo, number = m.group(1), int(m.group(2))
-            return 200, {"id": number, "number": number, "title": "t", "state": "open", "url": f"{base}/repos/{repo}/issues/{number}"}
+            return 200, {
+                "id": number,
+                "number": number,
+                "title": "t",
+                "state": "open",
+                "url": f"{base}/repos/{repo}/issues/{number}",
+            }
         if m := re.fullmatch(r"/repos/([^/]+/[^/]+)/issues/(\d+)/comments", path):
             issue = f"{m.group(1)}#{m.group(2)}"
             if method == "POST" and body is not None:
@@ -228,9 +250,15 @@ class FakeGithub:
     def _pulls(self, method: str, repo: str, body: dict[str, Any] | None, query: dict[str, str]) -> tuple[int, Any]:
         if method == "POST" and body is not None:
             if any(p["repository"] == repo and p["head"] == body["head"] for p in self.pulls.values()):
-                return 422, {"message": "Validation Failed", "errors": [{"message": f"A pull request already exists for {body['head']}."}]}
+                return 422, {
+                    "message": "Validation Failed",
+                    "errors": [{"message": f"A pull request already exists for {body['head']}."}],
+                }
             number = next(self._numbers)
-            self.pulls[number] = {"repository": repo, **{k: body.get(k) for k in ("head", "base", "title", "body", "draft")}}
+            self.pulls[number] = {
+                "repository": repo,
+                **{k: body.get(k) for k in ("head", "base", "title", "body", "draft")},
+            }
             return 201, self._pull(number)
         head = query.get("head", "")
         branch = head.partition(":")[2] or head
@@ -243,17 +271,32 @@ class FakeGithub:
             if repo in self.forbidden:
                 return 403, {"message": "Resource not accessible by integration"}
             if any(label["name"].lower() == body["name"].lower() for label in present):
-                return 422, {"message": "Validation Failed", "errors": [{"resource": "Label", "code": "already_exists", "field": "name"}]}
+                return 422, {
+                    "message": "Validation Failed",
+                    "errors": [{"resource": "Label", "code": "already_exists", "field": "name"}],
+                }
             present.append({k: body.get(k) for k in ("name", "color", "description")})
             return 201, {"id": len(present), "url": f"{self.url}/repos/{repo}/labels/{body['name']}", **present[-1]}
-        return 200, [{"id": n, "url": f"{self.url}/repos/{repo}/labels/{label['name']}", **label} for n, label in enumerate(present)]
+        return 200, [
+            {"id": n, "url": f"{self.url}/repos/{repo}/labels/{label['name']}", **label}
+            for n, label in enumerate(present)
+        ]
 
     def _pull(self, number: int) -> dict[str, Any]:
         pull = self.pulls[number]
         repo = pull["repository"]
-        return {"id": number, "number": number, "state": "open", "title": pull["title"], "body": pull["body"], "draft": pull["draft"],
-                "head": {"ref": pull["head"]}, "base": {"ref": pull["base"]}, "url": f"{self.url}/repos/{repo}/pulls/{number}",
-                "html_url": f"https://github.com/{repo}/pull/{number}"}
+        return {
+            "id": number,
+            "number": number,
+            "state": "open",
+            "title": pull["title"],
+            "body": pull["body"],
+            "draft": pull["draft"],
+            "head": {"ref": pull["head"]},
+            "base": {"ref": pull["base"]},
+            "url": f"{self.url}/repos/{repo}/pulls/{number}",
+            "html_url": f"https://github.com/{repo}/pull/{number}",
+        }
 
     def _comment(self, repo: str, comment_id: int) -> dict[str, Any]:
         return {"id": comment_id, "body": self.comments[comment_id]["body"], "user": {"login": "pacer[bot]"},

@@ -55,29 +55,59 @@ class SetQuota:
 
 
 def context(
-    engine: Engine, clock: Clock, deferrer: Deferrer, workers: TurnWorkers, *, wired: bool, quota: QuotaSource | None = None,
-    notifier: Notifier | None = None, runtimes: dict[str, Runtime] | None = None, rng: random.Random | None = None,
+    engine: Engine,
+    clock: Clock,
+    deferrer: Deferrer,
+    workers: TurnWorkers,
+    *,
+    wired: bool,
+    quota: QuotaSource | None = None,
+    notifier: Notifier | None = None,
+    runtimes: dict[str, Runtime] | None = None,
+    rng: random.Random | None = None,
 ) -> Context:
     """A Context with production's alarm targets and the parts a test names; what it leaves out
     keeps the Context's own default."""
     named = {"quota": quota, "notifier": notifier}
-    ports = Ports(engine=engine, clock=clock, deferrer=deferrer, workers=workers, **{k: v for k, v in named.items() if v is not None})
+    ports = Ports(
+        engine=engine,
+        clock=clock,
+        deferrer=deferrer,
+        workers=workers,
+        **{k: v for k, v in named.items() if v is not None},
+    )
     limits = Limits() if runtimes is None else Limits(runtimes=runtimes)
     ctx = Context(ports=ports, limits=limits, jobs=targets(), **({} if rng is None else {"rng": rng}))
     return install(ctx) if wired else ctx
 
 
 def build(
-    engine: Engine, clock: VirtualClock, *, wired: bool = False, max_sessions: int = 2, turn_minutes: float = 20, burn: float = 0.1,
+    engine: Engine,
+    clock: VirtualClock,
+    *,
+    wired: bool = False,
+    max_sessions: int = 2,
+    turn_minutes: float = 20,
+    burn: float = 0.1,
     seed: int = 7,
 ) -> tuple[Context, VirtualDeferrer, VirtualWorkers, SetQuota]:
     """The usual scene: turns of `turn_minutes` burning `burn` dollars a minute on the one runtime
     "echo", windows the test sets, quota read afresh each time, a fleet of `max_sessions`."""
     deferrer = VirtualDeferrer(clock)
-    workers = VirtualWorkers(clock, deferrer, duration=lambda _r: timedelta(minutes=turn_minutes), burn_per_min=lambda _r: burn)
+    workers = VirtualWorkers(
+        clock, deferrer, duration=lambda _r: timedelta(minutes=turn_minutes), burn_per_min=lambda _r: burn
+    )
     quota = SetQuota(clock)
-    ctx = context(engine, clock, deferrer, workers, wired=wired, quota=quota, runtimes={"echo": Runtime("echo", True, burn)},
-                  rng=random.Random(seed))
+    ctx = context(
+        engine,
+        clock,
+        deferrer,
+        workers,
+        wired=wired,
+        quota=quota,
+        runtimes={"echo": Runtime("echo", True, burn)},
+        rng=random.Random(seed),
+    )
     with session_scope(engine) as db:
         change_policy(db, {"max_sessions": max_sessions}, surface="test", actor=None, now=clock.now())
     return ctx, deferrer, workers, quota

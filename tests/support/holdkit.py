@@ -1,4 +1,5 @@
-"""Shared steps for the hold tests: a turn finished with a chosen runner outcome, the notices a test heard, and the `holds` text as a person reads it."""
+"""Shared steps for the hold tests: a turn finished with a chosen runner outcome, the notices a test heard, and the
+`holds` text as a person reads it."""
 
 from __future__ import annotations
 
@@ -34,7 +35,9 @@ def running_turn_id(workers: VirtualWorkers, session_id: int) -> int:
     return ids[0]
 
 
-def finish(ctx: Context, workers: VirtualWorkers, deferrer: VirtualDeferrer, session_id: int, outcome: Outcome, **result: Any) -> None:
+def finish(
+    ctx: Context, workers: VirtualWorkers, deferrer: VirtualDeferrer, session_id: int, outcome: Outcome, **result: Any
+) -> None:
     """The runner reports `outcome` for the session's running turn now."""
     turn_id = running_turn_id(workers, session_id)
     workers.running.pop(turn_id)

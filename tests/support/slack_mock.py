@@ -37,7 +37,12 @@ def sign(secret: str, body: str | bytes, timestamp: int) -> str:
 
 
 def signed_headers(
-    secret: str, body: str | bytes, *, timestamp: int | None = None, content_type: str = "application/x-www-form-urlencoded", retry_num: int | None = None
+    secret: str,
+    body: str | bytes,
+    *,
+    timestamp: int | None = None,
+    content_type: str = "application/x-www-form-urlencoded",
+    retry_num: int | None = None,
 ) -> dict[str, str]:
     ts = int(time.time()) if timestamp is None else timestamp
     headers = {
@@ -135,11 +140,19 @@ class MockSlack:
         if method == "apps.connections.open" and self.socket_url:
             return 200, {"ok": True, "url": self.socket_url}
         if method == "chat.postMessage":
-            return 200, {"ok": True, "channel": body.get("channel"), "ts": ts, "message": {"text": body.get("text"), "ts": ts}}
+            return 200, {
+                "ok": True,
+                "channel": body.get("channel"),
+                "ts": ts,
+                "message": {"text": body.get("text"), "ts": ts},
+            }
         if method == "chat.postEphemeral":
             return 200, {"ok": True, "message_ts": ts}
         if method == "views.publish":
-            return 200, {"ok": True, "view": {"id": "V0HOME", "type": "home", "blocks": _as_list(body.get("view")).get("blocks", [])}}
+            return 200, {
+                "ok": True,
+                "view": {"id": "V0HOME", "type": "home", "blocks": _as_list(body.get("view")).get("blocks", [])},
+            }
         return 200, {"ok": False, "error": "unknown_method"}
 
     def _record(self, call: Call) -> None:
@@ -161,7 +174,9 @@ class MockSlack:
                     return found
                 left = deadline - time.monotonic()
                 if left <= 0:
-                    raise AssertionError(f"no matching Slack call within {timeout}s; calls: {[c.path for c in self.calls]}")
+                    raise AssertionError(
+                        f"no matching Slack call within {timeout}s; calls: {[c.path for c in self.calls]}"
+                    )
                 self._cond.wait(left)
 
     def wait_for_method(self, method_or_path: str, *, count: int = 1, timeout: float = 5.0) -> list[Call]:
@@ -199,7 +214,9 @@ class PacerServer(Server):
         super().__init__(app, lifespan="on")
 
 
-def command_body(text: str, *, user: str, response_url: str, channel: str = "C0GENERAL", command: str = "/pacer") -> str:
+def command_body(
+    text: str, *, user: str, response_url: str, channel: str = "C0GENERAL", command: str = "/pacer"
+) -> str:
     """A slash-command POST body as Slack sends it (form-encoded)."""
     from urllib.parse import urlencode
 
@@ -217,9 +234,22 @@ def event_body(event: Mapping[str, Any], *, event_id: str) -> str:
     """An Events API callback as Slack sends it (JSON)."""
     return json.dumps(
         {
-            "token": "legacy-unused", "team_id": TEAM_ID, "api_app_id": "A0PACER", "event": dict(event),
-            "type": "event_callback", "event_id": event_id, "event_time": 1_790_000_000,
-            "authorizations": [{"enterprise_id": None, "team_id": TEAM_ID, "user_id": BOT_USER_ID, "is_bot": True, "is_enterprise_install": False}],
+            "token": "legacy-unused",
+            "team_id": TEAM_ID,
+            "api_app_id": "A0PACER",
+            "event": dict(event),
+            "type": "event_callback",
+            "event_id": event_id,
+            "event_time": 1_790_000_000,
+            "authorizations": [
+                {
+                    "enterprise_id": None,
+                    "team_id": TEAM_ID,
+                    "user_id": BOT_USER_ID,
+                    "is_bot": True,
+                    "is_enterprise_install": False,
+                }
+            ],
         }
     )
 
@@ -290,7 +320,9 @@ def make_pacer(engine: Any, clock: Any, deferrer: Any, settings: Any) -> Any:
     from scheduler.testing import VirtualWorkers
     from tests.support.harness import context
 
-    ctx = context(engine, clock, deferrer, VirtualWorkers(clock, deferrer), wired=False, notifier=CompositeNotifier(LogNotifier()))
+    ctx = context(
+        engine, clock, deferrer, VirtualWorkers(clock, deferrer), wired=False, notifier=CompositeNotifier(LogNotifier())
+    )
     return Pacer(settings=settings, engine=engine, clock=clock, deferrer=deferrer, ctx=ctx)
 
 

@@ -24,14 +24,19 @@ FIVE = timedelta(minutes=5)
 class Scene:
     """One virtual-time scheduler with the P4 parts installed and a notice log."""
 
-    def __init__(self, engine: Engine, clock: VirtualClock, *, max_sessions: int = 3, turn_minutes: float = 60, burn: float = 0.1) -> None:
-        self.ctx, self.deferrer, self.workers, self.quota = build(engine, clock, max_sessions=max_sessions, turn_minutes=turn_minutes, burn=burn,
-                                                                  wired=True)
+    def __init__(
+        self, engine: Engine, clock: VirtualClock, *, max_sessions: int = 3, turn_minutes: float = 60, burn: float = 0.1
+    ) -> None:
+        self.ctx, self.deferrer, self.workers, self.quota = build(
+            engine, clock, max_sessions=max_sessions, turn_minutes=turn_minutes, burn=burn, wired=True
+        )
         self.ctx.limits.runtimes["codex"] = Runtime("codex", spends_quota=False, default_burn_per_min=0.0)
         self.clock = clock
         self.lengths: dict[int, float] = {}
         default = timedelta(minutes=turn_minutes)
-        self.workers.duration = lambda r: timedelta(minutes=self.lengths[r.session_id]) if r.session_id in self.lengths else default
+        self.workers.duration = lambda r: (
+            timedelta(minutes=self.lengths[r.session_id]) if r.session_id in self.lengths else default
+        )
         self.notices: list[tuple[str, dict[str, Any]]] = []
         self.ctx.plugins.listeners.append(lambda event, context: self.notices.append((event, dict(context))))
 

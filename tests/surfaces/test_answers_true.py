@@ -17,7 +17,10 @@ from scheduler.store.models import Session
 from scheduler.store.policy import change_policy
 from tests.support.harness import new, row
 
-pytestmark = [pytest.mark.filterwarnings("ignore::DeprecationWarning"), pytest.mark.api(max_sessions=2, turn_minutes=30)]
+pytestmark = [
+    pytest.mark.filterwarnings("ignore::DeprecationWarning"),
+    pytest.mark.api(max_sessions=2, turn_minutes=30),
+]
 
 LIVE_SPOT_HOLD = ("Held by the spot gate", "Priority sessions are unaffected")
 
@@ -30,7 +33,9 @@ def test_a_spot_hold_a_genesis_override_has_overtaken_is_shown_as_overtaken_ever
     sid = new(ctx, genesis="api", title="nightly sweep")
     assert submit_turn(ctx, sid, "sweep").reason == "at_utilization_limit"
     with session_scope(ctx.engine) as db:
-        change_policy(db, {"genesis_class_overrides": {"api": "priority"}}, surface="test", actor=None, now=ctx.clock.now())
+        change_policy(
+            db, {"genesis_class_overrides": {"api": "priority"}}, surface="test", actor=None, now=ctx.clock.now()
+        )
     assert row(ctx, sid).hold_reason == "at_utilization_limit"  # the record stays until the next pass
 
     why = answers.answer(api.pacer, "console", f"why {sid}", surface="console").text

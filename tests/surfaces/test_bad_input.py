@@ -81,7 +81,9 @@ def _trigger(api: Api) -> int:
 
 
 @pytest.mark.parametrize("prompt", ["   ", "\n", "\t \r\n "])
-def test_a_prompt_of_only_whitespace_is_422_and_creates_nothing(api: Api, prompt: str, caplog: pytest.LogCaptureFixture) -> None:
+def test_a_prompt_of_only_whitespace_is_422_and_creates_nothing(
+    api: Api, prompt: str, caplog: pytest.LogCaptureFixture
+) -> None:
     sid = _session(api)
     before = _state(api.pacer.engine)
     r = api.post("/sessions", {"prompt": prompt})
@@ -102,11 +104,36 @@ UNSTORABLE = [
     ("POST", "/sessions", '{"prompt": "ok", "runtime": "echo\\u0000"}', "runtime"),
     ("POST", "/sessions/{sid}/messages", '{"text": "more \\u0000"}', "text"),
     ("POST", "/sessions/{sid}/messages", '{"text": "more \\udfff"}', "text"),
-    ("POST", "/triggers", '{"name": "t\\u0000", "kind": "slack", "prompt_template": "x", "config": {"channels": ["C1"]}}', "name"),
-    ("POST", "/triggers", '{"name": "t", "kind": "slack", "prompt_template": "x\\u0000", "config": {"channels": ["C1"]}}', "prompt_template"),
-    ("POST", "/triggers", '{"name": "t", "kind": "slack", "prompt_template": "x", "config": {"channels": ["C\\u0000"]}}', "config"),
-    ("POST", "/triggers", '{"name": "t", "kind": "slack", "prompt_template": "x", "config": {"channels": ["C\\ud800"]}}', "config"),
-    ("POST", "/triggers", '{"name": "t", "kind": "slack", "prompt_template": "x", "config": {"chan\\u0000": ["C1"]}}', "config"),
+    (
+        "POST",
+        "/triggers",
+        '{"name": "t\\u0000", "kind": "slack", "prompt_template": "x", "config": {"channels": ["C1"]}}',
+        "name",
+    ),
+    (
+        "POST",
+        "/triggers",
+        '{"name": "t", "kind": "slack", "prompt_template": "x\\u0000", "config": {"channels": ["C1"]}}',
+        "prompt_template",
+    ),
+    (
+        "POST",
+        "/triggers",
+        '{"name": "t", "kind": "slack", "prompt_template": "x", "config": {"channels": ["C\\u0000"]}}',
+        "config",
+    ),
+    (
+        "POST",
+        "/triggers",
+        '{"name": "t", "kind": "slack", "prompt_template": "x", "config": {"channels": ["C\\ud800"]}}',
+        "config",
+    ),
+    (
+        "POST",
+        "/triggers",
+        '{"name": "t", "kind": "slack", "prompt_template": "x", "config": {"chan\\u0000": ["C1"]}}',
+        "config",
+    ),
     ("PATCH", "/triggers/{tid}", '{"prompt_template": "y\\u0000"}', "prompt_template"),
     ("PATCH", "/triggers/{tid}", '{"concurrency_group": "\\ud800"}', "concurrency_group"),
     ("POST", "/triggers/{tid}/invoke", '{"context": {"text": "go \\u0000"}}', "context"),
@@ -153,11 +180,30 @@ OUT_OF_RANGE = [
     ("PATCH", f"/triggers/{BIG}", {"enabled": False}, "trigger_id"),
     ("DELETE", f"/triggers/{BIG}", None, "trigger_id"),
     ("POST", f"/triggers/{BIG}/invoke", None, "trigger_id"),
-    ("POST", "/triggers", {"name": "t", "kind": "slack", "prompt_template": "x", "precedence": 2**31, "config": {"channels": ["C1"]}}, "precedence"),
+    (
+        "POST",
+        "/triggers",
+        {"name": "t", "kind": "slack", "prompt_template": "x", "precedence": 2**31, "config": {"channels": ["C1"]}},
+        "precedence",
+    ),
     ("PATCH", "/triggers/{tid}", {"precedence": BIG}, "precedence"),
-    ("POST", "/triggers", {"name": "t", "kind": "ao_event", "prompt_template": "x", "config": {"session_id": BIG, "states": ["done"]}}, "config.session_id"),
-    ("POST", "/triggers", {"name": "t", "kind": "ao_event", "prompt_template": "x",
-                           "config": {"filter": {"trigger": BIG}, "states": ["done"]}}, "config.filter.trigger"),
+    (
+        "POST",
+        "/triggers",
+        {"name": "t", "kind": "ao_event", "prompt_template": "x", "config": {"session_id": BIG, "states": ["done"]}},
+        "config.session_id",
+    ),
+    (
+        "POST",
+        "/triggers",
+        {
+            "name": "t",
+            "kind": "ao_event",
+            "prompt_template": "x",
+            "config": {"filter": {"trigger": BIG}, "states": ["done"]},
+        },
+        "config.filter.trigger",
+    ),
     ("PATCH", "/policy", {"max_sessions": BIG}, "max_sessions"),
     ("PATCH", "/policy", {"max_sessions": 2**31}, "max_sessions"),
     ("PATCH", "/policy", {"max_sessions": bounds.MAX_SESSIONS + 1}, "max_sessions"),
@@ -177,7 +223,9 @@ def test_an_integer_past_its_column_is_422_naming_the_field(
     assert _errors(caplog) == []
 
 
-def test_json_nested_past_what_python_can_read_is_a_4xx_in_the_apis_own_shape(api: Api, caplog: pytest.LogCaptureFixture) -> None:
+def test_json_nested_past_what_python_can_read_is_a_4xx_in_the_apis_own_shape(
+    api: Api, caplog: pytest.LogCaptureFixture
+) -> None:
     deep = b"[" * 100_000 + b"]" * 100_000
     r = _raw(api, "POST", "/sessions", deep)
     assert r.status_code == 422 and r.json()["error"] == "invalid_input" and r.json()["field"] == "body", r.text
@@ -193,18 +241,54 @@ def test_json_nested_past_what_python_can_read_is_a_4xx_in_the_apis_own_shape(ap
 # it and as `/pacer` (Slack and the console: both are `answers.answer`) takes it.
 EDGES = [
     # (what, API request, /pacer line, accepted)
-    ("precedence at the top", ("PATCH", "/sessions/{sid}", {"precedence": bounds.MAX_PRECEDENCE}),
-     "rank {sid} {n}".replace("{n}", str(bounds.MAX_PRECEDENCE)), True),
-    ("precedence past the top", ("PATCH", "/sessions/{sid}", {"precedence": bounds.MAX_PRECEDENCE + 1}), f"rank {{sid}} {bounds.MAX_PRECEDENCE + 1}", False),
-    ("precedence at the bottom", ("PATCH", "/sessions/{sid}", {"precedence": -bounds.MAX_PRECEDENCE}), f"rank {{sid}} {-bounds.MAX_PRECEDENCE}", True),
-    ("precedence past the bottom", ("PATCH", "/sessions/{sid}", {"precedence": -bounds.MAX_PRECEDENCE - 1}),
-     f"rank {{sid}} {-bounds.MAX_PRECEDENCE - 1}", False),
-    ("trigger precedence at the top", ("PATCH", "/triggers/{tid}", {"precedence": bounds.MAX_PRECEDENCE}),
-     f"trigger {{tid}} precedence {bounds.MAX_PRECEDENCE}", True),
-    ("trigger precedence past the top", ("PATCH", "/triggers/{tid}", {"precedence": bounds.MAX_PRECEDENCE + 1}),
-     f"trigger {{tid}} precedence {bounds.MAX_PRECEDENCE + 1}", False),
-    ("max_sessions at the top", ("PATCH", "/policy", {"max_sessions": bounds.MAX_SESSIONS}), f"policy set max_sessions={bounds.MAX_SESSIONS}", True),
-    ("max_sessions past the top", ("PATCH", "/policy", {"max_sessions": bounds.MAX_SESSIONS + 1}), f"policy set max_sessions={bounds.MAX_SESSIONS + 1}", False),
+    (
+        "precedence at the top",
+        ("PATCH", "/sessions/{sid}", {"precedence": bounds.MAX_PRECEDENCE}),
+        "rank {sid} {n}".replace("{n}", str(bounds.MAX_PRECEDENCE)),
+        True,
+    ),
+    (
+        "precedence past the top",
+        ("PATCH", "/sessions/{sid}", {"precedence": bounds.MAX_PRECEDENCE + 1}),
+        f"rank {{sid}} {bounds.MAX_PRECEDENCE + 1}",
+        False,
+    ),
+    (
+        "precedence at the bottom",
+        ("PATCH", "/sessions/{sid}", {"precedence": -bounds.MAX_PRECEDENCE}),
+        f"rank {{sid}} {-bounds.MAX_PRECEDENCE}",
+        True,
+    ),
+    (
+        "precedence past the bottom",
+        ("PATCH", "/sessions/{sid}", {"precedence": -bounds.MAX_PRECEDENCE - 1}),
+        f"rank {{sid}} {-bounds.MAX_PRECEDENCE - 1}",
+        False,
+    ),
+    (
+        "trigger precedence at the top",
+        ("PATCH", "/triggers/{tid}", {"precedence": bounds.MAX_PRECEDENCE}),
+        f"trigger {{tid}} precedence {bounds.MAX_PRECEDENCE}",
+        True,
+    ),
+    (
+        "trigger precedence past the top",
+        ("PATCH", "/triggers/{tid}", {"precedence": bounds.MAX_PRECEDENCE + 1}),
+        f"trigger {{tid}} precedence {bounds.MAX_PRECEDENCE + 1}",
+        False,
+    ),
+    (
+        "max_sessions at the top",
+        ("PATCH", "/policy", {"max_sessions": bounds.MAX_SESSIONS}),
+        f"policy set max_sessions={bounds.MAX_SESSIONS}",
+        True,
+    ),
+    (
+        "max_sessions past the top",
+        ("PATCH", "/policy", {"max_sessions": bounds.MAX_SESSIONS + 1}),
+        f"policy set max_sessions={bounds.MAX_SESSIONS + 1}",
+        False,
+    ),
     ("max_sessions of zero", ("PATCH", "/policy", {"max_sessions": 0}), "policy set max_sessions=0", False),
     ("the largest id", ("GET", f"/sessions/{bounds.MAX_ID}", None), f"why {bounds.MAX_ID}", True),
     ("an id past the column", ("GET", f"/sessions/{OVER_ID}", None), f"why {OVER_ID}", False),
@@ -213,7 +297,9 @@ EDGES = [
 
 
 @pytest.mark.parametrize(("what", "request_", "line", "accepted"), EDGES, ids=[row[0] for row in EDGES])
-def test_the_api_and_pacer_accept_the_same_ranges(api: Api, what: str, request_: tuple[str, str, Any], line: str, accepted: bool) -> None:
+def test_the_api_and_pacer_accept_the_same_ranges(
+    api: Api, what: str, request_: tuple[str, str, Any], line: str, accepted: bool
+) -> None:
     sid, tid = _session(api), _trigger(api)
     method, path, body = request_
     r = _raw(api, method, path.format(sid=sid, tid=tid), None if body is None else json.dumps(body).encode())
@@ -224,7 +310,9 @@ def test_the_api_and_pacer_accept_the_same_ranges(api: Api, what: str, request_:
     assert refused_as_input is not accepted, reply.text
 
 
-def test_a_chunked_body_past_the_limit_is_413_and_read_no_further(any_engine: Engine, clock: Any, request: pytest.FixtureRequest) -> None:
+def test_a_chunked_body_past_the_limit_is_413_and_read_no_further(
+    any_engine: Engine, clock: Any, request: pytest.FixtureRequest
+) -> None:
     api = make_api(any_engine, clock, PACER_MAX_BODY_BYTES="4096")
     request.addfinalizer(api.close)
     sent = 0
@@ -252,16 +340,36 @@ def test_a_chunked_body_past_the_limit_is_413_and_read_no_further(any_engine: En
 @pytest.fixture
 def slack_any(any_engine: Engine, clock: Any, deferrer: Any, mock: MockSlack) -> Iterator[Any]:
     with dbmod.session_scope(any_engine) as db:
-        db.add(Trigger(name="ops", kind="slack", prompt_template="{{ text }}", config={"channels": ["C0WORK"]}, created_at=clock.now()))
+        db.add(
+            Trigger(
+                name="ops",
+                kind="slack",
+                prompt_template="{{ text }}",
+                config={"channels": ["C0WORK"]},
+                created_at=clock.now(),
+            )
+        )
     with serving(any_engine, clock, deferrer, mock, PACER_MAX_BODY_BYTES="1048576") as client:
         yield client
 
 
-NOT_OBJECTS = ["[]", '"text"', "1", "null", "true", "[" * 100_000 + "]" * 100_000, '{"a": ' * 50_000 + "1" + "}" * 50_000]
+NOT_OBJECTS = [
+    "[]",
+    '"text"',
+    "1",
+    "null",
+    "true",
+    "[" * 100_000 + "]" * 100_000,
+    '{"a": ' * 50_000 + "1" + "}" * 50_000,
+]
 
 
-@pytest.mark.parametrize("body", NOT_OBJECTS, ids=["list", "string", "number", "null", "bool", "deep-list", "deep-object"])
-def test_a_signed_slack_body_that_is_not_a_json_object_is_400(slack_any: Any, body: str, caplog: pytest.LogCaptureFixture) -> None:
+@pytest.mark.parametrize(
+    "body", NOT_OBJECTS, ids=["list", "string", "number", "null", "bool", "deep-list", "deep-object"]
+)
+def test_a_signed_slack_body_that_is_not_a_json_object_is_400(
+    slack_any: Any, body: str, caplog: pytest.LogCaptureFixture
+) -> None:
     response = slack_any.post(body, content_type="application/json")
     assert response.status_code == 400, response.text
     form = slack_any.post("payload=" + body[:1000])  # an interactivity form whose payload is no object
@@ -271,7 +379,9 @@ def test_a_signed_slack_body_that_is_not_a_json_object_is_400(slack_any: Any, bo
 
 
 @pytest.mark.parametrize("timestamp", [b"9" * 400, b"\xb2", b"1\xb9", b"\xb3" * 10, b"0" * 30])
-def test_a_slack_timestamp_no_clock_can_read_is_401(slack_any: Any, timestamp: bytes, caplog: pytest.LogCaptureFixture) -> None:
+def test_a_slack_timestamp_no_clock_can_read_is_401(
+    slack_any: Any, timestamp: bytes, caplog: pytest.LogCaptureFixture
+) -> None:
     body = '{"type": "event_callback"}'
     headers: dict[str, Any] = signed_headers(SIGNING_SECRET, body, content_type="application/json")
     headers["X-Slack-Request-Timestamp"] = timestamp
@@ -280,11 +390,21 @@ def test_a_slack_timestamp_no_clock_can_read_is_401(slack_any: Any, timestamp: b
     assert _errors(caplog) == []
 
 
-@pytest.mark.parametrize(("text", "stored"), [("fix \x00 it", "fix \ufffd it"), ("fix \ud83d it", "fix \ufffd it"), ("\udc00 \x00", "\ufffd \ufffd")])
+@pytest.mark.parametrize(
+    ("text", "stored"),
+    [("fix \x00 it", "fix \ufffd it"), ("fix \ud83d it", "fix \ufffd it"), ("\udc00 \x00", "\ufffd \ufffd")],
+)
 def test_a_slack_message_with_unstorable_text_is_kept_cleaned_never_dropped(
     slack_any: Any, any_engine: Engine, text: str, stored: str, caplog: pytest.LogCaptureFixture
 ) -> None:
-    message = {"type": "message", "channel": "C0WORK", "channel_type": "channel", "user": "UMEM", "text": text, "ts": "1790000000.000100"}
+    message = {
+        "type": "message",
+        "channel": "C0WORK",
+        "channel_type": "channel",
+        "user": "UMEM",
+        "text": text,
+        "ts": "1790000000.000100",
+    }
     assert slack_any.event(message, event_id="Ev\x00Bad").status_code == 200
     assert slack_any.event(message, event_id="Ev\x00Bad", retry_num=1).status_code == 200
     slack_any.settle()
@@ -302,7 +422,14 @@ def test_a_slack_message_with_unstorable_text_is_kept_cleaned_never_dropped(
 def hook_any(any_engine: Engine, clock: Any, deferrer: Any) -> Iterator[tuple[httpx.Client, Any]]:
     pacer = github_pacer(any_engine, clock, deferrer)
     with dbmod.session_scope(any_engine) as db:
-        db.add(Trigger(name="issues", kind="github_issue", prompt_template="Fix {{ title }}: {{ body }}", created_at=clock.now()))
+        db.add(
+            Trigger(
+                name="issues",
+                kind="github_issue",
+                prompt_template="Fix {{ title }}: {{ body }}",
+                created_at=clock.now(),
+            )
+        )
     app = create_app(pacer, start_scheduler=False)
     with github_serving(app) as url, httpx.Client(base_url=url, timeout=10) as client:
         yield client, app.state.github
@@ -324,7 +451,12 @@ def _deliver(hook: tuple[httpx.Client, Any], payload: Any, *, delivery: str, eve
     ],
 )
 def test_github_text_that_cannot_be_stored_is_cleaned_and_recorded_once(
-    hook_any: tuple[httpx.Client, Any], any_engine: Engine, title: str, body: str, prompt: str, caplog: pytest.LogCaptureFixture
+    hook_any: tuple[httpx.Client, Any],
+    any_engine: Engine,
+    title: str,
+    body: str,
+    prompt: str,
+    caplog: pytest.LogCaptureFixture,
 ) -> None:
     payload = issue_payload(title=title, body=body, author="alice\x00")
     first = _deliver(hook_any, payload, delivery="guid-1")
@@ -338,7 +470,9 @@ def test_github_text_that_cannot_be_stored_is_cleaned_and_recorded_once(
     assert _errors(caplog) == []
 
 
-@pytest.mark.parametrize("payload", [issue_payload(number=BIG), issue_payload(number=OVER_ID), issue_payload(repository="octo\x00/app")])
+@pytest.mark.parametrize(
+    "payload", [issue_payload(number=BIG), issue_payload(number=OVER_ID), issue_payload(repository="octo\x00/app")]
+)
 def test_github_numbers_and_names_no_issue_can_have_start_nothing_and_are_answered_200(
     hook_any: tuple[httpx.Client, Any], any_engine: Engine, payload: Any, caplog: pytest.LogCaptureFixture
 ) -> None:

@@ -17,7 +17,10 @@ from scheduler.store.db import session_scope
 from scheduler.store.models import Session
 from tests.support.harness import new, row
 
-pytestmark = [pytest.mark.filterwarnings("ignore::DeprecationWarning"), pytest.mark.api(max_sessions=2, turn_minutes=30)]
+pytestmark = [
+    pytest.mark.filterwarnings("ignore::DeprecationWarning"),
+    pytest.mark.api(max_sessions=2, turn_minutes=30),
+]
 
 
 def console(api, text: str, actor: str = "alice"):
@@ -83,7 +86,12 @@ def test_new_takes_weight_and_capacity_options(api) -> None:
     said = console(api, "new weight:0.5 capacity:1.5x tidy the changelog")
     assert said.ok, said.text
     created = row(api.ctx, 1)
-    assert (created.weight, created.capacity, created.capacity_multiplier, created.prompt) == (0.5, None, 1.5, "tidy the changelog")
+    assert (created.weight, created.capacity, created.capacity_multiplier, created.prompt) == (
+        0.5,
+        None,
+        1.5,
+        "tidy the changelog",
+    )
     r = api.post("/sessions", {"prompt": "p", "capacity_multiplier": 3})
     assert r.status_code in (200, 201) and r.json()["session"]["capacity_multiplier"] == 3.0, r.text
 
@@ -93,7 +101,10 @@ def test_new_takes_weight_and_capacity_options(api) -> None:
     [
         ("capacity 1 0x", "capacity: a multiplier must be a finite number above 0, at most 100"),
         ("capacity 1 101x", "capacity: a multiplier must be a finite number above 0, at most 100"),
-        ("capacity 1 soon", "capacity: 'soon' is not a budget; use a whole number (1 runs it alone), a multiplier like 1.5x, or fleet"),
+        (
+            "capacity 1 soon",
+            "capacity: 'soon' is not a budget; use a whole number (1 runs it alone), a multiplier like 1.5x, or fleet",
+        ),
         ("capacity 1 0", "capacity: '0' must be between 1 and 10,000"),
         ("weight 1 -1", "weight: '-1' is not a number"),
         ("weight 1 20000", "weight: must be a finite number >= 0, at most 10,000"),
@@ -107,14 +118,23 @@ def test_a_bad_claim_is_refused_naming_the_argument_and_changes_nothing(api, tex
     said = console(api, text)
     assert not said.ok and says in said.text, said.text
     after = row(api.ctx, sid)
-    assert (after.weight, after.capacity, after.capacity_multiplier) == (before.weight, before.capacity, before.capacity_multiplier)
+    assert (after.weight, after.capacity, after.capacity_multiplier) == (
+        before.weight,
+        before.capacity,
+        before.capacity_multiplier,
+    )
     with session_scope(api.ctx.engine) as db:
         assert len(list(db.exec(select(Session)))) == 1  # `new` created nothing
 
 
 @pytest.mark.parametrize(
     "body",
-    [{"capacity": 2, "capacity_multiplier": 1.5}, {"capacity_multiplier": 0}, {"capacity_multiplier": "2x"}, {"weight": -1}],
+    [
+        {"capacity": 2, "capacity_multiplier": 1.5},
+        {"capacity_multiplier": 0},
+        {"capacity_multiplier": "2x"},
+        {"weight": -1},
+    ],
 )
 def test_a_bad_claim_through_the_api_is_a_422_and_changes_nothing(api, body) -> None:
     sid = new(api.ctx, genesis="command", requester="alice", prompt="x")

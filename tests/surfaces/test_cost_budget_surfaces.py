@@ -27,7 +27,10 @@ from tests.support import harness
 from tests.support.harness import new, row
 from tests.support.paths import ROOT
 
-pytestmark = [pytest.mark.filterwarnings("ignore::DeprecationWarning"), pytest.mark.api(max_sessions=2, turn_minutes=20)]
+pytestmark = [
+    pytest.mark.filterwarnings("ignore::DeprecationWarning"),
+    pytest.mark.api(max_sessions=2, turn_minutes=20),
+]
 
 
 def _state(engine) -> tuple[dict[str, float], dict[str, str], int]:
@@ -53,11 +56,15 @@ def test_the_api_sets_a_budget_shows_the_spend_and_resets_it(api) -> None:
     assert (hold["reason"], hold["label"], hold["resume_offered"]) == ("cost_budget", "cost budget", False)
     assert "The echo spend has reached this deployment's $1.50 budget: $2.00 spent so far." in hold["sentence"]
     refused = api.post("/queue/resume", {})
-    assert refused.status_code == 409 and "Resume cannot lift the cost-budget hold" in refused.json()["message"], refused.text
+    assert refused.status_code == 409 and "Resume cannot lift the cost-budget hold" in refused.json()["message"], (
+        refused.text
+    )
 
     reset = api.post("/policy/reset-spend", {"runtime": "echo"}, actor="alice")
     assert reset.status_code == 200, reset.text
-    assert reset.json()["audit"].startswith("[FleetPolicy] changed via api by alice: spend_reset_at {} -> {'echo': '2026-11-02T09:20:00+00:00'}")
+    assert reset.json()["audit"].startswith(
+        "[FleetPolicy] changed via api by alice: spend_reset_at {} -> {'echo': '2026-11-02T09:20:00+00:00'}"
+    )
     api.settle()
     assert api.get(f"/sessions/{second['session']['id']}").json()["status"] == "running"
     assert api.get("/holds").json()["queue_holds"] == [] and first
@@ -67,8 +74,20 @@ def test_the_api_sets_a_budget_shows_the_spend_and_resets_it(api) -> None:
     ("method", "path", "body", "field", "says"),
     [
         ("PATCH", "/policy", {"cost_budgets": {"echo": -5}}, "cost_budgets.echo", "greater than 0"),
-        ("PATCH", "/policy", {"cost_budgets": {"gpt-9": 10}}, "cost_budgets", "runtime: 'gpt-9' is not a runtime of this deployment; use one of echo"),
-        ("POST", "/policy/reset-spend", {"runtime": "gpt-9"}, "runtime", "runtime: 'gpt-9' is not a runtime of this deployment"),
+        (
+            "PATCH",
+            "/policy",
+            {"cost_budgets": {"gpt-9": 10}},
+            "cost_budgets",
+            "runtime: 'gpt-9' is not a runtime of this deployment; use one of echo",
+        ),
+        (
+            "POST",
+            "/policy/reset-spend",
+            {"runtime": "gpt-9"},
+            "runtime",
+            "runtime: 'gpt-9' is not a runtime of this deployment",
+        ),
     ],
 )
 def test_bad_budget_input_over_the_api_is_422_and_changes_nothing(api, method, path, body, field, says) -> None:
@@ -92,8 +111,15 @@ def test_pacer_policy_set_budget_and_reset_spend_in_chat(pacer) -> None:
     assert reply.text.startswith("Policy changed: cost_budgets none → echo=1.5.")
     assert "cost budgets: echo $0.00 spent of $1.50" in answers.answer(pacer, "UMEM", "policy", surface="console").text
     reset = answers.answer(pacer, "UOP", "policy reset-spend echo", surface="console")
-    assert reset.ok and "Recorded: [FleetPolicy] changed via console by UOP: spend_reset_at {} -> {'echo': '2026-11-02T09:00:00+00:00'}" in reset.text
-    assert "cost budgets: echo $0.00 spent of $1.50 since 2026-11-02 09:00 UTC" in answers.answer(pacer, "UMEM", "policy", surface="console").text
+    assert (
+        reset.ok
+        and "Recorded: [FleetPolicy] changed via console by UOP: spend_reset_at {} -> {'echo': '2026-11-02T09:00:00+00:00'}"
+        in reset.text
+    )
+    assert (
+        "cost budgets: echo $0.00 spent of $1.50 since 2026-11-02 09:00 UTC"
+        in answers.answer(pacer, "UMEM", "policy", surface="console").text
+    )
     removed = answers.answer(pacer, "UOP", "policy set budget:echo=none", surface="console")
     assert removed.text.startswith("Policy changed: cost_budgets echo=1.5 → none.")
 
@@ -101,7 +127,11 @@ def test_pacer_policy_set_budget_and_reset_spend_in_chat(pacer) -> None:
 @pytest.mark.parametrize(
     ("text", "actor", "message"),
     [
-        ("policy set budget:echo=-1", "UOP", "budget:echo: '-1' is not a cost budget; give US dollars above 0 (e.g. 50 or 12.50), or none to remove it"),
+        (
+            "policy set budget:echo=-1",
+            "UOP",
+            "budget:echo: '-1' is not a cost budget; give US dollars above 0 (e.g. 50 or 12.50), or none to remove it",
+        ),
         ("policy set budget:echo=lots", "UOP", "budget:echo: 'lots' is not a cost budget"),
         ("policy set budget:gpt-9=10", "UOP", "runtime: 'gpt-9' is not a runtime of this deployment; use one of echo"),
         ("policy reset-spend gpt-9", "UOP", "runtime: 'gpt-9' is not a runtime of this deployment; use one of echo"),
@@ -126,7 +156,9 @@ def test_pacer_policy_cli_sets_a_budget_and_resets_the_spend(tmp_path: Path) -> 
     assert bad.returncode == 2 and "budget:echo: '-3' is not a cost budget" in bad.stdout
     ok = run("--set", "budget:echo=25")
     assert ok.returncode == 0, ok.stderr
-    assert "[FleetPolicy] changed via cli:pacer policy" in ok.stdout and "cost_budgets {} -> {'echo': 25.0}" in ok.stdout
+    assert (
+        "[FleetPolicy] changed via cli:pacer policy" in ok.stdout and "cost_budgets {} -> {'echo': 25.0}" in ok.stdout
+    )
     reset = run("--reset-spend", "echo")
     assert reset.returncode == 0, reset.stderr
     assert "spend_reset_at {} -> {'echo':" in reset.stdout

@@ -12,7 +12,10 @@ from bot.commands.grammar import USAGE, parse
 from scheduler.errors import CommandError
 from tests.support.harness import new, row
 
-pytestmark = [pytest.mark.filterwarnings("ignore::DeprecationWarning"), pytest.mark.api(max_sessions=2, turn_minutes=30)]
+pytestmark = [
+    pytest.mark.filterwarnings("ignore::DeprecationWarning"),
+    pytest.mark.api(max_sessions=2, turn_minutes=30),
+]
 
 
 def console(api, text: str, actor: str = "alice"):
@@ -21,8 +24,13 @@ def console(api, text: str, actor: str = "alice"):
 
 @pytest.mark.parametrize(
     ("text", "cap"),
-    [("new --cap $5 fix the login", 5.0), ("new --spot --cap 2.50 fix the login", 2.5), ("new cap:5 fix the login", 5.0),
-     ("new repo:acme/web cap:$0.75 fix the login", 0.75), ("new fix the login", None)],
+    [
+        ("new --cap $5 fix the login", 5.0),
+        ("new --spot --cap 2.50 fix the login", 2.5),
+        ("new cap:5 fix the login", 5.0),
+        ("new repo:acme/web cap:$0.75 fix the login", 0.75),
+        ("new fix the login", None),
+    ],
 )
 def test_new_takes_a_cap_as_an_option(text, cap) -> None:
     command = parse(text)
@@ -37,7 +45,11 @@ def test_new_takes_a_cap_as_an_option(text, cap) -> None:
         ("new cap:none fix it", "cap: 'none' is not a cost cap", USAGE["new"]),
         ("cap 3 abc", "cap: 'abc' is not a cost cap", USAGE["cap"]),
         ("cap 3 nan", "cap: 'nan' is not a cost cap", USAGE["cap"]),
-        ("cap 3 0", "cost_cap_usd: a cost cap must be a finite number of dollars above 0, at most $1,000,000.00", USAGE["cap"]),
+        (
+            "cap 3 0",
+            "cost_cap_usd: a cost cap must be a finite number of dollars above 0, at most $1,000,000.00",
+            USAGE["cap"],
+        ),
         ("cap 3 5 6", None, USAGE["cap"]),
     ],
 )
@@ -99,14 +111,18 @@ def test_the_github_status_comment_and_the_slack_thread_show_spend_and_cap() -> 
     from scheduler.store.models import Session
     from templates import render
 
-    session = Session(id=7, title="fix it", status="running", cost_cap_usd=5.0, created_at=datetime(2026, 12, 1, tzinfo=UTC))
+    session = Session(
+        id=7, title="fix it", status="running", cost_cap_usd=5.0, created_at=datetime(2026, 12, 1, tzinfo=UTC)
+    )
     view = status_view(session, SchedulingClass.PRIORITY, datetime(2026, 12, 1, tzinfo=UTC))
     body = render_body(view.__class__(**{**view.__dict__, "spent": 1.25}))
     assert "**Pacer** · session #7 · priority · $1.25 spent of its $5.00 cost cap" in body
     uncapped = status_view(Session(id=8, title="x", status="running", created_at=datetime(2026, 12, 1, tzinfo=UTC)),
                            SchedulingClass.PRIORITY, datetime(2026, 12, 1, tzinfo=UTC))
     assert "cost cap" not in render_body(uncapped)
-    said = render("slack/session_started.j2", session={"id": 7, "title": "fix it", "cost_cap_usd": 5.0, "spent_usd": 1.25})
+    said = render(
+        "slack/session_started.j2", session={"id": 7, "title": "fix it", "cost_cap_usd": 5.0, "spent_usd": 1.25}
+    )
     assert said == ":arrow_forward: *#7* fix it ($1.25 spent of its $5.00 cost cap) has started."
 
 

@@ -30,7 +30,13 @@ H = timedelta(hours=1)
 @pytest.fixture
 def pacer(engine, clock) -> Pacer:
     ctx, deferrer, _workers, _quota = harness.build(engine, clock, max_sessions=2, wired=True)
-    return Pacer(settings=load({"PACER_ROSTER": "UOP=operator"}, toml_path=None), engine=engine, clock=clock, deferrer=deferrer, ctx=ctx)
+    return Pacer(
+        settings=load({"PACER_ROSTER": "UOP=operator"}, toml_path=None),
+        engine=engine,
+        clock=clock,
+        deferrer=deferrer,
+        ctx=ctx,
+    )
 
 
 def seed_cycle(pacer: Pacer) -> tuple[int, int, int]:
@@ -57,7 +63,9 @@ def test_holds_names_the_cycling_session_the_pair_and_the_cost(pacer) -> None:
     text = answers.answer(pacer, "UOP", "holds", surface="console").text
     assert "Preemption cycling (the last 24 h: 3 preemptions, $1.25 lost to halted turns)" in text
     assert f"#{victim} nightly refactor · preempted 3 times (1 halted) by #{taker}, #{other} · $1.25 lost" in text
-    assert f"#{victim} nightly refactor and #{taker} hotfix · #{taker} took #{victim}'s slot 2 times · $1.25 lost" in text
+    assert (
+        f"#{victim} nightly refactor and #{taker} hotfix · #{taker} took #{victim}'s slot 2 times · $1.25 lost" in text
+    )
     assert "No holds in force" in text  # not a hold: said beside them
 
 
@@ -107,31 +115,69 @@ def test_metrics_count_the_cycling_sessions_pairs_and_cost(pacer) -> None:
 def test_the_simulation_report_counts_cycling_at_any_moment_of_the_run() -> None:
     day = 24 * H
     events = [
-        Event(1, 9, T0 + 1 * H, halted=True, cost_lost_usd=2.0), Event(1, 8, T0 + 2 * H), Event(1, 7, T0 + 3 * H),
+        Event(1, 9, T0 + 1 * H, halted=True, cost_lost_usd=2.0),
+        Event(1, 8, T0 + 2 * H),
+        Event(1, 7, T0 + 3 * H),
         Event(2, 9, T0 + 5 * H, halted=True, cost_lost_usd=0.5),  # alone: lost, but not cycling
-        Event(3, 4, T0 + 2 * day), Event(4, 3, T0 + 2 * day + H, halted=True, cost_lost_usd=1.0),  # a mutual pair, later
-        Event(5, 6, T0 + 4 * day), Event(5, 6, T0 + 5 * day + H),  # more than a day apart
+        Event(3, 4, T0 + 2 * day),
+        Event(4, 3, T0 + 2 * day + H, halted=True, cost_lost_usd=1.0),  # a mutual pair, later
+        Event(5, 6, T0 + 4 * day),
+        Event(5, 6, T0 + 5 * day + H),  # more than a day apart
     ]
     found = cycling_report(SimpleNamespace(preemption_events=events))
     assert found == {"cycling_sessions": 1, "cycling_pairs": 1, "cycling_most_in_a_day": 3,
                      "preemption_lost_usd": 3.5, "cycling_lost_usd": 3.0}
-    line = next(ln for ln in render("text/simulate_report.j2", r=_report(found)).splitlines() if ln.startswith("Preemption cycling"))
-    assert line == ("Preemption cycling: 1 session preempted 3 or more times in 24 h (at most 3) · 1 pair with 2 or more "
-                    "between them · $3.50 lost to halted turns ($3.00 of it cycling)")
+    line = next(
+        ln
+        for ln in render("text/simulate_report.j2", r=_report(found)).splitlines()
+        if ln.startswith("Preemption cycling")
+    )
+    assert line == (
+        "Preemption cycling: 1 session preempted 3 or more times in 24 h (at most 3) · 1 pair with 2 or more "
+        "between them · $3.50 lost to halted turns ($3.00 of it cycling)"
+    )
 
 
 def _report(cycling: dict) -> dict:
     """The least of a report the text template reads, around the cycling figures."""
     return {
-        "scenario": "s", "policy": "pacer", "start": T0.isoformat(), "end": T0.isoformat(), "sessions": 0, "turns": 0,
-        "spent_usd": 0.0, "spot_spent_usd": 0.0, "binding_window": "5h", "windows": {},
+        "scenario": "s",
+        "policy": "pacer",
+        "start": T0.isoformat(),
+        "end": T0.isoformat(),
+        "sessions": 0,
+        "turns": 0,
+        "spent_usd": 0.0,
+        "spot_spent_usd": 0.0,
+        "binding_window": "5h",
+        "windows": {},
         "idle_while_holding": {"minutes": 0, "episodes": 0, "longest_minutes": 0, "freed_slots": 0},
-        "priority_start_delay_minutes": {"max": 0, "p99": 0, "turns": 0, "not_started": 0}, "spot_wait_minutes": {},
-        "rechecks": 0, "pauses": 0, "resumes": 0, "preemptions": 0, "preemptions_released": 0, "preemptions_halted": 0,
-        "repreemptions_inside_cooldown": 0, "states": {}, "lost": 0, "wall_seconds": 0, "cpu_seconds": 0,
-        "simulated_seconds_per_wall_second": 0, "quota_reads": 0, "sweep_interval_minutes": 5,
-        "one_sweep_of_fleet_burn_usd": 0.0, "checks": {}, "cycling": cycling,
-        "cost_caps": {"capped_sessions": 0, "capped_spent_usd": 0.0, "held_at_cap": 0, "halted_turns": 0, "over_cap_usd": 0.0},
+        "priority_start_delay_minutes": {"max": 0, "p99": 0, "turns": 0, "not_started": 0},
+        "spot_wait_minutes": {},
+        "rechecks": 0,
+        "pauses": 0,
+        "resumes": 0,
+        "preemptions": 0,
+        "preemptions_released": 0,
+        "preemptions_halted": 0,
+        "repreemptions_inside_cooldown": 0,
+        "states": {},
+        "lost": 0,
+        "wall_seconds": 0,
+        "cpu_seconds": 0,
+        "simulated_seconds_per_wall_second": 0,
+        "quota_reads": 0,
+        "sweep_interval_minutes": 5,
+        "one_sweep_of_fleet_burn_usd": 0.0,
+        "checks": {},
+        "cycling": cycling,
+        "cost_caps": {
+            "capped_sessions": 0,
+            "capped_spent_usd": 0.0,
+            "held_at_cap": 0,
+            "halted_turns": 0,
+            "over_cap_usd": 0.0,
+        },
     }
 
 
@@ -192,4 +238,6 @@ def test_a_simulated_run_reads_the_ledger_the_scheduler_kept() -> None:
     cycling = report["cycling"]
     assert (cycling["cycling_sessions"], cycling["cycling_pairs"]) == (1, 0)
     assert cycling["cycling_most_in_a_day"] == len(run.preemption_events)
-    assert cycling["preemption_lost_usd"] == pytest.approx(sum(e.cost_lost_usd for e in run.preemption_events), abs=0.01)
+    assert cycling["preemption_lost_usd"] == pytest.approx(
+        sum(e.cost_lost_usd for e in run.preemption_events), abs=0.01
+    )

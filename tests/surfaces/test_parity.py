@@ -63,7 +63,18 @@ TOKEN = "parity-token-0123456789"
 ACTOR = "UOPS"
 ACTOR_TOKEN = "uops-own-token-0123456789"  # the REST door speaks as ACTOR through their own token
 SURFACES = ("rest", "slack", "block_kit", "console")
-TABLES = (Session, Turn, Trigger, Policy, PolicyAudit, OperatorHold, QueueHold, Prerequisite, HumanMessage, EnqueuedMessage)
+TABLES = (
+    Session,
+    Turn,
+    Trigger,
+    Policy,
+    PolicyAudit,
+    OperatorHold,
+    QueueHold,
+    Prerequisite,
+    HumanMessage,
+    EnqueuedMessage,
+)
 # Where a row names the door it came through: the one thing parity lets differ.
 SURFACE_COLUMNS = {"surface", "source"}
 # The loggers of the doors themselves (how a request arrived, how its answer left).
@@ -125,8 +136,13 @@ def _base(ctx: Context, quota: SetQuota) -> dict[str, int]:
         db.add(trigger)
         db.flush()
         ids = {"tid": trigger.id or 0}
-        for key, genesis, from_trigger in (("run", "command", False), ("held", "github_label", True), ("parked", "github_label", True),
-                                           ("never", "api", False), ("waiter", "command", False)):
+        for key, genesis, from_trigger in (
+            ("run", "command", False),
+            ("held", "github_label", True),
+            ("parked", "github_label", True),
+            ("never", "api", False),
+            ("waiter", "command", False),
+        ):
             row = create_session(db, NewSession(title=key, genesis=genesis, requester=ACTOR,
                                                 trigger_id=ids["tid"] if from_trigger else None), now=now)
             row.prompt = f"{key} prompt"
@@ -160,8 +176,17 @@ def world(tmp: Path, mock: MockSlack) -> Iterator[World]:
     clock = VirtualClock(T0)
     deferrer = RecordingDeferrer(clock)
     quota = SetQuota(clock)
-    ctx = context(engine, clock, deferrer, VirtualWorkers(clock, deferrer), wired=True, quota=quota, notifier=CompositeNotifier(LogNotifier()),
-                  runtimes={"echo": Runtime("echo", True, 0.1)}, rng=random.Random(7))  # one seed: the ladder's jitter is the same in every world
+    ctx = context(
+        engine,
+        clock,
+        deferrer,
+        VirtualWorkers(clock, deferrer),
+        wired=True,
+        quota=quota,
+        notifier=CompositeNotifier(LogNotifier()),
+        runtimes={"echo": Runtime("echo", True, 0.1)},
+        rng=random.Random(7),
+    )  # one seed: the ladder's jitter is the same in every world
     settings = pacer_settings(mock, PACER_API_TOKEN=TOKEN, PACER_API_TOKENS=f"{ACTOR}={ACTOR_TOKEN}",
                               PACER_ROSTER=f"{ACTOR}=operator,UMEM=member")
     pacer = Pacer(settings=settings, engine=engine, clock=clock, deferrer=deferrer, ctx=ctx)
@@ -184,7 +209,10 @@ def world(tmp: Path, mock: MockSlack) -> Iterator[World]:
 
 
 def _event(event: str, facts: Any) -> tuple[Any, ...]:
-    return (event, *(f"{key}={facts[key]}" for key in ("session_id", "actor", "armer", "by", "hold_id", "reason") if key in facts))
+    return (
+        event,
+        *(f"{key}={facts[key]}" for key in ("session_id", "actor", "armer", "by", "hold_id", "reason") if key in facts),
+    )
 
 
 def _rows(world: World) -> dict[str, list[dict[str, Any]]]:
@@ -229,9 +257,15 @@ def _slack(world: World, text: str) -> str:
 def _click(world: World, action: dict[str, Any]) -> str:
     name = f"parity{next(_names)}"
     payload = {
-        "type": "block_actions", "team": {"id": TEAM_ID}, "user": {"id": ACTOR, "team_id": TEAM_ID}, "api_app_id": "A0PACER",
-        "trigger_id": "1.2.3", "container": {"type": "message", "message_ts": "1790000000.000100", "channel_id": "C0WORK"},
-        "channel": {"id": "C0WORK"}, "response_url": world.mock.response_url(name), "actions": [action],
+        "type": "block_actions",
+        "team": {"id": TEAM_ID},
+        "user": {"id": ACTOR, "team_id": TEAM_ID},
+        "api_app_id": "A0PACER",
+        "trigger_id": "1.2.3",
+        "container": {"type": "message", "message_ts": "1790000000.000100", "channel_id": "C0WORK"},
+        "channel": {"id": "C0WORK"},
+        "response_url": world.mock.response_url(name),
+        "actions": [action],
     }
     assert world.slack.action(payload).status_code == 200
     (answer,) = world.mock.wait_for_method(f"/response/{name}", timeout=10)
@@ -240,8 +274,13 @@ def _click(world: World, action: dict[str, Any]) -> str:
 
 
 def overflow(verb: str, key: str) -> Callable[[dict[str, int]], dict[str, Any]]:
-    return lambda ids: {"type": "overflow", "action_id": QUEUE_ROW, "block_id": "row", "action_ts": "1.1",
-                        "selected_option": {"value": f"{verb}:{ids[key]}", "text": {"type": "plain_text", "text": verb}}}
+    return lambda ids: {
+        "type": "overflow",
+        "action_id": QUEUE_ROW,
+        "block_id": "row",
+        "action_ts": "1.1",
+        "selected_option": {"value": f"{verb}:{ids[key]}", "text": {"type": "plain_text", "text": verb}},
+    }
 
 
 def button(action_id: str, key: str | None) -> Callable[[dict[str, int]], dict[str, Any]]:
@@ -274,54 +313,140 @@ def _fill(value: Any, ids: dict[str, int]) -> Any:
 
 
 ACTIONS = [
-    Action("archive", "archive {never}", ("POST", "/sessions/{never}/archive", None),
-           # the `archived` event feeds ao_event triggers and the status comment; the queue pass frees its waiter
-           lambda o, ids: ("archived", f"session_id={ids['never']}", f"actor={ACTOR}") in o.events and "queue_pass" in o.armed
-           and _status(o, ids["waiter"])["status"] == "running",
-           click=overflow("archive", "never")),
-    Action("policy set", "policy set gating=off override:api=priority",
-           ("PATCH", "/policy", {"gating_enabled": False, "genesis_class_overrides": {"api": "priority"}}),
-           lambda o, ids: "queue_pass" in o.armed and _status(o, ids["held"])["status"] == "running"),
-    Action("trigger class", "trigger {tid} class priority", ("PATCH", "/triggers/{tid}", {"scheduling_class": "priority"}),
-           # seed 001: a session parked on purpose is left alone by a trigger's promotion
-           lambda o, ids: _status(o, ids["parked"])["pause_reason"] is not None and _status(o, ids["parked"])["status"] == "waiting"
-           and "trigger_release" in o.armed),
-    Action("trigger precedence", "trigger {tid} precedence 70", ("PATCH", "/triggers/{tid}", {"precedence": 70}),
-           lambda o, ids: o.rows["triggers"][0]["precedence"] == 70 and f"trigger #{ids['tid']} changed by {ACTOR}: precedence None -> 70" in o.audit),
-    Action("promote", "promote {held}", ("PATCH", "/sessions/{held}", {"scheduling_class": "priority"}),
-           lambda o, ids: _status(o, ids["held"])["scheduling_class"] == "priority", click=overflow("promote", "held")),
-    Action("demote top", "demote {held} top", ("PATCH", "/sessions/{held}", {"scheduling_class": "spot", "place": "top_of_spot"}),
-           lambda o, ids: _status(o, ids["held"])["scheduling_class"] == "spot", click=overflow("demote_top", "held")),
-    Action("rank", "rank {held} 40", ("PATCH", "/sessions/{held}", {"precedence": 40}),
-           lambda o, ids: _status(o, ids["held"])["precedence"] == 40),
-    Action("start", "start {held}", ("POST", "/sessions/{held}/start_now", None),
-           lambda o, ids: _status(o, ids["held"])["hold_count"] >= 1, click=overflow("start", "held")),
+    Action(
+        "archive",
+        "archive {never}",
+        ("POST", "/sessions/{never}/archive", None),
+        # the `archived` event feeds ao_event triggers and the status comment; the queue pass frees its waiter
+        lambda o, ids: (
+            ("archived", f"session_id={ids['never']}", f"actor={ACTOR}") in o.events
+            and "queue_pass" in o.armed
+            and _status(o, ids["waiter"])["status"] == "running"
+        ),
+        click=overflow("archive", "never"),
+    ),
+    Action(
+        "policy set",
+        "policy set gating=off override:api=priority",
+        ("PATCH", "/policy", {"gating_enabled": False, "genesis_class_overrides": {"api": "priority"}}),
+        lambda o, ids: "queue_pass" in o.armed and _status(o, ids["held"])["status"] == "running",
+    ),
+    Action(
+        "trigger class",
+        "trigger {tid} class priority",
+        ("PATCH", "/triggers/{tid}", {"scheduling_class": "priority"}),
+        # seed 001: a session parked on purpose is left alone by a trigger's promotion
+        lambda o, ids: (
+            _status(o, ids["parked"])["pause_reason"] is not None
+            and _status(o, ids["parked"])["status"] == "waiting"
+            and "trigger_release" in o.armed
+        ),
+    ),
+    Action(
+        "trigger precedence",
+        "trigger {tid} precedence 70",
+        ("PATCH", "/triggers/{tid}", {"precedence": 70}),
+        lambda o, ids: (
+            o.rows["triggers"][0]["precedence"] == 70
+            and f"trigger #{ids['tid']} changed by {ACTOR}: precedence None -> 70" in o.audit
+        ),
+    ),
+    Action(
+        "promote",
+        "promote {held}",
+        ("PATCH", "/sessions/{held}", {"scheduling_class": "priority"}),
+        lambda o, ids: _status(o, ids["held"])["scheduling_class"] == "priority",
+        click=overflow("promote", "held"),
+    ),
+    Action(
+        "demote top",
+        "demote {held} top",
+        ("PATCH", "/sessions/{held}", {"scheduling_class": "spot", "place": "top_of_spot"}),
+        lambda o, ids: _status(o, ids["held"])["scheduling_class"] == "spot",
+        click=overflow("demote_top", "held"),
+    ),
+    Action(
+        "rank",
+        "rank {held} 40",
+        ("PATCH", "/sessions/{held}", {"precedence": 40}),
+        lambda o, ids: _status(o, ids["held"])["precedence"] == 40,
+    ),
+    Action(
+        "start",
+        "start {held}",
+        ("POST", "/sessions/{held}/start_now", None),
+        lambda o, ids: _status(o, ids["held"])["hold_count"] >= 1,
+        click=overflow("start", "held"),
+    ),
     # a restart resets the ladder and asks the gate again: held at the limit, at the first rung
-    Action("restart", "restart {held}", ("POST", "/sessions/{held}/restart", None),
-           lambda o, ids: _status(o, ids["held"])["hold_count"] == 1 and _status(o, ids["held"])["hold_turn_kind"] == "restart"),
+    Action(
+        "restart",
+        "restart {held}",
+        ("POST", "/sessions/{held}/restart", None),
+        lambda o, ids: (
+            _status(o, ids["held"])["hold_count"] == 1 and _status(o, ids["held"])["hold_turn_kind"] == "restart"
+        ),
+    ),
     # seed 000's claim: a weight, and a budget of its own as a multiple of the fleet's slots
-    Action("weight", "weight {held} 0.5", ("PATCH", "/sessions/{held}", {"weight": 0.5}),
-           lambda o, ids: _status(o, ids["held"])["weight"] == 0.5 and "queue_pass" in o.armed),
-    Action("capacity", "capacity {held} 1.5x", ("PATCH", "/sessions/{held}", {"capacity_multiplier": 1.5}),
-           lambda o, ids: _status(o, ids["held"])["capacity_multiplier"] == 1.5 and "queue_pass" in o.armed),
+    Action(
+        "weight",
+        "weight {held} 0.5",
+        ("PATCH", "/sessions/{held}", {"weight": 0.5}),
+        lambda o, ids: _status(o, ids["held"])["weight"] == 0.5 and "queue_pass" in o.armed,
+    ),
+    Action(
+        "capacity",
+        "capacity {held} 1.5x",
+        ("PATCH", "/sessions/{held}", {"capacity_multiplier": 1.5}),
+        lambda o, ids: _status(o, ids["held"])["capacity_multiplier"] == 1.5 and "queue_pass" in o.armed,
+    ),
     # a person's own spend limit: the cap, and a queue pass so a session held on it starts
-    Action("cap", "cap {held} 5", ("PATCH", "/sessions/{held}", {"cost_cap_usd": 5}),
-           lambda o, ids: _status(o, ids["held"])["cost_cap_usd"] == 5.0 and "queue_pass" in o.armed),
-    Action("pause queue", "pause {held} queue", ("POST", "/sessions/{held}/pause", None),
-           lambda o, ids: _status(o, ids["held"])["pause_reason"] is not None),
-    Action("pause until", "pause {held} until 2h", ("POST", "/sessions/{held}/pause", {"until": (T0 + timedelta(hours=2)).isoformat()}),
-           lambda o, ids: _status(o, ids["held"])["wake_at"] == T0 + timedelta(hours=2)),
-    Action("hold", "hold #{held} for 1h checking the deploy",
-           ("POST", "/holds", {"selector": "#{held}", "ttl_seconds": 3600, "reason": "checking the deploy"}),
-           lambda o, ids: len(o.rows["operator_holds"]) == 1 and o.rows["operator_holds"][0]["armer"] == ACTOR),
-    Action("release", "release {hold}", ("POST", "/holds/{hold}/release", None),
-           lambda o, ids: o.rows["operator_holds"][0]["released_by"] == ACTOR and "queue_pass" in o.armed,
-           click=button(HOLD_RELEASE, "hold"), setup=_operator_hold),
-    Action("resume", "resume", ("POST", "/queue/resume", None),
-           lambda o, ids: o.rows["queue_holds"][0]["released_at"] is not None,
-           click=button(QUEUE_RESUME, None), setup=_queue_hold),
-    Action("reply", "reply {held} please also check the logout path", ("POST", "/sessions/{held}/messages", {"text": "please also check the logout path"}),
-           lambda o, ids: len(o.rows["human_messages"]) == 1),
+    Action(
+        "cap",
+        "cap {held} 5",
+        ("PATCH", "/sessions/{held}", {"cost_cap_usd": 5}),
+        lambda o, ids: _status(o, ids["held"])["cost_cap_usd"] == 5.0 and "queue_pass" in o.armed,
+    ),
+    Action(
+        "pause queue",
+        "pause {held} queue",
+        ("POST", "/sessions/{held}/pause", None),
+        lambda o, ids: _status(o, ids["held"])["pause_reason"] is not None,
+    ),
+    Action(
+        "pause until",
+        "pause {held} until 2h",
+        ("POST", "/sessions/{held}/pause", {"until": (T0 + timedelta(hours=2)).isoformat()}),
+        lambda o, ids: _status(o, ids["held"])["wake_at"] == T0 + timedelta(hours=2),
+    ),
+    Action(
+        "hold",
+        "hold #{held} for 1h checking the deploy",
+        ("POST", "/holds", {"selector": "#{held}", "ttl_seconds": 3600, "reason": "checking the deploy"}),
+        lambda o, ids: len(o.rows["operator_holds"]) == 1 and o.rows["operator_holds"][0]["armer"] == ACTOR,
+    ),
+    Action(
+        "release",
+        "release {hold}",
+        ("POST", "/holds/{hold}/release", None),
+        lambda o, ids: o.rows["operator_holds"][0]["released_by"] == ACTOR and "queue_pass" in o.armed,
+        click=button(HOLD_RELEASE, "hold"),
+        setup=_operator_hold,
+    ),
+    Action(
+        "resume",
+        "resume",
+        ("POST", "/queue/resume", None),
+        lambda o, ids: o.rows["queue_holds"][0]["released_at"] is not None,
+        click=button(QUEUE_RESUME, None),
+        setup=_queue_hold,
+    ),
+    Action(
+        "reply",
+        "reply {held} please also check the logout path",
+        ("POST", "/sessions/{held}/messages", {"text": "please also check the logout path"}),
+        lambda o, ids: len(o.rows["human_messages"]) == 1,
+    ),
 ]
 
 
@@ -365,9 +490,13 @@ def test_every_surface_does_the_same(action: Action, tmp_path: Path, mock: MockS
                 action.setup(here)
             outcomes[surface] = take(here, action, surface)
             ids = dict(here.ids)
-        assert action.expect(outcomes[surface], ids), f"{action.name} through {surface} did not do its work: {outcomes[surface]}"
+        assert action.expect(outcomes[surface], ids), (
+            f"{action.name} through {surface} did not do its work: {outcomes[surface]}"
+        )
     reference = outcomes["rest"]
     for surface, outcome in outcomes.items():
         assert _differences(outcome.rows, reference.rows) == [], f"{action.name}: {surface} left other rows than rest"
         for part in ("events", "armed", "audit"):
-            assert getattr(outcome, part) == getattr(reference, part), f"{action.name}: {surface} differs from rest in {part}"
+            assert getattr(outcome, part) == getattr(reference, part), (
+                f"{action.name}: {surface} differs from rest in {part}"
+            )

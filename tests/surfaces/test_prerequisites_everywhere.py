@@ -36,7 +36,13 @@ def _target(ctx: Any) -> int:
 
 def test_pacer_new_declares_what_it_depends_on(engine, clock) -> None:
     ctx, deferrer, _workers, _quota = harness.build(engine, clock, max_sessions=5, wired=True)
-    pacer = Pacer(settings=load({"PACER_ROSTER": "UOP=operator"}, toml_path=None), engine=engine, clock=clock, deferrer=deferrer, ctx=ctx)
+    pacer = Pacer(
+        settings=load({"PACER_ROSTER": "UOP=operator"}, toml_path=None),
+        engine=engine,
+        clock=clock,
+        deferrer=deferrer,
+        ctx=ctx,
+    )
     target = _target(ctx)
 
     reply = answers.answer(pacer, "UOP", f"new write the release notes; depends on #{target}", surface="console")

@@ -86,7 +86,14 @@ class Hook:
 def hook(any_engine: Engine, clock: Any, deferrer: Any) -> Iterator[Hook]:
     pacer = make_pacer(any_engine, clock, deferrer)
     with session_scope(any_engine) as db:
-        db.add(Trigger(name="issues", kind="github_issue", prompt_template="Fix {{ repository }}#{{ number }}", created_at=clock.now()))
+        db.add(
+            Trigger(
+                name="issues",
+                kind="github_issue",
+                prompt_template="Fix {{ repository }}#{{ number }}",
+                created_at=clock.now(),
+            )
+        )
     app = create_app(pacer, start_scheduler=False)
     with serving(app) as url, httpx.Client(base_url=url, timeout=10) as client:
         yield Hook(client, any_engine, app.state.github)
@@ -104,10 +111,15 @@ def test_a_delivery_naming_a_repository_github_would_not_send_is_200_and_keeps_n
 def test_both_spellings_of_a_repository_are_one_repository(hook: Hook, tmp_path: Path) -> None:
     assert hook.send(issue_payload(repository="ACME/API", number=1)).status_code == 202
     assert hook.send(issue_payload(repository="acme/api", number=2)).status_code == 202
-    assert hook.send(issue_payload(repository="Acme/Api", number=1)).json()["sessions"] == []  # issue 1 again: already taken
+    assert (
+        hook.send(issue_payload(repository="Acme/Api", number=1)).json()["sessions"] == []
+    )  # issue 1 again: already taken
     rows = hook.sessions()
     assert [(s.repository, s.concurrency_group) for s in rows] == [("acme/api", "repo:acme/api")] * 2
-    assert [s.title.split()[0] for s in rows] == ["ACME/API#1", "acme/api#2"]  # as GitHub spells it, where a person reads it
+    assert [s.title.split()[0] for s in rows] == [
+        "ACME/API#1",
+        "acme/api#2",
+    ]  # as GitHub spells it, where a person reads it
     spaces = Workspaces(tmp_path, GitRemote())
     assert len({spaces.mirror_path(str(s.repository)) for s in rows}) == 1
 
@@ -135,7 +147,9 @@ def _count(engine: Engine, model: Any) -> int:
 
 
 @pytest.mark.parametrize("name", ["-u/x", "../..", "a/..", ".git/x", "_x/y", "a/.git", "a/x.git", "a" * 40 + "/x"])
-def test_the_api_refuses_a_name_past_the_rule_with_a_422_naming_the_field(api: Any, any_engine: Engine, name: str) -> None:
+def test_the_api_refuses_a_name_past_the_rule_with_a_422_naming_the_field(
+    api: Any, any_engine: Engine, name: str
+) -> None:
     session = api.post("/sessions", {"prompt": "do it", "repository": name})
     assert session.status_code == 422 and session.json()["field"] == "repository", session.text
     repositories = api.post("/triggers", {"name": "t", "kind": "github_issue", "prompt_template": "{{ title }}",
@@ -149,7 +163,9 @@ def test_the_api_refuses_a_name_past_the_rule_with_a_422_naming_the_field(api: A
     assert (_count(any_engine, Session), _count(any_engine, Trigger), _count(any_engine, OperatorHold)) == (0, 0, 0)
 
 
-@pytest.mark.parametrize("line", ["new repo:_x/y fix it", "new repo:a/.git fix it", "hold repo:-u/x", "hold repo:a/x.git"])
+@pytest.mark.parametrize(
+    "line", ["new repo:_x/y fix it", "new repo:a/.git fix it", "hold repo:-u/x", "hold repo:a/x.git"]
+)
 def test_pacer_commands_refuse_it_with_the_rule(api: Any, any_engine: Engine, line: str) -> None:
     answer = api.post("/chat", {"text": line}, actor="alice")
     assert answer.status_code == 200 and not answer.json()["ok"], answer.text
@@ -182,7 +198,9 @@ def test_the_workspace_takes_what_the_doors_take_and_refuses_the_rest(tmp_path: 
         with pytest.raises(WorkspaceError) as refused:
             spaces.sync(name)
         assert "is not owner/name" in str(refused.value), name
-    assert not (tmp_path / "spaces" / "mirrors").exists() or all(p.is_relative_to(tmp_path / "spaces") for p in (tmp_path / "spaces").rglob("*"))
+    assert not (tmp_path / "spaces" / "mirrors").exists() or all(
+        p.is_relative_to(tmp_path / "spaces") for p in (tmp_path / "spaces").rglob("*")
+    )
 
 
 # --------------------------------------------------------------------------- rows written before
@@ -194,7 +212,16 @@ def test_the_migration_puts_the_rows_written_before_in_lower_case(tmp_path: Path
     engine = make_engine(url)
     with session_scope(engine) as db:
         for group, repo in (("repo:ACME/API", "ACME/API"), ("team-A", "Acme/Web"), (None, None)):
-            db.add(Session(title="t", genesis="api", concurrency_group=group, repository=repo, created_at=clock.now(), updated_at=clock.now()))
+            db.add(
+                Session(
+                    title="t",
+                    genesis="api",
+                    concurrency_group=group,
+                    repository=repo,
+                    created_at=clock.now(),
+                    updated_at=clock.now(),
+                )
+            )
     command.upgrade(alembic_config(url), "head")
     with engine.begin() as conn:
         found = conn.execute(text("SELECT concurrency_group, repository FROM sessions ORDER BY id")).all()
@@ -202,7 +229,9 @@ def test_the_migration_puts_the_rows_written_before_in_lower_case(tmp_path: Path
     assert [tuple(r) for r in found] == [("repo:acme/api", "acme/api"), ("team-A", "acme/web"), (None, None)]
 
 
-def test_a_hold_on_a_repository_holds_its_sessions_whichever_door_named_it_and_however_spelled(api: Any, any_engine: Engine) -> None:
+def test_a_hold_on_a_repository_holds_its_sessions_whichever_door_named_it_and_however_spelled(
+    api: Any, any_engine: Engine
+) -> None:
     assert api.post("/holds", {"selector": "repo:ACME/API"}, actor="alice").status_code == 201
     held = api.post("/sessions", {"prompt": "do it", "repository": "Acme/Api"}, actor="alice")
     other = api.post("/sessions", {"prompt": "do it", "repository": "acme/web"}, actor="alice")

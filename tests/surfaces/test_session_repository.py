@@ -38,8 +38,26 @@ def test_owner_name_is_a_repository_in_lower_case(value: str) -> None:
     assert bounds.check_repository(value) == value.lower()
 
 
-@pytest.mark.parametrize("value", ["acme", "acme/api/extra", "../etc", "acme/..", "-x/api", "acme/", "/api", "acme/api.git",
-                                   "acme /api", "acme/ api", "acme/api\n", "", 42, None, "a" * 40 + "/b"])
+@pytest.mark.parametrize(
+    "value",
+    [
+        "acme",
+        "acme/api/extra",
+        "../etc",
+        "acme/..",
+        "-x/api",
+        "acme/",
+        "/api",
+        "acme/api.git",
+        "acme /api",
+        "acme/ api",
+        "acme/api\n",
+        "",
+        42,
+        None,
+        "a" * 40 + "/b",
+    ],
+)
 def test_anything_else_is_refused_naming_the_argument_and_the_form(value: Any) -> None:
     with pytest.raises(InvalidInput) as refused:
         bounds.check_repository(value, "config.repository")
@@ -76,16 +94,24 @@ def test_a_trigger_carries_a_repository_its_sessions_work_in(engine: Any, clock:
 
 def test_pacer_new_takes_repo_and_refuses_a_bad_one_changing_nothing(engine: Any, clock: Any) -> None:
     ctx, deferrer, _workers, _quota = harness.build(engine, clock, max_sessions=2)
-    pacer = Pacer(settings=load({"PACER_ROSTER": "UOP=operator"}, toml_path=None), engine=engine, clock=clock, deferrer=deferrer, ctx=ctx)
+    pacer = Pacer(
+        settings=load({"PACER_ROSTER": "UOP=operator"}, toml_path=None),
+        engine=engine,
+        clock=clock,
+        deferrer=deferrer,
+        ctx=ctx,
+    )
     reply = answers.answer(pacer, "UOP", "new --spot repo:acme/api fix the flaky login test", surface="console")
     assert reply.ok, reply.text
     (session,) = _rows(engine)
     assert (session.repository, session.prompt) == ("acme/api", "fix the flaky login test")
     bad = answers.answer(pacer, "UOP", "new repo:acme fix it", surface="console")
     assert not bad.ok
-    assert bad.text == ("error: repo: 'acme' is not a repository; use owner/name, e.g. acme/api: the owner 1 to 39 letters and digits"
-                        " with single hyphens between them, the name 1 to 100 letters, digits, '.', '-' and '_', not '.' or '..'"
-                        f" nor ending in '.git'\nusage: {USAGE['new']}")
+    assert bad.text == (
+        "error: repo: 'acme' is not a repository; use owner/name, e.g. acme/api: the owner 1 to 39 letters and digits"
+        " with single hyphens between them, the name 1 to 100 letters, digits, '.', '-' and '_', not '.' or '..'"
+        f" nor ending in '.git'\nusage: {USAGE['new']}"
+    )
     assert len(_rows(engine)) == 1
 
 

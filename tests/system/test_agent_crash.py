@@ -28,7 +28,14 @@ from sqlalchemy import text
 from bot.serve.demo import wait_until_up
 from scheduler.store import db as dbmod
 from tests.support.cluster import scratch_database
-from tests.support.custody_support import agent_processes, agent_python, custody_settings, make_room, remove_room, require_custody
+from tests.support.custody_support import (
+    agent_processes,
+    agent_python,
+    custody_settings,
+    make_room,
+    remove_room,
+    require_custody,
+)
 from tests.support.paths import ROOT
 from tests.system.test_crash import _port
 
@@ -65,15 +72,26 @@ def _agents(room: Path) -> list[int]:
 
 def _serve(room: Path, url: str, port: int) -> subprocess.Popen[bytes]:
     env = {
-        **{k: v for k, v in os.environ.items() if not k.startswith("PACER_")}, "PYTHONPATH": str(ROOT),
-        "PACER_PORT": str(port), "PACER_API_TOKEN": TOKEN, "DATABASE_URL": url, "PACER_MAX_SESSIONS": "3",
-        "PACER_RUNNER": "command", "PACER_RUNNER_COMMAND": f"{agent_python()} {room / 'bin' / 'crash_agent.py'}",
-        "PACER_WORKDIR": str(room / "work"), "PACER_WORKSPACES": str(room / "workspaces"), "PACER_TURN_LEASE_SECONDS": "2",
-        "PACER_LOG_LEVEL": "INFO", "PACER_WINDOW_5H_USD": "100000", "PACER_WINDOW_7D_USD": "1000000",
+        **{k: v for k, v in os.environ.items() if not k.startswith("PACER_")},
+        "PYTHONPATH": str(ROOT),
+        "PACER_PORT": str(port),
+        "PACER_API_TOKEN": TOKEN,
+        "DATABASE_URL": url,
+        "PACER_MAX_SESSIONS": "3",
+        "PACER_RUNNER": "command",
+        "PACER_RUNNER_COMMAND": f"{agent_python()} {room / 'bin' / 'crash_agent.py'}",
+        "PACER_WORKDIR": str(room / "work"),
+        "PACER_WORKSPACES": str(room / "workspaces"),
+        "PACER_TURN_LEASE_SECONDS": "2",
+        "PACER_LOG_LEVEL": "INFO",
+        "PACER_WINDOW_5H_USD": "100000",
+        "PACER_WINDOW_7D_USD": "1000000",
         **custody_settings(room, "shipped"),
     }
     log = (room / "serve.log").open("ab")
-    proc = subprocess.Popen([sys.executable, "-m", "bot.cli", "serve"], cwd=room, env=env, stdout=log, stderr=subprocess.STDOUT)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "bot.cli", "serve"], cwd=room, env=env, stdout=log, stderr=subprocess.STDOUT
+    )
     if not wait_until_up(f"http://127.0.0.1:{port}", 30, alive=lambda: proc.poll() is None):
         raise AssertionError((room / "serve.log").read_text()[-4000:])
     return proc
@@ -98,8 +116,12 @@ def _crash_and_finish(room: Path, url: str) -> None:
             server = _serve(room, url, port)
             for i in range(SESSIONS_A_ROUND):
                 prompt = f"job {kill}-{i} sleep={rng.uniform(2.5, 4.0):.2f}"
-                r = httpx.post(f"http://127.0.0.1:{port}/api/v1/sessions", json={"prompt": prompt, "scheduling_class": "priority"},
-                               headers={"Authorization": f"Bearer {TOKEN}"}, timeout=10)
+                r = httpx.post(
+                    f"http://127.0.0.1:{port}/api/v1/sessions",
+                    json={"prompt": prompt, "scheduling_class": "priority"},
+                    headers={"Authorization": f"Bearer {TOKEN}"},
+                    timeout=10,
+                )
                 assert r.status_code == 201, r.text
                 prompts.append(prompt)
             assert _until(lambda: len(_agents(room)) > 0, 15), (room / "serve.log").read_text()[-3000:]
@@ -107,7 +129,9 @@ def _crash_and_finish(room: Path, url: str) -> None:
             server.send_signal(signal.SIGKILL)
             server.wait(timeout=10)
             # The leash heard its parent die: each agent is asked to stop, then killed after the grace.
-            assert _until(lambda: not _agents(room), 6), f"kill {kill + 1}: agents alive with no supervisor: {_agents(room)}"
+            assert _until(lambda: not _agents(room), 6), (
+                f"kill {kill + 1}: agents alive with no supervisor: {_agents(room)}"
+            )
         port = _port()
         server = _serve(room, url, port)
         try:
@@ -128,7 +152,9 @@ def _crash_and_finish(room: Path, url: str) -> None:
     assert twice == [], f"prompts completed twice: {twice}"
     assert sorted(done) == sorted(prompts) and sessions == len(prompts), "a session or a prompt was lost"
     assert not _agents(room)
-    print(f"{KILLS} kills of pacer serve: {len(prompts)} prompts, each completed once; 0 agents outlived their supervisor")
+    print(
+        f"{KILLS} kills of pacer serve: {len(prompts)} prompts, each completed once; 0 agents outlived their supervisor"
+    )
 
 
 def test_killed_serve_on_sqlite_leaves_no_agent_and_runs_each_prompt_once(room: Path) -> None:

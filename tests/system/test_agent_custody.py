@@ -57,11 +57,20 @@ def _serve(room: Path, port: int, mode: str, slack: MockSlack) -> subprocess.Pop
     (state / "triggers.toml").chmod(0o600)  # as start-up tells an operator to, when agents run as their own user
     env = {
         **{k: v for k, v in os.environ.items() if not k.startswith(("PACER_", "GITHUB_", "SLACK_"))},
-        **SECRETS, "SLACK_API_URL": slack.api_url, "PYTHONPATH": str(ROOT), "PACER_PORT": str(port), "DATABASE_URL": f"sqlite:///{state}/pacer.db",
-        "PACER_TRIGGERS_FILE": str(state / "triggers.toml"), "PACER_ROSTER": "U0SECRET=operator",
-        "PACER_RUNNER": "command", "PACER_RUNNER_COMMAND": f"{agent_python()} {room / 'bin' / 'hostile_agent.py'}",
-        "PACER_WORKDIR": str(room / "agents" / "work"), "PACER_WORKSPACES": str(room / "agents" / "workspaces"),
-        "PACER_GIT_REMOTE": f"file://{room}/remotes/{{repository}}.git", "PACER_MAX_SESSIONS": "1", "PACER_LOG_LEVEL": "INFO",
+        **SECRETS,
+        "SLACK_API_URL": slack.api_url,
+        "PYTHONPATH": str(ROOT),
+        "PACER_PORT": str(port),
+        "DATABASE_URL": f"sqlite:///{state}/pacer.db",
+        "PACER_TRIGGERS_FILE": str(state / "triggers.toml"),
+        "PACER_ROSTER": "U0SECRET=operator",
+        "PACER_RUNNER": "command",
+        "PACER_RUNNER_COMMAND": f"{agent_python()} {room / 'bin' / 'hostile_agent.py'}",
+        "PACER_WORKDIR": str(room / "agents" / "work"),
+        "PACER_WORKSPACES": str(room / "agents" / "workspaces"),
+        "PACER_GIT_REMOTE": f"file://{room}/remotes/{{repository}}.git",
+        "PACER_MAX_SESSIONS": "1",
+        "PACER_LOG_LEVEL": "INFO",
         **custody_settings(room, "shipped" if mode == "shipped" else "none"),
     }
     if mode == "user":
@@ -69,7 +78,9 @@ def _serve(room: Path, port: int, mode: str, slack: MockSlack) -> subprocess.Pop
         env["PACER_AGENT_USER"] = str(agent_user())
         env.pop("PACER_AGENT_HOME", None)
     log = open(room / "serve.log", "a")  # noqa: SIM115 - the server's whole life
-    proc = subprocess.Popen([sys.executable, "-m", "bot.cli", "serve"], cwd=state, env=env, stdout=log, stderr=subprocess.STDOUT, text=True)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "bot.cli", "serve"], cwd=state, env=env, stdout=log, stderr=subprocess.STDOUT, text=True
+    )
     if not wait_until_up(f"http://127.0.0.1:{port}", 30, alive=lambda: proc.poll() is None):
         proc.kill()
         raise AssertionError((room / "serve.log").read_text())
@@ -77,13 +88,17 @@ def _serve(room: Path, port: int, mode: str, slack: MockSlack) -> subprocess.Pop
 
 
 def _run(api: str, body: dict[str, object], db: Path) -> tuple[int, str]:
-    r = httpx.post(f"{api}/sessions", json=body, headers={"Authorization": f"Bearer {SECRETS['PACER_API_TOKEN']}"}, timeout=10)
+    r = httpx.post(
+        f"{api}/sessions", json=body, headers={"Authorization": f"Bearer {SECRETS['PACER_API_TOKEN']}"}, timeout=10
+    )
     assert r.status_code == 201, r.text
     sid = r.json()["session"]["id"]
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline:
         with sqlite3.connect(db) as conn:
-            rows = conn.execute("SELECT status, output, error FROM turns WHERE session_id = ? ORDER BY id DESC", (sid,)).fetchall()
+            rows = conn.execute(
+                "SELECT status, output, error FROM turns WHERE session_id = ? ORDER BY id DESC", (sid,)
+            ).fetchall()
         if rows and rows[0][0] not in ("running", "queued"):
             assert rows[0][0] == "done", rows[0]
             return sid, rows[0][1]
@@ -107,9 +122,21 @@ def test_a_hostile_agent_reaches_none_of_pacers_secrets_and_plants_nothing(room:
         benign = json.dumps({"benign": True, "marker": str(marker), "mirror": str(mirror), "remote": "", "files": []})
         first, _ = _run(api, {"prompt": benign, "repository": "acme/api", "scheduling_class": "priority"}, db)
         other = room / "agents" / "workspaces" / "sessions" / f"session-{first}"
-        told = {"marker": str(marker), "mirror": str(mirror), "remote": f"file://{room}/remotes/acme/api.git",
-                "files": [str(db), f"{db}-wal", str(room / "pacer" / "triggers.toml"), str(other / "CHANGES.md"), str(mirror / "config")]}
-        hostile, output = _run(api, {"prompt": json.dumps(told), "repository": "acme/api", "scheduling_class": "priority"}, db)
+        told = {
+            "marker": str(marker),
+            "mirror": str(mirror),
+            "remote": f"file://{room}/remotes/acme/api.git",
+            "files": [
+                str(db),
+                f"{db}-wal",
+                str(room / "pacer" / "triggers.toml"),
+                str(other / "CHANGES.md"),
+                str(mirror / "config"),
+            ],
+        }
+        hostile, output = _run(
+            api, {"prompt": json.dumps(told), "repository": "acme/api", "scheduling_class": "priority"}, db
+        )
         mirror_config = (mirror / "config").read_text()
         third, _ = _run(api, {"prompt": benign, "repository": "acme/api", "scheduling_class": "priority"}, db)
     finally:

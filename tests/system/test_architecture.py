@@ -196,7 +196,9 @@ def test_no_import_cycle_within_a_package(package: str) -> None:
     lines = []
     for cycle in found:
         lines.append(f"cycle among {', '.join(cycle)}:")
-        lines += [f"  {where(e)} {e.source} imports {e.target}" for e in GRAPH if e.source in cycle and e.target in cycle]
+        lines += [
+            f"  {where(e)} {e.source} imports {e.target}" for e in GRAPH if e.source in cycle and e.target in cycle
+        ]
     if found:
         pytest.fail("\n".join(lines), pytrace=False)
 
@@ -209,7 +211,9 @@ def test_a_package_imports_only_the_packages_below_it(package: str) -> None:
         if package_of(e.source) == package and package_of(e.target) not in ALLOWED[package] | {package}
     ]
     if wrong:
-        pytest.fail(f"{package} may import only {sorted(ALLOWED[package]) or 'itself'}:\n" + "\n".join(wrong), pytrace=False)
+        pytest.fail(
+            f"{package} may import only {sorted(ALLOWED[package]) or 'itself'}:\n" + "\n".join(wrong), pytrace=False
+        )
 
 
 @pytest.mark.parametrize("package", PACKAGES)
@@ -222,7 +226,10 @@ def test_no_module_imports_another_modules_private_names(package: str) -> None:
         if name.startswith("_") and not name.startswith("__")
     ]
     if wrong:
-        pytest.fail("a private name is its module's own; make it public or move the code that needs it:\n" + "\n".join(wrong), pytrace=False)
+        pytest.fail(
+            "a private name is its module's own; make it public or move the code that needs it:\n" + "\n".join(wrong),
+            pytrace=False,
+        )
 
 
 # The scheduler's layers, bottom first. A module in the root that is not listed here belongs in
@@ -255,10 +262,15 @@ def test_a_scheduler_layer_never_imports_a_higher_one() -> None:
     wrong = [
         f"{where(e)} {e.source} ({source}) imports {e.target} ({target})"
         for e in GRAPH
-        if (source := layer_of(e.source)) in order and (target := layer_of(e.target)) in order and order[target] > order[source]
+        if (source := layer_of(e.source)) in order
+        and (target := layer_of(e.target)) in order
+        and order[target] > order[source]
     ]
     if wrong:
-        pytest.fail("a layer imports only the layers below it (" + " < ".join(SCHEDULER_LAYERS) + "):\n" + "\n".join(wrong), pytrace=False)
+        pytest.fail(
+            "a layer imports only the layers below it (" + " < ".join(SCHEDULER_LAYERS) + "):\n" + "\n".join(wrong),
+            pytrace=False,
+        )
 
 
 # bot/ by surface, bottom first: a package never imports one in a higher band. The surfaces
@@ -311,7 +323,9 @@ def test_the_root_of_bot_holds_at_most_eight_modules() -> None:
 
 def test_every_bot_module_is_in_a_placed_folder() -> None:
     unplaced = sorted(m for m in KNOWN if (package := bot_package_of(m)) is not None and bot_band(package) is None)
-    assert unplaced == [], f"put each in a bot/ folder, or name the folder in BOT_LAYERS (or the module in BOT_ROOT): {unplaced}"
+    assert unplaced == [], (
+        f"put each in a bot/ folder, or name the folder in BOT_LAYERS (or the module in BOT_ROOT): {unplaced}"
+    )
 
 
 def test_a_bot_package_never_imports_one_in_a_higher_band() -> None:
@@ -364,7 +378,14 @@ def closure(start: str, graph: list[Edge]) -> set[str]:
 
 
 # The modules that receive: the routes, the Bolt app and its listeners.
-INBOUND_ROUTES = {"bot.github.webhook", "bot.slack.http", "bot.slack.app", "bot.api", "bot.live.page", "bot.observe.metrics"}
+INBOUND_ROUTES = {
+    "bot.github.webhook",
+    "bot.slack.http",
+    "bot.slack.app",
+    "bot.api",
+    "bot.live.page",
+    "bot.observe.metrics",
+}
 
 
 def test_the_worker_builds_its_notifiers_without_an_inbound_route() -> None:
@@ -378,16 +399,24 @@ def test_the_rules_touch_no_database_in_their_whole_import_closure() -> None:
     wrong = []
     for rule in sorted(m for m in KNOWN if layer_of(m) == "rules"):
         for module in sorted(closure(rule, GRAPH)):
-            for dotted, line, _names in imports(KNOWN[module].read_text(), module, is_package=KNOWN[module].name == "__init__.py"):
+            for dotted, line, _names in imports(
+                KNOWN[module].read_text(), module, is_package=KNOWN[module].name == "__init__.py"
+            ):
                 if any(dotted == banned or dotted.startswith(banned + ".") for banned in DATABASE):
                     via = "" if module == rule else f" (through {module})"
                     wrong.append(f"{KNOWN[module].relative_to(ROOT)}:{line} {rule}{via} imports {dotted}")
     if wrong:
-        pytest.fail("scheduler/rules/ is pure: the layers above read the rows and pass values in:\n" + "\n".join(wrong), pytrace=False)
+        pytest.fail(
+            "scheduler/rules/ is pure: the layers above read the rows and pass values in:\n" + "\n".join(wrong),
+            pytrace=False,
+        )
 
 
 def test_the_closure_follows_imports_and_the_packages_above_them() -> None:
-    graph = [Edge("scheduler.rules.gate", "scheduler.rules.snapshot", 1), Edge("scheduler.rules.snapshot", "scheduler.errors", 1)]
+    graph = [
+        Edge("scheduler.rules.gate", "scheduler.rules.snapshot", 1),
+        Edge("scheduler.rules.snapshot", "scheduler.errors", 1),
+    ]
     assert closure("scheduler.rules.gate", graph) == {
         "scheduler.rules.gate", "scheduler.rules.snapshot", "scheduler.errors", "scheduler.rules", "scheduler",
     }
@@ -415,7 +444,11 @@ def test_pool_means_the_account_pool_inside_the_scheduler() -> None:
         for node in ast.walk(ast.parse(path.read_text()))
         if isinstance(node, ast.ClassDef) and "pool" in node.name.lower()
     ]
-    modules = [name for name in KNOWN if layer_of(name) is not None and "pool" in name.rsplit(".", 1)[-1] and name != "scheduler.rules.pool"]
+    modules = [
+        name
+        for name in KNOWN
+        if layer_of(name) is not None and "pool" in name.rsplit(".", 1)[-1] and name != "scheduler.rules.pool"
+    ]
     assert wrong == [] and modules == []
 
 
@@ -465,17 +498,22 @@ def test_only_the_store_imports_its_caches() -> None:
         for e in GRAPH
         if e.target == "scheduler.store.caches" and not e.source.startswith("scheduler.store")
     ]
-    assert wrong == [], "read and write through a named function in scheduler/store/, not through its caches:\n" + "\n".join(wrong)
+    assert wrong == [], (
+        "read and write through a named function in scheduler/store/, not through its caches:\n" + "\n".join(wrong)
+    )
 
 
 def test_no_cache_call_or_string_cache_key_outside_the_store() -> None:
     wrong = [
-        f"{path.relative_to(ROOT)}:{node.lineno} {_called(node.func)}({', '.join(repr(a.value) for a in node.args if isinstance(a, ast.Constant))})"
+        f"{path.relative_to(ROOT)}:{node.lineno} "
+        f"{_called(node.func)}({', '.join(repr(a.value) for a in node.args if isinstance(a, ast.Constant))})"
         for name, path in outside_the_store()
         for node in ast.walk(ast.parse(path.read_text()))
         if isinstance(node, ast.Call) and _called(node.func) in CACHE_CALLS
     ]
-    assert wrong == [], "a cache and its keys live in scheduler/store/; ask a named store function:\n" + "\n".join(wrong)
+    assert wrong == [], "a cache and its keys live in scheduler/store/; ask a named store function:\n" + "\n".join(
+        wrong
+    )
 
 
 MAX_MODULE_LINES = 400
@@ -489,7 +527,9 @@ def production_modules() -> Iterator[tuple[str, Path]]:
 
 
 def test_no_production_module_is_over_400_lines() -> None:
-    long = {name: n for name, path in production_modules() if (n := len(path.read_text().splitlines())) > MAX_MODULE_LINES}
+    long = {
+        name: n for name, path in production_modules() if (n := len(path.read_text().splitlines())) > MAX_MODULE_LINES
+    }
     assert long == {}, f"modules over {MAX_MODULE_LINES} lines (a module is one idea): {long}"
 
 
@@ -500,7 +540,9 @@ def test_the_root_of_tests_holds_at_most_eight_modules() -> None:
     """A test stands in the folder of what it tests (rules/, engine/, surfaces/slack/, system/ …), so
     the root keeps only what every folder shares: conftest.py and the package's __init__.py."""
     root = sorted(path.name for path in (ROOT / "tests").glob("*.py"))
-    assert len(root) <= MAX_ROOT_MODULES, f"{len(root)} modules in the root of tests/ (at most {MAX_ROOT_MODULES}): {root}"
+    assert len(root) <= MAX_ROOT_MODULES, (
+        f"{len(root)} modules in the root of tests/ (at most {MAX_ROOT_MODULES}): {root}"
+    )
 
 
 def test_every_folder_of_tests_is_a_package() -> None:
@@ -525,7 +567,9 @@ def test_no_scheduler_function_takes_more_than_six_parameters() -> None:
         for node in ast.walk(ast.parse(path.read_text()))
         if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef) and parameters(node) > MAX_PARAMETERS
     ]
-    assert wide == [], f"functions with more than {MAX_PARAMETERS} parameters (pass one value that names the thing): {wide}"
+    assert wide == [], (
+        f"functions with more than {MAX_PARAMETERS} parameters (pass one value that names the thing): {wide}"
+    )
 
 
 # Exceptions that report a programmer's mistake (a broken invariant, a misuse of an API) to the
@@ -567,9 +611,14 @@ def defined_names(path: Path) -> dict[str, set[str]]:
         if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
             found[node.name] = set()
         elif isinstance(node, ast.ClassDef):
-            found[node.name] = {n.name for n in node.body if isinstance(n, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef)} | {
-                t.id for n in node.body if isinstance(n, ast.AnnAssign | ast.Assign)
-                for t in ([n.target] if isinstance(n, ast.AnnAssign) else n.targets) if isinstance(t, ast.Name)
+            found[node.name] = {
+                n.name for n in node.body if isinstance(n, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef)
+            } | {
+                t.id
+                for n in node.body
+                if isinstance(n, ast.AnnAssign | ast.Assign)
+                for t in ([n.target] if isinstance(n, ast.AnnAssign) else n.targets)
+                if isinstance(t, ast.Name)
             }
         elif isinstance(node, ast.Assign | ast.AnnAssign):
             for target in [node.target] if isinstance(node, ast.AnnAssign) else node.targets:
@@ -628,7 +677,10 @@ def test_the_architecture_page_names_files_and_functions_that_exist(doc: Path) -
         if not module:
             wrong.append(f"{match.group(1)}: no such module")
         elif cut < len(parts):
-            wrong += [f"{match.group(1)}: {name} is not defined in {module}" for name in missing_names(KNOWN[module], [".".join(parts[cut:cut + 2])])]
+            wrong += [
+                f"{match.group(1)}: {name} is not defined in {module}"
+                for name in missing_names(KNOWN[module], [".".join(parts[cut : cut + 2])])
+            ]
     assert wrong == [], f"docs/{doc.name} names what is not there:\n" + "\n".join(wrong)
 
 
@@ -637,7 +689,9 @@ def test_no_template_name_is_both_a_text_and_a_slack_file() -> None:
     filter of the flavour, never a text/ and a slack/ copy that can drift apart."""
     names = {kind: {p.name for p in (ROOT / "templates" / kind).glob("*.j2")} for kind in ("text", "slack")}
     both = sorted(names["text"] & names["slack"])
-    assert both == [], f"templates in both text/ and slack/ (make one templates/chat/ file with the markup filters): {both}"
+    assert both == [], (
+        f"templates in both text/ and slack/ (make one templates/chat/ file with the markup filters): {both}"
+    )
 
 
 # bot/ asks the scheduler through one front (`scheduler/front.py`) and the root's vocabulary, the
@@ -645,7 +699,13 @@ def test_no_template_name_is_both_a_text_and_a_slack_file() -> None:
 # the engine. The composition roots build a process, which no surface does: the plumbing each
 # may import beside them.
 SCHEDULER_FRONT = "scheduler.front"
-SCHEDULER_VOCABULARY = {"scheduler.errors", "scheduler.bounds", "scheduler.ports", "scheduler.clock", "scheduler.log_context"}
+SCHEDULER_VOCABULARY = {
+    "scheduler.errors",
+    "scheduler.bounds",
+    "scheduler.ports",
+    "scheduler.clock",
+    "scheduler.log_context",
+}
 SCHEDULER_PLUMBING = {
     # Builds the Context and its thread workers, installs the plug-ins and the periodic sweeps,
     # recovers crashed turns and hands running ones over on a drain, names its lease owner, and
@@ -672,13 +732,21 @@ def scheduler_imports_from_bot() -> Iterator[Edge]:
 
 
 def test_bot_asks_the_scheduler_through_its_front() -> None:
-    wrong = [f"{where(e)} {e.source} imports {e.target}" for e in scheduler_imports_from_bot() if e.target not in scheduler_doors(e.source)]
-    assert wrong == [], "import it from scheduler.front (add it there, in its group, if a surface needs it):\n" + "\n".join(wrong)
+    wrong = [
+        f"{where(e)} {e.source} imports {e.target}"
+        for e in scheduler_imports_from_bot()
+        if e.target not in scheduler_doors(e.source)
+    ]
+    assert wrong == [], (
+        "import it from scheduler.front (add it there, in its group, if a surface needs it):\n" + "\n".join(wrong)
+    )
 
 
 def test_the_scheduler_plumbing_bot_may_import_is_still_needed() -> None:
     used = {(".".join(e.source.split(".")[:2]), e.target) for e in scheduler_imports_from_bot()}
-    stale = sorted((folder, m) for folder, plumbing in SCHEDULER_PLUMBING.items() for m in plumbing if (folder, m) not in used)
+    stale = sorted(
+        (folder, m) for folder, plumbing in SCHEDULER_PLUMBING.items() for m in plumbing if (folder, m) not in used
+    )
     assert stale == [], f"drop the plumbing no import needs any more: {stale}"
 
 

@@ -57,11 +57,18 @@ def test_sigkill_loses_no_session_prompt_or_hold(tmp_path: Path) -> None:
     auth = {"Authorization": f"Bearer {TOKEN}"}
     server = _serve(tmp_path, port, echo_seconds="60")  # the priority turn holds the only slot
     try:
-        busy = httpx.post(f"{api}/sessions", json={"prompt": "priority work", "scheduling_class": "priority"}, headers=auth, timeout=10)
+        busy = httpx.post(
+            f"{api}/sessions",
+            json={"prompt": "priority work", "scheduling_class": "priority"},
+            headers=auth,
+            timeout=10,
+        )
         assert busy.status_code == 201, busy.text
         held = []
         for i in range(3):
-            r = httpx.post(f"{api}/sessions", json={"prompt": f"spot job {i}", "precedence": i}, headers=auth, timeout=10)
+            r = httpx.post(
+                f"{api}/sessions", json={"prompt": f"spot job {i}", "precedence": i}, headers=auth, timeout=10
+            )
             assert r.status_code == 201, r.text
             held.append(r.json()["session"]["id"] if "session" in r.json() else r.json()["id"])
         jobs = {row[0] for row in _rows(tmp_path / "pacer.db", "SELECT id FROM apscheduler_jobs")}
@@ -71,7 +78,9 @@ def test_sigkill_loses_no_session_prompt_or_hold(tmp_path: Path) -> None:
         server.communicate(timeout=20)
 
     db = tmp_path / "pacer.db"
-    assert _rows(db, "SELECT count(*) FROM sessions WHERE hold_reason = 'fleet_at_cap' AND hold_prompt LIKE 'spot job %'") == [(3,)]
+    assert _rows(
+        db, "SELECT count(*) FROM sessions WHERE hold_reason = 'fleet_at_cap' AND hold_prompt LIKE 'spot job %'"
+    ) == [(3,)]
     server = _serve(tmp_path, port, echo_seconds="0.2")
     try:
         deadline = time.monotonic() + 60

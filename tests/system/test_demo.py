@@ -33,8 +33,13 @@ class Later:
 
 def test_install_demo_adds_triggers_a_token_and_a_webhook_secret_and_every_trigger_kind_fires(engine, clock) -> None:
     ctx, deferrer, _workers, _quota = build(engine, clock, max_sessions=2, turn_minutes=10, wired=True)
-    pacer = Pacer(settings=settings_for(engine, PACER_API_TOKEN="", GITHUB_WEBHOOK_SECRET=""), engine=engine, clock=clock,
-                  deferrer=deferrer, ctx=ctx)
+    pacer = Pacer(
+        settings=settings_for(engine, PACER_API_TOKEN="", GITHUB_WEBHOOK_SECRET=""),
+        engine=engine,
+        clock=clock,
+        deferrer=deferrer,
+        ctx=ctx,
+    )
     later = Later()
     server = Server(later)
     demo.install_demo(pacer, base_url=server.url, pace_seconds=0)
@@ -46,9 +51,15 @@ def test_install_demo_adds_triggers_a_token_and_a_webhook_secret_and_every_trigg
     try:
         with session_scope(engine) as db:
             kinds = sorted((t.name, t.kind) for t in db.exec(select(Trigger)))
-        assert kinds == [("demo-follow-up", "ao_event"), ("demo-hourly-sweep", "schedule"), ("demo-label-pacer", "github_label")]
+        assert kinds == [
+            ("demo-follow-up", "ao_event"),
+            ("demo-hourly-sweep", "schedule"),
+            ("demo-label-pacer", "github_label"),
+        ]
         token = pacer.extras[DEMO_TOKEN_KEY]
-        assert httpx.get(f"{server.url}/api/v1/sessions", headers={"Authorization": f"Bearer {token}"}).status_code == 200
+        assert (
+            httpx.get(f"{server.url}/api/v1/sessions", headers={"Authorization": f"Bearer {token}"}).status_code == 200
+        )
         assert httpx.get(f"{server.url}/api/v1/sessions", headers={"Authorization": "Bearer guess"}).status_code == 401
         hooks = pacer.extras["on_start"]
         assert len(hooks) == 2

@@ -37,7 +37,9 @@ def test_a_demo_run_leaves_nothing_in_var(tmp_path: Path) -> None:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("PACER_", "SLACK_", "GITHUB_")) and k != "DATABASE_URL"}
+    env = {
+        k: v for k, v in os.environ.items() if not k.startswith(("PACER_", "SLACK_", "GITHUB_")) and k != "DATABASE_URL"
+    }
     env |= {"PYTHONPATH": str(ROOT), "PACER_PORT": str(port)}
     proc = subprocess.Popen([sys.executable, "-m", "bot.cli", "serve", "--demo"], cwd=tmp_path, env=env,
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)

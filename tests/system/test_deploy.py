@@ -56,9 +56,14 @@ def test_the_job_table_is_made_by_the_migration_and_kept_where_apscheduler_made_
     command.stamp(cfg, str(before))
     # An older Pacer's APScheduler made the table itself, and armed an alarm in it.
     with any_engine.begin() as conn:
-        conn.execute(text("CREATE TABLE apscheduler_jobs (id VARCHAR(191) NOT NULL PRIMARY KEY, next_run_time FLOAT, job_state BYTEA NOT NULL)"
-                          if any_engine.dialect.name == "postgresql" else
-                          "CREATE TABLE apscheduler_jobs (id VARCHAR(191) NOT NULL PRIMARY KEY, next_run_time FLOAT, job_state BLOB NOT NULL)"))
+        conn.execute(
+            text(
+                "CREATE TABLE apscheduler_jobs (id VARCHAR(191) NOT NULL PRIMARY KEY, next_run_time FLOAT, job_state "
+                "BYTEA NOT NULL)"
+                if any_engine.dialect.name == "postgresql"
+                else "CREATE TABLE apscheduler_jobs (id VARCHAR(191) NOT NULL PRIMARY KEY, next_run_time FLOAT, job_state BLOB NOT NULL)"
+            )
+        )
         conn.execute(text("INSERT INTO apscheduler_jobs VALUES ('recheck:1', 1.0, :s)"), {"s": b"state"})
     command.upgrade(cfg, "head")
     with any_engine.connect() as conn:
@@ -100,10 +105,15 @@ def test_fly_gives_a_running_turn_time_to_finish_and_the_machine_a_gigabyte() ->
     fly = tomllib.loads((ROOT / "fly.toml").read_text())
     drain = float(fly["env"]["PACER_DRAIN_SECONDS"])
     kill_timeout = int(fly["kill_timeout"])
-    assert drain + 30 <= kill_timeout <= 300, "the drain and the hand-over fit inside kill_timeout (shared CPUs allow 300 s)"
+    assert drain + 30 <= kill_timeout <= 300, (
+        "the drain and the hand-over fit inside kill_timeout (shared CPUs allow 300 s)"
+    )
     assert fly["kill_signal"] == "SIGTERM"
     assert fly["processes"]["app"] == "pacer serve"
-    assert all(vm["memory"] in {"1gb", "1024mb", "2gb", "2048mb"} or int(re.sub(r"\D", "", vm["memory"])) >= 1024 for vm in fly["vm"])
+    assert all(
+        vm["memory"] in {"1gb", "1024mb", "2gb", "2048mb"} or int(re.sub(r"\D", "", vm["memory"])) >= 1024
+        for vm in fly["vm"]
+    )
     assert fly["http_service"]["processes"] == ["app"]
     assert fly["deploy"]["release_command"] == "pacer migrate"
     assert load(fly["env"], toml_path=None).drain_seconds == drain  # fly's values are valid settings
@@ -115,7 +125,12 @@ def test_fly_gives_a_running_turn_time_to_finish_and_the_machine_a_gigabyte() ->
 
 def test_the_github_app_manifest_asks_for_what_pacer_uses() -> None:
     manifest = yaml.safe_load((ROOT / "deploy" / "github-app.yml").read_text())
-    assert manifest["default_permissions"] == {"issues": "write", "pull_requests": "write", "contents": "write", "metadata": "read"}
+    assert manifest["default_permissions"] == {
+        "issues": "write",
+        "pull_requests": "write",
+        "contents": "write",
+        "metadata": "read",
+    }
     # `labeled` arrives as the issues / pull_request event with action "labeled"; GitHub's
     # "label" event is a label being created or edited, which Pacer does not read.
     assert set(manifest["default_events"]) == {"issues", "issue_comment", "pull_request"}
@@ -189,7 +204,9 @@ def test_every_image_has_git(tmp_path: Path) -> None:
     assert "apt-get install -y --no-install-recommends git ca-certificates" in called
 
 
-@pytest.mark.parametrize(("version", "asked"), [(None, "@anthropic-ai/claude-code@latest"), ("2.1.3", "@anthropic-ai/claude-code@2.1.3")])
+@pytest.mark.parametrize(
+    ("version", "asked"), [(None, "@anthropic-ai/claude-code@latest"), ("2.1.3", "@anthropic-ai/claude-code@2.1.3")]
+)
 def test_the_claude_code_stage_installs_the_cli_with_npm(tmp_path: Path, version: str | None, asked: str) -> None:
     _args, stages = _dockerfile()
     stage = stages["agent-claude-code"]
@@ -197,8 +214,12 @@ def test_the_claude_code_stage_installs_the_cli_with_npm(tmp_path: Path, version
     [step] = [line for line in stage if line.startswith("RUN ")]
     done, called = _run(tmp_path, step, {"CLAUDE_CODE_VERSION": version or default})
     assert done.returncode == 0, done.stderr
-    assert called.splitlines() == ["ln -s ../lib/node_modules/npm/bin/npm-cli.js /usr/local/bin/npm", f"npm install -g {asked}",
-                                   "npm cache clean --force", "claude --version"]
+    assert called.splitlines() == [
+        "ln -s ../lib/node_modules/npm/bin/npm-cli.js /usr/local/bin/npm",
+        f"npm install -g {asked}",
+        "npm cache clean --force",
+        "claude --version",
+    ]
 
 
 def test_the_image_installs_pacer_at_the_locked_versions() -> None:
@@ -228,9 +249,15 @@ def test_the_slack_manifest_asks_for_the_events_and_scopes_pacer_uses_and_no_mor
     assert set(manifest["settings"]["event_subscriptions"]["bot_events"]) == {
         "app_home_opened", "app_mention", "message.channels", "message.groups", "message.im"}
     source = "\n".join(p.read_text() for folder in ("bot", "integrations") for p in (ROOT / folder).rglob("*.py"))
-    called = set(re.findall(r"\.((?:admin|apps|auth|bookmarks|chat|conversations|files|pins|reactions|team|usergroups|users|views)_[A-Za-z]+)\(",
-                            source))
-    assert called <= set(SLACK_METHODS), "a new Web API method: add the scope it needs to deploy/slack-manifest.yaml and here"
+    called = set(
+        re.findall(
+            r"\.((?:admin|apps|auth|bookmarks|chat|conversations|files|pins|reactions|team|usergroups|users|views)_[A-Za-z]+)\(",
+            source,
+        )
+    )
+    assert called <= set(SLACK_METHODS), (
+        "a new Web API method: add the scope it needs to deploy/slack-manifest.yaml and here"
+    )
     assert {scope for scope in SLACK_METHODS.values() if scope} <= set(SLACK_SCOPES)
 
 

@@ -28,7 +28,11 @@ def _free_port() -> int:
 
 
 def _serve(tmp: Path, port: int, echo_seconds: str, drain_seconds: str) -> subprocess.Popen[str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("PACER_", "SLACK_", "GITHUB_", "FLY_")) and k != "DATABASE_URL"}
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if not k.startswith(("PACER_", "SLACK_", "GITHUB_", "FLY_")) and k != "DATABASE_URL"
+    }
     env.update(PYTHONPATH=str(ROOT), DATABASE_URL=f"sqlite:///{tmp}/pacer.db", PACER_API_TOKEN=TOKEN,
                PACER_ECHO_SECONDS=echo_seconds, PACER_DRAIN_SECONDS=drain_seconds)
     return subprocess.Popen([sys.executable, "-m", "bot.cli", "serve", "--port", str(port)], cwd=tmp, env=env,
@@ -52,7 +56,9 @@ def _running_turn(tmp: Path, port: int, server: subprocess.Popen[str]) -> int:
     engine = dbmod.make_engine(f"sqlite:///{tmp}/pacer.db")
     while time.monotonic() < deadline:
         with engine.connect() as conn:
-            if conn.execute(text("SELECT count(*) FROM turns WHERE session_id = :s AND status = 'running'"), {"s": session_id}).scalar():
+            if conn.execute(
+                text("SELECT count(*) FROM turns WHERE session_id = :s AND status = 'running'"), {"s": session_id}
+            ).scalar():
                 return session_id
         time.sleep(0.1)
     pytest.fail("the turn never started")
@@ -68,8 +74,15 @@ def _stop(server: subprocess.Popen[str]) -> tuple[float, str]:
 def _rows(tmp: Path, session_id: int) -> tuple[list[tuple[str, str | None]], tuple[str, str | None]]:
     engine = dbmod.make_engine(f"sqlite:///{tmp}/pacer.db")
     with engine.connect() as conn:
-        turns = [tuple(r) for r in conn.execute(text("SELECT status, outcome FROM turns WHERE session_id = :s ORDER BY id"), {"s": session_id})]
-        session = tuple(conn.execute(text("SELECT status, hold_reason FROM sessions WHERE id = :s"), {"s": session_id}).one())
+        turns = [
+            tuple(r)
+            for r in conn.execute(
+                text("SELECT status, outcome FROM turns WHERE session_id = :s ORDER BY id"), {"s": session_id}
+            )
+        ]
+        session = tuple(
+            conn.execute(text("SELECT status, hold_reason FROM sessions WHERE id = :s"), {"s": session_id}).one()
+        )
     return turns, session  # type: ignore[return-value]
 
 

@@ -23,7 +23,9 @@ README = (ROOT / "README.md").read_text()
 def test_the_readme_keeps_its_two_commands_and_says_what_they_need() -> None:
     block = README.split("```sh\n", 1)[1].split("```", 1)[0].splitlines()
     assert block[0].startswith("python3 -m pip install . && pacer serve ")
-    assert block[1].startswith('python3 -m pip install -e ".[dev]" && python3 -m pytest ')  # .ci/run calls this verbatim
+    assert block[1].startswith(
+        'python3 -m pip install -e ".[dev]" && python3 -m pytest '
+    )  # .ci/run calls this verbatim
     opening = README.split("```sh\n", 1)[0]
     assert "Python 3.11" in opening and "python3 -m venv .venv" in opening
 
@@ -58,11 +60,18 @@ def _locked() -> dict[str, str]:
 
 def test_the_lock_pins_a_version_pyproject_allows_for_every_dependency_and_extra() -> None:
     project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
-    wanted = [Requirement(r) for r in [*project["dependencies"], *(r for extra in project["optional-dependencies"].values() for r in extra)]]
+    wanted = [
+        Requirement(r)
+        for r in [*project["dependencies"], *(r for extra in project["optional-dependencies"].values() for r in extra)]
+    ]
     pins = _locked()
     unpinned = [str(r) for r in wanted if canonicalize_name(r.name) not in pins]
-    outside = [f"{r} (locked {pins[canonicalize_name(r.name)]})" for r in wanted
-               if canonicalize_name(r.name) in pins and not r.specifier.contains(pins[canonicalize_name(r.name)], prereleases=True)]
+    outside = [
+        f"{r} (locked {pins[canonicalize_name(r.name)]})"
+        for r in wanted
+        if canonicalize_name(r.name) in pins
+        and not r.specifier.contains(pins[canonicalize_name(r.name)], prereleases=True)
+    ]
     assert unpinned == [] and outside == [], "regenerate requirements.lock as the README says"
 
 
@@ -80,7 +89,17 @@ def test_the_readme_lists_every_pacer_command_as_its_usage_says() -> None:
 
 def test_without_postgresql_the_run_ends_saying_how_many_tests_skipped_and_why() -> None:
     env = {k: v for k, v in os.environ.items() if k not in {"PACER_TEST_DATABASE_URL", "PACER_REQUIRE_POSTGRES"}}
-    done = subprocess.run([sys.executable, "-m", "pytest", "tests/system/test_deploy.py", "-k", "job_table"], cwd=ROOT, env=env,
-                          capture_output=True, text=True, timeout=120)
+    done = subprocess.run(
+        [sys.executable, "-m", "pytest", "tests/system/test_deploy.py", "-k", "job_table"],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert done.returncode == 0, done.stdout
-    assert "1 test skipped: PostgreSQL not configured (set PACER_TEST_DATABASE_URL). Run them as the README's PostgreSQL section says" in done.stdout
+    assert (
+        "1 test skipped: PostgreSQL not configured (set PACER_TEST_DATABASE_URL). Run them as the README's PostgreSQL "
+        "section says"
+        in done.stdout
+    )

@@ -93,7 +93,9 @@ def test_migration_matches_the_models(tmp_path: Path) -> None:
     dbmod.migrate(url)
     engine = dbmod.make_engine(url)
     with engine.connect() as conn:
-        ctx = MigrationContext.configure(conn, opts={"include_name": lambda n, t, p: t != "table" or n in dbmod.PACER_TABLE_PREFIXES})
+        ctx = MigrationContext.configure(
+            conn, opts={"include_name": lambda n, t, p: t != "table" or n in dbmod.PACER_TABLE_PREFIXES}
+        )
         diff = compare_metadata(ctx, SQLModel.metadata)
     assert diff == [], diff
 
@@ -112,7 +114,9 @@ def test_every_subcommand_explains_itself(sub: str) -> None:
 def test_invalid_setting_exits_nonzero_with_one_line(tmp_path: Path) -> None:
     out = _cli("config", env={"PACER_MAX_SESSIONS": "-1"}, cwd=tmp_path)
     assert out.returncode == 2
-    assert out.stderr.strip().splitlines() == ["pacer: configuration error: PACER_MAX_SESSIONS='-1': must be a whole number from 1 to 10000"]
+    assert out.stderr.strip().splitlines() == [
+        "pacer: configuration error: PACER_MAX_SESSIONS='-1': must be a whole number from 1 to 10000"
+    ]
 
 
 def _free_port() -> int:

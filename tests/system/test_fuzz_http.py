@@ -65,7 +65,11 @@ from tests.support.slack_mock import (
 TOKEN = "fuzz-token-0123456789"
 GITHUB_SECRET = "fuzz-github-secret"
 ROSTER = "alice=operator,bob=member,UOPS=operator,UMEM=member"
-PERSONAL = {"alice": "alice-fuzz-token-0123456789", "bob": "bob-fuzz-token-0123456789", "UOPS": "uops-fuzz-token-0123456789"}
+PERSONAL = {
+    "alice": "alice-fuzz-token-0123456789",
+    "bob": "bob-fuzz-token-0123456789",
+    "UOPS": "uops-fuzz-token-0123456789",
+}
 FUZZ = settings(
     derandomize=not os.environ.get("PACER_FUZZ_EXPLORE"),
     database=None,
@@ -129,10 +133,24 @@ def _seed(http: httpx.Client) -> None:
     """Triggers for every kind of intake, so deliveries reach the deep end: sessions, turns."""
     auth = {"Authorization": f"Bearer {TOKEN}"}
     for body in (
-        {"name": "issues", "kind": "github_issue", "prompt_template": "Fix {{ repository }}#{{ number }}: {{ title }}\n{{ body }}"},
+        {
+            "name": "issues",
+            "kind": "github_issue",
+            "prompt_template": "Fix {{ repository }}#{{ number }}: {{ title }}\n{{ body }}",
+        },
         {"name": "labels", "kind": "github_label", "prompt_template": "{{ text }}", "config": {"label": "bug"}},
-        {"name": "channel", "kind": "slack", "prompt_template": "From {{ user }}: {{ text }}", "config": {"channels": ["C0WORK"]}},
-        {"name": "watch", "kind": "ao_event", "prompt_template": "{{ text }}", "config": {"filter": {"genesis": "slack"}, "states": ["done"]}},
+        {
+            "name": "channel",
+            "kind": "slack",
+            "prompt_template": "From {{ user }}: {{ text }}",
+            "config": {"channels": ["C0WORK"]},
+        },
+        {
+            "name": "watch",
+            "kind": "ao_event",
+            "prompt_template": "{{ text }}",
+            "config": {"filter": {"genesis": "slack"}, "states": ["done"]},
+        },
     ):
         assert http.post("/api/v1/triggers", json=body, headers=auth).status_code == 201
     for prompt in ("first", "second", "third"):
@@ -192,8 +210,12 @@ NASTY_INTS = [0, -1, 1, 2, 3, 7, bounds.MAX_ID, bounds.MAX_ID + 1, -(2**31) - 1,
 NASTY_FLOATS = [0.0, -0.0, 0.5, -1.5, 1e308, float("inf"), float("-inf"), float("nan")]
 
 texts = st.one_of(st.sampled_from(NASTY_TEXT), st.text(max_size=20))
-scalars = st.one_of(texts, st.sampled_from(NASTY_INTS), st.integers(-100, 100), st.sampled_from(NASTY_FLOATS), st.booleans(), st.none())
-json_values = st.recursive(scalars, lambda inner: st.lists(inner, max_size=3) | st.dictionaries(texts, inner, max_size=3), max_leaves=6)
+scalars = st.one_of(
+    texts, st.sampled_from(NASTY_INTS), st.integers(-100, 100), st.sampled_from(NASTY_FLOATS), st.booleans(), st.none()
+)
+json_values = st.recursive(
+    scalars, lambda inner: st.lists(inner, max_size=3) | st.dictionaries(texts, inner, max_size=3), max_leaves=6
+)
 
 
 def _deep(depth: int) -> Any:
@@ -298,7 +320,10 @@ def _examples() -> list[tuple[str, Any]]:
         ("pull_request", issue_payload("labeled", label="bug", pull_request=True)),
         ("issues", issue_payload(body="depends on #1, #2 and acme/api#3\n@#4")),
         *[("issues", issue_payload(repository=name, number=n)) for n, name in enumerate(REPOSITORY_NAMES, start=1)],
-        *[("issues", issue_payload("labeled", label="bug", labels=("bug",), repository=name)) for name in REPOSITORY_NAMES],
+        *[
+            ("issues", issue_payload("labeled", label="bug", labels=("bug",), repository=name))
+            for name in REPOSITORY_NAMES
+        ],
     ]
     return found + own
 
@@ -311,12 +336,16 @@ def github_deliveries(draw: st.DrawFn) -> tuple[bytes, dict[str, Any]]:
     event, base = draw(st.sampled_from(GITHUB_EXAMPLES))
     doc = mutated(draw, base) if draw(st.integers(0, 4)) else base
     body = draw(encoded(doc))
-    content_type = draw(st.sampled_from(["application/json"] * 4 + ["application/x-www-form-urlencoded", "text/plain", ""]))
+    content_type = draw(
+        st.sampled_from(["application/json"] * 4 + ["application/x-www-form-urlencoded", "text/plain", ""])
+    )
     if content_type == "application/x-www-form-urlencoded":
         body = urlencode({"payload": body.decode("utf-8", "replace")}).encode()
     headers: dict[str, Any] = {
         "Content-Type": content_type,
-        "X-GitHub-Event": draw(st.one_of(st.just(event), st.sampled_from(["issues", "pull_request", "ping", "push"]), header_texts)),
+        "X-GitHub-Event": draw(
+            st.one_of(st.just(event), st.sampled_from(["issues", "pull_request", "ping", "push"]), header_texts)
+        ),
         "X-GitHub-Delivery": draw(st.one_of(st.uuids().map(str), st.sampled_from(["guid-1", "guid-2"]), header_texts)),
         "X-GitHub-Hook-ID": draw(st.one_of(st.sampled_from(["1", "2"]), header_texts)),
         "X-Hub-Signature-256": signature(GITHUB_SECRET.encode(), body),
@@ -332,16 +361,25 @@ def test_github_deliveries_are_never_a_5xx(served: Served, delivery: tuple[bytes
     body, headers = delivery
     mark = len(served.log.records)
     response = served.http.post("/github/webhook", content=body, headers=headers)
-    served.check(response, {200, 202, 400, 401, 413}, mark, f"GitHub {headers[b'X-GitHub-Event'.decode()]!r} {body[:200]!r}")
+    served.check(
+        response, {200, 202, 400, 401, 413}, mark, f"GitHub {headers[b'X-GitHub-Event'.decode()]!r} {body[:200]!r}"
+    )
 
 
 @pytest.mark.parametrize("name", REPOSITORY_NAMES, ids=lambda name: name[:12])
 def test_github_deliveries_naming_each_repository_are_never_a_5xx(served: Served, name: str) -> None:
     # Each name once, unmutated and signed, as the draws above may not reach them all.
-    for number, payload in enumerate([issue_payload(repository=name, number=7000), issue_payload("labeled", label="bug", repository=name)]):
+    for number, payload in enumerate(
+        [issue_payload(repository=name, number=7000), issue_payload("labeled", label="bug", repository=name)]
+    ):
         body = json.dumps(payload).encode()
-        sent = {"Content-Type": "application/json", "X-GitHub-Event": "issues", "X-GitHub-Delivery": f"repo-{number}-{name}"[:100],
-                "X-GitHub-Hook-ID": "1", "X-Hub-Signature-256": signature(GITHUB_SECRET.encode(), body)}
+        sent = {
+            "Content-Type": "application/json",
+            "X-GitHub-Event": "issues",
+            "X-GitHub-Delivery": f"repo-{number}-{name}"[:100],
+            "X-GitHub-Hook-ID": "1",
+            "X-Hub-Signature-256": signature(GITHUB_SECRET.encode(), body),
+        }
         mark = len(served.log.records)
         response = served.http.post("/github/webhook", content=body, headers=sent)
         served.settle()
@@ -361,10 +399,28 @@ GRAMMAR_WORDS = [
     "2h", "0m", "999d", "1h30m", "15:30", "25:99", "2026-11-03T08:00Z", "2026-13-45", "2026-11-03", "08:00", "-5",
     f"{bounds.MAX_PRECEDENCE}", f"{bounds.MAX_PRECEDENCE + 1}", f"-{bounds.MAX_PRECEDENCE + 1}", "1e9", "+7",
 ]
-ID_WORDS = ["1", "#1", "2", "3", "#4", "9", "0", "-1", str(bounds.MAX_ID), str(bounds.MAX_ID + 1), str(2**63), "9" * 30, "#", "#x", "١"]
+ID_WORDS = [
+    "1",
+    "#1",
+    "2",
+    "3",
+    "#4",
+    "9",
+    "0",
+    "-1",
+    str(bounds.MAX_ID),
+    str(bounds.MAX_ID + 1),
+    str(2**63),
+    "9" * 30,
+    "#",
+    "#x",
+    "١",
+]
 FREE_WORDS = ["fix", "the", "tests", "\x00", "\ud800", "\x07", "\u00a0", "é", "😀", "{{ x }}", "*bold*", "<!channel>"]
 
-words = st.one_of(st.sampled_from(GRAMMAR_WORDS), st.sampled_from(ID_WORDS), st.sampled_from(FREE_WORDS), st.text(max_size=8))
+words = st.one_of(
+    st.sampled_from(GRAMMAR_WORDS), st.sampled_from(ID_WORDS), st.sampled_from(FREE_WORDS), st.text(max_size=8)
+)
 
 
 @st.composite
@@ -394,14 +450,20 @@ COMMAND_FAILED = {render_chat("command_failed", "text"), render_chat("command_fa
 def test_pacer_commands_on_every_surface_are_never_a_5xx(served: Served, line: str, surface: str) -> None:
     mark = len(served.log.records)
     if surface == "api":
-        headers = {"Authorization": f"Bearer {PERSONAL['alice']}", "X-Pacer-Actor": "alice", "Content-Type": "application/json"}
+        headers = {
+            "Authorization": f"Bearer {PERSONAL['alice']}",
+            "X-Pacer-Actor": "alice",
+            "Content-Type": "application/json",
+        }
         response = served.http.post("/api/v1/chat", content=json.dumps({"text": line}).encode(), headers=headers)
         served.check(response, {200, 422}, mark, f"/api/v1/chat {line[:200]!r}")
         if response.status_code == 200:
             assert response.json()["text"] not in COMMAND_FAILED, line
         return
     body = _command_form({**COMMAND_FIELDS, "text": line, "response_url": served.mock.response_url("fuzz")})
-    response = served.http.post("/slack/events", content=body, headers=_slack_headers(body, "application/x-www-form-urlencoded"))
+    response = served.http.post(
+        "/slack/events", content=body, headers=_slack_headers(body, "application/x-www-form-urlencoded")
+    )
     served.check(response, {200, 413}, mark, f"/pacer {line[:200]!r}")
 
 
@@ -418,11 +480,39 @@ def _slack_headers(body: bytes, content_type: str, timestamp: Any = None) -> dic
 
 
 MESSAGES = [
-    {"type": "message", "channel": "C0WORK", "channel_type": "channel", "user": "UMEM", "text": "please fix the build", "ts": "1790000000.000100"},
-    {"type": "message", "channel": "D0DM", "channel_type": "im", "user": "UOPS", "text": "run the nightly", "ts": "1790000001.000100"},
-    {"type": "message", "channel": "D0DM", "channel_type": "im", "user": "USTRANGER", "text": "let me in", "ts": "1790000002.000100"},
-    {"type": "message", "channel": "D0DM", "channel_type": "im", "user": "UOPS", "text": "also the docs", "ts": "1790000003.000100",
-     "thread_ts": "1790000001.000100"},
+    {
+        "type": "message",
+        "channel": "C0WORK",
+        "channel_type": "channel",
+        "user": "UMEM",
+        "text": "please fix the build",
+        "ts": "1790000000.000100",
+    },
+    {
+        "type": "message",
+        "channel": "D0DM",
+        "channel_type": "im",
+        "user": "UOPS",
+        "text": "run the nightly",
+        "ts": "1790000001.000100",
+    },
+    {
+        "type": "message",
+        "channel": "D0DM",
+        "channel_type": "im",
+        "user": "USTRANGER",
+        "text": "let me in",
+        "ts": "1790000002.000100",
+    },
+    {
+        "type": "message",
+        "channel": "D0DM",
+        "channel_type": "im",
+        "user": "UOPS",
+        "text": "also the docs",
+        "ts": "1790000003.000100",
+        "thread_ts": "1790000001.000100",
+    },
     {"type": "app_home_opened", "user": "UOPS", "tab": "home", "channel": "D0DM"},
 ]
 RESPONSE_URL = "{response_url}"  # the mock's, filled in when sent: Slack signs it, so it is never mutated
@@ -437,9 +527,15 @@ ACTIONS = [
 
 def _action_payload(action: dict[str, Any], response_url: str) -> dict[str, Any]:
     return {
-        "type": "block_actions", "user": {"id": "UOPS", "username": "ops"}, "team": {"id": "T0PACER"},
-        "api_app_id": "A0PACER", "trigger_id": "1.2.3", "container": {"type": "message", "channel_id": "C0WORK"},
-        "channel": {"id": "C0WORK"}, "response_url": response_url, "actions": [dict(action, block_id="b", type="button")],
+        "type": "block_actions",
+        "user": {"id": "UOPS", "username": "ops"},
+        "team": {"id": "T0PACER"},
+        "api_app_id": "A0PACER",
+        "trigger_id": "1.2.3",
+        "container": {"type": "message", "channel_id": "C0WORK"},
+        "channel": {"id": "C0WORK"},
+        "response_url": response_url,
+        "actions": [dict(action, block_id="b", type="button")],
     }
 
 
@@ -447,12 +543,20 @@ def _action_payload(action: dict[str, Any], response_url: str) -> dict[str, Any]
 def slack_requests(draw: st.DrawFn) -> tuple[bytes, dict[str, Any], str]:
     kind = draw(st.sampled_from(["event", "event", "command", "action", "action", "raw"]))
     if kind == "event":
-        envelope = json.loads(event_body(draw(st.sampled_from(MESSAGES)), event_id=draw(st.sampled_from(["Ev1", "Ev2", "Ev3"]))))
+        envelope = json.loads(
+            event_body(draw(st.sampled_from(MESSAGES)), event_id=draw(st.sampled_from(["Ev1", "Ev2", "Ev3"])))
+        )
         envelope["event_id"] = draw(st.one_of(st.sampled_from(["Ev1", "Ev2", "Ev3", "Ev4"]), st.uuids().map(str)))
         body = draw(encoded(mutated(draw, envelope) if draw(st.integers(0, 5)) else envelope))
-        content_type = draw(st.sampled_from(["application/json"] * 5 + ["application/json; charset=utf-8", "text/plain"]))
+        content_type = draw(
+            st.sampled_from(["application/json"] * 5 + ["application/json; charset=utf-8", "text/plain"])
+        )
     elif kind == "command":
-        fields = {**COMMAND_FIELDS, "user_id": draw(st.sampled_from(["UOPS", "UMEM", "USTRANGER"])), "text": draw(st.one_of(pacer_lines(), texts))}
+        fields = {
+            **COMMAND_FIELDS,
+            "user_id": draw(st.sampled_from(["UOPS", "UMEM", "USTRANGER"])),
+            "text": draw(st.one_of(pacer_lines(), texts)),
+        }
         for key in draw(st.lists(st.sampled_from(sorted(fields)), max_size=2)):
             fields[key] = draw(texts)
         body = _command_form({**fields, "response_url": RESPONSE_URL})
@@ -463,12 +567,29 @@ def slack_requests(draw: st.DrawFn) -> tuple[bytes, dict[str, Any], str]:
         body = action_body(payload if isinstance(payload, dict) else {"payload": payload}).encode()
         content_type = "application/x-www-form-urlencoded"
     else:
-        body = draw(st.sampled_from([b"[]", b'"x"', b"1", b"null", b"[" * 3000 + b"]" * 3000, b"payload=%5B%5D",
-                                     b"payload=" + b"%5B" * 3000, b"\xff\xfe", b"", b"{}", b'{"type": "event_callback", "event": []}',
-                                     b'{"type": "event_callback", "event": {"type": "message"}, "authorizations": "x"}',
-                                     b'{"type": "url_verification", "challenge": {"a": 1}}']))
+        body = draw(
+            st.sampled_from(
+                [
+                    b"[]",
+                    b'"x"',
+                    b"1",
+                    b"null",
+                    b"[" * 3000 + b"]" * 3000,
+                    b"payload=%5B%5D",
+                    b"payload=" + b"%5B" * 3000,
+                    b"\xff\xfe",
+                    b"",
+                    b"{}",
+                    b'{"type": "event_callback", "event": []}',
+                    b'{"type": "event_callback", "event": {"type": "message"}, "authorizations": "x"}',
+                    b'{"type": "url_verification", "challenge": {"a": 1}}',
+                ]
+            )
+        )
         content_type = draw(st.sampled_from(["application/json", "application/x-www-form-urlencoded"]))
-    timestamp = None if draw(st.integers(0, 11)) else draw(st.sampled_from(["9" * 400, "\u00b2", "1\u00b9", "0", "-1", "x"]))
+    timestamp = (
+        None if draw(st.integers(0, 11)) else draw(st.sampled_from(["9" * 400, "\u00b2", "1\u00b9", "0", "-1", "x"]))
+    )
     return body, {"Content-Type": content_type, "timestamp": timestamp}, kind
 
 
@@ -476,7 +597,9 @@ def slack_requests(draw: st.DrawFn) -> tuple[bytes, dict[str, Any], str]:
 @given(request_=slack_requests())
 def test_slack_deliveries_are_never_a_5xx(served: Served, request_: tuple[bytes, dict[str, Any], str]) -> None:
     body, meta, kind = request_
-    body = body.replace(quote(RESPONSE_URL, safe="").encode(), quote(served.mock.response_url("fuzz"), safe="").encode())
+    body = body.replace(
+        quote(RESPONSE_URL, safe="").encode(), quote(served.mock.response_url("fuzz"), safe="").encode()
+    )
     headers = _slack_headers(body, meta["Content-Type"])
     if meta["timestamp"] is not None:
         headers["X-Slack-Request-Timestamp"] = meta["timestamp"].encode("latin-1")
@@ -488,15 +611,53 @@ def test_slack_deliveries_are_never_a_5xx(served: Served, request_: tuple[bytes,
 # --------------------------------------------------------------------------- /api/v1
 
 TRIGGER_BODIES = [
-    {"name": "t-slack", "kind": "slack", "prompt_template": "{{ text }}", "config": {"channels": ["C0X"], "dms": False}},
-    {"name": "t-issue", "kind": "github_issue", "prompt_template": "{{ title }}", "config": {"repositories": ["acme/api"], "labels": ["bug"]}},
-    {"name": "t-label", "kind": "github_label", "prompt_template": "{{ text }}", "config": {"label": "pacer", "pull_requests": False}},
-    {"name": "t-cron", "kind": "schedule", "prompt_template": "nightly at {{ fired_at }}", "config": {"cron": "0 3 * * *", "timezone": "UTC"}},
-    {"name": "t-ao", "kind": "ao_event", "prompt_template": "{{ text }}", "config": {"session_id": 1, "states": ["done", "failed"]}},
+    {
+        "name": "t-slack",
+        "kind": "slack",
+        "prompt_template": "{{ text }}",
+        "config": {"channels": ["C0X"], "dms": False},
+    },
+    {
+        "name": "t-issue",
+        "kind": "github_issue",
+        "prompt_template": "{{ title }}",
+        "config": {"repositories": ["acme/api"], "labels": ["bug"]},
+    },
+    {
+        "name": "t-label",
+        "kind": "github_label",
+        "prompt_template": "{{ text }}",
+        "config": {"label": "pacer", "pull_requests": False},
+    },
+    {
+        "name": "t-cron",
+        "kind": "schedule",
+        "prompt_template": "nightly at {{ fired_at }}",
+        "config": {"cron": "0 3 * * *", "timezone": "UTC"},
+    },
+    {
+        "name": "t-ao",
+        "kind": "ao_event",
+        "prompt_template": "{{ text }}",
+        "config": {"session_id": 1, "states": ["done", "failed"]},
+    },
 ]
 ROUTES: list[tuple[str, str, Any]] = [
-    ("POST", "/sessions", {"prompt": "do the work", "title": "t", "scheduling_class": "spot", "precedence": 5, "weight": 1.0,
-                           "capacity": 2, "concurrency_group": "g", "genesis": "api", "runtime": "echo"}),
+    (
+        "POST",
+        "/sessions",
+        {
+            "prompt": "do the work",
+            "title": "t",
+            "scheduling_class": "spot",
+            "precedence": 5,
+            "weight": 1.0,
+            "capacity": 2,
+            "concurrency_group": "g",
+            "genesis": "api",
+            "runtime": "echo",
+        },
+    ),
     ("POST", "/sessions", {"prompt": "child", "parent_session_id": 1}),
     ("POST", "/sessions", {"prompt": "top", "place": "top_of_spot", "forked_from": 2}),
     ("POST", "/sessions", {"prompt": "in a repository", "repository": "acme/api"}),
@@ -511,18 +672,41 @@ ROUTES: list[tuple[str, str, Any]] = [
     *[("POST", "/triggers", body) for body in TRIGGER_BODIES],
     ("GET", "/triggers?kind={text}", None),
     ("GET", "/triggers/{id}", None),
-    ("PATCH", "/triggers/{id}", {"scheduling_class": "priority", "precedence": 7, "enabled": True, "concurrency_group": "g"}),
+    (
+        "PATCH",
+        "/triggers/{id}",
+        {"scheduling_class": "priority", "precedence": 7, "enabled": True, "concurrency_group": "g"},
+    ),
     ("PATCH", "/triggers/{id}", {"config": {"channels": ["C0Y"]}, "prompt_template": "{{ text }}!"}),
     ("DELETE", "/triggers/{id}", None),
-    ("POST", "/triggers/{id}/invoke", {"context": {"text": "go", "title": "t", "body": "b", "number": 1}, "title": "by hand"}),
+    (
+        "POST",
+        "/triggers/{id}/invoke",
+        {"context": {"text": "go", "title": "t", "body": "b", "number": 1}, "title": "by hand"},
+    ),
     ("GET", "/policy", None),
-    ("PATCH", "/policy", {"max_sessions": 5, "reserve_5h_pct": 10, "reserve_7d_pct": 15.5, "gating_enabled": True,
-                          "preemption_enabled": True, "genesis_class_overrides": {"api": "priority", "command": None},
-                          "top_up_ceiling": 4, "top_up_stretch_minutes": 5, "top_up_cooldown_minutes": 20}),
+    (
+        "PATCH",
+        "/policy",
+        {
+            "max_sessions": 5,
+            "reserve_5h_pct": 10,
+            "reserve_7d_pct": 15.5,
+            "gating_enabled": True,
+            "preemption_enabled": True,
+            "genesis_class_overrides": {"api": "priority", "command": None},
+            "top_up_ceiling": 4,
+            "top_up_stretch_minutes": 5,
+            "top_up_cooldown_minutes": 20,
+        },
+    ),
     ("GET", "/holds", None),
     ("POST", "/chat", {"text": "queue all"}),
 ]
-path_values = st.one_of(st.integers(1, 12).map(str), st.sampled_from([str(v) for v in NASTY_INTS] + ["abc", "1.5", "1e3", "%00", "%F0%9F", "-0", " 1"]))
+path_values = st.one_of(
+    st.integers(1, 12).map(str),
+    st.sampled_from([str(v) for v in NASTY_INTS] + ["abc", "1.5", "1e3", "%00", "%F0%9F", "-0", " 1"]),
+)
 
 
 @st.composite
@@ -539,7 +723,10 @@ def api_calls(draw: st.DrawFn) -> tuple[str, str, bytes | None, dict[str, str]]:
     actor = draw(st.sampled_from([None, None, "alice", "bob", "mallory", "", "UOPS"]))
     # A person by their own token, mostly; now and then the shared token naming them (a 403).
     token = PERSONAL.get(actor or "", TOKEN) if draw(st.integers(0, 5)) else TOKEN
-    headers = {"Authorization": f"Bearer {token}", "Content-Type": draw(st.sampled_from(["application/json"] * 6 + ["text/plain", ""]))}
+    headers = {
+        "Authorization": f"Bearer {token}",
+        "Content-Type": draw(st.sampled_from(["application/json"] * 6 + ["text/plain", ""])),
+    }
     if actor is not None:
         headers["X-Pacer-Actor"] = actor
     # A retry's key, reused across bodies and callers, or past its rule (only POST /sessions reads it).

@@ -51,11 +51,18 @@ def test_a_leader_that_loses_its_lock_connection_steps_down_and_the_standby_lead
     first_elected.clear()
 
     with any_engine.connect() as conn:
-        killed = conn.execute(
-            text("SELECT pg_terminate_backend(pid) FROM pg_locks WHERE locktype = 'advisory' AND granted AND objid = :k "
-                 "AND database = (SELECT oid FROM pg_database WHERE datname = current_database())"),
-            {"k": LOCK_KEY},
-        ).scalars().all()
+        killed = (
+            conn.execute(
+                text(
+                    "SELECT pg_terminate_backend(pid) FROM pg_locks WHERE locktype = 'advisory' AND granted AND objid "
+                    "= :k "
+                    "AND database = (SELECT oid FROM pg_database WHERE datname = current_database())"
+                ),
+                {"k": LOCK_KEY},
+            )
+            .scalars()
+            .all()
+        )
     assert killed == [True]
 
     assert deposed.wait(5), "the leader did not notice it lost the lock"

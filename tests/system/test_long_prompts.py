@@ -35,20 +35,40 @@ BODY = "€" * 65_536
 
 
 @pytest.mark.parametrize("arguments", ["", "--file {prompt_file}", "{prompt}"])
-def test_a_65536_character_non_ascii_issue_body_reaches_the_agent_whole(engine: Engine, room: Path, arguments: str) -> None:
+def test_a_65536_character_non_ascii_issue_body_reaches_the_agent_whole(
+    engine: Engine, room: Path, arguments: str
+) -> None:
     settings = load({
         "GITHUB_WEBHOOK_SECRET": SECRET, "PACER_RUNNER": "command",
         "PACER_RUNNER_COMMAND": f"{agent_python()} {room / 'bin' / 'prompt_agent.py'} {arguments}",
         "PACER_WORKDIR": str(room / "work"), "PACER_WORKSPACES": str(room / "ws"), **custody_settings(room, "shipped"),
     }, toml_path=None)
-    ctx = context(engine, SystemClock(), VirtualDeferrer(VirtualClock(T0)), build_pool(settings, build_runner(settings, dict(os.environ))), wired=True,
-                  notifier=CompositeNotifier(LogNotifier()), runtimes=runtimes_from_settings(settings))
+    ctx = context(
+        engine,
+        SystemClock(),
+        VirtualDeferrer(VirtualClock(T0)),
+        build_pool(settings, build_runner(settings, dict(os.environ))),
+        wired=True,
+        notifier=CompositeNotifier(LogNotifier()),
+        runtimes=runtimes_from_settings(settings),
+    )
     with DBSession(engine) as db:
-        db.add(Trigger(name="issues", kind="github_issue", prompt_template="{{ body }}", scheduling_class="priority", created_at=T0))
+        db.add(
+            Trigger(
+                name="issues",
+                kind="github_issue",
+                prompt_template="{{ body }}",
+                scheduling_class="priority",
+                created_at=T0,
+            )
+        )
         db.commit()
     from bot.runtime.process import Pacer
 
-    app = create_app(Pacer(settings=settings, engine=engine, clock=ctx.clock, deferrer=ctx.ports.deferrer, ctx=ctx), start_scheduler=False)
+    app = create_app(
+        Pacer(settings=settings, engine=engine, clock=ctx.clock, deferrer=ctx.ports.deferrer, ctx=ctx),
+        start_scheduler=False,
+    )
     body = json.dumps(issue_payload("opened", repository="acme/api", number=3, body=BODY)).encode()
     with serving(app) as url, httpx.Client(base_url=url, timeout=10) as client:
         answer = client.post("/github/webhook", content=body, headers=headers("issues", body))
@@ -73,7 +93,9 @@ def test_a_prompt_too_long_for_one_argument_leaves_it_for_stdin_or_is_refused_sa
     assert alone.argv == ["agent", "-p", "--json"] and alone.stdin == long
     fits = build_argv(split_template("agent -p {prompt}", "T"), [], _turn("x" * (ARGUMENT_BYTES - 1)), tmp_path)
     assert fits.argv[-1] == "x" * (ARGUMENT_BYTES - 1) and fits.stdin is None
-    with pytest.raises(InvalidInput, match=r"the prompt is 131,071 bytes, past the 131,070 one command-line argument can hold") as info:
+    with pytest.raises(
+        InvalidInput, match=r"the prompt is 131,071 bytes, past the 131,070 one command-line argument can hold"
+    ) as info:
         build_argv(split_template("agent --prompt={prompt}", "T"), [], _turn(long), tmp_path)
     assert info.value.field == "prompt"
     as_file = build_argv(split_template("agent --file {prompt_file}", "T"), [], _turn(long), tmp_path)

@@ -57,7 +57,10 @@ def _environment(clone: Path) -> dict[str, str]:
     (Path(purelib) / "_borrowed_dependencies.pth").write_text("\n".join(dict.fromkeys(borrowed)) + "\n")
     env = {k: v for k, v in os.environ.items()
            if not k.startswith(("PACER_", "SLACK_", "GITHUB_", "PYTHON")) and k not in {"DATABASE_URL", "VIRTUAL_ENV"}}
-    return env | {"VIRTUAL_ENV": str(clone / ".venv"), "PATH": f"{clone / '.venv' / 'bin'}:{env.get('PATH', '/usr/bin:/bin')}"}
+    return env | {
+        "VIRTUAL_ENV": str(clone / ".venv"),
+        "PATH": f"{clone / '.venv' / 'bin'}:{env.get('PATH', '/usr/bin:/bin')}",
+    }
 
 
 def _port() -> int:

@@ -77,10 +77,14 @@ def test_a_standby_stores_its_alarms_and_only_the_leader_fires_them(any_engine: 
         listener.start()
         time.sleep(1)
     try:
-        SharedDeferrer(APSchedulerDeferrer(standby), standby, any_engine).schedule("recheck:7", datetime.now(UTC), fire, 7)
+        SharedDeferrer(APSchedulerDeferrer(standby), standby, any_engine).schedule(
+            "recheck:7", datetime.now(UTC), fire, 7
+        )
         if not postgres:
             assert not FIRED.wait(1)  # the standby's paused scheduler fires nothing...
-            assert _rows(any_engine, "SELECT id FROM apscheduler_jobs") == [("recheck:7",)]  # ...and kept it in the store
+            assert _rows(any_engine, "SELECT id FROM apscheduler_jobs") == [
+                ("recheck:7",)
+            ]  # ...and kept it in the store
             leader.start()
         assert FIRED.wait(10), "the leader never fired the standby's alarm"
         assert _until(lambda: _rows(any_engine, "SELECT id FROM apscheduler_jobs") == [], 5)  # fired once, and gone
@@ -122,7 +126,9 @@ class Replicas:
             "PACER_LOG_LEVEL": "INFO", **custody_settings(self.room, "shipped"), **self.settings,
         }
         log = (self.tmp / f"{name}.log").open("ab")
-        proc = subprocess.Popen([sys.executable, "-m", "bot.cli", "serve"], cwd=self.tmp, env=env, stdout=log, stderr=subprocess.STDOUT)
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "bot.cli", "serve"], cwd=self.tmp, env=env, stdout=log, stderr=subprocess.STDOUT
+        )
         self.procs.append(proc)
         self.ports.append(port)
         if not wait_until_up(f"http://127.0.0.1:{port}", 30, alive=lambda: proc.poll() is None):
@@ -131,13 +137,23 @@ class Replicas:
 
     def new(self, index: int, prompt: str, cls: str) -> int:
         api = f"http://127.0.0.1:{self.ports[index]}/api/v1/sessions"
-        r = httpx.post(api, json={"prompt": prompt, "scheduling_class": cls}, headers={"Authorization": f"Bearer {TOKEN}"}, timeout=10)
+        r = httpx.post(
+            api,
+            json={"prompt": prompt, "scheduling_class": cls},
+            headers={"Authorization": f"Bearer {TOKEN}"},
+            timeout=10,
+        )
         assert r.status_code == 201, r.text
         return int(r.json()["session"]["id"])
 
     def runs(self) -> list[tuple[int, int]]:
         """(session, turn) for every run the agent started, in order."""
-        lines = [line.split() for log in (self.room / "work").glob("session-*/runs.log") for line in log.read_text().splitlines() if line]
+        lines = [
+            line.split()
+            for log in (self.room / "work").glob("session-*/runs.log")
+            for line in log.read_text().splitlines()
+            if line
+        ]
         return [(int(s), int(t)) for s, t, _pid, _at in sorted(lines, key=lambda fields: float(fields[3]))]
 
     def logs(self, name: str) -> str:
@@ -175,9 +191,13 @@ def _rows(engine: Engine, sql: str, **params: object) -> list[tuple]:
 
 
 def _leader_pid(engine: Engine) -> int | None:
-    rows = _rows(engine, "SELECT a.pid FROM pg_locks l JOIN pg_stat_activity a ON a.pid = l.pid "
-                         "WHERE l.locktype = 'advisory' AND l.granted AND l.objid = :k "
-                         "AND l.database = (SELECT oid FROM pg_database WHERE datname = current_database())", k=LOCK_KEY)
+    rows = _rows(
+        engine,
+        "SELECT a.pid FROM pg_locks l JOIN pg_stat_activity a ON a.pid = l.pid "
+        "WHERE l.locktype = 'advisory' AND l.granted AND l.objid = :k "
+        "AND l.database = (SELECT oid FROM pg_database WHERE datname = current_database())",
+        k=LOCK_KEY,
+    )
     return int(rows[0][0]) if rows else None
 
 
@@ -200,12 +220,17 @@ def test_a_killed_leaders_turns_run_again_once_and_the_survivors_own_run_on(data
         replicas.procs[leader].wait(timeout=10)
         # The standby takes the lock within its retry interval, while its own turns still run.
         assert _until(lambda: _leader_pid(engine) not in (None, first_holder), 15), "the standby did not take over"
-        standing = _rows(engine, "SELECT count(*) FROM turns WHERE status = 'running' AND owner = :o", o=owners[on_standby[0]])
+        standing = _rows(
+            engine, "SELECT count(*) FROM turns WHERE status = 'running' AND owner = :o", o=owners[on_standby[0]]
+        )
         assert standing[0][0] > 0, "the standby's turns ended before it led: nothing here would show a double run"
 
         every = on_leader + on_standby
         done = lambda: _rows(engine, "SELECT count(*) FROM sessions WHERE status = 'done'")[0][0] == len(every)  # noqa: E731
-        assert _until(done, 40), (_rows(engine, "SELECT session_id, status, outcome, owner FROM turns ORDER BY id"), replicas.logs("standby")[-3000:])
+        assert _until(done, 40), (
+            _rows(engine, "SELECT session_id, status, outcome, owner FROM turns ORDER BY id"),
+            replicas.logs("standby")[-3000:],
+        )
     finally:
         replicas.stop()
 
@@ -223,7 +248,9 @@ def test_a_killed_leaders_turns_run_again_once_and_the_survivors_own_run_on(data
     assert sorted(s for s, _t in runs) == sorted(on_standby + on_leader * 2)
 
 
-def test_sessions_held_through_the_standby_have_one_recheck_and_its_queue_pass_runs_at_once(database_url: str, tmp_path: Path) -> None:
+def test_sessions_held_through_the_standby_have_one_recheck_and_its_queue_pass_runs_at_once(
+    database_url: str, tmp_path: Path
+) -> None:
     # A long lease: the leader's own next alarm (the lease sweep, every half lease) is 30 s
     # away, so a spot session starting sooner shows the standby's request woke the leader.
     replicas = Replicas(tmp_path, database_url, PACER_TURN_LEASE_SECONDS="60", PACER_MAX_SESSIONS="1")
@@ -233,14 +260,21 @@ def test_sessions_held_through_the_standby_have_one_recheck_and_its_queue_pass_r
         standby = replicas.serve("standby")
         busy = replicas.new(standby, "hold the only slot sleep=4", "priority")
         held = [replicas.new(standby, f"spot work {i}", "spot") for i in range(3)]
-        jobs = [job for (job,) in _rows(engine, "SELECT id FROM apscheduler_jobs WHERE id LIKE 'recheck:%' ORDER BY id")]
+        jobs = [
+            job for (job,) in _rows(engine, "SELECT id FROM apscheduler_jobs WHERE id LIKE 'recheck:%' ORDER BY id")
+        ]
         assert sorted(jobs) == sorted(f"recheck:{s}" for s in held)
-        reasons = _rows(engine, "SELECT hold_reason FROM sessions WHERE id IN (:a, :b, :c)", a=held[0], b=held[1], c=held[2])
+        reasons = _rows(
+            engine, "SELECT hold_reason FROM sessions WHERE id IN (:a, :b, :c)", a=held[0], b=held[1], c=held[2]
+        )
         assert reasons == [("fleet_at_cap",)] * 3
 
         every = [busy, *held]
         done = lambda: _rows(engine, "SELECT count(*) FROM sessions WHERE status = 'done'")[0][0] == len(every)  # noqa: E731
-        assert _until(done, 25), (_rows(engine, "SELECT session_id, status, started_at, finished_at FROM turns ORDER BY id"), replicas.logs("leader")[-3000:])
+        assert _until(done, 25), (
+            _rows(engine, "SELECT session_id, status, started_at, finished_at FROM turns ORDER BY id"),
+            replicas.logs("leader")[-3000:],
+        )
 
         # The database drops the leader's lock session (a restart, a network cut): the lock is
         # free for the standby at once, so the old leader must stop firing alarms, and does.
@@ -249,13 +283,20 @@ def test_sessions_held_through_the_standby_have_one_recheck_and_its_queue_pass_r
         cut = time.monotonic()
         assert _until(lambda: _leader_pid(engine) not in (None, holder), 10), "the standby did not take the freed lock"
         assert leader_address(engine) == f"http://127.0.0.1:{replicas.ports[standby]}"
-        assert _until(lambda: "stepping down to stand by" in replicas.logs("leader"), 5), replicas.logs("leader")[-3000:]
-        print(f"the lock's session dropped: the old leader stood down and the standby led {time.monotonic() - cut:.1f} s later")
+        assert _until(lambda: "stepping down to stand by" in replicas.logs("leader"), 5), replicas.logs("leader")[
+            -3000:
+        ]
+        print(
+            f"the lock's session dropped: the old leader stood down and the standby led {time.monotonic() - cut:.1f} "
+            f"s later"
+        )
     finally:
         replicas.stop()
 
     [(freed_at, busy_owner)] = _rows(engine, "SELECT finished_at, owner FROM turns WHERE session_id = :s", s=busy)
-    [(next_start, next_owner)] = _rows(engine, "SELECT started_at, owner FROM turns WHERE session_id <> :s ORDER BY started_at LIMIT 1", s=busy)
+    [(next_start, next_owner)] = _rows(
+        engine, "SELECT started_at, owner FROM turns WHERE session_id <> :s ORDER BY started_at LIMIT 1", s=busy
+    )
     engine.dispose()
     waited = (next_start - freed_at).total_seconds()
     print(f"a queue pass asked on the standby started the next turn on the leader {waited:.3f} s after the slot freed")

@@ -90,10 +90,17 @@ def test_restart_after_downtime_rearms_the_lost_recheck_once(tmp_path: Path, dat
     auth = {"Authorization": f"Bearer {TOKEN}"}
     server = _serve(tmp_path, port, database_url, "120", log)  # the priority turn holds the only slot
     try:
-        busy = httpx.post(f"{api}/sessions", json={"prompt": "priority work", "scheduling_class": "priority"}, headers=auth, timeout=10)
+        busy = httpx.post(
+            f"{api}/sessions",
+            json={"prompt": "priority work", "scheduling_class": "priority"},
+            headers=auth,
+            timeout=10,
+        )
         assert busy.status_code == 201, busy.text
         late, lost = (
-            httpx.post(f"{api}/sessions", json={"prompt": f"spot job {name}"}, headers=auth, timeout=10).json()["session"]["id"]
+            httpx.post(f"{api}/sessions", json={"prompt": f"spot job {name}"}, headers=auth, timeout=10).json()[
+                "session"
+            ]["id"]
             for name in ("late", "lost")
         )
     finally:
@@ -103,7 +110,9 @@ def test_restart_after_downtime_rearms_the_lost_recheck_once(tmp_path: Path, dat
     engine = _engine(database_url)
     try:
         with engine.connect() as conn:
-            held = conn.execute(text("SELECT id, hold_prompt FROM sessions WHERE hold_reason IS NOT NULL ORDER BY id")).all()
+            held = conn.execute(
+                text("SELECT id, hold_prompt FROM sessions WHERE hold_reason IS NOT NULL ORDER BY id")
+            ).all()
         assert [tuple(r) for r in held] == [(late, "spot job late"), (lost, "spot job lost")]
         fifteen_ago = datetime.now(UTC) - timedelta(minutes=15)
         _overdue(engine, late, fifteen_ago, keep_alarm=True)

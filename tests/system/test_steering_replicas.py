@@ -41,7 +41,9 @@ def _comment(body: str, number: int) -> dict[str, Any]:
     return payload
 
 
-def test_a_hold_placed_on_one_replica_and_lifted_on_the_other_20ms_later_is_lifted(database_url: str, tmp_path: Path) -> None:
+def test_a_hold_placed_on_one_replica_and_lifted_on_the_other_20ms_later_is_lifted(
+    database_url: str, tmp_path: Path
+) -> None:
     cluster = Cluster(tmp_path, database_url)
     engine = dbmod.make_engine(database_url)
     try:
@@ -50,7 +52,12 @@ def test_a_hold_placed_on_one_replica_and_lifted_on_the_other_20ms_later_is_lift
         a, b = cluster.urls["serve-a"], cluster.urls["serve-b"]
         with httpx.Client(timeout=10) as client, ThreadPoolExecutor(max_workers=2) as pool:
             trigger = {"name": "issues", "kind": "github_issue", "prompt_template": "{{ title }}"}
-            assert client.post(f"{a}/api/v1/triggers", json=trigger, headers={"Authorization": f"Bearer {TOKEN}"}).status_code == 201
+            assert (
+                client.post(
+                    f"{a}/api/v1/triggers", json=trigger, headers={"Authorization": f"Bearer {TOKEN}"}
+                ).status_code
+                == 201
+            )
             for number in range(1, PAIRS + 1):
                 assert _send(client, a if number % 2 else b, "issues", issue_payload(number=number)) == 202
             for number in range(1, PAIRS + 1):
@@ -59,8 +66,12 @@ def test_a_hold_placed_on_one_replica_and_lifted_on_the_other_20ms_later_is_lift
                 time.sleep(GAP_SECONDS)  # the gap is the scenario, not a wait for anything
                 lifted = pool.submit(_send, client, second, "issue_comment", _comment("/hold cancel", number))
                 assert (placed.result(), lifted.result()) == (202, 202)
-        settled = lambda: rows(engine, "SELECT count(*) FROM operator_holds WHERE released_at IS NOT NULL")[0][0] == PAIRS  # noqa: E731
-        assert until(settled, 10), rows(engine, "SELECT id, selector_value, released_at FROM operator_holds ORDER BY id")
+        settled = lambda: (  # noqa: E731
+            rows(engine, "SELECT count(*) FROM operator_holds WHERE released_at IS NOT NULL")[0][0] == PAIRS
+        )
+        assert until(settled, 10), rows(
+            engine, "SELECT id, selector_value, released_at FROM operator_holds ORDER BY id"
+        )
         assert rows(engine, "SELECT count(*) FROM operator_holds")[0][0] == PAIRS
         assert rows(engine, "SELECT count(*) FROM sessions WHERE hold_reason = 'operator_hold'") == [(0,)]
     finally:

@@ -56,21 +56,44 @@ def remote(tmp_path: Path) -> Path:
 def _pacer(engine: Engine, room: Path, github: FakeGithub, remote: Path, **extra: str) -> Pacer:
     """Pacer with the command runner in the custody that ships: the agent runs as its own user (the
     tests run as root) and in the sandbox where this machine has one."""
-    settings = load({
-        "GITHUB_WEBHOOK_SECRET": SECRET, "GITHUB_TOKEN": TOKEN, "GITHUB_API_URL": github.url + "/",
-        "PACER_RUNNER": "command", "PACER_RUNNER_COMMAND": f"{agent_python()} {room / 'bin' / AGENT.name} {{prompt}}",
-        "PACER_WORKSPACES": str(room / "ws"), "PACER_GIT_REMOTE": f"file://{remote}/{{repository}}.git",
-        "PACER_WORKDIR": str(room / "work"), "PACER_MAX_BODY_BYTES": "131072", **custody_settings(room, "shipped"), **extra,
-    }, toml_path=None)
+    settings = load(
+        {
+            "GITHUB_WEBHOOK_SECRET": SECRET,
+            "GITHUB_TOKEN": TOKEN,
+            "GITHUB_API_URL": github.url + "/",
+            "PACER_RUNNER": "command",
+            "PACER_RUNNER_COMMAND": f"{agent_python()} {room / 'bin' / AGENT.name} {{prompt}}",
+            "PACER_WORKSPACES": str(room / "ws"),
+            "PACER_GIT_REMOTE": f"file://{remote}/{{repository}}.git",
+            "PACER_WORKDIR": str(room / "work"),
+            "PACER_MAX_BODY_BYTES": "131072",
+            **custody_settings(room, "shipped"),
+            **extra,
+        },
+        toml_path=None,
+    )
     # The agent inherits a process environment that holds the token, as production's would.
     runner = build_runner(settings, {**os.environ, "GITHUB_TOKEN": TOKEN, "HOME": str(room)}, engine=engine)
     ctx = context(engine, SystemClock(), VirtualDeferrer(VirtualClock(T0)), build_pool(settings, runner), wired=True,
                   notifier=CompositeNotifier(LogNotifier()), runtimes=runtimes_from_settings(settings))
     with DBSession(engine) as db:
-        db.add(Trigger(name="label", kind="github_label", prompt_template="Fix {{ repository }}#{{ number }}: {{ title }}",
-                       created_at=ctx.clock.now()))
-        db.add(Trigger(name="work", kind="slack", prompt_template="{{ text }}", config={"channels": ["C0WORK"], "repository": "acme/api"},
-                       created_at=ctx.clock.now()))
+        db.add(
+            Trigger(
+                name="label",
+                kind="github_label",
+                prompt_template="Fix {{ repository }}#{{ number }}: {{ title }}",
+                created_at=ctx.clock.now(),
+            )
+        )
+        db.add(
+            Trigger(
+                name="work",
+                kind="slack",
+                prompt_template="{{ text }}",
+                config={"channels": ["C0WORK"], "repository": "acme/api"},
+                created_at=ctx.clock.now(),
+            )
+        )
         db.commit()
     return Pacer(settings=settings, engine=engine, clock=ctx.clock, deferrer=ctx.ports.deferrer, ctx=ctx)
 
@@ -136,14 +159,23 @@ def test_a_label_becomes_a_branch_a_draft_pull_request_and_the_whole_answer(
         for who, association in (("eve", "NONE"), ("bob", "COLLABORATOR")):
             said = json.dumps(comment_payload(f"{who}: also log it", repository="acme/api", number=7, commenter=who,
                                               association=association)).encode()
-            assert client.post("/github/webhook", content=said, headers=headers("issue_comment", said)).status_code == 202
+            assert (
+                client.post("/github/webhook", content=said, headers=headers("issue_comment", said)).status_code == 202
+            )
         _wait("the second turn's result", lambda: "Turn 2 done" in comment_text(github))
     bare = remote / "acme" / "api.git"
-    assert git("--git-dir", str(bare), "log", "--format=%s", BRANCH).splitlines() == ["Record turn 2", "Record turn 1", "first"]
+    assert git("--git-dir", str(bare), "log", "--format=%s", BRANCH).splitlines() == [
+        "Record turn 2",
+        "Record turn 1",
+        "first",
+    ]
     (number,) = github.pulls
     assert "Turn 2 done" in github.pulls[number]["body"]
     with DBSession(engine) as db:
-        assert [t.prompt for t in db.exec(select(Turn).order_by(col(Turn.id)))] == ["Fix acme/api#7: Record every turn", "bob: also log it"]
+        assert [t.prompt for t in db.exec(select(Turn).order_by(col(Turn.id)))] == [
+            "Fix acme/api#7: Record every turn",
+            "bob: also log it",
+        ]
     assert "| Turns | 2 |" in comment_text(github) and len(github.comments) == 1
 
     # The token reached git for the push alone: not the worktree's config, not the agent.
@@ -159,17 +191,33 @@ def test_a_label_becomes_a_branch_a_draft_pull_request_and_the_whole_answer(
 def test_a_slack_message_gets_the_whole_answer_in_its_thread(
     engine: Engine, room: Path, github: FakeGithub, remote: Path, mock: MockSlack
 ) -> None:
-    env = {"SLACK_BOT_TOKEN": BOT_TOKEN, "SLACK_SIGNING_SECRET": SIGNING_SECRET, "SLACK_API_URL": mock.api_url, "PACER_ROSTER": "UMEM=member"}
+    env = {
+        "SLACK_BOT_TOKEN": BOT_TOKEN,
+        "SLACK_SIGNING_SECRET": SIGNING_SECRET,
+        "SLACK_API_URL": mock.api_url,
+        "PACER_ROSTER": "UMEM=member",
+    }
     pacer = _pacer(engine, room, github, remote, **env)
     app = create_app(pacer, start_scheduler=False)
     server = PacerServer(app).start()
     client = SlackClient(server.url, app.state.slack, mock)
     try:
-        message = {"type": "message", "channel": "C0WORK", "user": "UMEM", "text": "Record every turn", "ts": "1790000000.000100",
-                   "channel_type": "channel"}
+        message = {
+            "type": "message",
+            "channel": "C0WORK",
+            "user": "UMEM",
+            "text": "Record every turn",
+            "ts": "1790000000.000100",
+            "channel_type": "channel",
+        }
         assert client.event(message, event_id="Ev0WORK1").status_code == 200
-        posts = _wait("the answer in the thread", lambda: [c for c in mock.calls_to("chat.postMessage") if "is done." in c.body["text"]]
-                      and mock.calls_to("chat.postMessage"))
+        posts = _wait(
+            "the answer in the thread",
+            lambda: (
+                [c for c in mock.calls_to("chat.postMessage") if "is done." in c.body["text"]]
+                and mock.calls_to("chat.postMessage")
+            ),
+        )
     finally:
         client.close()
         server.stop()
@@ -183,7 +231,9 @@ def test_a_slack_message_gets_the_whole_answer_in_its_thread(
     assert all(len(block["text"]["text"]) <= 3000 for body in done for block in body["blocks"])
     lines = "\n".join(body["text"] for body in done).splitlines()
     answer = "\n".join(line.removeprefix("> ") for line in lines if line.startswith("> "))
-    assert len(output) == RESULT_CHARS and answer == output.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+    assert len(output) == RESULT_CHARS and answer == output.replace("&", "&amp;").replace("<", "&lt;").replace(
+        ">", "&gt;"
+    )
     (number,) = github.pulls
     assert f"<https://github.com/acme/api/pull/{number}|pull request #{number}>" in done[-1]["text"]
 

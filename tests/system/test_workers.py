@@ -28,7 +28,17 @@ import httpx
 import pytest
 
 from scheduler.store import db as dbmod
-from tests.support.cluster import LEASE_SECONDS, ROOT, TOKEN, Cluster, HeldSample, held_sample, rows, scratch_database, until
+from tests.support.cluster import (
+    LEASE_SECONDS,
+    ROOT,
+    TOKEN,
+    Cluster,
+    HeldSample,
+    held_sample,
+    rows,
+    scratch_database,
+    until,
+)
 from tests.support.custody_support import agent_processes
 from tests.support.slack_mock import BOT_USER_ID, MockSlack, event_body, signed_headers
 
@@ -73,7 +83,9 @@ def test_a_killed_leader_and_a_killed_worker_leave_every_attempt_run_once(databa
         watcher.start()
         with httpx.Client(timeout=10) as client:
             def send(i: int, serve: str) -> int:
-                return cluster.new(client, serve, f"work {i} sleep={0.5 + (i % 4) * 0.1}", "priority" if i % 3 == 0 else "spot")
+                return cluster.new(
+                    client, serve, f"work {i} sleep={0.5 + (i % 4) * 0.1}", "priority" if i % 3 == 0 else "spot"
+                )
 
             sessions = [send(i, ("serve-a", "serve-b")[i % 2]) for i in range(BEFORE_KILL)]
             assert until(lambda: len(cluster.runs()) >= 12, 20), cluster.logs("worker-a")[-3000:]
@@ -83,23 +95,35 @@ def test_a_killed_leader_and_a_killed_worker_leave_every_attempt_run_once(databa
             killed_leader_at = time.monotonic()
             sessions += [send(i, survivor) for i in range(BEFORE_KILL, SESSIONS)]
         # The standby takes the lock within its retry interval (ten seconds) of the leader's end.
-        assert until(lambda: cluster.leader(engine) == survivor, 15), (cluster.leader(engine), cluster.logs(survivor)[-3000:])
+        assert until(lambda: cluster.leader(engine) == survivor, 15), (
+            cluster.leader(engine),
+            cluster.logs(survivor)[-3000:],
+        )
         takeover = time.monotonic() - killed_leader_at
         phase[0] = "taken over"
 
         def victims_running() -> list[tuple]:
             # The turns it claimed, and those whose job it had taken but not yet claimed.
-            return rows(engine, "SELECT t.id, t.session_id, t.owner FROM turns t LEFT JOIN procrastinate_jobs j ON j.id = t.job_id "
-                                "WHERE t.status = 'running' AND (t.owner LIKE :o OR (t.owner IS NULL AND j.status = 'doing' AND j.worker_id IN "
-                                "(SELECT j.worker_id FROM turns t JOIN procrastinate_jobs j ON j.id = t.job_id WHERE t.owner LIKE :o)))",
-                        o=f"%:{victim}:%")
+            return rows(
+                engine,
+                "SELECT t.id, t.session_id, t.owner FROM turns t LEFT JOIN procrastinate_jobs j ON j.id = t.job_id "
+                "WHERE t.status = 'running' AND (t.owner LIKE :o OR (t.owner IS NULL AND j.status = 'doing' AND "
+                "j.worker_id IN "
+                "(SELECT j.worker_id FROM turns t JOIN procrastinate_jobs j ON j.id = t.job_id WHERE t.owner LIKE "
+                ":o)))",
+                o=f"%:{victim}:%",
+            )
 
         def victims_agents() -> set[int]:
-            return {turn for turn, _s, owner in victims_running() if owner is not None} & {turn for _s, turn in cluster.runs()}
+            return {turn for turn, _s, owner in victims_running() if owner is not None} & {
+                turn for _s, turn in cluster.runs()
+            }
 
         # Three agents at once on the victim makes the kill cut several short; on a loaded machine
         # its jobs may run one or two at a time, and one cut short still shows the recovery.
-        assert until(lambda: len(victims_agents()) >= 3, 20) or until(lambda: len(victims_agents()) >= 1, 20), cluster.logs("worker-a")[-3000:]
+        assert until(lambda: len(victims_agents()) >= 3, 20) or until(lambda: len(victims_agents()) >= 1, 20), (
+            cluster.logs("worker-a")[-3000:]
+        )
         cluster.procs["worker-a"].send_signal(signal.SIGKILL)
         killed_worker_at = time.time()
         cluster.procs["worker-a"].wait(timeout=10)
@@ -113,8 +137,13 @@ def test_a_killed_leader_and_a_killed_worker_leave_every_attempt_run_once(databa
         assert until(all_done, 90), (
             rows(engine, "SELECT id, status, hold_reason FROM sessions WHERE status <> 'done'"),
             rows(engine, "SELECT id, session_id, status, outcome, owner, job_id FROM turns WHERE status = 'running'"),
-            rows(engine, "SELECT id, status, worker_id, abort_requested FROM procrastinate_jobs WHERE status IN ('todo', 'doing')"),
-            cluster.logs(survivor)[-2000:], cluster.logs("worker-b")[-2000:],
+            rows(
+                engine,
+                "SELECT id, status, worker_id, abort_requested FROM procrastinate_jobs WHERE status IN ('todo', "
+                "'doing')",
+            ),
+            cluster.logs(survivor)[-2000:],
+            cluster.logs("worker-b")[-2000:],
         )
         took = time.monotonic() - began
     finally:
@@ -131,7 +160,9 @@ def test_a_killed_leader_and_a_killed_worker_leave_every_attempt_run_once(databa
     claimed = {turn_id for _s, turn_id, _st, _o, owner, _at in turns if owner is not None}
     assert set(counted) <= claimed  # nothing ran that no worker claimed
     done = [(session, turn_id) for session, turn_id, status, _o, _w, _at in turns if status == "done"]
-    assert len(done) == SESSIONS and all(counted[turn_id] == 1 for _s, turn_id in done)  # each session's last attempt ran, once
+    assert len(done) == SESSIONS and all(
+        counted[turn_id] == 1 for _s, turn_id in done
+    )  # each session's last attempt ran, once
     by_session: dict[int, list[tuple[str, str | None]]] = {}
     for session, _turn, status, outcome, _owner, _at in turns:
         by_session.setdefault(session, []).append((status, outcome))
@@ -139,25 +170,39 @@ def test_a_killed_leader_and_a_killed_worker_leave_every_attempt_run_once(databa
     for _turn_id, session in lost:  # taken from the dead worker (its agent started or not yet), run once more
         assert by_session[session] == [("failed", "interrupted"), ("done", "success")], by_session[session]
     untouched = set(sessions) - {session for _t, session in lost}
-    assert all(by_session[s] == [("done", "success")] for s in untouched), {s: by_session[s] for s in untouched if by_session[s] != [("done", "success")]}
+    assert all(by_session[s] == [("done", "success")] for s in untouched), {
+        s: by_session[s] for s in untouched if by_session[s] != [("done", "success")]
+    }
 
     # Every held session had exactly one re-check, due when its hold says, in every look taken.
     assert [sample.wrong for _phase, sample in samples if sample.wrong] == []
-    held = {name: {s for seen, sample in samples if seen == name for s in sample.held} for name in ("led", "leaderless", "taken over")}
+    held = {
+        name: {s for seen, sample in samples if seen == name for s in sample.held}
+        for name in ("led", "leaderless", "taken over")
+    }
     looks = Counter(seen for seen, _sample in samples)
     assert held["leaderless"] | held["taken over"], (
         f"no session was held after the leader's kill: the re-check count shows nothing ({dict(looks)} looks, "
         f"{ {name: len(ids) for name, ids in held.items()} } held, {len(failures)} failed looks: {failures[:3]})")
 
     started = cluster.started_at()
-    again = [turn_id for session, turn_id, status, _o, _w, _at in turns if status == "done" and session in {s for _t, s in lost}]
+    again = [
+        turn_id
+        for session, turn_id, status, _o, _w, _at in turns
+        if status == "done" and session in {s for _t, s in lost}
+    ]
     recovery = max(started[turn_id] - killed_worker_at for turn_id in again)
     cut = sum(counted[turn_id] for turn_id, _s in lost)
     assert cut > 0, "the kill cut no agent short: this run shows no turn lost mid-run"
-    print(f"{SESSIONS} sessions, {len(runs)} runs for {len(turns)} turns; {len(samples)} looks saw held sessions, each with "
-          f"one re-check: {', '.join(f'{len(ids)} {name}' for name, ids in held.items())}; the standby led {takeover:.1f} s "
-          f"after the kill; a SIGKILLed worker's {len(lost)} turns ({cut} with their agent started) ran again on the other within {recovery:.1f} s "
-          f"of its kill (lease {LEASE_SECONDS} s); test {took:.1f} s")
+    print(
+        f"{SESSIONS} sessions, {len(runs)} runs for {len(turns)} turns; {len(samples)} looks saw held sessions, each "
+        f"with "
+        f"one re-check: {', '.join(f'{len(ids)} {name}' for name, ids in held.items())}; the standby led "
+        f"{takeover:.1f} s "
+        f"after the kill; a SIGKILLed worker's {len(lost)} turns ({cut} with their agent started) ran again on the "
+        f"other within {recovery:.1f} s "
+        f"of its kill (lease {LEASE_SECONDS} s); test {took:.1f} s"
+    )
     assert recovery < LEASE_SECONDS * 3 + 5
 
 
@@ -182,7 +227,9 @@ def test_fly_and_compose_run_workers_beside_the_replicas() -> None:
             assert (settings.turn_queue, settings.sqlite) == ("procrastinate", False), name
 
 
-def test_an_archive_halts_a_turn_on_a_worker_and_a_stopping_worker_hands_its_turn_back(database_url: str, tmp_path: Path) -> None:
+def test_an_archive_halts_a_turn_on_a_worker_and_a_stopping_worker_hands_its_turn_back(
+    database_url: str, tmp_path: Path
+) -> None:
     cluster = Cluster(tmp_path, database_url)
     engine = dbmod.make_engine(database_url)
     try:
@@ -192,7 +239,10 @@ def test_an_archive_halts_a_turn_on_a_worker_and_a_stopping_worker_hands_its_tur
             archived = cluster.new(client, "serve", "archived mid-turn sleep=60", "priority")
             handed = cluster.new(client, "serve", "handed back sleep=60", "priority")
             assert until(lambda: len(cluster.runs()) == 2, 20), cluster.logs("worker-a")[-3000:]
-            r = client.post(f"{cluster.urls['serve']}/api/v1/sessions/{archived}/archive", headers={"Authorization": f"Bearer {TOKEN}"})
+            r = client.post(
+                f"{cluster.urls['serve']}/api/v1/sessions/{archived}/archive",
+                headers={"Authorization": f"Bearer {TOKEN}"},
+            )
             assert r.status_code == 200, r.text
             asked = time.monotonic()
             halted = lambda: rows(engine, "SELECT status FROM turns WHERE session_id = :s", s=archived) == [("halted",)]  # noqa: E731
@@ -205,7 +255,10 @@ def test_an_archive_halts_a_turn_on_a_worker_and_a_stopping_worker_hands_its_tur
         assert first[0] == ("failed", "interrupted"), first
         cluster.worker("worker-b")
         done = lambda: rows(engine, "SELECT status FROM sessions WHERE id = :s", s=handed) == [("done",)]  # noqa: E731
-        assert until(done, 20), (rows(engine, "SELECT id, status, outcome, owner, job_id FROM turns"), cluster.logs("worker-b")[-2000:])
+        assert until(done, 20), (
+            rows(engine, "SELECT id, status, outcome, owner, job_id FROM turns"),
+            cluster.logs("worker-b")[-2000:],
+        )
     finally:
         cluster.stop()
     turns = rows(engine, "SELECT session_id, id, status, outcome FROM turns ORDER BY id")
@@ -228,16 +281,34 @@ def test_a_turn_a_worker_ends_is_told_in_its_slack_thread(database_url: str, tmp
     try:
         cluster.serve("app", **slack)
         cluster.worker("worker", **slack)
-        body = event_body({"type": "app_mention", "channel": "C0WORK", "user": "UMEM", "text": f"<@{BOT_USER_ID}> say hello",
-                           "ts": ts}, event_id="Ev0WORKER")
+        body = event_body(
+            {
+                "type": "app_mention",
+                "channel": "C0WORK",
+                "user": "UMEM",
+                "text": f"<@{BOT_USER_ID}> say hello",
+                "ts": ts,
+            },
+            event_id="Ev0WORKER",
+        )
         answer = httpx.post(f"{cluster.urls['app']}/slack/events", content=body,
                             headers=signed_headers(secret, body, content_type="application/json"), timeout=10)
         assert answer.status_code == 200, answer.text
         try:
-            done = mock.wait_for(lambda calls: [c for c in calls if c.method == "chat.postMessage"
-                                                and c.body.get("thread_ts") == ts and "is done." in str(c.body.get("text"))], timeout=45)
+            done = mock.wait_for(
+                lambda calls: [
+                    c
+                    for c in calls
+                    if c.method == "chat.postMessage"
+                    and c.body.get("thread_ts") == ts
+                    and "is done." in str(c.body.get("text"))
+                ],
+                timeout=45,
+            )
         except AssertionError as exc:
-            raise AssertionError(f"{exc}\n--- app\n{cluster.logs('app')[-3000:]}\n--- worker\n{cluster.logs('worker')[-3000:]}") from None
+            raise AssertionError(
+                f"{exc}\n--- app\n{cluster.logs('app')[-3000:]}\n--- worker\n{cluster.logs('worker')[-3000:]}"
+            ) from None
     finally:
         cluster.stop()
     assert cluster.runs() and "> ok" in str(done[0].body["text"])
@@ -263,7 +334,9 @@ print(json.dumps({"type": "result", "is_error": False, "result": "resumed" if re
 """
 
 
-def test_a_turn_cut_off_with_its_worker_re_runs_with_resume_of_the_conversation_it_began(database_url: str, tmp_path: Path) -> None:
+def test_a_turn_cut_off_with_its_worker_re_runs_with_resume_of_the_conversation_it_began(
+    database_url: str, tmp_path: Path
+) -> None:
     """A first turn has no agent session id until its agent says one: the worker records it from
     the agent's init line, is killed mid-turn, and the turn recovered on another worker is run
     with `--resume` of that conversation rather than from scratch."""
@@ -278,10 +351,17 @@ def test_a_turn_cut_off_with_its_worker_re_runs_with_resume_of_the_conversation_
             session = cluster.new(client, "serve", "a long first turn", "priority")
 
         def said() -> list[tuple]:
-            return rows(engine, "SELECT s.agent_session_id, t.id, t.status FROM sessions s JOIN turns t ON t.session_id = s.id "
-                                 "WHERE s.id = :s AND s.agent_session_id IS NOT NULL", s=session)
+            return rows(
+                engine,
+                "SELECT s.agent_session_id, t.id, t.status FROM sessions s JOIN turns t ON t.session_id = s.id "
+                "WHERE s.id = :s AND s.agent_session_id IS NOT NULL",
+                s=session,
+            )
 
-        assert until(lambda: said() != [], 30), (cluster.logs("worker-a")[-3000:], rows(engine, "SELECT id, status FROM turns"))
+        assert until(lambda: said() != [], 30), (
+            cluster.logs("worker-a")[-3000:],
+            rows(engine, "SELECT id, status FROM turns"),
+        )
         [(conversation, first, status)] = said()
         assert (conversation, status) == (f"conv-{session}-{first}", "running")  # heard mid-turn, before any result
         cluster.procs["worker-a"].send_signal(signal.SIGKILL)
@@ -291,7 +371,10 @@ def test_a_turn_cut_off_with_its_worker_re_runs_with_resume_of_the_conversation_
         assert until(lambda: not agent_processes(cluster.agent), 6), agent_processes(cluster.agent)
         cluster.worker("worker-b")
         done = lambda: rows(engine, "SELECT status FROM sessions WHERE id = :s", s=session) == [("done",)]  # noqa: E731
-        assert until(done, 30), (rows(engine, "SELECT id, status, outcome, owner FROM turns"), cluster.logs("worker-b")[-2000:])
+        assert until(done, 30), (
+            rows(engine, "SELECT id, status, outcome, owner FROM turns"),
+            cluster.logs("worker-b")[-2000:],
+        )
         recovered = time.monotonic() - killed
     finally:
         cluster.stop()

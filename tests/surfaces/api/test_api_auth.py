@@ -30,7 +30,10 @@ def test_a_missing_or_wrong_token_is_401_and_says_which(api) -> None:
     assert missing.headers["www-authenticate"] == "Bearer"
     assert "missing bearer token" in missing.json()["message"]
     wrong = api.get("/sessions", token=TOKEN + "x")
-    assert wrong.status_code == 401 and wrong.json() == {"error": "unauthorized", "message": "the bearer token is not valid"}
+    assert wrong.status_code == 401 and wrong.json() == {
+        "error": "unauthorized",
+        "message": "the bearer token is not valid",
+    }
     basic = api.client.get("/api/v1/sessions", headers={"Authorization": f"Basic {TOKEN}"})
     assert basic.status_code == 401 and "missing bearer token" in basic.json()["message"]
 
@@ -38,7 +41,9 @@ def test_a_missing_or_wrong_token_is_401_and_says_which(api) -> None:
 def test_the_token_is_checked_before_the_body_is_parsed(api) -> None:
     r = api.client.post("/api/v1/sessions", content=b"{not json", headers={"Content-Type": "application/json"})
     assert r.status_code == 401
-    r = api.client.post("/api/v1/sessions", content=b"{not json", headers={**api.headers(), "Content-Type": "application/json"})
+    r = api.client.post(
+        "/api/v1/sessions", content=b"{not json", headers={**api.headers(), "Content-Type": "application/json"}
+    )
     assert r.status_code == 422 and r.json()["error"] == "invalid_input"
 
 
@@ -48,13 +53,20 @@ def test_the_shared_token_naming_an_actor_is_403_saying_whose_token_to_send(api)
             "/api/v1/sessions", headers={"Authorization": f"Bearer {TOKEN}", "X-Pacer-Actor": someone})
         assert r.status_code == 403
         assert r.json()["error"] == "forbidden"
-        assert f"speaks as 'api token', not for '{someone}'" in r.json()["message"] and "PACER_API_TOKENS" in r.json()["message"]
+        assert (
+            f"speaks as 'api token', not for '{someone}'" in r.json()["message"]
+            and "PACER_API_TOKENS" in r.json()["message"]
+        )
 
 
 def test_a_member_cannot_change_policy_or_triggers_and_is_told_the_role_needed(api) -> None:
     r = api.patch("/policy", {"max_sessions": 4}, actor="bob")
     assert r.status_code == 403 and "operator role" in r.json()["message"] and "bob is a member" in r.json()["message"]
-    r = api.post("/triggers", {"name": "t", "kind": "schedule", "prompt_template": "sweep", "config": {"cron": "0 9 * * *"}}, actor="bob")
+    r = api.post(
+        "/triggers",
+        {"name": "t", "kind": "schedule", "prompt_template": "sweep", "config": {"cron": "0 9 * * *"}},
+        actor="bob",
+    )
     assert r.status_code == 403
     assert api.get("/triggers").json()["count"] == 0
     assert api.get("/policy").json()["policy"]["max_sessions"] == 2  # unchanged
@@ -170,5 +182,9 @@ def test_chat_with_the_shared_token_acts_as_the_api_token_with_its_role_as_every
     assert api.post("/chat", {"text": "reply 1 also the docs"}, actor="alice").json()["ok"] is True
     # A person keeps their own role: a member is refused the operator's command.
     refused = api.post("/chat", {"text": "policy set max_sessions=5"}, actor="bob").json()
-    assert refused["ok"] is False and "needs the operator role" in refused["text"] and "you are a member" in refused["text"]
+    assert (
+        refused["ok"] is False
+        and "needs the operator role" in refused["text"]
+        and "you are a member" in refused["text"]
+    )
     assert api.get("/policy").json()["policy"]["max_sessions"] == 4

@@ -61,7 +61,11 @@ def test_the_same_key_with_another_body_is_a_422_naming_the_header(api: Any, any
     other = create(api, {"prompt": "fix the logout test"})
     assert other.status_code == 422 and other.json()["field"] == "Idempotency-Key", other.text
     message = other.json()["message"]
-    assert f"'{KEY}' was sent at 2026-11-02 09:00 UTC with another request body (it made session #{first.json()['session']['id']})" in message
+    assert (
+        f"'{KEY}' was sent at 2026-11-02 09:00 UTC with another request body (it made session "
+        f"#{first.json()['session']['id']})"
+        in message
+    )
     assert "send that body again, or a new key for a new request" in message
     assert sessions(any_engine) == 1
 
@@ -69,12 +73,16 @@ def test_the_same_key_with_another_body_is_a_422_naming_the_header(api: Any, any
 def test_a_key_is_its_callers_own_and_no_key_is_no_promise(api: Any, any_engine: Engine) -> None:
     ids = {create(api, {"prompt": "p"}, actor=actor).json()["session"]["id"] for actor in (None, "alice", "bob")}
     assert len(ids) == 3
-    assert create(api, {"prompt": "p"}, key=None).status_code == create(api, {"prompt": "p"}, key=None).status_code == 201
+    assert (
+        create(api, {"prompt": "p"}, key=None).status_code == create(api, {"prompt": "p"}, key=None).status_code == 201
+    )
     assert sessions(any_engine) == 5
 
 
 @pytest.mark.parametrize("key", ["", "a" * 256, "has space", "é", "a,b", '"open', '""', "x\"y"])
-def test_a_key_past_the_rule_is_a_422_naming_the_header_and_makes_nothing(api: Any, any_engine: Engine, key: str) -> None:
+def test_a_key_past_the_rule_is_a_422_naming_the_header_and_makes_nothing(
+    api: Any, any_engine: Engine, key: str
+) -> None:
     refused = create(api, {"prompt": "p"}, key=key)
     assert refused.status_code == 422 and refused.json()["field"] == "Idempotency-Key", refused.text
     assert sessions(any_engine) == 0
@@ -120,11 +128,21 @@ def test_retries_sent_at_once_make_one_session(api: Any, any_engine: Engine) -> 
     assert all("has not been answered yet" in a.json()["message"] for a in answers if a.status_code == 409)
 
 
-def test_a_key_whose_answer_was_lost_to_a_crash_names_the_session_it_made(api: Any, any_engine: Engine, clock: Any) -> None:
+def test_a_key_whose_answer_was_lost_to_a_crash_names_the_session_it_made(
+    api: Any, any_engine: Engine, clock: Any
+) -> None:
     # What a kill -9 between the session's commit and its answer leaves: the key, its session, no answer.
     session_id = create(api, {"prompt": "p"}, key=None).json()["session"]["id"]
     with session_scope(any_engine) as db:
-        db.add(IdempotencyKey(caller="api token", key="lost", fingerprint=_fingerprint({"prompt": "p"}), session_id=session_id, created_at=clock.now()))
+        db.add(
+            IdempotencyKey(
+                caller="api token",
+                key="lost",
+                fingerprint=_fingerprint({"prompt": "p"}),
+                session_id=session_id,
+                created_at=clock.now(),
+            )
+        )
     answer = create(api, {"prompt": "p"}, key="lost")
     assert answer.status_code == 409 and f"made session #{session_id}" in answer.json()["message"], answer.text
     assert f"GET /api/v1/sessions/{session_id}" in answer.json()["message"]

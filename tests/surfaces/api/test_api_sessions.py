@@ -120,7 +120,11 @@ def test_patch_refusals_say_what_is_wrong(api) -> None:
     assert empty.status_code == 422 and "at least one of" in empty.json()["message"]
     assert api.post(f"/sessions/{sid}/archive").status_code == 200
     finished = api.patch(f"/sessions/{sid}", {"precedence": 5})
-    assert finished.status_code == 409 and finished.json()["error"] == "conflict" and "archived" in finished.json()["message"]
+    assert (
+        finished.status_code == 409
+        and finished.json()["error"] == "conflict"
+        and "archived" in finished.json()["message"]
+    )
 
 
 def test_start_now_asks_the_gate_again_and_says_so(api) -> None:
@@ -138,7 +142,11 @@ def test_start_now_asks_the_gate_again_and_says_so(api) -> None:
 def test_archive_ends_a_running_session_and_a_second_archive_is_409(api) -> None:
     sid = create(api)["session"]["id"]
     r = api.post(f"/sessions/{sid}/archive")
-    assert r.status_code == 200 and r.json()["previous_status"] == "running" and r.json()["session"]["status"] == "archived"
+    assert (
+        r.status_code == 200
+        and r.json()["previous_status"] == "running"
+        and r.json()["session"]["status"] == "archived"
+    )
     again = api.post(f"/sessions/{sid}/archive")
     assert again.status_code == 409 and "already archived" in again.json()["message"]
 

@@ -36,7 +36,8 @@ def test_a_personal_token_acts_as_its_holder_and_refuses_to_speak_for_another(ap
     refused = as_token(api, "POST", "/sessions", bob, actor="alice", json={"prompt": "as alice"})
     assert refused.status_code == 403 and refused.json()["error"] == "forbidden"
     assert refused.json()["message"] == (
-        "X-Pacer-Actor: this token is bob's and speaks only for them, not for 'alice'; leave X-Pacer-Actor out or send alice's own token"
+        "X-Pacer-Actor: this token is bob's and speaks only for them, not for 'alice'; leave X-Pacer-Actor out or "
+        "send alice's own token"
     )
     assert api.get("/sessions").json()["count"] == 2  # the refused call made nothing
     # Bob is a member whatever he names; alice, an operator, is audited as herself.
@@ -97,13 +98,26 @@ def test_no_token_is_logged_shown_or_kept_in_the_clear(api, caplog) -> None:
 @pytest.mark.parametrize(
     ("tokens", "says"),
     [
-        ("bob=tiny1", "PACER_API_TOKENS: bob's token is shorter than 16 characters; make one with `openssl rand -hex 24`"),
+        (
+            "bob=tiny1",
+            "PACER_API_TOKENS: bob's token is shorter than 16 characters; make one with `openssl rand -hex 24`",
+        ),
         ("=abcdefabcdefabcdef", "PACER_API_TOKENS: an entry must be NAME=TOKEN or NAME=sha256:<hex>, comma-separated"),
         ("bob=", "PACER_API_TOKENS: the entry for 'bob' must be NAME=TOKEN or NAME=sha256:<hex>, comma-separated"),
         ("bob=abcdefabcdefabcdef,bob=fedcbafedcbafedcba", "PACER_API_TOKENS: bob is given two tokens; keep one"),
-        ("bob=abcdefabcdefabcdef,carol=abcdefabcdefabcdef", "PACER_API_TOKENS: carol and bob have the same token; a personal token speaks for one person"),
-        ("dave=abcdefabcdefabcdef", "PACER_API_TOKENS: 'dave' is not on the roster; add them to PACER_ROSTER (or [roster] in pacer.toml), or drop their token"),
-        (f"bob={TOKEN}", "PACER_API_TOKENS: bob's token is PACER_API_TOKEN, the shared one; give bob a token of their own"),
+        (
+            "bob=abcdefabcdefabcdef,carol=abcdefabcdefabcdef",
+            "PACER_API_TOKENS: carol and bob have the same token; a personal token speaks for one person",
+        ),
+        (
+            "dave=abcdefabcdefabcdef",
+            "PACER_API_TOKENS: 'dave' is not on the roster; add them to PACER_ROSTER (or [roster] in pacer.toml), or "
+            "drop their token",
+        ),
+        (
+            f"bob={TOKEN}",
+            "PACER_API_TOKENS: bob's token is PACER_API_TOKEN, the shared one; give bob a token of their own",
+        ),
     ],
 )
 def test_a_bad_personal_token_stops_start_up_naming_the_holder_never_the_token(tokens: str, says: str) -> None:

@@ -64,7 +64,11 @@ def test_create_read_list_and_delete(api) -> None:
         ({"scheduling_class": "urgent"}, "scheduling_class", "'priority', 'spot' or 'default'"),
         ({"kind": "email"}, "kind", "'slack'"),
         ({"name": "bad\nname"}, "name", "letters, digits"),
-        ({"kind": "github_label", "config": {}, "prompt_template": "{{ titel }}"}, "prompt_template", "'titel' is undefined"),
+        (
+            {"kind": "github_label", "config": {}, "prompt_template": "{{ titel }}"},
+            "prompt_template",
+            "'titel' is undefined",
+        ),
     ],
 )
 def test_a_bad_trigger_is_422_naming_the_field_and_writes_nothing(api, over, field, says) -> None:
@@ -85,7 +89,12 @@ def test_a_bad_trigger_is_422_naming_the_field_and_writes_nothing(api, over, fie
         ("slack", {}, "config.channels", "channels"),
         ("slack", {"dms": "yes"}, "config.dms", "true or false"),
         ("ao_event", {"states": ["done"]}, "config.session_id", "exactly one"),
-        ("ao_event", {"session_id": 3, "filter": {"genesis": "api"}, "states": ["done"]}, "config.session_id", "exactly one"),
+        (
+            "ao_event",
+            {"session_id": 3, "filter": {"genesis": "api"}, "states": ["done"]},
+            "config.session_id",
+            "exactly one",
+        ),
         ("ao_event", {"session_id": 3, "states": ["finished"]}, "config.states", "'finished' is not a state"),
         ("ao_event", {"session_id": 3}, "config.states", "required"),
         ("ao_event", {"filter": {"colour": "red"}, "states": ["done"]}, "config.filter.colour", "not a filter key"),
@@ -122,7 +131,11 @@ def test_invoke_fires_by_hand_as_api_genesis_with_the_triggers_stamp(api) -> Non
     assert s["scheduling_class"] == "priority" and s["class_source"] == "trigger" and s["precedence"] == 12
     assert s["prompt"] == "Work on Fix login: https://x/1" and out["submission"]["outcome"] == "started"
     missing = api.post(f"/triggers/{t['id']}/invoke", {"context": {"title": "no url"}})
-    assert missing.status_code == 422 and missing.json()["field"] == "prompt_template" and "url" in missing.json()["message"]
+    assert (
+        missing.status_code == 422
+        and missing.json()["field"] == "prompt_template"
+        and "url" in missing.json()["message"]
+    )
 
 
 def test_a_class_change_moves_waiting_sessions_reports_the_count_and_releases_them(api) -> None:

@@ -36,7 +36,9 @@ class Postgres:
 
     def _ctl(self, *args: str) -> None:
         runas = ["runuser", "-u", "postgres", "--"] if os.geteuid() == 0 else []
-        subprocess.run([*runas, f"{self.bindir}/pg_ctl", "-D", str(self.data), *args], check=True, capture_output=True, timeout=60)
+        subprocess.run(
+            [*runas, f"{self.bindir}/pg_ctl", "-D", str(self.data), *args], check=True, capture_output=True, timeout=60
+        )
 
     def stop(self) -> None:
         self._ctl("-m", "fast", "-w", "stop")
@@ -60,8 +62,13 @@ def postgres() -> Iterator[Postgres]:
     port = _free_port()
     # Directly under /tmp: run as root, the server runs as `postgres`, who cannot enter pytest's tmp_path.
     where = Path(tempfile.gettempdir()) / f"pacer-outage-{uuid.uuid4().hex[:12]}"
-    out = subprocess.run([str(ROOT / "scripts/start-postgres.sh"), str(where), str(port)], check=True, capture_output=True,
-                         text=True, timeout=120).stdout
+    out = subprocess.run(
+        [str(ROOT / "scripts/start-postgres.sh"), str(where), str(port)],
+        check=True,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    ).stdout
     url = out.split("PACER_TEST_DATABASE_URL=", 1)[1].split()[0].replace("postgresql://", "postgresql+psycopg://")
     server = Postgres(url, where / "data", port, os.path.dirname(found[-1]))
     yield server
@@ -72,7 +79,9 @@ def postgres() -> Iterator[Postgres]:
     shutil.rmtree(where, ignore_errors=True)
 
 
-def test_the_api_answers_503_with_retry_after_while_the_database_is_down_and_recovers(postgres: Postgres, clock, caplog) -> None:
+def test_the_api_answers_503_with_retry_after_while_the_database_is_down_and_recovers(
+    postgres: Postgres, clock, caplog
+) -> None:
     dbmod.migrate(postgres.url)
     engine = dbmod.make_engine(postgres.url)
     api = make_api(engine, clock)

@@ -7,7 +7,8 @@ longest prompt, the runtimes configured) and draws requests for every /api/v1 op
 valid by the document (positive) and breaking it on purpose (negative). Each goes over real HTTP
 on loopback to the FastAPI app under uvicorn, on a real SQLite file and on PostgreSQL, with one
 of several callers: the shared token, an operator and a member by their own tokens, a token
-naming someone it does not speak for, no token, a wrong token (a case drawn with broken headers keeps them). Path ids point at rows that exist
+naming someone it does not speak for, no token, a wrong token (a case drawn with broken headers keeps them). Path ids
+point at rows that exist
 two times in three. Each answer is checked:
 
     not a server error       no 5xx, ever
@@ -118,7 +119,9 @@ def _served_operations(api: Api) -> list[Any]:
     results = list(schema.get_all_operations())
     unreadable = [result.err() for result in results if isinstance(result, Err)]
     assert not unreadable, unreadable
-    return [op for op in (result.ok() for result in results if isinstance(result, Ok)) if op.path.startswith("/api/v1/")]
+    return [
+        op for op in (result.ok() for result in results if isinstance(result, Ok)) if op.path.startswith("/api/v1/")
+    ]
 
 
 def _rejected_for_a_stated_rule(case: Any, response: Any) -> str | None:
@@ -245,7 +248,9 @@ def test_the_documented_repository_pattern_is_the_rule_the_server_checks(value: 
     except InvalidInput:
         taken = False
     assert (re.match(bounds.REPOSITORY_PATTERN, value) is not None) is taken
-    assert jsonschema_rs.validator_for({"type": "string", "pattern": bounds.REPOSITORY_PATTERN}).is_valid(value) is taken
+    assert (
+        jsonschema_rs.validator_for({"type": "string", "pattern": bounds.REPOSITORY_PATTERN}).is_valid(value) is taken
+    )
 
 
 def test_a_method_a_path_does_not_take_is_405_listing_every_method_it_does(api: Api) -> None:

@@ -194,7 +194,9 @@ def test_past_the_connection_limit_a_request_is_503_until_the_slow_ones_are_cut(
 
 
 def test_headers_past_the_limit_are_431_whichever_parser_reads_them(served: Server) -> None:
-    request = b"GET /healthz HTTP/1.1\r\nHost: pacer\r\n" + b"X-Padding: " + b"x" * (MAX_HEADER_BYTES + 10) + b"\r\n\r\n"
+    request = (
+        b"GET /healthz HTTP/1.1\r\nHost: pacer\r\n" + b"X-Padding: " + b"x" * (MAX_HEADER_BYTES + 10) + b"\r\n\r\n"
+    )
     (client,) = dribble(served.port, [request], per_tick=4096)
     assert status(client.answer) == 431 and "the limit" in body(client.answer)["message"]
     assert client.closed_after is not None and client.closed_after < BOUND  # at once, not at the deadline

@@ -23,7 +23,9 @@ ROSTER = "UOP=operator,UMEM=member,UTWO=member"
 @pytest.fixture
 def pacer(engine, clock) -> Pacer:
     ctx, deferrer, _workers, _quota = harness.build(engine, clock, max_sessions=2, wired=True)
-    return Pacer(settings=load({"PACER_ROSTER": ROSTER}, toml_path=None), engine=engine, clock=clock, deferrer=deferrer, ctx=ctx)
+    return Pacer(
+        settings=load({"PACER_ROSTER": ROSTER}, toml_path=None), engine=engine, clock=clock, deferrer=deferrer, ctx=ctx
+    )
 
 
 def ask(pacer, text, actor="UOP", surface="console"):
@@ -58,7 +60,15 @@ def test_resume_lifts_a_resumable_queue_hold_and_refuses_otherwise(pacer, clock)
     assert not nothing.ok and "nothing to resume: no queue hold is in force on the whole queue" in nothing.text
     with session_scope(pacer.engine) as db:
         db.add(QueueHold(reason="credits", sentence="credits", since=clock.now()))
-        db.add(QueueHold(group="repo:acme/api", reason="prerequisite", sentence="waiting on #12", since=clock.now(), detail={"targets": ["#12"]}))
+        db.add(
+            QueueHold(
+                group="repo:acme/api",
+                reason="prerequisite",
+                sentence="waiting on #12",
+                since=clock.now(),
+                detail={"targets": ["#12"]},
+            )
+        )
     resumed = ask(pacer, "resume")
     assert resumed.ok, resumed.text
     refused = ask(pacer, "resume repo:acme/api")
@@ -82,7 +92,12 @@ def test_reply_is_a_human_message_delivered_as_the_next_turn(pacer) -> None:
     assert reply.ok and f"Your message is on #{sid}" in reply.text
     with session_scope(pacer.engine) as db:
         [message] = db.exec(select(HumanMessage)).all()
-    assert (message.session_id, message.actor, message.surface, message.text) == (sid, "UTWO", "console", "please also update the changelog")
+    assert (message.session_id, message.actor, message.surface, message.text) == (
+        sid,
+        "UTWO",
+        "console",
+        "please also update the changelog",
+    )
     stranger = ask(pacer, f"reply {sid} hello", actor="USTRANGER", surface="slack")
     assert not stranger.ok and "not on the roster" in stranger.text
     bad = ask(pacer, "reply nine hello")

@@ -24,7 +24,11 @@ def test_every_error_file_compiles(path: Path) -> None:
     [
         ("sessions/not_found", {"session_id": 7}, "session #7 does not exist"),
         ("sessions/weight_range", {"max_weight": 10000.0}, "weight: must be a finite number >= 0, at most 10,000"),
-        ("sessions/genesis_unknown", {"genesis": "x", "allowed": ["api", "command"]}, "genesis: 'x' is not a genesis kind; use one of api, command"),
+        (
+            "sessions/genesis_unknown",
+            {"genesis": "x", "allowed": ["api", "command"]},
+            "genesis: 'x' is not a genesis kind; use one of api, command",
+        ),
         (
             "operator_holds/already_released",
             {"hold_id": 3, "by": None, "at": datetime(2026, 12, 1, 15, 30, tzinfo=UTC)},
@@ -35,7 +39,11 @@ def test_every_error_file_compiles(path: Path) -> None:
             {"code": 0xD801, "position": 4},
             "contains a lone UTF-16 surrogate (U+D801) at position 4; text may hold neither NUL nor lone surrogates",
         ),
-        ("queue_holds/nothing_held", {"group": None}, "nothing to resume: no queue hold is in force on the whole queue"),
+        (
+            "queue_holds/nothing_held",
+            {"group": None},
+            "nothing to resume: no queue hold is in force on the whole queue",
+        ),
         (
             "simulate_scenario/not_number",
             {"where": "policy.reserve_5h_pct", "low": 0.0, "high": 100, "above": False, "value": 120},
@@ -49,11 +57,16 @@ def test_every_error_file_compiles(path: Path) -> None:
         ),
         ("simulate/nothing_recorded", {"since": None}, "--from-db: the database holds no sessions to replay"),
         ("slack/token_refused", {"code": None}, "SLACK_BOT_TOKEN: Slack's auth.test refused it (see Pacer's log)"),
-        ("slack/token_refused", {"code": "invalid_auth"}, "SLACK_BOT_TOKEN: Slack's auth.test refused it (invalid_auth)"),
+        (
+            "slack/token_refused",
+            {"code": "invalid_auth"},
+            "SLACK_BOT_TOKEN: Slack's auth.test refused it (invalid_auth)",
+        ),
         (
             "simulate/plot_unwritable",
             {"path": "out.xyz", "problem": "format", "parent": ".", "suffix": ".xyz", "formats": ["pdf", "png"]},
-            "--plot: cannot write out.xyz: .xyz is not an image format matplotlib writes; end the name with one of .pdf, .png",
+            "--plot: cannot write out.xyz: .xyz is not an image format matplotlib writes; end the name with one of "
+            ".pdf, .png",
         ),
     ],
 )

@@ -80,9 +80,14 @@ H2 = timedelta(hours=2)
         ("policy set gating=off", c.PolicySet((("gating_enabled", False),))),
         (
             "policy set preemption=on reserve_5h=25% reserve_7d=12.5 max_sessions=4",
-            c.PolicySet((("preemption_enabled", True), ("reserve_5h_pct", 25.0), ("reserve_7d_pct", 12.5), ("max_sessions", 4))),
+            c.PolicySet(
+                (("preemption_enabled", True), ("reserve_5h_pct", 25.0), ("reserve_7d_pct", 12.5), ("max_sessions", 4))
+            ),
         ),
-        ("policy set override:command=spot override:api=default", c.PolicySet((), (("command", "spot"), ("api", None)))),
+        (
+            "policy set override:command=spot override:api=default",
+            c.PolicySet((), (("command", "spot"), ("api", None))),
+        ),
         ("trigger 3 class priority", c.TriggerClass(3, "priority")),
         ("trigger #3 class default", c.TriggerClass(3, None)),
         ("trigger 3 precedence -10", c.TriggerPrecedence(3, -10)),
@@ -104,10 +109,18 @@ def test_each_form_parses(text: str, expected: c.Command) -> None:
         ("frobnicate", "'frobnicate' is not a command; try help", GENERAL_USAGE),
         ("help rnak", "help: 'rnak' is not a command; did you mean rank?", USAGE["help"]),
         ("help rank now", "unexpected argument 'now'", USAGE["help"]),
-        ("queue urgent", "filter: 'urgent' is not a queue filter; use spot, priority, all or genesis:<genesis>", USAGE["queue"]),
+        (
+            "queue urgent",
+            "filter: 'urgent' is not a queue filter; use spot, priority, all or genesis:<genesis>",
+            USAGE["queue"],
+        ),
         ("queue spot all", "filter: give one of spot, priority or all, not both 'spot' and 'all'", USAGE["queue"]),
-        ("queue genesis:email",
-         "genesis: 'email' is not a genesis; use one of command, slack, github_issue, github_label, schedule, ao_event, api, unknown", USAGE["queue"]),
+        (
+            "queue genesis:email",
+            "genesis: 'email' is not a genesis; use one of command, slack, github_issue, github_label, schedule, "
+            "ao_event, api, unknown",
+            USAGE["queue"],
+        ),
         ("queue genesis:slack genesis:api", "genesis: give genesis:<genesis> once", USAGE["queue"]),
         ("holds all", "unexpected argument 'all'", USAGE["holds"]),
         ("why", "missing session <id>", USAGE["why"]),
@@ -119,8 +132,16 @@ def test_each_form_parses(text: str, expected: c.Command) -> None:
         ("promote", "missing session <id>", USAGE["promote"]),
         ("demote 7 bottom", "option: 'bottom' is not allowed here; the only option is top", USAGE["demote"]),
         ("rank 12", "missing a place: <n>, top, above <id>, below <id> or between <id> <id>", USAGE["rank"]),
-        ("rank 12 first", "place: 'first' is not a place; use a whole number, top, above <id>, below <id> or between <id> <id>", USAGE["rank"]),
-        ("rank 12 2000000000", "precedence: '2000000000' must be between -1,000,000,000 and 1,000,000,000", USAGE["rank"]),
+        (
+            "rank 12 first",
+            "place: 'first' is not a place; use a whole number, top, above <id>, below <id> or between <id> <id>",
+            USAGE["rank"],
+        ),
+        (
+            "rank 12 2000000000",
+            "precedence: '2000000000' must be between -1,000,000,000 and 1,000,000,000",
+            USAGE["rank"],
+        ),
         ("rank 12 above", "missing <id> after above", USAGE["rank"]),
         ("rank 12 above 12", "above: a session cannot be placed beside itself", USAGE["rank"]),
         ("rank 12 below x", "below: 'x' is not an id; use a number like 42 or #42", USAGE["rank"]),
@@ -131,26 +152,53 @@ def test_each_form_parses(text: str, expected: c.Command) -> None:
         ("start", "missing session <id>", USAGE["start"]),
         ("pause 9 later", "mode: 'later' is not allowed here; use until <time> or queue", USAGE["pause"]),
         ("pause 9 until", "missing <time> after until", USAGE["pause"]),
-        ("pause 9 until soon", "until: 'soon' is not a clock time like 15:30 (UTC), a duration like 2h, 90m or 1d, or an ISO-8601 instant", USAGE["pause"]),
-        ("pause 9 until 25:00", "until: '25:00' is not a clock time like 15:30 (UTC), a duration like 2h, 90m or 1d, or an ISO-8601 instant", USAGE["pause"]),
+        (
+            "pause 9 until soon",
+            "until: 'soon' is not a clock time like 15:30 (UTC), a duration like 2h, 90m or 1d, or an ISO-8601 instant",
+            USAGE["pause"],
+        ),
+        (
+            "pause 9 until 25:00",
+            "until: '25:00' is not a clock time like 15:30 (UTC), a duration like 2h, 90m or 1d, or an ISO-8601 "
+            "instant",
+            USAGE["pause"],
+        ),
         ("pause 9 until 2026-13-01", "until: '2026-13-01' is not a valid date or time", USAGE["pause"]),
         ("pause 9 until 400d", "until: '400d' is longer than 366 days", USAGE["pause"]),
         ("pause 9 until 0m", "until: '0m' must be longer than zero", USAGE["pause"]),
         ("archive", "missing session <id>", USAGE["archive"]),
         ("hold", "missing a selector: #id, genesis:, trigger:, repo:, label:, class: or all", USAGE["hold"]),
-        ("hold everything",
-         "selector: 'everything' is not a selector; use #id (comma-separated ok), genesis:<g>, trigger:<id>, "
-         "repo:<owner/name>, label:<name>, class:<priority|spot> or all", USAGE["hold"]),
-        ("hold 12,",
-         "selector: '12,' is not a selector; use #id (comma-separated ok), genesis:<g>, trigger:<id>, "
-         "repo:<owner/name>, label:<name>, class:<priority|spot> or all", USAGE["hold"]),
-        ("hold user:bob", "selector: 'user:' is not a selector kind; use genesis:, trigger:, repo:, label: or class:", USAGE["hold"]),
-        ("hold genesis:mail",
-         "genesis: 'mail' is not a genesis; use one of command, slack, github_issue, github_label, schedule, ao_event, api, unknown", USAGE["hold"]),
+        (
+            "hold everything",
+            "selector: 'everything' is not a selector; use #id (comma-separated ok), genesis:<g>, trigger:<id>, "
+            "repo:<owner/name>, label:<name>, class:<priority|spot> or all",
+            USAGE["hold"],
+        ),
+        (
+            "hold 12,",
+            "selector: '12,' is not a selector; use #id (comma-separated ok), genesis:<g>, trigger:<id>, "
+            "repo:<owner/name>, label:<name>, class:<priority|spot> or all",
+            USAGE["hold"],
+        ),
+        (
+            "hold user:bob",
+            "selector: 'user:' is not a selector kind; use genesis:, trigger:, repo:, label: or class:",
+            USAGE["hold"],
+        ),
+        (
+            "hold genesis:mail",
+            "genesis: 'mail' is not a genesis; use one of command, slack, github_issue, github_label, schedule, "
+            "ao_event, api, unknown",
+            USAGE["hold"],
+        ),
         ("hold trigger:x", "trigger: 'x' is not an id; use a number like 42 or #42", USAGE["hold"]),
         ("hold repo:acme", "repo: 'acme' is not a repository; use owner/name", USAGE["hold"]),
         ("hold class:urgent", "class: 'urgent' is not a class; use priority or spot", USAGE["hold"]),
-        ("hold label:", "label: '' is not a label name; use label:<name> (no commas, 100 characters at most)", USAGE["hold"]),
+        (
+            "hold label:",
+            "label: '' is not a label name; use label:<name> (no commas, 100 characters at most)",
+            USAGE["hold"],
+        ),
         ("hold all for", "missing <duration> after for", USAGE["hold"]),
         ("hold all for the demo", "for: 'the' is not a duration like 2h, 90m, 1d or 1h30m", USAGE["hold"]),
         ("hold all for 15:30", "for: '15:30' is not a duration like 2h, 90m, 1d or 1h30m", USAGE["hold"]),
@@ -161,31 +209,53 @@ def test_each_form_parses(text: str, expected: c.Command) -> None:
         ("policy show", "action: 'show' is not allowed here; use policy, or policy set key=value …", USAGE["policy"]),
         ("policy set", "missing key=value after set", USAGE["policy"]),
         ("policy set gating", "setting: 'gating' is not key=value", USAGE["policy"]),
-        ("policy set speed=fast",
-         "key: 'speed' is not a policy key; use gating, preemption, reserve_5h, reserve_7d, max_sessions, "
-         "top_up, top_up_stretch, top_up_cooldown, override:<genesis>, budget:<runtime>",
-         USAGE["policy"]),
+        (
+            "policy set speed=fast",
+            "key: 'speed' is not a policy key; use gating, preemption, reserve_5h, reserve_7d, max_sessions, "
+            "top_up, top_up_stretch, top_up_cooldown, override:<genesis>, budget:<runtime>",
+            USAGE["policy"],
+        ),
         ("policy set gating=maybe", "gating: 'maybe' must be on or off", USAGE["policy"]),
         ("policy set gating=on gating=off", "gating: given twice", USAGE["policy"]),
         ("policy set reserve_5h=120", "reserve_5h: '120' must be a percentage between 0 and 100", USAGE["policy"]),
         ("policy set reserve_7d=-1", "reserve_7d: '-1' must be a percentage between 0 and 100", USAGE["policy"]),
         ("policy set max_sessions=0", "max_sessions: '0' must be between 1 and 10,000", USAGE["policy"]),
         ("policy set max_sessions=ten", "max_sessions: 'ten' is not a whole number", USAGE["policy"]),
-        ("policy set override:slack=spot",
-         "override: slack sessions take their class from their trigger; only api, command, unknown can be overridden", USAGE["policy"]),
-        ("policy set override:mail=spot",
-         "override: 'mail' is not a genesis; use one of command, slack, github_issue, github_label, schedule, ao_event, api, unknown", USAGE["policy"]),
-        ("policy set override:api=urgent", "override:api: 'urgent' is not a class; use priority, spot or default", USAGE["policy"]),
+        (
+            "policy set override:slack=spot",
+            "override: slack sessions take their class from their trigger; only api, command, unknown can be "
+            "overridden",
+            USAGE["policy"],
+        ),
+        (
+            "policy set override:mail=spot",
+            "override: 'mail' is not a genesis; use one of command, slack, github_issue, github_label, schedule, "
+            "ao_event, api, unknown",
+            USAGE["policy"],
+        ),
+        (
+            "policy set override:api=urgent",
+            "override:api: 'urgent' is not a class; use priority, spot or default",
+            USAGE["policy"],
+        ),
         ("policy set override:api=spot override:api=default", "override:api: given twice", USAGE["policy"]),
         ("trigger", "missing trigger <id>", USAGE["trigger"]),
         ("trigger 3", "missing class or precedence", USAGE["trigger"]),
-        ("trigger 3 colour red", "setting: 'colour' is not a trigger setting; use class or precedence", USAGE["trigger"]),
+        (
+            "trigger 3 colour red",
+            "setting: 'colour' is not a trigger setting; use class or precedence",
+            USAGE["trigger"],
+        ),
         ("trigger 3 class urgent", "class: 'urgent' is not a class; use priority, spot or default", USAGE["trigger"]),
         ("trigger 3 class", "missing a class: priority, spot or default", USAGE["trigger"]),
         ("trigger 3 precedence high", "precedence: 'high' is not a whole number", USAGE["trigger"]),
         ("new", "missing <prompt>: say what the agent should do", USAGE["new"]),
         ("new --spot", "missing <prompt>: say what the agent should do", USAGE["new"]),
-        ("new --priority do it", "option: '--priority' is not an option; the options are --spot and --cap <usd>", USAGE["new"]),
+        (
+            "new --priority do it",
+            "option: '--priority' is not an option; the options are --spot and --cap <usd>",
+            USAGE["new"],
+        ),
         ("whatif", "missing <id> or --spot", USAGE["whatif"]),
         ("whatif soon", "id: 'soon' is neither a session id (42 or #42) nor --spot", USAGE["whatif"]),
         ("whatif --spot 4", "unexpected argument '4'", USAGE["whatif"]),
@@ -214,7 +284,9 @@ def test_every_subcommand_has_a_usage_and_a_parser() -> None:
 def test_a_long_token_is_cut_in_the_message() -> None:
     with pytest.raises(CommandError) as caught:
         parse("why " + "z" * 500)
-    assert str(caught.value) == "id: 'zzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzz...' is not an id; use a number like 42 or #42"
+    assert (
+        str(caught.value) == "id: 'zzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzz...' is not an id; use a number like 42 or #42"
+    )
 
 
 @pytest.mark.parametrize(

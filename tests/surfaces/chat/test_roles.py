@@ -33,12 +33,27 @@ def test_an_operator_may_do_anything(text: str) -> None:
     authorize(parse(text), "UOP", OP, {1: "someone-else"}, hold_armer="someone-else")
 
 
-@pytest.mark.parametrize("text", ["help", "queue", "holds", "why 1", "whatif 1", "whatif --spot", "policy", "new do it", "reply 1 hi"])
+@pytest.mark.parametrize(
+    "text", ["help", "queue", "holds", "why 1", "whatif 1", "whatif --spot", "policy", "new do it", "reply 1 hi"]
+)
 def test_a_member_may_read_create_and_reply_on_any_session(text: str) -> None:
     authorize(parse(text), "UMEM", MEM, {1: "someone-else"})
 
 
-@pytest.mark.parametrize("text", ["promote 1", "demote 1", "rank 1 top", "rank 1 between 2 3", "start 1", "pause 1", "archive 1", "hold 1", "hold 1,#1"])
+@pytest.mark.parametrize(
+    "text",
+    [
+        "promote 1",
+        "demote 1",
+        "rank 1 top",
+        "rank 1 between 2 3",
+        "start 1",
+        "pause 1",
+        "archive 1",
+        "hold 1",
+        "hold 1,#1",
+    ],
+)
 def test_a_member_may_steer_their_own_session(text: str) -> None:
     authorize(parse(text), "UMEM", MEM, {1: "UMEM"})
 
@@ -46,11 +61,32 @@ def test_a_member_may_steer_their_own_session(text: str) -> None:
 @pytest.mark.parametrize(
     ("text", "owners", "message"),
     [
-        ("promote 1", {1: "UOTHER"}, "`promote #1` needs the operator role unless #1 is yours (it was requested by UOTHER); you are a member"),
-        ("rank 1 above 2", {1: None}, "`rank #1` needs the operator role unless #1 is yours (it has no requester); you are a member"),
-        ("hold 1,2", {1: "UMEM", 2: "UOTHER"}, "`hold #1, #2` needs the operator role unless #2 is yours (it was requested by UOTHER); you are a member"),
-        ("hold genesis:schedule", {}, "`hold genesis:schedule` needs the operator role (a member may hold only their own sessions); you are a member"),
-        ("hold all", {}, "`hold all` needs the operator role (a member may hold only their own sessions); you are a member"),
+        (
+            "promote 1",
+            {1: "UOTHER"},
+            "`promote #1` needs the operator role unless #1 is yours (it was requested by UOTHER); you are a member",
+        ),
+        (
+            "rank 1 above 2",
+            {1: None},
+            "`rank #1` needs the operator role unless #1 is yours (it has no requester); you are a member",
+        ),
+        (
+            "hold 1,2",
+            {1: "UMEM", 2: "UOTHER"},
+            "`hold #1, #2` needs the operator role unless #2 is yours (it was requested by UOTHER); you are a member",
+        ),
+        (
+            "hold genesis:schedule",
+            {},
+            "`hold genesis:schedule` needs the operator role (a member may hold only their own sessions); you are a "
+            "member",
+        ),
+        (
+            "hold all",
+            {},
+            "`hold all` needs the operator role (a member may hold only their own sessions); you are a member",
+        ),
         ("policy set gating=off", {}, "`policy set` needs the operator role; you are a member"),
         ("trigger 1 class spot", {}, "`trigger class` needs the operator role; you are a member"),
         ("trigger 1 precedence 2", {}, "`trigger precedence` needs the operator role; you are a member"),
@@ -67,7 +103,9 @@ def test_a_member_releases_only_their_own_hold() -> None:
     authorize(parse("release 3"), "UMEM", MEM, hold_armer="UMEM")
     with pytest.raises(Forbidden) as caught:
         authorize(parse("release 3"), "UMEM", MEM, hold_armer="UOP")
-    assert str(caught.value) == "`release 3` needs the operator role: hold 3 was placed by UOP, not you; you are a member"
+    assert (
+        str(caught.value) == "`release 3` needs the operator role: hold 3 was placed by UOP, not you; you are a member"
+    )
 
 
 @pytest.mark.parametrize(
@@ -82,7 +120,9 @@ def test_a_member_releases_only_their_own_hold() -> None:
         ("hold label:x", {}, "the operator role"),
     ],
 )
-def test_someone_off_the_roster_is_told_which_role_is_needed(text: str, owners: dict[int, str | None], needed: str) -> None:
+def test_someone_off_the_roster_is_told_which_role_is_needed(
+    text: str, owners: dict[int, str | None], needed: str
+) -> None:
     with pytest.raises(Forbidden) as caught:
         authorize(parse(text), "UX", None, owners)
     assert str(caught.value).startswith(f"`{text.split()[0]}")

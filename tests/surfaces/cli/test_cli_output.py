@@ -13,7 +13,9 @@ from tests.support.paths import ROOT
 
 
 def _env(tmp: Path, **extra: str) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("PACER_", "SLACK_", "GITHUB_")) and k != "DATABASE_URL"}
+    env = {
+        k: v for k, v in os.environ.items() if not k.startswith(("PACER_", "SLACK_", "GITHUB_")) and k != "DATABASE_URL"
+    }
     return {**env, "PYTHONPATH": str(ROOT), "DATABASE_URL": f"sqlite:///{tmp}/pacer.db", **extra}
 
 
@@ -39,7 +41,14 @@ def test_redact_url_hides_only_the_password() -> None:
 def test_in_force_shows_every_setting_with_secrets_hidden(tmp_path: Path) -> None:
     cfg = tmp_path / "pacer.toml"
     cfg.write_text('[settings]\npacer_max_sessions = 4\n[roster]\nU1 = "operator"\n')
-    s = load({"DATABASE_URL": "postgres://pacer:hunter2@db:5432/pacer", "SLACK_BOT_TOKEN": "xoxb-1", "PACER_ROSTER": "U2=member"}, toml_path=cfg)
+    s = load(
+        {
+            "DATABASE_URL": "postgres://pacer:hunter2@db:5432/pacer",
+            "SLACK_BOT_TOKEN": "xoxb-1",
+            "PACER_ROSTER": "U2=member",
+        },
+        toml_path=cfg,
+    )
     rows = {row.name: row for row in in_force(s)}
     assert set(rows) == {v.name for v in VARIABLES}
     assert rows["DATABASE_URL"].value == "postgresql+psycopg://pacer:***@db:5432/pacer"
@@ -51,11 +60,20 @@ def test_in_force_shows_every_setting_with_secrets_hidden(tmp_path: Path) -> Non
 
 def test_pacer_config_prints_the_values_in_force_and_no_password(tmp_path: Path) -> None:
     (tmp_path / "pacer.toml").write_text('[roster]\nU1 = "operator"\n')
-    done = subprocess.run([sys.executable, "-m", "bot.cli", "config"], cwd=tmp_path, capture_output=True, text=True, timeout=60,
-                          env=_env(tmp_path, DATABASE_URL="postgres://pacer:hunter2@db:5432/pacer", GITHUB_WEBHOOK_SECRET="whsec"))
+    done = subprocess.run(
+        [sys.executable, "-m", "bot.cli", "config"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env=_env(tmp_path, DATABASE_URL="postgres://pacer:hunter2@db:5432/pacer", GITHUB_WEBHOOK_SECRET="whsec"),
+    )
     assert done.returncode == 0, done.stderr
     assert "hunter2" not in done.stdout and "whsec" not in done.stdout
     lines = done.stdout.splitlines()
-    assert any(line.startswith("DATABASE_URL") and line.endswith("= postgresql+psycopg://pacer:***@db:5432/pacer") for line in lines)
+    assert any(
+        line.startswith("DATABASE_URL") and line.endswith("= postgresql+psycopg://pacer:***@db:5432/pacer")
+        for line in lines
+    )
     assert any(line.startswith("PACER_ROSTER") and line.endswith("= U1=operator") for line in lines)
     assert any(line.startswith("GITHUB_WEBHOOK_SECRET") and line.endswith("= ***") for line in lines)

@@ -31,7 +31,9 @@ def _free_port() -> int:
 
 
 def _env(**extra: str) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("PACER_", "SLACK_", "GITHUB_")) and k != "DATABASE_URL"}
+    env = {
+        k: v for k, v in os.environ.items() if not k.startswith(("PACER_", "SLACK_", "GITHUB_")) and k != "DATABASE_URL"
+    }
     return env | {"PYTHONPATH": str(ROOT), **extra}
 
 
@@ -61,7 +63,12 @@ def test_simulate_from_db_without_a_database_says_so_in_one_line_and_creates_not
 def test_simulate_from_db_on_an_unreachable_or_foreign_database_says_so_in_one_line(tmp_path: Path) -> None:
     unreachable = _pacer(tmp_path, "simulate", "--from-db", DATABASE_URL=UNREACHABLE)
     lines = (unreachable.stdout + unreachable.stderr).splitlines()
-    assert unreachable.returncode == 2 and len(lines) == 1 and "Connection refused" in lines[0] and "hunter2" not in lines[0], lines
+    assert (
+        unreachable.returncode == 2
+        and len(lines) == 1
+        and "Connection refused" in lines[0]
+        and "hunter2" not in lines[0]
+    ), lines
     (tmp_path / "other.db").touch()
     foreign = _pacer(tmp_path, "simulate", "--from-db", DATABASE_URL="sqlite:///other.db")
     lines = (foreign.stdout + foreign.stderr).splitlines()
@@ -106,12 +113,21 @@ def github() -> Iterator[RefusingGithub]:
     fake.stop()
 
 
-def test_every_failed_status_comment_is_one_warning_line_naming_what_to_do(tmp_path: Path, github: RefusingGithub) -> None:
+def test_every_failed_status_comment_is_one_warning_line_naming_what_to_do(
+    tmp_path: Path, github: RefusingGithub
+) -> None:
     port = _free_port()
     url = f"http://127.0.0.1:{port}"
-    env = _env(DATABASE_URL=f"sqlite:///{tmp_path}/pacer.db", PACER_PORT=str(port), PACER_API_TOKEN="t0ken-0123456789abcdef",
-               PACER_API_ROLE="operator",  # the automation sets up the trigger
-               GITHUB_WEBHOOK_SECRET=SECRET, GITHUB_TOKEN="ghp_refused", GITHUB_API_URL=github.url, PACER_ECHO_SECONDS="1")
+    env = _env(
+        DATABASE_URL=f"sqlite:///{tmp_path}/pacer.db",
+        PACER_PORT=str(port),
+        PACER_API_TOKEN="t0ken-0123456789abcdef",
+        PACER_API_ROLE="operator",  # the automation sets up the trigger
+        GITHUB_WEBHOOK_SECRET=SECRET,
+        GITHUB_TOKEN="ghp_refused",
+        GITHUB_API_URL=github.url,
+        PACER_ECHO_SECONDS="1",
+    )
     proc = subprocess.Popen([sys.executable, "-m", "bot.cli", "serve"], cwd=tmp_path, env=env,
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     try:
@@ -122,11 +138,19 @@ def test_every_failed_status_comment_is_one_warning_line_naming_what_to_do(tmp_p
                     break
             except httpx.TransportError:
                 time.sleep(0.2)
-        trigger = {"name": "label", "kind": "github_label", "config": {"label": "pacer"}, "prompt_template": "{{ title }}"}
+        trigger = {
+            "name": "label",
+            "kind": "github_label",
+            "config": {"label": "pacer"},
+            "prompt_template": "{{ title }}",
+        }
         auth = {"Authorization": "Bearer t0ken-0123456789abcdef"}
         assert httpx.post(f"{url}/api/v1/triggers", json=trigger, headers=auth, timeout=30).status_code == 201
         body = json.dumps(issue_payload("labeled", number=7, label="pacer", labels=("pacer",))).encode()
-        assert httpx.post(f"{url}/github/webhook", content=body, headers=headers("issues", body), timeout=30).status_code == 202
+        assert (
+            httpx.post(f"{url}/github/webhook", content=body, headers=headers("issues", body), timeout=30).status_code
+            == 202
+        )
         deadline = time.monotonic() + 60
         while github.calls < 2 and time.monotonic() < deadline:  # the comment for "started", then for "done"
             time.sleep(0.2)

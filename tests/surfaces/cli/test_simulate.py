@@ -94,7 +94,10 @@ def small(**changes: Any) -> dict[str, Any]:
         ({"arrivals.0.class": "urgent"}, "arrivals[0].class: must be one of priority, spot"),
         ({"arrivals.0.runtime": "gpt"}, "arrivals[0].runtime: must name a [[runtimes]] entry: claude_code"),
         ({"arrivals.0.duration": "soon"}, "arrivals[0].duration: must be a duration such as 90m"),
-        ({"arrivals.0.duration": "0m"}, "arrivals[0].duration: must be a duration such as 90m, 5h, 7d or 1h30m (above zero)"),
+        (
+            {"arrivals.0.duration": "0m"},
+            "arrivals[0].duration: must be a duration such as 90m, 5h, 7d or 1h30m (above zero)",
+        ),
         ({"arrivals.1.replies": ["5m"]}, "arrivals[1].replies[0]: must be an offset from the arrival such as +20m"),
         ({"arrivals.1.duration": ["10m", "5m"]}, "arrivals[1].turns: leave it out when duration lists every turn"),
         ({"policy.reserve_5h_pct": 120}, "policy.reserve_5h_pct: must be a number >= 0 and <= 100"),
@@ -125,7 +128,9 @@ def test_generators_and_accounts_are_validated_too() -> None:
     with pytest.raises(ScenarioError, match=r"generators\[0\]\.duration: the high end must not be below the low end"):
         parse_scenario(data)
     data.pop("generators")
-    data["accounts"] = [{"name": "a", "capacity_5h_usd": 10, "capacity_7d_usd": 100, "readings": [{"at": "+1h", "status": "gone"}]}]
+    data["accounts"] = [
+        {"name": "a", "capacity_5h_usd": 10, "capacity_7d_usd": 100, "readings": [{"at": "+1h", "status": "gone"}]}
+    ]
     with pytest.raises(ScenarioError, match=r"accounts\[0\]\.readings\[0\]\.status: must be one of active"):
         parse_scenario(data)
     data["accounts"][0]["readings"] = []
@@ -155,7 +160,9 @@ def test_demand_is_deterministic_and_batches_expand() -> None:
     start = datetime(2026, 11, 2, tzinfo=UTC)
     assert [d.at for d in labels] == [start + timedelta(minutes=5 + k) for k in range(8)]
     generated = [d for d in first if d.genesis == "schedule"]
-    assert generated and all(timedelta(minutes=10) <= t <= timedelta(minutes=20) for d in generated for t in d.durations)
+    assert generated and all(
+        timedelta(minutes=10) <= t <= timedelta(minutes=20) for d in generated for t in d.durations
+    )
     assert all(1 <= len(d.durations) <= 3 for d in generated)
     assert [d.index for d in first] == list(range(len(first)))
 
@@ -255,7 +262,9 @@ def test_from_db_replays_the_recorded_arrivals(tmp_path: Path) -> None:
     assert len(replay.arrivals) == 11 and replay.start == recorded.start + timedelta(minutes=5)
     labels = [a for a in replay.arrivals if a.genesis == "github_label"]
     commands = [a for a in replay.arrivals if a.genesis == "command"]
-    assert len(labels) == 8 and all(a.scheduling_class == "spot" and a.durations == (timedelta(minutes=25),) for a in labels)
+    assert len(labels) == 8 and all(
+        a.scheduling_class == "spot" and a.durations == (timedelta(minutes=25),) for a in labels
+    )
     # the follow-up is replayed as work; the turn the reply started is replayed as the reply
     assert [a.durations for a in commands[:2]] == [(timedelta(minutes=15), timedelta(minutes=15))] * 2
     assert all(a.replies == (timedelta(minutes=5),) for a in commands)
@@ -272,8 +281,15 @@ def test_an_account_pool_replaces_the_ledger_windows() -> None:
         w.pop("budget_usd")
     data["accounts"] = [
         {"name": "a", "capacity_5h_usd": 15, "capacity_7d_usd": 1500},
-        {"name": "b", "capacity_5h_usd": 15, "capacity_7d_usd": 1500,
-         "readings": [{"at": "+0m", "status": "active", "external_5h_pct": 50}, {"at": "+30m", "status": "needs_reauth"}]},
+        {
+            "name": "b",
+            "capacity_5h_usd": 15,
+            "capacity_7d_usd": 1500,
+            "readings": [
+                {"at": "+0m", "status": "active", "external_5h_pct": 50},
+                {"at": "+30m", "status": "needs_reauth"},
+            ],
+        },
     ]
     scenario = parse_scenario(data, name="pool")
     assert scenario.budget("5h") == 30 and scenario.budget("7d") == 3000
@@ -325,7 +341,9 @@ def test_the_report_says_what_the_cost_caps_did() -> None:
     caps = report["cost_caps"]
     assert caps["capped_sessions"] == 8 and caps["halted_turns"] >= 1 and caps["held_at_cap"] >= 1, caps
     assert caps["capped_spent_usd"] <= 8 * 2.0 + caps["over_cap_usd"] + 0.005
-    line = next(line for line in render("text/simulate_report.j2", r=report).splitlines() if line.startswith("Cost caps:"))
+    line = next(
+        line for line in render("text/simulate_report.j2", r=report).splitlines() if line.startswith("Cost caps:")
+    )
     assert line.startswith("Cost caps: 8 sessions capped · $") and "held at their cap at the end" in line, line
     with pytest.raises(ScenarioError, match=r"arrivals\[0\].cost_cap_usd"):
         parse_scenario(small(**{"arrivals.0.cost_cap_usd": -1}))

@@ -72,8 +72,12 @@ def test_compare_draws_one_column_per_policy_with_what_binds(scenario: Path) -> 
     for policy in POLICIES:
         mine = [t for t in titles if t.startswith(f"{policy} · ")]
         # a panel per window, the fleet, and what binds
-        assert mine == [f"{policy} · 5h window: spend against the budget line", f"{policy} · 7d window: spend against the budget line",
-                        f"{policy} · fleet: running by class (left), waiting (right)", f"{policy} · what binds"]
+        assert mine == [
+            f"{policy} · 5h window: spend against the budget line",
+            f"{policy} · 7d window: spend against the budget line",
+            f"{policy} · fleet: running by class (left), waiting (right)",
+            f"{policy} · what binds",
+        ]
     binds = [t.get_text() for ax in fig.axes for t in ax.texts]
     assert len(binds) == len(POLICIES) and all("Binding window 5h" in text for text in binds)
     assert fig.get_suptitle() == "pacer simulate: tiny under pacer, fifo, flat-target"
@@ -116,7 +120,9 @@ def test_a_bad_plot_path_is_one_line_and_nothing_runs(
     assert main(["simulate", str(scenario), "--compare", "--plot", str(target)]) == 2
     out, err = capsys.readouterr()
     assert out == ""  # refused before any simulation: no report
-    assert err.count("\n") == 1 and err.startswith(f"pacer simulate: --plot: cannot write {target}: {reason.format(tmp=tmp_path)}")
+    assert err.count("\n") == 1 and err.startswith(
+        f"pacer simulate: --plot: cannot write {target}: {reason.format(tmp=tmp_path)}"
+    )
     assert sorted(tmp_path.rglob("*")) == before
     if where.endswith(".xyz"):
         assert ", .png, " in err
@@ -144,7 +150,13 @@ def test_what_binds_names_the_first_reason_each_minute(sample: Sample, counted: 
 
     w = what_binds([sample, _sample(1, waiting=0)], slots=2)
     assert w.minutes == 2
-    found = {"slots_full": w.slots_full, "cap": sum(w.cap.values()), "pace": sum(w.pace.values()), "idle": w.idle, "other": w.other}
+    found = {
+        "slots_full": w.slots_full,
+        "cap": sum(w.cap.values()),
+        "pace": sum(w.pace.values()),
+        "idle": w.idle,
+        "other": w.other,
+    }
     assert w.waited == (0 if counted == "nothing" else 1)
     assert found == {k: int(k == counted) for k in found}
     assert w.cap == ({"5h": 1} if counted == "cap" else {}) and w.pace == ({"7d": 1} if counted == "pace" else {})

@@ -36,7 +36,11 @@ from tests.support.slack_mock import BOT_TOKEN, MockSlack
 
 
 def _env(tmp: Path, **extra: str) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("PACER_", "SLACK_", "GITHUB_", "FLY_")) and k != "DATABASE_URL"}
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if not k.startswith(("PACER_", "SLACK_", "GITHUB_", "FLY_")) and k != "DATABASE_URL"
+    }
     return {**env, "PYTHONPATH": str(ROOT), "DATABASE_URL": f"sqlite:///{tmp}/pacer.db", **extra}
 
 
@@ -54,7 +58,11 @@ def test_each_value_names_where_it_came_from(tmp_path: Path) -> None:
     cfg.write_text('[settings]\npacer_max_sessions = 4\npacer_port = 9000\n[roster]\nU1 = "operator"\n')
     s = load({"PACER_PORT": "9100", "PACER_ROSTER": "U2=member"}, toml_path=cfg)
     assert (s.port, s.max_sessions, s.host) == (9100, 4, "127.0.0.1")
-    assert s.origin("PACER_PORT") == "env" and s.origin("PACER_MAX_SESSIONS") == str(cfg) and s.origin("PACER_HOST") == "default"
+    assert (
+        s.origin("PACER_PORT") == "env"
+        and s.origin("PACER_MAX_SESSIONS") == str(cfg)
+        and s.origin("PACER_HOST") == "default"
+    )
     assert s.origin("PACER_ROSTER") == f"env + {cfg}"
 
 
@@ -76,8 +84,14 @@ def test_a_toml_value_of_the_wrong_shape_is_named(tmp_path: Path) -> None:
 
 def test_pacer_config_says_where_each_value_came_from(tmp_path: Path) -> None:
     (tmp_path / "pacer.toml").write_text("[settings]\npacer_max_sessions = 4\n")
-    done = subprocess.run([sys.executable, "-m", "bot.cli", "config"], cwd=tmp_path, capture_output=True, text=True, timeout=60,
-                          env=_env(tmp_path, PACER_PORT="9100", SLACK_SIGNING_SECRET="shh-secret"))
+    done = subprocess.run(
+        [sys.executable, "-m", "bot.cli", "config"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env=_env(tmp_path, PACER_PORT="9100", SLACK_SIGNING_SECRET="shh-secret"),
+    )
     assert done.returncode == 0, done.stderr
     lines = done.stdout.splitlines()
     meaning = {lines[i].split()[0]: lines[i + 1] for i in range(0, len(lines) - 1, 2)}
@@ -93,12 +107,21 @@ def test_pacer_config_says_where_each_value_came_from(tmp_path: Path) -> None:
 @pytest.mark.parametrize(
     ("env", "message"),
     [
-        ({"SLACK_BOT_TOKEN": "xoxb-1"},
-         "SLACK_BOT_TOKEN is set: SLACK_SIGNING_SECRET must be set too (HTTP mode verifies every request Slack sends with it), "
-         "or set SLACK_APP_TOKEN to use Socket Mode, which needs no signing secret"),
-        ({"SLACK_SIGNING_SECRET": "shh"}, "SLACK_SIGNING_SECRET is set: SLACK_BOT_TOKEN must be set too (Pacer answers in Slack with it)"),
-        ({"SLACK_APP_TOKEN": "xapp-1", "SLACK_SIGNING_SECRET": "shh"},
-         "SLACK_SIGNING_SECRET and SLACK_APP_TOKEN are set: SLACK_BOT_TOKEN must be set too (Pacer answers in Slack with it)"),
+        (
+            {"SLACK_BOT_TOKEN": "xoxb-1"},
+            "SLACK_BOT_TOKEN is set: SLACK_SIGNING_SECRET must be set too (HTTP mode verifies every request Slack "
+            "sends with it), "
+            "or set SLACK_APP_TOKEN to use Socket Mode, which needs no signing secret",
+        ),
+        (
+            {"SLACK_SIGNING_SECRET": "shh"},
+            "SLACK_SIGNING_SECRET is set: SLACK_BOT_TOKEN must be set too (Pacer answers in Slack with it)",
+        ),
+        (
+            {"SLACK_APP_TOKEN": "xapp-1", "SLACK_SIGNING_SECRET": "shh"},
+            "SLACK_SIGNING_SECRET and SLACK_APP_TOKEN are set: SLACK_BOT_TOKEN must be set too (Pacer answers in "
+            "Slack with it)",
+        ),
     ],
 )
 def test_partial_slack_settings_say_what_is_missing(env: dict[str, str], message: str) -> None:
@@ -107,7 +130,11 @@ def test_partial_slack_settings_say_what_is_missing(env: dict[str, str], message
 
 @pytest.mark.parametrize(
     "env",
-    [{}, {"SLACK_BOT_TOKEN": "xoxb-1", "SLACK_SIGNING_SECRET": "shh"}, {"SLACK_BOT_TOKEN": "xoxb-1", "SLACK_APP_TOKEN": "xapp-1"}],
+    [
+        {},
+        {"SLACK_BOT_TOKEN": "xoxb-1", "SLACK_SIGNING_SECRET": "shh"},
+        {"SLACK_BOT_TOKEN": "xoxb-1", "SLACK_APP_TOKEN": "xapp-1"},
+    ],
 )
 def test_complete_slack_settings_or_none_pass(env: dict[str, str]) -> None:
     assert settings_checks.problems(load(env, toml_path=None), {}) == []
@@ -116,7 +143,8 @@ def test_complete_slack_settings_or_none_pass(env: dict[str, str]) -> None:
 def test_the_command_runner_needs_its_agent_on_path(tmp_path: Path) -> None:
     command = load({"PACER_RUNNER": "command", "PACER_RUNNER_COMMAND": "no-such-agent -p {prompt}"}, toml_path=None)
     assert settings_checks.problems(command, {"PATH": "/usr/bin:/bin"}) == [
-        "PACER_RUNNER=command: the agent 'no-such-agent' (first word of PACER_RUNNER_COMMAND) is not on PATH (PATH=/usr/bin:/bin); "
+        "PACER_RUNNER=command: the agent 'no-such-agent' (first word of PACER_RUNNER_COMMAND) is not on PATH "
+        "(PATH=/usr/bin:/bin); "
         "install it, give its full path, or set PACER_RUNNER=echo"
     ]
     agent = tmp_path / "bin" / "no-such-agent"
@@ -127,7 +155,9 @@ def test_the_command_runner_needs_its_agent_on_path(tmp_path: Path) -> None:
     by_path = load({"PACER_RUNNER": "command", "PACER_RUNNER_COMMAND": f"{agent} -p {{prompt}}"}, toml_path=None)
     assert settings_checks.problems(by_path, {"PATH": ""}) == []
     gone = load({"PACER_RUNNER": "command", "PACER_RUNNER_COMMAND": f"{tmp_path}/gone -p {{prompt}}"}, toml_path=None)
-    assert settings_checks.problems(gone, {"PATH": ""})[0].startswith(f"PACER_RUNNER=command: the agent '{tmp_path}/gone'")
+    assert settings_checks.problems(gone, {"PATH": ""})[0].startswith(
+        f"PACER_RUNNER=command: the agent '{tmp_path}/gone'"
+    )
     # The echo runner needs nothing on PATH.
     assert settings_checks.problems(load({}, toml_path=None), {"PATH": ""}) == []
 
@@ -135,16 +165,25 @@ def test_the_command_runner_needs_its_agent_on_path(tmp_path: Path) -> None:
 def test_fly_with_sqlite_is_refused_and_with_postgres_is_not() -> None:
     on_fly = {"FLY_APP_NAME": "pacer"}
     assert settings_checks.problems(load({}, toml_path=None), on_fly)[0].startswith(
-        "DATABASE_URL='sqlite:///./var/pacer.db': on Fly (FLY_APP_NAME='pacer') a SQLite file lives on a disk the next deploy wipes"
+        "DATABASE_URL='sqlite:///./var/pacer.db': on Fly (FLY_APP_NAME='pacer') a SQLite file lives on a disk the "
+        "next deploy wipes"
     )
     assert settings_checks.problems(load({"DATABASE_URL": "postgres://u:p@db/pacer"}, toml_path=None), on_fly) == []
     assert settings_checks.problems(load({}, toml_path=None), {}) == []
 
 
 def test_pacer_migrate_on_fly_without_postgres_fails_the_release(tmp_path: Path) -> None:
-    done = subprocess.run([sys.executable, "-m", "bot.cli", "migrate"], cwd=tmp_path, capture_output=True, text=True, timeout=60,
-                          env=_env(tmp_path, FLY_APP_NAME="pacer"))
-    assert done.returncode == 2 and done.stderr.startswith("pacer: configuration error: DATABASE_URL='sqlite:///"), done.stderr
+    done = subprocess.run(
+        [sys.executable, "-m", "bot.cli", "migrate"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env=_env(tmp_path, FLY_APP_NAME="pacer"),
+    )
+    assert done.returncode == 2 and done.stderr.startswith("pacer: configuration error: DATABASE_URL='sqlite:///"), (
+        done.stderr
+    )
     assert not (tmp_path / "pacer.db").exists()  # nothing was migrated on the release machine's disk
 
 
@@ -152,9 +191,14 @@ def test_pacer_migrate_on_fly_without_postgres_fails_the_release(tmp_path: Path)
     ("extra", "line"),
     [
         ({"FLY_APP_NAME": "pacer"}, "pacer: configuration error: DATABASE_URL='sqlite:///"),
-        ({"PACER_RUNNER": "command", "PACER_RUNNER_COMMAND": "no-such-agent {prompt}"},
-         "pacer: configuration error: PACER_RUNNER=command: the agent 'no-such-agent'"),
-        ({"SLACK_BOT_TOKEN": "xoxb-1"}, "pacer: configuration error: SLACK_BOT_TOKEN is set: SLACK_SIGNING_SECRET must be set too"),
+        (
+            {"PACER_RUNNER": "command", "PACER_RUNNER_COMMAND": "no-such-agent {prompt}"},
+            "pacer: configuration error: PACER_RUNNER=command: the agent 'no-such-agent'",
+        ),
+        (
+            {"SLACK_BOT_TOKEN": "xoxb-1"},
+            "pacer: configuration error: SLACK_BOT_TOKEN is set: SLACK_SIGNING_SECRET must be set too",
+        ),
     ],
 )
 def test_pacer_serve_stops_on_one_line(tmp_path: Path, extra: dict[str, str], line: str) -> None:
@@ -172,14 +216,23 @@ def test_socket_mode_needs_no_signing_secret_and_bolt_does_not_warn(tmp_path: Pa
     monkeypatch.setenv("SLACK_BOT_TOKEN", BOT_TOKEN)
     mock = MockSlack().start()
     try:
-        settings = load({"DATABASE_URL": f"sqlite:///{tmp_path}/p.db", "SLACK_BOT_TOKEN": BOT_TOKEN, "SLACK_APP_TOKEN": "xapp-1",
-                         "SLACK_API_URL": mock.api_url}, toml_path=None)
+        settings = load(
+            {
+                "DATABASE_URL": f"sqlite:///{tmp_path}/p.db",
+                "SLACK_BOT_TOKEN": BOT_TOKEN,
+                "SLACK_APP_TOKEN": "xapp-1",
+                "SLACK_API_URL": mock.api_url,
+            },
+            toml_path=None,
+        )
         pacer = process.build(settings, deferrer=VirtualDeferrer(SystemClock()))
         with caplog.at_level(logging.WARNING):
             app = create_app(pacer, start_scheduler=False)
         surface = app.state.slack
         assert surface.socket is not None  # Socket Mode is wired
-        assert "/slack/events" not in {getattr(route, "path", "") for route in app.routes}  # and nothing unsigned reaches Bolt
+        assert "/slack/events" not in {
+            getattr(route, "path", "") for route in app.routes
+        }  # and nothing unsigned reaches Bolt
         assert mock.calls_to("auth.test"), "the bot token was checked at start"
         assert [r.getMessage() for r in caplog.records if r.name.startswith("slack_bolt")] == []
         surface.edge.close()
@@ -233,14 +286,25 @@ def test_pacer_console_speaks_to_the_port_the_server_uses(tmp_path: Path) -> Non
         engine = dbmod.make_engine(env["DATABASE_URL"])
         while leader_address(engine) is None and server.poll() is None and time.monotonic() < deadline:
             time.sleep(0.1)
-        assert leader_address(engine) == f"http://127.0.0.1:{port}", server.stderr.read() if server.poll() is not None else "not up in 60 s"
-        done = subprocess.run([sys.executable, "-m", "bot.cli", "console"], cwd=tmp_path, env=env, input="queue\nquit\n",
-                              capture_output=True, text=True, timeout=60)
+        assert leader_address(engine) == f"http://127.0.0.1:{port}", (
+            server.stderr.read() if server.poll() is not None else "not up in 60 s"
+        )
+        done = subprocess.run(
+            [sys.executable, "-m", "bot.cli", "console"],
+            cwd=tmp_path,
+            env=env,
+            input="queue\nquit\n",
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
     finally:
         server.send_signal(signal.SIGTERM)
         _, server_log = server.communicate(timeout=60)
     assert done.returncode == 0, done.stderr + server_log
-    assert f"127.0.0.1:{port}/api/v1/chat" in done.stdout and str(configured) not in done.stdout, done.stdout + server_log
+    assert f"127.0.0.1:{port}/api/v1/chat" in done.stdout and str(configured) not in done.stdout, (
+        done.stdout + server_log
+    )
     assert "Queue: 0 waiting" in done.stdout  # the server answered `queue`
 
 
@@ -286,4 +350,6 @@ def test_a_turn_still_running_at_the_deadline_is_handed_over(tmp_path: Path) -> 
     with dbmod.session_scope(pacer.engine) as db:
         session = db.get(Session, session_id)
         assert session is not None
-        assert session.status == "waiting" and session.hold_reason == "interrupted" and session.hold_retry_at is not None
+        assert (
+            session.status == "waiting" and session.hold_reason == "interrupted" and session.hold_retry_at is not None
+        )

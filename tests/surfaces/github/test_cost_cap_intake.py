@@ -33,7 +33,9 @@ def _event(**kw: Any) -> IntakeEvent:
 
 def _trigger(ctx: Any, clock: Any, config: dict[str, Any]) -> int:
     with session_scope(ctx.engine) as db:
-        trigger = Trigger(created_at=clock.now(), name="t", kind="github_issue", prompt_template="{{ title }}", config=config)
+        trigger = Trigger(
+            created_at=clock.now(), name="t", kind="github_issue", prompt_template="{{ title }}", config=config
+        )
         db.add(trigger)
         db.flush()
         return trigger.id or 0
@@ -41,8 +43,16 @@ def _trigger(ctx: Any, clock: Any, config: dict[str, Any]) -> int:
 
 @pytest.mark.parametrize(
     ("labels", "cap"),
-    [(("pacer:cap-5",), 5.0), (("Pacer:Cap-2.50", "bug"), 2.5), (("pacer:cap-$3",), 3.0), (("pacer:cap-9", "pacer:cap-4"), 4.0),
-     (("pacer:cap-0",), None), (("pacer:cap-lots",), None), (("pacer:cap-",), None), (("bug",), None)],
+    [
+        (("pacer:cap-5",), 5.0),
+        (("Pacer:Cap-2.50", "bug"), 2.5),
+        (("pacer:cap-$3",), 3.0),
+        (("pacer:cap-9", "pacer:cap-4"), 4.0),
+        (("pacer:cap-0",), None),
+        (("pacer:cap-lots",), None),
+        (("pacer:cap-",), None),
+        (("bug",), None),
+    ],
 )
 def test_a_cap_label_names_the_cap(labels, cap) -> None:
     assert cost_cap_of(labels) == cap
@@ -53,7 +63,11 @@ def test_a_cap_label_on_a_new_issue_caps_its_session_over_the_trigger_default(ct
     (labelled,) = github_event(ctx, _event(number=1, labels=("pacer:cap-5",)))
     (plain,) = github_event(ctx, _event(number=2))
     (bad,) = github_event(ctx, _event(number=3, labels=("pacer:cap-abc",)))
-    assert (row(ctx, labelled).cost_cap_usd, row(ctx, plain).cost_cap_usd, row(ctx, bad).cost_cap_usd) == (5.0, 10.0, 10.0)
+    assert (row(ctx, labelled).cost_cap_usd, row(ctx, plain).cost_cap_usd, row(ctx, bad).cost_cap_usd) == (
+        5.0,
+        10.0,
+        10.0,
+    )
 
 
 def test_an_explicit_cap_overrides_the_trigger_default(ctx: Any, clock: Any) -> None:
@@ -76,11 +90,24 @@ def test_a_good_trigger_default_is_kept_on_every_kind() -> None:
 def test_a_cap_label_added_later_caps_the_issue_session_and_strangers_cannot(ctx: Any, clock: Any) -> None:
     _trigger(ctx, clock, {})
     (sid,) = github_event(ctx, _event(number=2))
-    stranger = parse("issues", issue_payload("labeled", number=2, label="pacer:cap-1", author="alice", association="NONE"),
-                     bot_login="pacer[bot]")
+    stranger = parse(
+        "issues",
+        issue_payload("labeled", number=2, label="pacer:cap-1", author="alice", association="NONE"),
+        bot_login="pacer[bot]",
+    )
     github_event(ctx, stranger)
     assert row(ctx, sid).cost_cap_usd is None  # only people with write access steer work
-    github_event(ctx, parse("issues", issue_payload("labeled", number=2, label="pacer:cap-7.5", sender="carol"), bot_login="pacer[bot]"))
+    github_event(
+        ctx,
+        parse(
+            "issues", issue_payload("labeled", number=2, label="pacer:cap-7.5", sender="carol"), bot_login="pacer[bot]"
+        ),
+    )
     assert row(ctx, sid).cost_cap_usd == 7.5
-    github_event(ctx, parse("issues", issue_payload("labeled", number=2, label="pacer:cap-abc", sender="carol"), bot_login="pacer[bot]"))
+    github_event(
+        ctx,
+        parse(
+            "issues", issue_payload("labeled", number=2, label="pacer:cap-abc", sender="carol"), bot_login="pacer[bot]"
+        ),
+    )
     assert row(ctx, sid).cost_cap_usd == 7.5  # not a cap: an ordinary label

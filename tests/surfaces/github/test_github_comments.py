@@ -72,7 +72,9 @@ def test_one_comment_is_created_then_edited_as_the_session_moves(engine: Engine,
     assert (row.repository, row.number, row.comment_id) == ("octo/app", 7, first)
 
 
-def test_a_lost_comment_id_is_found_again_by_the_marker_not_duplicated(engine: Engine, clock: Any, fake: FakeGithub) -> None:
+def test_a_lost_comment_id_is_found_again_by_the_marker_not_duplicated(
+    engine: Engine, clock: Any, fake: FakeGithub
+) -> None:
     ctx, deferrer, _workers, _quota = build(engine, clock, max_sessions=1)
     _issue_trigger(engine, clock)
     (session_id,) = github_event(ctx, _event())
@@ -98,7 +100,9 @@ def test_a_comment_deleted_on_github_is_made_again(engine: Engine, clock: Any, f
     assert second != first and list(fake.comments) == [second]
 
 
-def test_notices_reach_github_off_the_request_and_coalesce(engine: Engine, clock: Any, deferrer: Any, fake: FakeGithub) -> None:
+def test_notices_reach_github_off_the_request_and_coalesce(
+    engine: Engine, clock: Any, deferrer: Any, fake: FakeGithub
+) -> None:
     pacer = make_pacer(engine, clock, deferrer)
     status = install_status_comments(pacer, port=_port(fake))
     assert status is not None
@@ -116,7 +120,9 @@ def test_notices_reach_github_off_the_request_and_coalesce(engine: Engine, clock
     status.close()
 
 
-def test_the_hold_label_shows_on_the_comment_and_leaves_it_when_removed(engine: Engine, clock: Any, deferrer: Any, fake: FakeGithub) -> None:
+def test_the_hold_label_shows_on_the_comment_and_leaves_it_when_removed(
+    engine: Engine, clock: Any, deferrer: Any, fake: FakeGithub
+) -> None:
     pacer = make_pacer(engine, clock, deferrer)
     status = install_status_comments(pacer, port=_port(fake))
     assert status is not None
@@ -188,14 +194,23 @@ def test_a_sleeping_session_is_paused_until_its_wake(clock: Any) -> None:
 
 
 def _result(**kw: Any) -> LatestResult:
-    fields: dict[str, Any] = {"output": "", "error": None, "cost_usd": 0.25, "duration_ms": 4000, "turns": 1, "cost_total_usd": 0.25}
+    fields: dict[str, Any] = {
+        "output": "",
+        "error": None,
+        "cost_usd": 0.25,
+        "duration_ms": 4000,
+        "turns": 1,
+        "cost_total_usd": 0.25,
+    }
     return LatestResult(**(fields | kw))
 
 
 def test_a_failed_turn_shows_its_error_and_a_failure_with_output_shows_both() -> None:
     bare = render_body(StatusView("failed", 4, "octo/app#7 t", "spot", work=_result(error="exit 2: agent crashed")))
     assert "<summary>Latest turn failed · $0.25 · 4.0 s · turn 1</summary>" in bare and "exit 2: agent crashed" in bare
-    both = render_body(StatusView("failed", 4, "octo/app#7 t", "spot", work=_result(output="half done", error="timed out")))
+    both = render_body(
+        StatusView("failed", 4, "octo/app#7 t", "spot", work=_result(output="half done", error="timed out"))
+    )
     assert "<summary>Latest result" in both and "> timed out" in both and "half done" in both
 
 
@@ -203,4 +218,7 @@ def test_a_result_past_what_a_comment_holds_says_how_much_is_left_out_and_where_
     output = "".join(f"{n:06d}\n" for n in range(10_000))  # 70,000 characters
     body = render_body(StatusView("done", 4, "octo/app#7 t", "spot", work=_result(output=output)))
     assert len(body) <= 65_536 and output[:RESULT_CHARS] in body
-    assert f"*({len(output) - RESULT_CHARS:,} more characters are not shown here" in body and "GET /api/v1/sessions/4" in body
+    assert (
+        f"*({len(output) - RESULT_CHARS:,} more characters are not shown here" in body
+        and "GET /api/v1/sessions/4" in body
+    )

@@ -34,9 +34,13 @@ class Hook:
     def __init__(self, client: httpx.Client, app: Any, engine: Engine, fake: FakeGithub) -> None:
         self.client, self.app, self.engine, self.fake = client, app, engine, fake
 
-    def send(self, event: str, payload: dict[str, Any], *, delivery: str | None = None, hook_id: str = "1") -> httpx.Response:
+    def send(
+        self, event: str, payload: dict[str, Any], *, delivery: str | None = None, hook_id: str = "1"
+    ) -> httpx.Response:
         body = json.dumps(payload).encode()
-        answer = self.client.post("/github/webhook", content=body, headers=headers(event, body, delivery=delivery, hook_id=hook_id))
+        answer = self.client.post(
+            "/github/webhook", content=body, headers=headers(event, body, delivery=delivery, hook_id=hook_id)
+        )
         assert answer.status_code < 300, answer.text
         self.settle()
         return answer
@@ -94,7 +98,11 @@ def test_one_comment_delivered_at_once_many_times_is_one_message(hook: Hook) -> 
     def send(n: int) -> None:
         with httpx.Client(base_url=str(hook.client.base_url), timeout=30) as client:
             start.wait()
-            answers.append(client.post("/github/webhook", content=body, headers=headers("issue_comment", body, hook_id=str(n))).status_code)
+            answers.append(
+                client.post(
+                    "/github/webhook", content=body, headers=headers("issue_comment", body, hook_id=str(n))
+                ).status_code
+            )
 
     threads = [threading.Thread(target=send, args=(n,)) for n in range(6)]
     for thread in threads:
@@ -122,8 +130,12 @@ def test_an_edited_comment_is_not_a_new_message(hook: Hook) -> None:
     session_id = _session(hook)
     comment = comment_payload("Cover the error path.", commenter="bob", association="MEMBER")
     hook.send("issue_comment", comment)
-    edited = {**comment, "action": "edited", "comment": {**comment["comment"], "body": "Cover the error path and the timeout."},
-              "changes": {"body": {"from": "Cover the error path."}}}
+    edited = {
+        **comment,
+        "action": "edited",
+        "comment": {**comment["comment"], "body": "Cover the error path and the timeout."},
+        "changes": {"body": {"from": "Cover the error path."}},
+    }
     answer = hook.send("issue_comment", edited)
     assert answer.status_code == 200 and "issue_comment.edited starts nothing" in answer.json()["message"]
     assert hook.messages() == [(session_id, "Cover the error path.")]
@@ -141,6 +153,8 @@ def test_pacers_own_status_comment_and_replies_posted_with_a_token_are_not_turns
         answer = hook.send("issue_comment", comment_payload(body, commenter="alice", association="OWNER"))
         assert answer.status_code == 200 and "is Pacer's own comment" in answer.json()["message"], answer.text
     assert hook.messages() == []
-    assert len([c for c in hook.fake.comments.values() if c["body"].startswith(markers.REPLY)]) == 1  # no reply to a reply
+    assert (
+        len([c for c in hook.fake.comments.values() if c["body"].startswith(markers.REPLY)]) == 1
+    )  # no reply to a reply
     with DBSession(hook.engine) as db:
         assert db.get(Session, session_id) is not None

@@ -39,7 +39,12 @@ def _parse(event: str, payload: Any) -> IntakeEvent | Ignored:
         ("pull_request", issue_payload("labeled", label="pacer", pull_request=True), Kind.GITHUB_LABEL, None),
         ("issues", issue_payload("labeled", label="Pacer:Priority"), Kind.CONTROL, Control.PRIORITY),
         ("issues", issue_payload("labeled", label="pacer:hold"), Kind.CONTROL, Control.HOLD),
-        ("pull_request", issue_payload("unlabeled", label="pacer:hold", pull_request=True), Kind.CONTROL, Control.RELEASE),
+        (
+            "pull_request",
+            issue_payload("unlabeled", label="pacer:hold", pull_request=True),
+            Kind.CONTROL,
+            Control.RELEASE,
+        ),
         ("issues", issue_payload("closed"), Kind.CONTROL, Control.CLOSE),
         ("pull_request", issue_payload("closed", pull_request=True), Kind.CONTROL, Control.CLOSE),
         ("issues", issue_payload("reopened"), Kind.CONTROL, Control.REOPEN),
@@ -59,13 +64,29 @@ def test_routing_on_event_and_action(event: str, payload: dict[str, Any], kind: 
         ("pull_request", issue_payload("opened", pull_request=True), "pull_request.opened starts nothing"),
         ("issues", issue_payload("unlabeled", label="pacer"), "issues.unlabeled (pacer) starts nothing"),
         ("issues", issue_payload("edited"), "issues.edited starts nothing"),
-        ("issue_comment", {"action": "created", "sender": {"login": "a"}}, "issue_comment.created carries no issue or repository"),
-        ("issue_comment", {**issue_payload("edited"), "comment": {"body": "hi"}}, "issue_comment.edited starts nothing"),
+        (
+            "issue_comment",
+            {"action": "created", "sender": {"login": "a"}},
+            "issue_comment.created carries no issue or repository",
+        ),
+        (
+            "issue_comment",
+            {**issue_payload("edited"), "comment": {"body": "hi"}},
+            "issue_comment.edited starts nothing",
+        ),
         ("discussion_comment", {"action": "created"}, "discussion_comment events start nothing"),
         ("label", {"action": "created"}, "label events start nothing"),
         ("issues", {"action": "opened"}, "issues.opened carries no issue or repository"),
-        ("issues", {**issue_payload(), "issue": {"number": True}}, "issues.opened carries no issue number or repository name"),
-        ("issues", {**issue_payload(), "repository": {"full_name": "no-slash"}}, "issues.opened carries no issue number or repository name"),
+        (
+            "issues",
+            {**issue_payload(), "issue": {"number": True}},
+            "issues.opened carries no issue number or repository name",
+        ),
+        (
+            "issues",
+            {**issue_payload(), "repository": {"full_name": "no-slash"}},
+            "issues.opened carries no issue number or repository name",
+        ),
         ("issues", issue_payload("labeled"), "issues.labeled starts nothing"),
         ("issues", [1, 2], "the payload is not a JSON object"),
     ],
@@ -103,9 +124,17 @@ def test_pacers_own_account(sender: dict[str, str], expected: bool) -> None:
         (issue_payload("labeled", label="pacer", association="NONE"), False, ("alice", "NONE")),
         (issue_payload("labeled", label="pacer", association="MEMBER"), True, ("alice", "MEMBER")),
         # ... labelling someone else's takes triage access or more, GitHub's own rule ...
-        (issue_payload("labeled", label="pacer", association="NONE", sender="maintainer"), True, ("maintainer", "COLLABORATOR")),
+        (
+            issue_payload("labeled", label="pacer", association="NONE", sender="maintainer"),
+            True,
+            ("maintainer", "COLLABORATOR"),
+        ),
         # ... and another bot's label counts as nobody's.
-        (issue_payload("labeled", label="pacer", sender="github-actions[bot]", sender_type="Bot"), False, ("github-actions[bot]", "NONE")),
+        (
+            issue_payload("labeled", label="pacer", sender="github-actions[bot]", sender_type="Bot"),
+            False,
+            ("github-actions[bot]", "NONE"),
+        ),
         # Closing or reopening withdraws or reports, never starts: no more trust than GitHub asks.
         (issue_payload("closed", association="NONE"), True, ("alice", "NONE")),
         (issue_payload("reopened", association="NONE"), True, ("alice", "NONE")),
@@ -123,7 +152,11 @@ def test_fields_read_from_githubs_own_example() -> None:
     parsed = _parse("issues", json.loads(path.read_text()))
     assert isinstance(parsed, IntakeEvent)
     assert parsed.kind is Kind.GITHUB_LABEL and parsed.label == "bug"
-    assert (parsed.repository, parsed.number, parsed.title) == ("Codertocat/Hello-World", 1, "Spelling error in the README file")
+    assert (parsed.repository, parsed.number, parsed.title) == (
+        "Codertocat/Hello-World",
+        1,
+        "Spelling error in the README file",
+    )
     assert parsed.url == "https://github.com/Codertocat/Hello-World/issues/1"
     assert parsed.body == "It looks like you accidently spelled 'commit' with two 't's."
     assert (parsed.author, parsed.author_association, parsed.labeler) == ("Codertocat", "OWNER", "Codertocat")
@@ -133,7 +166,9 @@ def test_fields_read_from_githubs_own_example() -> None:
 def test_a_null_body_reads_as_empty() -> None:
     path = FIXTURES / "github" / "pull_request" / "opened.with-null-body.json"
     assert _parse("pull_request", json.loads(path.read_text())) == Ignored("pull_request.opened starts nothing")
-    empty = _parse("issues", json.loads((path.parent.parent / "issues" / "opened.with-empty-body.payload.json").read_text()))
+    empty = _parse(
+        "issues", json.loads((path.parent.parent / "issues" / "opened.with-empty-body.payload.json").read_text())
+    )
     assert isinstance(empty, IntakeEvent) and empty.body == ""
 
 
@@ -147,7 +182,10 @@ _json = st.recursive(
     lambda children: st.lists(children, max_size=4) | st.dictionaries(st.text(max_size=12), children, max_size=5),
     max_leaves=20,
 )
-_named = st.fixed_dictionaries({}, optional={"name": st.sampled_from(["pacer", "pacer:hold", "pacer:priority"]) | _json}) | _json
+_named = (
+    st.fixed_dictionaries({}, optional={"name": st.sampled_from(["pacer", "pacer:hold", "pacer:priority"]) | _json})
+    | _json
+)
 _person = st.fixed_dictionaries({}, optional={"login": st.sampled_from(["alice", "pacer[bot]"]) | _json,
                                               "type": st.sampled_from(["User", "Bot"]) | _json}) | _json
 _item = st.fixed_dictionaries({}, optional={

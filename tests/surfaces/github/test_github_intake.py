@@ -55,9 +55,24 @@ def ctx(any_engine: Engine, clock: Any) -> Any:
         ("github_issue", {"labels": ["agent"]}, {"labels": ("Agent", "bug")}, None),
         ("github_issue", {"labels": ["agent"]}, {"labels": ("bug",)}, "the issue carries none of ['agent']"),
         ("github_label", {}, {"action": "labeled", "label": "Pacer"}, None),
-        ("github_label", {"label": "ready"}, {"action": "labeled", "label": "pacer"}, "github_label fires on the label 'ready' being added"),
-        ("github_label", {"pull_requests": False}, {"action": "labeled", "label": "pacer", "event": "pull_request"}, "this trigger takes issues only"),
-        ("github_label", {"issues": False}, {"action": "labeled", "label": "pacer"}, "this trigger takes pull requests only"),
+        (
+            "github_label",
+            {"label": "ready"},
+            {"action": "labeled", "label": "pacer"},
+            "github_label fires on the label 'ready' being added",
+        ),
+        (
+            "github_label",
+            {"pull_requests": False},
+            {"action": "labeled", "label": "pacer", "event": "pull_request"},
+            "this trigger takes issues only",
+        ),
+        (
+            "github_label",
+            {"issues": False},
+            {"action": "labeled", "label": "pacer"},
+            "this trigger takes pull requests only",
+        ),
         ("github_label", {}, {"action": "labeled", "label": "pacer", "event": "pull_request"}, None),
         ("schedule", {}, {}, "schedule is not a GitHub trigger"),
     ],
@@ -69,8 +84,15 @@ def test_trigger_matching(kind: str, config: dict[str, Any], overrides: dict[str
 
 def test_an_opened_issue_makes_one_session_per_trigger_and_never_a_second(ctx: Any, clock: Any) -> None:
     first = _trigger(ctx.engine, clock.now(), name="a", kind="github_issue", prompt_template="A: {{ title }}")
-    second = _trigger(ctx.engine, clock.now(), name="b", kind="github_issue", prompt_template="B: {{ title }} by {{ author }}",
-                      scheduling_class="priority", precedence=5)
+    second = _trigger(
+        ctx.engine,
+        clock.now(),
+        name="b",
+        kind="github_issue",
+        prompt_template="B: {{ title }} by {{ author }}",
+        scheduling_class="priority",
+        precedence=5,
+    )
     created = github_event(ctx, _event())
     assert len(created) == 2
     assert github_event(ctx, _event()) == []  # the same issue again: nothing new, whatever the delivery
@@ -109,7 +131,9 @@ def test_a_session_waits_on_an_open_issue_until_it_closes(ctx: Any, clock: Any) 
         assert [p.target for p in unsatisfied(db, waiter)] == ["octo/app#12"]
 
 
-def test_a_template_that_cannot_render_starts_nothing_and_says_why(ctx: Any, clock: Any, caplog: pytest.LogCaptureFixture) -> None:
+def test_a_template_that_cannot_render_starts_nothing_and_says_why(
+    ctx: Any, clock: Any, caplog: pytest.LogCaptureFixture
+) -> None:
     _trigger(ctx.engine, clock.now(), name="broken", kind="github_issue", prompt_template="{{ no_such_thing }}")
     caplog.set_level("WARNING", logger="pacer.intake")
     assert github_event(ctx, _event()) == []
@@ -170,7 +194,9 @@ def test_a_person_placed_hold_is_not_released_by_the_label(ctx: Any, clock: Any)
     _trigger(ctx.engine, clock.now(), name="a", kind="github_issue", prompt_template="{{ title }}")
     (session_id,) = github_event(ctx, _event())
     with session_scope(ctx.engine) as db:
-        db.add(OperatorHold(selector_kind="session", selector_value=str(session_id), armer="U0OPS", created_at=clock.now()))
+        db.add(
+            OperatorHold(selector_kind="session", selector_value=str(session_id), armer="U0OPS", created_at=clock.now())
+        )
     github_event(ctx, _event("unlabeled", label="pacer:hold", sender="carol"))
     with DBSession(ctx.engine) as db:
         assert db.exec(select(OperatorHold)).one().released_at is None
@@ -210,7 +236,9 @@ def test_controls_from_people_without_write_access_are_ignored(ctx: Any, clock: 
 
 def test_a_control_with_no_session_for_the_issue_changes_nothing(ctx: Any, clock: Any) -> None:
     with session_scope(ctx.engine) as db:
-        plan = record_github(db, _event("labeled", label="pacer:priority", sender="carol"), now=clock.now(), settings=IntakeSettings())
+        plan = record_github(
+            db, _event("labeled", label="pacer:priority", sender="carol"), now=clock.now(), settings=IntakeSettings()
+        )
     assert plan.is_empty and plan.actor == "github:carol"
     assert _event("closed").kind is Kind.CONTROL
 
@@ -225,16 +253,23 @@ def test_a_control_with_no_session_for_the_issue_changes_nothing(ctx: Any, clock
         ({}, {"precedence": 12, "weight": 0.5, "capacity": 2, "runtime": "claude"}),
     ],
 )
-def test_the_intake_insert_writes_the_row_create_session_writes(any_engine: Engine, clock: Any,
-                                                                trigger_fields: dict[str, Any], request_fields: dict[str, Any]) -> None:
+def test_the_intake_insert_writes_the_row_create_session_writes(
+    any_engine: Engine, clock: Any, trigger_fields: dict[str, Any], request_fields: dict[str, Any]
+) -> None:
     """The webhook writes its sessions with one Core INSERT (`insert_session`), not through the
     ORM's create_session: the two must not drift apart, column for column."""
     from scheduler.store.sessions import NewSession, create_session, insert_session
 
     now = clock.now()
     trigger_id = _trigger(any_engine, now, name="t", kind="github_label", **trigger_fields)
-    request = NewSession(title="octo/app#1 Fix it", genesis="github_label", trigger_id=trigger_id, requester="github:alice",
-                         source={"kind": "github", "issue_key": "octo/app#1"}, **request_fields)
+    request = NewSession(
+        title="octo/app#1 Fix it",
+        genesis="github_label",
+        trigger_id=trigger_id,
+        requester="github:alice",
+        source={"kind": "github", "issue_key": "octo/app#1"},
+        **request_fields,
+    )
     with session_scope(any_engine) as db:
         trigger = db.get(Trigger, trigger_id)
         assert trigger is not None

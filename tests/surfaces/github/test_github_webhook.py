@@ -40,9 +40,15 @@ class Hook:
         self.pacer = pacer
         self.edge = app.state.github
 
-    def send(self, event: str, payload: Any, *, delivery: str | None = None, secret: str = SECRET, hook_id: str = "1") -> Any:
+    def send(
+        self, event: str, payload: Any, *, delivery: str | None = None, secret: str = SECRET, hook_id: str = "1"
+    ) -> Any:
         body = json.dumps(payload).encode()
-        response = self.client.post("/github/webhook", content=body, headers=headers(event, body, secret=secret, delivery=delivery, hook_id=hook_id))
+        response = self.client.post(
+            "/github/webhook",
+            content=body,
+            headers=headers(event, body, secret=secret, delivery=delivery, hook_id=hook_id),
+        )
         assert self.edge.drain(10)
         return response
 
@@ -53,7 +59,9 @@ class Hook:
     def deliveries(self) -> list[tuple[str, str]]:
         """(hook id, delivery id) of GitHub's deliveries taken, apart from Pacer's intake keys."""
         with DBSession(self.pacer.engine) as db:
-            rows = db.exec(select(WebhookDelivery).where(WebhookDelivery.hook_id != INTAKE_HOOK_ID).order_by(WebhookDelivery.id))
+            rows = db.exec(
+                select(WebhookDelivery).where(WebhookDelivery.hook_id != INTAKE_HOOK_ID).order_by(WebhookDelivery.id)
+            )
             return [(r.hook_id, r.delivery_id) for r in rows]
 
     def sessions(self) -> list[Session]:
@@ -70,7 +78,13 @@ def _trigger(engine: Engine, clock: Any, **fields: Any) -> None:
 @pytest.fixture
 def hook(engine: Engine, clock: Any, deferrer: Any) -> Iterator[Hook]:
     pacer = make_pacer(engine, clock, deferrer)
-    _trigger(engine, clock, name="issues", kind="github_issue", prompt_template="Fix {{ repository }}#{{ number }}: {{ title }}\n\n{{ body }}")
+    _trigger(
+        engine,
+        clock,
+        name="issues",
+        kind="github_issue",
+        prompt_template="Fix {{ repository }}#{{ number }}: {{ title }}\n\n{{ body }}",
+    )
     _trigger(engine, clock, name="label", kind="github_label", config={"label": "bug"}, prompt_template="{{ text }}")
     app = create_app(pacer, start_scheduler=False)
     with serving(app) as url, httpx.Client(base_url=url, timeout=10) as client:
@@ -172,7 +186,9 @@ def test_an_untrusted_author_is_ignored_with_a_log_line(hook: Hook, caplog: pyte
 
 
 def test_a_label_by_a_collaborator_on_a_strangers_issue_starts_work(hook: Hook) -> None:
-    payload = issue_payload("labeled", author="stranger", association="NONE", sender="maintainer", label="bug", labels=("bug",))
+    payload = issue_payload(
+        "labeled", author="stranger", association="NONE", sender="maintainer", label="bug", labels=("bug",)
+    )
     assert hook.send("issues", payload).json()["sessions"] != []
 
 
@@ -183,13 +199,25 @@ def test_a_strangers_label_on_their_own_issue_starts_nothing(hook: Hook) -> None
 
 @pytest.mark.parametrize(
     "association, starts",
-    [("OWNER", True), ("MEMBER", True), ("COLLABORATOR", True), ("CONTRIBUTOR", False), ("FIRST_TIME_CONTRIBUTOR", False),
-     ("FIRST_TIMER", False), ("MANNEQUIN", False), ("NONE", False), ("", False)],
+    [
+        ("OWNER", True),
+        ("MEMBER", True),
+        ("COLLABORATOR", True),
+        ("CONTRIBUTOR", False),
+        ("FIRST_TIME_CONTRIBUTOR", False),
+        ("FIRST_TIMER", False),
+        ("MANNEQUIN", False),
+        ("NONE", False),
+        ("", False),
+    ],
 )
-def test_only_write_access_starts_work_from_an_issue_or_a_pull_request(hook: Hook, association: str, starts: bool) -> None:
+def test_only_write_access_starts_work_from_an_issue_or_a_pull_request(
+    hook: Hook, association: str, starts: bool
+) -> None:
     opened = issue_payload(author="someone", association=association)
-    labelled_own_pr = issue_payload("labeled", number=8, author="someone", association=association, label="bug", labels=("bug",),
-                                    pull_request=True)
+    labelled_own_pr = issue_payload(
+        "labeled", number=8, author="someone", association=association, label="bug", labels=("bug",), pull_request=True
+    )
     assert bool(hook.send("issues", opened).json()["sessions"]) is starts
     assert bool(hook.send("pull_request", labelled_own_pr).json()["sessions"]) is starts
     assert hook.count(Session) == (2 if starts else 0)
@@ -198,7 +226,9 @@ def test_only_write_access_starts_work_from_an_issue_or_a_pull_request(hook: Hoo
 def test_a_priority_label_a_workflow_bot_adds_changes_nothing(hook: Hook) -> None:
     # A workflow acts with the rights of whoever triggered it, so its label is nobody's.
     [session_id] = hook.send("issues", issue_payload()).json()["sessions"]
-    by_bot = issue_payload("labeled", sender="github-actions[bot]", sender_type="Bot", label="pacer:priority", labels=("pacer:priority",))
+    by_bot = issue_payload(
+        "labeled", sender="github-actions[bot]", sender_type="Bot", label="pacer:priority", labels=("pacer:priority",)
+    )
     assert hook.send("issues", by_bot).status_code == 202
     [session] = hook.sessions()
     assert (session.id, session.scheduling_class) == (session_id, None)

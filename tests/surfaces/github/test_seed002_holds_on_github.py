@@ -30,7 +30,10 @@ def test_the_status_comment_says_model_access(engine, clock) -> None:
     a = new(ctx, title="t", runtime="claude")
     submit_turn(ctx, a, "go")
     finish(ctx, workers, deferrer, a, Outcome.MODEL_ACCESS, extra={"model": "opus"})
-    assert "The queue is paused (no access to the chosen model): The claude plan does not include the model opus" in _comment(ctx, a)
+    assert (
+        "The queue is paused (no access to the chosen model): The claude plan does not include the model opus"
+        in _comment(ctx, a)
+    )
 
 
 def test_the_status_comment_says_blocked_interference(engine, clock) -> None:

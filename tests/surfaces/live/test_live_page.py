@@ -45,7 +45,11 @@ def signed_in(api: Api) -> httpx.Client:
 
 def test_without_the_token_the_page_says_how_to_get_in(api: Api) -> None:
     bare = httpx.get(f"{api.server.url}/", timeout=30)
-    assert bare.status_code == 401 and "Open /?token=&lt;your API token&gt; once" in bare.text and "for 12 hours" in bare.text
+    assert (
+        bare.status_code == 401
+        and "Open /?token=&lt;your API token&gt; once" in bare.text
+        and "for 12 hours" in bare.text
+    )
     wrong = httpx.get(f"{api.server.url}/", params={"token": "nope"}, timeout=30)
     assert wrong.status_code == 401 and "That token is not valid" in wrong.text
     assert httpx.get(f"{api.server.url}/live/state", timeout=30).status_code == 401
@@ -88,8 +92,16 @@ def test_a_personal_token_opens_the_page_and_its_cookie_ends_with_the_token(engi
     # The same cookie, served by a Pacer where bob's token is gone, opens nothing.
     without_bob = make_api(engine, clock, PACER_API_TOKENS=f"alice={PERSONAL['alice']}")
     request.addfinalizer(without_bob.close)
-    assert httpx.get(f"{without_bob.server.url}/live/state", cookies={COOKIE: client.cookies[COOKIE]}, timeout=30).status_code == 401
-    assert httpx.get(f"{api.server.url}/live/state", cookies={COOKIE: client.cookies[COOKIE]}, timeout=30).status_code == 200
+    assert (
+        httpx.get(
+            f"{without_bob.server.url}/live/state", cookies={COOKIE: client.cookies[COOKIE]}, timeout=30
+        ).status_code
+        == 401
+    )
+    assert (
+        httpx.get(f"{api.server.url}/live/state", cookies={COOKIE: client.cookies[COOKIE]}, timeout=30).status_code
+        == 200
+    )
 
 
 def test_the_page_shows_the_card_the_queue_the_holds_and_the_day(api: Api) -> None:
@@ -116,8 +128,14 @@ def test_the_page_shows_the_card_the_queue_the_holds_and_the_day(api: Api) -> No
 def chrome(tmp_path: Path) -> Any:
     if not (shutil.which(CHROMIUM) and shutil.which(CHROMEDRIVER)):
         if os.environ.get("PACER_REQUIRE_CHROMIUM"):
-            pytest.fail(f"PACER_REQUIRE_CHROMIUM is set but {CHROMIUM} or {CHROMEDRIVER} is missing: apt-get install chromium chromium-driver")
-        pytest.skip("Debian's chromium and chromium-driver are not installed (CI sets PACER_REQUIRE_CHROMIUM=1 and installs them)")
+            pytest.fail(
+                f"PACER_REQUIRE_CHROMIUM is set but {CHROMIUM} or {CHROMEDRIVER} is missing: apt-get install chromium "
+                f"chromium-driver"
+            )
+        pytest.skip(
+            "Debian's chromium and chromium-driver are not installed (CI sets PACER_REQUIRE_CHROMIUM=1 and installs "
+            "them)"
+        )
     from selenium import webdriver
     from selenium.webdriver.chrome.service import Service
 

@@ -76,11 +76,20 @@ def test_the_callers_request_id_is_kept_and_echoed_and_a_bad_or_missing_one_is_m
     assert all(len(rid) == 16 and int(rid, 16) >= 0 for rid in made) and len(set(made)) == 3
 
 
-def test_every_line_of_a_delivery_carries_its_request_id_and_session_lines_their_session(api: Api, captured: Captured) -> None:
-    trigger = {"name": "label-pacer", "kind": "github_label", "config": {"label": "pacer"}, "prompt_template": "{{ title }}"}
+def test_every_line_of_a_delivery_carries_its_request_id_and_session_lines_their_session(
+    api: Api, captured: Captured
+) -> None:
+    trigger = {
+        "name": "label-pacer",
+        "kind": "github_label",
+        "config": {"label": "pacer"},
+        "prompt_template": "{{ title }}",
+    }
     assert api.post("/triggers", trigger).status_code == 201
     body = json.dumps(issue_payload("labeled", number=41, label="pacer", labels=("pacer",))).encode()
-    answer = api.client.post("/github/webhook", content=body, headers={**headers("issues", body), "X-Request-ID": "delivery-41"})
+    answer = api.client.post(
+        "/github/webhook", content=body, headers={**headers("issues", body), "X-Request-ID": "delivery-41"}
+    )
     assert answer.status_code == 202 and answer.headers["x-request-id"] == "delivery-41"
     (session_id,) = answer.json()["sessions"]
     api.server.app.state.github.drain()  # the first turn, gated after the answer on the intake thread
@@ -103,7 +112,9 @@ def test_a_line_logged_inside_a_decision_names_its_session_without_saying_so(api
         return None
 
     api.ctx.plugins.admission_checks.insert(0, logs_and_admits)
-    created = api.client.post("/api/v1/sessions", json={"prompt": "one"}, headers={**api.headers(), "X-Request-ID": "api-1"})
+    created = api.client.post(
+        "/api/v1/sessions", json={"prompt": "one"}, headers={**api.headers(), "X-Request-ID": "api-1"}
+    )
     assert created.status_code == 201
     session_id = created.json()["session"]["id"]
     checked = [e for e in captured.entries() if e["logger"] == "pacer.check"]

@@ -37,7 +37,11 @@ class Demo:
 
     def __init__(self, tmp: Path, log_format: str) -> None:
         tmp.mkdir()
-        env = {k: v for k, v in os.environ.items() if not k.startswith(("PACER_", "SLACK_", "GITHUB_")) and k != "DATABASE_URL"}
+        env = {
+            k: v
+            for k, v in os.environ.items()
+            if not k.startswith(("PACER_", "SLACK_", "GITHUB_")) and k != "DATABASE_URL"
+        }
         env |= {"PYTHONPATH": str(ROOT), "DATABASE_URL": f"sqlite:///{tmp}/pacer.db", "PACER_PORT": str(_port()),
                 "PACER_LOG_FORMAT": log_format, "PACER_ECHO_SECONDS": "1"}
         self.lines: list[str] = []
@@ -75,7 +79,11 @@ def test_a_demo_run_logs_mostly_pacer_in_one_format_and_json_on_request(tmp_path
     started = time.monotonic()
     try:
         while time.monotonic() - started < DEMO_SECONDS[1]:
-            if time.monotonic() - started >= DEMO_SECONDS[0] and text.has_shown(*FINISHED) and as_json.has_shown(*FINISHED):
+            if (
+                time.monotonic() - started >= DEMO_SECONDS[0]
+                and text.has_shown(*FINISHED)
+                and as_json.has_shown(*FINISHED)
+            ):
                 break
             time.sleep(0.5)
     finally:
@@ -98,7 +106,9 @@ def test_a_demo_run_logs_mostly_pacer_in_one_format_and_json_on_request(tmp_path
     assert sum(e["logger"].startswith("pacer") for e in entries) >= 0.8 * len(entries)
     named = [e for e in entries if SESSION.search(e["message"])]
     assert named and all(isinstance(e.get("session_id"), int) for e in named)
-    assert any(e.get("request_id") and e["logger"].startswith("pacer.") for e in entries)  # lines logged while answering
+    assert any(
+        e.get("request_id") and e["logger"].startswith("pacer.") for e in entries
+    )  # lines logged while answering
 
 
 def test_a_traceback_stays_inside_its_one_json_line() -> None:

@@ -69,7 +69,12 @@ def api(any_engine: Engine, clock: VirtualClock) -> Iterator[Api]:
 
 def _burst(api: Api) -> list[int]:
     """Deliveries and API creations at once, from several threads; returns their status codes."""
-    trigger = {"name": "label-pacer", "kind": "github_label", "config": {"label": "pacer"}, "prompt_template": "{{ title }}"}
+    trigger = {
+        "name": "label-pacer",
+        "kind": "github_label",
+        "config": {"label": "pacer"},
+        "prompt_template": "{{ title }}",
+    }
     assert api.post("/triggers", trigger).status_code == 201
 
     def deliver(number: int) -> int:
@@ -112,7 +117,10 @@ def test_a_scrape_during_a_burst_answers_and_the_gauges_match_the_rows(api: Api)
         turns = list(db.exec(select(Turn)))
         waiting = [s for s in sessions if s.status == "waiting"]
         depth = Counter(
-            (class_of(s, policy).value, s.hold_reason or s.pause_reason or s.park_reason or ("asleep" if s.wake_at else "ready"))
+            (
+                class_of(s, policy).value,
+                s.hold_reason or s.pause_reason or s.park_reason or ("asleep" if s.wake_at else "ready"),
+            )
             for s in waiting
         )
         holds = Counter(s.hold_reason for s in waiting if s.hold_reason)
@@ -132,7 +140,11 @@ def test_a_scrape_during_a_burst_answers_and_the_gauges_match_the_rows(api: Api)
     assert of(samples, "pacer_turn_duration_seconds_sum", outcome="success") == pytest.approx(
         sum((t.duration_ms or 0) for t in finished) / 1000)
     running = sum(1 for t in turns if t.status == "running")
-    assert of(samples, "pacer_fleet_running", **{"class": "spot"}) + of(samples, "pacer_fleet_running", **{"class": "priority"}) == running
+    assert (
+        of(samples, "pacer_fleet_running", **{"class": "spot"})
+        + of(samples, "pacer_fleet_running", **{"class": "priority"})
+        == running
+    )
     assert of(samples, "pacer_fleet_slots") == 2
     assert of(samples, "pacer_preemptions_total") == sum(s.preemption_count for s in sessions)
 
@@ -146,9 +158,17 @@ def test_a_scrape_during_a_burst_answers_and_the_gauges_match_the_rows(api: Api)
         assert of(samples, "pacer_window_capacity", **labels) == pytest.approx(window["capacity"])
 
     # HTTP latency, by route template: one sample per answered request.
-    assert of(samples, "pacer_http_request_duration_seconds_count", method="POST", route="/github/webhook", status="202") == DELIVERIES
-    assert of(samples, "pacer_http_request_duration_seconds_count", method="POST", route="/api/v1/sessions", status="201") == API_SESSIONS
-    assert not any(dict(k).get("route") == "/metrics" for k in series(samples, "pacer_http_request_duration_seconds_count"))
+    assert (
+        of(samples, "pacer_http_request_duration_seconds_count", method="POST", route="/github/webhook", status="202")
+        == DELIVERIES
+    )
+    assert (
+        of(samples, "pacer_http_request_duration_seconds_count", method="POST", route="/api/v1/sessions", status="201")
+        == API_SESSIONS
+    )
+    assert not any(
+        dict(k).get("route") == "/metrics" for k in series(samples, "pacer_http_request_duration_seconds_count")
+    )
 
 
 def test_two_apps_on_one_database_report_the_same_gauges(api: Api, clock: VirtualClock) -> None:
@@ -166,14 +186,18 @@ def test_two_apps_on_one_database_report_the_same_gauges(api: Api, clock: Virtua
     assert of(first, "pacer_sessions", status="running") == 2 and of(first, "pacer_sessions", status="waiting") == 3
 
 
-def test_a_metrics_token_guards_the_scrape(engine: Engine, clock: VirtualClock, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_metrics_token_guards_the_scrape(
+    engine: Engine, clock: VirtualClock, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setenv("PACER_METRICS_TOKEN", "scrape-me-0123456789")
     guarded = make_api(engine, clock)
     try:
         url = f"{guarded.server.url}/metrics"
         missing = httpx.get(url)
         assert missing.status_code == 401 and "PACER_METRICS_TOKEN" in missing.json()["message"]
-        assert httpx.get(url, headers={"Authorization": f"Bearer {TOKEN}"}).status_code == 401  # the API's token is not it
+        assert (
+            httpx.get(url, headers={"Authorization": f"Bearer {TOKEN}"}).status_code == 401
+        )  # the API's token is not it
         assert of(scrape(guarded.server.url, Authorization="Bearer scrape-me-0123456789"), "pacer_database_up") == 1
     finally:
         guarded.close()

@@ -25,7 +25,9 @@ def _queue(slack: Any, count: int, *, requester: str = "UMEM") -> list[int]:
     ids = []
     with slack.pacer.db() as db:
         for n in range(count):
-            row = create_session(db, NewSession(title=f"task {n}", genesis="api", requester=requester), now=slack.pacer.clock.now())
+            row = create_session(
+                db, NewSession(title=f"task {n}", genesis="api", requester=requester), now=slack.pacer.clock.now()
+            )
             ids.append(int(row.id))
     return ids
 
@@ -37,17 +39,28 @@ def _class_of(slack: Any, sid: int) -> str | None:
 
 def _home_click(user: str, action: dict[str, Any]) -> dict[str, Any]:
     return {
-        "type": "block_actions", "team": {"id": TEAM_ID}, "user": {"id": user, "team_id": TEAM_ID}, "api_app_id": "A0PACER",
-        "trigger_id": "1.2.3", "container": {"type": "view", "view_id": "V0HOME"},
-        "view": {"id": "V0HOME", "type": "home", "blocks": []}, "actions": [action],
+        "type": "block_actions",
+        "team": {"id": TEAM_ID},
+        "user": {"id": user, "team_id": TEAM_ID},
+        "api_app_id": "A0PACER",
+        "trigger_id": "1.2.3",
+        "container": {"type": "view", "view_id": "V0HOME"},
+        "view": {"id": "V0HOME", "type": "home", "blocks": []},
+        "actions": [action],
     }
 
 
 def _message_click(user: str, action: dict[str, Any], response_url: str) -> dict[str, Any]:
     return {
-        "type": "block_actions", "team": {"id": TEAM_ID}, "user": {"id": user, "team_id": TEAM_ID}, "api_app_id": "A0PACER",
-        "trigger_id": "1.2.3", "container": {"type": "message", "message_ts": "1790000000.000100", "channel_id": "C0WORK"},
-        "channel": {"id": "C0WORK"}, "response_url": response_url, "actions": [action],
+        "type": "block_actions",
+        "team": {"id": TEAM_ID},
+        "user": {"id": user, "team_id": TEAM_ID},
+        "api_app_id": "A0PACER",
+        "trigger_id": "1.2.3",
+        "container": {"type": "message", "message_ts": "1790000000.000100", "channel_id": "C0WORK"},
+        "channel": {"id": "C0WORK"},
+        "response_url": response_url,
+        "actions": [action],
     }
 
 
@@ -57,7 +70,14 @@ def _overflow(value: str) -> dict[str, Any]:
 
 
 def _button(action_id: str, value: str) -> dict[str, Any]:
-    return {"type": "button", "action_id": action_id, "block_id": "b", "value": value, "text": {"type": "plain_text", "text": "x"}, "action_ts": "1.1"}
+    return {
+        "type": "button",
+        "action_id": action_id,
+        "block_id": "b",
+        "value": value,
+        "text": {"type": "plain_text", "text": "x"},
+        "action_ts": "1.1",
+    }
 
 
 def test_app_home_opened_publishes_the_gate_card_above_the_ranked_queue(slack, mock: MockSlack) -> None:
@@ -69,11 +89,21 @@ def test_app_home_opened_publishes_the_gate_card_above_the_ranked_queue(slack, m
     view = call.body["view"]
     assert view["type"] == "home"
     blocks = view["blocks"]
-    assert [b["type"] for b in blocks[:GATE_CARD_BLOCKS]] == ["header", "section", "section", "section", "context", "divider"]
+    assert [b["type"] for b in blocks[:GATE_CARD_BLOCKS]] == [
+        "header",
+        "section",
+        "section",
+        "section",
+        "context",
+        "divider",
+    ]
     assert blocks[0]["text"]["text"] == "Spot gate on · a spot session would start now"
     assert blocks[1]["text"]["text"].startswith("*Decision for a new spot session:* *starts now* (`no_snapshot`)")
     assert "No quota reading: the gate falls open" in blocks[2]["text"]["text"]
-    assert blocks[3]["text"]["text"] == "*When the pool comes back:* Nothing here says when work resumes: no account has a reading."
+    assert (
+        blocks[3]["text"]["text"]
+        == "*When the pool comes back:* Nothing here says when work resumes: no account has a reading."
+    )
     assert blocks[4]["elements"][0]["text"].startswith("Slots: 0.0 of 10 in use (0 priority, 0 spot running)")
     assert blocks[GATE_CARD_BLOCKS]["type"] == "header" and "3 waiting" in blocks[GATE_CARD_BLOCKS]["text"]["text"]
     menus = [b["accessory"] for b in blocks if b.get("accessory", {}).get("action_id") == QUEUE_ROW]
@@ -87,11 +117,16 @@ def test_the_home_card_says_which_ceiling_holds_and_when_the_pool_comes_back(sla
     slack.event({"type": "app_home_opened", "user": "UMEM", "channel": "D0DM", "tab": "home"}, event_id="EvHOME3")
     (call,) = mock.wait_for_method("views.publish")
     card = [b["text"]["text"] for b in call.body["view"]["blocks"][1:4]]
-    assert card[0].startswith("*Decision for a new spot session:* *held* (`at_utilization_limit`, ceiling `spot_budget`)")
+    assert card[0].startswith(
+        "*Decision for a new spot session:* *held* (`at_utilization_limit`, ceiling `spot_budget`)"
+    )
     assert "Held until the 5-hour window rolls over at 2026-11-02 13:00 UTC" in card[0]
     assert "$1,000.00 spent of $1,000.00 · $200.00 reserved for priority" in card[1]
     assert "Fleet burn $0.00/min against a sustainable $1.11/min" in card[1]  # the weekly window's curve
-    assert card[2] == "*When the pool comes back:* Work resumes in 4h 00m (2026-11-02 13:00 UTC): 1 account is out of capacity."
+    assert (
+        card[2]
+        == "*When the pool comes back:* Work resumes in 4h 00m (2026-11-02 13:00 UTC): 1 account is out of capacity."
+    )
 
 
 def test_someone_off_the_roster_sees_the_refusal_and_no_card(slack, mock: MockSlack) -> None:

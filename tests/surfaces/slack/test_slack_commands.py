@@ -19,7 +19,9 @@ def _queue(slack, count: int, *, requester: str = "UMEM") -> list[int]:  # type:
     ids = []
     with slack.pacer.db() as db:
         for n in range(count):
-            row = create_session(db, NewSession(title=f"task {n}", genesis="api", requester=requester), now=slack.pacer.clock.now())
+            row = create_session(
+                db, NewSession(title=f"task {n}", genesis="api", requester=requester), now=slack.pacer.clock.now()
+            )
             ids.append(int(row.id))
     return ids
 
@@ -109,7 +111,9 @@ def test_each_command_is_answered_at_its_own_response_url(slack, mock: MockSlack
     for n in range(5):
         slack.command("help", name=f"cmd{n}")
     slack.settle()
-    assert sorted(c.path for c in mock.calls if c.path.startswith("/response/")) == [f"/response/cmd{n}" for n in range(5)]
+    assert sorted(c.path for c in mock.calls if c.path.startswith("/response/")) == [
+        f"/response/cmd{n}" for n in range(5)
+    ]
 
 
 def test_policy_shows_the_decision_a_spot_session_gets_now_and_why(slack, mock: MockSlack) -> None:
@@ -124,5 +128,10 @@ def test_policy_shows_the_decision_a_spot_session_gets_now_and_why(slack, mock: 
     assert "this ceiling also pauses running spot work" in text
     assert "Held until the 5-hour window rolls over at 2026-11-02 13:00 UTC, which refills the budget." in text
     assert "$1,000.00 spent of $1,000.00 · $200.00 reserved for priority · spot budget spent ($200.00 over)" in text
-    assert "*When the pool comes back:* Work resumes in 4h 00m (2026-11-02 13:00 UTC): 1 account is out of capacity." in text
-    assert text.index("*Decision for a new spot session:*") < text.index("*Scheduling policy*")  # the decision, then the settings
+    assert (
+        "*When the pool comes back:* Work resumes in 4h 00m (2026-11-02 13:00 UTC): 1 account is out of capacity."
+        in text
+    )
+    assert text.index("*Decision for a new spot session:*") < text.index(
+        "*Scheduling policy*"
+    )  # the decision, then the settings

@@ -28,8 +28,15 @@ class Handoff:
 
 
 def _message(**extra: Any) -> dict[str, Any]:
-    return {"type": "message", "channel": "C0WORK", "user": "UMEM", "text": "please fix the flaky test", "ts": "1790000000.000100",
-            "channel_type": "channel", **extra}
+    return {
+        "type": "message",
+        "channel": "C0WORK",
+        "user": "UMEM",
+        "text": "please fix the flaky test",
+        "ts": "1790000000.000100",
+        "channel_type": "channel",
+        **extra,
+    }
 
 
 def _stored(engine: Engine) -> list[str]:
@@ -37,7 +44,9 @@ def _stored(engine: Engine) -> list[str]:
         return list(db.exec(select(SlackEvent.event_id).order_by(SlackEvent.event_id)).all())
 
 
-def test_a_retry_with_the_same_event_id_creates_one_record_and_one_handoff(any_engine: Engine, clock, deferrer, mock: MockSlack) -> None:
+def test_a_retry_with_the_same_event_id_creates_one_record_and_one_handoff(
+    any_engine: Engine, clock, deferrer, mock: MockSlack
+) -> None:
     handoff = Handoff()
     with serving(any_engine, clock, deferrer, mock) as slack:
         slack.surface.edge.intake = handoff
@@ -56,11 +65,20 @@ def test_distinct_messages_and_dms_each_reach_intake(engine: Engine, clock, defe
     with serving(engine, clock, deferrer, mock) as slack:
         slack.surface.edge.intake = handoff
         slack.event(_message(), event_id="Ev0001")
-        slack.event(_message(channel="D0DM", channel_type="im", text="run the nightly", ts="1790000001.000200"), event_id="Ev0002")
-        slack.event(_message(thread_ts="1790000000.000100", ts="1790000002.000300", text="also the docs"), event_id="Ev0003")
+        slack.event(
+            _message(channel="D0DM", channel_type="im", text="run the nightly", ts="1790000001.000200"),
+            event_id="Ev0002",
+        )
+        slack.event(
+            _message(thread_ts="1790000000.000100", ts="1790000002.000300", text="also the docs"), event_id="Ev0003"
+        )
         slack.settle()
     assert _stored(engine) == ["Ev0001", "Ev0002", "Ev0003"]
-    assert sorted(e["text"] for e in handoff.events) == ["also the docs", "please fix the flaky test", "run the nightly"]
+    assert sorted(e["text"] for e in handoff.events) == [
+        "also the docs",
+        "please fix the flaky test",
+        "run the nightly",
+    ]
 
 
 IGNORED = {
@@ -78,7 +96,9 @@ def test_bot_and_subtype_messages_are_ignored(engine: Engine, clock, deferrer, m
     with serving(engine, clock, deferrer, mock) as slack:
         slack.surface.edge.intake = handoff
         for n, event in enumerate(IGNORED.values()):
-            assert slack.event({k: v for k, v in event.items() if v is not None}, event_id=f"Ev0BOT{n}").status_code == 200
+            assert (
+                slack.event({k: v for k, v in event.items() if v is not None}, event_id=f"Ev0BOT{n}").status_code == 200
+            )
         slack.settle()
     assert _stored(engine) == []
     assert handoff.events == []
@@ -113,7 +133,9 @@ def test_racing_deliveries_of_one_event_record_it_once(any_engine: Engine, clock
         assert db.exec(select(func.count()).select_from(SlackEvent)).one() == 1
 
 
-def test_app_home_opened_on_the_messages_tab_publishes_nothing(engine: Engine, clock, deferrer, mock: MockSlack) -> None:
+def test_app_home_opened_on_the_messages_tab_publishes_nothing(
+    engine: Engine, clock, deferrer, mock: MockSlack
+) -> None:
     with serving(engine, clock, deferrer, mock) as slack:
         event = {"type": "app_home_opened", "user": "UMEM", "channel": "D0DM", "tab": "messages"}
         assert slack.event(event, event_id="EvHOME0").status_code == 200

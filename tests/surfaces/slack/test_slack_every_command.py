@@ -46,7 +46,9 @@ CASES: list[tuple[str, str, str, str | None]] = [
 def _setup(pacer: Any) -> dict[str, int]:
     now = pacer.clock.now()
     with session_scope(pacer.engine) as db:
-        session = create_session(db, NewSession(title="the operator's", genesis="github_label", requester="UOPS"), now=now)
+        session = create_session(
+            db, NewSession(title="the operator's", genesis="github_label", requester="UOPS"), now=now
+        )
         trigger = Trigger(name="labels", kind="github_label", created_at=now, config={"label": "pacer"})
         db.add(trigger)
         hold = OperatorHold(selector_kind="genesis", selector_value="schedule", armer="UOPS", created_at=now)
@@ -64,8 +66,12 @@ def _ask(slack: Any, mock: MockSlack, text: str, user: str) -> str:
     return str(answer.body["text"])
 
 
-@pytest.mark.parametrize(("command", "actor", "bad", "denied"), CASES, ids=[c[0].split()[0] + ":" + c[0] for c in CASES])
-def test_every_subcommand_over_signed_http(engine: Engine, clock, deferrer, mock: MockSlack, command, actor, bad, denied) -> None:
+@pytest.mark.parametrize(
+    ("command", "actor", "bad", "denied"), CASES, ids=[c[0].split()[0] + ":" + c[0] for c in CASES]
+)
+def test_every_subcommand_over_signed_http(
+    engine: Engine, clock, deferrer, mock: MockSlack, command, actor, bad, denied
+) -> None:
     with serving(engine, clock, deferrer, mock) as slack:
         ids = _setup(slack.pacer)
         before = state(slack.pacer)

@@ -36,14 +36,18 @@ def _publishes(mock: MockSlack, user: str) -> list[Call]:
 
 def _text(call: Call) -> str:
     return "\n".join(
-        b["text"]["text"] if "text" in b and isinstance(b["text"], dict) else " ".join(e.get("text", "") for e in b.get("elements", []))
+        b["text"]["text"]
+        if "text" in b and isinstance(b["text"], dict)
+        else " ".join(e.get("text", "") for e in b.get("elements", []))
         for b in call.body["view"]["blocks"]
     )
 
 
 def _open(slack: Any, user: str, event_id: str) -> Call:
     slack.event({"type": "app_home_opened", "user": user, "channel": "D0DM", "tab": "home"}, event_id=event_id)
-    (call,) = slack.mock.wait_for(lambda calls: [c for c in calls if c.method == "views.publish" and c.body["user_id"] == user])
+    (call,) = slack.mock.wait_for(
+        lambda calls: [c for c in calls if c.method == "views.publish" and c.body["user_id"] == user]
+    )
     return call
 
 
@@ -58,7 +62,9 @@ def test_a_session_created_through_the_api_republishes_the_home_of_whoever_opene
     assert "Spot gate on" in _text(first) and "tidy the changelog" not in _text(first)
     created_at = time.perf_counter()
     sid = _create(live, "tidy the changelog")
-    second = mock.wait_for(lambda calls: [c for c in calls if c.method == "views.publish" and c.at > created_at], timeout=5)[0]
+    second = mock.wait_for(
+        lambda calls: [c for c in calls if c.method == "views.publish" and c.at > created_at], timeout=5
+    )[0]
     latency = second.at - created_at
     assert second.body["user_id"] == "UMEM"
     assert f"*#{sid}* tidy the changelog" in _text(second)
@@ -67,7 +73,9 @@ def test_a_session_created_through_the_api_republishes_the_home_of_whoever_opene
     print(f"republish latency: {latency:.3f}s")
 
 
-def test_a_burst_of_twenty_changes_publishes_a_bounded_number_of_times_ending_on_the_final_state(live, mock: MockSlack) -> None:
+def test_a_burst_of_twenty_changes_publishes_a_bounded_number_of_times_ending_on_the_final_state(
+    live, mock: MockSlack
+) -> None:
     live.pacer.ctx.ports.quota = SetQuota(clock=live.pacer.clock)  # a real gate: ten slots, then holds
     _open(live, "UMEM", "EvLIVE2")
     _open(live, "UOPS", "EvLIVE3")
@@ -91,7 +99,10 @@ def test_a_burst_of_twenty_changes_publishes_a_bounded_number_of_times_ending_on
         assert 1 <= len(after) <= bound
         final = _text(after[-1])
         assert all(f"*#{sid}* burst task" in final for sid in ids), "the last publish shows every session"
-        assert f"Slots: {running}.0 of 10 in use (0 priority, {running} spot running)" in final and f"queue: {held} held" in final
+        assert (
+            f"Slots: {running}.0 of 10 in use (0 priority, {running} spot running)" in final
+            and f"queue: {held} held" in final
+        )
 
 
 def test_nobody_who_opened_it_more_than_a_day_ago_is_republished(live, mock: MockSlack, clock) -> None:

@@ -38,7 +38,9 @@ def test_a_bad_signature_is_refused_with_401_and_nothing_is_answered(slack, mock
 
 def test_a_missing_signature_is_refused_with_401(slack, mock: MockSlack) -> None:
     body = command_body("help", user="UOPS", response_url=mock.response_url())
-    response = slack.http.post("/slack/events", content=body, headers={"Content-Type": "application/x-www-form-urlencoded"})
+    response = slack.http.post(
+        "/slack/events", content=body, headers={"Content-Type": "application/x-www-form-urlencoded"}
+    )
     assert response.status_code == 401
 
 
@@ -63,7 +65,9 @@ def test_a_body_over_the_limit_is_refused_with_413_before_anything_else(slack, m
     assert response.status_code == 413
     assert "4096 bytes" in response.text
     # The size check comes first: an unsigned oversized body is a 413 too, not a 401.
-    unsigned = slack.http.post("/slack/events", content=body, headers={"Content-Type": "application/x-www-form-urlencoded"})
+    unsigned = slack.http.post(
+        "/slack/events", content=body, headers={"Content-Type": "application/x-www-form-urlencoded"}
+    )
     assert unsigned.status_code == 413
 
 
@@ -76,8 +80,10 @@ def test_a_signed_body_that_is_not_json_is_400_not_500(slack) -> None:
 
 
 def test_url_verification_is_answered_with_the_challenge(slack) -> None:
-    response = slack.post('{"token":"t","challenge":"3eZbrw1aBm2rZgRNFdxV2595E9CY3gmdALWMmHkvFXO7tYXAYM8P","type":"url_verification"}',
-                          content_type="application/json")
+    response = slack.post(
+        '{"token":"t","challenge":"3eZbrw1aBm2rZgRNFdxV2595E9CY3gmdALWMmHkvFXO7tYXAYM8P","type":"url_verification"}',
+        content_type="application/json",
+    )
     assert response.status_code == 200
     assert response.json() == {"challenge": "3eZbrw1aBm2rZgRNFdxV2595E9CY3gmdALWMmHkvFXO7tYXAYM8P"}
 
@@ -88,7 +94,9 @@ def test_start_up_checks_the_token_once_with_auth_test(slack, mock: MockSlack) -
     assert calls[0].headers["Authorization"] == f"Bearer {BOT_TOKEN}"
 
 
-def test_a_token_slack_refuses_stops_start_up_naming_the_variable(engine: Engine, clock, deferrer, mock: MockSlack) -> None:
+def test_a_token_slack_refuses_stops_start_up_naming_the_variable(
+    engine: Engine, clock, deferrer, mock: MockSlack
+) -> None:
     mock.errors["auth.test"] = "invalid_auth"
     pacer = make_pacer(engine, clock, deferrer, pacer_settings(mock))
     with pytest.raises(ConfigError, match=r"SLACK_BOT_TOKEN: .*invalid_auth") as raised:

@@ -16,7 +16,15 @@ from tests.support.slack_mock import serving
 
 
 def _msg(**extra: Any) -> dict[str, Any]:
-    return {"type": "message", "channel": "D0DM", "channel_type": "im", "user": "UMEM", "text": "fix the flaky login test", "ts": "1790000000.000100", **extra}
+    return {
+        "type": "message",
+        "channel": "D0DM",
+        "channel_type": "im",
+        "user": "UMEM",
+        "text": "fix the flaky login test",
+        "ts": "1790000000.000100",
+        **extra,
+    }
 
 
 def _sessions(engine) -> list[Session]:
@@ -24,7 +32,9 @@ def _sessions(engine) -> list[Session]:
         return list(db.exec(select(Session).order_by(Session.id)).all())
 
 
-def test_a_dm_from_a_rostered_user_becomes_a_priority_slack_session_that_talks_in_its_thread(engine, clock, deferrer, mock) -> None:
+def test_a_dm_from_a_rostered_user_becomes_a_priority_slack_session_that_talks_in_its_thread(
+    engine, clock, deferrer, mock
+) -> None:
     with serving(engine, clock, deferrer, mock) as slack:
         slack.event(_msg(), event_id="Ev1")
         slack.settle()
@@ -51,18 +61,28 @@ def test_a_channel_message_starts_work_only_through_a_trigger(engine, clock, def
     assert session.prompt == "From UMEM in #ops: fix the flaky login test"
 
 
-def test_a_reply_in_the_thread_from_a_rostered_human_is_a_human_message_delivered_as_the_next_turn(engine, clock, deferrer, mock) -> None:
+def test_a_reply_in_the_thread_from_a_rostered_human_is_a_human_message_delivered_as_the_next_turn(
+    engine, clock, deferrer, mock
+) -> None:
     with serving(engine, clock, deferrer, mock) as slack:
         slack.event(_msg(), event_id="Ev1")
         slack.settle()
         sid = _sessions(engine)[0].id
-        slack.event(_msg(user="UOPS", text="also check the logout path", ts="1790000005.000100", thread_ts="1790000000.000100"), event_id="Ev2")
-        slack.event(_msg(user="USTRANGER", text="ignore me", ts="1790000006.000100", thread_ts="1790000000.000100"), event_id="Ev3")
+        slack.event(
+            _msg(user="UOPS", text="also check the logout path", ts="1790000005.000100", thread_ts="1790000000.000100"),
+            event_id="Ev2",
+        )
+        slack.event(
+            _msg(user="USTRANGER", text="ignore me", ts="1790000006.000100", thread_ts="1790000000.000100"),
+            event_id="Ev3",
+        )
         slack.settle()
         deferrer.advance(timedelta(minutes=30))  # the first turn ends; the reply is delivered next
     with dbmod.session_scope(engine) as db:
         messages = db.exec(select(HumanMessage)).all()
-        assert [(m.session_id, m.actor, m.surface, m.text) for m in messages] == [(sid, "UOPS", "slack_thread", "also check the logout path")]
+        assert [(m.session_id, m.actor, m.surface, m.text) for m in messages] == [
+            (sid, "UOPS", "slack_thread", "also check the logout path")
+        ]
         prompts = [t.prompt for t in db.exec(select(Turn).where(Turn.session_id == sid).order_by(Turn.id))]
     assert prompts == ["fix the flaky login test", "also check the logout path"]
     assert len(_sessions(engine)) == 1  # a reply is never a new session
@@ -94,11 +114,21 @@ def test_a_message_from_off_the_roster_in_a_trigger_channel_starts_nothing_and_o
     engine, clock, deferrer, mock, caplog: pytest.LogCaptureFixture
 ) -> None:
     with dbmod.session_scope(engine) as db:
-        db.add(Trigger(name="ops", kind="slack", created_at=clock.now(), prompt_template="{{ text }}", config={"channels": ["C0HELP"]}))
+        db.add(
+            Trigger(
+                name="ops",
+                kind="slack",
+                created_at=clock.now(),
+                prompt_template="{{ text }}",
+                config={"channels": ["C0HELP"]},
+            )
+        )
     caplog.set_level("INFO", logger="pacer.intake.slack")
     with serving(engine, clock, deferrer, mock) as slack:
         slack.event(_msg(user="USTRANGER", channel="C0HELP", channel_type="channel"), event_id="Ev1")
-        slack.event(_msg(user="UOUTSIDER", channel="C0RANDOM", channel_type="channel", ts="1790000000.000200"), event_id="Ev2")
+        slack.event(
+            _msg(user="UOUTSIDER", channel="C0RANDOM", channel_type="channel", ts="1790000000.000200"), event_id="Ev2"
+        )
         slack.settle()
         assert _sessions(engine) == []
         [told] = mock.calls_to("chat.postEphemeral")  # only the sender sees it; the channel sees nothing
@@ -125,4 +155,6 @@ def test_a_message_over_the_prompt_limit_starts_nothing_and_its_sender_is_told(e
         slack.settle()
     assert _sessions(engine) == []
     [told] = mock.calls_to("chat.postMessage")
-    assert told.body["channel"] == "D0DM" and told.body["text"] == render("slack/message_too_long.j2", chars=51, limit=50)
+    assert told.body["channel"] == "D0DM" and told.body["text"] == render(
+        "slack/message_too_long.j2", chars=51, limit=50
+    )

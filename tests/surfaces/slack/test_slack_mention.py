@@ -25,7 +25,9 @@ def _sessions(engine: Engine) -> list[Session]:
         return list(db.exec(select(Session).order_by(col(Session.id))).all())
 
 
-def test_a_mention_starts_a_session_answered_in_its_thread(engine: Engine, clock: Any, deferrer: Any, mock: MockSlack) -> None:
+def test_a_mention_starts_a_session_answered_in_its_thread(
+    engine: Engine, clock: Any, deferrer: Any, mock: MockSlack
+) -> None:
     with serving(engine, clock, deferrer, mock) as slack:
         assert slack.event(_mention("fix the flaky login test"), event_id="Ev1").status_code == 200
         assert slack.event(_mention("fix the flaky login test"), event_id="Ev1", retry_num=1).status_code == 200
@@ -45,7 +47,9 @@ def test_a_stranger_is_told_why_and_nothing_starts(engine: Engine, clock: Any, d
     assert _sessions(engine) == [] and ephemeral.body["user"] == "USTRANGER"
 
 
-def test_what_the_message_listener_takes_is_left_to_it(engine: Engine, clock: Any, deferrer: Any, mock: MockSlack) -> None:
+def test_what_the_message_listener_takes_is_left_to_it(
+    engine: Engine, clock: Any, deferrer: Any, mock: MockSlack
+) -> None:
     with session_scope(engine) as db:
         db.add(Trigger(name="work", kind="slack", config={"channels": ["C0WORK"]}, created_at=clock.now()))
     with serving(engine, clock, deferrer, mock) as slack:

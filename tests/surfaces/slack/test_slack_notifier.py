@@ -86,20 +86,46 @@ def test_session_news_goes_into_the_sessions_thread(pacer: Pacer, notifier: Slac
 
 
 def _emoji(event: str) -> str:
-    return {"started": ":arrow_forward:", "paused": ":pause_button:", "done": ":white_check_mark:", "failed": ":x:", "archived": ":file_cabinet:"}[event]
+    return {
+        "started": ":arrow_forward:",
+        "paused": ":pause_button:",
+        "done": ":white_check_mark:",
+        "failed": ":x:",
+        "archived": ":file_cabinet:",
+    }[event]
 
 
-def test_a_held_notice_carries_its_sentence_and_make_this_session_priority(pacer: Pacer, notifier: SlackNotifier, mock: MockSlack) -> None:
+def test_a_held_notice_carries_its_sentence_and_make_this_session_priority(
+    pacer: Pacer, notifier: SlackNotifier, mock: MockSlack
+) -> None:
     sid = _slack_session(pacer)
-    notifier.notify("held", {"session_id": sid, "reason": "spot_budget", "sentence": "Spot budget for this 5-hour window is spent.",
-                             "retry_at": datetime(2026, 11, 2, 9, 10, tzinfo=UTC), "title": "x"})
+    notifier.notify(
+        "held",
+        {
+            "session_id": sid,
+            "reason": "spot_budget",
+            "sentence": "Spot budget for this 5-hour window is spent.",
+            "retry_at": datetime(2026, 11, 2, 9, 10, tzinfo=UTC),
+            "title": "x",
+        },
+    )
     (call,) = mock.calls_to("chat.postMessage")
-    assert "is held (spot_budget).\nSpot budget for this 5-hour window is spent.\nPacer checks again at 2026-11-02 09:10 UTC." in call.body["text"]
+    assert (
+        "is held (spot_budget).\nSpot budget for this 5-hour window is spent.\nPacer checks again at 2026-11-02 09:10 "
+        "UTC."
+        in call.body["text"]
+    )
     (button,) = call.body["blocks"][-1]["elements"]
-    assert (button["action_id"], button["value"], button["text"]["text"]) == (SESSION_PRIORITY, str(sid), "Make this session priority")
+    assert (button["action_id"], button["value"], button["text"]["text"]) == (
+        SESSION_PRIORITY,
+        str(sid),
+        "Make this session priority",
+    )
 
 
-def test_a_session_not_born_in_slack_or_gone_posts_nothing(pacer: Pacer, notifier: SlackNotifier, mock: MockSlack) -> None:
+def test_a_session_not_born_in_slack_or_gone_posts_nothing(
+    pacer: Pacer, notifier: SlackNotifier, mock: MockSlack
+) -> None:
     github = _add(pacer, title="issue", genesis="github_issue", source={"repository": "o/r", "number": 3})
     notifier.notify("started", {"session_id": github})
     notifier.notify("started", {"session_id": 999})
@@ -114,9 +140,16 @@ def test_events_without_a_slack_notice_are_left_alone(pacer: Pacer, notifier: Sl
     assert mock.calls == []
 
 
-def test_a_queue_hold_is_announced_in_the_ops_channel_with_resume_where_it_can_work(notifier: SlackNotifier, mock: MockSlack) -> None:
-    hold = QueueHold(id=3, reason="rate_limit", sentence="The provider rate-limited Pacer; it retries after the stated reset.",
-                     since=T0, resumes_at=datetime(2026, 11, 2, 9, 35, tzinfo=UTC))
+def test_a_queue_hold_is_announced_in_the_ops_channel_with_resume_where_it_can_work(
+    notifier: SlackNotifier, mock: MockSlack
+) -> None:
+    hold = QueueHold(
+        id=3,
+        reason="rate_limit",
+        sentence="The provider rate-limited Pacer; it retries after the stated reset.",
+        since=T0,
+        resumes_at=datetime(2026, 11, 2, 9, 35, tzinfo=UTC),
+    )
     notifier.notify("queue_hold", {"hold": hold, "resumable": True})
     notifier.notify("queue_hold", {"hold": QueueHold(id=4, reason="auth", group="o/r", since=T0), "resumable": False})
     first, second = mock.calls_to("chat.postMessage")
@@ -137,7 +170,9 @@ def test_without_an_ops_channel_queue_holds_are_only_logged(pacer: Pacer, mock: 
 
 def test_with_an_edge_the_post_happens_off_the_emitting_thread(pacer: Pacer, mock: MockSlack) -> None:
     edge = SlackEdge(pacer, work_threads=1)
-    notifier = SlackNotifier(pacer.engine, WebClient(token=BOT_TOKEN, base_url=mock.api_url), ops_channel="C0OPS", submit=edge.submit)
+    notifier = SlackNotifier(
+        pacer.engine, WebClient(token=BOT_TOKEN, base_url=mock.api_url), ops_channel="C0OPS", submit=edge.submit
+    )
     sid = _slack_session(pacer)
     notifier.notify("started", {"session_id": sid})
     assert edge.drain(5)

@@ -30,13 +30,20 @@ def slack_any(any_engine: Engine, clock: Any, deferrer: Any, mock: MockSlack) ->
 
 def _sessions(slack: Any, count: int) -> list[int]:
     with slack.pacer.db() as db:
-        rows = [create_session(db, NewSession(title=f"task {n}", genesis="api", requester="UMEM"), now=slack.pacer.clock.now()) for n in range(count)]
+        rows = [
+            create_session(
+                db, NewSession(title=f"task {n}", genesis="api", requester="UMEM"), now=slack.pacer.clock.now()
+            )
+            for n in range(count)
+        ]
         return [int(row.id) for row in rows]
 
 
 def test_promote_demote_demote_top_back_to_back_apply_in_order(slack_any: Any, mock: MockSlack) -> None:
     busy, *ids = _sessions(slack_any, ROUNDS + 1)
-    assert slack_any.command(f"start {busy}", name="busy").status_code == 200  # the only slot: a promotion waits, not runs
+    assert (
+        slack_any.command(f"start {busy}", name="busy").status_code == 200
+    )  # the only slot: a promotion waits, not runs
     slack_any.settle()
     names = []
     for session_id in ids:
@@ -59,19 +66,30 @@ def test_promote_demote_demote_top_back_to_back_apply_in_order(slack_any: Any, m
 def test_replies_in_a_thread_back_to_back_reach_the_session_in_order(slack_any: Any) -> None:
     thread = "1790000000.000100"
     with slack_any.pacer.db() as db:
-        row = create_session(db, NewSession(title="fix it", genesis="slack", requester="UMEM"), now=slack_any.pacer.clock.now())
+        row = create_session(
+            db, NewSession(title="fix it", genesis="slack", requester="UMEM"), now=slack_any.pacer.clock.now()
+        )
         row.thread_key = f"C0WORK:{thread}"
         db.add(row)
         db.flush()
         session_id = int(row.id)
     texts = [f"reply {n}" for n in range(ROUNDS)]
     for n, reply in enumerate(texts):
-        event = {"type": "message", "channel": "C0WORK", "user": "UMEM", "text": reply, "ts": f"1790000001.{n:06d}", "thread_ts": thread,
-                 "channel_type": "channel"}
+        event = {
+            "type": "message",
+            "channel": "C0WORK",
+            "user": "UMEM",
+            "text": reply,
+            "ts": f"1790000001.{n:06d}",
+            "thread_ts": thread,
+            "channel_type": "channel",
+        }
         assert slack_any.event(event, event_id=f"EvReply{n}").status_code == 200
     slack_any.settle()
     with slack_any.pacer.db() as db:
-        stored = db.exec(select(HumanMessage.text).where(HumanMessage.session_id == session_id).order_by(col(HumanMessage.id))).all()
+        stored = db.exec(
+            select(HumanMessage.text).where(HumanMessage.session_id == session_id).order_by(col(HumanMessage.id))
+        ).all()
     assert list(stored) == texts
 
 

@@ -29,7 +29,9 @@ def ws(mock: MockSlack) -> Iterator[MockSocketMode]:
     server.stop()
 
 
-def test_socket_mode_connects_at_start_acks_over_the_socket_and_answers(engine: Engine, clock, deferrer, mock: MockSlack, ws: MockSocketMode) -> None:
+def test_socket_mode_connects_at_start_acks_over_the_socket_and_answers(
+    engine: Engine, clock, deferrer, mock: MockSlack, ws: MockSocketMode
+) -> None:
     with serving(engine, clock, deferrer, mock, SLACK_APP_TOKEN=APP_TOKEN) as slack:
         (opened,) = mock.calls_to("apps.connections.open")
         assert opened.headers["Authorization"] == f"Bearer {APP_TOKEN}"
@@ -48,18 +50,38 @@ def test_socket_mode_connects_at_start_acks_over_the_socket_and_answers(engine: 
         assert "`/pacer help [command]`" in answer.body["text"]
 
         message = {
-            "type": "event_callback", "team_id": TEAM_ID, "api_app_id": "A0PACER", "event_id": "EvSOCK1",
-            "event": {"type": "message", "channel": "D0DM", "channel_type": "im", "user": "UMEM", "text": "nightly run", "ts": "1790000000.000100"},
+            "type": "event_callback",
+            "team_id": TEAM_ID,
+            "api_app_id": "A0PACER",
+            "event_id": "EvSOCK1",
+            "event": {
+                "type": "message",
+                "channel": "D0DM",
+                "channel_type": "im",
+                "user": "UMEM",
+                "text": "nightly run",
+                "ts": "1790000000.000100",
+            },
         }
         for attempt in range(2):  # Slack redelivers when an ack is late: the second creates nothing
-            ws.send({"envelope_id": f"env-ev-{attempt}", "type": "events_api", "retry_attempt": attempt, "retry_reason": "", "payload": message})
+            ws.send(
+                {
+                    "envelope_id": f"env-ev-{attempt}",
+                    "type": "events_api",
+                    "retry_attempt": attempt,
+                    "retry_reason": "",
+                    "payload": message,
+                }
+            )
             ws.wait_for_ack(f"env-ev-{attempt}")
         slack.settle()
     with dbmod.session_scope(engine) as db:
         assert list(db.exec(select(SlackEvent.event_id)).all()) == ["EvSOCK1"]
 
 
-def test_without_an_app_token_no_socket_is_opened(engine: Engine, clock, deferrer, mock: MockSlack, ws: MockSocketMode) -> None:
+def test_without_an_app_token_no_socket_is_opened(
+    engine: Engine, clock, deferrer, mock: MockSlack, ws: MockSocketMode
+) -> None:
     with serving(engine, clock, deferrer, mock) as slack:
         assert slack.surface.socket is None
     assert mock.calls_to("apps.connections.open") == []

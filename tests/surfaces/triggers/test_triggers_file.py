@@ -71,25 +71,53 @@ cron = "*/30 * * * *"
 @pytest.mark.parametrize(
     ("text", "says"),
     [
-        ('[[trigger]]\nname = "a"\nkind = "schedule"\nprompt_template = "x"\ncolour = "red"\n[trigger.config]\ncron = "* * * * *"\n',
-         ["triggers.toml:5:", "trigger #1 'a'", "key 'colour' is not a trigger field", "allowed: name, kind"]),
-        (('[[trigger]]\nname = "ok"\nkind = "schedule"\nprompt_template = "x"\n[trigger.config]\ncron = "* * * * *"\n\n'
-         '[[trigger]]\nname = "nightly"\nkind = "schedule"\nprompt_template = "x"\n[trigger.config]\ncron = "0 24 * * *"\n'),
-         ["triggers.toml:13:", "trigger #2 'nightly'", "config.cron", "the hour field '24'", "0-23"]),
-        ('[[trigger]]\nname = "w"\nkind = "ao_event"\nprompt_template = "{{ session.id }}"\n[trigger.config]\nsession_id = 4\nstates = ["finished"]\n',
-         ["triggers.toml:7:", "trigger #1 'w'", "config.states", "'finished' is not a state"]),
-        ('[[trigger]]\nname = "t"\nkind = "slack"\nprompt_template = "{% if %}"\n[trigger.config]\ndms = true\n',
-         ["triggers.toml:4:", "trigger #1 't'", "prompt_template", "line 1"]),
-        ('[[trigger]]\nname = "p"\nkind = "github_label"\nprecedence = "top_of_spot"\nprompt_template = "{{ title }}"\n',
-         ["triggers.toml:4:", "precedence", "whole number only"]),
-        ('[[trigger]]\nname = "k"\nkind = "email"\nprompt_template = "x"\n', ["triggers.toml:3:", "kind", "'email' is not a trigger kind"]),
-        (('[[trigger]]\nname = "d"\nkind = "slack"\nprompt_template = "x"\n[trigger.config]\ndms = true\n'
-         '[[trigger]]\nname = "d"\nkind = "slack"\nprompt_template = "x"\n[trigger.config]\ndms = true\n'),
-         ["triggers.toml:7:", "trigger #2 'd'", "already used by trigger #1"]),
-        ('[[trigger]]\nname = "g"\nkind = "github_issue"\nprompt_template = "x"\n[trigger.config]\nrepositories = ["acme/api", "_x/y"]\n',
-         ["triggers.toml:6:", "trigger #1 'g'", "config.repositories: '_x/y' is not a repository", "single hyphens"]),
-        ('[[trigger]]\nname = "s"\nkind = "schedule"\nprompt_template = "x"\n[trigger.config]\ncron = "0 9 * * *"\nrepository = "a/x.git"\n',
-         ["triggers.toml:7:", "trigger #1 's'", "config.repository: 'a/x.git' is not a repository", "nor ending in '.git'"]),
+        (
+            '[[trigger]]\nname = "a"\nkind = "schedule"\nprompt_template = "x"\ncolour = "red"\n[trigger.config]\ncron = "* * * * *"\n',
+            ["triggers.toml:5:", "trigger #1 'a'", "key 'colour' is not a trigger field", "allowed: name, kind"],
+        ),
+        (
+            (
+                '[[trigger]]\nname = "ok"\nkind = "schedule"\nprompt_template = "x"\n[trigger.config]\ncron = "* * * * *"\n\n'
+                '[[trigger]]\nname = "nightly"\nkind = "schedule"\nprompt_template = "x"\n[trigger.config]\ncron = "0 24 * * *"\n'
+            ),
+            ["triggers.toml:13:", "trigger #2 'nightly'", "config.cron", "the hour field '24'", "0-23"],
+        ),
+        (
+            '[[trigger]]\nname = "w"\nkind = "ao_event"\nprompt_template = "{{ session.id }}"\n[trigger.config]\nsession_id = 4\nstates = ["finished"]\n',
+            ["triggers.toml:7:", "trigger #1 'w'", "config.states", "'finished' is not a state"],
+        ),
+        (
+            '[[trigger]]\nname = "t"\nkind = "slack"\nprompt_template = "{% if %}"\n[trigger.config]\ndms = true\n',
+            ["triggers.toml:4:", "trigger #1 't'", "prompt_template", "line 1"],
+        ),
+        (
+            '[[trigger]]\nname = "p"\nkind = "github_label"\nprecedence = "top_of_spot"\nprompt_template = "{{ title }}"\n',
+            ["triggers.toml:4:", "precedence", "whole number only"],
+        ),
+        (
+            '[[trigger]]\nname = "k"\nkind = "email"\nprompt_template = "x"\n',
+            ["triggers.toml:3:", "kind", "'email' is not a trigger kind"],
+        ),
+        (
+            (
+                '[[trigger]]\nname = "d"\nkind = "slack"\nprompt_template = "x"\n[trigger.config]\ndms = true\n'
+                '[[trigger]]\nname = "d"\nkind = "slack"\nprompt_template = "x"\n[trigger.config]\ndms = true\n'
+            ),
+            ["triggers.toml:7:", "trigger #2 'd'", "already used by trigger #1"],
+        ),
+        (
+            '[[trigger]]\nname = "g"\nkind = "github_issue"\nprompt_template = "x"\n[trigger.config]\nrepositories = ["acme/api", "_x/y"]\n',
+            ["triggers.toml:6:", "trigger #1 'g'", "config.repositories: '_x/y' is not a repository", "single hyphens"],
+        ),
+        (
+            '[[trigger]]\nname = "s"\nkind = "schedule"\nprompt_template = "x"\n[trigger.config]\ncron = "0 9 * * *"\nrepository = "a/x.git"\n',
+            [
+                "triggers.toml:7:",
+                "trigger #1 's'",
+                "config.repository: 'a/x.git' is not a repository",
+                "nor ending in '.git'",
+            ],
+        ),
         ('name = "loose"\n', ["top-level key 'name' is not allowed"]),
         ('[[trigger]\nname = "x"\n', ["not valid TOML", "line 1"]),
     ],
@@ -108,20 +136,36 @@ def test_a_missing_file_and_a_kind_change_are_config_errors(engine, clock, tmp_p
     ctx, *_ = build(engine, clock)
     with pytest.raises(ConfigError, match="file does not exist"):
         triggers_file.load(ctx, tmp_path / "nope.toml")
-    triggers_file.load(ctx, write(tmp_path, '[[trigger]]\nname = "x"\nkind = "slack"\nprompt_template = "{{ text }}"\n[trigger.config]\ndms = true\n'))
+    triggers_file.load(
+        ctx,
+        write(
+            tmp_path,
+            '[[trigger]]\nname = "x"\nkind = "slack"\nprompt_template = "{{ text }}"\n[trigger.config]\ndms = true\n',
+        ),
+    )
     with pytest.raises(ConfigError, match="exists as slack; a trigger's kind cannot change"):
-        triggers_file.load(ctx, write(tmp_path, '[[trigger]]\nname = "x"\nkind = "github_label"\nprompt_template = "{{ title }}"\n'))
+        triggers_file.load(
+            ctx, write(tmp_path, '[[trigger]]\nname = "x"\nkind = "github_label"\nprompt_template = "{{ title }}"\n')
+        )
 
 
 def test_install_loads_the_configured_file(engine, clock, tmp_path) -> None:
     ctx, deferrer, *_ = build(engine, clock)
-    path = write(tmp_path, '[[trigger]]\nname = "from-file"\nkind = "github_label"\nprompt_template = "{{ title }}"\n[trigger.config]\nlabel = "pacer"\n')
+    path = write(
+        tmp_path,
+        '[[trigger]]\nname = "from-file"\nkind = "github_label"\nprompt_template = "{{ title }}"\n[trigger.config]\nlabel = "pacer"\n',
+    )
     settings = settings_for(engine, PACER_TRIGGERS_FILE=str(path))
     pacer = Pacer(settings=settings, engine=engine, clock=clock, deferrer=deferrer, ctx=ctx)
     loaded = triggers_file.install(pacer)
     assert loaded is not None and loaded.created == ["from-file"]
     assert triggers(ctx)["from-file"].config == {"label": "pacer"}
-    assert triggers_file.install(Pacer(settings=settings_for(engine), engine=engine, clock=clock, deferrer=deferrer, ctx=ctx)) is None
+    assert (
+        triggers_file.install(
+            Pacer(settings=settings_for(engine), engine=engine, clock=clock, deferrer=deferrer, ctx=ctx)
+        )
+        is None
+    )
 
 
 def test_check_validates_the_configured_file_without_writing(engine, clock, tmp_path) -> None:
@@ -129,7 +173,9 @@ def test_check_validates_the_configured_file_without_writing(engine, clock, tmp_
     assert triggers_file.check(settings_for(engine)) == []
     good = write(tmp_path, '[[trigger]]\nname = "g"\nkind = "github_label"\nprompt_template = "{{ title }}"\n')
     assert [s.name for s in triggers_file.check(settings_for(engine, PACER_TRIGGERS_FILE=str(good)))] == ["g"]
-    bad = write(tmp_path, '[[trigger]]\nname = "g"\nkind = "github_label"\nprompt_template = "{{ title }}"\nlabels = ["x"]\n')
+    bad = write(
+        tmp_path, '[[trigger]]\nname = "g"\nkind = "github_label"\nprompt_template = "{{ title }}"\nlabels = ["x"]\n'
+    )
     with pytest.raises(ConfigError, match="triggers.toml:5: trigger #1 'g': key 'labels' is not a trigger field"):
         triggers_file.check(settings_for(engine, PACER_TRIGGERS_FILE=str(bad)))
     with pytest.raises(ConfigError, match="file does not exist"):
