@@ -22,6 +22,7 @@ import threading
 import time
 from collections import Counter
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import httpx
@@ -87,13 +88,17 @@ def test_a_killed_leader_and_a_killed_worker_leave_every_attempt_run_once(databa
                     client, serve, f"work {i} sleep={0.5 + (i % 4) * 0.1}", "priority" if i % 3 == 0 else "spot"
                 )
 
-            sessions = [send(i, ("serve-a", "serve-b")[i % 2]) for i in range(BEFORE_KILL)]
+            # Sent eight at a time, so arrivals outrun the fleet (12 slots, turns of 0.5-0.8 s) and spot
+            # sessions are held: one at a time, a fast agent kept up with the posts and nothing was held.
+            with ThreadPoolExecutor(8) as posting:
+                sessions = list(posting.map(lambda i: send(i, ("serve-a", "serve-b")[i % 2]), range(BEFORE_KILL)))
             assert until(lambda: len(cluster.runs()) >= 12, 20), cluster.logs("worker-a")[-3000:]
             cluster.procs[leader].send_signal(signal.SIGKILL)
             cluster.procs[leader].wait(timeout=10)
             phase[0] = "leaderless"
             killed_leader_at = time.monotonic()
-            sessions += [send(i, survivor) for i in range(BEFORE_KILL, SESSIONS)]
+            with ThreadPoolExecutor(8) as posting:
+                sessions += list(posting.map(lambda i: send(i, survivor), range(BEFORE_KILL, SESSIONS)))
         # The standby takes the lock within its retry interval (ten seconds) of the leader's end.
         assert until(lambda: cluster.leader(engine) == survivor, 15), (
             cluster.leader(engine),
