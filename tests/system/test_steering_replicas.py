@@ -43,7 +43,7 @@ def _comment(body: str, number: int) -> dict[str, Any]:
 
 # Known flaky, a real defect (P16 item 3 across replicas): in 1 of 2 quiet CI dry runs on 2026-12-07
 # one hold stayed on; the single-process races pass. Kept running (XFAIL or XPASS) until it is found.
-@pytest.mark.xfail(strict=False, reason="intermittent: a hold placed and lifted 20 ms apart on two replicas can stay on")
+@pytest.mark.xfail(strict=False, reason="intermittent: a hold placed and lifted 20 ms apart on two replicas may stay")
 def test_a_hold_placed_on_one_replica_and_lifted_on_the_other_20ms_later_is_lifted(
     database_url: str, tmp_path: Path
 ) -> None:
