@@ -104,6 +104,7 @@ DEFAULT_TRIGGER_LABEL = "pacer"
 GITHUB_ACTOR_PREFIX = "github:"
 INTAKE_HOOK_ID = "pacer:intake"
 COMMENT_HOOK_ID = "pacer:comment"
+STEER_HOOK_PREFIX = "pacer:steer:"  # + the issue key: the `/hold` and `/hold cancel` comments applied to it
 ACTIVE = frozenset(s.value for s in ACTIVE_STATUSES)
 
 # Built once: every delivery runs these, and building a statement costs more than running it.
@@ -294,6 +295,10 @@ def _control(db: DBSession, event: IntakeEvent, now: datetime, plan: GithubPlan)
         log.info("github: %s on %s by %s (%s) ignored: only people with write access steer work",
                  event.label, event.issue_key, login, association)
         return
+    if event.control in (Control.HOLD, Control.RELEASE) and event.comment_id is not None and _superseded(db, event, now):
+        log.info("github: %s on %s by comment %s is older than a steering comment already applied; nothing changes",
+                 event.control.value, event.issue_key, event.comment_id)
+        return
     if event.control in (Control.CLOSE, Control.REOPEN):
         plan.issue_state = "closed" if event.control is Control.CLOSE else "open"
     sessions = [s for s in sessions_of_issue(db, event.issue_key) if s.status in ACTIVE]
@@ -346,6 +351,22 @@ def _first_of_comment(db: DBSession, comment_id: int, now: datetime) -> bool:
     upsert = postgresql_insert if db.get_bind().dialect.name == "postgresql" else sqlite_insert
     taken = upsert(_DELIVERIES).values(row).on_conflict_do_nothing().returning(_DELIVERIES.c.id)
     return db.connection().execute(taken).first() is not None
+
+
+def _superseded(db: DBSession, event: IntakeEvent, now: datetime) -> bool:
+    """Whether a later `/hold` or `/hold cancel` on this issue was applied before this one.
+
+    The steering lock orders the deliveries that reach the database, but two replicas (or one
+    slow request) can hand it a `/hold cancel` before the `/hold` it cancels. GitHub numbers
+    comments in the order they are written, so the comment with the higher id is the person's
+    last word: each steering comment is written in the ledger under its issue, and one that
+    arrives after a later one changes nothing (the later one already said what should be)."""
+    hook_id = f"{STEER_HOOK_PREFIX}{event.issue_key.lower()}"
+    mine = f"{event.comment_id:020d}"  # fixed width: text order is number order under any collation
+    later = core_select(_DELIVERIES.c.id).where(_DELIVERIES.c.hook_id == hook_id, _DELIVERIES.c.delivery_id > mine).limit(1)
+    superseded = db.connection().execute(later).first() is not None
+    db.connection().execute(_KEY.values(hook_id=hook_id, delivery_id=mine, event=event.control.value if event.control else "", received_at=now))
+    return superseded
 
 
 def _taken(db: DBSession, trigger_id: int, issue_key: str) -> bool:

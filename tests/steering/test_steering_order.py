@@ -163,3 +163,33 @@ def test_a_lift_recorded_before_its_hold_commits_waits_for_it_and_lifts_it() -> 
         placing.close()
     assert [hold_id for _sid, hold_id in placed.holds_placed] == lifted.holds_lifted != []
     assert [h.released_by for h in _holds(engine)] == ["github:bob"]
+
+
+def _issue_with_a_session(engine: Engine) -> None:
+    with session_scope(engine) as db:
+        ensure_policy(db)
+        db.add(Trigger(name="issues", kind="github_issue", prompt_template="{{ title }}", created_at=T0))
+    assert _record(engine, _parsed("issues", issue_payload())).created
+
+
+def test_a_hold_cancel_that_reaches_pacer_before_its_hold_still_wins(any_engine: Engine) -> None:
+    """Two replicas can hand the database a pair in the wrong order: the `/hold cancel` comment,
+    written after the `/hold`, is applied first. The person's last word is the later comment,
+    so the late `/hold` changes nothing."""
+    _issue_with_a_session(any_engine)
+    hold, cancel = _comment("/hold", 7), _comment("/hold cancel", 7)
+    assert _record(any_engine, _parsed("issue_comment", cancel)).holds_lifted == []
+    late = _record(any_engine, _parsed("issue_comment", hold))
+    assert late.holds_placed == []
+    assert [h for h in _holds(any_engine) if h.released_at is None] == []
+
+
+def test_a_hold_written_after_a_cancel_stays_when_the_cancel_arrives_last(any_engine: Engine) -> None:
+    """The other way round: `/hold cancel`, then `/hold` a moment later, delivered hold first.
+    The hold is the last word and stays on."""
+    _issue_with_a_session(any_engine)
+    cancel, hold = _comment("/hold cancel", 7), _comment("/hold", 7)
+    placed = _record(any_engine, _parsed("issue_comment", hold))
+    assert len(placed.holds_placed) == 1
+    assert _record(any_engine, _parsed("issue_comment", cancel)).holds_lifted == []
+    assert [h.released_at for h in _holds(any_engine)] == [None]

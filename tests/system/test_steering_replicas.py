@@ -41,9 +41,6 @@ def _comment(body: str, number: int) -> dict[str, Any]:
     return payload
 
 
-# Known flaky, a real defect (P16 item 3 across replicas): in 1 of 2 quiet CI dry runs on 2026-12-07
-# one hold stayed on; the single-process races pass. Kept running (XFAIL or XPASS) until it is found.
-@pytest.mark.xfail(strict=False, reason="intermittent: a hold placed and lifted 20 ms apart on two replicas may stay")
 def test_a_hold_placed_on_one_replica_and_lifted_on_the_other_20ms_later_is_lifted(
     database_url: str, tmp_path: Path
 ) -> None:
@@ -69,14 +66,14 @@ def test_a_hold_placed_on_one_replica_and_lifted_on_the_other_20ms_later_is_lift
                 time.sleep(GAP_SECONDS)  # the gap is the scenario, not a wait for anything
                 lifted = pool.submit(_send, client, second, "issue_comment", _comment("/hold cancel", number))
                 assert (placed.result(), lifted.result()) == (202, 202)
-        settled = lambda: (  # noqa: E731
-            rows(engine, "SELECT count(*) FROM operator_holds WHERE released_at IS NOT NULL")[0][0] == PAIRS
-        )
-        assert until(settled, 10), rows(
-            engine, "SELECT id, selector_value, released_at FROM operator_holds ORDER BY id"
-        )
-        assert rows(engine, "SELECT count(*) FROM operator_holds")[0][0] == PAIRS
-        assert rows(engine, "SELECT count(*) FROM sessions WHERE hold_reason = 'operator_hold'") == [(0,)]
+        # Each delivery's answer came after its commit. A pair whose cancel reached the database
+        # first placed no hold at all (the later comment is the last word); every other pair
+        # placed its hold and lifted it.
+        written = rows(engine, "SELECT count(*) FROM operator_holds")[0][0]
+        assert 0 < written <= PAIRS
+        assert rows(engine, "SELECT id, selector_value FROM operator_holds WHERE released_at IS NULL") == []
+        unheld = lambda: rows(engine, "SELECT count(*) FROM sessions WHERE hold_reason = 'operator_hold'") == [(0,)]  # noqa: E731
+        assert until(unheld, 10), rows(engine, "SELECT id, hold_reason FROM sessions WHERE hold_reason IS NOT NULL")
     finally:
         cluster.stop()
         engine.dispose()
