@@ -34,11 +34,14 @@ def owner_id() -> str:
     return f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
 
 
-def lost_turns(db: DBSession, now: datetime) -> list[Turn]:
+def lost_turns(db: DBSession, now: datetime, *, alive_here: Collection[int] = ()) -> list[Turn]:
     """Running turns whose lease has run out (or that never had one), locked for the caller.
     Rows another process is recovering right now are skipped, not waited for. A turn whose job
     waits for a worker has no lease yet and is not lost: the queue holds it (`expire_stalled`
-    covers the worker that took the job and died before it claimed the turn)."""
+    covers the worker that took the job and died before it claimed the turn). `alive_here` are
+    the turns the sweeping process runs itself: a lease tells other processes whether the owner
+    lives, and the owner knows; a renewal late behind a busy database (SQLite's one writer) must
+    not make a process give back, and so run twice, a turn its own agent is still running."""
     never_leased = and_(col(Turn.lease_expires_at).is_(None), col(Turn.job_id).is_(None))
     stmt = (
         select(Turn)
@@ -46,6 +49,8 @@ def lost_turns(db: DBSession, now: datetime) -> list[Turn]:
         .order_by(col(Turn.id))
         .with_for_update(skip_locked=True)
     )
+    if alive_here:
+        stmt = stmt.where(col(Turn.id).not_in(list(alive_here)))
     return list(db.exec(stmt).all())
 
 

@@ -74,7 +74,7 @@ def recover(ctx: Context) -> dict[str, int]:
     counts = {"interrupted": 0, "first_turns": 0}
     never_started: list[tuple[int, str, list[dict[str, object]]]] = []
     with session_scope(ctx.engine) as db:
-        for turn in leases.lost_turns(db, now):
+        for turn in leases.lost_turns(db, now, alive_here=_alive_here(ctx)):
             counts["interrupted"] += _give_back(Work(db, ctx, now, effects), turn)
         orphans = db.exec(
             select(Session).where(
@@ -109,11 +109,19 @@ def recover_lost_turns(ctx: Context) -> int:
     with session_scope(ctx.engine) as db:
         if ctx.ports.dispatcher is not None:
             leases.expire_stalled(db, ctx.ports.dispatcher.stalled(db), now)
-        given = sum(_give_back(Work(db, ctx, now, effects), turn) for turn in leases.lost_turns(db, now))
+        lost = leases.lost_turns(db, now, alive_here=_alive_here(ctx))
+        given = sum(_give_back(Work(db, ctx, now, effects), turn) for turn in lost)
     effects.apply(ctx)
     if given:
         log.warning("%s turn(s) whose owner stopped renewing their lease were held again, due now", given)
     return given
+
+
+def _alive_here(ctx: Context) -> list[int]:
+    """The turns this process's workers have accepted and not yet reported, when the pool can
+    say (`ThreadWorkerPool.running`, and the pools wrapping it); a virtual pool cannot."""
+    running = getattr(ctx.ports.workers, "running", None)
+    return list(running()) if callable(running) else []
 
 
 def hand_over(ctx: Context, turn_ids: Collection[int]) -> int:

@@ -106,6 +106,33 @@ def test_a_heartbeat_keeps_its_turns_and_halts_one_recovered_elsewhere(any_engin
         pool.shutdown(wait=True)
 
 
+def test_a_process_never_gives_back_a_turn_its_own_agent_still_runs(any_engine, clock) -> None:
+    """A renewal late behind a busy database (on SQLite, one writer at a time; the busy timeout
+    is 30 s) lets the lease of a turn run out while its agent works here. The process's own lease
+    sweep must not give that turn back: it would run the prompt a second time beside the first.
+    Another process's sweep still may, as the lease promises."""
+    a, _, _ = process(any_engine, clock, "a")
+    b, _, _ = process(any_engine, clock, "b")
+    pool = LeasedPool(ThreadWorkerPool(EchoRunner(30, 0), 2), any_engine, "a", LEASE, clock.now)
+    a.ports.workers = pool
+    try:
+        sa = new(a, prompt="long work")
+        submit_turn(a, sa, "long work")
+        [turn] = turns(a, sa)
+        clock.advance(LEASE + timedelta(seconds=1))  # no beat landed in time
+
+        assert recover_lost_turns(a) == 0  # its own sweep: the agent runs here
+        assert turns(a, sa)[0].status == "running" and pool.running() == [turn.id]
+        assert pool.beat() == []  # the late renewal finds the turn still its own
+        assert turns(a, sa)[0].lease_expires_at == clock.now() + LEASE
+
+        clock.advance(LEASE + timedelta(seconds=1))
+        assert recover_lost_turns(b) == 1  # another process cannot know: the lease decides
+        assert pool.beat() == [turn.id]
+    finally:
+        pool.shutdown(wait=True, halt=True)
+
+
 def test_a_process_that_cannot_renew_halts_its_turns_before_its_lease_runs_out(tmp_path: Path) -> None:
     (tmp_path / "not-a-directory").write_text("")
     unreachable = create_engine(f"sqlite:///{tmp_path}/not-a-directory/pacer.db")  # every renewal fails

@@ -157,10 +157,6 @@ def _crash_and_finish(room: Path, url: str) -> None:
     )
 
 
-# Known flaky, a real defect (P16 item 2 on SQLite): in 1 of 2 quiet CI dry runs on 2026-12-07 two
-# prompts completed twice after the kill; the PostgreSQL case passed both times. Kept running so
-# each CI shows XFAIL or XPASS; strict=False until the double run is found.
-@pytest.mark.xfail(strict=False, reason="intermittent: a prompt can complete twice after kill -9 on SQLite (P16)")
 def test_killed_serve_on_sqlite_leaves_no_agent_and_runs_each_prompt_once(room: Path) -> None:
     _crash_and_finish(room, f"sqlite:///{room}/pacer.db")
 
