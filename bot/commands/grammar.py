@@ -7,7 +7,6 @@ all hand it raw input, and a fuzz test holds it to that.
 
 from __future__ import annotations
 
-import difflib
 import re
 from collections.abc import Callable
 from datetime import timedelta
@@ -49,6 +48,27 @@ USAGE: dict[str, str] = {
     "reply": "reply <id> <text>",
 }
 NAMES = tuple(USAGE)
+# What people type for a command by another name: a suggestion close in meaning, never a guess
+# from the spelling alone (`clear` once suggested `restart`, which re-runs a session).
+SYNONYMS: dict[str, str] = {
+    **dict.fromkeys(("list", "ls", "status", "stat", "show", "jobs", "sessions"), "queue"),
+    **dict.fromkeys(("explain", "reason", "waiting"), "why"),
+    **dict.fromkeys(("create", "add", "submit", "ask"), "new"),
+    **dict.fromkeys(("run", "go", "kick"), "start"),
+    **dict.fromkeys(("retry", "rerun", "redo"), "restart"),
+    **dict.fromkeys(("stop", "halt", "suspend", "sleep", "park"), "pause"),
+    **dict.fromkeys(("cancel", "delete", "remove", "rm", "kill", "close", "drop"), "archive"),
+    **dict.fromkeys(("unhold", "unblock", "free"), "release"),
+    **dict.fromkeys(("unpause", "continue"), "resume"),
+    **dict.fromkeys(("bump", "boost", "up", "urgent"), "promote"),
+    **dict.fromkeys(("down", "lower"), "demote"),
+    **dict.fromkeys(("order", "reorder", "move", "priority", "precedence"), "rank"),
+    **dict.fromkeys(("block", "freeze"), "hold"),
+    **dict.fromkeys(("config", "settings", "limits"), "policy"),
+    **dict.fromkeys(("answer", "respond", "say", "message"), "reply"),
+    **dict.fromkeys(("simulate", "predict", "would"), "whatif"),
+    **dict.fromkeys(("man", "usage", "commands", "?"), "help"),
+}
 GENERAL_USAGE = "<command> [arguments]; commands: " + ", ".join(NAMES) + " (try help <command>)"
 
 _TOKEN = re.compile(r"\S+")
@@ -283,11 +303,35 @@ PARSERS: dict[str, Callable[[Cursor], c.Command]] = {
 def _known_name(word: str, usage: str, *, field: str = "command") -> str:
     if word in PARSERS:
         return word
-    nearest = difflib.get_close_matches(word, NAMES, n=1, cutoff=0.5)
     raise CommandError(
-        error_text("grammar/not_a_command", field=field, word=shown(word), nearest=nearest[0] if nearest else None),
-        usage,
+        error_text("grammar/not_a_command", field=field, word=shown(word), nearest=nearest_command(word)), usage
     )
+
+
+def nearest_command(word: str) -> str | None:
+    """The command `word` most likely meant: its synonym, else a name one slip away (a letter
+    wrong, missing, extra or two swapped; two slips from seven letters on), else None."""
+    if word in SYNONYMS:
+        return SYNONYMS[word]
+    allowed = 1 if len(word) < 7 else 2
+    near = [(slips(word, name), name) for name in NAMES]
+    best = min(near)
+    return best[1] if best[0] <= allowed else None
+
+
+def slips(a: str, b: str) -> int:
+    """Typing slips between `a` and `b`: the optimal string alignment distance (Damerau-Levenshtein
+    in which a swap of two neighbouring letters counts as one and no letter is edited twice)."""
+    rows = [list(range(len(b) + 1))]
+    for i in range(1, len(a) + 1):
+        row = [i] + [0] * len(b)
+        for j in range(1, len(b) + 1):
+            cost = 0 if a[i - 1] == b[j - 1] else 1
+            row[j] = min(rows[i - 1][j] + 1, row[j - 1] + 1, rows[i - 1][j - 1] + cost)
+            if i > 1 and j > 1 and a[i - 1] == b[j - 2] and a[i - 2] == b[j - 1]:
+                row[j] = min(row[j], rows[i - 2][j - 2] + 1)
+        rows.append(row)
+    return rows[-1][-1]
 
 
 def parse(text: str) -> c.Command:

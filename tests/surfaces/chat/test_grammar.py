@@ -356,3 +356,28 @@ def _parse_or_command_error(text: str) -> None:
         assert exc.usage in (*USAGE.values(), GENERAL_USAGE)
         return
     assert type(result).__name__ in {cls.__name__ for cls in c.Command.__args__}  # type: ignore[attr-defined]
+
+
+@pytest.mark.parametrize(
+    ("typed", "suggested"),
+    [
+        ("clear", None),  # once `restart`, which re-runs a session: a spelling guess, not a meaning
+        ("status", "queue"),  # once `start`
+        ("delete", "archive"),  # once `demote`
+        ("create", "new"),  # once `resume`
+        ("list", "queue"),
+        ("stop", "pause"),
+        ("unhold", "release"),
+        ("retry", "restart"),
+        ("promte", "promote"),  # one slip
+        ("polciy", "policy"),  # two letters swapped
+        ("capcity", "capacity"),
+        ("history", None),
+        ("exit", None),
+    ],
+)
+def test_an_unknown_command_suggests_only_a_synonym_or_a_typing_slip(typed: str, suggested: str | None) -> None:
+    with pytest.raises(CommandError) as refused:
+        parse(typed)
+    tail = f"did you mean {suggested}?" if suggested else "try help"
+    assert str(refused.value) == f"'{typed}' is not a command; {tail}"
