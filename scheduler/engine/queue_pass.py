@@ -15,7 +15,6 @@ from __future__ import annotations
 import logging
 from collections.abc import Iterable, Iterator
 from datetime import datetime
-from typing import Any
 
 from sqlalchemy import bindparam
 from sqlalchemy import select as sa_select
@@ -28,14 +27,15 @@ from scheduler.engine import claims
 from scheduler.engine.admit import admit
 from scheduler.engine.attempt import Block, Submission, TurnAttempt, Work, is_manual
 from scheduler.engine.candidates import PAGE, Candidate, Passed, outranks, page
-from scheduler.engine.fleet import asking_for, build_snapshot, burn_rate, read_quota
+from scheduler.engine.fleet import read_quota
+from scheduler.engine.pass_gate import PassGate
 from scheduler.engine.pause import Dormant, first_paused, is_dormant_paused, resume_paused
-from scheduler.engine.records import hold, hold_job_id, is_asleep, is_copy, is_running, lock, locked_copy, replay, start
+from scheduler.engine.records import hold, hold_job_id, is_asleep, is_copy, lock, locked_copy, replay, start
 from scheduler.engine.verdict import verdict
 from scheduler.rules import failures
-from scheduler.rules.gate import RESUME_MARGIN_PCT, Decision, Reason, decide
+from scheduler.rules.gate import RESUME_MARGIN_PCT, Decision, Reason
 from scheduler.rules.slots import is_full
-from scheduler.rules.snapshot import Asking, PolicyView
+from scheduler.rules.snapshot import PolicyView
 from scheduler.store.db import deciding_scope
 from scheduler.store.hold_reads import any_hold_store_in_use
 from scheduler.store.models import Session, Status
@@ -68,7 +68,12 @@ def locked_unless_taken(db: DBSession, session_id: int) -> Session | None:
 
 def is_dormant_hold(session: Session, now: datetime) -> bool:
     """Holding a turn for the queue, and nothing else owns it: not paused, parked or asleep."""
-    return session.hold_reason is not None and session.pause_reason is None and session.park_reason is None and not is_asleep(session, now)
+    return (
+        session.hold_reason is not None
+        and session.pause_reason is None
+        and session.park_reason is None
+        and not is_asleep(session, now)
+    )
 
 
 def _still_held(session: Session, now: datetime) -> bool:
@@ -112,53 +117,6 @@ def _restates(session: Session, block: Block) -> bool:
     if session.hold_reason != block.reason:
         return True
     return block.retry_at is not None and (session.hold_retry_at is None or block.retry_at < session.hold_retry_at)
-
-
-class PassGate:
-    """The gate for one queue pass: the snapshot is built once and rebuilt only after a start
-    changes the fleet, and candidates that ask the same question (class, quota, burn) against the
-    same snapshot get the same answer without asking again. A held candidate runs no turn, so it
-    is never counted in the fleet it is asking about."""
-
-    def __init__(self, work: Work, policy: PolicyView) -> None:
-        self.work, self.policy = work, policy
-        self._snapshot: Any = None
-        self._memo: dict[tuple[bool, bool, float, float, float, int | None, float | None], Decision] = {}
-
-    def decide(self, session: Session) -> Decision:
-        work = self.work
-        running = session.status == Status.RUNNING.value and is_running(work.db, session.id or 0)
-        asking = asking_for(session, work.ctx, self.policy, running=running)
-        if running:
-            return decide(self._built(), asking, work.now)
-        return self._ask(asking)
-
-    def decide_for(self, cand: Candidate | Dormant, *, margin: float = 0.0) -> Decision:
-        """The gate's answer for a held or paused candidate (never running), from its columns
-        alone; `margin` widens the reserve as a resume does (`pause.resume_refusal`)."""
-        ctx = self.work.ctx
-        asking = Asking(
-            session_id=cand.id, is_spot=cand.is_spot(self.policy), already_running=False,
-            spends_quota=ctx.runtime(cand.runtime).spends_quota, burn_per_min=burn_rate(ctx, cand.runtime),
-            weight=cand.weight, capacity=cand.capacity, capacity_multiplier=cand.capacity_multiplier,
-        )
-        return self._ask(asking, margin)
-
-    def _built(self) -> Any:
-        if self._snapshot is None:
-            self._snapshot = build_snapshot(self.work.db, self.work.ctx, self.policy, self.work.reading)
-            self._memo.clear()
-        return self._snapshot
-
-    def _ask(self, asking: Asking, margin: float = 0.0) -> Decision:
-        snapshot = self._built()
-        key = (asking.is_spot, asking.spends_quota, asking.burn_per_min, margin, asking.weight, asking.capacity, asking.capacity_multiplier)
-        if key not in self._memo:
-            self._memo[key] = decide(snapshot, asking, self.work.now, reserve_margin_pct=margin)
-        return self._memo[key]
-
-    def fleet_changed(self) -> None:
-        self._snapshot = None
 
 
 class _Pass:
@@ -231,7 +189,12 @@ class _Pass:
         if block is not None:
             if advance or _restates(session, block):
                 # Held again as it was recorded: a held resume stays one (`records.replay`).
-                hold(work, session, TurnAttempt(session.hold_prompt, session.hold_attachments, session.hold_turn_kind or turn.kind), block)
+                hold(
+                    work,
+                    session,
+                    TurnAttempt(session.hold_prompt, session.hold_attachments, session.hold_turn_kind or turn.kind),
+                    block,
+                )
             return "blocked", not block.skip_only
         decision = said.decision
         assert decision is not None
@@ -251,7 +214,13 @@ class _Pass:
             hold(work, session, held, said.hold_block(work.now), decision)
         return "held", _stops(decision)
 
-    def in_order(self, waiting: Iterable[Candidate], paused: Dormant | None, due: Session | None = None, due_session: int | None = None) -> Session | None:
+    def in_order(
+        self,
+        waiting: Iterable[Candidate],
+        paused: Dormant | None,
+        due: Session | None = None,
+        due_session: int | None = None,
+    ) -> Session | None:
         """Admit `waiting` (held sessions, in queue order) while the gate allows, the paused
         session first in the sweep's resume order (`paused`) in its place among them. Returns the due session if it was
         not reached."""
