@@ -3,9 +3,10 @@
 APScheduler 3.x has no cross-process coordination, so only the process holding the lock runs
 the alarms and sweeps; another `pacer serve` on the same database stands by and takes over
 within one retry interval (2 s) of the leader's connection closing (a crash releases the lock).
-SQLite is one file on one machine: an exclusive `flock` on `<database>.leader` elects the
-leader among the processes sharing it (a `pacer serve` and a `pacer console`, say), and the OS
-releases it when the holder dies. An in-memory database has one process by definition.
+SQLite is one file on one machine: an exclusive lock on `<database>.leader.lock` (the `filelock`
+library: `flock` on Linux and macOS, `msvcrt.locking` on Windows) elects the leader among the
+processes sharing it (a `pacer serve` and a `pacer console`, say), and the OS releases it when
+the holder dies. An in-memory database has one process by definition.
 
 A leader that loses its lock connection (the database restarted, the network dropped it) no
 longer holds the lock, and another process may take it: it pings that connection every retry
@@ -14,10 +15,11 @@ by again. TCP keepalives on both ends of the lock connection bound how long a de
 unnoticed: the server drops a vanished leader's session, and its lock, after about ten seconds
 of silence, and the leader's own side gives up on an unanswered ping in as long.
 
-A leading `pacer serve` also says where it answers (`advertise`), on the lock itself: the lock
-file's text on SQLite, the lock connection's application_name on PostgreSQL. `pacer console`
-reads it with `leader_address` instead of guessing from PACER_HOST and PACER_PORT, which a
-`--port` or a bind on 0.0.0.0 would make wrong.
+A leading `pacer serve` also says where it answers (`advertise`): in `<database>.leader` on
+SQLite (a file beside the lock, which a standby's try may truncate and Windows lets no other
+process read while it is locked), in the lock connection's application_name on PostgreSQL.
+`pacer console` reads it with `leader_address` instead of guessing from PACER_HOST and
+PACER_PORT, which a `--port` or a bind on 0.0.0.0 would make wrong.
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
+from filelock import FileLock, Timeout
 from sqlalchemy import Engine, create_engine, text
 from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.pool import NullPool
@@ -102,19 +105,17 @@ class Leadership:
         return conn
 
     def _try_file(self) -> bool:
-        import fcntl
-
         database = self.engine.url.database
         if not database or database == ":memory:":
             self._elected()
             return True
-        handle = open(f"{database}.leader", "a+")  # noqa: SIM115 — held for the process's life
+        # Not thread-local: the election thread may take it and `stop` on another thread gives it back.
+        lock = FileLock(f"{database}.leader.lock", timeout=0, thread_local=False)
         try:
-            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            handle.close()
+            lock.acquire()
+        except Timeout:
             return False
-        self._conn = handle
+        self._conn = _FileLead(lock, f"{database}.leader")
         self._elected()
         return True
 
@@ -175,10 +176,7 @@ class Leadership:
                     self._conn.execute(text("SELECT set_config('application_name', :a, false)"), {"a": name})
                     self._conn.commit()
                 elif self._conn is not None:
-                    self._conn.seek(0)
-                    self._conn.truncate()
                     self._conn.write(self.address or "")
-                    self._conn.flush()
             except Exception:
                 log.exception("recording the leader's address failed; pacer console will use PACER_HOST and PACER_PORT")
 
@@ -201,6 +199,21 @@ class Leadership:
             except Exception:
                 log.exception("releasing the leader lock failed (closing the connection releases it)")
             self._conn = None
+
+
+class _FileLead:
+    """A SQLite leader's hold: the file lock, and the file beside it that says where it answers."""
+
+    def __init__(self, lock: FileLock, address_path: str) -> None:
+        self.lock = lock
+        self.address_path = address_path
+
+    def write(self, address: str) -> None:
+        with open(self.address_path, "w") as handle:
+            handle.write(address)
+
+    def close(self) -> None:
+        self.lock.release()
 
 
 def leader_address(engine: Engine) -> str | None:

@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 import threading
+from pathlib import Path
 
 import pytest
 from sqlalchemy import text
@@ -72,3 +76,30 @@ def test_a_leader_that_loses_its_lock_connection_steps_down_and_the_standby_lead
     assert first_elected.wait(5), "the old leader did not stand by for the lock"
     assert first.is_leader
     first.stop()
+
+
+ROOT = Path(__file__).resolve().parents[2]
+ELECT_WITHOUT_FCNTL = """
+import sys, warnings
+sys.modules["fcntl"] = None  # as on Windows: no POSIX file locks
+warnings.simplefilter("ignore")
+from sqlalchemy import create_engine
+from bot.runtime.leader import Leadership, leader_address
+engine = create_engine("sqlite:///" + sys.argv[1])
+first, second = Leadership(engine, lambda: None), Leadership(engine, lambda: None, retry_seconds=60)
+print(first.start(), second.start())
+first.advertise("http://127.0.0.1:9")
+print(leader_address(engine))
+first.stop(); second.stop()
+"""
+
+
+def test_the_sqlite_leader_lock_runs_where_fcntl_does_not(tmp_path) -> None:
+    """The README covers Windows, and the default setup (SQLite) elects through a file lock: it
+    must not need `fcntl`, which Windows lacks. Here `fcntl` is made unimportable, as there."""
+    done = subprocess.run(
+        [sys.executable, "-c", ELECT_WITHOUT_FCNTL, str(tmp_path / "pacer.db")],
+        capture_output=True, text=True, timeout=60, env={**os.environ, "PYTHONPATH": str(ROOT)},
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.split("\n")[:2] == ["True False", "http://127.0.0.1:9"]
