@@ -92,13 +92,18 @@ from scheduler.store.models import (
 from scheduler.store.policy import audit_log, budget_amount, ensure_policy, load_policy, set_policy
 from scheduler.store.preemption_ledger import cycling_now, events_since
 from scheduler.store.prerequisite_rows import parse_prerequisites, record_prerequisites
-from scheduler.store.session_view import session_view
-from scheduler.store.sessions import (
-    NewSession,
+from scheduler.store.ranking import (
     QueueFilter,
     Reclassification,
     change_class,
     change_trigger_class,
+    ranked_queue,
+    reorder_between,
+    set_precedence,
+)
+from scheduler.store.session_view import session_view
+from scheduler.store.sessions import (
+    NewSession,
     class_expr,
     class_from,
     class_of,
@@ -107,9 +112,6 @@ from scheduler.store.sessions import (
     get_trigger,
     insert_session,
     is_spot,
-    ranked_queue,
-    reorder_between,
-    set_precedence,
 )
 from scheduler.testing import VirtualClock, VirtualDeferrer, VirtualWorkers
 

@@ -1,6 +1,6 @@
 """Writing triggers: create, change, delete and upsert by name, for the REST API and triggers.toml.
 
-A class change goes through `scheduler.store.sessions.change_trigger_class` (this trigger's sessions
+A class change goes through `scheduler.store.ranking.change_trigger_class` (this trigger's sessions
 that are still waiting and still carry its stamp move with it) and reports how many moved. The
 promoted ones are released by the `trigger_release` alarm, which `after_write` arms only once the
 caller's transaction has committed; the same call re-syncs the cron jobs.

@@ -19,7 +19,8 @@ from scheduler.rules.genesis import SchedulingClass
 from scheduler.rules.snapshot import PolicyView
 from scheduler.store.db import core
 from scheduler.store.models import Session, Status
-from scheduler.store.sessions import class_defaults, class_expr_for, class_from, queue_order
+from scheduler.store.ranking import queue_order
+from scheduler.store.sessions import class_defaults, class_expr_for, class_from
 
 PAGE = 25  # candidates read per page of the queue
 
@@ -147,6 +148,6 @@ class _Ranked(Protocol):
 
 
 def outranks(a: _Ranked, b: _Ranked) -> bool:
-    """The queue's order between two spot sessions (`sessions.queue_order`): higher precedence
+    """The queue's order between two spot sessions (`ranking.queue_order`): higher precedence
     first, then the older, then the lower id."""
     return (-a.precedence, a.created_at, a.id or 0) < (-b.precedence, b.created_at, b.id or 0)

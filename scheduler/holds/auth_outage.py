@@ -39,7 +39,8 @@ from scheduler.ports import QuotaReading
 from scheduler.store.db import deciding_scope, session_scope
 from scheduler.store.models import Session, Status
 from scheduler.store.policy import load_policy
-from scheduler.store.sessions import class_expr, queue_order
+from scheduler.store.ranking import queue_order
+from scheduler.store.sessions import class_expr
 from templates import render
 
 log = logging.getLogger("pacer.auth_outage")

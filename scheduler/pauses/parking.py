@@ -27,7 +27,8 @@ from scheduler.rules.waiting import banner
 from scheduler.store.db import session_scope
 from scheduler.store.models import Status
 from scheduler.store.policy import load_policy
-from scheduler.store.sessions import change_class, class_of
+from scheduler.store.ranking import change_class
+from scheduler.store.sessions import class_of
 from templates import error_text, render
 
 log = logging.getLogger("pacer.parking")

@@ -37,7 +37,8 @@ from scheduler.rules.snapshot import PolicyView
 from scheduler.store.db import session_scope
 from scheduler.store.models import ACTIVE_STATUSES, HumanMessage, Session, Status, Turn
 from scheduler.store.policy import load_policy
-from scheduler.store.sessions import class_expr, is_spot, set_precedence
+from scheduler.store.ranking import set_precedence
+from scheduler.store.sessions import class_expr, is_spot
 from templates import error_text
 
 log = logging.getLogger("pacer.promotion")

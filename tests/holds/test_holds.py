@@ -18,7 +18,7 @@ from scheduler.pauses.sleep import wake_me_up_later
 from scheduler.rules import ladder
 from scheduler.store.db import session_scope
 from scheduler.store.models import EnqueuedMessage, Turn
-from scheduler.store.sessions import change_class
+from scheduler.store.ranking import change_class
 from tests.support.harness import build, new, row
 
 pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")

@@ -20,7 +20,7 @@ from scheduler.rules.gate import Ceiling
 from scheduler.rules.waiting import waiting_reason
 from scheduler.store.db import session_scope
 from scheduler.store.models import Session
-from scheduler.store.sessions import change_class
+from scheduler.store.ranking import change_class
 from tests.support.harness import build
 from tests.support.sweeping import Scene
 

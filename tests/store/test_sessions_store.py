@@ -12,17 +12,15 @@ from scheduler.errors import InvalidInput, NotFound
 from scheduler.rules.genesis import SchedulingClass
 from scheduler.store.models import Session, Status, Trigger
 from scheduler.store.policy import change_policy, load_policy
-from scheduler.store.sessions import (
-    NewSession,
+from scheduler.store.ranking import (
     QueueFilter,
     change_class,
     change_trigger_class,
-    class_of,
-    create_session,
     ranked_queue,
     reorder_between,
     set_precedence,
 )
+from scheduler.store.sessions import NewSession, class_of, create_session
 from tests.support.harness import T0
 
 P, S = SchedulingClass.PRIORITY, SchedulingClass.SPOT

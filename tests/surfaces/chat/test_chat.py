@@ -20,7 +20,8 @@ from integrations.slack.messages import GATE_CARD_BLOCKS
 from scheduler.store.db import session_scope
 from scheduler.store.models import OperatorHold, PolicyAudit, QueueHold, Session, Trigger, Turn
 from scheduler.store.policy import load_policy
-from scheduler.store.sessions import NewSession, QueueFilter, create_session, ranked_queue
+from scheduler.store.ranking import QueueFilter, ranked_queue
+from scheduler.store.sessions import NewSession, create_session
 from tests.support import harness
 from tests.support.harness import T0
 
