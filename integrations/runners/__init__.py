@@ -1,8 +1,9 @@
 """Runners: what executes a turn, and the pool that runs them.
 
 `echo` (echo.py) is the built-in agent, so Pacer runs with no account; `command` (command.py)
-runs a CLI agent such as Claude Code per turn. outcomes.py reads what the agent said. Which one
-runs, with which values, is chosen from the settings in `bot.runtime.adapters`.
+runs a CLI agent such as Claude Code per turn, its argv built by invocation.py. outcomes.py
+reads what the agent said. Which one runs, with which values, is chosen from the settings in
+`bot.runtime.adapters`.
 """
 
 from __future__ import annotations

@@ -5,19 +5,8 @@
     result = runner.run(request)      # blocking; on a worker thread
     runner.halt(request.turn_id)      # from any thread: the agent is stopped, then killed after a grace
 
-Never a shell. The template is split with `shlex.split` once, at start-up, and the placeholders
-are substituted inside each argument afterwards, in one pass, so a prompt is always exactly one
-argv element whatever it holds (quotes, `;`, `$(...)`, newlines) and a prompt that contains
-`{turn_id}` is not substituted again; a prompt beginning with "-" gets a leading space where it
-begins an argument, so it cannot be read as an option. Placeholders: {prompt} {prompt_file}
-{agent_session_id} {session_id} {turn_id} {workdir}. The prompt reaches the agent one of three
-ways: a template without {prompt} or {prompt_file} gives it on stdin; {prompt_file} is the path of
-a file holding it (an in-memory file the agent inherits, `/dev/fd/3`: nothing on disk, nothing
-another session can read); {prompt} puts it on the command line, where Linux takes at most
-`ARGUMENT_BYTES` an argument, so a longer prompt goes on stdin instead when {prompt} is a word
-of its own (Claude Code's `-p` and Codex's `exec` both read stdin when no prompt argument is
-given) and fails the turn, saying why, when {prompt} is part of a longer word. The resume
-arguments are appended only on a turn that carries an agent session id.
+How the agent is invoked (never a shell; the placeholders; where the prompt goes) is
+`invocation.py`.
 
 Each turn runs in the session's working directory (`<workdir_root>/session-<id>`, or the request's
 own `workdir`), under the custody `custody` describes (custody.py): the leash, which ends the
@@ -40,8 +29,6 @@ from __future__ import annotations
 
 import logging
 import os
-import re
-import shlex
 import signal
 import subprocess
 import threading
@@ -52,7 +39,8 @@ from pathlib import Path
 
 import integrations.runners.outcomes as outcomes
 from integrations.runners.custody import Custody
-from integrations.runners.leash import CANNOT_RUN, GIVEN_FD, NOT_EXECUTABLE
+from integrations.runners.invocation import Invocation, build_argv, split_template
+from integrations.runners.leash import CANNOT_RUN, NOT_EXECUTABLE
 from integrations.runners.outcomes import classify
 from integrations.runners.provider_events import as_plain
 from integrations.runners.streams import Announcement, ProviderWatch, Tail
@@ -63,76 +51,11 @@ from templates import error_text, render
 
 log = logging.getLogger("pacer.runner")
 
-PLACEHOLDERS = ("prompt", "prompt_file", "agent_session_id", "session_id", "turn_id", "workdir")
-# The longest argument Linux takes: 32 pages (MAX_ARG_STRLEN), its terminating NUL included.
-ARGUMENT_BYTES = 131_071
-PROMPT_FD = GIVEN_FD  # the descriptor {prompt_file} names in the agent
 MAX_OUTPUT_BYTES = 1_048_576
 KILL_GRACE_SECONDS = 3.0
 POLL_SECONDS = 0.1  # how often a waiting turn looks at its halt flag and its deadline
 READER_JOIN_SECONDS = 2.0  # a daemonised grandchild may hold the pipe open; don't wait forever
 LEASH_MARGIN_SECONDS = 1.0  # past the grace, a leash that has not ended its agent is killed with its group
-
-_PLACEHOLDER = re.compile(r"\{(" + "|".join(PLACEHOLDERS) + r")\}")
-_ANY_NAME = re.compile(r"\{([A-Za-z_][A-Za-z0-9_]*)\}")
-
-
-def split_template(template: str, setting: str) -> list[str]:
-    """`template` as argv words, checked; a bad one raises ConfigError naming `setting`."""
-    try:
-        words = shlex.split(template)
-    except ValueError as exc:
-        raise ConfigError(error_text("runners/unsplittable", setting=setting, template=template, problem=exc)) from None
-    unknown = sorted({m.group(1) for w in words for m in _ANY_NAME.finditer(w)} - set(PLACEHOLDERS))
-    if unknown:
-        allowed = ["{" + p + "}" for p in PLACEHOLDERS]
-        raise ConfigError(error_text("runners/unknown_placeholder", setting=setting, template=template, name=unknown[0], allowed=allowed))
-    return words
-
-
-@dataclass(frozen=True)
-class Invocation:
-    """How one turn's agent is started: its argv, what goes on its stdin, and whether it gets
-    the prompt as the file {prompt_file} names."""
-
-    argv: list[str]
-    stdin: str | None
-    prompt_file: bool = False
-
-
-def build_argv(words: list[str], resume_words: list[str], request: TurnRequest, workdir: Path) -> Invocation:
-    """The invocation of one turn's agent. Pure.
-
-    Raises InvalidInput when the request's agent session id is not a plain identifier (it would
-    be passed as an argument), and when the prompt is too long for the argument it is part of.
-    """
-    resume = request.agent_session_id
-    if resume is not None and not outcomes.AGENT_SESSION_ID.match(resume):
-        raise InvalidInput(error_text("runners/agent_session_id", value=resume[:40]), field="agent_session_id")
-    chosen = words + (resume_words if resume else [])
-    prompt_bytes = len(request.prompt.encode("utf-8", errors="surrogatepass"))
-    on_stdin = not any("{prompt}" in word or "{prompt_file}" in word for word in chosen)
-    if prompt_bytes + 1 > ARGUMENT_BYTES and any("{prompt}" in word for word in chosen):  # + 1: the space before a "-"
-        if any("{prompt}" in word and word != "{prompt}" for word in chosen):
-            raise InvalidInput(error_text("runners/prompt_too_long", size=prompt_bytes, limit=ARGUMENT_BYTES - 1), field="prompt")
-        chosen, on_stdin = [word for word in chosen if word != "{prompt}"], True
-    values = {
-        "prompt": request.prompt,
-        "prompt_file": f"/dev/fd/{PROMPT_FD}",
-        "agent_session_id": resume or "",
-        "session_id": str(request.session_id),
-        "turn_id": str(request.turn_id),
-        "workdir": str(workdir),
-    }
-    argv = [_PLACEHOLDER.sub(lambda m: values[m.group(1)], word) for word in chosen]
-    if request.prompt.startswith("-"):
-        # Claude Code takes the prompt as a positional argument: a prompt reading
-        # "--dangerously-skip-permissions" would be parsed as that option. A leading space
-        # keeps it a prompt and changes nothing an agent reads.
-        argv = [" " + arg if word.startswith("{prompt}") and not word.startswith("{prompt_file}") else arg
-                for word, arg in zip(chosen, argv, strict=True)]
-    return Invocation(argv, request.prompt if on_stdin else None, any("{prompt_file}" in word for word in chosen))
-
 
 def _prompt_descriptor(prompt: str) -> int:
     """An in-memory file holding `prompt`, read from its start: the agent inherits it."""
@@ -258,7 +181,9 @@ class CommandRunner:
 
     def _execute(self, request: TurnRequest, invocation: Invocation, workdir: Path, turn: _Turn) -> TurnResult:
         argv, stdin_text = invocation.argv, invocation.stdin
-        env = self.custody.environment(self._environ, {"PACER_SESSION_ID": str(request.session_id), "PACER_TURN_ID": str(request.turn_id)})
+        env = self.custody.environment(
+            self._environ, {"PACER_SESSION_ID": str(request.session_id), "PACER_TURN_ID": str(request.turn_id)}
+        )
         prompt_fd = _prompt_descriptor(request.prompt) if invocation.prompt_file else None
         started = time.monotonic()
         try:
@@ -276,7 +201,9 @@ class CommandRunner:
         except OSError as exc:
             message = exc.strerror or type(exc).__name__
             return self._failed(
-                request, Outcome.FAILED, render("text/runner_error.j2", kind="not_started", program=argv[0], message=message)
+                request,
+                Outcome.FAILED,
+                render("text/runner_error.j2", kind="not_started", program=argv[0], message=message),
             )
         finally:
             if prompt_fd is not None:
@@ -372,7 +299,11 @@ class CommandRunner:
             error = render("text/runner_error.j2", kind="timeout", seconds=f"{self.timeout_s:g}")
             return replace(base, outcome=Outcome.FAILED_RETRYABLE, error=error)
         if exit_code == NOT_EXECUTABLE and stderr.startswith(CANNOT_RUN):
-            return replace(base, outcome=Outcome.FAILED, error=render("text/runner_error.j2", kind="not_found", program=self.words[0]))
+            return replace(
+                base,
+                outcome=Outcome.FAILED,
+                error=render("text/runner_error.j2", kind="not_found", program=self.words[0]),
+            )
         outcome, reset_at, failure = classify(exit_code, stdout, stderr, report, self._clock.now())
         refused = [r for r in heard if r.status == "rejected"]
         if outcome is not Outcome.SUCCESS and refused:
@@ -393,4 +324,4 @@ class CommandRunner:
         return TurnResult(outcome=outcome, error=error, agent_session_id=request.agent_session_id)
 
 
-__all__ = ["ARGUMENT_BYTES", "CommandRunner", "Invocation", "build_argv", "classify", "split_template"]
+__all__ = ["CommandRunner", "classify"]

@@ -15,8 +15,9 @@ from pathlib import Path
 from sqlalchemy import create_engine
 from sqlmodel import col, select
 
-from integrations.runners.command import CommandRunner, build_argv
+from integrations.runners.command import CommandRunner
 from integrations.runners.echo import EchoRunner
+from integrations.runners.invocation import build_argv
 from integrations.runners.pool import ThreadWorkerPool
 from integrations.turn_leases import LeasedPool
 from scheduler.context import Context

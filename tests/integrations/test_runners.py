@@ -17,9 +17,10 @@ import pytest
 
 from bot.config.settings import load
 from bot.runtime.adapters import build_pool, build_runner, runtimes_from_settings
-from integrations.runners.command import CommandRunner, build_argv, split_template
+from integrations.runners.command import CommandRunner
 from integrations.runners.custody import supervisor_mark
 from integrations.runners.echo import EchoRunner
+from integrations.runners.invocation import build_argv, split_template
 from integrations.runners.outcomes import AgentReport, announced_session, classify, parse_report, parse_reset
 from integrations.runners.pool import ThreadWorkerPool
 from integrations.runners.streams import HEAD_BYTES, Announcement

@@ -21,7 +21,7 @@ from bot.config.settings import load
 from bot.runtime.adapters import build_pool, build_runner, runtimes_from_settings
 from bot.runtime.notify import CompositeNotifier, LogNotifier
 from bot.serve.app import create_app
-from integrations.runners.command import ARGUMENT_BYTES, build_argv, split_template
+from integrations.runners.invocation import ARGUMENT_BYTES, build_argv, split_template
 from scheduler.clock import SystemClock
 from scheduler.errors import InvalidInput
 from scheduler.ports import TurnRequest
