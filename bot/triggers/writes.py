@@ -18,10 +18,10 @@ from sqlalchemy import update
 from sqlmodel import Session as DBSession
 from sqlmodel import col, func, select
 
+from bot.triggers.kind_config import check_config
 from bot.triggers.spec import (
     TriggerSpec,
     check_class,
-    check_config,
     check_group,
     check_name,
     check_precedence,

@@ -15,7 +15,7 @@ from bot.config.settings import load
 from bot.github.events import IntakeEvent, parse
 from bot.github.intake import github_event
 from bot.runtime.process import Pacer
-from bot.triggers.spec import check_config
+from bot.triggers.kind_config import check_config
 from scheduler import bounds
 from scheduler.errors import InvalidInput
 from scheduler.store.db import session_scope

@@ -11,7 +11,7 @@ from sqlalchemy import Engine
 
 from bot.github.events import IntakeEvent, cost_cap_of, parse
 from bot.github.intake import github_event
-from bot.triggers.spec import check_config
+from bot.triggers.kind_config import check_config
 from scheduler.errors import InvalidInput
 from scheduler.store.db import session_scope
 from scheduler.store.models import Trigger
