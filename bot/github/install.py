@@ -22,7 +22,7 @@ from sqlmodel import Session as DBSession
 from sqlmodel import col, select
 
 from bot.github.events import HOLD_LABEL, MAX_INSTALLATION_ID, PRIORITY_LABEL
-from bot.github.intake import DEFAULT_TRIGGER_LABEL
+from bot.github.matching import DEFAULT_TRIGGER_LABEL
 from integrations.github.comments import why_not_written
 from integrations.github.labels import Label, LabelPort
 from scheduler.bounds import is_repository

@@ -47,7 +47,6 @@ of row cannot collide with theirs.
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -63,7 +62,6 @@ from bot.github.commands import command_text, comment_command
 from bot.github.events import (
     HOLD_LABEL,
     PRIORITY_LABEL,
-    TRUSTED_ASSOCIATIONS,
     Control,
     IntakeEvent,
     Kind,
@@ -71,6 +69,7 @@ from bot.github.events import (
     is_trusted,
     who_acted,
 )
+from bot.github.matching import github_facts, github_source, github_trigger_mismatch, trusted_associations
 from bot.github.plan import GithubPlan, finish_github
 from bot.github.sessions import comment_session, sessions_of_issue
 from scheduler.bounds import clean_text
@@ -100,7 +99,6 @@ from templates import render
 
 log = logging.getLogger("pacer.intake")
 
-DEFAULT_TRIGGER_LABEL = "pacer"
 GITHUB_ACTOR_PREFIX = "github:"
 INTAKE_HOOK_ID = "pacer:intake"
 COMMENT_HOOK_ID = "pacer:comment"
@@ -112,9 +110,14 @@ ACTIVE = frozenset(s.value for s in ACTIVE_STATUSES)
 # object, and the ORM's unit of work costs more than the rows it writes (issue #6).
 _DELIVERIES: Table = WebhookDelivery.__table__  # type: ignore[attr-defined]
 _TRIGGERS = (
-    select(Trigger).where(Trigger.kind == bindparam("kind"), col(Trigger.enabled).is_(True)).order_by(col(Trigger.id)).with_for_update()
+    select(Trigger)
+    .where(Trigger.kind == bindparam("kind"), col(Trigger.enabled).is_(True))
+    .order_by(col(Trigger.id))
+    .with_for_update()
 )
-_TAKEN = core_select(_DELIVERIES.c.id).where(_DELIVERIES.c.hook_id == bindparam("hook_id"), _DELIVERIES.c.delivery_id == bindparam("key"))
+_TAKEN = core_select(_DELIVERIES.c.id).where(
+    _DELIVERIES.c.hook_id == bindparam("hook_id"), _DELIVERIES.c.delivery_id == bindparam("key")
+)
 _KEY = insert(_DELIVERIES)
 
 
@@ -146,7 +149,11 @@ def record_github(db: DBSession, event: IntakeEvent, *, now: datetime, settings:
     plan = GithubPlan(actor=f"{GITHUB_ACTOR_PREFIX}{event.actor}", issue=event.issue_key)
     steer_in_turn(db, event.issue_key.lower())  # before any read: this issue's earlier deliveries are committed
     if event.comment_id is not None and not _first_of_comment(db, event.comment_id, now):
-        log.info("github: comment %s on %s was taken already, under another delivery; nothing new", event.comment_id, event.issue_key)
+        log.info(
+            "github: comment %s on %s was taken already, under another delivery; nothing new",
+            event.comment_id,
+            event.issue_key,
+        )
         return plan
     if event.kind is Kind.CONTROL:
         _control(db, event, now, plan)
@@ -164,10 +171,17 @@ def record_github(db: DBSession, event: IntakeEvent, *, now: datetime, settings:
         if mismatch is not None:
             log.debug("github: trigger %r skips %s: %s", trigger.name, event.issue_key, mismatch)
             continue
-        if not is_trusted(event, _trusted(trigger.config or {})):
+        if not is_trusted(event, trusted_associations(trigger.config or {})):
             login, association = who_acted(event)
-            log.info("github: %s %s by %s (%s) ignored for trigger %r: only authors and labelers with write access start work",
-                     event.issue_key, event.action, login, association, trigger.name)
+            log.info(
+                "github: %s %s by %s (%s) ignored for trigger %r: "
+                "only authors and labelers with write access start work",
+                event.issue_key,
+                event.action,
+                login,
+                association,
+                trigger.name,
+            )
             continue
         if _taken(db, trigger.id or 0, event.issue_key):
             log.info("github: %s already has a session from trigger %r; nothing new", event.issue_key, trigger.name)
@@ -180,82 +194,18 @@ def record_github(db: DBSession, event: IntakeEvent, *, now: datetime, settings:
     return plan
 
 
-def github_trigger_mismatch(kind: str, config: Mapping[str, Any], event: IntakeEvent) -> str | None:
-    """Why this trigger does not fire on this event, or None when it does. Pure.
-
-    Config (all optional): `repositories` ["owner/name", …] (absent: any repository whose
-    events reach the webhook), `authors` [login, …], `labels` [name, …] (github_issue: the issue
-    carries one of them), `label` (github_label: the label that starts work, default "pacer"),
-    `issues` / `pull_requests` (github_label: set one false to take only the other),
-    `trusted_associations` (default OWNER, MEMBER, COLLABORATOR).
-    """
-    repositories = _names(config.get("repositories"))
-    if repositories and event.repository.lower() not in repositories:
-        return f"repository {event.repository} is not in {sorted(repositories)}"
-    authors = _names(config.get("authors"))
-    if authors and event.author.lower() not in authors:
-        return f"author {event.author} is not in {sorted(authors)}"
-    if kind == Kind.GITHUB_ISSUE.value:
-        if event.action != "opened" or event.is_pull_request:
-            return "github_issue fires on issues.opened only"
-        wanted = _names(config.get("labels"))
-        if wanted and not wanted & {label.lower() for label in event.labels}:
-            return f"the issue carries none of {sorted(wanted)}"
-        return None
-    if kind == Kind.GITHUB_LABEL.value:
-        label = str(config.get("label") or DEFAULT_TRIGGER_LABEL).lower()
-        if event.action != "labeled" or (event.label or "").lower() != label:
-            return f"github_label fires on the label {label!r} being added"
-        if event.is_pull_request and config.get("pull_requests") is False:
-            return "this trigger takes issues only"
-        if not event.is_pull_request and config.get("issues") is False:
-            return "this trigger takes pull requests only"
-        return None
-    return f"{kind} is not a GitHub trigger"
-
-
-def github_facts(event: IntakeEvent) -> dict[str, Any]:
-    """What a GitHub trigger's prompt template may read."""
-    return {
-        "title": event.title,
-        "body": event.body,
-        "url": event.url,
-        "labels": list(event.labels),
-        "author": event.author,
-        "repository": event.repository,
-        "number": event.number,
-        "is_pull_request": event.is_pull_request,
-        "label": event.label,
-        "text": f"{event.title}\n\n{event.body}".strip(),
-    }
-
-
-def github_source(event: IntakeEvent, trigger: Trigger) -> dict[str, Any]:
-    """Where the session came from, and how the status comment and the controls find it again."""
-    return {
-        "kind": "github",
-        "repository": event.repository,
-        "number": event.number,
-        "url": event.url,
-        "labels": list(event.labels),
-        "author": event.author,
-        "issue_state": event.state,
-        "issue_key": event.issue_key,
-        "is_pull_request": event.is_pull_request,
-        "head_ref": event.head_ref,  # the branch its worktree starts from (integrations.runners.workspace)
-        "installation_id": event.installation_id,
-        "trigger": trigger.name,
-    }
-
-
-def _create(db: DBSession, trigger: Trigger, event: IntakeEvent, now: datetime, settings: IntakeSettings) -> tuple[int, str] | None:
+def _create(
+    db: DBSession, trigger: Trigger, event: IntakeEvent, now: datetime, settings: IntakeSettings
+) -> tuple[int, str] | None:
     try:
         prompt = render_trigger_prompt(trigger, github_facts(event))
     except InvalidInput as exc:
         log.warning("github: %s starts nothing: %s", event.issue_key, exc)
         return None
     if not prompt:
-        log.warning("github: trigger %r rendered an empty prompt for %s; nothing started", trigger.name, event.issue_key)
+        log.warning(
+            "github: trigger %r rendered an empty prompt for %s; nothing started", trigger.name, event.issue_key
+        )
         return None
     prompt = clean_text(prompt)  # the facts are clean; a template's own escapes may not be
     if len(prompt) > settings.max_prompt_chars:
@@ -278,8 +228,15 @@ def _create(db: DBSession, trigger: Trigger, event: IntakeEvent, now: datetime, 
         repository=event.repository,
     )
     session_id = insert_session(db, request, now=now, prompt=prompt, trigger=trigger)
-    db.connection().execute(_KEY, {"hook_id": INTAKE_HOOK_ID, "delivery_id": intake_key(trigger.id or 0, event.issue_key),
-                                   "event": f"session:{session_id}", "received_at": now})
+    db.connection().execute(
+        _KEY,
+        {
+            "hook_id": INTAKE_HOOK_ID,
+            "delivery_id": intake_key(trigger.id or 0, event.issue_key),
+            "event": f"session:{session_id}",
+            "received_at": now,
+        },
+    )
     declared = f"{event.title}\n{event.body}"
     if parse_prerequisites(declared):  # most issues declare none: spare the request two queries
         session = db.get(Session, session_id)
@@ -295,7 +252,11 @@ def _control(db: DBSession, event: IntakeEvent, now: datetime, plan: GithubPlan)
         log.info("github: %s on %s by %s (%s) ignored: only people with write access steer work",
                  event.label, event.issue_key, login, association)
         return
-    if event.control in (Control.HOLD, Control.RELEASE) and event.comment_id is not None and _superseded(db, event, now):
+    if (
+        event.control in (Control.HOLD, Control.RELEASE)
+        and event.comment_id is not None
+        and _superseded(db, event, now)
+    ):
         log.info("github: %s on %s by comment %s is older than a steering comment already applied; nothing changes",
                  event.control.value, event.issue_key, event.comment_id)
         return
@@ -363,14 +324,22 @@ def _superseded(db: DBSession, event: IntakeEvent, now: datetime) -> bool:
     arrives after a later one changes nothing (the later one already said what should be)."""
     hook_id = f"{STEER_HOOK_PREFIX}{event.issue_key.lower()}"
     mine = f"{event.comment_id:020d}"  # fixed width: text order is number order under any collation
-    later = core_select(_DELIVERIES.c.id).where(_DELIVERIES.c.hook_id == hook_id, _DELIVERIES.c.delivery_id > mine).limit(1)
+    later = (
+        core_select(_DELIVERIES.c.id).where(_DELIVERIES.c.hook_id == hook_id, _DELIVERIES.c.delivery_id > mine).limit(1)
+    )
     superseded = db.connection().execute(later).first() is not None
-    db.connection().execute(_KEY.values(hook_id=hook_id, delivery_id=mine, event=event.control.value if event.control else "", received_at=now))
+    db.connection().execute(
+        _KEY.values(
+            hook_id=hook_id, delivery_id=mine, event=event.control.value if event.control else "", received_at=now
+        )
+    )
     return superseded
 
 
 def _taken(db: DBSession, trigger_id: int, issue_key: str) -> bool:
-    found = db.connection().execute(_TAKEN, {"hook_id": INTAKE_HOOK_ID, "key": intake_key(trigger_id, issue_key)}).first()
+    found = (
+        db.connection().execute(_TAKEN, {"hook_id": INTAKE_HOOK_ID, "key": intake_key(trigger_id, issue_key)}).first()
+    )
     return found is not None
 
 
@@ -382,16 +351,3 @@ def _label_holds(session_id: int) -> Any:
         col(OperatorHold.armer).startswith(GITHUB_ACTOR_PREFIX),
         col(OperatorHold.released_at).is_(None),
     )
-
-
-def _trusted(config: Mapping[str, Any]) -> frozenset[str]:
-    configured = config.get("trusted_associations")
-    if isinstance(configured, list) and configured:
-        return frozenset(str(a).upper() for a in configured)
-    return TRUSTED_ASSOCIATIONS
-
-
-def _names(value: Any) -> set[str]:
-    if isinstance(value, str):
-        value = [value]
-    return {str(v).lower() for v in value} if isinstance(value, list) else set()

@@ -87,7 +87,7 @@ def check_group(value: Any) -> str | None:
 
 
 def _sample_facts(kind: str, config: Any = None) -> dict[str, Any] | None:
-    """Facts like the ones a fire gives the template (GitHub's as `bot.github.intake.github_facts`
+    """Facts like the ones a fire gives the template (GitHub's as `bot.github.matching.github_facts`
     builds them), so a typo is caught at write time; None for Slack, whose templates are only
     compiled."""
     if kind in ("github_issue", "github_label"):

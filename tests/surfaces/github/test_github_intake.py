@@ -11,7 +11,8 @@ from sqlmodel import Session as DBSession
 from sqlmodel import col, select
 
 from bot.github.events import IntakeEvent, Kind, parse
-from bot.github.intake import IntakeSettings, github_event, github_trigger_mismatch, record_github
+from bot.github.intake import IntakeSettings, github_event, record_github
+from bot.github.matching import github_trigger_mismatch
 from scheduler.holds.prerequisites import unsatisfied
 from scheduler.store.db import session_scope
 from scheduler.store.models import OperatorHold, Prerequisite, Session, Trigger
