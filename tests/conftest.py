@@ -43,6 +43,7 @@ def _postgres_url() -> str | None:
 
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "api(**options): the `api` fixture's fleet and settings, as make_api takes them")
+    config.addinivalue_line("markers", "long: takes 20 s or more (real processes, kills, waits); runs first")
     global _worker_db
     worker, base = os.environ.get("PYTEST_XDIST_WORKER"), os.environ.get("PACER_TEST_DATABASE_URL")
     if worker and base:
@@ -51,6 +52,20 @@ def pytest_configure(config: pytest.Config) -> None:
             base, f'DROP DATABASE IF EXISTS "{_worker_db[1]}" WITH (FORCE)', f'CREATE DATABASE "{_worker_db[1]}"'
         )
         os.environ["PACER_TEST_DATABASE_URL"] = f"{base.rsplit('/', 1)[0]}/{_worker_db[1]}"
+
+
+def pytest_xdist_auto_num_workers(config: pytest.Config) -> int:
+    """`-n auto`: one worker more than the cores. A third of the suite's time is spent waiting on
+    processes it started (servers coming up, agents sleeping, leases running out), and a worker
+    that waits leaves its core to the others. PACER_TEST_WORKERS sets the number outright."""
+    return int(os.environ.get("PACER_TEST_WORKERS") or (os.cpu_count() or 1) + 1)
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """The long tests first, each in the order collected. xdist hands out the first quarter of the
+    tests in turn to each worker and the rest as workers free up: a long test dealt early runs
+    beside the many short ones; dealt last, one worker runs it alone while the other idles."""
+    items.sort(key=lambda item: item.get_closest_marker("long") is None)
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:

@@ -148,6 +148,7 @@ def test_bad_budget_input_in_chat_says_what_is_allowed_and_changes_nothing(pacer
     assert _state(pacer.engine) == before
 
 
+@pytest.mark.long
 def test_pacer_policy_cli_sets_a_budget_and_resets_the_spend(tmp_path: Path) -> None:
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     run = lambda *a: subprocess.run([sys.executable, "-m", "bot.cli", "policy", *a], cwd=tmp_path, env=env,  # noqa: E731

@@ -157,10 +157,12 @@ def _crash_and_finish(room: Path, url: str) -> None:
     )
 
 
+@pytest.mark.long
 def test_killed_serve_on_sqlite_leaves_no_agent_and_runs_each_prompt_once(room: Path) -> None:
     _crash_and_finish(room, f"sqlite:///{room}/pacer.db")
 
 
+@pytest.mark.long
 def test_killed_serve_on_postgresql_leaves_no_agent_and_runs_each_prompt_once(room: Path) -> None:
     with scratch_database("agent_crash") as url:
         _crash_and_finish(room, url)

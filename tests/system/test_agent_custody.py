@@ -106,6 +106,7 @@ def _run(api: str, body: dict[str, object], db: Path) -> tuple[int, str]:
     raise AssertionError(f"session {sid} did not finish")
 
 
+@pytest.mark.long
 @pytest.mark.parametrize("mode", _modes())
 def test_a_hostile_agent_reaches_none_of_pacers_secrets_and_plants_nothing(room: Path, mode: str) -> None:
     if mode == "shipped" and agent_user() is None and not sandbox_usable():

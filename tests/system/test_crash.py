@@ -14,6 +14,7 @@ import time
 from pathlib import Path
 
 import httpx
+import pytest
 
 from tests.support.paths import ROOT
 
@@ -51,6 +52,7 @@ def _rows(db: Path, sql: str) -> list[tuple]:
         return conn.execute(sql).fetchall()
 
 
+@pytest.mark.long
 def test_sigkill_loses_no_session_prompt_or_hold(tmp_path: Path) -> None:
     port = _port()
     api = f"http://127.0.0.1:{port}/api/v1"

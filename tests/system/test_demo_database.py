@@ -12,6 +12,7 @@ import time
 from pathlib import Path
 
 import httpx
+import pytest
 
 from bot.config.settings import load
 from bot.serve.demo import own_database
@@ -33,6 +34,7 @@ def test_a_database_url_from_the_environment_or_pacer_toml_is_kept(tmp_path: Pat
     assert own_database(load({}, toml_path=cfg), {}).database_url == mine
 
 
+@pytest.mark.long
 def test_a_demo_run_leaves_nothing_in_var(tmp_path: Path) -> None:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))

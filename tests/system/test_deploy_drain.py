@@ -86,6 +86,7 @@ def _rows(tmp: Path, session_id: int) -> tuple[list[tuple[str, str | None]], tup
     return turns, session  # type: ignore[return-value]
 
 
+@pytest.mark.long
 def test_a_turn_that_fits_in_the_drain_finishes_before_the_process_exits(tmp_path: Path) -> None:
     port = _free_port()
     server = _serve(tmp_path, port, echo_seconds="3", drain_seconds="60")
@@ -97,6 +98,7 @@ def test_a_turn_that_fits_in_the_drain_finishes_before_the_process_exits(tmp_pat
     assert took < 60
 
 
+@pytest.mark.long
 def test_a_turn_longer_than_the_drain_is_handed_over(tmp_path: Path) -> None:
     port = _free_port()
     server = _serve(tmp_path, port, echo_seconds="600", drain_seconds="1")

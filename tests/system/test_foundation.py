@@ -125,6 +125,7 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
+@pytest.mark.long
 def test_serve_answers_healthz_within_15_seconds(tmp_path: Path) -> None:
     port = _free_port()
     env = {**os.environ, "PACER_PORT": str(port), "PYTHONPATH": str(ROOT)}
@@ -149,6 +150,7 @@ def test_serve_answers_healthz_within_15_seconds(tmp_path: Path) -> None:
     assert "Application shutdown complete" in out and "scheduler stopped" in out
 
 
+@pytest.mark.long
 def test_wheel_ships_templates_and_migrations(tmp_path: Path) -> None:
     subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "-q", "-w", str(tmp_path), str(ROOT)],
                    check=True, capture_output=True, timeout=300)

@@ -201,6 +201,7 @@ def _leader_pid(engine: Engine) -> int | None:
     return int(rows[0][0]) if rows else None
 
 
+@pytest.mark.long
 def test_a_killed_leaders_turns_run_again_once_and_the_survivors_own_run_on(database_url: str, tmp_path: Path) -> None:
     replicas = Replicas(tmp_path, database_url, PACER_TURN_LEASE_SECONDS="2", PACER_MAX_SESSIONS="10")
     engine = dbmod.make_engine(database_url)
@@ -248,6 +249,7 @@ def test_a_killed_leaders_turns_run_again_once_and_the_survivors_own_run_on(data
     assert sorted(s for s, _t in runs) == sorted(on_standby + on_leader * 2)
 
 
+@pytest.mark.long
 def test_sessions_held_through_the_standby_have_one_recheck_and_its_queue_pass_runs_at_once(
     database_url: str, tmp_path: Path
 ) -> None:

@@ -81,6 +81,7 @@ def _overdue(engine: Engine, session_id: int, at: datetime, *, keep_alarm: bool)
                      {"s": pickle.dumps(job, pickle.HIGHEST_PROTOCOL), "t": at.timestamp(), "id": job_id})
 
 
+@pytest.mark.long
 def test_restart_after_downtime_rearms_the_lost_recheck_once(tmp_path: Path, database_url: str) -> None:
     from tests.system.test_crash import _port
 

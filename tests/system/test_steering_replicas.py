@@ -41,6 +41,7 @@ def _comment(body: str, number: int) -> dict[str, Any]:
     return payload
 
 
+@pytest.mark.long
 def test_a_hold_placed_on_one_replica_and_lifted_on_the_other_20ms_later_is_lifted(
     database_url: str, tmp_path: Path
 ) -> None:

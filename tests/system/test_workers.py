@@ -54,6 +54,7 @@ def database_url() -> Iterator[str]:
         yield url
 
 
+@pytest.mark.long
 def test_a_killed_leader_and_a_killed_worker_leave_every_attempt_run_once(database_url: str, tmp_path: Path) -> None:
     cluster = Cluster(tmp_path, database_url)
     engine = dbmod.make_engine(database_url)
@@ -232,6 +233,7 @@ def test_fly_and_compose_run_workers_beside_the_replicas() -> None:
             assert (settings.turn_queue, settings.sqlite) == ("procrastinate", False), name
 
 
+@pytest.mark.long
 def test_an_archive_halts_a_turn_on_a_worker_and_a_stopping_worker_hands_its_turn_back(
     database_url: str, tmp_path: Path
 ) -> None:
@@ -274,6 +276,7 @@ def test_an_archive_halts_a_turn_on_a_worker_and_a_stopping_worker_hands_its_tur
     assert Counter(turn for _s, turn in cluster.runs()) == Counter({turn_id: 1 for _s, turn_id, _st, _o in turns})
 
 
+@pytest.mark.long
 def test_a_turn_a_worker_ends_is_told_in_its_slack_thread(database_url: str, tmp_path: Path, mock: MockSlack) -> None:
     """The notices of a turn's end are raised where the turn ran: a worker must post them itself,
     since no `pacer serve` hears them. An @Pacer mention starts a session on `pacer serve`, its turn
@@ -339,6 +342,7 @@ print(json.dumps({"type": "result", "is_error": False, "result": "resumed" if re
 """
 
 
+@pytest.mark.long
 def test_a_turn_cut_off_with_its_worker_re_runs_with_resume_of_the_conversation_it_began(
     database_url: str, tmp_path: Path
 ) -> None:

@@ -16,6 +16,8 @@ import threading
 import time
 from pathlib import Path
 
+import pytest
+
 from bot.observe.logs import JsonFormatter
 from tests.support.paths import ROOT
 
@@ -73,6 +75,7 @@ class Demo:
 FINISHED = ("sessions waiting on a hold", "fired (ao_event)")
 
 
+@pytest.mark.long
 def test_a_demo_run_logs_mostly_pacer_in_one_format_and_json_on_request(tmp_path: Path) -> None:
     text = Demo(tmp_path / "text", "text")
     as_json = Demo(tmp_path / "json", "json")  # both at once: the test takes one run's time
