@@ -1,4 +1,5 @@
-"""The REST API's request and response shapes: plain pydantic models, never the SQLModel tables.
+"""The REST API's request and response shapes for sessions and triggers: plain pydantic models,
+never the SQLModel tables (the policy's and the holds' are in `policy_models.py`).
 
 Requests forbid unknown fields, so a misspelt field is a 422 naming it rather than a silent
 no-op. Closed sets are enums and every bound is in the schema, so the OpenAPI document calls a
@@ -12,7 +13,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Annotated, Any, Literal
 
-from pydantic import AwareDatetime, BaseModel, BeforeValidator, ConfigDict, Field
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field
 from pydantic_core import PydanticCustomError
 
 from bot.api.fields import (
@@ -22,9 +23,7 @@ from bot.api.fields import (
     CostCap,
     GenesisName,
     JsonObject,
-    MaxSessions,
     Multiplier,
-    Overrides,
     Place,
     Precedence,
     Prompt,
@@ -34,9 +33,6 @@ from bot.api.fields import (
     StatusName,
     Template,
     Text,
-    TopUpCeiling,
-    TopUpCooldown,
-    TopUpStretch,
     TriggerKind,
     TriggerName,
     exclusive,
@@ -50,9 +46,15 @@ from templates import error_text
 
 
 class SessionCreate(Request):
-    model_config = ConfigDict(json_schema_extra={"allOf": [
-        exclusive("precedence", "place"), exclusive("parent_session_id", "forked_from"), exclusive("capacity", "capacity_multiplier"),
-    ]})
+    model_config = ConfigDict(
+        json_schema_extra={
+            "allOf": [
+                exclusive("precedence", "place"),
+                exclusive("parent_session_id", "forked_from"),
+                exclusive("capacity", "capacity_multiplier"),
+            ]
+        }
+    )
 
     prompt: Prompt = Field(description="The first turn's prompt")
     title: Text | None = Field(None, max_length=200, description="Defaults to the prompt's first line")
@@ -65,22 +67,33 @@ class SessionCreate(Request):
     runtime: Text | None = Field(None, max_length=100, description="A configured runtime; default the server's")
     weight: float = Field(1.0, ge=0, le=bounds.MAX_WEIGHT, allow_inf_nan=False, description="Capacity claim; 0 allowed")
     capacity: Capacity | None = Field(None, description="Per-session capacity budget (1: run alone)")
-    capacity_multiplier: Multiplier | None = Field(None, description="Its budget as this multiple of the fleet's slots (1.5: 7.5 of 5)")
+    capacity_multiplier: Multiplier | None = Field(
+        None, description="Its budget as this multiple of the fleet's slots (1.5: 7.5 of 5)"
+    )
     cost_cap_usd: CostCap | None = Field(None, description="Its turns may cost this many US dollars together, no more")
     concurrency_group: Text | None = Field(None, max_length=200)
-    repository: Repository | None = Field(None, max_length=bounds.MAX_REPOSITORY_CHARS,
-                                          description="owner/name: its turns work in a worktree of it; kept in lower case")
+    repository: Repository | None = Field(
+        None,
+        max_length=bounds.MAX_REPOSITORY_CHARS,
+        description="owner/name: its turns work in a worktree of it; kept in lower case",
+    )
 
 
 class SessionPatch(Change):
-    model_config = ConfigDict(json_schema_extra={"allOf": [exclusive("precedence", "place"), exclusive("capacity", "capacity_multiplier")]})
+    model_config = ConfigDict(
+        json_schema_extra={"allOf": [exclusive("precedence", "place"), exclusive("capacity", "capacity_multiplier")]}
+    )
 
     scheduling_class: ClassChoice | None = Field(None, description="priority, spot, or default (derive again)")
     precedence: Precedence | None = None
     place: Place | None = None
-    weight: float | None = Field(None, ge=0, le=bounds.MAX_WEIGHT, allow_inf_nan=False, description="Capacity claim; 0 allowed")
+    weight: float | None = Field(
+        None, ge=0, le=bounds.MAX_WEIGHT, allow_inf_nan=False, description="Capacity claim; 0 allowed"
+    )
     capacity: Capacity | None = Field(None, description="Its own capacity budget; null: the fleet's again")
-    capacity_multiplier: Multiplier | None = Field(None, description="Its budget as a multiple of the fleet's slots; null: the fleet's again")
+    capacity_multiplier: Multiplier | None = Field(
+        None, description="Its budget as a multiple of the fleet's slots; null: the fleet's again"
+    )
     cost_cap_usd: CostCap | None = Field(None, description="Its cost cap in US dollars; null: no cap")
 
 
@@ -209,7 +222,8 @@ class MessagePosted(BaseModel):
     human_message: bool = Field(description="Recorded as a rostered human's message: it jumps the spot queue")
     message_id: int | None = Field(None, description="The human message's id, when recorded as one")
     submission: SubmissionOut | None = Field(
-        None, description="The follow-up's submission; null for a human message (the session's state says where it went)"
+        None,
+        description="The follow-up's submission; null for a human message (the session's state says where it went)",
     )
 
 
@@ -292,87 +306,3 @@ class TriggerInvoke(Request):
 class TriggerInvoked(BaseModel):
     session: SessionDetail
     submission: SubmissionOut
-
-
-# --------------------------------------------------------------------------- policy and holds
-
-
-# US dollars above 0; which runtimes exist only the deployment knows (`set_policy` says).
-Budget = Annotated[float, Field(gt=0, allow_inf_nan=False)]
-
-
-class PolicyPatch(Change):
-    # A temporary max sessions comes with its expiry (its being ahead of now only the server can say).
-    model_config = ConfigDict(json_schema_extra={
-        "if": {"properties": {"max_sessions_override": {"type": "integer"}}, "required": ["max_sessions_override"]},
-        "then": {"required": ["max_sessions_override_until"]},
-    })
-
-    gating_enabled: bool | None = None
-    reserve_5h_pct: float | None = Field(None, ge=0, le=100, allow_inf_nan=False)
-    reserve_7d_pct: float | None = Field(None, ge=0, le=100, allow_inf_nan=False)
-    max_sessions: MaxSessions | None = None
-    preemption_enabled: bool | None = None
-    genesis_class_overrides: Overrides | None = Field(
-        None, description="command / api / unknown -> priority | spot; null removes an override"
-    )
-    cost_budgets: dict[str, Budget | None] | None = Field(
-        None, description="runtime -> US dollars above 0, merged onto the budgets in force; null removes a budget, "
-        "and a null map removes them all"
-    )
-    top_up_ceiling: TopUpCeiling | None = Field(None, description="Top up while fewer sessions than this run a turn; 0: off")
-    top_up_stretch_minutes: TopUpStretch | None = Field(None, description="How long under the ceiling before the first top-up")
-    top_up_cooldown_minutes: TopUpCooldown | None = Field(None, description="The least time between two top-ups")
-    max_sessions_override: MaxSessions | None = Field(
-        None, description="A temporary max sessions, in force until max_sessions_override_until (given with it, at most 7 days "
-        "away); null clears it and the configured max_sessions is in force again"
-    )
-    max_sessions_override_until: AwareDatetime | None = Field(
-        None, strict=False, description="When the temporary max sessions expires (ISO 8601 with an offset)"
-    )
-
-
-class SpendReset(Change):
-    runtime: str = Field(description="The runtime whose spend counts from now", min_length=1, max_length=100)
-
-
-class PolicyRow(BaseModel):
-    gating_enabled: bool
-    reserve_5h_pct: float
-    reserve_7d_pct: float
-    max_sessions: int
-    preemption_enabled: bool
-    genesis_class_overrides: dict[str, str]
-    cost_budgets: dict[str, float] = Field(default_factory=dict, description="runtime -> US dollars")
-    max_sessions_override: int | None = Field(None, description="A temporary max sessions in force, or null")
-    max_sessions_override_until: datetime | None = Field(None, description="When the temporary max sessions expires")
-    spend: list[dict[str, Any]] = Field(
-        default_factory=list, description="Each budgeted runtime's spend since its last reset: runtime, spent, budget, since, over"
-    )
-    top_up_ceiling: int
-    top_up_stretch_minutes: int
-    top_up_cooldown_minutes: int
-
-
-class PolicyOut(BaseModel):
-    policy: PolicyRow
-    gate: dict[str, Any] = Field(
-        description="The gate card: the decision for a spot session now (allowed, reason, ceiling, why, until), "
-        "the windows (capacity, spent, reserved, spot budget, sustainable rate, fleet burn), the fleet and the queue"
-    )
-    audit: list[str] = Field(description="Recent policy audit lines, newest first")
-
-
-class PolicyChanged(BaseModel):
-    policy: PolicyRow
-    audit: str | None = Field(description="The audit line written, or null when nothing moved")
-
-
-class HoldsOut(BaseModel):
-    source: Literal["holds_view", "records"] = Field(description="holds_view: the read model every surface shows")
-    queue_holds: list[dict[str, Any]] = Field(description="The whole queue or a group stopped, with label, sentence, resumes_at")
-    operator_holds: list[dict[str, Any]] = Field(description="Holds a person placed on a selector, with armer, reason, expiry")
-    sessions: list[dict[str, Any]] = Field(description="Each held, paused, parked or sleeping session, headline record first")
-    sessions_not_shown: int
-    cycling: dict[str, Any] | None = Field(default=None, description="Sessions preempted 3+ times and pairs with 2+ preemptions "
-                                           "between them in the last 24 h, with the cost their halted turns lost")

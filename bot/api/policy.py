@@ -17,7 +17,7 @@ from fastapi import APIRouter, Request
 from sqlmodel import Session as DBSession
 
 from bot.api.guard import CallerDep, GuardedRoute
-from bot.api.models import HoldsOut, PolicyChanged, PolicyOut, PolicyPatch, SpendReset
+from bot.api.policy_models import HoldsOut, PolicyChanged, PolicyOut, PolicyPatch, SpendReset
 from bot.api.refusals import refusals
 from bot.api.views import context
 from bot.chat.gate_view import spot_runtime
