@@ -1,4 +1,4 @@
-"""A quota source that reuses its source's last reading for a few seconds.
+"""A quota source that reuses its source's last reading for half a second.
 
 A burst of admissions (a queue pass, a storm of webhooks) asks for the quota once per decision;
 reading a ledger or an HTTP endpoint each time costs more than the decision. What bounds how fast
@@ -6,9 +6,11 @@ the gate reacts is the reading anyway, and the ten-minute projection covers spen
 inside the reuse window. The composition root wraps the process's source in this one; the
 scheduler sees only a `QuotaSource`.
 
-A reading is kept per process: another process's spend shows in its next reading, at most
-`ttl_seconds` later. A failed read is not kept (the caller falls open and asks again next time);
-a reading of None is.
+A reading is kept per process: another process's spend, or a provider figure an agent printed
+on any process, shows in its next reading, at most `ttl_seconds` later. Half a second: the
+provider's word reaches the gate within a second of the agent printing it (P18), and a burst
+of decisions, a few milliseconds each, still shares one reading. A failed read is not kept
+(the caller falls open and asks again next time); a reading of None is.
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ from datetime import datetime, timedelta
 
 from scheduler.ports import QuotaReading, QuotaSource
 
-DEFAULT_TTL_SECONDS = 5.0
+DEFAULT_TTL_SECONDS = 0.5
 
 
 class ReusedQuotaSource:
