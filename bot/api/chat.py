@@ -1,6 +1,8 @@
 """POST /api/v1/chat: the `/pacer` grammar over the API — the same `bot.chat.answers.answer` Slack and
 the console call, so anything one surface can do, the others can. `pacer console` forwards its
-lines here when another process (a running `pacer serve`) leads the scheduler."""
+lines here when another process (a running `pacer serve`) leads the scheduler, and asks GET
+/api/v1/me first, so its banner names the caller and role this server applies, not its own
+settings' guess."""
 
 from __future__ import annotations
 
@@ -38,3 +40,19 @@ class ChatOut(BaseModel):
 def post_chat(body: ChatIn, request: Request, who: CallerDep) -> ChatOut:
     reply = answers.answer(request.app.state.pacer, who.name, body.text, surface="api", role=who.role)
     return ChatOut(ok=reply.ok, text=reply.text)
+
+
+class CallerOut(BaseModel):
+    name: str = Field(description="The personal token's holder, or 'api token' for the shared token")
+    role: str = Field(description="The role this server applies to the caller: member or operator")
+    person: bool = Field(description="Whether a person's own token proved the caller (false: the shared token)")
+
+
+@router.get(
+    "/me",
+    response_model=CallerOut,
+    responses=refusals(),
+    summary="Who the bearer token speaks for here, and the role this server applies to its calls",
+)
+def get_me(who: CallerDep) -> CallerOut:
+    return CallerOut(name=who.name, role=who.role.value, person=who.person)

@@ -10,6 +10,8 @@ from collections.abc import Sequence
 from bot.observe import logs
 from scheduler.errors import ConfigError
 
+CONSOLE_LOG = os.path.join("var", "console.log")
+
 
 def _settings(args: argparse.Namespace):  # type: ignore[no-untyped-def]
     from bot.config import settings as settings_mod
@@ -56,7 +58,7 @@ def cmd_console(args: argparse.Namespace) -> int:
     from bot.cli.console import run_console
 
     settings = _settings(args)
-    return run_console(settings, user=args.user)
+    return run_console(settings, user=args.user, log=args.log)
 
 
 def cmd_config(args: argparse.Namespace) -> int:
@@ -106,6 +108,8 @@ def build_parser() -> argparse.ArgumentParser:
         "The same /pacer commands and thread replies, typed in a terminal, answered with the "
         "same templates. No Slack needed.")
     console.add_argument("--user", help="roster user to speak as (default: PACER_CONSOLE_USER)")
+    console.add_argument("--log", default=CONSOLE_LOG, metavar="FILE",
+                         help=f"where log lines go, kept out of the answers (default: {CONSOLE_LOG}; - for stderr)")
     console.set_defaults(func=cmd_console)
 
     config = sub.add_parser("config", help="list every setting and the values in force", description=

@@ -25,6 +25,7 @@ import logging.config
 import re
 from contextvars import ContextVar
 from datetime import UTC, datetime
+from pathlib import Path
 from typing import Any
 
 from scheduler.log_context import SESSION_ID
@@ -91,9 +92,10 @@ class JsonFormatter(logging.Formatter):
         return json.dumps(entry, ensure_ascii=False)
 
 
-def config(level: str = "INFO", fmt: str = "text") -> dict[str, Any]:
+def config(level: str = "INFO", fmt: str = "text", file: str | None = None) -> dict[str, Any]:
     """The dictConfig for `level` and `fmt` (unknown values fall back to INFO and text: settings
-    reject them with their own one-line error once they are read)."""
+    reject them with their own one-line error once they are read), on stderr or, given `file`,
+    appended to that file (made, with its folder, at the first line)."""
     level = level.upper() if level.upper() in LEVELS else "INFO"
     formatter: dict[str, Any] = {"()": JsonFormatter} if fmt == "json" else {"format": TEXT_FORMAT}
     chatty_level = "DEBUG" if level == "DEBUG" else "WARNING"
@@ -102,7 +104,7 @@ def config(level: str = "INFO", fmt: str = "text") -> dict[str, Any]:
         "disable_existing_loggers": False,
         "formatters": {"pacer": formatter},
         "filters": {"ids": {"()": Ids}, "hide_tokens": {"()": HideTokens}},
-        "handlers": {"pacer": {"class": "logging.StreamHandler", "formatter": "pacer", "filters": ["ids"], "stream": "ext://sys.stderr"}},
+        "handlers": {"pacer": _handler(file)},
         "root": {"level": level, "handlers": ["pacer"]},
         "loggers": {
             **{name: {"level": chatty_level} for name in CHATTY},
@@ -113,8 +115,16 @@ def config(level: str = "INFO", fmt: str = "text") -> dict[str, Any]:
     }
 
 
-def configure(level: str = "INFO", fmt: str = "text") -> None:
-    logging.config.dictConfig(config(level, fmt))
+def _handler(file: str | None) -> dict[str, Any]:
+    if file is None:
+        return {"class": "logging.StreamHandler", "formatter": "pacer", "filters": ["ids"], "stream": "ext://sys.stderr"}
+    Path(file).parent.mkdir(parents=True, exist_ok=True)
+    return {"class": "logging.FileHandler", "formatter": "pacer", "filters": ["ids"], "filename": file,
+            "delay": True, "encoding": "utf-8"}
+
+
+def configure(level: str = "INFO", fmt: str = "text", *, file: str | None = None) -> None:
+    logging.config.dictConfig(config(level, fmt, file))
 
 
 def first_line(exc: BaseException) -> str:

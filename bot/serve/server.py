@@ -18,6 +18,7 @@ from bot.config import checks as settings_checks
 from bot.config.settings import Settings, redact_url
 from bot.observe import logs
 from bot.runtime import process
+from bot.runtime.address import reachable_url
 from bot.runtime.drain import drain
 from bot.serve.app import create_app
 from bot.serve.slow_clients import MAX_HEADER_BYTES, guarded_protocol
@@ -101,15 +102,6 @@ def _freeze_startup_heap(_pacer: object) -> None:
     """
     gc.collect()
     gc.freeze()
-
-
-def reachable_url(host: str, port: int) -> str:
-    """The base URL a process on this machine reaches the server at (a wildcard bind answers on loopback)."""
-    if host in ("0.0.0.0", ""):
-        host = "127.0.0.1"
-    elif host == "::":
-        host = "::1"
-    return f"http://[{host}]:{port}" if ":" in host else f"http://{host}:{port}"
 
 
 def _advertise(pacer: process.Pacer, url: str) -> None:
