@@ -32,7 +32,7 @@ from scheduler.engine.verdict import new_spot_asking, spot_probe, verdict_now
 from scheduler.holds.budgets import reset_spend, spends
 from scheduler.holds.capacity import ClaimChange, change_claim
 from scheduler.holds.cost_caps import REASON as COST_CAP_REASON
-from scheduler.holds.cost_caps import set_cap, spends_by, spent_by
+from scheduler.holds.cost_caps import set_cap
 from scheduler.holds.groups import repository_group
 from scheduler.holds.operator import (
     MAX_REASON,
@@ -113,6 +113,7 @@ from scheduler.store.sessions import (
     insert_session,
     is_spot,
 )
+from scheduler.store.turn_reads import spends_by, spent_by
 from scheduler.testing import VirtualClock, VirtualDeferrer, VirtualWorkers
 
 __all__ = [

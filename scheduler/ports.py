@@ -56,6 +56,10 @@ class TurnRequest:
     agent_session_id: str | None = None
     workdir: str | None = None
     runtime: str = "echo"
+    # What the session may still spend under its cost cap (cap less its recorded spend); None
+    # when it has no cap. A runner whose agent can stop itself at a budget passes it on (Claude
+    # Code's --max-budget-usd): a backstop should Pacer's own halt at the cap come late.
+    max_budget_usd: float | None = None
     # Called by the runner with the agent's own session id as soon as the agent states it, before
     # any result, so a turn cut off mid-way still re-runs with --resume. The workers that run
     # the turn give it (`integrations.turn_leases`); None: the result alone carries the id.

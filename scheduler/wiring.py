@@ -68,6 +68,8 @@ def install(ctx: Context) -> Context:
         capacity.admission_check(ctx),
         capacity.deference_check(ctx),
     ])
+    # An agent that stopped itself at its session's cost cap: held on the cap, as Pacer's halt leaves it.
+    ctx.plugins.turn_finished.append(cost_caps.on_turn_finished)
     # Runner outcomes that become queue holds; the others stay with `completion.settle`.
     ctx.plugins.turn_finished.append(outcome_holds.on_turn_finished)
     return ctx

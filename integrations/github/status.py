@@ -29,7 +29,6 @@ from sqlmodel import col, select
 
 from integrations.github import markers
 from integrations.latest_result import LatestResult, read_latest_result
-from scheduler.holds.cost_caps import spent_by
 from scheduler.holds.operator import applies, live_holds
 from scheduler.pauses.budget_notice import RunOut, standing_notice
 from scheduler.rules.genesis import SchedulingClass
@@ -37,6 +36,7 @@ from scheduler.rules.waiting import OVERTAKEN, waiting_reason
 from scheduler.store.models import Session, Status, Turn
 from scheduler.store.policy import load_policy
 from scheduler.store.sessions import class_expr, class_of
+from scheduler.store.turn_reads import spent_by
 from templates import render
 
 MARKER = markers.STATUS

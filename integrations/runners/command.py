@@ -39,7 +39,7 @@ from pathlib import Path
 
 import integrations.runners.outcomes as outcomes
 from integrations.runners.custody import Custody
-from integrations.runners.invocation import Invocation, build_argv, split_template
+from integrations.runners.invocation import BUDGET_REACHED, Invocation, budget_option, build_argv, split_template
 from integrations.runners.leash import CANNOT_RUN, NOT_EXECUTABLE
 from integrations.runners.outcomes import classify
 from integrations.runners.provider_events import as_plain
@@ -127,6 +127,7 @@ class CommandRunner:
         if not self.words:
             raise ConfigError(error_text("runners/no_program"))
         self.resume_words = split_template(resume_args, "PACER_RUNNER_RESUME_ARGS")
+        self.budget = budget_option(self.words)
         if timeout_s <= 0:
             raise ConfigError(error_text("runners/timeout", value=timeout_s))
         self.runtime_name = runtime_name
@@ -163,7 +164,7 @@ class CommandRunner:
     def run(self, request: TurnRequest) -> TurnResult:
         workdir = self.workdir_for(request)
         try:
-            invocation = build_argv(self.words, self.resume_words, request, workdir)
+            invocation = build_argv(self.words, self.resume_words, request, workdir, budget=self.budget)
         except InvalidInput as exc:
             return self._failed(request, Outcome.FAILED, str(exc))
         self.custody.prepare(workdir)
@@ -295,6 +296,10 @@ class CommandRunner:
         )
         if halted:
             return replace(base, outcome=Outcome.HALTED, error=render("text/runner_error.j2", kind="halted"))
+        if report is not None and report.subtype == BUDGET_REACHED:  # it stopped itself at the cap it was given
+            budget = f"{request.max_budget_usd:.2f}" if request.max_budget_usd is not None else None
+            error = render("text/runner_error.j2", kind="budget", budget=budget)
+            return replace(base, outcome=Outcome.HALTED, error=error, extra={**extra, "budget_reached": True})
         if timed_out:
             error = render("text/runner_error.j2", kind="timeout", seconds=f"{self.timeout_s:g}")
             return replace(base, outcome=Outcome.FAILED_RETRYABLE, error=error)

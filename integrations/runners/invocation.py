@@ -14,6 +14,10 @@ another session can read); {prompt} puts it on the command line, where Linux tak
 of its own (Claude Code's `-p` and Codex's `exec` both read stdin when no prompt argument is
 given) and fails the turn, saying why, when {prompt} is part of a longer word. The resume
 arguments are appended only on a turn that carries an agent session id.
+
+An agent that can stop itself at a budget is given the session's cost cap left
+(`TurnRequest.max_budget_usd`): Claude Code (`claude`, the program the template runs) takes
+`--max-budget-usd`, appended when the session has a cap and the template does not set one.
 """
 
 from __future__ import annotations
@@ -33,6 +37,8 @@ PLACEHOLDERS = ("prompt", "prompt_file", "agent_session_id", "session_id", "turn
 # The longest argument Linux takes: 32 pages (MAX_ARG_STRLEN), its terminating NUL included.
 ARGUMENT_BYTES = 131_071
 PROMPT_FD = GIVEN_FD  # the descriptor {prompt_file} names in the agent
+BUDGET_OPTION = "--max-budget-usd"  # Claude Code's: it stops itself once a turn has cost this much
+BUDGET_REACHED = "error_max_budget_usd"  # the subtype of the result it then reports
 
 _PLACEHOLDER = re.compile(r"\{(" + "|".join(PLACEHOLDERS) + r")\}")
 _ANY_NAME = re.compile(r"\{([A-Za-z_][A-Za-z0-9_]*)\}")
@@ -65,7 +71,17 @@ class Invocation:
     prompt_file: bool = False
 
 
-def build_argv(words: list[str], resume_words: list[str], request: TurnRequest, workdir: Path) -> Invocation:
+def budget_option(words: list[str]) -> str | None:
+    """The option that tells the agent the template runs its budget, or None when it takes none
+    or the template sets its own."""
+    if not words or Path(words[0]).name != "claude" or any(w.startswith(BUDGET_OPTION) for w in words):
+        return None
+    return BUDGET_OPTION
+
+
+def build_argv(
+    words: list[str], resume_words: list[str], request: TurnRequest, workdir: Path, *, budget: str | None = None
+) -> Invocation:
     """The invocation of one turn's agent. Pure.
 
     Raises InvalidInput when the request's agent session id is not a plain identifier (it would
@@ -92,6 +108,9 @@ def build_argv(words: list[str], resume_words: list[str], request: TurnRequest, 
         "workdir": str(workdir),
     }
     argv = [_PLACEHOLDER.sub(lambda m: values[m.group(1)], word) for word in chosen]
+    if budget is not None and request.max_budget_usd is not None:
+        # A cent at least: a cap all but spent is held before its turn starts, and "0.00" is no budget.
+        argv += [budget, f"{max(request.max_budget_usd, 0.01):.2f}"]
     if request.prompt.startswith("-"):
         # Claude Code takes the prompt as a positional argument: a prompt reading
         # "--dangerously-skip-permissions" would be parsed as that option. A leading space

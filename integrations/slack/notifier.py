@@ -43,11 +43,11 @@ from sqlalchemy import Engine
 
 from integrations.latest_result import read_latest_result
 from integrations.slack.messages import thread_messages
-from scheduler.holds.cost_caps import spent_by
 from scheduler.store.db import session_scope
 from scheduler.store.models import Session
 from scheduler.store.policy import load_policy
 from scheduler.store.session_view import session_view
+from scheduler.store.turn_reads import spent_by
 from templates import render
 
 log = logging.getLogger("pacer.slack")

@@ -19,7 +19,7 @@ from sqlmodel import Session as DBSession
 from sqlmodel import col, select
 
 from scheduler import alarms
-from scheduler.engine.attempt import Block, Submission, TurnAttempt, Work
+from scheduler.engine.attempt import PASS_THROUGH, Block, Submission, TurnAttempt, Work
 from scheduler.errors import NotFound
 from scheduler.ports import TurnRequest
 from scheduler.rules import ladder
@@ -27,6 +27,7 @@ from scheduler.rules.gate import Decision
 from scheduler.store.db import core
 from scheduler.store.models import SESSIONS, EnqueuedMessage, Session, Status, Turn
 from scheduler.store.session_rows import update_session
+from scheduler.store.turn_reads import spent_by
 from templates import error_text, render
 
 STOPPED = ("halted", "failed")  # a turn cut off before its end
@@ -97,7 +98,16 @@ def turn_request(db: DBSession, turn_id: int) -> TurnRequest | None:
     return TurnRequest(
         session_id=session.id or 0, turn_id=turn_id, prompt=turn.prompt, attachments=tuple(turn.attachments),
         agent_session_id=session.agent_session_id, workdir=session.workdir, runtime=turn.runtime,
+        max_budget_usd=budget_left(db, session, turn.kind),
     )
+
+
+def budget_left(db: DBSession, session: Session, kind: str) -> float | None:
+    """What the session may still spend under its cost cap, for the agent to stop itself at;
+    None without a cap, and for the turns a cap never stops (`PASS_THROUGH`)."""
+    if session.cost_cap_usd is None or kind in PASS_THROUGH:
+        return None
+    return max(session.cost_cap_usd - spent_by(db, session.id or 0), 0.0)
 
 
 def existing_attachments(attachments: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
@@ -185,6 +195,7 @@ def start(work: Work, session: Session, attempt: TurnAttempt) -> Turn:
                 agent_session_id=session.agent_session_id,
                 workdir=session.workdir,
                 runtime=session.runtime,
+                max_budget_usd=budget_left(db, session, attempt.kind),
             )
         )
     effects.cancel(hold_job_id(session.id or 0))  # one turn, one alarm: a started turn needs none

@@ -28,7 +28,6 @@ from collections.abc import Callable, Collection
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
-from sqlalchemy import func
 from sqlmodel import Session as DBSession
 from sqlmodel import col, select
 
@@ -39,9 +38,12 @@ from scheduler.engine.attempt import PASS_THROUGH, Block, TurnAttempt, Work
 from scheduler.engine.fleet import burn_rate
 from scheduler.engine.records import halt_turn, hold, lock, running_turn
 from scheduler.errors import Refused
+from scheduler.ports import TurnResult
+from scheduler.rules.failures import NextStep
 from scheduler.rules.gate import Decision
 from scheduler.store.db import session_scope
 from scheduler.store.models import Session, Status, Turn
+from scheduler.store.turn_reads import spent_by
 from templates import error_text, render
 
 log = logging.getLogger("pacer.cost_caps")
@@ -60,25 +62,6 @@ class CapSpend:
     @property
     def is_reached(self) -> bool:
         return self.cap is not None and self.spent >= self.cap
-
-
-def spent_by(db: DBSession, session_id: int) -> float:
-    """The recorded cost of the session's turns (a running turn counts 0 until it reports)."""
-    stmt = select(func.coalesce(func.sum(Turn.cost_usd), 0.0)).where(Turn.session_id == session_id)
-    return float(db.exec(stmt).one())
-
-
-def spends_by(db: DBSession, session_ids: Collection[int]) -> dict[int, float]:
-    """`spent_by` for many sessions in one query (a queue listing); absent ids spent nothing."""
-    if not session_ids:
-        return {}
-    stmt = (
-        select(Turn.session_id, func.coalesce(func.sum(Turn.cost_usd), 0.0))
-        .where(col(Turn.session_id).in_(list(session_ids)))
-        .group_by(col(Turn.session_id))
-    )
-    found = {int(sid): float(total) for sid, total in db.exec(stmt).all()}
-    return {sid: found.get(sid, 0.0) for sid in session_ids}
 
 
 def cap_spend(db: DBSession, session: Session) -> CapSpend:
@@ -132,12 +115,28 @@ def halt_capped(work: Work, *, skip: Collection[int] = ()) -> list[int]:
 def _halt(work: Work, turn: Turn, spend: CapSpend) -> None:
     row = lock(work.db, spend.session_id)
     halt_turn(work, turn)
-    sentence = render("text/cost_cap_halted.j2", spend=spend)
     # The halted turn reports HALTED and the session waits; this hold is what brings it back.
-    hold(work, row, TurnAttempt(render("text/continue_nudge.j2"), (), "resume"), Block(REASON, sentence))
+    _hold_at_cap(work, row, spend)
+
+
+def _hold_at_cap(work: Work, row: Session, spend: CapSpend, template: str = "text/cost_cap_halted.j2") -> None:
+    sentence = render(template, spend=spend)
+    due = work.now if spend.cap is None else None  # a cap cleared meanwhile holds nothing: its re-check is now
+    hold(work, row, TurnAttempt(render("text/continue_nudge.j2"), (), "resume"), Block(REASON, sentence, due))
     work.effects.cancel(_due_job_id(spend.session_id))
     work.effects.notice("paused", session_id=row.id, reason=REASON, sentence=sentence, title=row.title)
     log.warning("session #%s halted at its cost cap: %s", row.id, sentence)
+
+
+def on_turn_finished(work: Work, session: Session, turn: Turn, result: TurnResult, step: NextStep) -> bool:
+    """The `turn_finished` hook: an agent that stopped itself at the budget it was given (the
+    backstop inside the agent, `TurnRequest.max_budget_usd`) leaves its session as Pacer's own
+    halt at the cap does, held on the cap with a resume as its next turn. True: taken charge."""
+    if not result.extra.get("budget_reached") or session.status == Status.ARCHIVED.value:
+        return False
+    spend = CapSpend(session.id or 0, spent_by(work.db, session.id or 0), session.cost_cap_usd)
+    _hold_at_cap(work, session, spend, "text/cost_cap_agent_stopped.j2")
+    return True
 
 
 def _due_job_id(session_id: int) -> str:

@@ -29,7 +29,6 @@ from sqlmodel import col, select
 from scheduler import alarms
 from scheduler.context import Context
 from scheduler.errors import InvalidInput, Refused
-from scheduler.holds.cost_caps import spent_by
 from scheduler.rules.top_up import EVENT as NO_SESSIONS_IN_PROGRESS
 from scheduler.steering.firing import Fired, TriggerEvent, fire
 from scheduler.store.db import session_scope
@@ -38,6 +37,7 @@ from scheduler.store.policy import load_policy
 from scheduler.store.session_view import session_view
 from scheduler.store.sessions import class_of
 from scheduler.store.trigger_reads import trigger_watched_states
+from scheduler.store.turn_reads import spent_by
 
 log = logging.getLogger("pacer.session_events")
 

@@ -19,7 +19,7 @@ def class_source(session: Session) -> str:
 
 
 def session_view(session: Session, policy: PolicyView, spent_usd: float) -> dict[str, Any]:
-    """`spent_usd`: the session's spend so far (`cost_caps.spent_by`), shown beside its cap."""
+    """`spent_usd`: the session's spend so far (`turn_reads.spent_by`), shown beside its cap."""
     return {
         "id": session.id,
         "title": session.title,

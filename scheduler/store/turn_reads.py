@@ -3,6 +3,7 @@ budgeted runtime's recorded spend, read once per transaction."""
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from datetime import datetime
 from typing import Any
 
@@ -80,3 +81,22 @@ def runtime_spend(db: DBSession, runtime: str, since: datetime | None) -> float:
     if runtime not in sums:
         sums[runtime] = spent_on(db, runtime, since)
     return sums[runtime]
+
+
+def spent_by(db: DBSession, session_id: int) -> float:
+    """The recorded cost of the session's turns (a running turn counts 0 until it reports)."""
+    stmt = select(func.coalesce(func.sum(Turn.cost_usd), 0.0)).where(Turn.session_id == session_id)
+    return float(db.exec(stmt).one())
+
+
+def spends_by(db: DBSession, session_ids: Collection[int]) -> dict[int, float]:
+    """`spent_by` for many sessions in one query (a queue listing); absent ids spent nothing."""
+    if not session_ids:
+        return {}
+    stmt = (
+        select(Turn.session_id, func.coalesce(func.sum(Turn.cost_usd), 0.0))
+        .where(col(Turn.session_id).in_(list(session_ids)))
+        .group_by(col(Turn.session_id))
+    )
+    found = {int(sid): float(total) for sid, total in db.exec(stmt).all()}
+    return {sid: found.get(sid, 0.0) for sid in session_ids}

@@ -14,9 +14,10 @@ from scheduler.engine.lifecycle import archive
 from scheduler.engine.start_now import start_now
 from scheduler.engine.turns import submit_turn
 from scheduler.errors import InvalidInput, Refused
-from scheduler.holds.cost_caps import set_cap, spent_by
+from scheduler.holds.cost_caps import set_cap
 from scheduler.store.db import session_scope
 from scheduler.store.models import Turn
+from scheduler.store.turn_reads import spent_by
 from scheduler.wiring import run_periodic
 from tests.support.harness import build, new, row
 from tests.support.holdkit import Heard
