@@ -8,13 +8,18 @@ log and in `pacer console`.
      `demo-label-pacer` session is done, a spot follow-up reviews it);
   2. without PACER_API_TOKEN, makes up a demo token for this run, and without
      GITHUB_WEBHOOK_SECRET a webhook secret (both logged, so you can curl);
-  3. adds an `on_start` hook that, on a thread, waits for /healthz and then feeds:
-     the policy narrowed to two slots (so holds show), signed GitHub `issues.labeled` deliveries
-     (their sessions, once done, fire the follow-up), a priority request, spot work at three
-     ranks and one placed at the top of the spot queue, and the schedule invoked by hand.
+  3. adds an `on_start` hook that, on a thread, waits for /healthz, says how to watch (the
+     console command, as it can be pasted, and the live page's address with its token), then
+     feeds: the policy narrowed to two slots (so holds show), signed GitHub `issues.labeled`
+     deliveries (their sessions, once done, fire the follow-up), a priority request, spot work
+     at three ranks and one placed at the top of the spot queue, and the schedule invoked by
+     hand; then, for as long as the server runs, one more event every few seconds (`trickle`),
+     so the log, the console and the live page always have something moving.
 Every event goes over HTTP into the same routes production serves; nothing is written around them.
 `own_database(settings, environ)` — called before `bot.runtime.process.build` — keeps all of it off
-./var/pacer.db unless DATABASE_URL names a database.
+./var/pacer.db unless DATABASE_URL names a database, and removes its temporary database however
+the server stops: at exit, and on SIGTERM and SIGHUP, which would otherwise end the process
+without running anything at exit (uvicorn stops gracefully on SIGTERM, then raises it again).
 """
 
 from __future__ import annotations
@@ -22,23 +27,28 @@ from __future__ import annotations
 import atexit
 import hashlib
 import hmac
+import itertools
 import json
 import logging
 import secrets
+import shlex
 import shutil
+import signal
 import tempfile
 import threading
 import time
 import uuid
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from types import FrameType
 from typing import Any
 
 import httpx
 
 from bot.api.callers import DEMO_TOKEN_KEY
-from bot.config.settings import Settings
+from bot.config.settings import Settings, redact_url
+from bot.runtime.address import reachable_url
 from bot.triggers import writes as store
 from bot.triggers.spec import check_spec
 
@@ -72,6 +82,8 @@ ISSUES: tuple[tuple[int, str, str], ...] = (
     (103, "Docs: the quickstart skips the migration step", "New users hit 'no such table'."),
 )
 HEALTH_WAIT_SECONDS = 30.0
+TRICKLE_PACES = 3  # the trickle sends one event every this many paces (3 s at the default pace)
+ENDING_SIGNALS = ("SIGTERM", "SIGHUP")  # what ends a process without atexit, by default
 
 
 @dataclass(frozen=True)
@@ -82,16 +94,44 @@ class Sent:
 
 
 def own_database(settings: Settings, environ: Mapping[str, str]) -> Settings:
-    """`settings` with a database of the demo's own: DATABASE_URL when it is set (environment or
-    pacer.toml), else a fresh SQLite file in a temporary directory removed at exit, so the demo's
-    triggers (an hourly schedule among them), policy and sessions never land in ./var/pacer.db."""
+    """`settings` with a database of the demo's own (`demo_database`), its folder removed however
+    this process ends (`remove_at_every_exit`)."""
+    settings, folder = demo_database(settings, environ)
+    if folder is not None:
+        remove_at_every_exit(folder)
+        log.info("demo: on a database of its own, removed when the demo stops: %s", settings.database_url)
+    return settings
+
+
+def demo_database(settings: Settings, environ: Mapping[str, str]) -> tuple[Settings, str | None]:
+    """DATABASE_URL when it is set (environment or pacer.toml), else a fresh SQLite file in a new
+    temporary folder (returned with it), so the demo's triggers (an hourly schedule among them),
+    policy and sessions never land in ./var/pacer.db."""
     if "DATABASE_URL" in environ or settings.origin("DATABASE_URL") != "default":
-        return settings
+        return settings, None
     folder = tempfile.mkdtemp(prefix="pacer-demo-")
-    atexit.register(shutil.rmtree, folder, ignore_errors=True)
-    url = f"sqlite:///{folder}/pacer.db"
-    log.info("demo: on a database of its own, removed at exit; to watch it: DATABASE_URL=%s pacer console", url)
-    return settings.replaced(DATABASE_URL=url)
+    return settings.replaced(DATABASE_URL=f"sqlite:///{folder}/pacer.db"), folder
+
+
+def remove_at_every_exit(folder: str) -> None:
+    """Remove `folder` at exit, on a normal end and on Ctrl-C (KeyboardInterrupt), and on SIGTERM
+    and SIGHUP, whose default ends the process without exit handlers: the handler removes it,
+    then lets the signal end the process as it would have (uvicorn, having stopped gracefully on
+    SIGTERM, raises it again into this handler)."""
+
+    def remove() -> None:
+        shutil.rmtree(folder, ignore_errors=True)
+
+    def end(number: int, _frame: FrameType | None) -> None:
+        remove()
+        signal.signal(number, signal.SIG_DFL)
+        signal.raise_signal(number)
+
+    atexit.register(remove)
+    for name in ENDING_SIGNALS:
+        number = getattr(signal, name, None)  # Windows has no SIGHUP
+        if number is not None and signal.getsignal(number) is signal.SIG_DFL:
+            signal.signal(number, end)
 
 
 def install_demo(pacer: Any, *, base_url: str | None = None, pace_seconds: float = 1.0) -> None:
@@ -114,31 +154,47 @@ def install_demo(pacer: Any, *, base_url: str | None = None, pace_seconds: float
         secret = secrets.token_hex(20)
         pacer.settings = pacer.settings.replaced(GITHUB_WEBHOOK_SECRET=secret)
         log.warning("demo: GITHUB_WEBHOOK_SECRET is unset, so this run's webhook secret is %s (demo only)", secret)
-    url = base_url or _base_url(pacer.settings)
+    url = base_url or reachable_url(pacer.settings.host, pacer.settings.port)
+    watch = watching(url, pacer.settings.database_url, token, made=not pacer.settings.api_token)
+    stop = threading.Event()
 
     def start_feed(_pacer: Any) -> None:
         thread = threading.Thread(
-            target=_run_feed, args=(url, token, secret, pace_seconds), name="pacer-demo", daemon=True
+            target=_run_feed, args=(url, token, secret, pace_seconds, watch, stop), name="pacer-demo", daemon=True
         )
         thread.start()
 
     pacer.extras.setdefault("on_start", []).append(start_feed)
+    pacer.extras.setdefault("on_stop", []).append(lambda _pacer: stop.set())
     log.info(
         "demo: triggers %s installed; sample events follow once %s answers", ", ".join(t["name"] for t in TRIGGERS), url
     )
 
 
-def _base_url(settings: Any) -> str:
-    host = settings.host if settings.host not in ("0.0.0.0", "::", "") else "127.0.0.1"
-    return f"http://{host}:{settings.port}"
+def watching(url: str, database_url: str, token: str, *, made: bool) -> tuple[str, str]:
+    """The console command that watches this demo, as it can be pasted into a shell, and the live
+    page's address. The token is spelled out only when the demo made it up; a PACER_API_TOKEN of
+    your own is the console's already, from the same environment or pacer.toml, and is never
+    logged. A password in DATABASE_URL is shown as ***."""
+    parts = [f"DATABASE_URL={shlex.quote(redact_url(database_url))}"]
+    if made:
+        parts.append(f"PACER_API_TOKEN={shlex.quote(token)}")
+    console = " ".join([*parts, "pacer console"])
+    live = f"{url}/?token={token if made else '<your PACER_API_TOKEN>'}"
+    return console, live
 
 
-def _run_feed(url: str, token: str, secret: str | None, pace: float) -> None:
+def _run_feed(
+    url: str, token: str, secret: str | None, pace: float, watch: tuple[str, str], stop: threading.Event
+) -> None:
     try:
         if not wait_until_up(url):
             log.error("demo: %s did not answer /healthz within %.0f s; no sample events sent", url, HEALTH_WAIT_SECONDS)
             return
+        log.info("demo: to watch it, in another terminal: %s", watch[0])
+        log.info("demo: the live page: %s", watch[1])
         feed(url, token, github_secret=secret, pace=pace)
+        trickle(url, token, github_secret=secret, every=pace * TRICKLE_PACES, stop=stop)
     except httpx.TransportError as exc:  # the server stopping mid-feed (Ctrl-C) is no error worth a traceback
         log.warning("demo: the sample feed stopped: the server went away (%s)", type(exc).__name__)
     except Exception:  # the demo's feed must never take the server down
@@ -193,35 +249,18 @@ def feed(url: str, token: str, *, github_secret: str | None = None, pace: float 
     with httpx.Client(base_url=url, headers=headers, timeout=30) as client:
 
         def record(what: str, response: httpx.Response) -> dict[str, Any]:
-            try:
-                data = response.json()
-            except ValueError:
-                data = {}
+            data = _json(response)
             entry = Sent(what, response.status_code, _summary(data))
             sent.append(entry)
             report(entry)
             time.sleep(pace)
-            return data if isinstance(data, dict) else {}
+            return data
 
         record("PATCH /api/v1/policy max_sessions=2", client.patch("/api/v1/policy", json={"max_sessions": 2}))
         if github_secret:
             for number, title, body in ISSUES:
-                raw = json.dumps(issue_delivery(number, title, body)).encode()
-                signature = "sha256=" + hmac.new(github_secret.encode(), raw, hashlib.sha256).hexdigest()
-                record(
-                    f"POST /github/webhook issues.labeled #{number}",
-                    client.post(
-                        "/github/webhook",
-                        content=raw,
-                        headers={
-                            "Content-Type": "application/json",
-                            "X-GitHub-Event": "issues",
-                            "X-GitHub-Delivery": str(uuid.uuid4()),
-                            "X-GitHub-Hook-ID": "demo",
-                            "X-Hub-Signature-256": signature,
-                        },
-                    ),
-                )
+                record(f"POST /github/webhook issues.labeled #{number}",
+                       _deliver(client, github_secret, number, title, body))
         else:
             for number, title, body in ISSUES:
                 record(f"POST /api/v1/sessions (issue #{number})", client.post("/api/v1/sessions", json={
@@ -255,6 +294,85 @@ def feed(url: str, token: str, *, github_secret: str | None = None, pace: float 
         log.info("demo: %d sessions waiting on a hold; watch them start as slots free (pacer console, then `queue`)",
                  len(holds.get("sessions", [])))
     return sent
+
+
+SPOT_CHORES = (
+    "Remove dead code in one module.",
+    "Bring one dependency up to date and run the tests.",
+    "Add the missing type hints in one file.",
+    "Turn one TODO comment into an issue or a fix.",
+)
+QUESTIONS = (
+    "Why did the nightly build take twice as long?",
+    "Which endpoint got slower this week, and why?",
+    "What does the on-call runbook say about a full disk?",
+)
+
+
+def trickle(url: str, token: str, *, github_secret: str | None = None, every: float = 3.0,
+            stop: threading.Event | None = None, say: Callable[[Sent], None] | None = None) -> list[Sent]:
+    """One sample event every `every` seconds until `stop` is set (or the server goes away): a
+    labelled issue, spot chores at varied ranks, a priority question, the schedule invoked by
+    hand, in turn. Returns what each answered."""
+    ending = stop or threading.Event()
+    sent: list[Sent] = []
+    report = say or (lambda s: log.info("demo: %s -> %s %s", s.what, s.status, s.summary))
+    headers = {"Authorization": f"Bearer {token}"}
+    with httpx.Client(base_url=url, headers=headers, timeout=30) as client:
+        events = _events(client, github_secret)
+        while not ending.is_set():
+            what, response = next(events)
+            entry = Sent(what, response.status_code, _summary(_json(response)))
+            sent.append(entry)
+            report(entry)
+            ending.wait(every)
+    return sent
+
+
+def _events(client: httpx.Client, secret: str | None) -> Iterator[tuple[str, httpx.Response]]:
+    """The trickle's events, without end."""
+    for n in itertools.count():
+        number = 104 + n
+        if n % 5 == 0 and secret:
+            title = f"{SPOT_CHORES[n % len(SPOT_CHORES)].rstrip('.')} (issue #{number})"
+            delivered = _deliver(client, secret, number, title, "Labelled by the demo's trickle.")
+            yield f"POST /github/webhook issues.labeled #{number}", delivered
+        elif n % 5 == 2:
+            question = QUESTIONS[n % len(QUESTIONS)]
+            yield "POST /api/v1/sessions priority", client.post(
+                "/api/v1/sessions", json={"prompt": question, "scheduling_class": "priority"})
+        elif n % 5 == 4:
+            triggers = _json(client.get("/api/v1/triggers", params={"kind": "schedule"})).get("triggers", [])
+            sweep = next((t for t in triggers if t.get("name") == "demo-hourly-sweep"), None)
+            if sweep is not None:
+                yield "POST /api/v1/triggers/{id}/invoke demo-hourly-sweep", client.post(
+                    f"/api/v1/triggers/{sweep['id']}/invoke",
+                    json={"context": {"fired_at": datetime.now(UTC).isoformat(timespec="seconds")}})
+        else:
+            rank = (n * 37) % 100
+            yield f"POST /api/v1/sessions spot precedence={rank}", client.post(
+                "/api/v1/sessions", json={"prompt": SPOT_CHORES[n % len(SPOT_CHORES)], "precedence": rank})
+
+
+def _deliver(client: httpx.Client, secret: str, number: int, title: str, body: str) -> httpx.Response:
+    """A signed `issues.labeled` delivery to /github/webhook, as GitHub sends it."""
+    raw = json.dumps(issue_delivery(number, title, body)).encode()
+    signature = "sha256=" + hmac.new(secret.encode(), raw, hashlib.sha256).hexdigest()
+    return client.post("/github/webhook", content=raw, headers={
+        "Content-Type": "application/json",
+        "X-GitHub-Event": "issues",
+        "X-GitHub-Delivery": str(uuid.uuid4()),
+        "X-GitHub-Hook-ID": "demo",
+        "X-Hub-Signature-256": signature,
+    })
+
+
+def _json(response: httpx.Response) -> dict[str, Any]:
+    try:
+        data = response.json()
+    except ValueError:
+        return {}
+    return data if isinstance(data, dict) else {}
 
 
 def _summary(data: Any) -> str:

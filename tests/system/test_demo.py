@@ -4,6 +4,7 @@ a running Pacer — sessions arrive, some run, some hold."""
 from __future__ import annotations
 
 import threading
+import time
 from collections import Counter
 from datetime import timedelta
 from typing import Any
@@ -63,6 +64,8 @@ def test_install_demo_adds_triggers_a_token_and_a_webhook_secret_and_every_trigg
         assert httpx.get(f"{server.url}/api/v1/sessions", headers={"Authorization": "Bearer guess"}).status_code == 401
         hooks = pacer.extras["on_start"]
         assert len(hooks) == 2
+        for hook in pacer.extras["on_stop"]:
+            hook(pacer)  # stopped before it starts: the feed runs, and no trickle after it
         hooks[0](pacer)  # what the app's lifespan does: the feed runs on its own thread
         feeder = next(t for t in threading.enumerate() if t.name == "pacer-demo")
         feeder.join(timeout=60)
@@ -124,5 +127,39 @@ def test_with_a_webhook_secret_the_feed_sends_signed_github_deliveries(engine, c
         ]
         unsigned = api.client.post("/github/webhook", content=b"{}", headers={"X-GitHub-Event": "issues"})
         assert unsigned.status_code == 401
+    finally:
+        api.close()
+
+
+def test_after_the_feed_a_trickle_keeps_events_coming_until_the_server_stops(engine, clock) -> None:
+    """The feed is over in half a minute; the trickle sends one event every few seconds after it
+    (here every 20 ms), each kind in turn, through the same endpoints, until it is told to stop."""
+    api = make_api(engine, clock, max_sessions=3, turn_minutes=30, GITHUB_WEBHOOK_SECRET="demo-secret")
+    try:
+        demo.install_demo(api.pacer, base_url=api.server.url, pace_seconds=0)
+        stop = threading.Event()
+        seen: list[demo.Sent] = []
+        sent: list[demo.Sent] = []
+        trickling = threading.Thread(target=lambda: sent.extend(demo.trickle(
+            api.server.url, "test-token-0123456789", github_secret="demo-secret", every=0.02, stop=stop,
+            say=seen.append)))
+        trickling.start()
+        deadline = time.monotonic() + 30
+        while len(seen) < 6 and time.monotonic() < deadline:
+            time.sleep(0.02)
+        stop.set()
+        trickling.join(timeout=30)
+        assert not trickling.is_alive() and sent == seen and len(sent) >= 6
+        assert all(s.status in (201, 202) for s in sent), sent
+        kinds = {s.what.split(" #")[0].split(" precedence=")[0] for s in sent}
+        assert kinds == {
+            "POST /github/webhook issues.labeled",
+            "POST /api/v1/sessions spot",
+            "POST /api/v1/sessions priority",
+            "POST /api/v1/triggers/{id}/invoke demo-hourly-sweep",
+        }
+        api.server.app.state.github.close()
+        with session_scope(engine) as db:
+            assert len(list(db.exec(select(Session)))) >= len(sent)
     finally:
         api.close()

@@ -12,6 +12,7 @@ import time
 from pathlib import Path
 
 import httpx
+import pytest
 
 from tests.support.paths import ROOT
 from tests.system.test_crash import TOKEN, _port, _serve
@@ -54,6 +55,7 @@ def _console(tmp: Path, port: int, lines: str, **extra: str) -> subprocess.Compl
                           capture_output=True, text=True, timeout=60)
 
 
+@pytest.mark.long
 def test_the_banner_names_the_role_the_server_applies_not_the_consoles_own(tmp_path: Path) -> None:
     """The console's own PACER_API_ROLE and PACER_ROSTER say operator; the server's say member.
     The banner says what the server will do, and the server does it."""
