@@ -7,7 +7,9 @@ the new environment reads the packages Pacer depends on from the running interpr
 (a `.pth` line), so no dependency is downloaded; and `python3 -m pytest` is run with
 `--collect-only --assert=plain`, since the suite cannot run itself (`.ci/run` runs that line
 verbatim) and a collection that runs no test needs no rewritten asserts (half its time). A line
-that starts `pacer serve` passes once `/healthz` answers, and is then stopped."""
+that starts `pacer serve` passes once `/healthz` answers, and is then stopped; one that ends in
+`&` keeps running for the lines after it in its block (a console speaking to it), and is stopped
+at the block's end."""
 
 from __future__ import annotations
 
@@ -70,9 +72,12 @@ def _port() -> int:
         return s.getsockname()[1]
 
 
-def _serve(line: str, clone: Path, env: dict[str, str]) -> None:
+def _serve(line: str, clone: Path, env: dict[str, str]) -> subprocess.Popen[str] | None:
+    """Start a `pacer serve` line and wait for /healthz; stop it then, or, for a line that ends in
+    `&` (a server the next lines speak to), return it running, to be stopped after its block."""
+    background = line.endswith("&")
     port = _port()
-    proc = subprocess.Popen(["bash", "-c", line], cwd=clone, env=env | {"PACER_PORT": str(port)},
+    proc = subprocess.Popen(["bash", "-c", line.rstrip("& ")], cwd=clone, env=env | {"PACER_PORT": str(port)},
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True)
     deadline = time.monotonic() + SERVE_SECONDS
     answered = False
@@ -83,14 +88,22 @@ def _serve(line: str, clone: Path, env: dict[str, str]) -> None:
             except httpx.HTTPError:
                 time.sleep(0.5)
     finally:
-        if proc.poll() is None:
-            os.killpg(proc.pid, signal.SIGINT)
-        try:
-            output = proc.communicate(timeout=30)[0]
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)
-            output = proc.communicate()[0]
+        if not (background and answered):
+            output = _stop(proc)
+    if background and answered:
+        return proc
     assert answered, f"{line!r} never answered /healthz:\n{output}"
+    return None
+
+
+def _stop(proc: subprocess.Popen[str]) -> str:
+    if proc.poll() is None:
+        os.killpg(proc.pid, signal.SIGINT)
+    try:
+        return proc.communicate(timeout=30)[0]
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        return proc.communicate()[0]
 
 
 def _run(line: str, clone: Path, env: dict[str, str]) -> str:
@@ -115,14 +128,21 @@ def test_the_readmes_runnable_blocks_work_from_a_fresh_clone(tmp_path: Path) -> 
     _clone(clone)
     env = _environment(clone)
     for block in runnable_blocks((clone / "README.md").read_text()):
-        for line in block:
-            if re.search(r"\bpacer serve\b", line):
-                _serve(line, clone, env)
-            else:
-                out = _run(line, clone, env)
-                if "--collect-only" in line or "python3 -m pytest" in line:
-                    collected = re.search(r"(\d+) tests? collected", out)
-                    assert collected and int(collected.group(1)) > 1000, out[-2000:]
+        running: list[subprocess.Popen[str]] = []
+        try:
+            for line in block:
+                if re.search(r"\bpacer serve\b", line):
+                    running.extend(p for p in [_serve(line, clone, env)] if p is not None)
+                else:
+                    out = _run(line, clone, env)
+                    if "--collect-only" in line or "python3 -m pytest" in line:
+                        collected = re.search(r"(\d+) tests? collected", out)
+                        assert collected and int(collected.group(1)) > 1000, out[-2000:]
+                    if re.search(r"\bpacer console\b", line):
+                        assert out.startswith("Pacer console as") and "error:" not in out, out
+        finally:
+            for proc in running:
+                _stop(proc)
     installed = subprocess.run([clone / ".venv" / "bin" / "python", "-c", "import bot; print(bot.__file__)"],
                                cwd=clone, capture_output=True, text=True, check=True, env=env).stdout
     assert installed.startswith(str(clone)), "Pacer ran from this checkout, not from the clone's install"
