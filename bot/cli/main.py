@@ -105,8 +105,9 @@ def build_parser() -> argparse.ArgumentParser:
     worker.set_defaults(func=cmd_worker)
 
     console = sub.add_parser("console", help="the chat commands in a terminal", description=
-        "The same /pacer commands and thread replies, typed in a terminal, answered with the "
-        "same templates. No Slack needed.")
+        "The same /pacer commands and thread replies, typed at a prompt (line editing, history, Tab "
+        "completion), answered with the same templates. No Slack needed. Beside a running pacer serve "
+        "on the same database it speaks to the server with PACER_API_TOKEN.")
     console.add_argument("--user", help="roster user to speak as (default: PACER_CONSOLE_USER)")
     console.add_argument("--log", default=CONSOLE_LOG, metavar="FILE",
                          help=f"where log lines go, kept out of the answers (default: {CONSOLE_LOG}; - for stderr)")

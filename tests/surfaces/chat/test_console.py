@@ -70,6 +70,7 @@ def test_the_banner_names_the_role_the_server_applies_not_the_consoles_own(tmp_p
         assert banner == "Pacer console as api token (member). Type help, or quit.", shared.stdout
         assert "`policy set` needs the operator role; you are a member" in shared.stdout
         assert "Queue: 0 waiting in all" in shared.stdout
+        assert shared.stderr == ""  # the leader's "standing by" line went to var/console.log
         alice = _console(tmp_path, port, "policy set gating=off\nquit\n", PACER_API_TOKEN="alice-token-0123456789")
         assert alice.stdout.startswith("Pacer console as alice (operator)."), alice.stdout
         assert "Policy changed: gating_enabled on → off." in alice.stdout
