@@ -141,6 +141,12 @@ class SettingsFields(BaseSettings):
     turn_timeout_seconds: Count = _field(
         "PACER_TURN_TIMEOUT_SECONDS", "3600", "Longest a command-runner turn may run before it is killed"
     )
+    stall_minutes: Amount = _field(
+        "PACER_STALL_MINUTES",
+        "10",
+        "Minutes a command-runner agent may print nothing at all before its turn is halted as stalled "
+        "and retried by the failure policy (0: never)",
+    )
     turn_lease_seconds: Annotated[float, _rule(rules.number(1.0))] = _field(
         "PACER_TURN_LEASE_SECONDS",
         "30",

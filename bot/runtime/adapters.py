@@ -126,6 +126,7 @@ def build_runner(settings: Settings, environ: Mapping[str, str] | None = None, *
         custody=custody or build_custody(settings),
         provider_sink=ReadingBook(engine).record if engine is not None else None,
         account=settings.quota_account,
+        stall_s=settings.stall_minutes * 60,
     )
     if engine is None:
         return runner

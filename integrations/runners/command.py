@@ -23,6 +23,12 @@ read as it flows for the provider's own quota readings (`provider_events`): each
 `provider_sink` at once, tagged with `account`, and the last of each window is in the result's
 `extra["provider_readings"]`. A turn that fails after the provider said `rejected` is a rate
 limit until that window's reset, whatever its error text says.
+
+An agent that prints nothing at all, on either pipe, for `stall_s` (PACER_STALL_MINUTES) is
+stalled: its leash is asked to stop it as on a timeout, and the turn is a retryable failure
+whose error says it stalled (`extra["stalled"]`), so the failure policy retries it on its backoff.
+`stall_s` None or 0 never calls an agent stalled (one that prints only its final result, as
+`--output-format json` does, needs a stall longer than its longest turn, or none).
 """
 
 from __future__ import annotations
@@ -33,7 +39,7 @@ import signal
 import subprocess
 import threading
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
@@ -83,6 +89,12 @@ def _signal_leash(proc: subprocess.Popen[bytes]) -> None:
         pass
 
 
+def _silence(seconds: float) -> str:
+    """How long a stalled agent was silent, as PACER_STALL_MINUTES reads: "10 minutes", "2 seconds"."""
+    amount, unit = (seconds / 60, "minute") if seconds >= 60 else (seconds, "second")
+    return f"{amount:g} {unit}{'' if amount == 1 else 's'}"
+
+
 def _kill_group(proc: subprocess.Popen[bytes]) -> None:
     # The leash leads a session of its own: its pid is the group id of all it has not moved away.
     try:
@@ -122,6 +134,7 @@ class CommandRunner:
         kill_grace_s: float = KILL_GRACE_SECONDS,
         provider_sink: ProviderSink | None = None,
         account: str = "default",
+        stall_s: float | None = None,
     ) -> None:
         self.words = split_template(template, "PACER_RUNNER_COMMAND")
         if not self.words:
@@ -130,8 +143,11 @@ class CommandRunner:
         self.budget = budget_option(self.words)
         if timeout_s <= 0:
             raise ConfigError(error_text("runners/timeout", value=timeout_s))
+        if stall_s is not None and not stall_s >= 0:
+            raise ConfigError(error_text("runners/stall", value=stall_s))
         self.runtime_name = runtime_name
         self.timeout_s = float(timeout_s)
+        self.stall_s = float(stall_s) if stall_s else None
         self.workdir_root = Path(workdir_root)
         self.max_output_bytes = max_output_bytes
         self.kill_grace_s = kill_grace_s
@@ -222,7 +238,7 @@ class CommandRunner:
             err.start()
             if stdin_text is not None:
                 threading.Thread(target=_feed, args=(proc, stdin_text), daemon=True, name="pacer-runner-stdin").start()
-            timed_out = self._wait(proc, turn, started + self.timeout_s)
+            cut = self._wait(proc, turn, started + self.timeout_s, lambda: max(out.heard_at, err.heard_at))
         except BaseException:
             _kill_group(proc)  # never leave an agent running behind an error
             proc.wait()
@@ -236,32 +252,39 @@ class CommandRunner:
         if head.said is not None:
             request = replace(request, agent_session_id=head.said)  # a turn cut off after the init line resumes it
         heard = list(watch.latest.values())
-        return self._result(request, proc.returncode, out, err, wall_ms, timed_out, turn.halted.is_set(), heard)
+        return self._result(request, proc.returncode, out, err, wall_ms, cut, turn.halted.is_set(), heard)
 
-    def _wait(self, proc: subprocess.Popen[bytes], turn: _Turn, deadline: float) -> bool:
-        """Wait for the agent; on a halt or past the deadline, ask the leash to stop it (it kills
-        after the grace), and kill the leash's group should the leash itself not end.
+    def _wait(
+        self, proc: subprocess.Popen[bytes], turn: _Turn, deadline: float, heard_at: Callable[[], float]
+    ) -> str | None:
+        """Wait for the agent; on a halt, past the deadline or after `stall_s` without a byte
+        from it (`heard_at`), ask the leash to stop it (it kills after the grace), and kill the
+        leash's group should the leash itself not end.
 
-        Returns whether the deadline passed.
+        Returns why Pacer cut the turn short: "timeout", "stall", or None.
         """
-        timed_out = False
+        cut: str | None = None
         term_sent_at: float | None = None
         while True:
             now = time.monotonic()
             if term_sent_at is None and turn.halted.is_set():
                 term_sent_at = now  # halt() already asked the leash
             if term_sent_at is None and now >= deadline:
-                timed_out, term_sent_at = True, now
+                cut, term_sent_at = "timeout", now
                 log.warning("turn ran past its %.0fs timeout; terminating pid %s", self.timeout_s, proc.pid)
+                _signal_leash(proc)
+            if term_sent_at is None and self.stall_s is not None and now - heard_at() >= self.stall_s:
+                cut, term_sent_at = "stall", now
+                log.warning("agent printed nothing for %gs: stalled; terminating pid %s", self.stall_s, proc.pid)
                 _signal_leash(proc)
             if term_sent_at is not None and now - term_sent_at >= self.kill_grace_s + LEASH_MARGIN_SECONDS:
                 _kill_group(proc)
                 proc.wait()
-                return timed_out
+                return cut
             step = POLL_SECONDS if term_sent_at is not None else min(POLL_SECONDS, max(deadline - now, 0.0))
             try:
                 proc.wait(timeout=max(step, 0.001))
-                return timed_out
+                return cut
             except subprocess.TimeoutExpired:
                 continue
 
@@ -272,7 +295,7 @@ class CommandRunner:
         out: Tail,
         err: Tail,
         wall_ms: int,
-        timed_out: bool,
+        cut: str | None,
         halted: bool,
         heard: list[ProviderReading],
     ) -> TurnResult:
@@ -300,9 +323,12 @@ class CommandRunner:
             budget = f"{request.max_budget_usd:.2f}" if request.max_budget_usd is not None else None
             error = render("text/runner_error.j2", kind="budget", budget=budget)
             return replace(base, outcome=Outcome.HALTED, error=error, extra={**extra, "budget_reached": True})
-        if timed_out:
+        if cut == "timeout":
             error = render("text/runner_error.j2", kind="timeout", seconds=f"{self.timeout_s:g}")
             return replace(base, outcome=Outcome.FAILED_RETRYABLE, error=error)
+        if cut == "stall":
+            error = render("text/runner_error.j2", kind="stalled", silence=_silence(self.stall_s or 0.0))
+            return replace(base, outcome=Outcome.FAILED_RETRYABLE, error=error, extra={**extra, "stalled": True})
         if exit_code == NOT_EXECUTABLE and stderr.startswith(CANNOT_RUN):
             return replace(
                 base,

@@ -6,6 +6,7 @@ the quota.
     watch = ProviderWatch(sink, account="acct-1", clock=clock)
     out = Tail(proc.stdout, max_output_bytes, head, watch)   # a reader thread; out.start()
     out.text()          # the last bytes, once the agent is done
+    out.heard_at        # time.monotonic() when the pipe last gave bytes (its start before any)
     head.said           # the agent's session id, as soon as it said it (else None)
     watch.latest        # the last reading of each window the agent reported, by kind
 
@@ -19,6 +20,9 @@ prints mid-turn (`provider_events`): a line is parsed only when it names such an
 longer than `LINE_BYTES` is skipped whole (no provider event is that long, and keeping it would
 let one line fill memory), and each reading reaches the sink at once, on the reader's thread.
 A sink that fails is logged and the stream read on: the agent must never block on a full pipe.
+
+Each pipe notes when it last gave anything (`heard_at`), so the runner can tell an agent that
+went silent (PACER_STALL_MINUTES) from one that works: any bytes count, a line in progress too.
 """
 
 from __future__ import annotations
@@ -26,6 +30,7 @@ from __future__ import annotations
 import logging
 import os
 import threading
+import time
 from collections.abc import Callable
 
 from integrations.runners.outcomes import announced_session
@@ -147,10 +152,12 @@ class Tail(threading.Thread):
         self._watch = watch
         self._buffer = bytearray()
         self.total = 0
+        self.heard_at = time.monotonic()  # silence is counted from the start, before the first byte
 
     def run(self) -> None:
         try:
             while chunk := os.read(self._fd, 65_536):
+                self.heard_at = time.monotonic()
                 self.total += len(chunk)
                 if self._head is not None and self._head.listening:
                     self._head.feed(chunk)
