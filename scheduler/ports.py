@@ -133,6 +133,7 @@ class WindowReading:
     spent_usd: float | None = None
     measured_by: str | None = None  # the provider whose agents reported utilization and reset
     fallback: str | None = None  # why an estimate (the ledger's) stands in for the provider's word
+    warned: bool = False  # the provider says an account is past its warning threshold (allowed_warning)
 
 
 @dataclass(frozen=True)

@@ -137,6 +137,7 @@ class AgentsSource:
     def _measured(self, db: Any, name: str, period: timedelta, measured: Measured, now: datetime) -> WindowReading:
         window = WindowReading(
             name, period.total_seconds(), measured.utilization, measured.resets_at, None, measured_by=measured.provider,
+            warned=measured.warned,
         )
         start = measured.resets_at - period
         if start < now:

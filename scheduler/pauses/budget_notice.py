@@ -7,7 +7,9 @@ sessions it will pause are told once, before the ceiling pauses them (`scheduler
       no burn to project and is never named; nor is one already spent, since the ceiling pauses
       its sessions now and says so itself.
   `ending_now(work, policy, notice_minutes)`  the same figures the gate card shows (the whole
-      running fleet's burn, the plain reserve), read once per sweep.
+      running fleet's burn, the plain reserve), read once per sweep; and every window the
+      provider itself warns about (`allowed_warning` in an agent's stream), projected or not:
+      its notice runs out "by the rollover" (`RunOut.warned`), the latest it can.
   `tell(work, session_ids, ending)`  records the notice per session and window in
       `budget_notices` and emits `budget_ending` for each session told now. The record is taken
       over only once the window it named has rolled over, in one statement, so each window
@@ -51,6 +53,11 @@ class RunOut:
     at: datetime  # when the spot budget is spent: running spot work is paused then
     resets_at: datetime  # the rollover after which paused work resumes
 
+    @property
+    def warned(self) -> bool:
+        """The provider warned of this window; no burn projected when it runs out."""
+        return self.at >= self.resets_at
+
     def as_notice(self) -> dict[str, object]:
         return {"window": self.window, "label": self.label, "runs_out_at": self.at, "resets_at": self.resets_at}
 
@@ -78,7 +85,14 @@ def ending_now(work: Work, policy: PolicyView, notice_minutes: float) -> tuple[R
     decision = decide(snapshot, _OBSERVER, work.now)
     if decision.stops_running_work:
         return ()
-    return running_out(decision.windows, work.now, notice_minutes)
+    projected = running_out(decision.windows, work.now, notice_minutes)
+    named = {r.window for r in projected}
+    warned = [
+        RunOut(w.name, window_label(w.name), w.resets_at, w.resets_at)
+        for w in (work.reading.windows if work.reading is not None else ())
+        if w.warned and w.name not in named and w.resets_at > work.now
+    ]
+    return (*projected, *sorted(warned, key=lambda r: r.resets_at))
 
 
 def tell(work: Work, session_ids: Sequence[int], ending: RunOut) -> list[int]:

@@ -140,6 +140,14 @@ def test_a_reading_is_the_window_and_calibration_prices_it_from_pacers_spend(any
     assert five.capacity_usd == pytest.approx(12.0 / 0.8) and five.spent_usd == pytest.approx(12.0)
 
 
+def test_the_providers_warning_is_carried_on_its_window(engine: Engine) -> None:
+    source = AgentsSource(engine, ledger(engine))
+    source.book.record(said(utilization=0.5, resets_at=NOW + H, status="allowed"))
+    assert [w.warned for w in source.read(NOW).windows] == [False, False]
+    source.book.record(said(utilization=0.9, resets_at=NOW + H, status="allowed_warning", at=NOW + H / 60))
+    assert [w.warned for w in source.read(NOW + H / 60).windows] == [True, False]
+
+
 def test_a_reading_from_before_the_reset_falls_back(engine: Engine) -> None:
     source = AgentsSource(engine, ledger(engine))
     source.book.record(said(utilization=0.95, resets_at=NOW + H))

@@ -21,6 +21,7 @@ from scheduler.pauses.budget_notice import EVENT, RunOut, running_out
 from scheduler.rules.gate import WindowFigures
 from scheduler.store.db import session_scope
 from scheduler.store.models import Trigger
+from templates import render
 from tests.support.github_support import FakeGithub, issue_payload
 from tests.support.slack_mock import BOT_TOKEN, MockSlack
 from tests.support.sweeping import Scene
@@ -109,6 +110,30 @@ def test_running_spot_sessions_are_told_once_per_window(any_engine: Engine, cloc
     scene.quota.reset_5h = RESET + timedelta(hours=5)
     assert sorted(scene.sweep().noticed) == sorted([a, b])
     assert len(scene.events(EVENT)) == 4
+
+
+def test_the_providers_warning_tells_running_spot_sessions_once_before_any_projection(
+    any_engine: Engine, clock: Any
+) -> None:
+    """`allowed_warning` in an agent's stream (P18): the provider says the window is nearly spent
+    before Pacer's own projection does. The sessions the ceiling would pause are told once, that
+    the budget may run out before the rollover."""
+    scene = _ending_scene(any_engine, clock)
+    a, b = scene.start(), scene.start()
+    scene.start(cls="priority")
+    scene.quota.spent_5h = 100  # $700 of the spot budget left: no projection names the window
+    assert scene.sweep().noticed == []
+    scene.quota.warned_5h = True
+    assert sorted(scene.sweep().noticed) == sorted([a, b])
+    told = {c["session_id"]: c for c in scene.events(EVENT)}
+    assert (told[a]["window"], told[a]["runs_out_at"], told[a]["resets_at"]) == ("5h", RESET, RESET)
+    assert render("text/budget_ending.j2", label="5-hour", runs_out_at=RESET, resets_at=RESET) == (
+        "The provider warns that the 5-hour window is nearly spent: its spot budget may run out before the window "
+        "rolls over at 2026-11-02 13:00 UTC. If it does, this session is paused, keeping what it has written, and "
+        "resumes by itself after the rollover. Make it priority to keep it running."
+    )
+    scene.advance(minutes=5)
+    assert scene.sweep().noticed == []  # once per window instance
 
 
 def test_a_sweep_that_pauses_tells_nobody_it_will(engine: Engine, clock: Any) -> None:

@@ -39,6 +39,7 @@ class SetQuota:
     capacity_7d: float = 10000.0
     reset_5h: datetime | None = None
     reset_7d: datetime | None = None
+    warned_5h: bool = False  # the provider's allowed_warning on the five-hour window
     reads: int = field(default=0)
 
     def read(self, now: datetime) -> QuotaReading:
@@ -46,7 +47,10 @@ class SetQuota:
         r5 = self.reset_5h or now + timedelta(hours=4)
         r7 = self.reset_7d or now + timedelta(days=5)
         return QuotaReading(windows=[
-            WindowReading("5h", 5 * 3600, self.spent_5h / self.capacity_5h, r5, self.capacity_5h, self.spent_5h),
+            WindowReading(
+                "5h", 5 * 3600, self.spent_5h / self.capacity_5h, r5, self.capacity_5h, self.spent_5h,
+                warned=self.warned_5h,
+            ),
             WindowReading("7d", 7 * 86400, self.spent_7d / self.capacity_7d, r7, self.capacity_7d, self.spent_7d),
         ])
 
