@@ -48,7 +48,7 @@ from scheduler.holds.prerequisites import set_issue_state
 from scheduler.holds.queue import resume_queue
 from scheduler.holds.view import HoldsView, all_holds
 from scheduler.jobs import targets as job_targets
-from scheduler.pauses.parking import pause_into_spot_queue
+from scheduler.pauses.parking import MAX_RESUME_PROMPT_CHARS, pause_into_spot_queue
 from scheduler.pauses.sleep import wake_me_up_later
 from scheduler.quota_reuse import ReusedQuotaSource
 from scheduler.rules.cycling import WINDOW as CYCLING_WINDOW
@@ -212,6 +212,7 @@ __all__ = [
     "hold_job_id",
     # Pauses a person asks for: park a session in the spot queue, sleep until later.
     "pause_into_spot_queue",
+    "MAX_RESUME_PROMPT_CHARS",
     "wake_me_up_later",
     # Reading: why a session waits, what the gate would say, the gate card, the timeline, the fleet.
     "session_view",

@@ -2,7 +2,8 @@
 `/pacer pause`, `hold`, `release` and `resume` call, so the API can do what chat can.
 
     POST /sessions/{id}/pause      until given: sleep to then (scheduler.pauses.sleep.wake_me_up_later);
-                                   else park in the spot queue (scheduler.pauses.parking.pause_into_spot_queue)
+                                   else park in the spot queue (scheduler.pauses.parking.pause_into_spot_queue),
+                                   halt: stopping the running turn; resume_prompt: what it comes back to
     POST /holds                    place an operator hold (scheduler.holds.operator.place_hold)
     POST /holds/{id}/release       release one (scheduler.holds.operator.release_hold)
     POST /queue/resume             resume a held queue (scheduler.holds.queue.resume_queue)
@@ -18,8 +19,8 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Path, Request
 from pydantic import AwareDatetime, BaseModel, ConfigDict, Field
 
+from bot.api.fields import Prompt, SessionId, Text
 from bot.api.fields import Request as Body
-from bot.api.fields import SessionId, Text
 from bot.api.guard import CallerDep, GuardedRoute
 from bot.api.models import SessionDetail
 from bot.api.refusals import refusals
@@ -29,6 +30,7 @@ from scheduler import bounds
 from scheduler.errors import InvalidInput
 from scheduler.front import (
     MAX_REASON,
+    MAX_RESUME_PROMPT_CHARS,
     MAX_TTL,
     Genesis,
     get_session,
@@ -60,6 +62,17 @@ class PauseCreate(Body):
         None,
         strict=False,
         description="Sleep until then (ISO 8601 with an offset, in the future); omit to park in the spot queue",
+    )
+    halt: bool = Field(
+        False,
+        description="A park only: stop the running turn where it stands (that pause is counted); "
+        "false lets the turn finish first",
+    )
+    resume_prompt: Prompt | None = Field(
+        None,
+        max_length=MAX_RESUME_PROMPT_CHARS,
+        description="The prompt the session is given when it comes back (the sweep reaches the park, or the "
+        "sleep's wake), in place of the nudge to pick up where it left off",
     )
 
 
@@ -126,13 +139,15 @@ def pause(session_id: SessionId, request: Request, who: CallerDep, body: PauseCr
     ctx = context(request)
     with session_scope(ctx.engine) as db:
         who.require_owner(f"pausing session #{session_id}", get_session(db, session_id).requester)
-    until = body.until if body is not None else None
-    if until is not None:
-        if until <= ctx.clock.now():
-            raise InvalidInput(error_text("holding/until_past", until=until), field="until")
-        at = wake_me_up_later(ctx, session_id, until)
+    body = body or PauseCreate(until=None, halt=False, resume_prompt=None)
+    if body.until is not None:
+        if body.halt:
+            raise InvalidInput(error_text("holding/halt_with_until"), field="halt")
+        if body.until <= ctx.clock.now():
+            raise InvalidInput(error_text("holding/until_past", until=body.until), field="until")
+        at = wake_me_up_later(ctx, session_id, body.until, body.resume_prompt)
         return {"session": _detail(request, session_id), "until": at, "sentence": None}
-    parked = pause_into_spot_queue(ctx, session_id)
+    parked = pause_into_spot_queue(ctx, session_id, resume_prompt=body.resume_prompt, halt=body.halt)
     return {"session": _detail(request, session_id), "until": None, "sentence": parked.sentence}
 
 

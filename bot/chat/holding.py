@@ -39,7 +39,8 @@ def resume(ctx: Context, command: c.Resume) -> Answer:
 def pause(ctx: Context, command: c.Pause) -> Answer:
     if command.until is not None:
         return pause_until(ctx, command)
-    parked = pause_into_spot_queue(ctx.pacer.ctx, command.session_id)
+    parked = pause_into_spot_queue(ctx.pacer.ctx, command.session_id, resume_prompt=command.resume_prompt,
+                                   halt=command.halt)
     return Answer("parked_answer", {"session_id": command.session_id, "sentence": parked.sentence})
 
 

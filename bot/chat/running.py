@@ -78,13 +78,12 @@ def set_cost_cap(ctx: Context, command: c.Cap) -> Answer:
 
 
 def pause(ctx: Context, command: c.Pause) -> Answer:
-    if command.until is None:
-        # pause_into_spot_queue has no engine call yet; the wall-clock sleep does.
+    if command.until is None:  # a park: bot.chat.holding.pause takes it before this
         raise Unavailable("pause … queue")
     sctx = ctx.pacer.ctx
     at = resolve(command.until, ctx.now, field="until")
-    wake_me_up_later(sctx, command.session_id, at)
-    return Answer("paused", {"session_id": command.session_id, "until": at})
+    wake_me_up_later(sctx, command.session_id, at, command.resume_prompt)
+    return Answer("paused", {"session_id": command.session_id, "until": at, "prompt": command.resume_prompt})
 
 
 def new(ctx: Context, command: c.New) -> Answer:

@@ -107,11 +107,14 @@ class Cap:
 
 @dataclass(frozen=True)
 class Pause:
-    """`until` None parks the session in the spot queue with no wake-up time."""
+    """`until` None parks the session in the spot queue with no wake-up time; `halt` (a park
+    only) stops its running turn; `resume_prompt` is what it is given when it comes back."""
 
     name: ClassVar[str] = "pause"
     session_id: int
     until: TimeSpec | None = None
+    halt: bool = False
+    resume_prompt: str | None = None
 
 
 @dataclass(frozen=True)

@@ -15,7 +15,7 @@ import bot.commands.command as c
 import bot.commands.session_words as words
 from bot.commands.cursor import ID_PATTERN, INT_PATTERN, Cursor, Token, shown
 from bot.commands.policy_words import POLICY_USAGE, class_choice, parse_policy
-from bot.commands.times import parse_duration, parse_time
+from bot.commands.times import TimeSpec, parse_duration, parse_time
 from scheduler import bounds
 from scheduler.errors import CommandError
 from templates import error_text
@@ -35,7 +35,7 @@ USAGE: dict[str, str] = {
     "weight": "weight <id> <w>",
     "capacity": "capacity <id> <n>|<m>x|fleet",
     "cap": "cap <id> <usd>|none",
-    "pause": "pause <id> [until <time>|queue]",
+    "pause": "pause <id> [until <time>|queue [halt]] [with <prompt…>]",
     "archive": "archive <id>",
     "hold": "hold <#id[,#id…]|genesis:<g>|trigger:<id>|repo:<owner/name>|label:<name>|class:<priority|spot>|all>"
     " [for <duration>] [reason…]",
@@ -166,16 +166,28 @@ def _rank(cur: Cursor) -> c.Rank:
 
 
 def _pause(cur: Cursor) -> c.Pause:
+    """`pause <id>` parks in the spot queue, as `queue` says outright; `halt` stops the running
+    turn there (a park only: a sleep until a time lets it finish); `with` leaves the prompt it
+    resumes with."""
     session_id = cur.session_id()
-    mode = cur.peek()
-    if mode is None:
-        return c.Pause(session_id)
-    cur.take("mode")
-    if mode.lower() == "queue":
-        cur.end()
-        return c.Pause(session_id)
-    if mode.lower() != "until":
-        raise cur.fail("not_a_mode", mode=shown(mode))
+    mode = (cur.peek() or "").lower()
+    if mode == "until":
+        cur.take("until")
+        until = _until(cur)
+        if (cur.peek() or "").lower() == "halt":
+            raise cur.fail("halt_with_until")
+        return c.Pause(session_id, until=until, resume_prompt=_with(cur))
+    if mode == "queue":
+        cur.take("queue")
+    elif mode not in {"", "halt", "with"}:
+        raise cur.fail("not_a_mode", mode=shown(cur.take("mode")))
+    halt = (cur.peek() or "").lower() == "halt"
+    if halt:
+        cur.take("halt")
+    return c.Pause(session_id, halt=halt, resume_prompt=_with(cur))
+
+
+def _until(cur: Cursor) -> TimeSpec:
     token = cur.take("<time> after until")
     follow = cur.peek()
     # "2026-11-02 15:30" arrives as two words; read it as the one instant it is.
@@ -186,9 +198,21 @@ def _pause(cur: Cursor) -> c.Pause:
     ):
         cur.take("time")
         token = f"{token}T{follow.zfill(5)}"
-    spec = cur.lift(lambda: parse_time(token, field="until"))
-    cur.end()
-    return c.Pause(session_id, until=spec)
+    return cur.lift(lambda: parse_time(token, field="until"))
+
+
+def _with(cur: Cursor) -> str | None:
+    """The prompt after `with`, to the end of the line (it may span lines); None without `with`."""
+    token = cur.peek()
+    if token is None:
+        return None
+    if token.lower() != "with":
+        raise cur.fail("unexpected", token=shown(token))
+    cur.take("with")
+    prompt = cur.rest()
+    if not prompt:
+        raise cur.fail("missing_resume_prompt")
+    return prompt
 
 
 def _hold(cur: Cursor) -> c.Hold:

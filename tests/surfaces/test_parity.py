@@ -413,6 +413,19 @@ ACTIONS = [
         ("POST", "/sessions/{held}/pause", None),
         lambda o, ids: _status(o, ids["held"])["pause_reason"] is not None,
     ),
+    # seed 001, "Joining the queue on purpose", with halt: the running turn stops where it stands
+    # and the session sleeps in the spot queue with the prompt it resumes with (P22 items 5 and 9)
+    Action(
+        "pause queue halt",
+        "pause {run} queue halt with pick up the failing test",
+        ("POST", "/sessions/{run}/pause", {"halt": True, "resume_prompt": "pick up the failing test"}),
+        lambda o, ids: (
+            _status(o, ids["run"])["pause_reason"] == "user_spot_queue"
+            and _status(o, ids["run"])["pause_resume_prompt"] == "pick up the failing test"
+            and _status(o, ids["run"])["scheduling_class"] == "spot"
+            and [t["status"] for t in o.rows["turns"] if t["session_id"] == ids["run"]] == ["halted"]
+        ),
+    ),
     Action(
         "pause until",
         "pause {held} until 2h",
