@@ -14,7 +14,8 @@ or rate-limited Slack never stalls the scheduler thread that emitted the notice.
         (`integrations.latest_result`), split over as many messages as Slack's limits need.
         The thread is Session.source["slack"] = {"channel": C, "thread_ts": TS}, as
         `thread_source(event)` builds it at intake. A `held` notice carries "Make this session
-        priority" (action id SESSION_PRIORITY).
+        priority" (action id SESSION_PRIORITY), and so does a `paused` one while the session is
+        spot (seed 001, "What a pause does": the pause banner carries the hold banner's button).
     budget_ending
         session_id, label, runs_out_at, resets_at: a window's spot budget runs out soon and the
         session will be paused (`scheduler.pauses.budget_notice`). In its thread, or, for a session asked
@@ -121,7 +122,7 @@ class SlackNotifier:
         channel, thread_ts = where
         text = render(f"slack/session_{event}.j2", **{**context, "session": session, "result": session["result"]})
         messages = thread_messages(text)  # a long answer in full, over as many messages as it takes
-        if event in ("held", BUDGET_ENDING):
+        if event in ("held", BUDGET_ENDING) or (event == "paused" and session["scheduling_class"] == "spot"):
             label = render("slack/label_make_priority.j2")
             button = ButtonElement(text=label, action_id=SESSION_PRIORITY, value=str(session["id"]))
             messages[-1]["blocks"].append(ActionsBlock(elements=[button]).to_dict())
