@@ -56,7 +56,14 @@ from scheduler.rules.cycling import Event as CyclingEvent
 from scheduler.rules.cycling import detect as detect_cycling
 from scheduler.rules.explain import explain
 from scheduler.rules.gate import WindowFigures, pace_unneeded, projection_minutes
-from scheduler.rules.genesis import OVERRIDABLE, Genesis, SchedulingClass, parse_class, validate_overrides
+from scheduler.rules.genesis import (
+    OVERRIDABLE,
+    Genesis,
+    SchedulingClass,
+    genesis_default,
+    parse_class,
+    validate_overrides,
+)
 from scheduler.rules.pool import pool_utilization
 from scheduler.rules.precedence import TOP_OF_SPOT, resolve_placement
 from scheduler.rules.snapshot import PolicyView, WindowState
@@ -148,6 +155,7 @@ __all__ = [
     "get_session",
     "get_trigger",
     "Genesis",
+    "genesis_default",
     "SchedulingClass",
     "parse_class",
     "validate_overrides",

@@ -59,6 +59,7 @@ STORE: dict[str, StoreHandler] = {
     "promote": steering.promote,
     "demote": steering.demote,
     "rank": steering.rank,
+    "trigger": reading.trigger_answer,
 }
 
 ENGINE: dict[str, EngineHandler] = {

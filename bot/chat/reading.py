@@ -1,4 +1,4 @@
-"""The read-only commands: help, queue, holds, why and policy. They change nothing, so any
+"""The read-only commands: help, queue, holds, why, trigger <id> and policy. They change nothing, so any
 rostered user may run them (and anyone at the console).
 
 `policy` is an engine handler, run after the authorizing transaction closes: the gate card reads
@@ -13,12 +13,16 @@ from bot.chat.context import Answer, Context, StoreContext
 from bot.commands import command as c
 from bot.commands.grammar import NAMES, USAGE
 from bot.slack import blocks
+from bot.triggers.writes import plain, session_count
 from scheduler.front import (
+    Genesis,
     Mechanism,
     Session,
     all_holds,
     audit_log,
+    genesis_default,
     get_session,
+    get_trigger,
     is_spot,
     load_policy,
     session_view,
@@ -94,6 +98,15 @@ def why_answer(ctx: StoreContext, command: c.Why) -> Answer:
             "now": ctx.now,
         },
     )
+
+
+def trigger_answer(ctx: StoreContext, command: c.TriggerShow) -> Answer:
+    """A trigger's class as `GET /api/v1/triggers/{id}` gives it: the class it stamps on every
+    session it starts, or `default`, when they take their genesis's class (named, as it is now)."""
+    trigger = get_trigger(ctx.db, command.trigger_id)
+    derived = genesis_default(Genesis(trigger.kind), load_policy(ctx.db).overrides)
+    view = plain(trigger, sessions=session_count(ctx.db, command.trigger_id))
+    return Answer("trigger", {"trigger": view, "derived": derived.value})
 
 
 def policy_answer(ctx: Context, command: c.PolicyShow) -> Answer:

@@ -190,6 +190,14 @@ class PolicySet:
 
 
 @dataclass(frozen=True)
+class TriggerShow:
+    """Read one trigger: the class it stamps (or that its sessions derive), its precedence."""
+
+    name: ClassVar[str] = "trigger"
+    trigger_id: int
+
+
+@dataclass(frozen=True)
 class TriggerClass:
     """`scheduling_class` None is `default`: the trigger stops stamping a class."""
 
@@ -253,6 +261,7 @@ Command = (
     | Resume
     | PolicyShow
     | PolicySet
+    | TriggerShow
     | TriggerClass
     | TriggerPrecedence
     | New

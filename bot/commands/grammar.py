@@ -42,7 +42,7 @@ USAGE: dict[str, str] = {
     "release": "release <hold id>",
     "resume": "resume [<group>]",
     "policy": POLICY_USAGE,
-    "trigger": "trigger <id> class priority|spot|default  |  trigger <id> precedence <n>",
+    "trigger": "trigger <id>  |  trigger <id> class priority|spot|default  |  trigger <id> precedence <n>",
     "new": "new [--spot] [--cap <usd>] [repo:<owner/name>] [weight:<w>] [capacity:<n>|<m>x] [cap:<usd>] <prompt>",
     "whatif": "whatif <id>|--spot",
     "reply": "reply <id> <text>",
@@ -272,8 +272,10 @@ def _resume(cur: Cursor) -> c.Resume:
     return c.Resume(group)
 
 
-def _trigger(cur: Cursor) -> c.TriggerClass | c.TriggerPrecedence:
+def _trigger(cur: Cursor) -> c.TriggerShow | c.TriggerClass | c.TriggerPrecedence:
     trigger_id = cur.ident(cur.take("trigger <id>"), "trigger id")
+    if cur.peek() is None:
+        return c.TriggerShow(trigger_id)
     what = cur.take("class or precedence").lower()
     if what == "class":
         value = cur.take("a class: priority, spot or default")

@@ -301,3 +301,64 @@ class FakeGithub:
     def _comment(self, repo: str, comment_id: int) -> dict[str, Any]:
         return {"id": comment_id, "body": self.comments[comment_id]["body"], "user": {"login": "pacer[bot]"},
                 "url": f"{self.url}/repos/{repo}/issues/comments/{comment_id}"}
+
+
+@dataclass
+class CommentHook:
+    """Pacer's whole app on loopback, its webhook signed as GitHub signs it, answering `/pacer`
+    comments into the fake: `send` a delivery (and wait for its work), read the `replies`."""
+
+    client: Any
+    app: Any
+    fake: FakeGithub
+
+    @property
+    def ctx(self) -> Any:
+        return self.app.state.pacer.ctx
+
+    def send(self, event: str, payload: dict[str, Any]) -> Any:
+        body = json.dumps(payload).encode()
+        answer = self.client.post("/github/webhook", content=body, headers=headers(event, body))
+        assert answer.status_code < 300, answer.text
+        assert self.app.state.github.drain(10)
+        return answer
+
+    def issue_session(self) -> int:
+        """A session from an issue opened by its owner (the github_issue trigger takes it)."""
+        (session_id,) = self.send("issues", issue_payload(author="alice", association="OWNER")).json()["sessions"]
+        return int(session_id)
+
+    def command(self, text: str, *, commenter: str = "bob") -> str:
+        """`/pacer <text>` commented by `commenter` (write access); the one reply it got."""
+        before = len(self.replies())
+        self.send("issue_comment", comment_payload(f"/pacer {text}", commenter=commenter, association="MEMBER"))
+        replies = self.replies()
+        assert len(replies) == before + 1, replies
+        return replies[-1]
+
+    def replies(self) -> list[str]:
+        from integrations.github import markers
+
+        return [c["body"] for c in self.fake.comments.values() if c["body"].startswith(markers.REPLY)]
+
+
+@contextmanager
+def comment_hook(engine: Any, clock: Any, deferrer: Any, **env: str) -> Iterator[CommentHook]:
+    """A `CommentHook` with a github_issue trigger; `github:bob` is an operator unless `env` says."""
+    import httpx
+
+    from bot.serve.app import create_app
+    from scheduler.store.db import session_scope
+    from scheduler.store.models import Trigger
+
+    fake = FakeGithub().start()
+    env = {"GITHUB_TOKEN": "ghp_token", "GITHUB_API_URL": fake.url + "/", "PACER_ROSTER": "github:bob=operator", **env}
+    pacer = make_pacer(engine, clock, deferrer, **env)
+    with session_scope(engine) as db:
+        db.add(Trigger(name="issues", kind="github_issue", prompt_template="{{ title }}", created_at=clock.now()))
+    app = create_app(pacer, start_scheduler=False)
+    try:
+        with serving(app) as url, httpx.Client(base_url=url, timeout=10) as client:
+            yield CommentHook(client, app, fake)
+    finally:
+        fake.stop()

@@ -13,19 +13,16 @@ from collections.abc import Iterator
 from datetime import timedelta
 from typing import Any
 
-import httpx
 import pytest
 from sqlalchemy import Engine
 from sqlmodel import select
 
 from bot.chat import answers
-from bot.serve.app import create_app
-from integrations.github import markers
 from scheduler.engine.turns import submit_turn
 from scheduler.pauses.ceiling import ceiling_sweep
 from scheduler.store.db import session_scope
 from scheduler.store.models import Session, Turn
-from tests.support.github_support import FakeGithub, comment_payload, headers, issue_payload, make_pacer, serving
+from tests.support.github_support import CommentHook, comment_hook
 from tests.support.harness import new, row
 from tests.support.slack_mock import MockSlack
 
@@ -168,58 +165,27 @@ def test_slack_parks_with_halt_and_a_prompt(slack, mock: MockSlack) -> None:
 
 
 @pytest.fixture
-def hook(engine: Engine, clock: Any, deferrer: Any) -> Iterator[tuple[httpx.Client, Any, FakeGithub]]:
-    fake = FakeGithub().start()
-    pacer = make_pacer(engine, clock, deferrer, GITHUB_TOKEN="ghp_token", GITHUB_API_URL=fake.url + "/",
-                       PACER_ROSTER="github:bob=operator")
-    with session_scope(engine) as db:
-        from scheduler.store.models import Trigger
-
-        db.add(Trigger(name="issues", kind="github_issue", prompt_template="{{ title }}", created_at=clock.now()))
-    app = create_app(pacer, start_scheduler=False)
-    try:
-        with serving(app) as url, httpx.Client(base_url=url, timeout=10) as client:
-            yield client, app, fake
-    finally:
-        fake.stop()
+def hook(engine: Engine, clock: Any, deferrer: Any) -> Iterator[CommentHook]:
+    with comment_hook(engine, clock, deferrer) as served:
+        yield served
 
 
-def _send(client: httpx.Client, app: Any, event: str, payload: dict[str, Any]) -> httpx.Response:
-    body = json.dumps(payload).encode()
-    answer = client.post("/github/webhook", content=body, headers=headers(event, body))
-    assert answer.status_code < 300, answer.text
-    assert app.state.github.drain(10)
-    return answer
-
-
-def _replies(fake: FakeGithub) -> list[str]:
-    return [c["body"] for c in fake.comments.values() if c["body"].startswith(markers.REPLY)]
-
-
-def test_a_github_comment_parks_with_halt_and_a_prompt(hook, engine: Engine) -> None:
-    client, app, fake = hook
-    (sid,) = _send(client, app, "issues", issue_payload(author="alice", association="OWNER")).json()["sessions"]
-    ctx = app.state.pacer.ctx
-    assert row(ctx, sid).status == "running"
-    _send(client, app, "issue_comment",
-          comment_payload(f"/pacer pause {sid} queue halt with {PROMPT}", commenter="bob", association="MEMBER"))
-    (reply,) = _replies(fake)
+def test_a_github_comment_parks_with_halt_and_a_prompt(hook: CommentHook, engine: Engine) -> None:
+    sid = hook.issue_session()
+    assert row(hook.ctx, sid).status == "running"
+    reply = hook.command(f"pause {sid} queue halt with {PROMPT}")
     assert "Its running turn was halted." in reply, reply
     with session_scope(engine) as db:
         parked = db.get(Session, sid)
         assert parked is not None
         assert (parked.pause_reason, parked.pause_resume_prompt) == ("user_spot_queue", PROMPT)
-    assert [status for status, _ in _turns(ctx, sid)] == ["halted"]
+    assert [status for status, _ in _turns(hook.ctx, sid)] == ["halted"]
 
 
-def test_a_github_comment_with_a_bad_pause_is_answered_and_changes_nothing(hook, engine: Engine) -> None:
-    client, app, fake = hook
-    (sid,) = _send(client, app, "issues", issue_payload(author="alice", association="OWNER")).json()["sessions"]
-    ctx = app.state.pacer.ctx
-    _send(client, app, "issue_comment",
-          comment_payload(f"/pacer pause {sid} until 2h halt", commenter="bob", association="MEMBER"))
-    (reply,) = _replies(fake)
+def test_a_github_comment_with_a_bad_pause_is_answered_and_changes_nothing(hook: CommentHook) -> None:
+    sid = hook.issue_session()
+    reply = hook.command(f"pause {sid} until 2h halt")
     assert "was refused" in reply and "halt: only a park in the spot queue stops the running turn" in reply, reply
-    parked = row(ctx, sid)
+    parked = row(hook.ctx, sid)
     assert (parked.status, parked.pause_reason, parked.wake_at) == ("running", None, None)
-    assert [status for status, _ in _turns(ctx, sid)] == ["running"]
+    assert [status for status, _ in _turns(hook.ctx, sid)] == ["running"]

@@ -93,6 +93,8 @@ H2 = timedelta(hours=2)
             "policy set override:command=spot override:api=default",
             c.PolicySet((), (("command", "spot"), ("api", None))),
         ),
+        ("trigger 3", c.TriggerShow(3)),
+        ("trigger #3", c.TriggerShow(3)),
         ("trigger 3 class priority", c.TriggerClass(3, "priority")),
         ("trigger #3 class default", c.TriggerClass(3, None)),
         ("trigger 3 precedence -10", c.TriggerPrecedence(3, -10)),
@@ -245,7 +247,7 @@ def test_each_form_parses(text: str, expected: c.Command) -> None:
         ),
         ("policy set override:api=spot override:api=default", "override:api: given twice", USAGE["policy"]),
         ("trigger", "missing trigger <id>", USAGE["trigger"]),
-        ("trigger 3", "missing class or precedence", USAGE["trigger"]),
+        ("trigger 3 class", "missing a class: priority, spot or default", USAGE["trigger"]),
         (
             "trigger 3 colour red",
             "setting: 'colour' is not a trigger setting; use class or precedence",
