@@ -94,8 +94,10 @@ def new(ctx: Context, command: c.New) -> Answer:
         title=title,
         genesis=Genesis.COMMAND.value,
         # A spot submission lands at the top of the spot queue: a human typed it seconds ago.
+        # A rank given with it is the person's own answer to where it goes.
         scheduling_class="spot" if command.spot else None,
-        place=TOP_OF_SPOT if command.spot else None,
+        place=TOP_OF_SPOT if command.rank == "top" or (command.spot and command.rank is None) else None,
+        precedence=command.rank if isinstance(command.rank, int) else None,
         runtime="echo" if settings.runner == "echo" else settings.runtime_name,
         requester=ctx.actor,
         source={"surface": ctx.surface},

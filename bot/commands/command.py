@@ -12,6 +12,7 @@ from bot.commands.times import TimeSpec
 from scheduler.front import ClaimChange
 
 RankPlace = Literal["value", "top", "above", "below", "between"]
+NewRank = int | Literal["top"]  # a new session's precedence, or the head of the spot queue
 SelectorKind = Literal["session", "genesis", "trigger", "repository", "label", "class", "all"]
 
 
@@ -221,6 +222,7 @@ class New:
     repository: str | None = None
     claim: ClaimChange = ClaimChange()
     cost_cap_usd: float | None = None
+    rank: NewRank | None = None  # None: --spot's head of the spot queue, else the default
 
 
 @dataclass(frozen=True)

@@ -43,7 +43,8 @@ USAGE: dict[str, str] = {
     "resume": "resume [<group>]",
     "policy": POLICY_USAGE,
     "trigger": "trigger <id>  |  trigger <id> class priority|spot|default  |  trigger <id> precedence <n>",
-    "new": "new [--spot] [--cap <usd>] [repo:<owner/name>] [weight:<w>] [capacity:<n>|<m>x] [cap:<usd>] <prompt>",
+    "new": "new [--spot] [--cap <usd>] [--rank <n>|top] [repo:<owner/name>] [weight:<w>] [capacity:<n>|<m>x]"
+    " [cap:<usd>] [rank:<n>|top] <prompt>",
     "whatif": "whatif <id>|--spot",
     "reply": "reply <id> <text>",
 }

@@ -5,7 +5,8 @@ at most one of, the session's own budget as a whole number (`capacity 1` runs it
 multiple of the fleet's slots (`capacity 1.5x`); `capacity fleet` goes back to the fleet's.
 
 A cost cap is US dollars, with or without the `$` (`cap 12 5`, `new --cap $5 …`, `new cap:5 …`);
-`none` clears it (`scheduler.holds.cost_caps`).
+`none` clears it (`scheduler.holds.cost_caps`). A new session's rank is a precedence or `top`, as
+`rank` takes them (`new --rank 40 …`, `new rank:top …`).
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ from __future__ import annotations
 import re
 
 import bot.commands.command as c
-from bot.commands.cursor import Cursor, shown
+from bot.commands.cursor import INT_PATTERN, Cursor, shown
 from scheduler import bounds
 from scheduler.errors import InvalidInput
 from scheduler.front import ClaimChange
@@ -63,13 +64,29 @@ def _cost_cap(cur: Cursor, token: str, *, clearable: bool) -> float | None:
     return float(amount)
 
 
+def _rank(cur: Cursor, token: str, given: c.NewRank | None) -> c.NewRank:
+    """A new session's rank: a precedence, or `top` (the head of the spot queue), given once."""
+    if given is not None:
+        raise cur.fail("given_twice", key="rank")
+    if token.lower() == "top":
+        return "top"
+    if INT_PATTERN.fullmatch(token) is None:
+        raise cur.fail("not_a_new_rank", token=shown(token))
+    return cur.integer(token, "rank", -bounds.MAX_PRECEDENCE, bounds.MAX_PRECEDENCE)
+
+
 def new(cur: Cursor) -> c.New:
     spot = False
     cap: float | None = None
+    rank: c.NewRank | None = None
     while (token := cur.peek()) is not None and token.startswith("--"):
         if token.lower() == "--cap":
             cur.take("--cap")
             cap = _cost_cap(cur, cur.take("a cost cap in US dollars, e.g. $5"), clearable=False)
+            continue
+        if token.lower() == "--rank":
+            cur.take("--rank")
+            rank = _rank(cur, cur.take("a rank after --rank: a whole number or top"), rank)
             continue
         if token.lower() != "--spot":
             raise cur.fail("only_spot_option", token=shown(token))
@@ -80,7 +97,7 @@ def new(cur: Cursor) -> c.New:
     budget: str | None = None
     while (
         (token := cur.peek()) is not None
-        and token.lower().split(":", 1)[0] in ("repo", "weight", "capacity", "cap")
+        and token.lower().split(":", 1)[0] in ("repo", "weight", "capacity", "cap", "rank")
         and ":" in token
     ):
         key, value = cur.take("an option").split(":", 1)
@@ -91,13 +108,15 @@ def new(cur: Cursor) -> c.New:
             weight = _number(cur, value, "weight")
         elif key == "cap":
             cap = _cost_cap(cur, value, clearable=False)
+        elif key == "rank":
+            rank = _rank(cur, value, rank)
         else:
             budget = value
     claim = _claim(cur, weight, budget)
     prompt = cur.rest()
     if not prompt:
         raise cur.fail("missing_prompt")
-    return c.New(prompt, spot=spot, repository=repository, claim=claim, cost_cap_usd=cap)
+    return c.New(prompt, spot=spot, repository=repository, claim=claim, cost_cap_usd=cap, rank=rank)
 
 
 def reply(cur: Cursor) -> c.ThreadReply:

@@ -99,6 +99,9 @@ H2 = timedelta(hours=2)
         ("trigger #3 class default", c.TriggerClass(3, None)),
         ("trigger 3 precedence -10", c.TriggerPrecedence(3, -10)),
         ("new fix the flaky test", c.New("fix the flaky test")),
+        ("new --rank 40 fix it", c.New("fix it", rank=40)),
+        ("new --spot --RANK top fix it", c.New("fix it", spot=True, rank="top")),
+        ("new repo:acme/web rank:-3 fix it", c.New("fix it", repository="acme/web", rank=-3)),
         ("new --spot tidy   the\nREADME", c.New("tidy   the\nREADME", spot=True)),
         ("whatif 5", c.WhatIf(session_id=5)),
         ("whatif --spot", c.WhatIf(spot=True)),
@@ -260,7 +263,7 @@ def test_each_form_parses(text: str, expected: c.Command) -> None:
         ("new --spot", "missing <prompt>: say what the agent should do", USAGE["new"]),
         (
             "new --priority do it",
-            "option: '--priority' is not an option; the options are --spot and --cap <usd>",
+            "option: '--priority' is not an option; the options are --spot, --cap <usd> and --rank <n>|top",
             USAGE["new"],
         ),
         ("whatif", "missing <id> or --spot", USAGE["whatif"]),
