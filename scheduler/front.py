@@ -70,6 +70,7 @@ from scheduler.rules.snapshot import PolicyView, WindowState
 from scheduler.rules.top_up import TOP_UP_ATTRIBUTES, TOP_UP_KEYS, TOP_UP_RANGES
 from scheduler.rules.waiting import Mechanism, waiting_reason
 from scheduler.rules.windows import share_before, window_bounds
+from scheduler.steering.burn_view import PROJECTION_MINUTES, BurnRate, burn_rows
 from scheduler.steering.firing import Fired, TriggerEvent, fire, render_trigger_prompt, schedule_fire
 from scheduler.steering.gate_card import GateCard, build_card, render_card
 from scheduler.steering.promotion import record_human_message
@@ -224,6 +225,9 @@ __all__ = [
     "wake_me_up_later",
     # Reading: why a session waits, what the gate would say, the gate card, the timeline, the fleet.
     "session_view",
+    "burn_rows",
+    "BurnRate",
+    "PROJECTION_MINUTES",
     "QueueFilter",
     "ranked_queue",
     "Mechanism",

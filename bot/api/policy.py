@@ -1,9 +1,10 @@
-"""/api/v1/policy and /api/v1/holds.
+"""/api/v1/policy, /api/v1/burn and /api/v1/holds.
 
 GET /policy shows the policy row, the gate card (what the gate would decide for a spot session
 now, with the windows, reserve, burn, sustainable rate, the ceiling that holds and what lifts
 it — `scheduler.steering.gate_card`, the same builder `pacer policy` and the App Home render) and the
-recent audit lines. PATCH /policy goes through `scheduler.store.policy.set_policy`, as `/pacer policy
+recent audit lines. GET /burn is the $/min table `/pacer burn` shows (`scheduler.steering.burn_view`).
+PATCH /policy goes through `scheduler.store.policy.set_policy`, as `/pacer policy
 set` does, with surface `api`: a bad value changes nothing, and every change writes one audit
 line and asks for a queue pass.
 """
@@ -17,16 +18,18 @@ from fastapi import APIRouter, Request
 from sqlmodel import Session as DBSession
 
 from bot.api.guard import CallerDep, GuardedRoute
-from bot.api.policy_models import HoldsOut, PolicyChanged, PolicyOut, PolicyPatch, SpendReset
+from bot.api.policy_models import BurnOut, HoldsOut, PolicyChanged, PolicyOut, PolicyPatch, SpendReset
 from bot.api.refusals import refusals
 from bot.api.views import context
 from bot.chat.gate_view import spot_runtime
 from scheduler.front import (
+    PROJECTION_MINUTES,
     TOP_UP_ATTRIBUTES,
     Policy,
     all_holds,
     audit_log,
     build_card,
+    burn_rows,
     ensure_policy,
     load_policy,
     read_quota,
@@ -70,6 +73,15 @@ def read_policy(request: Request) -> dict[str, Any]:
         row = _row(db, ensure_policy(db))
         audit = [a.line for a in audit_log(db, AUDIT_LINES)]
     return {"policy": row, "gate": card.as_dict(), "audit": audit}
+
+
+@router.get("/burn", response_model=BurnOut, responses=refusals(503),
+            summary="The $/min each runtime + model burns, as the gate projects with it")
+def read_burn(request: Request) -> dict[str, Any]:
+    rates = [{"runtime": r.runtime, "model": r.model, "usd_per_minute": r.usd_per_minute,
+              "projected_usd": r.usd_per_minute * PROJECTION_MINUTES, "turns": r.turns, "source": r.source.value}
+             for r in burn_rows(context(request))]
+    return {"projection_minutes": PROJECTION_MINUTES, "rates": rates}
 
 
 def _merged_map(changes: dict[str, Any], key: str) -> dict[str, Any] | None:

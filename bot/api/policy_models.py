@@ -105,3 +105,20 @@ class HoldsOut(BaseModel):
         description="Sessions preempted 3+ times and pairs with 2+ preemptions "
         "between them in the last 24 h, with the cost their halted turns lost",
     )
+
+
+class BurnRow(BaseModel):
+    runtime: str
+    model: str | None = Field(description="null: the runtime's rate across its models, or a configured one")
+    usd_per_minute: float
+    projected_usd: float = Field(description="What this rate spends over the projection's minutes")
+    turns: int = Field(description="The finished turns the rate is measured over; 0 when configured")
+    source: Literal["history", "runtime", "fallback", "none"] = Field(
+        description="history: measured on this runtime + model; runtime: on the runtime, no model named; "
+        "fallback: configured, nothing measured yet"
+    )
+
+
+class BurnOut(BaseModel):
+    projection_minutes: float = Field(description="How far ahead the gate projects the running fleet's burn")
+    rates: list[BurnRow] = Field(description="Each runtime + model's $/min, as the gate projects with it")

@@ -60,6 +60,7 @@ STORE: dict[str, StoreHandler] = {
     "demote": steering.demote,
     "rank": steering.rank,
     "trigger": reading.trigger_answer,
+    "burn": reading.burn_answer,
 }
 
 ENGINE: dict[str, EngineHandler] = {

@@ -1,4 +1,4 @@
-"""The read-only commands: help, queue, holds, why, trigger <id> and policy. They change nothing, so any
+"""The read-only commands: help, queue, holds, burn, why, trigger <id> and policy. They change nothing, so any
 rostered user may run them (and anyone at the console).
 
 `policy` is an engine handler, run after the authorizing transaction closes: the gate card reads
@@ -15,11 +15,13 @@ from bot.commands.grammar import NAMES, USAGE
 from bot.slack import blocks
 from bot.triggers.writes import plain, session_count
 from scheduler.front import (
+    PROJECTION_MINUTES,
     Genesis,
     Mechanism,
     Session,
     all_holds,
     audit_log,
+    burn_rows,
     genesis_default,
     get_session,
     get_trigger,
@@ -98,6 +100,11 @@ def why_answer(ctx: StoreContext, command: c.Why) -> Answer:
             "now": ctx.now,
         },
     )
+
+
+def burn_answer(ctx: StoreContext, command: c.Burn) -> Answer:
+    """The $/min of each runtime + model, as `GET /api/v1/burn` gives it."""
+    return Answer("burn", {"rates": burn_rows(ctx.pacer.ctx), "minutes": PROJECTION_MINUTES})
 
 
 def trigger_answer(ctx: StoreContext, command: c.TriggerShow) -> Answer:

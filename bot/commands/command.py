@@ -38,6 +38,13 @@ class Holds:
 
 
 @dataclass(frozen=True)
+class Burn:
+    """The $/min table: each runtime + model's burn rate, as the gate projects with it."""
+
+    name: ClassVar[str] = "burn"
+
+
+@dataclass(frozen=True)
 class Why:
     name: ClassVar[str] = "why"
     session_id: int
@@ -247,6 +254,7 @@ Command = (
     Help
     | Queue
     | Holds
+    | Burn
     | Why
     | Promote
     | Demote

@@ -26,6 +26,7 @@ USAGE: dict[str, str] = {
     "help": "help [command]",
     "queue": "queue [spot|priority|all] [genesis:<genesis>]",
     "holds": "holds",
+    "burn": "burn",
     "why": "why <id>",
     "promote": "promote <id>",
     "demote": "demote <id> [top]",
@@ -115,6 +116,11 @@ def _queue(cur: Cursor) -> c.Queue:
 def _holds(cur: Cursor) -> c.Holds:
     cur.end()
     return c.Holds()
+
+
+def _burn(cur: Cursor) -> c.Burn:
+    cur.end()
+    return c.Burn()
 
 
 def _one_id(make: Callable[[int], c.Command]) -> Callable[[Cursor], c.Command]:
@@ -305,6 +311,7 @@ PARSERS: dict[str, Callable[[Cursor], c.Command]] = {
     "help": _help,
     "queue": _queue,
     "holds": _holds,
+    "burn": _burn,
     "why": _one_id(c.Why),
     "promote": _one_id(c.Promote),
     "demote": _demote,

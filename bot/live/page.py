@@ -25,6 +25,7 @@ from fastapi.responses import FileResponse, HTMLResponse, JSONResponse, Redirect
 from bot.api.callers import bearer, identify, shared_token
 from bot.config.rules import token_digest
 from bot.live import view as live_view
+from scheduler.front import PROJECTION_MINUTES
 from templates import render_html
 
 COOKIE = "pacer_live"
@@ -123,6 +124,7 @@ def sections(view: live_view.LiveView) -> dict[str, Any]:
         "queue": render_html("page/queue.html.j2", view=view.queue),
         "holds": render_html("page/holds.html.j2", **view.holds.values()),
         "timeline": render_html("page/timeline.html.j2", timeline=view.timeline),
+        "burn": render_html("page/burn.html.j2", rates=view.burn, minutes=PROJECTION_MINUTES),
         "updated": render_html("page/updated.html.j2", now=view.now),
     }
 

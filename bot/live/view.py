@@ -1,7 +1,8 @@
 """What the live page shows, read once per request from the read models every other surface uses:
 the gate card (`scheduler.steering.gate_card`, as `/pacer policy` and GET /api/v1/policy), the ranked
 queue (`bot.chat.queue_view`, as `/pacer queue`), every hold (`scheduler.holds.view`, as `/pacer
-holds`) and the last day's marks (`scheduler.steering.timeline`). The only numbers made here are the
+holds`), the burn-rate table (`scheduler.steering.burn_view`, as `/pacer burn`) and the last day's
+marks (`scheduler.steering.timeline`). The only numbers made here are the
 chart's points, drawn from the gate's own window figures.
 
 Each window's chart runs from the window's start to its reset, in the window's unit (dollars once
@@ -24,7 +25,18 @@ from typing import Any
 from bot.chat import queue_view
 from bot.chat.gate_view import current_card
 from bot.runtime.process import Pacer
-from scheduler.front import GateCard, HoldsView, Timeline, WindowFigures, all_holds, last_day, load_policy, render_card
+from scheduler.front import (
+    BurnRate,
+    GateCard,
+    HoldsView,
+    Timeline,
+    WindowFigures,
+    all_holds,
+    burn_rows,
+    last_day,
+    load_policy,
+    render_card,
+)
 
 QUEUE_ROWS = 50
 HELD_ROWS = 30
@@ -39,6 +51,7 @@ class LiveView:
     queue: queue_view.QueueView
     holds: HoldsView
     timeline: Timeline
+    burn: list[BurnRate]
 
     def charts(self) -> list[dict[str, Any]]:
         return [window_chart(w, self.now) for w in self.card.decision.windows]
@@ -53,7 +66,8 @@ def read(pacer: Pacer) -> LiveView:
         )
         holds = all_holds(db, now, session_rows=HELD_ROWS)
         timeline = last_day(db, now)
-    return LiveView(now=now, card=card, card_text=render_card(card), queue=queue, holds=holds, timeline=timeline)
+    return LiveView(now=now, card=card, card_text=render_card(card), queue=queue, holds=holds, timeline=timeline,
+                    burn=burn_rows(pacer.ctx))
 
 
 def window_chart(w: WindowFigures, now: datetime) -> dict[str, Any]:
