@@ -23,8 +23,16 @@ DEFAULT_TTL_SECONDS = 0.5
 
 
 class ReusedQuotaSource:
-    """`source`'s reading, read again only once `ttl_seconds` have passed since it was read (or
-    when the clock went back). `ttl_seconds=0` reads every time."""
+    """`source`'s reading, read again only once `ttl_seconds` have passed since it was read.
+    `ttl_seconds=0` reads every time.
+
+    A reading kept from an instant later than the one asked for (another thread read after the
+    caller took its `now`) is reused too, however much later: it is fresher than anything the
+    caller could read. This is also what keeps a decision from reading the database inside its
+    own transaction: the engine reads the quota before it begins and asks again, at the same
+    `now`, from inside (an admission check); a second read there would open another connection,
+    which on SQLite waits on the caller's own write lock for the whole busy timeout.
+    """
 
     def __init__(self, source: QuotaSource, ttl_seconds: float = DEFAULT_TTL_SECONDS) -> None:
         self.source = source
@@ -33,8 +41,10 @@ class ReusedQuotaSource:
 
     def read(self, now: datetime) -> QuotaReading | None:
         kept = self._kept
-        if kept is not None and self.ttl > timedelta(0) and timedelta(0) <= now - kept[0] < self.ttl:
+        if kept is not None and self.ttl > timedelta(0) and now - kept[0] < self.ttl:
             return kept[1]
         reading = self.source.read(now)
-        self._kept = (now, reading)
+        latest = self._kept
+        if latest is None or latest[0] <= now:  # a slower thread's older reading never replaces a newer one
+            self._kept = (now, reading)
         return reading
