@@ -1,4 +1,4 @@
-"""The App Home: the gate card above the ranked queue, published for one person.
+"""The App Home: the gate card and the burn-rate table above the ranked queue, published for one person.
 
 Published when the person opens the Home tab, after they act on it, and when the queue moves
 (`bot/slack/home_refresh.py`), so the card and the rows they see follow the queue.
@@ -11,6 +11,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from slack_sdk import WebClient
+from slack_sdk.models.blocks import ContextBlock, MarkdownTextObject
 from sqlalchemy.exc import IntegrityError
 from sqlmodel import col, delete, select
 
@@ -19,7 +20,8 @@ from bot.runtime.process import Pacer
 from bot.slack import blocks
 from bot.slack.edge import ask
 from integrations.slack import messages
-from scheduler.front import SlackHomeViewer, cycling_now
+from scheduler.front import PROJECTION_MINUTES, SlackHomeViewer, burn_rows, cycling_now
+from templates import render_chat
 
 log = logging.getLogger("pacer.slack")
 
@@ -42,7 +44,7 @@ def home_view(pacer: Pacer, user_id: str) -> dict[str, Any]:
             card = messages.gate_card_blocks(current_card(pacer, now))
         except Exception:  # the queue is still worth showing without the card
             log.exception("slack: the gate card for %s's App Home could not be built", user_id)
-        card += cycling_blocks(pacer, now)
+        card += cycling_blocks(pacer, now) + burn_blocks(pacer)
     return messages.home_view(reply, above=card)
 
 
@@ -56,6 +58,12 @@ def cycling_blocks(pacer: Pacer, now: datetime) -> list[dict[str, Any]]:
         log.exception("slack: the preemption cycling report for the App Home could not be read")
         return []
     return [block.to_dict() for block in blocks.cycling_blocks(found)]
+
+
+def burn_blocks(pacer: Pacer) -> list[dict[str, Any]]:
+    """The $/min of each runtime + model, as `/pacer burn` says it, under the card."""
+    text = render_chat("burn", "slack", rates=burn_rows(pacer.ctx), minutes=PROJECTION_MINUTES)
+    return [ContextBlock(elements=[MarkdownTextObject(text=text[: messages.SECTION_TEXT_LIMIT])]).to_dict()]
 
 
 def publish_home(pacer: Pacer, client: WebClient, user_id: str) -> None:

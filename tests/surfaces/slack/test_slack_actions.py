@@ -105,7 +105,12 @@ def test_app_home_opened_publishes_the_gate_card_above_the_ranked_queue(slack, m
         == "*When the pool comes back:* Nothing here says when work resumes: no account has a reading."
     )
     assert blocks[4]["elements"][0]["text"].startswith("Slots: 0.0 of 10 in use (0 priority, 0 spot running)")
-    assert blocks[GATE_CARD_BLOCKS]["type"] == "header" and "3 waiting" in blocks[GATE_CARD_BLOCKS]["text"]["text"]
+    # the burn-rate table under the card (P22 item 9), as `/pacer burn` says it
+    assert blocks[GATE_CARD_BLOCKS]["type"] == "context"
+    assert blocks[GATE_CARD_BLOCKS]["elements"][0]["text"].startswith("*Burn rates*: dollars a minute")
+    assert "echo: $" in blocks[GATE_CARD_BLOCKS]["elements"][0]["text"]
+    queue = blocks[GATE_CARD_BLOCKS + 1]
+    assert queue["type"] == "header" and "3 waiting" in queue["text"]["text"]
     menus = [b["accessory"] for b in blocks if b.get("accessory", {}).get("action_id") == QUEUE_ROW]
     assert len(menus) == len(ids)
 
