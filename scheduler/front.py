@@ -22,7 +22,7 @@ from scheduler.context import Context, Limits, Ports, Runtime
 from scheduler.engine.attempt import Block, Submission
 from scheduler.engine.effects import Effects
 from scheduler.engine.fleet import read_quota
-from scheduler.engine.lifecycle import archive
+from scheduler.engine.lifecycle import Stopped, archive, stop
 from scheduler.engine.pause import COOLDOWN as PREEMPTION_COOLDOWN
 from scheduler.engine.records import hold_job_id
 from scheduler.engine.restart import restart_from_scratch
@@ -183,11 +183,13 @@ __all__ = [
     "EVENT_STATES",
     "FILTER_KEYS",
     "FLEET_EVENTS",
-    # Steering a session: start it now, restart, archive, move it in the queue or to another class.
+    # Steering a session: start it now, restart, archive or stop, move it in the queue or to another class.
     "start_now",
     "StartNowResult",
     "restart_from_scratch",
     "archive",
+    "stop",
+    "Stopped",
     "change_class",
     "change_trigger_class",
     "Reclassification",

@@ -9,8 +9,12 @@ payload can make `parse` raise. Routing is on the `X-GitHub-Event` header plus `
         ... with `pacer:hold`                  control: hold (an operator hold on it)
     issues.unlabeled / pull_request.unlabeled
         ... with `pacer:hold`                  control: release
-    issues.closed, pull_request.closed         control: close (archive a session still waiting;
-                                               prerequisites naming the issue are satisfied)
+        ... with any other label               control: unlabel (stop the sessions a github_label
+                                               trigger started with that label)
+    issues.closed, pull_request.closed         control: close (stop its sessions: a running turn
+                                               halted, each archived; for a pull request Pacer
+                                               opened, its session's too; prerequisites naming
+                                               the issue are satisfied)
     issues.reopened, pull_request.reopened     control: reopen
     issue_comment.created                      comment (a human message on the session of that
                                                issue or of the pull request Pacer opened); once
@@ -71,6 +75,7 @@ class Control(StrEnum):
     CLOSE = "close"
     REOPEN = "reopen"
     CAP = "cap"  # a `pacer:cap-<usd>` label added to an issue whose session runs or waits
+    UNLABEL = "unlabel"  # a label removed: the sessions its github_label trigger started stop
 
 
 @dataclass(frozen=True)
@@ -215,6 +220,8 @@ def _route(event: str, action: str, label: str, comment: str = "") -> tuple[Kind
         return (Kind.GITHUB_LABEL, None) if label else (None, None)
     if action == "unlabeled" and lowered == HOLD_LABEL:
         return Kind.CONTROL, Control.RELEASE
+    if action == "unlabeled" and label and lowered != PRIORITY_LABEL and cost_cap_of([lowered]) is None:
+        return Kind.CONTROL, Control.UNLABEL
     if action == "closed":
         return Kind.CONTROL, Control.CLOSE
     if action == "reopened":
@@ -242,10 +249,10 @@ def labeler_association(labeler: str, sender_type: str, author: str, author_asso
 def is_trusted(event: IntakeEvent, trusted: frozenset[str] = TRUSTED_ASSOCIATIONS) -> bool:
     """Whether the person who made this event happen may start or steer work.
 
-    Closing and reopening need no more trust than GitHub itself asks: they withdraw work or
-    report an issue's state, never start work.
+    Closing, reopening and removing a trigger label need no more trust than GitHub itself asks
+    (triage access to unlabel): they withdraw work or report an issue's state, never start work.
     """
-    if event.control in (Control.CLOSE, Control.REOPEN):
+    if event.control in (Control.CLOSE, Control.REOPEN, Control.UNLABEL):
         return True
     if event.commenter is not None:
         return (event.commenter_association or "NONE") in trusted

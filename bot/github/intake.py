@@ -10,10 +10,11 @@ lost") before it answers:
                              (`scheduler.holds.operator`). Returns a `GithubPlan`. Fast: a few
                              row writes.
   finish_github(ctx, plan)   after the commit, off the request (`bot.github.plan`): announce the
-                             holds, submit each first turn, StartNow for promotions, archive a closed
-                             issue's waiting sessions and record the issue's state for the
-                             prerequisites that name it. A burst's plans are finished together
-                             (`finish_github_plans`).
+                             holds, submit each first turn, StartNow for promotions, stop a closed
+                             issue's (or pull request's) sessions and those whose trigger label
+                             was removed (a running turn halted, the session archived), and
+                             record the issue's state for the prerequisites that name it. A
+                             burst's plans are finished together (`finish_github_plans`).
   github_event(ctx, event)   both in one go, for callers that are not the webhook.
 
 A comment by someone with write access on a session's issue, or on the pull request Pacer opened
@@ -69,9 +70,15 @@ from bot.github.events import (
     is_trusted,
     who_acted,
 )
-from bot.github.matching import github_facts, github_source, github_trigger_mismatch, trusted_associations
+from bot.github.matching import (
+    DEFAULT_TRIGGER_LABEL,
+    github_facts,
+    github_source,
+    github_trigger_mismatch,
+    trusted_associations,
+)
 from bot.github.plan import GithubPlan, finish_github
-from bot.github.sessions import comment_session, sessions_of_issue
+from bot.github.sessions import comment_session, sessions_of_issue, sessions_of_pull_request
 from scheduler.bounds import clean_text
 from scheduler.errors import InvalidInput
 from scheduler.front import (
@@ -262,6 +269,9 @@ def _control(db: DBSession, event: IntakeEvent, now: datetime, plan: GithubPlan)
         return
     if event.control in (Control.CLOSE, Control.REOPEN):
         plan.issue_state = "closed" if event.control is Control.CLOSE else "open"
+    if event.control in (Control.CLOSE, Control.UNLABEL):
+        _stop(db, event, plan)
+        return
     sessions = [s for s in sessions_of_issue(db, event.issue_key) if s.status in ACTIVE]
     for session in sessions:
         session_id = session.id or 0
@@ -285,10 +295,35 @@ def _control(db: DBSession, event: IntakeEvent, now: datetime, plan: GithubPlan)
                 plan.after_commit.queue_pass = True  # the held session may start now
         elif event.control is Control.CAP:
             plan.caps.append((session_id, cost_cap_of([event.label or ""]) or 0.0))
-        elif event.control is Control.CLOSE and session.status == Status.WAITING.value:
-            plan.archive.append(session_id)
-    if not sessions and event.control not in (Control.CLOSE, Control.REOPEN):
+    if not sessions and event.control is not Control.REOPEN:
         log.info("github: %s on %s: no session of that issue is active", event.control, event.issue_key)
+
+
+def _stop(db: DBSession, event: IntakeEvent, plan: GithubPlan) -> None:
+    """Closed: every active session of the issue, and of the pull request when Pacer opened it,
+    stops (its running turn halted, then archived). Unlabeled: those a github_label trigger
+    started with the label removed."""
+    found = [*sessions_of_issue(db, event.issue_key)]
+    if event.control is Control.CLOSE and event.is_pull_request:
+        found += sessions_of_pull_request(db, event.repository, event.number)
+    if event.control is Control.UNLABEL:
+        removed = (event.label or "").lower()
+        found = [s for s in found if _trigger_label(db, s) == removed]
+        plan.stop_why, plan.stop_label = "unlabeled", event.label
+    ids = sorted({s.id or 0 for s in found if s.status in ACTIVE})
+    plan.archive.extend(ids)
+    if ids:
+        log.info("github: %s %s by %s stops session(s) %s", event.issue_key, event.action, event.actor,
+                 ", ".join(f"#{i}" for i in ids))
+
+
+def _trigger_label(db: DBSession, session: Session) -> str | None:
+    """The label whose adding started this session: its github_label trigger's `label`."""
+    if session.genesis != Kind.GITHUB_LABEL.value or session.trigger_id is None:
+        return None
+    trigger = db.get(Trigger, session.trigger_id)
+    config = (trigger.config or {}) if trigger is not None else {}
+    return str(config.get("label") or DEFAULT_TRIGGER_LABEL).lower()
 
 
 def _hold(db: DBSession, plan: GithubPlan, session_id: int, now: datetime, *, command: bool) -> None:

@@ -4,7 +4,8 @@
 webhook answers: the sessions and their prompts, a class change, a hold placed or lifted. The
 rest is a `GithubPlan`, done off the request by `finish_github`: announce those holds (and ask
 for the queue pass a lifted one may start), submit each first turn, StartNow for promotions,
-archive, cost caps, comments and `/pacer` commands.
+stops (a closed issue or pull request, a trigger label removed: each session's running turn
+halted and the session archived), cost caps, comments and `/pacer` commands.
 
 A burst (a bulk relabel, a script opening issues) is many plans that only create sessions.
 `finish_github_plans` decides such a run's first turns together (`scheduler.engine.turns.submit_turns`):
@@ -27,11 +28,11 @@ from scheduler.front import (
     Context,
     Effects,
     announce_holds,
-    archive,
     record_human_message,
     set_cap,
     set_issue_state,
     start_now,
+    stop,
     submit_turn,
     submit_turns,
 )
@@ -49,7 +50,9 @@ class GithubPlan:
     issue: str = ""  # owner/name#12
     created: list[tuple[int, str]] = field(default_factory=list)  # (session id, first prompt)
     start_now: list[int] = field(default_factory=list)
-    archive: list[int] = field(default_factory=list)
+    archive: list[int] = field(default_factory=list)  # sessions to stop: a running turn halted, then archived
+    stop_why: str = "closed"  # closed | unlabeled (`scheduler.engine.lifecycle.stop`)
+    stop_label: str | None = None  # the trigger label removed, for unlabeled
     holds_placed: list[tuple[int, int]] = field(default_factory=list)  # (session id, hold id) written with the delivery
     holds_lifted: list[int] = field(default_factory=list)  # hold ids ended with the delivery
     after_commit: Effects = field(default_factory=Effects)  # what those writes ask for once committed
@@ -118,7 +121,8 @@ def finish_github(pacer_or_ctx: Pacer | Context, plan: GithubPlan) -> None:
     for session_id in plan.start_now:
         _guarded(f"start now of session #{session_id}", start_now, ctx, session_id, actor=plan.actor)
     for session_id in plan.archive:
-        _guarded(f"archive of session #{session_id}", archive, ctx, session_id, actor=plan.actor)
+        _guarded(f"stop of session #{session_id}", stop, ctx, session_id, actor=plan.actor, why=plan.stop_why,
+                 label=plan.stop_label)
     for session_id, cap in plan.caps:
         _guarded(f"cost cap of session #{session_id}", set_cap, ctx, session_id, cap, actor=plan.actor)
     if plan.issue_state is not None:

@@ -9,7 +9,7 @@ arriving late, twice or out of order still end on the comment that matches the d
     started   a turn is running; with the early notice when a window's spot budget runs out
               soon (`scheduler.pauses.budget_notice`), until that window rolls over
     paused    a pause, a park, a sleep, or waiting for a person's input
-    done / failed / archived
+    done / failed / archived (with who stopped it and why, and whether a turn was halted)
 
 Below the state, once a turn has finished, a collapsible section holds the latest result in full
 (the agent's final message, or the turn's error) with its cost, duration, the session's turns,
@@ -29,6 +29,7 @@ from sqlmodel import col, select
 
 from integrations.github import markers
 from integrations.latest_result import LatestResult, read_latest_result
+from scheduler.engine.lifecycle import STOPPED_KEY
 from scheduler.holds.operator import applies, live_holds
 from scheduler.pauses.budget_notice import RunOut, standing_notice
 from scheduler.rules.genesis import SchedulingClass
@@ -66,6 +67,7 @@ class StatusView:
     cost_cap: float | None = None  # the session's cost cap, shown with `spent`
     spent: float = 0.0
     ending: RunOut | None = None  # a running spot session told its window's spot budget runs out soon
+    stopped: dict[str, Any] | None = None  # archived: who stopped it, why, and whether a turn was halted
 
 
 RESULT_CHARS = 60_000  # GitHub takes 65,536 characters in a comment; the rest is the frame
@@ -91,7 +93,8 @@ def status_view(
                             "cost_cap": session.cost_cap_usd}
     status = session.status
     if status == Status.ARCHIVED.value:
-        return StatusView("archived", **base)
+        record = (session.source or {}).get(STOPPED_KEY)
+        return StatusView("archived", stopped=record if isinstance(record, dict) else None, **base)
     if status == Status.RUNNING.value:
         return StatusView("started", **base)
     if status == Status.DONE.value:

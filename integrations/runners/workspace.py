@@ -8,7 +8,8 @@ on the first turn, reused after) and the turn runs there: it is the command's `{
 the turn, `publish` (integrations.github.publish) pushes new commits and opens or updates the
 pull request, and what it did (branch, pull request, a rejected push) is recorded on the row's
 `source["workspace"]`, where the status comment and the Slack thread read it. A session without
-a repository runs as before, in its plain working directory.
+a repository runs as before, in its plain working directory. A turn whose session was stopped
+(archived) while it ran publishes nothing: a stop means nothing more reaches the remote.
 
 The scheduler never runs git: all of this happens on the worker thread, in the runner's place,
 before the result is reported. A workspace that cannot be made fails the turn with git's words,
@@ -148,7 +149,9 @@ class WorkspaceRunner:
             return TurnResult(outcome=Outcome.FAILED_RETRYABLE, error=error, agent_session_id=request.agent_session_id)
         result = self.inner.run(replace(request, workdir=str(space.path)))
         record: dict[str, Any] = {**(work.record or {}), "branch": space.branch}
-        if self.publish is not None:
+        if self.publish is not None and _archived(self.engine, work.session_id):
+            log.info("session #%s was stopped while its turn ran: nothing of it is pushed", work.session_id)
+        elif self.publish is not None:
             try:
                 record.update(self.publish(work, space, result))
             except Exception as exc:  # the turn's result is reported whatever befell its publishing
@@ -157,6 +160,12 @@ class WorkspaceRunner:
         record["disk_bytes"] = self.spaces.worktree_bytes(work.session_id)
         record_work(self.engine, work.session_id, str(space.path), record)
         return replace(result, extra={**result.extra, RECORD_KEY: record})
+
+
+def _archived(engine: Engine, session_id: int) -> bool:
+    with DBSession(engine) as db:
+        session = db.get(Session, session_id)
+        return session is None or session.status == Status.ARCHIVED.value
 
 
 class WorkspaceJanitor:

@@ -1,13 +1,27 @@
-"""Ending and recovering sessions: archive, and the start-up recovery after a crash.
+"""Ending and recovering sessions: archive (and stop), and the start-up recovery after a crash.
 
 Archiving a held session ends it deliberately: its alarm is left alone, fires once, sees the
 archive and schedules nothing more; the hold record stays as the history of why it waited.
+
+Stopping is archiving, said as what it does to a running turn: `stop` halts the turn wherever it
+runs (`records.halt_turn`: this process's worker, or a worker machine's job) and archives the
+session in the same transaction, so its late HALTED report finds it archived and starts nothing.
+Archived is the end state a stop needs already: terminal (no door submits a turn to it, no
+comment or reply reaches it, a re-check that fires finds it and schedules nothing), shown as
+ended on every surface, and its worktree is removed. A separate "stopped" status would be the
+same state under a second name that every read of "ended" would have to learn. What a stop
+adds is the record of why: `source["stopped"]` = {by, why, label, halted}, which the status
+comment reads from the row and the `archived` notice carries to the Slack thread.
+
+    why     closed (its issue or pull request was closed), unlabeled (its trigger's `label` was
+            removed), stop (`/pacer stop`, `POST /api/v1/sessions/{id}/stop`), archive
 """
 
 from __future__ import annotations
 
 import logging
 from collections.abc import Collection
+from dataclasses import dataclass
 from datetime import datetime
 
 from sqlmodel import col, select
@@ -41,7 +55,26 @@ ARCHIVABLE = {
 }
 
 
+STOP_REASONS = frozenset({"closed", "unlabeled", "stop", "archive"})
+STOPPED_KEY = "stopped"  # Session.source["stopped"]: who ended it, why, and whether a turn was halted
+
+
+@dataclass(frozen=True)
+class Stopped:
+    previous: str  # the status it had
+    halted: bool  # a running turn was halted
+
+
 def archive(ctx: Context, session_id: int, *, actor: str | None = None) -> str:
+    """End a session (a running turn is halted); the status it had."""
+    return stop(ctx, session_id, actor=actor, why="archive").previous
+
+
+def stop(ctx: Context, session_id: int, *, actor: str | None = None, why: str = "stop",
+         label: str | None = None) -> Stopped:
+    """Halt the session's running turn, if any, and archive it, recording why (module doc)."""
+    if why not in STOP_REASONS:
+        raise ValueError(f"why={why!r}: one of {sorted(STOP_REASONS)}")
     now = ctx.clock.now()
     effects = Effects(queue_pass=True)
     with session_scope(ctx.engine) as db:
@@ -56,12 +89,15 @@ def archive(ctx: Context, session_id: int, *, actor: str | None = None) -> str:
         previous = session.status
         session.status = Status.ARCHIVED.value
         session.updated_at = now
+        record = {"by": actor, "why": why, "label": label, "halted": turn is not None}
+        session.source = {**(session.source or {}), STOPPED_KEY: record}  # reassigned: JSON is not tracked in place
         db.add(session)
-        effects.notice("archived", session_id=session_id, actor=actor, title=session.title)
+        effects.notice("archived", session_id=session_id, actor=actor, title=session.title, stopped=record)
     effects.apply(ctx)
     # WARN on purpose, as a policy change does: a deliberate end records who ended it.
-    log.warning("session #%s archived by %s; it was %s", session_id, actor or "an unnamed caller", previous)
-    return previous
+    log.warning("session #%s archived by %s (%s%s); it was %s", session_id, actor or "an unnamed caller", why,
+                ", its running turn halted" if turn is not None else "", previous)
+    return Stopped(previous, turn is not None)
 
 
 def recover(ctx: Context) -> dict[str, int]:

@@ -45,6 +45,8 @@ def _parse(event: str, payload: Any) -> IntakeEvent | Ignored:
             Kind.CONTROL,
             Control.RELEASE,
         ),
+        ("issues", issue_payload("unlabeled", label="pacer"), Kind.CONTROL, Control.UNLABEL),
+        ("pull_request", issue_payload("unlabeled", label="bug", pull_request=True), Kind.CONTROL, Control.UNLABEL),
         ("issues", issue_payload("closed"), Kind.CONTROL, Control.CLOSE),
         ("pull_request", issue_payload("closed", pull_request=True), Kind.CONTROL, Control.CLOSE),
         ("issues", issue_payload("reopened"), Kind.CONTROL, Control.REOPEN),
@@ -62,7 +64,12 @@ def test_routing_on_event_and_action(event: str, payload: dict[str, Any], kind: 
     "event, payload, reason",
     [
         ("pull_request", issue_payload("opened", pull_request=True), "pull_request.opened starts nothing"),
-        ("issues", issue_payload("unlabeled", label="pacer"), "issues.unlabeled (pacer) starts nothing"),
+        (
+            "issues",
+            issue_payload("unlabeled", label="pacer:priority"),
+            "issues.unlabeled (pacer:priority) starts nothing",
+        ),
+        ("issues", issue_payload("unlabeled", label="pacer:cap-5"), "issues.unlabeled (pacer:cap-5) starts nothing"),
         ("issues", issue_payload("edited"), "issues.edited starts nothing"),
         (
             "issue_comment",

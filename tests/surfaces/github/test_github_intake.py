@@ -124,12 +124,12 @@ def test_a_session_waits_on_an_open_issue_until_it_closes(ctx: Any, clock: Any) 
         assert [p.target for p in unsatisfied(db, waiter)] == ["octo/app#12"]
     github_event(ctx, _event("closed", number=12))  # closed: the prerequisite no longer holds anyone
     rows = {s.id: s for s in _sessions(ctx.engine)}
-    assert rows[first].source["issue_state"] == "closed" and rows[first].status == "running"
+    assert rows[first].source["issue_state"] == "closed" and rows[first].status == "archived"  # and it stopped
     with DBSession(ctx.engine) as db:
         assert unsatisfied(db, waiter) == []
     github_event(ctx, _event("reopened", number=12))
     with DBSession(ctx.engine) as db:
-        assert [p.target for p in unsatisfied(db, waiter)] == ["octo/app#12"]
+        assert unsatisfied(db, waiter) == []  # the close stopped #12's session: canceled, it satisfies still
 
 
 def test_a_template_that_cannot_render_starts_nothing_and_says_why(
@@ -213,14 +213,16 @@ def test_a_hold_label_already_on_a_new_issue_holds_its_session_from_its_first_as
     assert (row.status, row.hold_reason) == ("waiting", "operator_hold")  # priority, yet held: the slot is free
 
 
-def test_closing_the_issue_archives_a_session_still_waiting_and_leaves_a_running_one(ctx: Any, clock: Any) -> None:
+def test_closing_the_issue_stops_its_session_running_or_waiting(ctx: Any, clock: Any) -> None:
     _trigger(ctx.engine, clock.now(), name="a", kind="github_issue", prompt_template="{{ title }}")
     (running,) = github_event(ctx, _event(number=1))
     (waiting,) = github_event(ctx, _event(number=2))
-    github_event(ctx, _event("closed", number=1))
-    github_event(ctx, _event("closed", number=2))
-    status = {s.id: s.status for s in _sessions(ctx.engine)}
-    assert status == {running: "running", waiting: "archived"}
+    github_event(ctx, _event("closed", number=1, sender="carol"))
+    github_event(ctx, _event("closed", number=2, sender="carol"))
+    rows = {s.id: s for s in _sessions(ctx.engine)}
+    assert {i: s.status for i, s in rows.items()} == {running: "archived", waiting: "archived"}
+    assert [rows[i].source["stopped"]["halted"] for i in (running, waiting)] == [True, False]
+    assert rows[running].source["stopped"] == {"by": "github:carol", "why": "closed", "label": None, "halted": True}
 
 
 def test_controls_from_people_without_write_access_are_ignored(ctx: Any, clock: Any) -> None:
