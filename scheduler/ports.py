@@ -76,6 +76,7 @@ class TurnResult:
     error: str | None = None
     rate_limit_reset_at: datetime | None = None
     extra: Mapping[str, Any] = field(default_factory=dict)
+    model: str | None = None  # the model the agent ran, as it said or its command chose; None: unknown
 
 
 class Runner(Protocol):

@@ -23,8 +23,8 @@ from scheduler.rules.burn import RECENT_TURNS, BurnTable, TurnCost, burn_table
 from scheduler.store.models import Turn
 
 TURNS = Turn.__table__  # type: ignore[attr-defined]
-# Turns carry a model once a runner reports one; until the column exists every turn of a
-# runtime shares the runtime's rate.
+# Turns carry the model their runner reported (revision 0021); a turn with none counts toward its
+# runtime's rate only. The column is read where it exists, so a database not yet migrated still works.
 MODEL = TURNS.c.get("model")
 
 

@@ -252,7 +252,9 @@ class CommandRunner:
         if head.said is not None:
             request = replace(request, agent_session_id=head.said)  # a turn cut off after the init line resumes it
         heard = list(watch.latest.values())
-        return self._result(request, proc.returncode, out, err, wall_ms, cut, turn.halted.is_set(), heard)
+        result = self._result(request, proc.returncode, out, err, wall_ms, cut, turn.halted.is_set(), heard)
+        # The model it ran, for the burn table: as its init line said, else as its command chose.
+        return replace(result, model=head.model or outcomes.model_option(self.words))
 
     def _wait(
         self, proc: subprocess.Popen[bytes], turn: _Turn, deadline: float, heard_at: Callable[[], float]

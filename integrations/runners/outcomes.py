@@ -47,6 +47,7 @@ SCAN_CHARS = 65_536  # error text searched for a class; errors sit at the end of
 # A session id the agent reports is fed back as `--resume {agent_session_id}`: one that began
 # with "-" would be read as an option, so only plain identifiers are accepted.
 AGENT_SESSION_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$")
+MODEL_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:/@\[\]-]{0,127}$")
 
 
 @dataclass(frozen=True)
@@ -218,6 +219,16 @@ def announced_session(line: str) -> str | None:
     return _report_from(obj).session_id
 
 
+def announced_model(line: str) -> str | None:
+    """The model Claude Code's stream-json init line says the turn runs on; else None."""
+    text = line.strip()
+    obj = _json_object(text) if text.startswith("{") else None
+    if obj is None or not (obj.get("type") == "system" and obj.get("subtype") == "init"):
+        return None
+    model = obj.get("model")
+    return model if isinstance(model, str) and MODEL_NAME.match(model) else None
+
+
 def _next_local(hour: int, minute: int, zone: ZoneInfo, now: datetime) -> datetime:
     """The next time the clock in `zone` reads hour:minute, strictly after now."""
     local_now = now.astimezone(zone)
@@ -339,6 +350,7 @@ def model_option(words: list[str]) -> str | None:
 __all__ = [
     "AGENT_SESSION_ID",
     "AgentReport",
+    "announced_model",
     "announced_session",
     "classify",
     "model_option",

@@ -8,6 +8,7 @@ the quota.
     out.text()          # the last bytes, once the agent is done
     out.heard_at        # time.monotonic() when the pipe last gave bytes (its start before any)
     head.said           # the agent's session id, as soon as it said it (else None)
+    head.model          # the model its init line names (else None)
     watch.latest        # the last reading of each window the agent reported, by kind
 
 Claude Code with `--output-format stream-json --verbose` prints `{"type": "system", "subtype":
@@ -33,7 +34,7 @@ import threading
 import time
 from collections.abc import Callable
 
-from integrations.runners.outcomes import announced_session
+from integrations.runners.outcomes import announced_model, announced_session
 from integrations.runners.provider_events import is_candidate, provider_readings
 from scheduler.ports import Clock, ProviderReading, ProviderSink
 
@@ -51,6 +52,7 @@ class Announcement:
         self.known = known
         self.tell = tell
         self.said: str | None = None
+        self.model: str | None = None
         self._line = bytearray()
         self._read = 0
 
@@ -66,7 +68,9 @@ class Announcement:
             line = bytes(self._line[:end])
             del self._line[: end + 1]
             if b'"session_id"' in line:
-                self._hear(announced_session(line.decode("utf-8", errors="replace")))
+                text = line.decode("utf-8", errors="replace")
+                self.model = self.model or announced_model(text)
+                self._hear(announced_session(text))
         if not self.listening:
             self._line.clear()
 

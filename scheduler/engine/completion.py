@@ -21,6 +21,7 @@ from scheduler.store.models import EnqueuedMessage, Session, Status, Turn
 from templates import render
 
 OUTPUT_CHARS = 100_000  # a turn's output kept on its row
+MODEL_CHARS = 200  # a model name as the agent said it; longer is not a name
 
 
 def complete_turn(ctx: Context, turn_id: int, result: TurnResult) -> None:
@@ -44,6 +45,7 @@ def complete_turn(ctx: Context, turn_id: int, result: TurnResult) -> None:
             turn.output = result.output[:OUTPUT_CHARS]
             turn.error = result.error
             turn.duration_ms = result.duration_ms
+            turn.model = result.model[:MODEL_CHARS] if result.model else None
             turn.finished_at = now
             db.add(turn)
             session = lock(db, turn.session_id)

@@ -131,7 +131,7 @@ class Turn(SQLModel, table=True):
     # runtime read index entries only, however long the history (100k turns: ~10 ms, not ~250).
     __table_args__ = (
         Index("ix_turns_finished_cost", "finished_at", "cost_usd"),
-        Index("ix_turns_burn", "runtime", "finished_at", "cost_usd", "duration_ms"),
+        Index("ix_turns_burn", "runtime", "finished_at", "cost_usd", "duration_ms", "model"),
     )
 
     id: int | None = Field(default=None, primary_key=True)
@@ -142,6 +142,7 @@ class Turn(SQLModel, table=True):
     status: str = Field(default="queued", index=True)  # queued | running | done | failed | halted
     outcome: str | None = None
     runtime: str = "echo"
+    model: str | None = None  # the model it ran, when its runner knows (the burn table's rows)
     cost_usd: float = 0.0
     output: str = ""
     error: str | None = None

@@ -21,7 +21,14 @@ from integrations.runners.command import CommandRunner
 from integrations.runners.custody import supervisor_mark
 from integrations.runners.echo import EchoRunner
 from integrations.runners.invocation import build_argv, split_template
-from integrations.runners.outcomes import AgentReport, announced_session, classify, parse_report, parse_reset
+from integrations.runners.outcomes import (
+    AgentReport,
+    announced_model,
+    announced_session,
+    classify,
+    parse_report,
+    parse_reset,
+)
 from integrations.runners.pool import ThreadWorkerPool
 from integrations.runners.streams import HEAD_BYTES, Announcement
 from scheduler.errors import ConfigError, InvalidInput
@@ -373,6 +380,27 @@ def test_the_final_json_result_still_names_the_session_and_a_known_one_is_not_to
 )
 def test_announced_session(line: str, expected: str | None) -> None:
     assert announced_session(line) == expected
+
+
+def test_a_turn_says_the_model_it_ran_from_the_init_line_else_the_command(tmp_path: Path) -> None:
+    # the burn table's rows are per runtime and model (P22 item 9)
+    assert command_runner(tmp_path).run(turn("[fake:stream] hi")).model == "claude-opus-4-1"
+    chosen = f"{FAKE_TEMPLATE} --model claude-sonnet-4-5"
+    assert command_runner(tmp_path, template=chosen).run(turn("hi", turn_id=2)).model == "claude-sonnet-4-5"
+    assert command_runner(tmp_path).run(turn("hi", turn_id=3)).model is None  # neither says: unknown
+
+
+@pytest.mark.parametrize(
+    ("line", "expected"),
+    [
+        ('{"type":"system","subtype":"init","session_id":"s","model":"claude-opus-4-1"}', "claude-opus-4-1"),
+        ('{"type":"system","subtype":"init","session_id":"s","model":"--rm -rf"}', None),
+        ('{"type":"system","subtype":"init","session_id":"s","model":7}', None),
+        ('{"type":"assistant","session_id":"s","model":"claude-opus-4-1"}', None),
+    ],
+)
+def test_announced_model(line: str, expected: str | None) -> None:
+    assert announced_model(line) == expected
 
 
 def test_the_head_is_read_across_chunks_only_so_far_and_a_failing_listener_stops_nothing() -> None:

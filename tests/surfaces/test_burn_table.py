@@ -12,9 +12,13 @@ from typing import Any
 
 import pytest
 from sqlalchemy import Engine
+from sqlmodel import select
 
 from bot.chat import answers
 from bot.runtime.process import refresh_burn
+from scheduler.engine.completion import complete_turn
+from scheduler.engine.turns import submit_turn
+from scheduler.ports import Outcome, TurnResult
 from scheduler.store.db import session_scope
 from scheduler.store.models import Turn
 from tests.support.api_client import TOKEN
@@ -54,6 +58,29 @@ def test_rest_and_the_console_show_the_same_table(api) -> None:
     said = answers.answer(api.pacer, "bob", "burn", surface="console")
     assert said.ok and LINE in said.text, said.text
     assert f"echo: ${echo['usd_per_minute']:.4f}/min" in said.text and "configured: no finished turn" in said.text
+
+
+def test_a_turn_that_says_its_model_gets_a_row_of_its_own(api) -> None:
+    # The worker's report goes through the one completion path; the model it names keys the rate.
+    ctx = api.ctx
+    sid = new(ctx, genesis="api", runtime="claude_code")
+    submit_turn(ctx, sid, "do it", kind="first")
+    with session_scope(ctx.engine) as db:
+        turn = db.exec(select(Turn).where(Turn.session_id == sid)).one()
+        turn.runtime = "claude_code"  # as the command runner's runtime records it
+        db.add(turn)
+    turn_id = turn.id or 0
+    api.ctx.clock.advance(timedelta(minutes=4))
+    complete_turn(ctx, turn_id, TurnResult(Outcome.SUCCESS, cost_usd=2.0, duration_ms=240_000,
+                                           model="claude-opus-4-1"))
+    refresh_burn(ctx, api.pacer.settings)
+    rates = api.get("/burn", actor="bob").json()["rates"]
+    (opus,) = [r for r in rates if r["model"] == "claude-opus-4-1"]
+    assert (opus["runtime"], opus["usd_per_minute"], opus["turns"], opus["source"]) == (
+        "claude_code", pytest.approx(0.5), 1, "history")
+    said = answers.answer(api.pacer, "bob", "burn", surface="console")
+    assert ("claude_code · claude-opus-4-1: $0.5000/min ($5.00 in 10 min) · measured over its last finished turn"
+            in said.text), said.text
 
 
 def test_the_live_page_shows_the_table(api) -> None:
