@@ -37,6 +37,7 @@ from scheduler.holds.groups import repository_group
 from scheduler.holds.operator import (
     MAX_REASON,
     MAX_TTL,
+    SELECTOR_KINDS,
     NewOperatorHold,
     add_hold,
     announce_holds,
@@ -45,6 +46,7 @@ from scheduler.holds.operator import (
     release_hold,
 )
 from scheduler.holds.prerequisites import set_issue_state
+from scheduler.holds.queue import REASONS as QUEUE_HOLD_REASONS
 from scheduler.holds.queue import resume_queue
 from scheduler.holds.view import HoldsView, all_holds
 from scheduler.jobs import targets as job_targets
@@ -55,6 +57,7 @@ from scheduler.rules.cycling import WINDOW as CYCLING_WINDOW
 from scheduler.rules.cycling import Event as CyclingEvent
 from scheduler.rules.cycling import detect as detect_cycling
 from scheduler.rules.explain import explain
+from scheduler.rules.gate import Reason as GateReason
 from scheduler.rules.gate import WindowFigures, pace_unneeded, projection_minutes
 from scheduler.rules.genesis import (
     OVERRIDABLE,
@@ -209,6 +212,8 @@ __all__ = [
     "announce_holds",
     "MAX_REASON",
     "MAX_TTL",
+    "SELECTOR_KINDS",
+    "QUEUE_HOLD_REASONS",
     "resume_queue",
     "set_issue_state",
     "repository_group",
@@ -247,6 +252,7 @@ __all__ = [
     "PolicyView",
     "WindowState",
     "WindowFigures",
+    "GateReason",
     "pace_unneeded",
     "projection_minutes",
     "pool_utilization",

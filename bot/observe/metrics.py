@@ -21,14 +21,19 @@ from __future__ import annotations
 
 import hmac
 import os
+import platform
 from collections.abc import Mapping
+from importlib.metadata import PackageNotFoundError, version
 
 from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse, Response
 from prometheus_client import (
     CONTENT_TYPE_LATEST,
     CollectorRegistry,
+    Gauge,
     Histogram,
+    PlatformCollector,
+    ProcessCollector,
     disable_created_metrics,
     generate_latest,
 )
@@ -42,6 +47,9 @@ PATH = "/metrics"
 TOKEN_VARIABLE = "PACER_METRICS_TOKEN"
 # Seconds: a webhook is answered in milliseconds, a Slack command well under 3 s.
 HTTP_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
+# The health check's series is there from the start, at 0, so the latency family is never absent
+# from a scrape (the first request a deployment answers is a health check).
+FIRST_ROUTE = ("GET", "/healthz", "200")
 
 # A `_created` series per label set doubles the output and no dashboard reads it.
 disable_created_metrics()  # type: ignore[no-untyped-call]
@@ -51,6 +59,11 @@ def register(app: FastAPI, pacer: Pacer, *, environ: Mapping[str, str] = os.envi
     """Mount GET /metrics; returns what records one served request in the latency histogram."""
     registry = CollectorRegistry()
     registry.register(DatabaseCollector(pacer.engine, pacer.ctx))
+    ProcessCollector(registry=registry)  # process_*: CPU, memory, open files, start time (Linux only)
+    PlatformCollector(registry=registry)  # python_info
+    build = Gauge("pacer_build_info", "1, labelled with the Pacer and Python versions this process runs",
+                  ["version", "python"], registry=registry)
+    build.labels(package_version(), platform.python_version()).set(1)
     latency = Histogram(
         "pacer_http_request_duration_seconds",
         "Time to answer an HTTP request, by route (this process)",
@@ -58,6 +71,7 @@ def register(app: FastAPI, pacer: Pacer, *, environ: Mapping[str, str] = os.envi
         buckets=HTTP_BUCKETS,
         registry=registry,
     )
+    latency.labels(*FIRST_ROUTE)
     token = environ.get(TOKEN_VARIABLE, "").strip()
 
     def observe(method: str, route: str, status: int, seconds: float) -> None:
@@ -74,6 +88,14 @@ def register(app: FastAPI, pacer: Pacer, *, environ: Mapping[str, str] = os.envi
     app.add_api_route(PATH, metrics, methods=["GET"], include_in_schema=False)
     app.state.metrics = registry
     return observe
+
+
+def package_version() -> str:
+    """The installed pacer package's version (pyproject.toml's), or `unknown` run from a bare tree."""
+    try:
+        return version("pacer")
+    except PackageNotFoundError:
+        return "unknown"
 
 
 def refusal(header: str | None, token: str) -> JSONResponse | None:

@@ -22,9 +22,12 @@ from sqlalchemy.exc import SQLAlchemyError
 from sqlmodel import Session as DBSession
 from sqlmodel import col, select
 
+from bot.observe.metrics_windows import fleet_families, window_families
 from scheduler.front import (
+    QUEUE_HOLD_REASONS,
+    SELECTOR_KINDS,
     Context,
-    GateCard,
+    GateReason,
     OperatorHold,
     QueueHold,
     Session,
@@ -45,6 +48,22 @@ DURATION_BUCKETS = (1.0, 5.0, 15.0, 30.0, 60.0, 120.0, 300.0, 600.0, 1200.0, 180
 FINISHED = ("done", "failed", "halted")
 JOB_TABLE = "apscheduler_jobs"
 RECHECK_PREFIX = hold_job_id(0).removesuffix("0")
+# The series a family always has, at 0 when nothing is counted, so an empty queue reads 0 on a
+# dashboard rather than "no data", and an alert on it has a series to compare: each class's ready
+# sessions; the gate's two hold reasons; every operator hold selector; every queue hold reason on
+# the whole queue; and the finished turns that succeeded (counter and histogram).
+QUEUE_ALWAYS = (("priority", "ready"), ("spot", "ready"))
+SESSION_HOLDS_ALWAYS = (GateReason.AT_UTILIZATION_LIMIT.value, GateReason.FLEET_AT_CAP.value)
+TURN_ALWAYS = ("done", "success")
+
+
+def _seeded(always: Iterable[str], rows: Iterable[Any]) -> list[tuple[str, int]]:
+    """(label, count) for every label in `always`, 0 unless `rows` count it, and every other label
+    `rows` count."""
+    counts = dict.fromkeys(always, 0)
+    for label, count in rows:
+        counts[str(label)] = int(count)
+    return list(counts.items())
 
 
 def waiting_reason_expr() -> Any:
@@ -86,7 +105,7 @@ class DatabaseCollector(Collector):
                 *self._turns(db), *self._preemptions(db, now), self._rechecks(db),
             ]
             card = build_card(db, self.ctx, reading, now)
-        return families + self._windows(card, now)
+        return families + window_families(card, now) + fleet_families(card)
 
     def _statuses(self, db: DBSession) -> Metric:
         family = GaugeMetricFamily("pacer_sessions", "Sessions by status", labels=["status"])
@@ -100,8 +119,11 @@ class DatabaseCollector(Collector):
                                    labels=["class", "reason"])
         reason = waiting_reason_expr()
         stmt = select(klass, reason, func.count()).where(Session.status == Status.WAITING.value).group_by(klass, reason)
+        counts = dict.fromkeys(QUEUE_ALWAYS, 0)
         for klass_value, why, count in db.exec(stmt).all():
-            family.add_metric([str(klass_value), str(why)], int(count))
+            counts[(str(klass_value), str(why))] = int(count)
+        for (klass_value, why), count in counts.items():
+            family.add_metric([klass_value, why], count)
         return family
 
     def _holds(self, db: DBSession, now: datetime) -> list[Metric]:
@@ -110,23 +132,26 @@ class DatabaseCollector(Collector):
         held = (select(Session.hold_reason, func.count())
                 .where(Session.status == Status.WAITING.value, col(Session.hold_reason).is_not(None))
                 .group_by(Session.hold_reason))
-        for reason, count in db.exec(held).all():
-            sessions.add_metric([str(reason)], int(count))
+        for reason, count in _seeded(SESSION_HOLDS_ALWAYS, db.exec(held).all()):
+            sessions.add_metric([reason], count)
         operator = GaugeMetricFamily("pacer_operator_holds", "Operator holds in force, by what they select",
                                      labels=["selector"])
         live = (select(OperatorHold.selector_kind, func.count())
                 .where(col(OperatorHold.released_at).is_(None),
                        or_(col(OperatorHold.expires_at).is_(None), col(OperatorHold.expires_at) > now))
                 .group_by(OperatorHold.selector_kind))
-        for selector, count in db.exec(live).all():
-            operator.add_metric([str(selector)], int(count))
+        for selector, count in _seeded(SELECTOR_KINDS, db.exec(live).all()):
+            operator.add_metric([selector], count)
         queue = GaugeMetricFamily("pacer_queue_holds", "Queue holds in force (the whole queue or one group), by reason",
                                   labels=["reason", "scope"])
         scope = case((col(QueueHold.group).is_(None), literal("queue")), else_=literal("group"))
         stopped = (select(QueueHold.reason, scope, func.count()).where(col(QueueHold.released_at).is_(None))
                    .group_by(QueueHold.reason, scope))
+        in_force = dict.fromkeys(((reason, "queue") for reason in QUEUE_HOLD_REASONS), 0)
         for reason, where, count in db.exec(stopped).all():
-            queue.add_metric([str(reason), str(where)], int(count))
+            in_force[(str(reason), str(where))] = int(count)
+        for (reason, where), count in in_force.items():
+            queue.add_metric([reason, where], count)
         return [sessions, operator, queue]
 
     def _turns(self, db: DBSession) -> list[Metric]:
@@ -141,7 +166,9 @@ class DatabaseCollector(Collector):
         outcomes = CounterMetricFamily(
             "pacer_turns", "Finished turns by status and outcome", labels=["status", "outcome"]
         )
-        by_outcome: dict[str, list[float]] = {}
+        by_outcome: dict[str, list[float]] = {TURN_ALWAYS[1]: [0.0] * (len(DURATION_BUCKETS) + 2)}
+        if not any((str(row[0]), str(row[1] or "")) == TURN_ALWAYS for row in rows):
+            outcomes.add_metric(list(TURN_ALWAYS), 0)
         for row in rows:
             status, outcome, count, timed_count, total_ms, *within = tuple(row)
             outcomes.add_metric([str(status), str(outcome or "")], int(count))
@@ -151,7 +178,7 @@ class DatabaseCollector(Collector):
         durations = HistogramMetricFamily("pacer_turn_duration_seconds", "How long finished turns ran, by outcome",
                                           labels=["outcome"])
         for outcome, (count, total_ms, *within) in by_outcome.items():
-            if count:
+            if count or outcome == TURN_ALWAYS[1]:
                 buckets = [(str(bound), int(n)) for bound, n in zip(DURATION_BUCKETS, within, strict=True)]
                 durations.add_metric([outcome], [*buckets, ("+Inf", int(count))], total_ms / 1000)
         return [outcomes, durations]
@@ -188,56 +215,3 @@ class DatabaseCollector(Collector):
             armed = int(db.connection().execute(stmt, {"prefix": RECHECK_PREFIX + "%"}).scalar_one())
         family.add_metric([], armed)
         return family
-
-    def _windows(self, card: GateCard, now: datetime) -> list[Metric]:
-        labels = ["window", "unit"]
-        figures = {
-            "spent": GaugeMetricFamily("pacer_window_spent", "Spent in the quota window so far", labels=labels),
-            "capacity": GaugeMetricFamily("pacer_window_capacity", "The quota window's capacity", labels=labels),
-            "reserved": GaugeMetricFamily(
-                "pacer_window_reserved", "The priority reserve spot work may not spend", labels=labels
-            ),
-            "spot_budget": GaugeMetricFamily(
-                "pacer_window_spot_budget", "Capacity less the reserve: spot work's budget", labels=labels
-            ),
-            "spot_left": GaugeMetricFamily(
-                "pacer_window_spot_left", "Spot budget not yet spent (negative past it)", labels=labels
-            ),
-        }
-        burn = GaugeMetricFamily(
-            "pacer_window_fleet_burn_per_minute",
-            "The running fleet's burn against the window, per minute",
-            labels=labels,
-        )
-        pace = GaugeMetricFamily("pacer_window_sustainable_rate_per_minute",
-                                 "Spot budget left over time left: the pacing curve's rate", labels=labels)
-        resets = GaugeMetricFamily(
-            "pacer_window_seconds_to_reset", "Seconds until the window rolls over", labels=["window"]
-        )
-        measured = GaugeMetricFamily(
-            "pacer_window_measured",
-            "1: the provider's own figures; 0: the ledger's estimate stands in, and why",
-            labels=["window", "by"],
-        )
-        for w in card.decision.windows:
-            unit = "usd" if w.calibrated else "fraction"
-            for key, family in figures.items():
-                family.add_metric([w.name, unit], float(getattr(w, key)))
-            if w.fleet_burn is not None:
-                burn.add_metric([w.name, unit], float(w.fleet_burn))
-            if w.sustainable_rate is not None:
-                pace.add_metric([w.name, unit], float(w.sustainable_rate))
-            resets.add_metric([w.name], max(0.0, (w.resets_at - now).total_seconds()))
-            if w.measured_by or w.fallback:  # only a source that says (agents)
-                measured.add_metric([w.name, w.measured_by or f"ledger:{w.fallback}"], 1.0 if w.measured_by else 0.0)
-        fleet = GaugeMetricFamily("pacer_fleet_running", "Turns a worker is executing now, by class", labels=["class"])
-        fleet.add_metric(["priority"], card.running_priority)
-        fleet.add_metric(["spot"], card.running_spot)
-        slots = GaugeMetricFamily("pacer_fleet_slots", "Slots the fleet may fill (max_sessions within the worker pool)")
-        slots.add_metric([], card.snapshot.effective_slots)
-        fleet_burn = GaugeMetricFamily(
-            "pacer_fleet_burn_usd_per_minute", "What the running turns that spend quota burn, per minute"
-        )
-        fleet_burn.add_metric([], sum(t.burn_per_min for t in card.snapshot.fleet if t.spends_quota))
-        return [*figures.values(), burn, pace, resets, measured, fleet, slots, fleet_burn]
-

@@ -105,7 +105,8 @@ def test_the_providers_figure_reaches_every_surface_while_the_turn_runs(room: Pa
         assert "as Anthropic (Claude Code) reports it" in said and "80.0% used" in said, said
         metrics = httpx.get(f"{base}/metrics", timeout=10).text
         assert 'pacer_window_measured{by="anthropic",window="5h"} 1.0' in metrics, metrics
-        assert 'pacer_window_spent{unit="fraction",window="5h"} 0.8' in metrics
+        assert 'pacer_window_spent_ratio{window="5h"} 0.8' in metrics
+        assert 'pacer_window_spent_usd{window="5h"}' not in metrics  # a fraction has no dollars to show
         running = httpx.get(f"{base}/api/v1/sessions", headers=AUTH, timeout=10).json()
         assert [s["status"] for s in running["sessions"]] == ["running"], json.dumps(running)[:2000]
         print(f"the provider's 80% was on /api/v1/policy {shown - printed:.2f} s after the agent printed it")

@@ -128,11 +128,14 @@ def test_a_scrape_during_a_burst_answers_and_the_gauges_match_the_rows(api: Api)
     assert {k: v for k, v in series(samples, "pacer_sessions").items() if v} == {
         (("status", status),): float(n) for status, n in Counter(s.status for s in sessions).items()
     }
-    assert {dict(k)["class"] + "/" + dict(k)["reason"]: v for k, v in series(samples, "pacer_queue_depth").items()} == {
+    counted = {dict(k)["class"] + "/" + dict(k)["reason"]: v for k, v in series(samples, "pacer_queue_depth").items()}
+    assert {k: v for k, v in counted.items() if v} == {
         f"{klass}/{reason}": float(n) for (klass, reason), n in depth.items()
     }
     assert depth and len(waiting) > DELIVERIES  # most of the burst waits behind two slots
-    assert series(samples, "pacer_session_holds") == {(("reason", r),): float(n) for r, n in holds.items()}
+    assert {k: v for k, v in series(samples, "pacer_session_holds").items() if v} == {
+        (("reason", r),): float(n) for r, n in holds.items()
+    }
     finished = [t for t in turns if t.status in ("done", "failed", "halted")]
     assert finished and all(t.outcome == "success" for t in finished)
     assert of(samples, "pacer_turns_total", status="done", outcome="success") == len(finished)
@@ -152,10 +155,15 @@ def test_a_scrape_during_a_burst_answers_and_the_gauges_match_the_rows(api: Api)
     card = api.get("/policy").json()["gate"]
     assert card["windows"]
     for window in card["windows"]:
-        labels = {"window": window["name"], "unit": window["unit"]}
-        assert of(samples, "pacer_window_spent", **labels) == pytest.approx(window["spent"])
-        assert of(samples, "pacer_window_spot_budget", **labels) == pytest.approx(window["spot_budget"])
-        assert of(samples, "pacer_window_capacity", **labels) == pytest.approx(window["capacity"])
+        unit, name = window["unit"], window["name"]
+        assert unit == "usd"  # the harness's windows are calibrated
+        assert of(samples, "pacer_window_spent_usd", window=name) == pytest.approx(window["spent"])
+        assert of(samples, "pacer_window_spot_budget_usd", window=name) == pytest.approx(window["spot_budget"])
+        assert of(samples, "pacer_window_capacity_usd", window=name) == pytest.approx(window["capacity"])
+        share = window["spent"] / window["capacity"]
+        assert of(samples, "pacer_window_spent_ratio", window=name) == pytest.approx(share)
+        assert of(samples, "pacer_window_fleet_burn_usd_per_second", window=name) == pytest.approx(
+            window["fleet_burn_per_min"] / 60)
 
     # HTTP latency, by route template: one sample per answered request.
     assert (
@@ -181,8 +189,9 @@ def test_two_apps_on_one_database_report_the_same_gauges(api: Api, clock: Virtua
         first, again = scrape(api.server.url), scrape(second.url)
     finally:
         second.stop()
-    from_rows = {k: v for k, v in first.items() if not k[0].startswith("pacer_http_")}
-    assert from_rows == {k: v for k, v in again.items() if not k[0].startswith("pacer_http_")}
+    per_process = ("pacer_http_", "process_")  # what each process counts of its own
+    from_rows = {k: v for k, v in first.items() if not k[0].startswith(per_process)}
+    assert from_rows == {k: v for k, v in again.items() if not k[0].startswith(per_process)}
     assert of(first, "pacer_sessions", status="running") == 2 and of(first, "pacer_sessions", status="waiting") == 3
 
 
@@ -213,7 +222,8 @@ def test_every_metric_served_is_documented_and_the_dashboard_asks_only_for_those
     assert api.post("/sessions", {"prompt": "one"}).status_code == 201  # an HTTP sample, so its histogram shows
     served = {family.name for family in text_string_to_metric_families(httpx.get(f"{api.server.url}/metrics").text)}
     documented = {_family(name) for name in re.findall(r"^\| `(pacer_[a-z_]+)`", DOCS.read_text(), re.M)}
-    assert served == documented
+    assert {name for name in served if name.startswith("pacer_")} == documented
+    assert {"process_cpu_seconds", "python_info"} <= served  # the collectors docs/metrics.md names
     dashboard = json.loads(DASHBOARD.read_text())
     asked = {_family(name) for panel in dashboard["panels"] for target in panel["targets"]
              for name in re.findall(r"pacer_[a-z_]+", target["expr"])}
