@@ -211,7 +211,7 @@ def test_a_killed_leaders_turns_run_again_once_and_the_survivors_own_run_on(data
         first_holder = _leader_pid(engine)
         assert first_holder is not None
         on_leader = [replicas.new(leader, f"leader's work {i} sleep=30", "priority") for i in range(3)]
-        on_standby = [replicas.new(standby, f"standby's work {i} sleep=16", "priority") for i in range(3)]
+        on_standby = [replicas.new(standby, f"standby's work {i} sleep=8", "priority") for i in range(3)]
         assert _until(lambda: len(replicas.runs()) == 6, 15), replicas.runs()
         owners = dict(_rows(engine, "SELECT session_id, owner FROM turns"))
         assert len({owners[s] for s in on_leader}) == 1 and len({owners[s] for s in on_standby}) == 1

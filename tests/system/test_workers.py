@@ -3,7 +3,7 @@ two `pacer worker` processes run every turn through procrastinate on one Postgre
 and a stand-in agent logs each run it starts, so a turn run twice, or never, shows
 (`tests.support.cluster`).
 
-Two hundred sessions, priority and spot, arrive through both replicas; the leading replica is
+A hundred and twenty sessions, priority and spot, arrive through both replicas; the leading replica is
 killed with SIGKILL and the rest arrive through the other, which takes the lead; then one worker
 is killed while it runs turns. No attempt runs twice and every session's last runs once (the
 agent's log against the turn rows); the dead worker's turns, those it ran and those it had taken
@@ -43,8 +43,8 @@ from tests.support.cluster import (
 from tests.support.custody_support import agent_processes
 from tests.support.slack_mock import BOT_USER_ID, MockSlack, event_body, signed_headers
 
-SESSIONS = 200  # a third priority, the rest spot
-BEFORE_KILL = 60  # sent across both replicas; the rest go through the survivor as it takes over
+SESSIONS = 120  # a third priority, the rest spot: ten times the slots, so spot work is held
+BEFORE_KILL = 40  # sent across both replicas; the rest go through the survivor as it takes over
 SETTLED_SECONDS = 1.5  # a hold's alarm is armed once its transaction commits: a younger hold is not judged
 
 
