@@ -25,19 +25,22 @@ seven_day_opus, shown as "7d_opus"), which the provider may spend out before the
 week. Another model's bucket holds nothing here: its work is not this runner's. A bucket has no
 ledger equivalent, so it is decided on only while an agent's reading of it is current. A runner
 that leaves the model to the agent is decided on the five-hour and weekly windows alone.
+
+The source asks its ledger and its book only what `Estimates` and `Readings` name, so the
+simulator (`bot/simulate/provider.py`) runs this same source over its in-memory meter.
 """
 
 from __future__ import annotations
 
 from collections import deque
+from collections.abc import Sequence
 from dataclasses import replace
 from datetime import datetime, timedelta
-from typing import Any
+from typing import Any, Protocol
 
 from sqlalchemy import Engine, select
 from sqlalchemy.dialects import postgresql, sqlite
 
-from integrations.quota.ledger import LedgerSource
 from scheduler.ports import ProviderReading, QuotaReading, WindowReading
 from scheduler.rules.calibration import Observation, calibrate, priced
 from scheduler.rules.provider_windows import Fallback, Measured, measure
@@ -54,6 +57,20 @@ def model_buckets(model: str | None) -> list[tuple[str, str]]:
     """(window name, provider kind) of the per-model weekly buckets that count `model`'s use."""
     lowered = (model or "").lower()
     return [(f"7d_{family}", f"seven_day_{family}") for family in MODEL_FAMILIES if family in lowered]
+
+
+class Estimates(Protocol):
+    """What the source asks of the ledger: its windows, and Pacer's own spend since each start."""
+
+    def read_in(self, db: Any, now: datetime) -> QuotaReading: ...
+
+    def spend(self, db: Any, starts: Sequence[datetime], now: datetime) -> list[float]: ...
+
+
+class Readings(Protocol):
+    """What the source asks of the book: the latest reading of each (account, window kind)."""
+
+    def latest_in(self, db: Any) -> list[ProviderReading]: ...
 
 
 class ReadingBook:
@@ -100,11 +117,11 @@ class AgentsSource:
     """QuotaSource over the provider's readings, falling back to `ledger` window by window."""
 
     def __init__(
-        self, engine: Engine, ledger: LedgerSource, book: ReadingBook | None = None, *, model: str | None = None
+        self, engine: Engine, ledger: Estimates, book: Readings | None = None, *, model: str | None = None
     ) -> None:
         self.engine = engine
         self.ledger = ledger
-        self.book = book or ReadingBook(engine)
+        self.book: Readings = book or ReadingBook(engine)
         self.buckets = model_buckets(model)
         # window name -> {that window instance's reset: its latest observation}
         self._observations: dict[str, dict[datetime, Observation]] = {}
@@ -155,4 +172,4 @@ class AgentsSource:
         kept[instance] = observation
 
 
-__all__ = ["KINDS", "AgentsSource", "ReadingBook", "model_buckets"]
+__all__ = ["KINDS", "AgentsSource", "Estimates", "ReadingBook", "Readings", "model_buckets"]
