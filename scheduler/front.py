@@ -23,6 +23,7 @@ from scheduler.engine.attempt import Block, Submission
 from scheduler.engine.effects import Effects
 from scheduler.engine.fleet import read_quota
 from scheduler.engine.lifecycle import Stopped, archive, stop
+from scheduler.engine.pause import AT_UTILIZATION_LIMIT
 from scheduler.engine.pause import COOLDOWN as PREEMPTION_COOLDOWN
 from scheduler.engine.records import hold_job_id
 from scheduler.engine.restart import restart_from_scratch
@@ -69,7 +70,7 @@ from scheduler.rules.genesis import (
 )
 from scheduler.rules.pool import pool_utilization
 from scheduler.rules.precedence import TOP_OF_SPOT, resolve_placement
-from scheduler.rules.snapshot import PolicyView, WindowState
+from scheduler.rules.snapshot import PolicyView, WindowState, window_label
 from scheduler.rules.top_up import TOP_UP_ATTRIBUTES, TOP_UP_KEYS, TOP_UP_RANGES
 from scheduler.rules.waiting import Mechanism, waiting_reason
 from scheduler.rules.windows import share_before, window_bounds
@@ -287,4 +288,6 @@ __all__ = [
     "CyclingEvent",
     "detect_cycling",
     "PREEMPTION_COOLDOWN",
+    "AT_UTILIZATION_LIMIT",
+    "window_label",
 ]

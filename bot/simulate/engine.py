@@ -30,7 +30,7 @@ from bot.simulate import policies
 from bot.simulate.accounting import account
 from bot.simulate.caps import cost_cap_figures
 from bot.simulate.demand import Demand, Tracked, expand
-from bot.simulate.meter import build_meter
+from bot.simulate.provider import build_meter, tally_gate
 from bot.simulate.scenario import Scenario
 from bot.simulate.trace import Sampler, Trace
 from bot.simulate.workers import Item, SimWorkerPool
@@ -91,6 +91,7 @@ class Run:
     cpu_seconds: float = 0.0  # this process's CPU: the speed on a machine nobody else is using
     preemption_events: list[CyclingEvent] = field(default_factory=list)  # the ledger, read before the store closes
     cost_caps: dict[str, Any] = field(default_factory=dict)  # `caps.cost_cap_figures`, read then too
+    gate_by_window: dict[str, Counter[str]] = field(default_factory=dict)  # provider windows: holds naming each
 
 
 class Simulation:
@@ -116,6 +117,7 @@ class Simulation:
         self.marks: list[tuple[int, datetime]] = []
         self.released: list[tuple[int, datetime]] = []
         self.sweeps: list[Any] = []
+        self.gate_by_window: dict[str, Counter[str]] = {w.name: Counter() for w in scenario.windows if w.reported_by}
         self.ctx = Context(
             ports=Ports(
                 engine=self.engine,
@@ -157,6 +159,8 @@ class Simulation:
         self.notices[event] += 1
         if event == "preempt_marked":
             self.marks.append((int(context.get("session_id") or 0), self.clock.now()))
+        if self.gate_by_window and event in ("held", "paused"):
+            tally_gate(self.gate_by_window, event, context)
         self.sampler.dirty = True
 
     def _periodic(self, name: str, interval: timedelta) -> None:
@@ -267,7 +271,8 @@ class Simulation:
             caps = cost_cap_figures(db)
         wall, cpu = time.perf_counter() - began, time.process_time() - cpu
         return Run(scenario, self.policy, self.tracked, self.sampler.trace, self.pool, self.jobs, self.notices,
-                   self.marks, self.released, self.sweeps, states, self.timings, wall, t, cpu, ledger, caps)
+                   self.marks, self.released, self.sweeps, states, self.timings, wall, t, cpu, ledger, caps,
+                   self.gate_by_window)
 
     def close(self) -> None:
         self.engine.dispose()

@@ -6,6 +6,8 @@ fleet spends. Two shapes, both behind the `QuotaSource` port:
                  that began before the window's start split there, pro rata by time) plus what
                  running turns have accrued inside it; windows reset on a fixed schedule
                  anchored at their first reset.
+  ProviderMeter  (provider.py) the windows a scenario marks `reported_by`, as the provider's
+                 agents report them, read by production's `agents` source.
   AccountsMeter  a pool of accounts (`[[accounts]]`): each turn lands on the servable account
                  with the most room, each account keeps its own ledger plus what others spend
                  on it (its readings over time), and the pool is averaged by the same rules
@@ -21,6 +23,7 @@ from __future__ import annotations
 from bisect import bisect_left
 from dataclasses import dataclass, field
 from datetime import datetime
+from typing import Protocol
 
 from bot.simulate.scenario import AccountSpec, Scenario
 from scheduler.front import pool_utilization, share_before, window_bounds
@@ -99,6 +102,9 @@ class LedgerMeter:
 
     def read(self, now: datetime) -> QuotaReading:
         self.reads += 1
+        return self.reading(now)
+
+    def reading(self, now: datetime) -> QuotaReading:
         windows = []
         for name, period, budget, anchor in self.windows:
             begin, resets_at = window_bounds(anchor, period, now)
@@ -188,11 +194,17 @@ class AccountsMeter:
         return QuotaReading(windows=windows, accounts=readings, accounts_averaged=averages.averaged, read_at=now)
 
 
-Meter = LedgerMeter | AccountsMeter
+class Meter(Protocol):
+    """What the fleet tells a meter and the gate asks of it (`bot/simulate/provider.py: build_meter`
+    picks one for a scenario)."""
+
+    reads: int
+
+    def start(self, turn_id: int, at: datetime, burn_per_min: float) -> None: ...
+
+    def finish(self, turn_id: int, at: datetime, cost: float) -> None: ...
+
+    def read(self, now: datetime) -> QuotaReading | None: ...
 
 
-def build_meter(scenario: Scenario) -> Meter:
-    return AccountsMeter(scenario) if scenario.accounts else LedgerMeter(scenario)
-
-
-__all__ = ["AccountsMeter", "Ledger", "LedgerMeter", "Meter", "build_meter"]
+__all__ = ["AccountsMeter", "Ledger", "LedgerMeter", "Meter"]

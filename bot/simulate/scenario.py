@@ -18,6 +18,7 @@ from templates import error_text
 POLICIES = ("pacer", "fifo", "flat-target")  # bot/simulate/policies.py says what each one is
 WINDOW_NAMES = ("5h", "7d")  # the policy's two reserves are keyed by these names
 ACCOUNT_STATUSES = ("active", "quota_exceeded", "needs_reauth")
+PROVIDERS = ("anthropic", "openai")  # whose agents can report a window (`reported_by`)
 MAX_BATCH = 100_000
 _PART = re.compile(r"(\d+(?:\.\d+)?)([smhd])")
 _UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
@@ -50,6 +51,22 @@ class WindowSpec:
     period: timedelta
     budget_usd: float | None  # None in accounts mode: the pool's capacity is the accounts' sum
     first_reset: datetime
+    # Provider-reported (P18): the agents report the window's utilization, which counts what other
+    # surfaces of the account spend (`outside`: from each instant, dollars per hour), and Pacer
+    # hears it only with an agent's output, at most every `reports_every` while one runs.
+    reported_by: str | None = None
+    outside: tuple[tuple[datetime, float], ...] = ()
+    reports_every: timedelta = timedelta(minutes=5)
+
+    def outside_usd(self, begin: datetime, end: datetime) -> float:
+        """Dollars spent outside Pacer on this window's account from `begin` to `end`."""
+        total = 0.0
+        for k, (at, per_hour) in enumerate(self.outside):
+            until = self.outside[k + 1][0] if k + 1 < len(self.outside) else end
+            lo, hi = max(at, begin), min(until, end)
+            if hi > lo:
+                total += per_hour * (hi - lo).total_seconds() / 3600.0
+        return total
 
 
 @dataclass(frozen=True)

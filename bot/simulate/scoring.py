@@ -15,6 +15,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from bot.simulate.engine import Run
+from bot.simulate.provider import Past, outside_by_minute, over_share, provider_report
 from bot.simulate.scenario import Scenario
 from scheduler.front import CEILING_SWEEP, HOLD_SWEEP, PREEMPTION_COOLDOWN, detect_cycling, window_bounds
 from scheduler.wiring import PERIODIC
@@ -61,7 +62,10 @@ def binding_window(scenario: Scenario) -> str:
     sustainable rate (spot budget / period)."""
     def rate(name: str) -> float:
         w = scenario.window(name)
-        return scenario.budget(name) * (1 - scenario.policy.reserve_pct(name) / 100.0) / (w.period / MINUTE)
+        sustainable = scenario.budget(name) * (1 - scenario.policy.reserve_pct(name) / 100.0) / (w.period / MINUTE)
+        if w.reported_by is None:
+            return sustainable
+        return sustainable - w.outside_usd(scenario.start, scenario.end) / (scenario.duration / MINUTE)
 
     return min((w.name for w in scenario.windows), key=rate)
 
@@ -73,19 +77,26 @@ def windows_report(run: Run, total: list[float], spot: list[float]) -> dict[str,
         capacity = scenario.budget(w.name)
         spot_budget = capacity * (1 - scenario.policy.reserve_pct(w.name) / 100.0)
         instances: list[dict[str, Any]] = []
+        outside = outside_by_minute(w, scenario.start, run.end, len(total)) if w.reported_by else None
         begin, reset = window_bounds(w.first_reset, w.period, scenario.start)
         while begin < run.end:
             lo = max(int((begin - scenario.start) / MINUTE), 0)
             hi = min(int((reset - scenario.start) / MINUTE), len(total))
             cum = over_spot = over_priority = 0.0
             breaches, in_breach = 0, False
+            past = Past()
             for m in range(lo, hi):
-                before, cum = cum, cum + total[m]
-                share = (
-                    1.0
-                    if before >= spot_budget
-                    else ((cum - spot_budget) / total[m] if cum > spot_budget and total[m] > 0 else 0.0)
-                )
+                if outside is not None:  # the provider counts what others spend on the account too
+                    past.minute(cum, total[m], spot[m], outside[m], capacity)
+                    before, cum = cum, cum + total[m] + outside[m]
+                    share = over_share(before, cum, total[m] + outside[m], spot_budget)
+                else:
+                    before, cum = cum, cum + total[m]
+                    share = (
+                        1.0
+                        if before >= spot_budget
+                        else ((cum - spot_budget) / total[m] if cum > spot_budget and total[m] > 0 else 0.0)
+                    )
                 spot_part = spot[m] * share
                 over_spot += spot_part
                 over_priority += (total[m] - spot[m]) * share
@@ -103,6 +114,7 @@ def windows_report(run: Run, total: list[float], spot: list[float]) -> dict[str,
                     "spot_overshoot_usd": round(over_spot, 2),
                     "priority_in_reserve_usd": round(over_priority, 2),
                     "breaches": breaches,
+                    **(past.instance() if outside is not None else {}),
                 }
             )
             begin, reset = reset, reset + w.period
@@ -122,6 +134,8 @@ def windows_report(run: Run, total: list[float], spot: list[float]) -> dict[str,
             "max_spot_overshoot_usd": max((i["spot_overshoot_usd"] for i in instances), default=0.0),
             "instances": instances,
         }
+        if w.reported_by is not None:
+            out[w.name].update(provider_report(run.pool.meter, run.gate_by_window, w, instances))
     return out
 
 

@@ -36,7 +36,8 @@ from scheduler.front import (
 
 @dataclass
 class WindowSample:
-    spent: float  # what the gate sees: the meter's spend in the current window
+    spent: float  # what the gate sees: the meter's spend in the current window (a provider window: its
+    # utilization, on the scale of the window's budget, whatever calibration prices it at)
     capacity: float
     window_start: datetime
     resets_at: datetime
@@ -95,6 +96,7 @@ class Sampler:
         spot_runtimes = {r.name: r for r in scenario.runtimes if r.spends_quota}
         burns = [r.burn_usd_per_min for r in spot_runtimes.values() if r.burn_usd_per_min > 0]
         self.one_session_burn = min(burns) if burns else 0.0
+        self.provided = {w.name: float(w.budget_usd or 0.0) for w in scenario.windows if w.reported_by}
 
     def _count_waiting(self, now: datetime) -> tuple[int, int, int]:
         """One grouped query; the class is resolved here from (stored class, genesis), the same
@@ -141,14 +143,14 @@ class Sampler:
                 running_priority += 1
         reading = self.meter.read(now)
         windows: dict[str, WindowSample] = {}
-        states = [
+        states = [  # the gate's own units: a window not yet priced (a provider's, before calibration) in fractions
             WindowState(
                 w.name,
                 timedelta(seconds=w.period_seconds),
                 w.resets_at,
-                float(w.capacity_usd or 0.0),
-                float(w.spent_usd or 0.0),
-                True,
+                float(w.capacity_usd) if w.capacity_usd else 1.0,
+                float(w.spent_usd or 0.0) if w.capacity_usd else w.utilization,
+                bool(w.capacity_usd),
             )
             for w in (reading.windows if reading is not None else ())
         ]
@@ -158,9 +160,21 @@ class Sampler:
         pace_binds: str | None = None
         with_one_more = burn + self.one_session_burn
         for w in states:
-            windows[w.name] = WindowSample(w.spent, w.capacity, w.resets_at - w.period, w.resets_at)
+            if w.name in self.provided:
+                budget = self.provided[w.name]
+                share = w.spent / w.capacity if w.capacity else 0.0
+                windows[w.name] = WindowSample(share * budget, budget, w.resets_at - w.period, w.resets_at)
+            else:
+                windows[w.name] = WindowSample(w.spent, w.capacity, w.resets_at - w.period, w.resets_at)
             spot_budget = w.capacity * (1 - reserves[w.name] / 100.0)
             minutes_left = (w.resets_at - now).total_seconds() / 60.0
+            if not w.calibrated:  # fraction mode, as the gate reckons it: no projection, a straight-line pace
+                if budget_binds is None and w.spent >= spot_budget:
+                    budget_binds = w.name
+                elapsed = 1.0 - minutes_left / (w.period.total_seconds() / 60.0)
+                if pace_binds is None and w.name not in unpaced and w.spent > spot_budget * min(max(elapsed, 0.0), 1.0):
+                    pace_binds = w.name
+                continue
             if (
                 budget_binds is None and w.spent + with_one_more * projection_minutes(minutes_left) > spot_budget
             ):  # the gate's cap

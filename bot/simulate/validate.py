@@ -15,6 +15,7 @@ from typing import Any
 from bot.simulate.scenario import (
     ACCOUNT_STATUSES,
     MAX_BATCH,
+    PROVIDERS,
     WINDOW_NAMES,
     AccountReadingSpec,
     AccountSpec,
@@ -42,7 +43,11 @@ POLICY = (
     "preemption",
     "flat_target_pct",
 )
-WINDOW = ("name", "period", "budget_usd", "first_reset")
+WINDOW = (
+    "name", "period", "budget_usd", "first_reset", "reported_by", "outside_usd_per_hour", "outside", "reports_every",
+)
+PROVIDER_KEYS = ("outside_usd_per_hour", "outside", "reports_every")  # only with reported_by
+OUTSIDE = ("at", "usd_per_hour")
 RUNTIME = ("name", "burn_usd_per_min", "spends_quota")
 ARRIVAL = (
     "at",
@@ -144,8 +149,40 @@ def _windows(raw: Any, start: datetime, *, accounts_mode: bool) -> tuple[WindowS
                 error_text("simulate_scenario/first_reset", where=f"{at}.first_reset", value=w["first_reset"])
             )
         budget = None if accounts_mode else _number(f"{at}.budget_usd", w["budget_usd"], above=True)
-        windows.append(WindowSpec(str(w["name"]), period, budget, first))
+        windows.append(WindowSpec(str(w["name"]), period, budget, first, *_provider(at, w, start, accounts_mode)))
     return tuple(windows)
+
+
+def _provider(
+    at: str, w: Mapping[str, Any], start: datetime, accounts_mode: bool
+) -> tuple[str | None, tuple[tuple[datetime, float], ...], timedelta]:
+    """A provider-reported window's keys: who reports it, what others spend, how often it is heard."""
+    if "reported_by" not in w:
+        for key in PROVIDER_KEYS:
+            if key in w:
+                raise ScenarioError(error_text("simulate_scenario/needs_reported_by", where=f"{at}.{key}"))
+        return None, (), WindowSpec.reports_every
+    provider = w["reported_by"]
+    if provider not in PROVIDERS:
+        raise ScenarioError(
+            error_text("simulate_scenario/not_one_of", where=f"{at}.reported_by", allowed=PROVIDERS, value=provider)
+        )
+    if accounts_mode:
+        raise ScenarioError(error_text("simulate_scenario/reported_with_accounts", where=f"{at}.reported_by"))
+    rate = _number(f"{at}.outside_usd_per_hour", w.get("outside_usd_per_hour", 0.0), high=1_000_000)
+    changes = []
+    for j, item in enumerate(_array(f"{at}.outside", w.get("outside"))):
+        where = f"{at}.outside[{j}]"
+        o = _table(where, item, OUTSIDE, required=OUTSIDE)
+        changes.append((
+            parse_instant(f"{where}.at", o["at"], start),
+            _number(f"{where}.usd_per_hour", o["usd_per_hour"], high=1_000_000),
+        ))
+    outside = tuple(sorted([(start, rate), *changes], key=lambda c: c[0]))
+    every = parse_duration(f"{at}.reports_every", w["reports_every"]) if "reports_every" in w else (
+        WindowSpec.reports_every
+    )
+    return str(provider), outside, every
 
 
 def _runtime(at: str, raw: Any) -> RuntimeSpec:

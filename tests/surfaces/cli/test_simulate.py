@@ -145,7 +145,7 @@ def test_a_file_that_is_not_toml_names_the_file(tmp_path: Path) -> None:
         load_scenario(str(bad))
 
 
-@pytest.mark.parametrize("name", ["calm", "saturated", "label_storm"])
+@pytest.mark.parametrize("name", ["calm", "saturated", "label_storm", "provider_reported"])
 def test_the_example_scenarios_validate(name: str) -> None:
     scenario = load_scenario(str(EXAMPLES / f"{name}.toml"))
     assert scenario.duration >= timedelta(days=1) and expand(scenario)
