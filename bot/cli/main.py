@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import logging
 import os
 import sys
 from collections.abc import Sequence
@@ -76,7 +77,8 @@ def build_parser() -> argparse.ArgumentParser:
         description="Pacer: schedules AI coding-agent work under a finite quota. "
         "Priority work runs now; spot work soaks up what is left, deferred, never dropped.",
     )
-    parser.add_argument("--config", help="path to pacer.toml (default: ./pacer.toml if present)")
+    parser.add_argument("--config", help=CONFIG_HELP)
+    parser.add_argument("--version", action="version", version=f"pacer {_version()}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
 
     serve = sub.add_parser("serve", help="run the HTTP server and the scheduler", description=
@@ -122,7 +124,33 @@ def build_parser() -> argparse.ArgumentParser:
     from bot.cli import policy
 
     policy.register(sub)
+    for command in sub.choices.values():  # `pacer serve --config FILE` as well as `pacer --config FILE serve`
+        command.add_argument("--config", default=argparse.SUPPRESS, help=CONFIG_HELP)
     return parser
+
+
+CONFIG_HELP = "path to pacer.toml (default: $PACER_CONFIG, else ./pacer.toml if present)"
+
+
+def _version() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("pacer")
+    except PackageNotFoundError:  # run from a checkout that was never installed
+        return "unknown (not installed)"
+
+
+def _preflight(args: argparse.Namespace) -> None:
+    """Logging as configured, before any line (pacer.toml's format included), then a word on
+    each PACER_* variable that is no setting."""
+    from bot.config.preflight import log_options, strays
+    from bot.config.settings import VARIABLES
+    from templates import render
+
+    logs.configure(*log_options(os.environ, getattr(args, "config", None)))
+    for stray in strays(os.environ, (var.name for var in VARIABLES)):
+        logging.getLogger("pacer.config").warning(render("text/unknown_variable.j2", stray=stray))
 
 
 SIGPIPE_EXIT = 128 + 13  # the status a shell shows for a writer ended by SIGPIPE
@@ -142,8 +170,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if not getattr(args, "func", None):
         parser.print_help()
         return 2
-    # Before the settings are read, so their own errors and the first lines share the format.
-    logs.configure(os.environ.get("PACER_LOG_LEVEL", "INFO"), os.environ.get("PACER_LOG_FORMAT", "text"))
+    _preflight(args)  # before the settings are read, so their own errors and the first lines share the format
     try:
         code = int(args.func(args) or 0)
         sys.stdout.flush()  # a reader that stopped early (`| head`) fails here, not at interpreter exit

@@ -71,6 +71,11 @@ class SettingsFields(BaseSettings):
         "The role the shared PACER_API_TOKEN acts with: "
         "member, or operator for automation that changes policy and triggers",
     )
+    metrics_token: Secret = _field(
+        "PACER_METRICS_TOKEN",
+        None,
+        "Bearer token GET /metrics asks for (unset: /metrics is open, as most exporters are)",
+    )
     log_level: Annotated[str, _rule(rules.log_level)] = _field(
         "PACER_LOG_LEVEL", "INFO", "Log level (APScheduler and HTTP clients log at WARNING unless this is DEBUG)"
     )

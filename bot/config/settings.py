@@ -28,6 +28,7 @@ SECRET_NAMES = frozenset(
     {
         "PACER_API_TOKEN",
         "PACER_API_TOKENS",
+        "PACER_METRICS_TOKEN",
         "SLACK_BOT_TOKEN",
         "SLACK_SIGNING_SECRET",
         "SLACK_APP_TOKEN",

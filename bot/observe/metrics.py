@@ -14,15 +14,13 @@ process (the tests, a console beside a server) never register a metric twice.
 
 Open by default, like most exporters: the numbers are counts, sizes and money, never a prompt,
 title or secret, and Fly's own metrics scraper sends no credentials. Set `PACER_METRICS_TOKEN`
-to require `Authorization: Bearer <token>` (read here from the environment when the app is made).
+to require `Authorization: Bearer <token>` (a setting like any other: `pacer config` lists it).
 """
 
 from __future__ import annotations
 
 import hmac
-import os
 import platform
-from collections.abc import Mapping
 from importlib.metadata import PackageNotFoundError, version
 
 from fastapi import FastAPI, Request
@@ -44,7 +42,6 @@ from bot.runtime.process import Pacer
 from templates import error_text
 
 PATH = "/metrics"
-TOKEN_VARIABLE = "PACER_METRICS_TOKEN"
 # Seconds: a webhook is answered in milliseconds, a Slack command well under 3 s.
 HTTP_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
 # The health check's series is there from the start, at 0, so the latency family is never absent
@@ -55,7 +52,7 @@ FIRST_ROUTE = ("GET", "/healthz", "200")
 disable_created_metrics()  # type: ignore[no-untyped-call]
 
 
-def register(app: FastAPI, pacer: Pacer, *, environ: Mapping[str, str] = os.environ) -> Observe:
+def register(app: FastAPI, pacer: Pacer) -> Observe:
     """Mount GET /metrics; returns what records one served request in the latency histogram."""
     registry = CollectorRegistry()
     registry.register(DatabaseCollector(pacer.engine, pacer.ctx))
@@ -72,7 +69,7 @@ def register(app: FastAPI, pacer: Pacer, *, environ: Mapping[str, str] = os.envi
         registry=registry,
     )
     latency.labels(*FIRST_ROUTE)
-    token = environ.get(TOKEN_VARIABLE, "").strip()
+    token = (pacer.settings.metrics_token or "").strip()
 
     def observe(method: str, route: str, status: int, seconds: float) -> None:
         if route != PATH:  # a scrape timing itself would only measure the database read

@@ -195,11 +195,8 @@ def test_two_apps_on_one_database_report_the_same_gauges(api: Api, clock: Virtua
     assert of(first, "pacer_sessions", status="running") == 2 and of(first, "pacer_sessions", status="waiting") == 3
 
 
-def test_a_metrics_token_guards_the_scrape(
-    engine: Engine, clock: VirtualClock, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    monkeypatch.setenv("PACER_METRICS_TOKEN", "scrape-me-0123456789")
-    guarded = make_api(engine, clock)
+def test_a_metrics_token_guards_the_scrape(engine: Engine, clock: VirtualClock) -> None:
+    guarded = make_api(engine, clock, PACER_METRICS_TOKEN="scrape-me-0123456789")
     try:
         url = f"{guarded.server.url}/metrics"
         missing = httpx.get(url)
