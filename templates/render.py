@@ -35,6 +35,11 @@ def _when(value: Any) -> str:
     return value.strftime("%Y-%m-%d %H:%M UTC") if value is not None else "—"
 
 
+def _words(value: Any) -> str:
+    """A reason code (`at_utilization_limit`) as the words a person reads (`text/reason_words.j2`)."""
+    return render("text/reason_words.j2", reason=str(value))
+
+
 def _is_slack(context: Context) -> bool:
     flavour: object = context.resolve_or_missing("flavour")
     if flavour not in FLAVOURS:
@@ -73,7 +78,7 @@ def _environment(*, autoescape: bool) -> Environment:
         keep_trailing_newline=False,
         auto_reload=False,  # the files ship with the package: no stat() per sentence rendered
     )
-    env.filters.update(slack=slack_escape, money=_money, pct=_pct, when=_when, repr=repr, **MARKUP)
+    env.filters.update(slack=slack_escape, money=_money, pct=_pct, when=_when, repr=repr, words=_words, **MARKUP)
     return env
 
 

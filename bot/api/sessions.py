@@ -282,7 +282,7 @@ def patch(session_id: SessionId, body: SessionPatch, request: Request, who: Call
             started = start_now_out(start_now(ctx, session_id, actor=who.name), ctx.clock.now())
         except PacerError as exc:
             started = {"shape": "refused", "sentence": str(exc), "submission": None}
-    if {"scheduling_class", "precedence"} & changed.keys() or "place" in fields:
+    if {"scheduling_class", "precedence"} & changed.keys():  # a PATCH that moved nothing tells no one
         ctx.emit("queue_reordered", session_id=session_id, actor=who.name)  # as `/pacer promote|demote|rank` does
     return {"session": _detail(ctx, session_id), "changed": changed, "start_now": started}
 

@@ -84,10 +84,6 @@ ENGINE: dict[str, EngineHandler] = {
 }
 
 
-# Commands that change the queue's order without the turn engine, which tells people itself.
-REORDERING = frozenset({"promote", "demote", "rank"})
-
-
 def available(name: str) -> bool:
     return name in STORE or name in ENGINE
 
@@ -104,7 +100,8 @@ def answer(pacer: Pacer, actor: str, text: str, *, surface: str, role: Role | No
         command = parse(text)
         result = _execute(pacer, command, actor, role or role_of(pacer.settings.roster, actor), surface, now)
         started = running.start_promoted(pacer, result.start_now, actor) if result.start_now else []
-        if verb(command) in REORDERING:
+        # promote, demote and rank move the queue without the turn engine (which tells people itself)
+        if result.reordered:
             pacer.ctx.emit("queue_reordered", session_id=getattr(command, "session_id", None), actor=actor)
         values = {**result.values, "started": started}
         body = render_chat(result.template, flavour, **values)

@@ -61,6 +61,7 @@ class Answer:
     in_channel: bool = False
     blocks: list[dict[str, Any]] | None = None
     start_now: tuple[int, ...] = ()
+    reordered: bool = False  # the queue's order changed: `queue_reordered` is emitted once it is committed
 
 
 @dataclass

@@ -57,6 +57,7 @@ def promote(ctx: StoreContext, command: c.Promote) -> Answer:
         "promoted",
         {"session": _plain(ctx, session), "changed": True, "before": before.value},
         start_now=start,
+        reordered=True,
     )
 
 
@@ -70,6 +71,7 @@ def demote(ctx: StoreContext, command: c.Demote) -> Answer:
     return Answer(
         "demoted",
         {"session": _plain(ctx, session), "changed": True, "top": command.top, "before": before.value},
+        reordered=True,
     )
 
 
@@ -93,6 +95,7 @@ def rank(ctx: StoreContext, command: c.Rank) -> Answer:
     return Answer(
         "ranked",
         {"session": _plain(ctx, session), "before": before, "nudged": nudged, "position": place},
+        reordered=session.precedence != before or bool(nudged),  # what ranked.j2 calls "nothing changed" is not
     )
 
 

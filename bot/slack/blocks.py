@@ -9,6 +9,7 @@ The action ids and option values are the contract with `bot/slack/actions.py`:
 
 from __future__ import annotations
 
+from types import SimpleNamespace
 from typing import Any
 
 from slack_sdk.models.blocks import (
@@ -132,8 +133,9 @@ def holds_blocks(values: dict[str, Any], *, now: Any, limit: int) -> list[dict[s
     for block in operator_hold_blocks(values["operator_holds"], now=now):
         out.append(block)
         counts.append(1)
+    seen = SimpleNamespace(firsts={})  # a sentence is shown at its first row, and named by it after
     for held in values["sessions"]:
-        out.append(SectionBlock(text=mrkdwn(render("slack/holds_session_row.j2", held=held))))
+        out.append(SectionBlock(text=mrkdwn(render("slack/holds_session_row.j2", held=held, seen=seen))))
         counts.append(1)
     if not (values["queue_holds"] or values["operator_holds"] or values["sessions"]):
         out.append(ContextBlock(elements=[mrkdwn(render("slack/holds_none.j2"))]))

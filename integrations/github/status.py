@@ -106,11 +106,9 @@ def status_view(
     headline = waiting_reason(session, now, spot=spot).headline
     kind = headline.kind if headline is not None else None
     if status == Status.NEEDS_INPUT.value or kind in ("pause", "park", "sleep"):
-        why = (
-            session.park_reason
-            if kind == "park"
-            else session.pause_detail or session.pause_reason or session.park_reason
-        )
+        code = session.park_reason if kind == "park" else session.pause_reason or session.park_reason
+        detail = None if kind == "park" else session.pause_detail
+        why = detail or (render("text/reason_words.j2", reason=code) if code else None)  # words, never a code
         return StatusView("paused", why=why, until=session.wake_at if kind == "sleep" else None, **base)
     if headline is None:
         return StatusView("queued", position=position, queued=queued, **base) if spot else StatusView("queued", **base)

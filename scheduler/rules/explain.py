@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import datetime
 
-from scheduler.rules.gate import Ceiling, Decision, Reason, binding_rollover
+from scheduler.rules.gate import Ceiling, Decision, Reason
 from templates import render
 
 
@@ -34,7 +34,6 @@ def explain(decision: Decision, now: datetime) -> Explanation:
     ctx = dict(
         d=decision,
         now=now,
-        rollover=binding_rollover(decision),
         threshold=_threshold(decision),
         spent=[w for w in decision.windows if w.name in decision.budget_spent_windows],
         paced=[w for w in decision.windows if w.name in decision.paced_windows],

@@ -343,14 +343,3 @@ def decide(snapshot: Snapshot | None, asking: Asking, now: datetime, **kw: float
         return evaluate(snapshot, asking, now, **kw)
     except Exception as exc:  # noqa: BLE001 — the whole point is that nothing escapes
         return Decision(True, Reason.UNAVAILABLE, error=f"{type(exc).__name__}: {exc}")
-
-
-def binding_rollover(decision: Decision) -> datetime | None:
-    """When the hold cannot outlast: the rollover that refills what is holding it."""
-    names: Sequence[str] = decision.budget_spent_windows or decision.paced_windows
-    resets = [w.resets_at for w in decision.windows if w.name in names]
-    if not resets:
-        return None
-    # Only the windows that hold it bound the wait: a spent budget is named, a window that is
-    # merely ahead of its curve is not (it clears as soon as the fleet slows).
-    return max(resets)

@@ -126,7 +126,7 @@ def test_a_hold_keeps_sessions_waiting_even_with_capacity_free_and_start_now_too
     assert submit_turn(ctx, sid, "go").outcome == "held"
     result = start_now(ctx, sid)
     assert result.sentence.startswith(f"#{sid} was not started and stays queued: held by U_ANN")
-    assert f"  #{sid} (untitled)\n      held: operator_hold" in holds_text(ctx)
+    assert f"  #{sid} (untitled)\n      held: an operator's hold" in holds_text(ctx)
 
 
 def test_a_ttl_ends_the_hold_by_itself_and_the_queue_moves(engine, clock) -> None:

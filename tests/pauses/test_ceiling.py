@@ -57,7 +57,7 @@ def test_a_spent_budget_pauses_every_running_spot_turn_and_nothing_else(engine, 
         )
         assert s.pause_at == clock.now()
         assert s.pause_detail.startswith(
-            "Held by the spot gate's budget (at_utilization_limit): the 5-hour window has no non-reserved budget"
+            "Held by the spot gate's budget: the 5-hour window has no non-reserved budget"
         )
         assert scene.turns(sid)[-1].status == "halted"
     assert scene.running_ids() == {p, codex, fork}  # priority, no-quota runtimes, bookkeeping

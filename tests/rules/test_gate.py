@@ -457,7 +457,7 @@ def test_a_budget_held_on_what_is_projected_is_not_held_until_the_rollover() -> 
     d = evaluate(snap(w5=window(spent=39.0, hours_left=4), fleet=burning), asking(burn=0.05), NOW)
     assert d.ceiling is Ceiling.SPOT_BUDGET and d.reason is Reason.AT_UTILIZATION_LIMIT
     text = explain(d, NOW)
-    assert text.why.startswith("Held by the spot gate's budget (at_utilization_limit)")
+    assert text.why.startswith("Held by the spot gate's budget: ")
     assert not text.until.startswith("Held until the 5-hour window rolls over")
     assert "($1.00 left)" in text.until and "a running session finishing can free it" in text.until
     assert "an upper bound on the wait, not a forecast" in text.until
@@ -469,8 +469,8 @@ def test_the_two_at_utilization_limit_holds_say_which_check_held() -> None:
         evaluate(snap(w5=window(spent=30.0, hours_left=2), fleet=[spot_turn(1, burn=0.07)]), asking(burn=0.02), NOW),
         NOW,
     ).why
-    assert spent.startswith("Held by the spot gate's budget (at_utilization_limit)")
-    assert paced.startswith("Held by the spot gate's pace (at_utilization_limit)")
+    assert spent.startswith("Held by the spot gate's budget: ")
+    assert paced.startswith("Held by the spot gate's pace: ")
 
 
 def test_pacing_until_offers_the_rollover_as_an_upper_bound_only() -> None:

@@ -26,7 +26,7 @@ def test_card_reports_the_decision_the_gate_makes(engine, clock) -> None:
     assert data["decision"]["stops_running_work"] is True
     assert data["queue"]["held"] == 1
     text = render_card(card)
-    assert "Decision for a new spot session: at_utilization_limit (ceiling: spot_budget)" in text
+    assert "Decision for a new spot session: held by the spot budget" in text
     assert "Held until the 5-hour window rolls over" in text
     assert "1 held" in text
 
@@ -37,7 +37,7 @@ def test_card_says_when_the_configured_max_is_unreachable(engine, clock) -> None
     with session_scope(engine) as db:
         card = build_card(db, ctx, None, clock.now())
     assert "max sessions 20 is above the 12 workers, so 12 is the effective ceiling" in render_card(card)
-    assert "No quota reading: the gate falls open (no_snapshot)." in render_card(card)
+    assert "No quota reading: the gate falls open." in render_card(card)
 
 
 def test_pacer_policy_cli_sets_and_shows(tmp_path: Path) -> None:

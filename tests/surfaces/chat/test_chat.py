@@ -110,7 +110,7 @@ def test_queue_ranks_priority_above_spot_with_ladder_pill_and_reason(pacer) -> N
         f"  #{a} answer the customer · waiting · #1 of 3 · 0 ahead · [slack · priority] · p0",
         "Spot, by precedence (2)",
         f"  #{c} high · waiting · #2 of 3 · 1 ahead · [github_issue · spot] · p9",
-        f"  #{b} low · waiting · #3 of 3 · 2 ahead · [github_issue · spot] · p1 · held: at_utilization_limit, "
+        f"  #{b} low · waiting · #3 of 3 · 2 ahead · [github_issue · spot] · p1 · held: at the quota limit, "
         f"re-check 2026-11-02 09:10 UTC",
     ]
     spot = ask(pacer, "queue spot", actor="UMEM").text
@@ -125,7 +125,7 @@ def test_queue_ranks_priority_above_spot_with_ladder_pill_and_reason(pacer) -> N
     issue = ask(pacer, "queue genesis:github_issue", actor="UMEM").text.splitlines()
     assert issue[2:] == [
         f"  #{c} high · running · [github_issue · spot] · p9",
-        f"  #{b} low · waiting · #2 of 2 · 1 ahead · [github_issue · spot] · p1 · held: at_utilization_limit, "
+        f"  #{b} low · waiting · #2 of 2 · 1 ahead · [github_issue · spot] · p1 · held: at the quota limit, "
         f"re-check 2026-11-02 09:10 UTC",
     ]
 
@@ -215,7 +215,7 @@ def test_holds_lists_queue_holds_operator_holds_and_held_sessions(pacer) -> None
         "  hold 1 · genesis schedule · by UOP since 2026-11-02 09:00 UTC · until released · noisy <cron>",
         "Held, paused and parked sessions",
         f"  #{sid} waits",
-        "      held: fleet_at_cap, re-check 2026-11-02 09:10 UTC (since 2026-11-02 09:00 UTC) — Every slot is taken. "
+        "      held: every slot taken, re-check 2026-11-02 09:10 UTC (since 2026-11-02 09:00 UTC) — Every slot is taken. "
         "[resumed by its next re-check]",
     ]
     slack = ask(pacer, "holds", actor="UMEM", surface="slack")
@@ -241,8 +241,8 @@ def test_why_names_the_headline_and_the_others_on_the_record(pacer) -> None:
          park_reason="auth_outage", park_at=T0 + timedelta(seconds=15))
     lines = ask(pacer, f"why #{sid}", actor="UMEM").text.splitlines()
     assert lines[0] == f"#{sid} stuck · waiting · [github_issue · spot] · p0"
-    assert lines[1] == "Waiting because parked: auth_outage (since 2026-11-02 09:00 UTC) [resumed by the un-park sweep]"
-    assert lines[2].startswith("Also on the record, and not why it is waiting now: held: at_utilization_limit")
+    assert lines[1] == "Waiting because parked: the provider's sign-in is failing (since 2026-11-02 09:00 UTC) [resumed by the un-park sweep]"
+    assert lines[2].startswith("Also on the record, and not why it is waiting now: held: at the quota limit")
     assert ask(pacer, f"why {add(pacer, 1)}").text.endswith("it is queued and waits only for its turn in the queue.")
     refused(pacer, "why 999", "UMEM", "session #999 does not exist", USAGE["why"])
     refused(pacer, "why x", "UMEM", "id: 'x' is not an id; use a number like 42 or #42", USAGE["why"])
@@ -446,7 +446,7 @@ def test_trigger_precedence_applies_to_its_next_sessions(pacer) -> None:
 def test_policy_shows_and_an_operator_sets_it_with_one_audit_line(pacer) -> None:
     shown = ask(pacer, "policy", actor="UMEM").text
     assert shown.startswith("Spot gate: ON")
-    assert "Decision for a new spot session: within_limits" in shown and "Account pool: Work is not blocked" in shown
+    assert "Decision for a new spot session: starts now (inside the budget, the pace and the slots)" in shown and "Account pool: Work is not blocked" in shown
     assert "  gating: on" in shown and "  max_sessions: 2" in shown and "genesis overrides: none" in shown
     reply = ask(pacer, "policy set gating=off reserve_5h=25 override:command=spot", actor="UOP", surface="slack")
     assert reply.ok and reply.in_channel

@@ -98,7 +98,7 @@ def test_app_home_opened_publishes_the_gate_card_above_the_ranked_queue(slack, m
         "divider",
     ]
     assert blocks[0]["text"]["text"] == "Spot gate on · a spot session would start now"
-    assert blocks[1]["text"]["text"].startswith("*Decision for a new spot session:* *starts now* (`no_snapshot`)")
+    assert blocks[1]["text"]["text"].startswith("*Decision for a new spot session:* *starts now* (no quota reading)")
     assert "No quota reading: the gate falls open" in blocks[2]["text"]["text"]
     assert (
         blocks[3]["text"]["text"]
@@ -123,7 +123,7 @@ def test_the_home_card_says_which_ceiling_holds_and_when_the_pool_comes_back(sla
     (call,) = mock.wait_for_method("views.publish")
     card = [b["text"]["text"] for b in call.body["view"]["blocks"][1:4]]
     assert card[0].startswith(
-        "*Decision for a new spot session:* *held* (`at_utilization_limit`, ceiling `spot_budget`)"
+        "*Decision for a new spot session:* *held* by the spot budget"
     )
     assert "Held until the 5-hour window rolls over at 2026-11-02 13:00 UTC" in card[0]
     assert "$1,000.00 spent of $1,000.00 · $200.00 reserved for priority" in card[1]

@@ -124,7 +124,7 @@ def test_policy_shows_the_decision_a_spot_session_gets_now_and_why(slack, mock: 
     slack.pacer.ctx.ports.quota = quota
     assert slack.command("policy", user="UMEM").status_code == 200
     text = _answer(mock).body["text"]
-    assert "*Decision for a new spot session:* *held* (`at_utilization_limit`, ceiling `spot_budget`)" in text
+    assert "*Decision for a new spot session:* *held* by the spot budget" in text
     assert "this ceiling also pauses running spot work" in text
     assert "Held until the 5-hour window rolls over at 2026-11-02 13:00 UTC, which refills the budget." in text
     assert "$1,000.00 spent of $1,000.00 · $200.00 reserved for priority · spot budget spent ($200.00 over)" in text

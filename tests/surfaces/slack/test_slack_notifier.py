@@ -66,7 +66,7 @@ def test_thread_source_keeps_a_reply_in_its_parent_thread() -> None:
     ("event", "context", "expected"),
     [
         ("started", {"turn_id": 1, "kind": "first"}, "has started."),
-        ("paused", {"reason": "budget_ceiling"}, "is paused (budget_ceiling)."),
+        ("paused", {"reason": "budget_ceiling"}, "is paused (budget ceiling)."),
         ("done", {"turn_id": 1, "cost_usd": 0.05, "output": "All 12 tests pass & the flake is gone."},
          "is done.\n> All 12 tests pass &amp; the flake is gone."),
         ("failed", {"error": "exit 2 & no output", "outcome": "failed"}, "failed.\nexit 2 &amp; no output"),
@@ -111,8 +111,8 @@ def test_a_held_notice_carries_its_sentence_and_make_this_session_priority(
     )
     (call,) = mock.calls_to("chat.postMessage")
     assert (
-        "is held (spot_budget).\nSpot budget for this 5-hour window is spent.\nPacer checks again at 2026-11-02 09:10 "
-        "UTC."
+        "is held (the spot budget).\nSpot budget for this 5-hour window is spent.\n"
+        "Pacer checks again at 2026-11-02 09:10 UTC."
         in call.body["text"]
     )
     (button,) = call.body["blocks"][-1]["elements"]
@@ -155,10 +155,10 @@ def test_a_queue_hold_is_announced_in_the_ops_channel_with_resume_where_it_can_w
     first, second = mock.calls_to("chat.postMessage")
     assert first.body["channel"] == second.body["channel"] == "C0OPS"
     assert "thread_ts" not in first.body
-    assert "The queue is held: rate_limit." in first.body["text"]
+    assert "The queue is held: provider rate limit." in first.body["text"]
     assert "Resumes at 2026-11-02 09:35 UTC" in first.body["text"]
     assert first.body["blocks"][-1]["elements"][0]["action_id"] == QUEUE_RESUME
-    assert "The `o/r` queue is held: auth." in second.body["text"]
+    assert "The `o/r` queue is held: sign-in needed." in second.body["text"]
     assert all(block["type"] != "actions" for block in second.body["blocks"])
 
 
