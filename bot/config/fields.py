@@ -80,7 +80,9 @@ class SettingsFields(BaseSettings):
         "PACER_LOG_LEVEL", "INFO", "Log level (APScheduler and HTTP clients log at WARNING unless this is DEBUG)"
     )
     log_format: Annotated[str, _rule(rules.one_of("text", "json"))] = _field(
-        "PACER_LOG_FORMAT", "text", "Log format: text, or json (one object a line: time, level, logger, message)"
+        "PACER_LOG_FORMAT", "text",
+        "Log format: text, or json (one object a line: time, level, logger, message, and the ids, event, reason, "
+        "class and genesis it knows)",
     )
     access_log: Flag = _field(
         "PACER_ACCESS_LOG",

@@ -14,7 +14,8 @@ request) and `scheduler.log_context.SESSION_ID` (set where a decision for one se
 line that names its session itself (`extra={"session_id": ...}`) keeps its own; any other line
 that says `session #N` is about session N. Text shows them
 after the logger (`pacer.github [request=3f2a9c0d1e2b4a5f session=12]: ...`), JSON as the
-`request_id` and `session_id` fields.
+`request_id` and `session_id` fields. A line that knows its notice's `event`, `reason`, `class` or
+`genesis` passes them as `extra=`, and JSON shows them as fields of their own too (FIELDS).
 """
 
 from __future__ import annotations
@@ -35,6 +36,10 @@ LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR")
 TEXT_FORMAT = "%(asctime)s %(levelname)s %(name)s%(ids)s: %(message)s"
 CHATTY = ("apscheduler", "httpx", "httpcore", "urllib3", "slack_sdk", "alembic")
 UVICORN = ("uvicorn", "uvicorn.error", "uvicorn.access", "uvicorn.asgi")
+# What a JSON line carries beside its message, when the record has it: the ids (the Ids filter's),
+# and what a log call knows and passes as `extra=` (a notice's event and reason, its session's
+# genesis and class: bot.runtime.notify), so a shipper filters on a field rather than the words.
+FIELDS = ("request_id", "session_id", "event", "reason", "class", "genesis")
 
 
 NAMED_SESSION = re.compile(r"\bsession #(\d+)")
@@ -81,7 +86,7 @@ class JsonFormatter(logging.Formatter):
             "logger": record.name,
             "message": record.getMessage(),
         }
-        for key in ("request_id", "session_id"):
+        for key in FIELDS:
             value = getattr(record, key, None)
             if value is not None:
                 entry[key] = value

@@ -27,7 +27,7 @@ from bot.runtime.adapters import (
     runtimes_from_settings,
 )
 from bot.runtime.leader import Leadership
-from bot.runtime.notify import CompositeNotifier, LogNotifier
+from bot.runtime.notify import CompositeNotifier, LogNotifier, session_fields
 from bot.triggers import file as triggers_file
 from integrations.apscheduler_deferrer import APSchedulerDeferrer, build_scheduler
 from integrations.quota.history import load_burn_table
@@ -100,7 +100,7 @@ def build(
         scheduler = build_scheduler(engine)
         deferrer = SharedDeferrer(APSchedulerDeferrer(scheduler), scheduler, engine)
         job_runner = jobs.run
-    notifier = CompositeNotifier(LogNotifier())
+    notifier = CompositeNotifier(LogNotifier(session_fields(engine)))
     if settings.runner != "echo":
         notifier.add(WorkspaceJanitor(engine, build_workspaces(settings)))  # an archived session's worktree goes
     clock = clock or SystemClock()

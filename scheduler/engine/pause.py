@@ -284,5 +284,5 @@ def resume_paused(work: Work, session: Session, *, margin: float = RESUME_MARGIN
     sub = admit(work, session, attempt)
     if sub.outcome == "started":
         work.effects.notice("resumed", session_id=sid, reason=reason)
-        log.info("session #%s resumed from its %s pause", sid, reason)
+        log.info("session #%s resumed from its %s pause", sid, reason, extra={"reason": reason})
     return Resume(sub, decision)

@@ -194,7 +194,7 @@ def _hold_own_queue(work: Work, session: Session, reason: str, sentence: str, fa
     """A failed session pauses its own queue — its concurrency group — and never unrelated work:
     a session in no group is stopped on its own and says so in its notice."""
     if session.concurrency_group is None:
-        log.warning("session #%s stopped (%s): %s", session.id, reason, sentence)
+        log.warning("session #%s stopped (%s): %s", session.id, reason, sentence, extra={"reason": reason})
         return
     record(work.db, work.effects, NewHold(session.concurrency_group, reason, sentence, detail=facts), work.now)
 

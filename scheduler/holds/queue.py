@@ -201,7 +201,8 @@ def record(db: DBSession, effects: Effects, spec: NewHold, now: datetime) -> Que
                  spec.reason, spec.group or "the whole queue", resumed.announced_at)
         return hold
     effects.notice("queue_hold", hold=view(hold), resumable=spec.reason in RESUMABLE)
-    log.warning("queue hold %s on %s: %s", spec.reason, spec.group or "the whole queue", spec.sentence)
+    log.warning("queue hold %s on %s: %s", spec.reason, spec.group or "the whole queue", spec.sentence,
+                extra={"reason": spec.reason})
     return hold
 
 
@@ -288,7 +289,8 @@ def resume_queue(ctx: Context, group: str | None = None, *, actor: str) -> Resum
         release(db, hold, now, by=actor, effects=effects)
         result = ResumeResult(view(hold), render("text/queue_resumed.j2", hold=view(hold), actor=actor))
     effects.apply(ctx)
-    log.warning("queue hold %s on %s resumed by %s", hold.reason, hold.group or "the whole queue", actor)
+    log.warning("queue hold %s on %s resumed by %s", hold.reason, hold.group or "the whole queue", actor,
+                extra={"reason": hold.reason})
     return result
 
 

@@ -107,7 +107,8 @@ def fire(ctx: Context, trigger_id: int, event: TriggerEvent, *, by_hand: bool = 
         db.flush()
         session_id = session.id or 0
     submission = submit_turn(ctx, session_id, prompt, kind="first")
-    log.info("trigger %r fired (%s): session #%s %s", trigger_id, genesis, session_id, submission.outcome)
+    log.info("trigger %r fired (%s): session #%s %s", trigger_id, genesis, session_id, submission.outcome,
+             extra={"genesis": genesis, "session_id": session_id})
     return Fired(session_id, submission)
 
 

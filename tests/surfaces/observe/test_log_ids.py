@@ -9,15 +9,17 @@ import io
 import json
 import logging
 from collections.abc import Iterator
+from datetime import timedelta
 from typing import Any
 
 import pytest
 from sqlalchemy import Engine
 
 from bot.observe.logs import TEXT_FORMAT, Ids, JsonFormatter
-from bot.runtime.notify import LogNotifier
+from bot.runtime.notify import LogNotifier, session_fields
 from scheduler.engine.attempt import Block
 from scheduler.log_context import about_session, name_session
+from scheduler.ports import Outcome
 from scheduler.testing import VirtualClock
 from tests.support.api_client import Api, make_api
 from tests.support.github_support import SECRET, headers, issue_payload
@@ -62,7 +64,7 @@ def captured() -> Iterator[Captured]:
 @pytest.fixture
 def api(engine: Engine, clock: VirtualClock) -> Iterator[Api]:
     served = make_api(engine, clock, max_sessions=1, GITHUB_WEBHOOK_SECRET=SECRET)
-    served.ctx.ports.notifier = LogNotifier()  # production's notice line: "session #N started"
+    served.ctx.ports.notifier = LogNotifier(session_fields(engine))  # production's: "session #N started"
     yield served
     served.close()
 
@@ -103,7 +105,34 @@ def test_every_line_of_a_delivery_carries_its_request_id_and_session_lines_their
     started = [e for e in pacer_lines if e["message"].startswith(f"session #{session_id} started")]
     assert len(intake) == 1 and len(started) == 1
     assert intake[0]["session_id"] == started[0]["session_id"] == session_id
+    assert (started[0]["event"], started[0]["genesis"], started[0]["class"]) == ("started", "github_label", "spot")
     assert not any("session #None" in e["message"] for e in entries)
+
+
+def test_a_notices_json_line_carries_its_event_reason_class_and_genesis_as_fields(api: Api, captured: Captured) -> None:
+    placed = api.post("/holds", {"selector": "class:spot", "reason": "a deploy"}, actor="alice")
+    assert placed.status_code == 201, placed.text
+    created = api.post("/sessions", {"prompt": "one"})
+    assert created.status_code == 201, created.text
+    session = created.json()["session"]
+    assert api.post(f"/holds/{placed.json()['hold_id']}/release", actor="alice").status_code == 200
+    api.settle()
+    api.workers.outcome = lambda _request: Outcome.RATE_LIMITED  # its turn meets the provider's limit
+    api.deferrer.advance(timedelta(minutes=21))
+
+    notices = [e for e in captured.entries() if e["logger"] == "pacer.notices"]
+    fields = ("event", "reason", "class", "genesis", "session_id")
+    assert [{k: e[k] for k in fields if k in e} for e in notices] == [
+        {"event": "operator_hold"},  # about the queue, not one session
+        {"event": "held", "reason": "operator_hold", "class": "spot", "genesis": "api", "session_id": session["id"]},
+        {"event": "started", "class": "spot", "genesis": "api", "session_id": session["id"]},
+        {"event": "queue_hold", "reason": "rate_limit", "session_id": session["id"]},  # the hold its turn caused
+        {"event": "held", "reason": "queue_hold", "class": "spot", "genesis": "api", "session_id": session["id"]},
+    ], captured.lines()
+    (hold_line,) = [e for e in captured.entries() if e["logger"] == "pacer.queue_holds"]
+    assert hold_line["reason"] == "rate_limit" and hold_line["level"] == "WARNING"
+    assert (session["scheduling_class"], session["genesis"]) == ("spot", "api")
+    assert notices[1]["message"].startswith(f"session #{session['id']} held: held by alice")  # the words stay
 
 
 def test_a_line_logged_inside_a_decision_names_its_session_without_saying_so(api: Api, captured: Captured) -> None:
