@@ -217,6 +217,10 @@ class Archived(BaseModel):
     previous_status: str
 
 
+class StoppedOut(Archived):
+    halted: bool = Field(description="A running turn was halted (its agent stopped where it stood)")
+
+
 class MessagePosted(BaseModel):
     session: SessionDetail
     human_message: bool = Field(description="Recorded as a rostered human's message: it jumps the spot queue")

@@ -1,8 +1,8 @@
-"""/api/v1/sessions: create, list, read, change class and rank, start now, archive, post a message.
+"""/api/v1/sessions: create, list, read, change class and rank, start now, archive, stop, post a message.
 
 The same operations the Slack commands and the console perform, over the same scheduler calls:
 creation through `bot.api.intake.api_session` (then `submit_turn`), a promotion of a waiting session
-through StartNow, archive through `scheduler.engine.lifecycle`, the waiting reason from
+through StartNow, archive and stop through `scheduler.engine.lifecycle`, the waiting reason from
 `scheduler.rules.waiting`.
 """
 
@@ -31,6 +31,7 @@ from bot.api.models import (
     SessionList,
     SessionPatch,
     StartNowOut,
+    StoppedOut,
 )
 from bot.api.refusals import refusals
 from bot.api.views import context, session_detail, start_now_out, submission_out
@@ -62,6 +63,7 @@ from scheduler.front import (
     set_precedence,
     spends_by,
     start_now,
+    stop,
     submit_turn,
 )
 from templates import error_text
@@ -331,6 +333,16 @@ def archive_session(session_id: SessionId, request: Request, who: CallerDep) -> 
         who.require_owner(f"archiving session #{session_id}", get_session(db, session_id).requester)
     previous = archive(ctx, session_id, actor=who.name)
     return {"session": _detail(ctx, session_id), "previous_status": previous}
+
+
+@router.post("/sessions/{session_id}/stop", response_model=StoppedOut, responses=refusals(404, 409, 422, 503),
+             summary="Stop a session: halt its running turn and archive it")
+def stop_session(session_id: SessionId, request: Request, who: CallerDep) -> dict[str, Any]:
+    ctx = context(request)
+    with session_scope(ctx.engine) as db:
+        who.require_owner(f"stopping session #{session_id}", get_session(db, session_id).requester)
+    stopped = stop(ctx, session_id, actor=who.name, why="stop")
+    return {"session": _detail(ctx, session_id), "previous_status": stopped.previous, "halted": stopped.halted}
 
 
 @router.post("/sessions/{session_id}/messages", response_model=MessagePosted, responses=refusals(404, 409, 422, 503),

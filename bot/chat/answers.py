@@ -71,6 +71,7 @@ ENGINE: dict[str, EngineHandler] = {
     "capacity": running.change_claim,
     "cap": running.set_cost_cap,
     "archive": changing.archive,
+    "stop": changing.stop,
     "policy set": changing.policy_set,
     "trigger class": changing.trigger_class,
     "trigger precedence": changing.trigger_precedence,

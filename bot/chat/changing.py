@@ -1,9 +1,11 @@
-"""The chat commands that archive a session, set the policy and change a trigger. Each calls the
+"""The chat commands that archive or stop a session, set the policy and change a trigger. Each calls the
 one function the REST API calls for the same action, in that function's own transaction, so a
 `/pacer` command, a button, the console and the API change the same rows, emit the same events,
 request the same queue pass and write the same audit:
 
     archive             scheduler.engine.lifecycle.archive: the row, the `archived` event, a queue pass
+    stop                scheduler.engine.lifecycle.stop: the same, saying it was stopped and whether a
+                        running turn was halted
     policy set          scheduler.store.policy.set_policy: the row, the audit line, a queue pass
     policy reset-spend  scheduler.holds.budgets.reset_spend: the row, the audit line, a queue pass
     trigger class       bot.triggers.writes.change_trigger: the reclassification, then the release alarm
@@ -21,6 +23,7 @@ from bot.commands import command as c
 from bot.triggers.writes import change_trigger
 from scheduler.front import archive as archive_session
 from scheduler.front import get_session, load_policy, reset_spend, session_scope, session_view, set_policy, spent_by
+from scheduler.front import stop as stop_session
 
 
 def archive(ctx: Context, command: c.Archive) -> Answer:
@@ -29,6 +32,14 @@ def archive(ctx: Context, command: c.Archive) -> Answer:
     with session_scope(sctx.engine) as db:
         view = session_view(get_session(db, command.session_id), load_policy(db), spent_by(db, command.session_id))
     return Answer("archived", {"session": view})
+
+
+def stop(ctx: Context, command: c.Stop) -> Answer:
+    sctx = ctx.pacer.ctx
+    stopped = stop_session(sctx, command.session_id, actor=ctx.actor, why="stop")
+    with session_scope(sctx.engine) as db:
+        view = session_view(get_session(db, command.session_id), load_policy(db), spent_by(db, command.session_id))
+    return Answer("stopped", {"session": view, "halted": stopped.halted})
 
 
 def policy_set(ctx: Context, command: c.PolicySet) -> Answer:

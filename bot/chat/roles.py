@@ -28,7 +28,7 @@ class Role(StrEnum):
 
 READ_ONLY: tuple[type, ...] = (c.Help, c.Queue, c.Holds, c.Why, c.WhatIf, c.PolicyShow, c.TriggerShow, c.Burn)
 OPERATOR_ONLY: tuple[type, ...] = (c.PolicySet, c.TriggerClass, c.TriggerPrecedence, c.Resume)
-OWN_SESSION = (c.Promote, c.Demote, c.Rank, c.Start, c.Restart, c.Weight, c.Capacity, c.Cap, c.Pause, c.Archive)
+OWN_SESSION = (c.Promote, c.Demote, c.Rank, c.Start, c.Restart, c.Weight, c.Capacity, c.Cap, c.Pause, c.Archive, c.Stop)
 ANY_MEMBER: tuple[type, ...] = (c.New, c.ThreadReply)
 
 

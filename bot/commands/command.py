@@ -132,6 +132,14 @@ class Archive:
 
 
 @dataclass(frozen=True)
+class Stop:
+    """Halt the session's running turn, if any, and end it (archived): `lifecycle.stop`."""
+
+    name: ClassVar[str] = "stop"
+    session_id: int
+
+
+@dataclass(frozen=True)
 class Selector:
     """Which sessions an operator hold covers; `values` holds ids for `session`, else one value."""
 
@@ -266,6 +274,7 @@ Command = (
     | Cap
     | Pause
     | Archive
+    | Stop
     | Hold
     | Release
     | Resume

@@ -325,6 +325,18 @@ ACTIONS = [
         ),
         click=overflow("archive", "never"),
     ),
+    # P19 item 2: stop halts the running turn where it stands and archives the session, saying who
+    Action(
+        "stop",
+        "stop {run}",
+        ("POST", "/sessions/{run}/stop", None),
+        lambda o, ids: (
+            ("archived", f"session_id={ids['run']}", f"actor={ACTOR}") in o.events
+            and _status(o, ids["run"])["status"] == "archived"
+            and [t["status"] for t in o.rows["turns"] if t["session_id"] == ids["run"]] == ["halted"]
+            and "queue_pass" in o.armed  # its slot is free for the next
+        ),
+    ),
     Action(
         "policy set",
         "policy set gating=off override:api=priority",

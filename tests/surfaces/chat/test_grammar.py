@@ -69,6 +69,8 @@ H2 = timedelta(hours=2)
         ("pause 9 until 2026-11-03T08:00Z", c.Pause(9, until=Instant(datetime(2026, 11, 3, 8, 0, tzinfo=UTC)))),
         ("pause 9 until 2026-11-03 08:00", c.Pause(9, until=Instant(datetime(2026, 11, 3, 8, 0, tzinfo=UTC)))),
         ("archive #9", c.Archive(9)),
+        ("stop 9", c.Stop(9)),
+        ("STOP #9", c.Stop(9)),
         ("hold 12", c.Hold(c.Selector("session", ("12",)))),
         ("hold #12,13,#12", c.Hold(c.Selector("session", ("12", "13")))),
         ("hold all for 2h deploy freeze", c.Hold(c.Selector("all"), ttl=H2, reason="deploy freeze")),
@@ -177,6 +179,9 @@ def test_each_form_parses(text: str, expected: c.Command) -> None:
         ("pause 9 until 400d", "until: '400d' is longer than 366 days", USAGE["pause"]),
         ("pause 9 until 0m", "until: '0m' must be longer than zero", USAGE["pause"]),
         ("archive", "missing session <id>", USAGE["archive"]),
+        ("stop", "missing session <id>", USAGE["stop"]),
+        ("stop nine", "id: 'nine' is not an id; use a number like 42 or #42", USAGE["stop"]),
+        ("stop 9 now", "unexpected argument 'now'", USAGE["stop"]),
         ("hold", "missing a selector: #id, genesis:, trigger:, repo:, label:, class: or all", USAGE["hold"]),
         (
             "hold everything",
@@ -376,7 +381,7 @@ def _parse_or_command_error(text: str) -> None:
         ("delete", "archive"),  # once `demote`
         ("create", "new"),  # once `resume`
         ("list", "queue"),
-        ("stop", "pause"),
+        ("halt", "pause"),
         ("unhold", "release"),
         ("retry", "restart"),
         ("promte", "promote"),  # one slip

@@ -30,6 +30,7 @@ CASES: list[tuple[str, str, str, str | None]] = [
     ("start {sid}", "UOPS", "start", "UMEM"),
     ("pause {sid} until 2h", "UOPS", "pause {sid} until never", "UMEM"),
     ("archive {sid}", "UOPS", "archive x", "UMEM"),
+    ("stop {sid}", "UOPS", "stop x", "UMEM"),
     ("hold #{sid} for 1h checking the deploy", "UOPS", "hold", "USTRANGER"),
     ("release {hold}", "UOPS", "release x", "UMEM"),
     ("resume", "UOPS", "resume a b c", "UMEM"),
