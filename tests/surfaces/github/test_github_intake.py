@@ -225,6 +225,28 @@ def test_closing_the_issue_stops_its_session_running_or_waiting(ctx: Any, clock:
     assert rows[running].source["stopped"] == {"by": "github:carol", "why": "closed", "label": None, "halted": True}
 
 
+def test_closing_the_pull_request_pacer_opened_or_removing_the_label_stops_the_session(ctx: Any, clock: Any) -> None:
+    _trigger(ctx.engine, clock.now(), name="label", kind="github_label", prompt_template="{{ title }}",
+             config={"label": "agent"})
+    (by_pull,) = github_event(ctx, _event("labeled", number=1, label="agent"))
+    (by_label,) = github_event(ctx, _event("labeled", number=2, label="agent"))
+    with session_scope(ctx.engine) as db:  # the pull request its first turn opened, as the workspace records it
+        row = db.get(Session, by_pull)
+        assert row is not None
+        row.source = {**row.source, "workspace": {"branch": "pacer/1-x", "pull_request": {"number": 40}}}
+        db.add(row)
+    github_event(ctx, _event("unlabeled", number=2, label="bug"))  # not its trigger's label: nothing
+    github_event(ctx, _event("closed", number=41, event="pull_request"))  # another pull request: nothing
+    assert [s.status for s in _sessions(ctx.engine)] == ["running", "waiting"]
+    github_event(ctx, _event("closed", number=40, event="pull_request", sender="carol"))
+    github_event(ctx, _event("unlabeled", number=2, label="AGENT", sender="dan"))
+    rows = {s.id: s for s in _sessions(ctx.engine)}
+    assert [rows[i].status for i in (by_pull, by_label)] == ["archived", "archived"]
+    assert rows[by_pull].source["stopped"] == {"by": "github:carol", "why": "closed", "label": None, "halted": True}
+    assert rows[by_label].source["stopped"] == {"by": "github:dan", "why": "unlabeled", "label": "AGENT",
+                                                "halted": False}
+
+
 def test_controls_from_people_without_write_access_are_ignored(ctx: Any, clock: Any) -> None:
     _trigger(ctx.engine, clock.now(), name="a", kind="github_issue", prompt_template="{{ title }}")
     github_event(ctx, _event(number=1))
