@@ -13,7 +13,9 @@ A spot session takes a turn while, for both windows, three checks hold:
   the pace  — the fleet's burn, this session's included, is at or under the sustainable rate
               (spot budget left / time left); waived when no spot work is in flight, and for
               a longer window the shorter one's caps cannot spend out before its rollover
-              (`pace_unneeded`: a deviation from the seed, explained there);
+              (`pace_unneeded`: a deviation from the seed, explained there); and with demand-aware
+              pacing on, for a calibrated window whose demand fits its spot budget left
+              (`scheduler.rules.demand`: idle only because the budget is spent, never by care);
   a slot    — its weighted claim fits (seed 000): the weights of the quota-spending turns
               running now, plus its own, stay within its budget — min(max sessions, agent
               workers), or the capacity it authored, or its multiple of the slots — unless it
@@ -32,6 +34,7 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 from enum import StrEnum
 
+from scheduler.rules.demand import Deferred, DemandCheck, check
 from scheduler.rules.slots import budget_for, fits
 from scheduler.rules.snapshot import Asking, Snapshot, WindowState
 
@@ -82,6 +85,12 @@ class WindowFigures:
     unrecorded: float = 0.0  # the part of `projected` spent since the reading, which it does not hold yet
     measured_by: str | None = None  # the provider, when utilization and reset are its own word
     fallback: str | None = None  # why the ledger's estimate stands in for the provider's word
+    demand: DemandCheck | None = None  # asked when the curve alone would hold: it holds only if this does
+
+    @property
+    def released_by_demand(self) -> bool:
+        """Ahead of its curve, and the pace did not hold: the window's demand fits its budget."""
+        return self.demand is not None and not self.demand.holds
 
 
 @dataclass(frozen=True)
@@ -107,6 +116,13 @@ class Decision:
     pool: object | None = None
     error: str | None = None
     window_labels: dict[str, str] = field(default_factory=dict)
+    demand_pacing: bool = False  # the policy switch: the pace holds only when the demand needs it
+
+    @property
+    def pace_mode(self) -> str:
+        """Which decided the pace: "demand" when a window ahead of its curve was let through because
+        its demand fits, else "curve"."""
+        return "demand" if any(w.released_by_demand for w in self.windows) else "curve"
 
     @property
     def held(self) -> bool:
@@ -258,6 +274,22 @@ def _figures(w: WindowState, reserve_pct: float, asked: _Asked, now: datetime) -
     )
 
 
+def _demand_aware(figures: tuple[WindowFigures, ...], snapshot: Snapshot, now: datetime) -> tuple[WindowFigures, ...]:
+    """A calibrated window ahead of its curve is let through when its demand fits its spot budget
+    left (`scheduler.rules.demand`); the demand is read only then. The cap is not touched."""
+    ahead = [f for f in figures if f.calibrated and not f.within_pace]
+    if not ahead or not snapshot.policy.demand_pacing:
+        return figures
+    demand = snapshot.demand.get() if isinstance(snapshot.demand, Deferred) else snapshot.demand
+    if demand is None:
+        return figures
+    checked = {f.name: check(demand, f.spot_left, now, f.resets_at) for f in ahead}
+    return tuple(
+        replace(f, demand=checked[f.name], within_pace=not checked[f.name].holds) if f.name in checked else f
+        for f in figures
+    )
+
+
 def evaluate(
     snapshot: Snapshot | None,
     asking: Asking,
@@ -295,10 +327,10 @@ def evaluate(
     unneeded = pace_unneeded(
         live, {w.name: snapshot.policy.reserve_pct(w.name) for w in live}, now, margin_pct=reserve_margin_pct
     )
-    figures = tuple(
+    figures = _demand_aware(tuple(
         _figures(w, reserves[w.name], _Asked(fleet_burn, own_burn, waiver, w.name in unneeded, accruing), now)
         for w in live
-    )
+    ), snapshot, now)
     counted = quota_fleet if asking.already_running else others
     running = len(counted)
     load = sum(max(t.weight, 0.0) for t in counted)
@@ -327,6 +359,7 @@ def evaluate(
         own_exceeds_curve=own_exceeds,
         reserve_margin_pct=reserve_margin_pct,
         pool=snapshot.pool,
+        demand_pacing=snapshot.policy.demand_pacing,
     )
     if spent:
         return Decision(False, Reason.AT_UTILIZATION_LIMIT, Ceiling.SPOT_BUDGET, **common)

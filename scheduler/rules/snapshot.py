@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
+from scheduler.rules.demand import Deferred, Demand
 from scheduler.rules.genesis import Genesis, SchedulingClass
 from scheduler.rules.top_up import TopUpPolicy
 
@@ -31,6 +32,7 @@ class PolicyView:
     max_sessions_override: int | None = None  # a temporary max sessions, until its expiry clears it
     max_sessions_override_until: datetime | None = None
     top_up: TopUpPolicy = TopUpPolicy()
+    demand_pacing: bool = True  # the pace holds only when the window's demand needs it (`rules.demand`)
 
     def reserve_pct(self, window: str) -> float:
         """A weekly window's reserve is the 7-day one, a per-model weekly bucket's ("7d_opus") too."""
@@ -104,6 +106,7 @@ class Snapshot:
     agent_workers: int = 12
     pool: Any = None  # scheduler.rules.pool.PoolCapacity when the source reads accounts
     accounts_averaged: int = 0
+    demand: Demand | Deferred[Demand] | None = None  # what the window can still be asked for; None: unknown
     extra: dict[str, Any] = field(default_factory=dict)
 
     @property
