@@ -19,8 +19,10 @@ from sqlmodel import col, select
 
 from scheduler.context import Context
 from scheduler.ports import QuotaReading
+from scheduler.rules.demand import DEFAULT_TURN_MINUTES, Deferred, Demand, RunningTurn, WaitingGroup
 from scheduler.rules.genesis import SchedulingClass
 from scheduler.rules.snapshot import Asking, FleetTurn, PolicyView, Snapshot, WindowState
+from scheduler.store.demand_reads import learned, running_turns, waiting_by_runtime
 from scheduler.store.models import Session, Turn
 from scheduler.store.sessions import class_from, is_spot
 from scheduler.store.turn_reads import running_rows
@@ -128,7 +130,32 @@ def build_snapshot(db: DBSession, ctx: Context, policy: PolicyView, reading: Quo
         agent_workers=ctx.limits.agent_workers,
         pool=pool,
         accounts_averaged=reading.accounts_averaged if reading else 0,
+        demand=Deferred(lambda: demand_now(db, ctx)) if policy.demand_pacing else None,
     )
+
+
+def demand_now(db: DBSession, ctx: Context) -> Demand | None:
+    """What the windows can still be asked for (`scheduler.rules.demand`), priced at each runtime's
+    burn and expected turn length; read only when the gate asks (a window ahead of its curve)."""
+
+    def spends(runtime: str) -> bool:
+        return ctx.runtime(runtime).spends_quota
+
+    history = learned(db, ctx.clock.now(), spends)
+    if history is None:
+        return None
+    minutes = history.turn_minutes
+
+    def priced(runtime: str) -> tuple[float, float]:
+        return burn_rate(ctx, runtime), minutes.get(runtime, DEFAULT_TURN_MINUTES)
+
+    waiting = waiting_by_runtime(db)
+    running = tuple(
+        RunningTurn(priced(runtime)[0], started, priced(runtime)[1])
+        for runtime, started in running_turns(db) if spends(runtime)
+    )
+    groups = tuple(WaitingGroup(n, *priced(runtime)) for runtime, n in (waiting or {}).items() if spends(runtime))
+    return Demand(running, groups, waiting is None, history.arrivals_per_hour)
 
 
 def asking_for(session: Session, ctx: Context, policy: PolicyView, *, running: bool | None = None) -> Asking:

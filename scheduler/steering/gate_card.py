@@ -19,6 +19,7 @@ from scheduler.engine.fleet import build_snapshot, waiting_for_workers
 from scheduler.engine.verdict import new_spot_asking, spot_probe, verdict
 from scheduler.pauses.top_up_sweep import TopUpReading, read_top_up
 from scheduler.ports import AccountReading, QuotaReading
+from scheduler.rules.demand import DemandCheck
 from scheduler.rules.explain import Explanation, explain
 from scheduler.rules.gate import Decision, evaluate
 from scheduler.rules.pool import CapacityState, capacity_sentence, pool_capacity, weekly_reset_sentence
@@ -78,6 +79,7 @@ class GateCard:
                 "effective_slots": self.snapshot.effective_slots,
                 "slots_unreachable": self.snapshot.slots_unreachable,
                 "preemption_enabled": self.policy.preemption_enabled,
+                "demand_pacing_enabled": self.policy.demand_pacing,
                 "genesis_class_overrides": {str(k): str(v) for k, v in self.policy.overrides.items()},
             },
             "admission": {
@@ -93,6 +95,7 @@ class GateCard:
                 "budget_spent_windows": list(d.budget_spent_windows),
                 "stops_running_work": d.stops_running_work,
                 "waiver_applied": d.waiver_applied,
+                "pace_mode": d.pace_mode,
                 "why": self.explanation.why,
                 "until": self.explanation.until,
             },
@@ -112,6 +115,7 @@ class GateCard:
                     "fleet_burn_per_min": w.fleet_burn,
                     "measured_by": w.measured_by,
                     "fallback": w.fallback,
+                    "demand": _demand(w.demand),
                 }
                 for w in d.windows
             ],
@@ -150,6 +154,14 @@ class GateCard:
             "last_fired_at": _iso(t.state.fired_at),
             "next_firing_at": _iso(t.next_firing),
         }
+
+
+def _demand(c: DemandCheck | None) -> dict[str, object] | None:
+    """A window's demand check, when the curve alone would have held it (`scheduler.rules.demand`)."""
+    if c is None:
+        return None
+    return {"committed": c.committed, "waiting": c.waiting, "arrivals": c.arrivals, "total": c.total,
+            "room": c.room, "margin_pct": c.margin_pct, "holds": c.holds}
 
 
 def _iso(at: datetime | None) -> str | None:

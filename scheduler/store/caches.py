@@ -124,7 +124,7 @@ def wrote(db: ORMSession, *models: type) -> None:
 # reads they stand for are asked every time. Staleness is bounded by the transaction itself: a
 # write that commits after this transaction read the versions is seen by the next one.
 
-_KEPT: weakref.WeakKeyDictionary[Any, dict[str, tuple[tuple[int, ...], Any]]] = weakref.WeakKeyDictionary()
+_KEPT: weakref.WeakKeyDictionary[Any, dict[str, tuple[tuple[Any, ...], Any]]] = weakref.WeakKeyDictionary()
 _VERSIONS = sa_select(col(StoreVersion.name), col(StoreVersion.version))
 
 
@@ -157,6 +157,19 @@ def kept(db: DBSession, key: str, models: tuple[type, ...], load: Callable[[], T
     value = load()
     if value is not None:
         store[key] = (stamp, value)  # the versions read before loading: a racing write reloads
+    return value
+
+
+def kept_for(db: DBSession, key: str, stamp: Any, load: Callable[[], T]) -> T:
+    """`load()` once per `stamp` per engine: a read of what cannot change while the stamp holds
+    (a history up to an hour's start, stamped with that hour). A None result is never kept."""
+    store = _KEPT.setdefault(db.get_bind(), {})
+    hit = store.get(key)
+    if hit is not None and hit[0] == (stamp,):
+        return hit[1]  # type: ignore[no-any-return]
+    value = load()
+    if value is not None:
+        store[key] = ((stamp,), value)
     return value
 
 

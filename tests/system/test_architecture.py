@@ -483,7 +483,9 @@ def test_a_cycle_is_reported_with_its_members() -> None:
 # The store's caches are the store's: the layers above (and bot/, integrations/) ask named store
 # functions (`store.hold_reads.live_operator_holds`, `store.turn_reads.running_rows`) and never see a
 # memo, a presence check, a kept read or the key it is kept under.
-CACHE_CALLS = {"cached", "kept", "present", "forget", "wrote", "invalidated_by", "register_presence", "forget_kept"}
+CACHE_CALLS = {
+    "cached", "kept", "kept_for", "present", "forget", "wrote", "invalidated_by", "register_presence", "forget_kept",
+}
 
 
 def outside_the_store() -> Iterator[tuple[str, Path]]:
