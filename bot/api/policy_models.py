@@ -27,6 +27,10 @@ class PolicyPatch(Change):
     reserve_7d_pct: float | None = Field(None, ge=0, le=100, allow_inf_nan=False)
     max_sessions: MaxSessions | None = None
     preemption_enabled: bool | None = None
+    demand_pacing_enabled: bool | None = Field(
+        None, description="Hold spot work on the pacing curve only when the window's expected demand does not fit "
+        "its spot budget left (on by default)"
+    )
     genesis_class_overrides: Overrides | None = Field(
         None, description="command / api / unknown -> priority | spot; null removes an override"
     )
@@ -61,6 +65,7 @@ class PolicyRow(BaseModel):
     reserve_7d_pct: float
     max_sessions: int
     preemption_enabled: bool
+    demand_pacing_enabled: bool = True
     genesis_class_overrides: dict[str, str]
     cost_budgets: dict[str, float] = Field(default_factory=dict, description="runtime -> US dollars")
     max_sessions_override: int | None = Field(None, description="A temporary max sessions in force, or null")

@@ -91,8 +91,9 @@ def register(sub: Any) -> None:
         "sustainable rate, which ceiling holds and what lifts it, when the pool comes back. "
         "--set key=value changes the policy (audited).")
     policy.add_argument("--set", action="append", metavar="KEY=VALUE",
-                        help="gating=on|off, preemption=on|off, reserve_5h=<pct>, reserve_7d=<pct>, max_sessions=<n>, "
-                        "top_up=<n>, top_up_stretch=<minutes>, top_up_cooldown=<minutes>, "
+                        help="gating=on|off, preemption=on|off, demand_pacing=on|off, reserve_5h=<pct>, "
+                        "reserve_7d=<pct>, max_sessions=<n>, top_up=<n>, top_up_stretch=<minutes>, "
+                        "top_up_cooldown=<minutes>, "
                         "override:<genesis>=priority|spot|default, budget:<runtime>=<usd>|none "
                         "(repeatable; the keys /pacer policy set takes)")
     policy.add_argument(

@@ -39,6 +39,7 @@ def policy_row(name: str, spec: PolicySpec) -> dict[str, Any]:
         "reserve_7d_pct": spec.reserve_7d_pct,
         "max_sessions": spec.max_sessions,
         "preemption_enabled": spec.preemption,
+        "demand_pacing_enabled": spec.demand_pacing,
     }
 
 

@@ -36,6 +36,7 @@ class PolicySpec:
     max_sessions: int = 10
     agent_workers: int = 12
     preemption: bool = True
+    demand_pacing: bool = True  # the pace holds only when the window's demand needs it (`scheduler.rules.demand`)
     flat_target_pct: float | None = None  # the flat-target baseline's target; None: 100 - reserve
 
     def reserve_pct(self, window: str) -> float:

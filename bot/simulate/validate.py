@@ -41,6 +41,7 @@ POLICY = (
     "max_sessions",
     "agent_workers",
     "preemption",
+    "demand_pacing",
     "flat_target_pct",
 )
 WINDOW = (
@@ -121,6 +122,7 @@ def _policy(raw: Any) -> PolicySpec:
         max_sessions=_whole("policy.max_sessions", p.get("max_sessions", base.max_sessions), low=1),
         agent_workers=_whole("policy.agent_workers", p.get("agent_workers", base.agent_workers), low=1),
         preemption=_flag("policy.preemption", p.get("preemption", base.preemption)),
+        demand_pacing=_flag("policy.demand_pacing", p.get("demand_pacing", base.demand_pacing)),
         flat_target_pct=None if target is None else _number("policy.flat_target_pct", target, high=100, above=True),
     )
 
