@@ -49,6 +49,7 @@ def test_the_curve_is_let_through_when_the_demand_fits(engine, clock) -> None:
         card = build_card(db, ctx, quota.read(clock.now()), clock.now())
     assert card.as_dict()["decision"]["pace_mode"] == "demand"
     text = render_card(card)
+    assert "the pace does not hold: the 5-hour window is ahead of its curve, but all it can still be asked" in text
     assert "Pace: demand-aware — the fleet is ahead of the 5-hour curve and the window's demand, $" in text
     assert "fits with a 50% margin in its $60.00 spot budget left, so the demand decided: the pace does not hold." in (
         text
