@@ -22,7 +22,7 @@ from scheduler.context import Context, Limits, Ports, Runtime
 from scheduler.engine.attempt import Block, Submission
 from scheduler.engine.effects import Effects
 from scheduler.engine.fleet import read_quota
-from scheduler.engine.lifecycle import Stopped, archive, stop
+from scheduler.engine.lifecycle import STOPPED_KEY, Stopped, archive, stop
 from scheduler.engine.pause import AT_UTILIZATION_LIMIT
 from scheduler.engine.pause import COOLDOWN as PREEMPTION_COOLDOWN
 from scheduler.engine.records import hold_job_id
@@ -194,6 +194,7 @@ __all__ = [
     "archive",
     "stop",
     "Stopped",
+    "STOPPED_KEY",
     "change_class",
     "change_trigger_class",
     "Reclassification",

@@ -121,6 +121,16 @@ class ParkRecord(BaseModel):
     at: datetime | None
 
 
+class StopRecord(BaseModel):
+    by: str | None = Field(description="Who stopped it")
+    why: Literal["closed", "unlabeled", "stop", "archive"] = Field(
+        description="closed: its issue or pull request was closed; unlabeled: its trigger label was removed; "
+        "stop: /pacer stop or POST .../stop; archive: /pacer archive or POST .../archive"
+    )
+    label: str | None = Field(description="unlabeled: the label removed")
+    halted: bool = Field(description="A running turn was halted")
+
+
 class MechanismOut(BaseModel):
     kind: str
     reason: str
@@ -172,6 +182,7 @@ class SessionDetail(SessionOut):
     park: ParkRecord | None
     wake_at: datetime | None
     queued_messages: int
+    stopped: StopRecord | None = Field(None, description="Archived: who ended it and how")
 
 
 class SubmissionOut(BaseModel):

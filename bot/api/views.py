@@ -16,12 +16,14 @@ from sqlmodel import col, select
 
 from bot.api.guard import ApiError
 from scheduler.front import (
+    STOPPED_KEY,
     Context,
     EnqueuedMessage,
     Mechanism,
     PolicyView,
     Session,
     StartNowResult,
+    Status,
     Submission,
     explain,
     is_spot,
@@ -82,6 +84,7 @@ def session_detail(
         park=None if session.park_reason is None else {"reason": session.park_reason, "at": session.park_at},
         wake_at=session.wake_at,
         queued_messages=int(queued),
+        stopped=_stopped(session),
     )
     return out
 
@@ -112,3 +115,9 @@ def start_now_out(result: StartNowResult, now: datetime) -> dict[str, Any]:
         "sentence": result.sentence,
         "submission": submission_out(result.submission, now) if result.submission is not None else None,
     }
+
+
+def _stopped(session: Session) -> dict[str, Any] | None:
+    """The record `scheduler.engine.lifecycle.stop` keeps on an archived session's source."""
+    record = (session.source or {}).get(STOPPED_KEY) if session.status == Status.ARCHIVED.value else None
+    return record if isinstance(record, dict) else None

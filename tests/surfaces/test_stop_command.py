@@ -112,6 +112,9 @@ def test_the_rest_stop_halts_and_refuses_what_it_cannot_stop(engine: Engine, clo
         assert stopped.status_code == 200, stopped.text
         body = stopped.json()
         assert (body["halted"], body["previous_status"], body["session"]["status"]) == (True, "running", "archived")
+        stop_record = {"by": "api token", "why": "stop", "label": None, "halted": True}
+        assert body["session"]["stopped"] == stop_record
+        assert api.get(f"/sessions/{sid}").json()["stopped"] == stop_record  # it shows as stopped, and how
         assert _row(api.pacer, sid)[1] == ["halted"]
         before = state(api.pacer)
         again = api.post(f"/sessions/{sid}/stop")
