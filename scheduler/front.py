@@ -101,7 +101,14 @@ from scheduler.store.models import (
     Turn,
     WebhookDelivery,
 )
-from scheduler.store.policy import audit_log, budget_amount, ensure_policy, load_policy, set_policy
+from scheduler.store.policy import (
+    MAX_OVERRIDE_FOR,
+    audit_log,
+    budget_amount,
+    ensure_policy,
+    load_policy,
+    set_policy,
+)
 from scheduler.store.preemption_ledger import cycling_now, events_since
 from scheduler.store.prerequisite_rows import parse_prerequisites, record_prerequisites
 from scheduler.store.ranking import (
@@ -212,6 +219,7 @@ __all__ = [
     "release_hold",
     "end_hold",
     "announce_holds",
+    "MAX_OVERRIDE_FOR",
     "MAX_REASON",
     "MAX_TTL",
     "SELECTOR_KINDS",

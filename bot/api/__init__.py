@@ -101,12 +101,24 @@ def document(app: FastAPI) -> Callable[[], dict[str, Any]]:
             if field in schemas.get(model, {}).get("properties", {}):
                 schemas[model]["properties"][field]["maxLength"] = int(pacer.settings.max_prompt_chars)
         ctx = getattr(pacer, "ctx", None) or pacer.extras.get("scheduler_context")
-        runtime = schemas.get("SessionCreate", {}).get("properties", {}).get("runtime")
-        if ctx is not None and runtime is not None:
-            runtime["anyOf"] = [{"enum": sorted(ctx.limits.runtimes), "type": "string"}, {"type": "null"}]
+        if ctx is not None:
+            runtimes(schemas, sorted(ctx.limits.runtimes))
         return found
 
     return openapi
+
+
+def runtimes(schemas: dict[str, Any], names: list[str]) -> None:
+    """Where a request names a runtime, the document lists this deployment's."""
+    properties = {model: schemas.get(model, {}).get("properties", {}) for model in schemas}
+    if "runtime" in properties.get("SessionCreate", {}):
+        properties["SessionCreate"]["runtime"]["anyOf"] = [{"enum": names, "type": "string"}, {"type": "null"}]
+    if "runtime" in properties.get("SpendReset", {}):
+        properties["SpendReset"]["runtime"] = {**properties["SpendReset"]["runtime"], "enum": names}
+    budgets = properties.get("PolicyPatch", {}).get("cost_budgets", {}).get("anyOf", [])
+    for option in budgets:
+        if option.get("type") == "object":
+            option["propertyNames"] = {"enum": names}
 
 
 __all__ = ["PREFIX", "register", "router"]

@@ -21,7 +21,7 @@ from pydantic import AwareDatetime, BaseModel, ConfigDict, Field
 
 from bot.api.fields import Prompt, SessionId, Text
 from bot.api.fields import Request as Body
-from bot.api.guard import CallerDep, GuardedRoute
+from bot.api.guard import ApiError, CallerDep, GuardedRoute
 from bot.api.models import SessionDetail
 from bot.api.refusals import refusals
 from bot.api.views import context, session_detail
@@ -58,6 +58,12 @@ KINDS = {"genesis": "genesis", "class": "class", "trigger": "trigger", "repo": "
 
 
 class PauseCreate(Body):
+    # A sleep lets its turn finish: halt goes with a park only, as the document says.
+    model_config = ConfigDict(json_schema_extra={
+        "if": {"properties": {"until": {"type": "string"}}, "required": ["until"]},
+        "then": {"properties": {"halt": {"const": False}}},
+    })
+
     until: AwareDatetime | None = Field(
         None,
         strict=False,
@@ -144,7 +150,8 @@ def pause(session_id: SessionId, request: Request, who: CallerDep, body: PauseCr
         if body.halt:
             raise InvalidInput(error_text("holding/halt_with_until"), field="halt")
         if body.until <= ctx.clock.now():
-            raise InvalidInput(error_text("holding/until_past", until=body.until), field="until")
+            # A time the clock has passed: the request is well formed, the present refuses it.
+            raise ApiError(409, "conflict", error_text("holding/until_past", until=body.until), field="until")
         at = wake_me_up_later(ctx, session_id, body.until, body.resume_prompt)
         return {"session": _detail(request, session_id), "until": at, "sentence": None}
     parked = pause_into_spot_queue(ctx, session_id, resume_prompt=body.resume_prompt, halt=body.halt)

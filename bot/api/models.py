@@ -98,7 +98,7 @@ class SessionPatch(Change):
 
 
 class MessageCreate(Request):
-    text: Prompt = Field(description="The follow-up turn's prompt")
+    text: Prompt = Field(description="The follow-up turn's prompt", examples=["and update the docs too"])
 
 
 class HoldRecord(BaseModel):

@@ -17,12 +17,13 @@ from typing import Any
 from fastapi import APIRouter, Request
 from sqlmodel import Session as DBSession
 
-from bot.api.guard import CallerDep, GuardedRoute
+from bot.api.guard import ApiError, CallerDep, GuardedRoute
 from bot.api.policy_models import BurnOut, HoldsOut, PolicyChanged, PolicyOut, PolicyPatch, SpendReset
 from bot.api.refusals import refusals
 from bot.api.views import context
 from bot.chat.gate_view import spot_runtime
 from scheduler.front import (
+    MAX_OVERRIDE_FOR,
     PROJECTION_MINUTES,
     TOP_UP_ATTRIBUTES,
     Policy,
@@ -38,6 +39,7 @@ from scheduler.front import (
     set_policy,
     spends,
 )
+from templates import error_text
 
 router = APIRouter(route_class=GuardedRoute, tags=["policy"])
 
@@ -97,13 +99,31 @@ def _merged_map(changes: dict[str, Any], key: str) -> dict[str, Any] | None:
     return dict(given)
 
 
+def _expiry_ahead(ctx: Any, changes: dict[str, Any]) -> None:
+    """A temporary max sessions' expiry is ahead of now and at most a week away: the document
+    says it is a time, only the clock can say where it falls, so a 409 names it (set_policy
+    would refuse it too, as any surface's bad value)."""
+    until = changes.get("max_sessions_override_until")
+    if until is None:
+        return
+    value = changes.get("max_sessions_override", ...)
+    if value is ...:
+        with session_scope(ctx.engine) as db:
+            value = ensure_policy(db).max_sessions_override
+    now = ctx.clock.now()
+    if value is not None and not now < until <= now + MAX_OVERRIDE_FOR:
+        message = error_text("policy/override_needs_expiry", most=MAX_OVERRIDE_FOR)
+        raise ApiError(409, "conflict", message, field="max_sessions_override_until")
+
+
 @router.patch(
-    "/policy", response_model=PolicyChanged, responses=refusals(422, 503), summary="Change the policy (audited)"
+    "/policy", response_model=PolicyChanged, responses=refusals(409, 422, 503), summary="Change the policy (audited)"
 )
 def patch_policy(body: PolicyPatch, request: Request, who: CallerDep) -> dict[str, Any]:
     who.require_operator("changing the policy")
     ctx = context(request)
     changes: dict[str, Any] = body.model_dump(exclude_unset=True)
+    _expiry_ahead(ctx, changes)
     overrides = _merged_map(changes, "genesis_class_overrides")
     budgets = _merged_map(changes, "cost_budgets")
     temporary: dict[str, Any] = {

@@ -16,10 +16,14 @@ Budget = Annotated[float, Field(gt=0, allow_inf_nan=False)]
 
 
 class PolicyPatch(Change):
-    # A temporary max sessions comes with its expiry (its being ahead of now only the server can say).
+    # A temporary max sessions comes with its expiry, a time and not null (its being ahead of now
+    # only the server can say: a 409 when it is not).
     model_config = ConfigDict(json_schema_extra={
         "if": {"properties": {"max_sessions_override": {"type": "integer"}}, "required": ["max_sessions_override"]},
-        "then": {"required": ["max_sessions_override_until"]},
+        "then": {
+            "required": ["max_sessions_override_until"],
+            "properties": {"max_sessions_override_until": {"type": "string"}},
+        },
     })
 
     gating_enabled: bool | None = None

@@ -9,12 +9,16 @@ each status its own body, so a client can tell a refusal from its shape alone:
     401 unauthorized    no token configured, none sent, or the wrong one (with WWW-Authenticate)
     403 forbidden       X-Pacer-Actor names someone the token does not speak for, or the
                         caller's role does not allow it
-    404 not_found       the session or trigger in the path does not exist
-    409 conflict        the request is well formed but the state refuses it
+    404 not_found       the session or trigger in the path, or a session the body names, does
+                        not exist (with `field` when the body named it)
+    409 conflict        the request is well formed but the state refuses it: a time the clock
+                        has passed, a trigger's kind, an archived session (with `field` when one
+                        field is at fault)
     408 timeout         the body stalled or came too slowly (PACER_BODY_TIMEOUT_SECONDS,
                         PACER_BODY_MIN_RATE); the connection is closed
     413 too_large       the body passes PACER_MAX_BODY_BYTES
-    422 invalid_input   a value breaks a rule: the schema's, or one only the server can check
+    422 invalid_input   a value breaks a rule the document states (a trigger's template must also
+                        compile and render, which the document says in words)
     503 unavailable     the database cannot be reached (with Retry-After), or the scheduler is
                         not running in this process
 """
@@ -86,13 +90,15 @@ _BODIES: dict[int, tuple[type[ErrorBody], str]] = {
     401: (UnauthorizedBody, "No API token is configured, none was sent, or it is not the right one"),
     403: (ForbiddenBody, "X-Pacer-Actor names someone other than the token's holder (the shared token names no one), "
                          "or the caller's role does not allow this"),
-    404: (NotFoundBody, "The session or trigger named in the path does not exist"),
-    409: (ConflictBody, "Well formed, but the state refuses it (archived, finished, asleep, a name taken, disabled)"),
+    404: (NotFoundBody, "The session or trigger named in the path, or a session the body names (parent_session_id, "
+                        "forked_from), does not exist"),
+    409: (ConflictBody, "Well formed, but the state refuses it (archived, finished, asleep, a name taken, disabled, "
+                        "a time the clock has passed, a trigger's kind)"),
     408: (TimeoutBody, "The body stalled for PACER_BODY_TIMEOUT_SECONDS or came slower than PACER_BODY_MIN_RATE; "
                        "the connection is closed"),
     413: (TooLargeBody, "The body passes PACER_MAX_BODY_BYTES"),
-    422: (InvalidInputBody, "A value breaks a rule: the schema's, or one only the server can check (a row it names, "
-                           "a configured runtime, a trigger's config or template)"),
+    422: (InvalidInputBody, "A value breaks a rule of this document (a trigger's prompt_template must also compile "
+                           "and render, as its description says)"),
     503: (UnavailableBody, "The database cannot be reached (try again after Retry-After seconds), or the scheduler "
                            "is not running in this process"),
 }

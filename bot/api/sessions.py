@@ -18,7 +18,7 @@ from sqlmodel import col, select
 import bot.api.idempotency as idempotency
 import bot.api.intake as intake
 from bot.api.fields import Documented, GenesisName, SessionId
-from bot.api.guard import CallerDep, GuardedRoute
+from bot.api.guard import ApiError, CallerDep, GuardedRoute
 from bot.api.models import (
     Archived,
     MessageCreate,
@@ -104,7 +104,10 @@ def _lineage_exists(ctx: Context, body: SessionCreate) -> None:
     with session_scope(ctx.engine) as db:
         for field, sid in (("parent_session_id", body.parent_session_id), ("forked_from", body.forked_from)):
             if sid is not None and db.get(Session, sid) is None:
-                raise InvalidInput(error_text("api/lineage_not_found", field=field, session_id=sid), field=field)
+                # A reference to a row that is not there: what the document cannot know, so a 404
+                # naming the field, not a 422 for a request the document calls valid.
+                message = error_text("api/lineage_not_found", field=field, session_id=sid)
+                raise ApiError(404, "not_found", message, field=field)
 
 
 IdempotencyKey = Annotated[str | None, Header(
@@ -127,7 +130,7 @@ REPLAYED: dict[int | str, dict[str, Any]] = {
     "/sessions",
     response_model=SessionCreated,
     status_code=201,
-    responses={**refusals(409, 422, 503), **REPLAYED},
+    responses={**refusals(404, 409, 422, 503), **REPLAYED},
     summary="Create a session and submit its first turn",
 )
 def create(body: SessionCreate, request: Request, who: CallerDep, idempotency_key: IdempotencyKey = None) -> Any:

@@ -15,7 +15,7 @@ from fastapi import APIRouter, Query, Request
 from sqlmodel import col, select
 
 from bot.api.fields import TriggerId, TriggerKind
-from bot.api.guard import CallerDep, GuardedRoute
+from bot.api.guard import ApiError, CallerDep, GuardedRoute
 from bot.api.models import (
     TriggerChanged,
     TriggerCreate,
@@ -31,6 +31,7 @@ from bot.api.views import context, session_detail, submission_out
 from bot.triggers import writes as store
 from bot.triggers.spec import check_spec
 from scheduler.front import Trigger, TriggerEvent, fire, get_session, get_trigger, load_policy, session_scope
+from templates import error_text
 
 router = APIRouter(route_class=GuardedRoute, tags=["triggers"])
 
@@ -82,6 +83,12 @@ def patch(trigger_id: TriggerId, body: TriggerPatch, request: Request, who: Call
     who.require_operator(f"changing trigger #{trigger_id}")
     ctx = context(request)
     changes = body.model_dump(exclude_unset=True)
+    if "kind" in changes:  # any kind is a valid value; this trigger's own is the only one it takes
+        with session_scope(ctx.engine) as db:
+            kind = get_trigger(db, trigger_id).kind
+        if changes["kind"] != kind:
+            message = error_text("triggers/kind_change", old=kind, new=changes["kind"])
+            raise ApiError(409, "conflict", message, field="kind")
     change = store.change_trigger(ctx, request.app.state.pacer.scheduler, trigger_id, changes, actor=who.name)
     write = change.write
     return {

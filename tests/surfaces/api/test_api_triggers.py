@@ -113,7 +113,7 @@ def test_names_are_unique_and_a_kind_never_changes(api) -> None:
     dup = api.post("/triggers", SCHEDULE)
     assert dup.status_code == 409 and "already exists" in dup.json()["message"]
     kind = api.patch(f"/triggers/{t['id']}", {"kind": "github_label"})
-    assert kind.status_code == 422 and kind.json()["field"] == "kind"
+    assert kind.status_code == 409 and kind.json()["field"] == "kind"
     empty = api.patch(f"/triggers/{t['id']}", {})
     assert empty.status_code == 422
     top = api.patch(f"/triggers/{t['id']}", {"precedence": "top_of_spot"})

@@ -1,0 +1,101 @@
+"""A request the OpenAPI document calls valid is never a 422: a reference to something missing
+is a 404, a clash with the present state (the clock, a trigger's kind) a 409, and every rule a
+schema can state is in the served document. Each answer still names the field at fault and
+changes nothing."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from typing import Any
+
+import jsonschema_rs
+import pytest
+
+from tests.support.api_client import Api
+
+
+def _document(api: Api) -> dict[str, Any]:
+    return dict(api.client.get("/openapi.json").json())
+
+
+def _valid(api: Api, model: str, body: Any) -> bool:
+    """Does the served document call `body` a valid `model`?"""
+    document = _document(api)
+    schema = {**document["components"]["schemas"][model], "components": document["components"]}
+    return bool(jsonschema_rs.validator_for(schema).is_valid(body))
+
+
+@pytest.mark.parametrize("field", ["parent_session_id", "forked_from"])
+def test_a_session_naming_a_missing_session_is_404_naming_the_field(api: Api, field: str) -> None:
+    body = {"prompt": "x", field: 77}
+    assert _valid(api, "SessionCreate", body)
+    r = api.post("/sessions", body)
+    assert r.status_code == 404, r.text
+    assert r.json() == {"error": "not_found", "field": field, "message": f"{field}: session #77 does not exist"}
+    assert api.get("/sessions").json()["count"] == 0
+    assert "404" in _document(api)["paths"]["/api/v1/sessions"]["post"]["responses"]
+
+
+def test_a_pause_until_a_past_time_is_409_naming_until(api: Api) -> None:
+    assert api.post("/sessions", {"prompt": "first"}).status_code == 201
+    before = api.get("/sessions/1").json()
+    past = (api.ctx.clock.now() - timedelta(minutes=1)).isoformat()
+    r = api.post("/sessions/1/pause", {"until": past})
+    assert r.status_code == 409, r.text
+    assert r.json()["error"] == "conflict" and r.json()["field"] == "until"
+    assert "is not in the future" in r.json()["message"]
+    assert api.get("/sessions/1").json() == before
+
+
+def test_a_temporary_max_out_of_its_window_is_409_and_without_expiry_the_document_refuses_it(api: Api) -> None:
+    before = api.get("/policy").json()["policy"]
+    now = api.ctx.clock.now()
+    for until in (now - timedelta(minutes=1), now + timedelta(days=8)):
+        r = api.patch("/policy", {"max_sessions_override": 5, "max_sessions_override_until": until.isoformat()})
+        assert r.status_code == 409, r.text
+        assert r.json()["error"] == "conflict" and r.json()["field"] == "max_sessions_override_until"
+        assert "at most 7 days away" in r.json()["message"]
+    # Without its expiry, or with a null one, the document itself calls it invalid: a 422.
+    for body in ({"max_sessions_override": 5}, {"max_sessions_override": 5, "max_sessions_override_until": None}):
+        assert not _valid(api, "PolicyPatch", body), body
+        r = api.patch("/policy", body)
+        assert r.status_code == 422 and r.json()["field"] == "max_sessions_override_until", r.text
+    assert api.get("/policy").json()["policy"] == before
+    fine = {"max_sessions_override": 5, "max_sessions_override_until": (now + timedelta(hours=2)).isoformat()}
+    assert _valid(api, "PolicyPatch", fine)
+    assert api.patch("/policy", fine).status_code == 200
+
+
+def test_the_document_lists_the_runtimes_a_budget_and_a_spend_reset_may_name(api: Api) -> None:
+    runtimes = sorted(api.ctx.limits.runtimes)
+    assert not _valid(api, "SpendReset", {"runtime": "gpt-9"})
+    assert _valid(api, "SpendReset", {"runtime": runtimes[0]})
+    assert not _valid(api, "PolicyPatch", {"cost_budgets": {"gpt-9": 10}})
+    assert _valid(api, "PolicyPatch", {"cost_budgets": {runtimes[0]: 10}})
+    r = api.post("/policy/reset-spend", {"runtime": "gpt-9"})
+    assert r.status_code == 422 and r.json()["field"] == "runtime", r.text
+
+
+def test_changing_a_triggers_kind_is_409_naming_kind(api: Api) -> None:
+    trigger = {"name": "nightly", "kind": "schedule", "prompt_template": "sweep", "config": {"cron": "0 9 * * *"}}
+    assert api.post("/triggers", trigger).status_code == 201
+    r = api.patch("/triggers/1", {"kind": "slack", "precedence": 4})
+    assert r.status_code == 409, r.text
+    assert r.json()["error"] == "conflict" and r.json()["field"] == "kind"
+    assert "cannot change (schedule -> slack)" in r.json()["message"]
+    assert api.get("/triggers/1").json()["precedence"] is None
+    assert api.patch("/triggers/1", {"kind": "schedule", "precedence": 4}).status_code == 200
+
+
+def test_a_follow_up_has_an_example_a_client_and_a_generator_can_start_from(api: Api) -> None:
+    text = _document(api)["components"]["schemas"]["MessageCreate"]["properties"]["text"]
+    assert text["examples"] and all(_valid(api, "MessageCreate", {"text": e}) for e in text["examples"])
+
+
+def test_the_document_says_a_sleep_does_not_halt(api: Api) -> None:
+    assert api.post("/sessions", {"prompt": "first"}).status_code == 201
+    until = (api.ctx.clock.now() + timedelta(hours=1)).isoformat()
+    assert not _valid(api, "PauseCreate", {"until": until, "halt": True})
+    assert _valid(api, "PauseCreate", {"until": until, "halt": False}) and _valid(api, "PauseCreate", {"halt": True})
+    r = api.post("/sessions/1/pause", {"until": until, "halt": True})
+    assert r.status_code == 422 and r.json()["field"] == "halt", r.text
