@@ -13,7 +13,7 @@ from fastapi.responses import JSONResponse
 from fastapi.routing import APIRoute
 from fastapi.security import HTTPBearer
 
-from bot.api import chat, holding, policy, sessions, triggers
+from bot.api import chat, holding, policy, sessions, trigger_configs, triggers
 from bot.api.callers import ACTOR_HEADER
 from bot.api.guard import error_body
 from templates import error_text
@@ -103,6 +103,7 @@ def document(app: FastAPI) -> Callable[[], dict[str, Any]]:
         ctx = getattr(pacer, "ctx", None) or pacer.extras.get("scheduler_context")
         if ctx is not None:
             runtimes(schemas, sorted(ctx.limits.runtimes))
+        trigger_configs.describe(schemas)
         return found
 
     return openapi

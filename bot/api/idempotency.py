@@ -8,7 +8,9 @@ follow the IETF's Idempotency-Key draft and Stripe's API:
     its scope       the caller (the API's name for whoever sent it): two callers' keys never meet
     the same body   the first answer again, 201 with `Idempotent-Replayed: true`; the session is
                     as it was then (GET /api/v1/sessions/<id> reads it now)
-    another body    a 422 naming the header: a key names one request
+    another body    a 409 naming the header: a key names one request, and this one is taken
+                    (the draft says 422; the OpenAPI document cannot say which keys are
+                    taken, and a request it calls valid is never a 422)
     still running   a 409: the first request has made its session but not yet answered
     kept            KEPT (24 hours) from the first request; after that the key is new again
 
@@ -32,7 +34,8 @@ from sqlalchemy import delete, update
 from sqlmodel import Session as DBSession
 from sqlmodel import col, select
 
-from scheduler.errors import InvalidInput, Refused
+from bot.api.guard import ApiError
+from scheduler.errors import Refused
 from scheduler.front import IdempotencyKey, session_scope
 from templates import error_text
 
@@ -58,16 +61,17 @@ def fingerprint(body: BaseModel) -> str:
 
 def earlier_answer(engine: Any, caller: str, key: str, print_: str, now: datetime) -> dict[str, Any] | None:
     """The first answer to this caller's `key`, or None when the key is new (or expired: it is
-    forgotten then, with every other key past KEPT). Refuses a key sent with another body (422)
-    or whose first request has not answered yet (409)."""
+    forgotten then, with every other key past KEPT). Refuses a key sent with another body or
+    whose first request has not answered yet (409s)."""
     with session_scope(engine) as db:
         db.exec(delete(IdempotencyKey).where(col(IdempotencyKey.created_at) <= now - KEPT))
         row = db.exec(select(IdempotencyKey).where(IdempotencyKey.caller == caller, IdempotencyKey.key == key)).first()
         if row is None:
             return None
         if row.fingerprint != print_:
-            raise InvalidInput(error_text("api/idempotency_key_reused", header=HEADER, key=key, at=row.created_at,
-                                          session_id=row.session_id), field=HEADER)
+            message = error_text("api/idempotency_key_reused", header=HEADER, key=key, at=row.created_at,
+                                 session_id=row.session_id)
+            raise ApiError(409, "conflict", message, field=HEADER)
         if row.answer is None:
             raise Refused(
                 error_text("api/idempotency_key_in_flight", header=HEADER, key=key, session_id=row.session_id)

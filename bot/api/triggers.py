@@ -29,7 +29,9 @@ from bot.api.models import (
 from bot.api.refusals import refusals
 from bot.api.views import context, session_detail, submission_out
 from bot.triggers import writes as store
-from bot.triggers.spec import check_spec
+from bot.triggers.kind_config import check_config
+from bot.triggers.spec import KINDS, check_spec
+from scheduler.errors import InvalidInput
 from scheduler.front import Trigger, TriggerEvent, fire, get_session, get_trigger, load_policy, session_scope
 from templates import error_text
 
@@ -89,6 +91,8 @@ def patch(trigger_id: TriggerId, body: TriggerPatch, request: Request, who: Call
         if changes["kind"] != kind:
             message = error_text("triggers/kind_change", old=kind, new=changes["kind"])
             raise ApiError(409, "conflict", message, field="kind")
+    if "config" in changes:
+        _fits_its_kind(ctx, trigger_id, changes["config"])
     change = store.change_trigger(ctx, request.app.state.pacer.scheduler, trigger_id, changes, actor=who.name)
     write = change.write
     return {
@@ -97,6 +101,29 @@ def patch(trigger_id: TriggerId, body: TriggerPatch, request: Request, who: Call
         "reclassified_waiting_sessions": write.moved,
         "released": list(write.promoted),
     }
+
+
+def _fits_its_kind(ctx: Any, trigger_id: int, config: Any) -> None:
+    """A change's config may fit another kind than the trigger's own (the document takes any
+    kind's when the change names none): that is a 409, naming the kind it fits."""
+    with session_scope(ctx.engine) as db:
+        kind = get_trigger(db, trigger_id).kind
+    try:
+        check_config(kind, config)
+    except InvalidInput as exc:
+        fits = [other for other in KINDS if other != kind and _takes(other, config)]
+        if fits:
+            message = error_text("triggers/config_other_kind", kind=kind, fits=fits, problem=str(exc))
+            raise ApiError(409, "conflict", message, field=exc.field) from None
+        raise
+
+
+def _takes(kind: str, config: Any) -> bool:
+    try:
+        check_config(kind, config)
+    except InvalidInput:
+        return False
+    return True
 
 
 @router.delete(

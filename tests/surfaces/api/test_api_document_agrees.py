@@ -99,3 +99,52 @@ def test_the_document_says_a_sleep_does_not_halt(api: Api) -> None:
     assert _valid(api, "PauseCreate", {"until": until, "halt": False}) and _valid(api, "PauseCreate", {"halt": True})
     r = api.post("/sessions/1/pause", {"until": until, "halt": True})
     assert r.status_code == 422 and r.json()["field"] == "halt", r.text
+
+
+GOOD_CONFIGS = {
+    "slack": {"channels": ["C0X"], "dms": False},
+    "github_issue": {"repositories": ["acme/api"], "labels": ["bug"], "trusted_associations": ["OWNER"]},
+    "github_label": {"label": "pacer", "pull_requests": False},
+    "schedule": {"cron": "*/15 9 1 12 6", "timezone": "Europe/Paris"},
+    "ao_event": {"filter": {"genesis": "api"}, "states": ["done"]},
+}
+BAD_CONFIGS = [
+    ("slack", None, "config"),
+    ("slack", {}, "config.channels"),
+    ("slack", {"channels": [], "dms": False}, "config.channels"),
+    ("schedule", {}, "config.cron"),
+    ("schedule", {"cron": "99 * * * *"}, "config.cron"),
+    ("schedule", {"cron": "0 9 * * *", "timezone": "Mars/Olympus"}, "config.timezone"),
+    ("github_label", {"issues": False, "pull_requests": False}, "config.issues"),
+    ("ao_event", {"session_id": 1}, "config.states"),
+    ("ao_event", {"events": ["no_sessions_in_progress"], "states": ["done"]}, "config.states"),
+    ("github_issue", {"cron": "0 9 * * *"}, "config.cron"),
+]
+
+
+def test_each_kinds_config_is_in_the_document_and_what_it_refuses_the_server_refuses(api: Api) -> None:
+    for kind, config in GOOD_CONFIGS.items():
+        body = {"name": f"t-{kind}", "kind": kind, "prompt_template": "go", "config": config}
+        assert _valid(api, "TriggerCreate", body), body
+        assert api.post("/triggers", body).status_code == 201, body
+    for kind, config, field in BAD_CONFIGS:
+        body = {"name": "bad", "kind": kind, "prompt_template": "go", **({} if config is None else {"config": config})}
+        assert not _valid(api, "TriggerCreate", body), body
+        r = api.post("/triggers", body)
+        assert r.status_code == 422 and r.json()["field"].startswith(field.split(".")[0]), (body, r.text)
+    assert api.get("/triggers").json()["count"] == len(GOOD_CONFIGS)
+
+
+def test_a_change_whose_config_fits_another_kind_is_409_naming_both(api: Api) -> None:
+    assert api.post("/triggers", {"name": "t", "kind": "schedule", "prompt_template": "go",
+                                  "config": {"cron": "0 9 * * *"}}).status_code == 201
+    change = {"config": {"channels": ["C0X"]}}
+    assert _valid(api, "TriggerPatch", change)
+    r = api.patch("/triggers/1", change)
+    assert r.status_code == 409, r.text
+    assert r.json()["error"] == "conflict" and r.json()["field"].startswith("config")
+    assert "fits a slack trigger, and this one is schedule" in r.json()["message"]
+    assert api.get("/triggers/1").json()["config"]["cron"] == "0 9 * * *"
+    nothing = {"config": {"colour": "blue"}}
+    assert not _valid(api, "TriggerPatch", nothing)
+    assert api.patch("/triggers/1", nothing).status_code == 422

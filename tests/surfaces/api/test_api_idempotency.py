@@ -55,11 +55,11 @@ def test_a_retry_with_the_key_gets_the_first_answer_and_makes_no_second_session(
     assert sessions(any_engine) == 1 and [r.prompt for r in api.workers.submitted] == ["fix the login test"]
 
 
-def test_the_same_key_with_another_body_is_a_422_naming_the_header(api: Any, any_engine: Engine) -> None:
+def test_the_same_key_with_another_body_is_a_409_naming_the_header(api: Any, any_engine: Engine) -> None:
     first = create(api, {"prompt": "fix the login test"})
     assert first.status_code == 201
     other = create(api, {"prompt": "fix the logout test"})
-    assert other.status_code == 422 and other.json()["field"] == "Idempotency-Key", other.text
+    assert other.status_code == 409 and other.json()["field"] == "Idempotency-Key", other.text
     message = other.json()["message"]
     assert (
         f"'{KEY}' was sent at 2026-11-02 09:00 UTC with another request body (it made session "
