@@ -39,6 +39,14 @@ def _string(value: Any, key: str) -> str:
     return value
 
 
+def _whole(value: Any) -> Any:
+    """A whole number as JSON may write it (`3.0` is the integer 3 to JSON Schema, as to the
+    rest of the API): an int; anything else as it came, for the check to judge."""
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    return value
+
+
 def _slack(config: Mapping[str, Any]) -> dict[str, Any]:
     out: dict[str, Any] = {}
     if "channels" in config:
@@ -118,7 +126,7 @@ def _ao_event(config: Mapping[str, Any]) -> dict[str, Any]:
             field="config.session_id",
         )
     if has_session:
-        sid = config["session_id"]
+        sid = _whole(config["session_id"])
         if not bounds.is_id(sid):
             raise InvalidInput(
                 error_text("trigger_spec/bad_session_id", max_id=bounds.MAX_ID), field="config.session_id"
@@ -176,7 +184,7 @@ def _filter(flt: Any) -> dict[str, Any]:
             raise InvalidInput(error_text("trigger_spec/filter_class"), field="config.filter.scheduling_class")
         out["scheduling_class"] = flt["scheduling_class"]
     if "trigger" in flt:
-        value = flt["trigger"]
+        value = _whole(flt["trigger"])
         if (
             isinstance(value, bool)
             or not isinstance(value, (int, str))

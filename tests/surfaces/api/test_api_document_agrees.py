@@ -148,3 +148,18 @@ def test_a_change_whose_config_fits_another_kind_is_409_naming_both(api: Api) ->
     nothing = {"config": {"colour": "blue"}}
     assert not _valid(api, "TriggerPatch", nothing)
     assert api.patch("/triggers/1", nothing).status_code == 422
+
+
+def test_a_whole_number_written_with_a_point_is_an_id_in_a_config_as_anywhere(api: Api) -> None:
+    # JSON Schema's integer takes 3.0, and so does every other id field of the API.
+    for name, config in (("by-id", {"session_id": 3.0, "states": ["done"]}),
+                         ("by-filter", {"filter": {"trigger": 2.0}, "states": ["done"]})):
+        body = {"name": name, "kind": "ao_event", "prompt_template": "go", "config": config}
+        assert _valid(api, "TriggerCreate", body)
+        r = api.post("/triggers", body)
+        assert r.status_code == 201, r.text
+    configs = [t["config"] for t in api.get("/triggers").json()["triggers"]]
+    assert {"session_id": 3, "states": ["done"]} in configs
+    assert {"filter": {"trigger": 2}, "states": ["done"]} in configs
+    assert api.post("/triggers", {"name": "half", "kind": "ao_event", "prompt_template": "go",
+                                  "config": {"session_id": 3.5, "states": ["done"]}}).status_code == 422
