@@ -55,10 +55,10 @@ def pytest_configure(config: pytest.Config) -> None:
 
 
 def pytest_xdist_auto_num_workers(config: pytest.Config) -> int:
-    """`-n auto`: one worker more than the cores. A third of the suite's time is spent waiting on
-    processes it started (servers coming up, agents sleeping, leases running out), and a worker
-    that waits leaves its core to the others. PACER_TEST_WORKERS sets the number outright."""
-    return int(os.environ.get("PACER_TEST_WORKERS") or (os.cpu_count() or 1) + 1)
+    """`-n auto`: one worker a core. A third worker was tried (2026-12-07): the suite's timing-bound
+    system tests (kills mid-turn, lease races) failed under the extra load, and it was no faster.
+    PACER_TEST_WORKERS sets the number outright."""
+    return int(os.environ.get("PACER_TEST_WORKERS") or os.cpu_count() or 1)
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:

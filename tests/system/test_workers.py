@@ -45,7 +45,7 @@ from tests.support.slack_mock import BOT_USER_ID, MockSlack, event_body, signed_
 
 SESSIONS = 120  # a third priority, the rest spot: ten times the slots, so spot work is held
 BEFORE_KILL = 40  # sent across both replicas; the rest go through the survivor as it takes over
-SETTLED_SECONDS = 1.5  # a hold's alarm is armed once its transaction commits: a younger hold is not judged
+SETTLED_SECONDS = 3.0  # a hold's alarm is armed once its transaction commits: a younger hold is not judged
 
 
 @pytest.fixture
