@@ -261,6 +261,40 @@ def test_the_slack_manifest_asks_for_the_events_and_scopes_pacer_uses_and_no_mor
     assert {scope for scope in SLACK_METHODS.values() if scope} <= set(SLACK_SCOPES)
 
 
+def _urls(node: object, path: str = "") -> list[str]:
+    """Where a manifest names a URL (a key `url` or `request_url`), by its path."""
+    if isinstance(node, dict):
+        return [p for key, value in node.items() for p in _urls(value, f"{path}.{key}")] + [
+            f"{path}.{key}" for key in node if key in ("url", "request_url")
+        ]
+    if isinstance(node, list):
+        return [p for i, item in enumerate(node) for p in _urls(item, f"{path}[{i}]")]
+    return []
+
+
+def test_the_socket_mode_manifest_is_the_same_app_without_request_urls() -> None:
+    http = yaml.safe_load((ROOT / "deploy" / "slack-manifest.yaml").read_text())
+    socket = yaml.safe_load((ROOT / "deploy" / "slack-manifest-socket.yaml").read_text())
+    assert http["settings"]["socket_mode_enabled"] is False and socket["settings"]["socket_mode_enabled"] is True
+    assert _urls(http) and _urls(socket) == []  # over the socket, events, commands and actions need no URL
+    assert socket["settings"]["interactivity"]["is_enabled"] is True
+
+    def without_urls(node: object) -> object:
+        if isinstance(node, dict):
+            return {k: without_urls(v) for k, v in node.items() if k not in ("url", "request_url", "socket_mode_enabled")}
+        return [without_urls(v) for v in node] if isinstance(node, list) else node
+
+    assert without_urls(socket) == without_urls(http)  # the same scopes, events, command and home
+
+
+def test_the_readme_sets_up_slack_with_either_manifest_and_invites_the_bot() -> None:
+    readme = (ROOT / "README.md").read_text()
+    slack = readme[readme.index("## Connecting Slack"):readme.index("## Connecting GitHub")]
+    assert "deploy/slack-manifest.yaml" in slack and "deploy/slack-manifest-socket.yaml" in slack
+    [step] = [s for s in re.split(r"\n(?=\d+\. )", slack) if "/invite @Pacer" in s]
+    assert "`PACER_OPS_CHANNEL`" in step  # the channel holds are announced in: a bot posts only where it is a member
+
+
 def test_on_fly_the_edge_proxys_forwarded_scheme_is_trusted() -> None:
     """Fly's proxy ends TLS: there uvicorn trusts X-Forwarded-Proto from any address, so an https
     request is seen as one (the live page's cookie is then Secure); elsewhere its default stands."""
