@@ -7,10 +7,14 @@ policy, each row on one scale so the columns compare at a glance):
 - the fleet: running sessions by class against the slots on the left axis, and the waiting
   (held, paused) on the right axis, since a backlog is often ten times the slots; the minutes in
   which the budget binds — a window's cap or its pace — are shaded, so slots standing free while
-  sessions wait read as what they are;
+  sessions wait read as what they are (the pace only under a policy that paces: `pacer` with its
+  gate; the baselines have none);
 - what binds: of the minutes spot work waited, how many every slot was taken, how many a
   window's cap or pace bound (by window), and how many neither — with the binding window's spend
   by rollover.
+
+Each row's legend stands in a column of its own at the right, beside the panels, so it covers
+none of their data however the run falls.
 
 The figure is drawn without pyplot and written by matplotlib's Agg renderer, so no display is
 needed. matplotlib is the optional extra `plot` of this project (installed with `dev` too): a
@@ -30,7 +34,8 @@ if TYPE_CHECKING:
     from bot.simulate.engine import Run
     from bot.simulate.trace import Sample
 
-HEADROOM = 1.45  # each panel's scale runs this far above its data, so the legend covers little of it
+HEADROOM = 1.15  # each panel's scale runs this far above its data (the legends stand beside the panels)
+LEGEND_WIDTH = 0.5  # the legend column's width, as a share of one policy's column
 CLIP = 2.0  # a window panel's scale stops at this many times the capacity: past that, a run is just "far over"
 
 
@@ -81,13 +86,20 @@ class Waiting:
     pace: dict[str, int] = field(default_factory=dict)  # by the first window whose curve it outran
     idle: int = 0
     other: int = 0
+    paced: bool = True  # whether the policy has a pace at all (the baselines do not)
 
 
-def what_binds(samples: list[Sample], slots: int) -> Waiting:
+def paces(run: Run) -> bool:
+    """Whether the run's policy has a pacing curve: `pacer` with its gate on. fifo holds only for
+    slots and flat-target on its flat target, so for them the pace is no reason for anything."""
+    return run.policy == "pacer" and run.scenario.policy.gating
+
+
+def what_binds(samples: list[Sample], slots: int, *, paced: bool = True) -> Waiting:
     """Each minute spot work waited, the first of: every slot taken (then more budget would not
-    start anything), a window's cap, a window's pace; else neither — idle while holding, or
-    waiting for a re-check while other spot work runs."""
-    out = Waiting(minutes=len(samples))
+    start anything), a window's cap, a window's pace (only where the policy paces); else neither —
+    idle while holding, or waiting for a re-check while other spot work runs."""
+    out = Waiting(minutes=len(samples), paced=paced)
     for s in samples:
         if s.spot_waiting <= 0:
             continue
@@ -96,7 +108,7 @@ def what_binds(samples: list[Sample], slots: int) -> Waiting:
             out.slots_full += 1
         elif s.budget_binds is not None:
             out.cap[s.budget_binds] = out.cap.get(s.budget_binds, 0) + 1
-        elif s.pace_binds is not None:
+        elif paced and s.pace_binds is not None:
             out.pace[s.pace_binds] = out.pace.get(s.pace_binds, 0) + 1
         elif s.idle_while_holding:
             out.idle += 1
@@ -116,7 +128,7 @@ def _pace(samples: list[Sample], name: str, spot_budget: float) -> list[float]:
     return out
 
 
-def _window_panel(ax: Any, run: Run, samples: list[Sample], name: str, *, legend: bool) -> None:
+def _window_panel(ax: Any, run: Run, samples: list[Sample], name: str) -> None:
     times = [s.at for s in samples]
     capacity = samples[0].windows[name].capacity
     reserve = run.scenario.policy.reserve_pct(name)
@@ -132,27 +144,27 @@ def _window_panel(ax: Any, run: Run, samples: list[Sample], name: str, *, legend
     ax.set_title(_say("window_title", policy=run.policy, window=name), fontsize=10)
     ax.set_ylabel(_say("dollars"))
     ax.grid(alpha=0.3)
-    if legend:
-        ax.legend(loc="upper left", fontsize=7, framealpha=0.9, ncol=2)
 
 
-def _fleet_panel(ax: Any, run: Run, samples: list[Sample], waiting_top: float, *, legend: bool) -> None:
+def _fleet_panel(ax: Any, run: Run, samples: list[Sample], waiting_top: float) -> list[tuple[Any, str]]:
+    """Draw the fleet; its legend's entries (the left axis's and the right's)."""
     times = [s.at for s in samples]
     slots = min(run.scenario.policy.max_sessions, run.scenario.policy.agent_workers)
     ax.fill_between(times, 0, 1, where=[s.budget_binds is not None for s in samples], step="post",
                     transform=ax.get_xaxis_transform(), color="tab:orange", alpha=0.2, lw=0, label=_say("cap_binds"))
-    ax.fill_between(
-        times,
-        0,
-        1,
-        where=[s.budget_binds is None and s.pace_binds is not None for s in samples],
-        step="post",
-        transform=ax.get_xaxis_transform(),
-        color="tab:olive",
-        alpha=0.2,
-        lw=0,
-        label=_say("pace_binds"),
-    )
+    if paces(run):  # a baseline has no pace: nothing of it to shade
+        ax.fill_between(
+            times,
+            0,
+            1,
+            where=[s.budget_binds is None and s.pace_binds is not None for s in samples],
+            step="post",
+            transform=ax.get_xaxis_transform(),
+            color="tab:olive",
+            alpha=0.2,
+            lw=0,
+            label=_say("pace_binds"),
+        )
     ax.fill_between(times, 0, 1, where=[s.idle_while_holding for s in samples], step="post",
                     transform=ax.get_xaxis_transform(), color="tab:red", alpha=0.35, lw=0, label=_say("idle"))
     ax.stackplot(times, [s.running_priority for s in samples], [s.running_spot for s in samples],
@@ -167,15 +179,22 @@ def _fleet_panel(ax: Any, run: Run, samples: list[Sample], waiting_top: float, *
     waiting.plot(times, [s.paused for s in samples], color="tab:brown", lw=1, label=_say("paused"))
     waiting.set_ylim(0, waiting_top * HEADROOM)
     waiting.set_ylabel(_say("waiting_axis"))
-    if legend:
-        handles, labels = ax.get_legend_handles_labels()
-        more, more_labels = waiting.get_legend_handles_labels()
-        ax.legend(handles + more, labels + more_labels, loc="upper left", fontsize=7, ncol=2, framealpha=0.9)
+    handles, labels = ax.get_legend_handles_labels()
+    more, more_labels = waiting.get_legend_handles_labels()
+    return list(zip(handles + more, labels + more_labels))
+
+
+def _legend(ax: Any, entries: list[tuple[Any, str]]) -> None:
+    """A row's legend, alone in the legend column: beside the panels, over none of their data."""
+    ax.axis("off")
+    if entries:
+        handles, labels = zip(*entries)
+        ax.legend(handles, labels, loc="upper left", fontsize=7, frameon=False, borderaxespad=0.0)
 
 
 def _binds_panel(ax: Any, run: Run, samples: list[Sample], report: dict[str, Any]) -> None:
     slots = min(run.scenario.policy.max_sessions, run.scenario.policy.agent_workers)
-    w = what_binds(samples, slots)
+    w = what_binds(samples, slots, paced=paces(run))
     text = _say("binds", waiting=w, report=report)
     ax.axis("off")
     ax.set_title(_say("binds_title", policy=run.policy), fontsize=10, loc="left")
@@ -197,16 +216,22 @@ def figure(runs: list[Run], reports: list[dict[str, Any]]) -> Any:
     traces = [[s for s in run.trace.samples if s.windows] for run in runs]
     names = [w.name for w in scenario.windows if traces[0] and w.name in traces[0][0].windows]
     rows, cols = len(names) + 2, len(runs)
-    fig = Figure(figsize=(max(13.0, 7.0 * cols), 3.3 * len(names) + 6.0), layout="constrained")
-    axes = fig.subplots(
-        rows, cols, sharex="col", squeeze=False, gridspec_kw={"height_ratios": [3.0] * len(names) + [3.0, 1.5]}
+    fig = Figure(figsize=(max(13.0, 7.0 * cols) + 7.0 * LEGEND_WIDTH, 3.3 * len(names) + 6.0), layout="constrained")
+    grid = fig.subplots(
+        rows,
+        cols + 1,
+        sharex="col",
+        squeeze=False,
+        gridspec_kw={"height_ratios": [3.0] * len(names) + [3.0, 1.5], "width_ratios": [1.0] * cols + [LEGEND_WIDTH]},
     )
+    axes, keys = grid[:, :cols], grid[:, cols]
     waiting_top = max((max(s.held, s.paused) for samples in traces for s in samples), default=0) * 1.1 + 1
+    fleet_entries: dict[str, tuple[Any, str]] = {}
     for col, (run, report, samples) in enumerate(zip(runs, reports, traces)):
-        first = col == 0
         for row, name in enumerate(names):
-            _window_panel(axes[row, col], run, samples, name, legend=first)
-        _fleet_panel(axes[-2, col], run, samples, waiting_top, legend=first)
+            _window_panel(axes[row, col], run, samples, name)
+        for handle, label in _fleet_panel(axes[-2, col], run, samples, waiting_top):
+            fleet_entries.setdefault(label, (handle, label))  # a baseline's column adds no pace
         axes[-2, col].set_xlabel(_say("time_axis"))
         locator = mdates.AutoDateLocator(maxticks=8)  # type: ignore[no-untyped-call]
         axes[-2, col].xaxis.set_major_locator(locator)
@@ -218,5 +243,8 @@ def figure(runs: list[Run], reports: list[dict[str, Any]]) -> Any:
         top = min(max(ax.get_ylim()[1] for ax in axes[row]), capacity * CLIP) * HEADROOM
         for ax in axes[row]:
             ax.set_ylim(0, top)
+        _legend(keys[row], list(zip(*axes[row, 0].get_legend_handles_labels())))
+    _legend(keys[-2], list(fleet_entries.values()))
+    _legend(keys[-1], [])
     fig.suptitle(_say("suptitle", scenario=scenario.name, policies=[run.policy for run in runs]))
     return fig

@@ -220,6 +220,21 @@ def test_the_report_renders_and_compares(reports: dict[str, dict[str, Any]]) -> 
     json.dumps(reports)  # the --json body
 
 
+def test_compare_prints_each_policys_checks_as_its_single_run_does(reports: dict[str, dict[str, Any]]) -> None:
+    from bot.simulate.cli import compare_rows
+
+    table = render("text/simulate_compare.j2", scenario="small", reports=list(reports.values()), binding="5h",
+                   rows=compare_rows(list(reports.values())))
+    for policy, r in reports.items():
+        single = render("text/simulate_report.j2", r=r)
+        block = single[single.index("Checks ("):]
+        assert block.count("\n  [") == len(r["checks"]) == 5
+        assert block.replace("Checks (", f"Checks under {policy} (", 1) in table
+    order = [table.index(f"Checks under {policy} (") for policy in ("pacer", "fifo", "flat-target")]
+    assert order == sorted(order)
+    assert "sessions lost" in table[: table.index("Checks under pacer")]  # the side-by-side table comes first
+
+
 def test_the_cli_writes_json_and_a_png(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     pytest.importorskip("matplotlib")
     from bot.cli.main import main

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -81,6 +82,61 @@ def test_compare_draws_one_column_per_policy_with_what_binds(scenario: Path) -> 
     binds = [t.get_text() for ax in fig.axes for t in ax.texts]
     assert len(binds) == len(POLICIES) and all("Binding window 5h" in text for text in binds)
     assert fig.get_suptitle() == "pacer simulate: tiny under pacer, fifo, flat-target"
+
+
+@pytest.fixture(scope="module")
+def compared(tmp_path_factory: pytest.TempPathFactory) -> Any:
+    """The --compare figure of the tiny scenario, laid out (as savefig would) without writing it."""
+    from bot.simulate.cli import load_scenario, run_policy
+    from bot.simulate.plot import figure
+    from bot.simulate.scenario import POLICIES
+
+    path = tmp_path_factory.mktemp("compare") / "tiny.toml"
+    path.write_text(TINY)
+    loaded = load_scenario(str(path))
+    scored = [run_policy(loaded, policy) for policy in POLICIES]
+    fig = figure([run for _, run in scored], [report for report, _ in scored])
+    fig.draw_without_rendering()
+    return fig, [run for _, run in scored]
+
+
+def test_no_legend_covers_a_panels_data(compared: Any) -> None:
+    fig, _ = compared
+    drawn = [ax for ax in fig.axes if ax.lines or ax.collections or ax.patches]
+    legends = [ax.get_legend() for ax in fig.axes if ax.get_legend() is not None]
+    assert len(legends) == 3  # one a row: each window's panels, and the fleet's
+    whole = fig.bbox
+    for legend in legends:
+        box = legend.get_window_extent()
+        assert whole.x0 <= box.x0 and box.x1 <= whole.x1 and whole.y0 <= box.y0 and box.y1 <= whole.y1  # not cut off
+        covered = [ax.get_title() or ax.get_ylabel() for ax in drawn if box.overlaps(ax.get_window_extent())]
+        assert covered == [], f"the legend {[t.get_text() for t in legend.get_texts()][:2]} covers {covered}"
+
+
+def test_only_a_policy_that_paces_is_shaded_where_the_pace_binds(compared: Any) -> None:
+    fig, runs = compared
+    pace = "the pace binds: one more would outrun a window's pacing curve"
+    shaded = {
+        ax.get_title().split(" · ")[0]: pace in [c.get_label() for c in ax.collections]
+        for ax in fig.axes
+        if " · fleet:" in ax.get_title()
+    }
+    assert shaded == {"pacer": True, "fifo": False, "flat-target": False}
+    [fleet_legend] = [ax.get_legend() for ax in fig.axes if ax.get_legend() and "slots (2)" in
+                      [t.get_text() for t in ax.get_legend().get_texts()]]
+    assert pace in [t.get_text() for t in fleet_legend.get_texts()]  # pacer's column brings it
+    binds = {ax.get_title(loc="left").split(" · ")[0]: ax.texts[0].get_text() for ax in fig.axes if ax.texts}
+    assert "the pacing curve:" in binds["pacer"]
+    assert "the pacing curve:" not in binds["fifo"] and "the pacing curve:" not in binds["flat-target"]
+
+
+def test_a_policy_without_a_pace_counts_no_minute_against_it() -> None:
+    from bot.simulate.plot import what_binds
+
+    waited = [_sample(0, running=1, pace="7d"), _sample(1, running=1, pace="7d", idle=True)]
+    paced, unpaced = what_binds(waited, slots=2), what_binds(waited, slots=2, paced=False)
+    assert paced.pace == {"7d": 2} and (paced.other, paced.idle) == (0, 0)
+    assert unpaced.pace == {} and (unpaced.other, unpaced.idle) == (1, 1) and not unpaced.paced
 
 
 def test_the_cli_writes_the_compare_image(scenario: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
