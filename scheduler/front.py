@@ -51,6 +51,8 @@ from scheduler.holds.queue import REASONS as QUEUE_HOLD_REASONS
 from scheduler.holds.queue import resume_queue
 from scheduler.holds.view import HoldsView, all_holds
 from scheduler.jobs import targets as job_targets
+from scheduler.pauses.budget_notice import Standing as StandingNotice
+from scheduler.pauses.budget_notice import standing_notices
 from scheduler.pauses.parking import MAX_RESUME_PROMPT_CHARS, pause_into_spot_queue
 from scheduler.pauses.sleep import wake_me_up_later
 from scheduler.quota_reuse import ReusedQuotaSource
@@ -80,6 +82,7 @@ from scheduler.steering.gate_card import GateCard, build_card, render_card
 from scheduler.steering.promotion import record_human_message
 from scheduler.steering.session_events import FILTER_KEYS, FLEET_EVENTS, session_event
 from scheduler.steering.session_events import STATES as EVENT_STATES
+from scheduler.steering.session_facts import FinishedRow, SessionFacts, facts_of, finished_since
 from scheduler.steering.timeline import Timeline, last_day
 from scheduler.steering.trigger_release import arm_release
 from scheduler.store.db import core, make_engine, migrate, ping, session_scope, steer_in_turn
@@ -259,6 +262,12 @@ __all__ = [
     "render_card",
     "Timeline",
     "last_day",
+    "SessionFacts",
+    "FinishedRow",
+    "facts_of",
+    "finished_since",
+    "StandingNotice",
+    "standing_notices",
     "PolicyView",
     "WindowState",
     "WindowFigures",

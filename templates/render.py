@@ -35,6 +35,16 @@ def _when(value: Any) -> str:
     return value.strftime("%Y-%m-%d %H:%M UTC") if value is not None else "—"
 
 
+def _span(value: Any) -> str:
+    """A length of time as the live page says it: "3 d 4 h", "2 h 05 min", "12 min"."""
+    minutes = max(int(value.total_seconds() // 60), 0)
+    days, rest = divmod(minutes, 1440)
+    hours, mins = divmod(rest, 60)
+    if days:
+        return f"{days} d {hours} h"
+    return f"{hours} h {mins:02d} min" if hours else f"{mins} min"
+
+
 def _words(value: Any) -> str:
     """A reason code (`at_utilization_limit`) as the words a person reads (`text/reason_words.j2`)."""
     return render("text/reason_words.j2", reason=str(value))
@@ -78,7 +88,9 @@ def _environment(*, autoescape: bool) -> Environment:
         keep_trailing_newline=False,
         auto_reload=False,  # the files ship with the package: no stat() per sentence rendered
     )
-    env.filters.update(slack=slack_escape, money=_money, pct=_pct, when=_when, repr=repr, words=_words, **MARKUP)
+    env.filters.update(
+        slack=slack_escape, money=_money, pct=_pct, when=_when, span=_span, repr=repr, words=_words, **MARKUP
+    )
     return env
 
 

@@ -153,9 +153,12 @@ def build(
     every_status: bool,
     limit: int,
     now: datetime,
+    statuses: Sequence[str] | None = None,
 ) -> QueueView:
+    """`statuses`, when given, are the rows shown (the live page: the open ones); else every status
+    or the queue's own (waiting, running, needs input, failed)."""
     flt = QueueFilter(
-        statuses=EVERY_STATUS if every_status else QueueFilter.statuses,
+        statuses=statuses or (EVERY_STATUS if every_status else QueueFilter.statuses),
         scheduling_class=scheduling_class,
         genesis=genesis,
         limit=limit,

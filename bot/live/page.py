@@ -103,7 +103,9 @@ def page(request: Request) -> Response:
         return locked(request, configured, wrong=False)
     view = live_view.read(request.app.state.pacer)
     return HTMLResponse(
-        render_html("page/live.html.j2", **sections(view), charts=view.charts(), poll_ms=POLL_MS), headers=HEADERS
+        render_html(
+            "page/live.html.j2", **sections(view), charts=view.charts(), poll_ms=POLL_MS, now=view.now
+        ), headers=HEADERS
     )
 
 
@@ -121,7 +123,11 @@ def sections(view: live_view.LiveView) -> dict[str, Any]:
     """Each part of the page as HTML: the page includes them, and the poll swaps them in place."""
     return {
         "card": render_html("page/card.html.j2", card=view.card, d=view.card.decision, text=view.card_text),
-        "queue": render_html("page/queue.html.j2", view=view.queue),
+        "notices": render_html("page/notices.html.j2", notices=view.notices),
+        "queue": render_html("page/queue.html.j2", view=view.queue, facts=view.facts, now=view.now),
+        "finished": render_html(
+            "page/finished.html.j2", rows=view.finished, now=view.now, limit=live_view.FINISHED_ROWS
+        ),
         "holds": render_html("page/holds.html.j2", **view.holds.values()),
         "timeline": render_html("page/timeline.html.j2", timeline=view.timeline),
         "burn": render_html("page/burn.html.j2", rates=view.burn, minutes=PROJECTION_MINUTES),

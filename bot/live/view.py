@@ -1,9 +1,15 @@
 """What the live page shows, read once per request from the read models every other surface uses:
 the gate card (`scheduler.steering.gate_card`, as `/pacer policy` and GET /api/v1/policy), the ranked
 queue (`bot.chat.queue_view`, as `/pacer queue`), every hold (`scheduler.holds.view`, as `/pacer
-holds`), the burn-rate table (`scheduler.steering.burn_view`, as `/pacer burn`) and the last day's
-marks (`scheduler.steering.timeline`). The only numbers made here are the
-chart's points, drawn from the gate's own window figures.
+holds`, with the preemption cycling report), the burn-rate table (`scheduler.steering.burn_view`, as
+`/pacer burn`), the last day's marks (`scheduler.steering.timeline`), the early notices the running
+sessions were given (`scheduler.pauses.budget_notice`, as their Slack thread and GitHub comment say
+them), and, for each session listed, who asked, where, since when and its cost so far, with the
+sessions that ended in the last day (`scheduler.steering.session_facts`). The only numbers made here
+are the chart's points, drawn from the gate's own window figures.
+
+The queue here shows the open sessions (waiting, running, needing input); a failed one is listed
+with the day's finished sessions, and one older than a day only in `/pacer queue`.
 
 Each window's chart runs from the window's start to its reset, in the window's unit (dollars once
 calibrated, a fraction before):
@@ -26,20 +32,28 @@ from bot.chat import queue_view
 from bot.chat.gate_view import current_card
 from bot.runtime.process import Pacer
 from scheduler.front import (
+    ACTIVE_STATUSES,
     BurnRate,
+    FinishedRow,
     GateCard,
     HoldsView,
+    SessionFacts,
+    StandingNotice,
     Timeline,
     WindowFigures,
     all_holds,
     burn_rows,
+    facts_of,
+    finished_since,
     last_day,
     load_policy,
     render_card,
+    standing_notices,
 )
 
 QUEUE_ROWS = 50
 HELD_ROWS = 30
+FINISHED_ROWS = 30
 LENGTHS = {"5h": timedelta(hours=5), "7d": timedelta(days=7)}
 
 
@@ -52,6 +66,9 @@ class LiveView:
     holds: HoldsView
     timeline: Timeline
     burn: list[BurnRate]
+    facts: dict[int, SessionFacts]  # of every session the queue lists
+    finished: list[FinishedRow]  # ended in the last day, newest first
+    notices: list[StandingNotice]  # the early notice each running session was given, in force
 
     def charts(self) -> list[dict[str, Any]]:
         return [window_chart(w, self.now) for w in self.card.decision.windows]
@@ -62,12 +79,16 @@ def read(pacer: Pacer) -> LiveView:
     card = current_card(pacer, now)  # reads the quota before its own transaction
     with pacer.db() as db:
         queue = queue_view.build(
-            db, load_policy(db), scheduling_class=None, genesis=None, every_status=False, limit=QUEUE_ROWS, now=now
+            db, load_policy(db), scheduling_class=None, genesis=None, every_status=False, limit=QUEUE_ROWS, now=now,
+            statuses=[s.value for s in ACTIVE_STATUSES],
         )
         holds = all_holds(db, now, session_rows=HELD_ROWS)
         timeline = last_day(db, now)
+        facts = facts_of(db, [row.id for row in queue.rows])
+        finished = finished_since(db, now, limit=FINISHED_ROWS)
+        notices = standing_notices(db, now)
     return LiveView(now=now, card=card, card_text=render_card(card), queue=queue, holds=holds, timeline=timeline,
-                    burn=burn_rows(pacer.ctx))
+                    burn=burn_rows(pacer.ctx), facts=facts, finished=finished, notices=notices)
 
 
 def window_chart(w: WindowFigures, now: datetime) -> dict[str, Any]:

@@ -15,6 +15,7 @@ sessions it will pause are told once, before the ceiling pauses them (`scheduler
       over only once the window it named has rolled over, in one statement, so each window
       instance tells a session once whichever process runs the sweep and however often.
   `standing_notice(db, session_id, now)`  the notice still in force, for the status comment.
+  `standing_notices(db, now)`  each running session's notice in force, for the live page.
 """
 
 from __future__ import annotations
@@ -33,7 +34,7 @@ from scheduler.engine.fleet import build_snapshot
 from scheduler.rules.gate import WindowFigures, decide
 from scheduler.rules.snapshot import Asking, PolicyView, window_label
 from scheduler.store.db import core
-from scheduler.store.models import BudgetNotice
+from scheduler.store.models import BudgetNotice, Session, Status
 
 EVENT = "budget_ending"
 NOTICE_MINUTES = 30.0
@@ -130,3 +131,27 @@ def standing_notice(db: DBSession, session_id: int, now: datetime) -> RunOut | N
     if row is None:
         return None
     return RunOut(row.window, window_label(row.window), row.runs_out_at, row.resets_at)
+
+
+@dataclass(frozen=True)
+class Standing:
+    """A running session and the notice in force it was given."""
+
+    session_id: int
+    title: str
+    ending: RunOut
+
+
+def standing_notices(db: DBSession, now: datetime) -> list[Standing]:
+    """`standing_notice` for every running session at once, the soonest to run out first."""
+    rows = db.exec(
+        select(BudgetNotice, Session.title)
+        .join(Session, col(Session.id) == col(BudgetNotice.session_id))
+        .where(col(BudgetNotice.resets_at) > now, Session.status == Status.RUNNING.value)
+        .order_by(col(BudgetNotice.runs_out_at), col(BudgetNotice.session_id))
+    )
+    found: dict[int, Standing] = {}
+    for row, title in rows:
+        ending = RunOut(row.window, window_label(row.window), row.runs_out_at, row.resets_at)
+        found.setdefault(row.session_id, Standing(row.session_id, title, ending))
+    return list(found.values())

@@ -116,7 +116,7 @@ def test_the_page_shows_the_card_the_queue_the_holds_and_the_day(api: Api) -> No
     assert "A new spot session would" in html and "$420.00 spent of $1,000.00" in html
     assert "starts: 1 ·" in html  # the running session's turn, on the timeline
     state = client.get("/live/state").json()
-    assert set(state["sections"]) == {"card", "queue", "holds", "timeline", "burn", "updated"}
+    assert set(state["sections"]) == {"notices", "card", "queue", "finished", "holds", "timeline", "burn", "updated"}
     five = next(c for c in state["charts"] if c["name"] == "5h")
     assert five["spent"][1] == 420.0 and five["reserve"][0] == five["pacing"][2] and five["pacing"][0] == 0.0
     for name in ("uPlot.iife.min.js", "uPlot.min.css", "live.js", "live.css", "uPlot.LICENSE"):
