@@ -53,6 +53,9 @@ class SettingsFields(BaseSettings):
     )
     host: Text = _field("PACER_HOST", "127.0.0.1", "Address the HTTP server binds")
     port: Annotated[int, _rule(rules.port)] = _field("PACER_PORT", "8080", "Port the HTTP server binds")
+    worker_port: Annotated[int | None, _rule(rules.port)] = _field(
+        "PACER_WORKER_PORT", None, "Port `pacer worker` answers GET /healthz on, at PACER_HOST (unset: none)"
+    )
     api_token: Secret = _field(
         "PACER_API_TOKEN",
         None,

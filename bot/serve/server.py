@@ -1,6 +1,6 @@
 """`pacer serve`: build the runtime, the ASGI app, and run uvicorn. SIGTERM stops it cleanly:
 uvicorn stops taking requests, `bot.runtime.drain` lets running turns finish or hands them over, the
-lifespan stops the scheduler."""
+lifespan stops the scheduler. PACER_HOST=`::` answers on IPv4 and IPv6 both (`bot.serve.bind`)."""
 
 from __future__ import annotations
 
@@ -21,6 +21,7 @@ from bot.runtime import process
 from bot.runtime.address import reachable_url
 from bot.runtime.drain import drain
 from bot.serve.app import create_app
+from bot.serve.bind import both_stacks, dual_stack_socket
 from bot.serve.slow_clients import MAX_HEADER_BYTES, guarded_protocol
 from bot.triggers import file as triggers_file
 from templates import error_text
@@ -57,8 +58,23 @@ def serve(settings: Settings, *, host: str | None = None, port: int | None = Non
         bind_host, bind_port, settings.database_url.split("@")[-1], settings.runner,
         settings.effective_slots, settings.max_sessions, settings.agent_workers,
     )
-    uvicorn.run(app, host=bind_host, port=bind_port, lifespan="on", **http_options(settings, os.environ))
-    return 0
+    options = http_options(settings, os.environ)
+    if not both_stacks(bind_host):
+        uvicorn.run(app, host=bind_host, port=bind_port, lifespan="on", **options)
+        return 0
+    try:  # `::`: IPv4 and IPv6 on one socket, which uvicorn's own bind would make IPv6 only
+        sock = dual_stack_socket(bind_port)
+    except OSError as exc:
+        log.error(error_text("server/unbound", host=bind_host, port=bind_port, reason=exc.strerror or exc))
+        return 1
+    server = uvicorn.Server(uvicorn.Config(app, host=bind_host, port=bind_port, lifespan="on", **options))
+    try:
+        server.run(sockets=[sock])
+    except KeyboardInterrupt:  # as uvicorn.run
+        pass
+    finally:
+        sock.close()
+    return 0 if server.started else 1
 
 
 def http_options(settings: Settings, environ: Mapping[str, str]) -> dict[str, Any]:

@@ -7,6 +7,9 @@ owner id and lease on each turn it claims, renewed every third of a lease, and t
 `completion.complete_turn`. It arms alarms (the queue pass a finished turn asks for) in the shared
 job store as a standby does; it never leads.
 
+With PACER_WORKER_PORT set it answers GET /healthz there, at PACER_HOST (`worker_health`): what
+fly.toml's check of the worker group asks.
+
 On SIGTERM it takes no new job, lets the running turns finish for PACER_DRAIN_SECONDS, then hands
 the rest back (`lifecycle.hand_over`, as `pacer serve`'s drain does) and stops their agents.
 """
@@ -22,6 +25,7 @@ from bot.config.checks import database_problems, problems
 from bot.config.settings import Settings
 from bot.runtime import process
 from bot.runtime.adapters import libpq_url
+from bot.serve import worker_health
 from bot.serve.worker_notices import WorkerNotices
 from integrations.turn_queue import HOST, QUEUE, TurnHost, build_app
 from scheduler.errors import ConfigError
@@ -44,9 +48,15 @@ def work(settings: Settings) -> int:
     assert ctx.owner is not None and ctx.limits.turn_lease is not None  # build gives a process with its own pool both
     host = TurnHost(ctx, ctx.ports.workers, ctx.owner, ctx.limits.turn_lease, ctx.clock.now)
     notices = WorkerNotices(pacer)  # the status comment, the Slack thread, open App Homes
+    health = None
     try:
+        if settings.worker_port is not None:  # what a platform's health check asks (fly.toml's [checks.worker])
+            health = worker_health.start(settings.host, settings.worker_port, pacer.engine)
         asyncio.run(_run(settings, host))
     finally:
+        if health is not None:
+            health.shutdown()
+            health.server_close()
         process.stop(pacer)
         notices.close()
         pacer.engine.dispose()
