@@ -14,8 +14,9 @@ not say which of the two (or an archive) stopped it, so they are not counted her
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 
 from sqlmodel import Session as DBSession
 from sqlmodel import col, select
@@ -44,6 +45,18 @@ class Timeline:
 
     def of(self, kind: str) -> list[Mark]:
         return [m for m in self.marks if m.kind == kind]
+
+    def ticks(self, every: timedelta = timedelta(hours=3)) -> list[tuple[float, datetime]]:
+        """The whole UTC hours in the span that are a multiple of `every`, with their offsets: the
+        page labels its axis with clock times, as every other time it shows."""
+        step = every.total_seconds()
+        first = math.ceil(self.since.timestamp() / step) * step
+        out = []
+        at = datetime.fromtimestamp(first, tz=UTC)
+        while at <= self.until:
+            out.append((self.offset(at), at))
+            at += every
+        return out
 
     def offset(self, at: datetime) -> float:
         """Where `at` falls in the span, from 0 (its start) to 1 (now)."""

@@ -1,7 +1,7 @@
 """What the live page says of each session (GET / and GET /live/state over real HTTP into the real
 app, a real SQLite file): who asked and where, how long, its cost so far from its turns; the
 sessions that finished or failed in the last day; the early notice running sessions were given and
-the preemption cycling report."""
+the preemption cycling report; and the day's axis in UTC clock time."""
 
 from __future__ import annotations
 
@@ -180,3 +180,11 @@ def test_no_notice_and_no_report_leave_nothing_on_the_page(api: Api) -> None:
     html = page(api)
     assert '<section id="notices" aria-label="Early notice"></section>' in html  # hidden by `section:empty`
     assert "Preemption cycling" not in html and "No session finished, failed or was archived" in html
+
+
+def test_the_day_is_drawn_against_utc_clock_times(api: Api) -> None:
+    html = page(api)  # now is 09:00 UTC: the axis runs from 09:00 yesterday
+    timeline = html.split('<section id="timeline"')[1].split("</section>")[0]
+    labels = re.findall(r'<text class="tick-label[^"]*"[^>]*>([^<]*)</text>', timeline)
+    assert labels == ["12:00", "15:00", "18:00", "21:00", "00:00", "03:00", "06:00"]
+    assert "-21h" not in timeline and "now" not in labels
