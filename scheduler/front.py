@@ -56,6 +56,7 @@ from scheduler.pauses.budget_notice import standing_notices
 from scheduler.pauses.parking import MAX_RESUME_PROMPT_CHARS, pause_into_spot_queue
 from scheduler.pauses.sleep import wake_me_up_later
 from scheduler.quota_reuse import ReusedQuotaSource
+from scheduler.rules import queue_ladder
 from scheduler.rules.cycling import WINDOW as CYCLING_WINDOW
 from scheduler.rules.cycling import Event as CyclingEvent
 from scheduler.rules.cycling import detect as detect_cycling
@@ -71,10 +72,10 @@ from scheduler.rules.genesis import (
     validate_overrides,
 )
 from scheduler.rules.pool import pool_utilization
-from scheduler.rules.precedence import TOP_OF_SPOT, resolve_placement
+from scheduler.rules.precedence import DEFAULT_PRECEDENCE, TOP_OF_SPOT, resolve_placement
 from scheduler.rules.snapshot import PolicyView, WindowState, window_label
 from scheduler.rules.top_up import TOP_UP_ATTRIBUTES, TOP_UP_KEYS, TOP_UP_RANGES
-from scheduler.rules.waiting import Mechanism, waiting_reason
+from scheduler.rules.waiting import SPOT_GATE_REASONS, Mechanism, waiting_reason
 from scheduler.rules.windows import share_before, window_bounds
 from scheduler.steering.burn_view import PROJECTION_MINUTES, BurnRate, burn_rows
 from scheduler.steering.firing import Fired, TriggerEvent, fire, render_trigger_prompt, schedule_fire
@@ -119,6 +120,7 @@ from scheduler.store.ranking import (
     Reclassification,
     change_class,
     change_trigger_class,
+    queue_order,
     ranked_queue,
     reorder_between,
     set_precedence,
@@ -139,6 +141,8 @@ from scheduler.store.turn_reads import spends_by, spent_by
 from scheduler.testing import VirtualClock, VirtualDeferrer, VirtualWorkers
 
 __all__ = [
+    "DEFAULT_PRECEDENCE",
+    "SPOT_GATE_REASONS",
     # The store: a transaction, its engine and migrations, the steering lock, a raw statement.
     "session_scope",
     "make_engine",
@@ -249,6 +253,8 @@ __all__ = [
     "BurnRate",
     "PROJECTION_MINUTES",
     "QueueFilter",
+    "queue_ladder",
+    "queue_order",
     "ranked_queue",
     "Mechanism",
     "waiting_reason",

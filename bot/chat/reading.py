@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from bot.chat import gate_view, queue_view
+from bot.chat import gate_view, ladder_view, queue_view
 from bot.chat.context import Answer, Context, StoreContext
 from bot.commands import command as c
 from bot.commands.grammar import NAMES, USAGE
@@ -91,6 +91,9 @@ def why_answer(ctx: StoreContext, command: c.Why) -> Answer:
     session = get_session(ctx.db, command.session_id)
     policy = load_policy(ctx.db)
     reason = waiting_reason(session, ctx.now, spot=is_spot(session, policy))
+    place = None
+    if session.status == "waiting" and not session.bookkeeping:  # its bounded queue ladder (seed 000)
+        place = ladder_view.selected(ctx.db, ladder_view.read(ctx.db, policy, ctx.now), command.session_id)
     return Answer(
         "why",
         {
@@ -98,6 +101,7 @@ def why_answer(ctx: StoreContext, command: c.Why) -> Answer:
             "headline": reason.headline,
             "others": list(reason.others),
             "now": ctx.now,
+            "place": place,
         },
     )
 

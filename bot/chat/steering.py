@@ -10,7 +10,7 @@ from typing import Any
 from sqlalchemy import and_, or_
 from sqlmodel import col, select
 
-from bot.chat import queue_view
+from bot.chat import ladder_view
 from bot.chat.context import Answer, StoreContext
 from bot.commands import command as c
 from scheduler.errors import InvalidInput, Refused
@@ -91,7 +91,7 @@ def rank(ctx: StoreContext, command: c.Rank) -> Answer:
         for row, value in ((upper, result.upper_neighbour), (lower, result.lower_neighbour)):
             if row is not None and row.id is not None and value is not None:
                 nudged.append((row.id, value))
-    place = queue_view.ladder(ctx.db, load_policy(ctx.db), [command.session_id]).get(command.session_id)
+    place = ladder_view.read(ctx.db, load_policy(ctx.db), ctx.now).position(command.session_id)
     return Answer(
         "ranked",
         {"session": _plain(ctx, session), "before": before, "nudged": nudged, "position": place},

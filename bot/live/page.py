@@ -20,13 +20,20 @@ from pathlib import Path
 from typing import Any
 
 from fastapi import APIRouter, FastAPI, Request
-from fastapi.responses import FileResponse, HTMLResponse, JSONResponse, RedirectResponse, Response
+from fastapi.responses import (
+    FileResponse,
+    HTMLResponse,
+    JSONResponse,
+    PlainTextResponse,
+    RedirectResponse,
+    Response,
+)
 
 from bot.api.callers import bearer, identify, shared_token
 from bot.config.rules import token_digest
 from bot.live import view as live_view
 from scheduler.front import PROJECTION_MINUTES
-from templates import render_html
+from templates import error_text, render_html
 
 COOKIE = "pacer_live"
 STATIC = Path(__file__).resolve().parent.parent / "static"  # bot/static/
@@ -101,7 +108,10 @@ def page(request: Request) -> Response:
         return answer
     if not is_signed_in(request):
         return locked(request, configured, wrong=False)
-    view = live_view.read(request.app.state.pacer)
+    waiter = selected_waiter(request, json=False)
+    if isinstance(waiter, Response):
+        return waiter
+    view = live_view.read(request.app.state.pacer, waiter)
     return HTMLResponse(
         render_html(
             "page/live.html.j2", **sections(view), charts=view.charts(), poll_ms=POLL_MS, now=view.now
@@ -113,10 +123,27 @@ def page(request: Request) -> Response:
 def state(request: Request) -> Response:
     if not is_signed_in(request):
         return JSONResponse({"error": "unauthorized"}, status_code=401, headers=HEADERS)
-    view = live_view.read(request.app.state.pacer)
+    waiter = selected_waiter(request, json=True)
+    if isinstance(waiter, Response):
+        return waiter
+    view = live_view.read(request.app.state.pacer, waiter)
     return JSONResponse(
         {"sections": sections(view), "charts": view.charts(), "now": view.now.isoformat()}, headers=HEADERS
     )
+
+
+def selected_waiter(request: Request, *, json: bool) -> int | None | Response:
+    """`?waiter=<id>`: the waiter whose bounded queue ladder the queue section shows; anything
+    but a session id is answered 422, saying so."""
+    raw = request.query_params.get("waiter")
+    if raw is None or raw == "":
+        return None
+    if raw.isascii() and raw.isdigit() and len(raw) <= 18 and int(raw) > 0:
+        return int(raw)
+    problem = error_text("live/waiter_not_an_id", raw=raw[:40])
+    if json:
+        return JSONResponse({"error": problem}, status_code=422, headers=HEADERS)
+    return PlainTextResponse(problem, status_code=422, headers=HEADERS)
 
 
 def sections(view: live_view.LiveView) -> dict[str, Any]:
@@ -124,7 +151,9 @@ def sections(view: live_view.LiveView) -> dict[str, Any]:
     return {
         "card": render_html("page/card.html.j2", card=view.card, d=view.card.decision, text=view.card_text),
         "notices": render_html("page/notices.html.j2", notices=view.notices),
-        "queue": render_html("page/queue.html.j2", view=view.queue, facts=view.facts, now=view.now),
+        "queue": render_html(
+            "page/queue.html.j2", view=view.queue, facts=view.facts, now=view.now, selected=view.selected
+        ),
         "finished": render_html(
             "page/finished.html.j2", rows=view.finished, now=view.now, limit=live_view.FINISHED_ROWS
         ),

@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
-from bot.chat import queue_view
+from bot.chat import ladder_view, queue_view
 from bot.chat.gate_view import current_card
 from bot.runtime.process import Pacer
 from scheduler.front import (
@@ -69,12 +69,13 @@ class LiveView:
     facts: dict[int, SessionFacts]  # of every session the queue lists
     finished: list[FinishedRow]  # ended in the last day, newest first
     notices: list[StandingNotice]  # the early notice each running session was given, in force
+    selected: ladder_view.Selected | None = None  # the bounded queue ladder of the waiter picked (`?waiter=<id>`)
 
     def charts(self) -> list[dict[str, Any]]:
         return [window_chart(w, self.now) for w in self.card.decision.windows]
 
 
-def read(pacer: Pacer) -> LiveView:
+def read(pacer: Pacer, waiter: int | None = None) -> LiveView:
     now = pacer.clock.now()
     card = current_card(pacer, now)  # reads the quota before its own transaction
     with pacer.db() as db:
@@ -82,13 +83,15 @@ def read(pacer: Pacer) -> LiveView:
             db, load_policy(db), scheduling_class=None, genesis=None, every_status=False, limit=QUEUE_ROWS, now=now,
             statuses=[s.value for s in ACTIVE_STATUSES],
         )
+        selected = None if waiter is None or queue.ladder is None else ladder_view.selected(db, queue.ladder, waiter)
         holds = all_holds(db, now, session_rows=HELD_ROWS)
         timeline = last_day(db, now)
         facts = facts_of(db, [row.id for row in queue.rows])
         finished = finished_since(db, now, limit=FINISHED_ROWS)
         notices = standing_notices(db, now)
     return LiveView(now=now, card=card, card_text=render_card(card), queue=queue, holds=holds, timeline=timeline,
-                    burn=burn_rows(pacer.ctx), facts=facts, finished=finished, notices=notices)
+                    burn=burn_rows(pacer.ctx), facts=facts, finished=finished, notices=notices,
+                    selected=selected)
 
 
 def window_chart(w: WindowFigures, now: datetime) -> dict[str, Any]:

@@ -7,7 +7,7 @@ from the App Home, which has neither — as a direct message, after which the Ho
 
 The contract with the blocks `bot.slack.blocks` and the notifier build (action_id → the value it carries):
 
-    pacer.queue_row          overflow; option values "promote:42" "start:42" "demote_top:42" "archive:42"
+    pacer.queue_row          overflow; option values "promote:42" "start:42" "demote_top:42" "archive:42" "why:42"
     pacer.hold_release       button; value: the operator hold id, "7"
     pacer.queue_resume       button; value: ignored (resumes the queue)
     pacer.session_priority   button; value: the session id, "42" (the hold notice in a thread)
@@ -40,6 +40,7 @@ ROW_COMMANDS = {
     "start": "start {id}",
     "demote_top": "demote {id} top",
     "archive": "archive {id}",
+    "why": "why {id}",  # the row's reason and its bounded queue ladder (seed 000)
 }
 SURFACE = "slack"
 _ID = re.compile(r"^[1-9][0-9]{0,17}$")

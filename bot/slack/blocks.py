@@ -3,7 +3,7 @@
 closing "and N more" line (50 in a message, 100 in App Home).
 
 The action ids and option values are the contract with `bot/slack/actions.py`:
-`pacer.queue_row` overflow values "promote:42" "start:42" "demote_top:42" "archive:42", and
+`pacer.queue_row` overflow values "why:42" "promote:42" "start:42" "demote_top:42" "archive:42", and
 `pacer.hold_release` buttons carrying the operator hold id.
 """
 
@@ -37,7 +37,7 @@ def mrkdwn(text: str) -> MarkdownTextObject:
     return MarkdownTextObject(text=text[:3000])
 
 
-MENU_VERBS = ("promote", "start", "demote_top", "archive")
+MENU_VERBS = ("why", "promote", "start", "demote_top", "archive")
 
 
 def menu_labels() -> dict[str, str]:
@@ -48,6 +48,8 @@ def menu_labels() -> dict[str, str]:
 def row_menu(row: QueueRow, labels: dict[str, str]) -> OverflowMenuElement | None:
     """The row's ⋮ menu: only the entries that can do something for a row in this state."""
     verbs: list[str] = []
+    if row.position is not None:  # a waiter: why it waits, and its place on the ladder
+        verbs.append("why")
     if row.scheduling_class == "spot" and row.status not in {"done", "archived"}:
         verbs.append("promote")
     if row.status == "waiting":

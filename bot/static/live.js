@@ -111,8 +111,12 @@
     signal.dataset.state = ok ? "live" : "lost";
   }
 
+  // ?waiter=<id> picks the waiter whose queue ladder the queue section shows; the poll keeps it.
+  var waiter = new URLSearchParams(window.location.search).get("waiter");
+  var stateUrl = "/live/state" + (waiter ? "?waiter=" + encodeURIComponent(waiter) : "");
+
   function refresh() {
-    fetch("/live/state", { credentials: "same-origin", cache: "no-store" })
+    fetch(stateUrl, { credentials: "same-origin", cache: "no-store" })
       .then(function (answer) {
         if (answer.status === 401) { window.location.reload(); }  // the token changed: show how to get back in
         return answer.ok ? answer.json() : null;

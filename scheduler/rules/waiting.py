@@ -82,13 +82,14 @@ SPOT_GATE_REASONS = frozenset({"at_utilization_limit", "fleet_at_cap"})
 OVERTAKEN = "overtaken_by_class"
 
 
-def _hold(s: Any, spot: bool | None) -> Mechanism:
+def _hold(s: Any, spot: bool | None, sentences: bool = True) -> Mechanism:
     if spot is False and s.hold_reason in SPOT_GATE_REASONS:
         # Seed 001, "A hold a promotion has overtaken": the class is the half that is true, so
         # the record is shown as overtaken — one sentence on every surface — never as a live hold.
-        sentence = render("text/hold_overtaken.j2", reason=s.hold_reason, retry_at=s.hold_retry_at)
+        sentence = render("text/hold_overtaken.j2", reason=s.hold_reason, retry_at=s.hold_retry_at) if sentences else ""
         return Mechanism("hold", OVERTAKEN, s.hold_at, sentence, s.hold_retry_at, "the next queue pass")
-    return Mechanism("hold", s.hold_reason, s.hold_at, s.hold_sentence or "", s.hold_retry_at, "its next re-check")
+    said = (s.hold_sentence or "") if sentences else ""
+    return Mechanism("hold", s.hold_reason, s.hold_at, said, s.hold_retry_at, "its next re-check")
 
 
 def banner(session: object, now: datetime) -> str:
@@ -111,31 +112,37 @@ def banner(session: object, now: datetime) -> str:
     )
 
 
-def mechanisms_of(session: object, now: datetime, *, spot: bool | None = None) -> list[Mechanism]:
+def mechanisms_of(
+    session: object, now: datetime, *, spot: bool | None = None, sentences: bool = True
+) -> list[Mechanism]:
     """The mechanisms recorded on a session row (duck-typed on scheduler.store.models.Session).
-    `spot`: whether its class resolves to spot now (None when the caller does not know)."""
+    `spot`: whether its class resolves to spot now (None when the caller does not know).
+    `sentences` False: the reasons alone, no sentence rendered (the queue ladder's read)."""
     s: Any = session
     found: list[Mechanism] = []
     parked_on_hold = getattr(s, "park_reason", None) is not None and s.park_reason == getattr(s, "hold_reason", None)
     if getattr(s, "hold_reason", None) and not parked_on_hold:  # a park that keeps the turn is one mechanism
-        found.append(_hold(s, spot))
+        found.append(_hold(s, spot, sentences))
     if getattr(s, "pause_reason", None):
-        found.append(Mechanism("pause", s.pause_reason, s.pause_at, banner(s, now), None, "the ceiling sweep's resume"))
+        said = banner(s, now) if sentences else ""
+        found.append(Mechanism("pause", s.pause_reason, s.pause_at, said, None, "the ceiling sweep's resume"))
     if getattr(s, "park_reason", None):
         owner = "the un-park sweep" if s.park_reason == "auth_outage" else "the queue hold's resume"
         found.append(
-            Mechanism("park", s.park_reason, s.park_at, s.hold_sentence or "" if parked_on_hold else "", None, owner)
+            Mechanism("park", s.park_reason, s.park_at, s.hold_sentence or "" if parked_on_hold and sentences else "",
+                      None, owner)
         )
     return found
 
 
 def waiting_reason(
-    session: object, now: datetime, extra: Sequence[Mechanism] = (), *, spot: bool | None = None
+    session: object, now: datetime, extra: Sequence[Mechanism] = (), *, spot: bool | None = None,
+    sentences: bool = True,
 ) -> WaitingReason:
     """The headline for a session: a wake not yet reached outranks everything (nothing starts a
     session before it), then the ranking above over every other mechanism. Pass `spot` (its
     class resolved now) so a spot hold a promotion has overtaken is shown as such."""
-    ranked = rank([*mechanisms_of(session, now, spot=spot), *extra], now)
+    ranked = rank([*mechanisms_of(session, now, spot=spot, sentences=sentences), *extra], now)
     wake_at = getattr(session, "wake_at", None)
     if wake_at is not None and wake_at > now:
         sleep = Mechanism("sleep", "wake_me_up_later", None, "", wake_at, "its wake")

@@ -151,9 +151,12 @@ def queue_order(resolved: ColumnElement[str]) -> tuple[Any, ...]:
 def ranked_queue(
     db: DBSession, policy: PolicyView, flt: QueueFilter = QueueFilter()
 ) -> list[tuple[Session, SchedulingClass]]:
-    """Priority above; spot by precedence, oldest first within a tie; the id breaks every tie."""
+    """Priority above; spot by precedence, oldest first within a tie; the id breaks every tie.
+    Pacer's own bookkeeping is on no list a person reads (seed 001)."""
     resolved = class_expr(policy)
-    stmt = select(Session, resolved).where(col(Session.status).in_(list(flt.statuses)))
+    stmt = select(Session, resolved).where(
+        col(Session.status).in_(list(flt.statuses)), col(Session.bookkeeping).is_(False)
+    )
     if flt.scheduling_class:
         stmt = stmt.where(resolved == parse_class(flt.scheduling_class, field="class"))
     if flt.genesis:

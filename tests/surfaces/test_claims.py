@@ -163,7 +163,7 @@ def test_the_queue_ladder_marks_parked_waiters_and_shows_claim_badges(api) -> No
 
     text = console(api, "queue").text
     lines = {line.split()[0]: line for line in text.splitlines() if line.strip().startswith("#")}
-    assert text.splitlines()[0].endswith("waiting in all · 1 parked on capacity"), text
+    assert text.splitlines()[0].endswith("waiting in all · 1 parked"), text
     assert "c0.5x" in lines[f"#{heavy}"] and "parked" in lines[f"#{heavy}"]
     assert "c3 w0" in lines[f"#{light}"] and "parked" not in lines[f"#{light}"]
     assert "parked" not in lines[f"#{running}"] and " c" not in lines[f"#{running}"].split("p0")[1]

@@ -105,12 +105,12 @@ def test_queue_ranks_priority_above_spot_with_ladder_pill_and_reason(pacer) -> N
     edit(pacer, b, hold_reason="at_utilization_limit", hold_at=T0, hold_retry_at=T0 + timedelta(minutes=10))
     text = ask(pacer, "queue", actor="UMEM").text
     assert text.splitlines() == [
-        "Queue: 3 waiting in all",
+        "Queue: 3 waiting in all · 1 parked",
         "Priority (1)",
         f"  #{a} answer the customer · waiting · #1 of 3 · 0 ahead · [slack · priority] · p0",
         "Spot, by precedence (2)",
         f"  #{c} high · waiting · #2 of 3 · 1 ahead · [github_issue · spot] · p9",
-        f"  #{b} low · waiting · #3 of 3 · 2 ahead · [github_issue · spot] · p1 · held: at the quota limit, "
+        f"  #{b} low · waiting · #3 of 3 · 2 ahead · [github_issue · spot] · p1 · parked · held: at the quota limit, "
         f"re-check 2026-11-02 09:10 UTC",
     ]
     spot = ask(pacer, "queue spot", actor="UMEM").text
@@ -125,7 +125,7 @@ def test_queue_ranks_priority_above_spot_with_ladder_pill_and_reason(pacer) -> N
     issue = ask(pacer, "queue genesis:github_issue", actor="UMEM").text.splitlines()
     assert issue[2:] == [
         f"  #{c} high · running · [github_issue · spot] · p9",
-        f"  #{b} low · waiting · #2 of 2 · 1 ahead · [github_issue · spot] · p1 · held: at the quota limit, "
+        f"  #{b} low · waiting · #2 of 2 · 1 ahead · [github_issue · spot] · p1 · parked · held: at the quota limit, "
         f"re-check 2026-11-02 09:10 UTC",
     ]
 
@@ -137,15 +137,15 @@ def test_queue_all_shows_every_status(pacer) -> None:
     assert f"#{done} (untitled) · done · [github_issue · spot]" in ask(pacer, "queue all").text
 
 
-def test_the_ladder_is_the_order_ranked_queue_uses(pacer) -> None:
-    from bot.chat.queue_view import ladder
+def test_with_nothing_parked_the_ladder_is_the_order_ranked_queue_uses(pacer) -> None:
+    from bot.chat.ladder_view import read
 
     for n in range(12):
         add(pacer, n % 5, genesis=["slack", "github_issue", "schedule"][n % 3], precedence=(n * 7) % 4)
     with session_scope(pacer.engine) as db:
         policy = load_policy(db)
         order = [s.id for s, _ in ranked_queue(db, policy, QueueFilter(statuses=("waiting",)))]
-        assert sorted(ladder(db, policy), key=ladder(db, policy).get) == order
+        assert [rung.id for rung in read(db, policy, T0).rungs] == order
 
 
 def test_queue_in_slack_is_escaped_block_kit_with_row_menus(pacer) -> None:
@@ -157,8 +157,9 @@ def test_queue_in_slack_is_escaped_block_kit_with_row_menus(pacer) -> None:
     assert reply.blocks[0]["type"] == "header"
     rows = [b for b in reply.blocks if b["type"] == "section"]
     menus = {r["accessory"]["action_id"]: [o["value"] for o in r["accessory"]["options"]] for r in rows[:1]}
-    assert menus == {"pacer.queue_row": [f"start:{prio}", f"demote_top:{prio}", f"archive:{prio}"]}
+    assert menus == {"pacer.queue_row": [f"why:{prio}", f"start:{prio}", f"demote_top:{prio}", f"archive:{prio}"]}
     assert [o["value"] for o in rows[1]["accessory"]["options"]] == [
+        f"why:{spot}",
         f"promote:{spot}",
         f"start:{spot}",
         f"archive:{spot}",
@@ -243,7 +244,7 @@ def test_why_names_the_headline_and_the_others_on_the_record(pacer) -> None:
     assert lines[0] == f"#{sid} stuck · waiting · [github_issue · spot] · p0"
     assert lines[1] == "Waiting because parked: the provider's sign-in is failing (since 2026-11-02 09:00 UTC) [resumed by the un-park sweep]"
     assert lines[2].startswith("Also on the record, and not why it is waiting now: held: at the quota limit")
-    assert ask(pacer, f"why {add(pacer, 1)}").text.endswith("it is queued and waits only for its turn in the queue.")
+    assert "it is queued and waits only for its turn in the queue." in ask(pacer, f"why {add(pacer, 1)}").text
     refused(pacer, "why 999", "UMEM", "session #999 does not exist", USAGE["why"])
     refused(pacer, "why x", "UMEM", "id: 'x' is not an id; use a number like 42 or #42", USAGE["why"])
 
