@@ -121,9 +121,10 @@ def build_parser() -> argparse.ArgumentParser:
         "meaning and its default.")
     config.set_defaults(func=cmd_config)
 
-    from bot.cli import policy
+    from bot.cli import github_app, policy
 
     policy.register(sub)
+    github_app.register(sub)
     for command in sub.choices.values():  # `pacer serve --config FILE` as well as `pacer --config FILE serve`
         command.add_argument("--config", default=argparse.SUPPRESS, help=CONFIG_HELP)
     return parser

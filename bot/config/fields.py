@@ -277,6 +277,11 @@ class SettingsFields(BaseSettings):
     github_token: Secret = _field("GITHUB_TOKEN", None, "GitHub token for status comments (or use a GitHub App)")
     github_app_id: Text | None = _field("GITHUB_APP_ID", None, "GitHub App id (with GITHUB_APP_PRIVATE_KEY)")
     github_app_private_key: Secret = _field("GITHUB_APP_PRIVATE_KEY", None, "GitHub App private key, PEM")
+    github_app_private_key_file: Annotated[str | None, _rule(rules.pem_file)] = _field(
+        "GITHUB_APP_PRIVATE_KEY_FILE",
+        None,
+        "File holding the GitHub App's private key, PEM (instead of GITHUB_APP_PRIVATE_KEY)",
+    )
     github_api_url: Url = _field("GITHUB_API_URL", "https://api.github.com/", "Base URL of GitHub's REST API")
     github_bot_login: Text = _field(
         "GITHUB_BOT_LOGIN",

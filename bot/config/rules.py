@@ -41,6 +41,18 @@ def secret(name: str, raw: str) -> str:
     return raw
 
 
+def pem_file(name: str, raw: str) -> str:
+    """A private key's file: it must be readable and hold a PEM private key (its text is read when used)."""
+    try:
+        with open(raw, encoding="utf-8") as handle:
+            head = handle.read(4096)
+    except (OSError, UnicodeDecodeError) as exc:
+        raise refuse("unreadable_file", name=name, raw=raw, reason=getattr(exc, "strerror", None) or exc) from None
+    if "PRIVATE KEY-----" not in head:
+        raise refuse("not_a_private_key", name=name, raw=raw)
+    return raw
+
+
 def whole(minimum: int, maximum: int | None = None) -> Callable[[str, str], int]:
     def parse(name: str, raw: str) -> int:
         try:

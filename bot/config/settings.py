@@ -65,8 +65,9 @@ class Settings(SettingsFields):
 
     @model_validator(mode="after")
     def _pairs(self) -> Settings:
-        if self.github_app_id and not self.github_app_private_key:
-            raise rules.refuse("needs_too", name="GITHUB_APP_ID", other="GITHUB_APP_PRIVATE_KEY")
+        if self.github_app_id and not (self.github_app_private_key or self.github_app_private_key_file):
+            other = "GITHUB_APP_PRIVATE_KEY (or GITHUB_APP_PRIVATE_KEY_FILE)"
+            raise rules.refuse("needs_too", name="GITHUB_APP_ID", other=other)
         if self.quota_source == "pool" and not (self.pool_file or self.pool_url):
             raise rules.refuse("pool_without_source")
         return self
@@ -75,6 +76,14 @@ class Settings(SettingsFields):
         return f"Settings({ {row.name: row.value for row in in_force(self)} })"
 
     __str__ = __repr__
+
+    @property
+    def github_app_key(self) -> str | None:
+        """The GitHub App's private key: GITHUB_APP_PRIVATE_KEY, else GITHUB_APP_PRIVATE_KEY_FILE's text."""
+        if self.github_app_private_key or not self.github_app_private_key_file:
+            return self.github_app_private_key
+        with open(self.github_app_private_key_file, encoding="utf-8") as handle:
+            return handle.read()
 
     @property
     def effective_slots(self) -> int:

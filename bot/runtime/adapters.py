@@ -219,9 +219,9 @@ def build_quota_source(settings: Settings, engine: Engine) -> QuotaSource:
 
 def github_clients(settings: Settings) -> GithubClients | None:
     """PyGithub as a GitHub App when one is configured, else with GITHUB_TOKEN; None with neither."""
-    if settings.github_app_id and settings.github_app_private_key:
-        return GithubClients(base_url=settings.github_api_url, app_id=settings.github_app_id,
-                             private_key=settings.github_app_private_key)
+    key = settings.github_app_key if settings.github_app_id else None
+    if settings.github_app_id and key:
+        return GithubClients(base_url=settings.github_api_url, app_id=settings.github_app_id, private_key=key)
     if settings.github_token:
         return GithubClients(base_url=settings.github_api_url, token=settings.github_token)
     return None

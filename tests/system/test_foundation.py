@@ -43,7 +43,10 @@ def test_defaults_are_the_embedded_ones() -> None:
         ({"PACER_RUNNER": "gpt"}, "PACER_RUNNER='gpt': must be 'echo' or 'command'"),
         ({"PACER_ROSTER": "U1=admin"}, "PACER_ROSTER: entry 'U1=admin' must be USER=operator"),
         ({"SLACK_API_URL": "ftp://x"}, "SLACK_API_URL='ftp://x': must be an http:// or https:// URL"),
-        ({"GITHUB_APP_ID": "12"}, "GITHUB_APP_ID is set: GITHUB_APP_PRIVATE_KEY must be set too"),
+        (
+            {"GITHUB_APP_ID": "12"},
+            "GITHUB_APP_ID is set: GITHUB_APP_PRIVATE_KEY (or GITHUB_APP_PRIVATE_KEY_FILE) must be set too",
+        ),
         ({"PACER_QUOTA_SOURCE": "pool"}, "PACER_QUOTA_SOURCE=pool: set PACER_POOL_FILE or PACER_POOL_URL"),
     ],
 )

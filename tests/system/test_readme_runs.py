@@ -9,7 +9,10 @@ the new environment reads the packages Pacer depends on from the running interpr
 verbatim) and a collection that runs no test needs no rewritten asserts (half its time). A line
 that starts `pacer serve` passes once `/healthz` answers, and is then stopped; one that ends in
 `&` keeps running for the lines after it in its block (a console speaking to it), and is stopped
-at the block's end."""
+at the block's end. A `pacer github-app` line meets GitHub's side offline: a mock of the code's
+conversion on loopback (GITHUB_API_URL), and a browser that reads its page and comes back with
+GitHub's redirect (`tests.support.github_app_flow`); it passes once it has written the App's
+settings."""
 
 from __future__ import annotations
 
@@ -27,6 +30,7 @@ from pathlib import Path
 import httpx
 import pytest
 
+from tests.support.github_app_flow import mock_github, register
 from tests.support.paths import ROOT
 
 MARK = "<!-- runnable -->"
@@ -35,7 +39,7 @@ SERVE_SECONDS = 120  # the install before it included
 
 def runnable_blocks(readme: str) -> list[list[str]]:
     """The command lines of each ```sh block right after the marker, comments dropped."""
-    blocks = re.findall(re.escape(MARK) + r"\n```sh\n(.*?)```", readme, flags=re.S)
+    blocks = re.findall(re.escape(MARK) + r"\n[ \t]*```sh\n(.*?)```", readme, flags=re.S)  # in a list item too
     return [[line.split("  #", 1)[0].strip() for line in block.splitlines() if line.strip()] for block in blocks]
 
 
@@ -106,6 +110,21 @@ def _stop(proc: subprocess.Popen[str]) -> str:
         return proc.communicate()[0]
 
 
+def _github_app(line: str, clone: Path, env: dict[str, str]) -> None:
+    """Run a `pacer github-app` line against GitHub's side played on loopback."""
+    with mock_github() as github:
+        proc = subprocess.Popen(["bash", "-c", line], cwd=clone, env=env | {"GITHUB_API_URL": github.url},
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        try:
+            _, _, answer = register(proc)
+            out, err = proc.communicate(timeout=60)
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+    assert answer.status_code == 200 and proc.returncode == 0, f"{line!r}:\n{answer.text}\n{out}\n{err}"
+    assert "GITHUB_APP_ID" in (clone / "pacer.toml").read_text()
+
+
 def _run(line: str, clone: Path, env: dict[str, str]) -> str:
     if re.search(r"python3 -m pytest\b", line):
         line = re.sub(r"(python3 -m pytest)\b", r"\1 --collect-only --assert=plain", line)
@@ -118,6 +137,7 @@ def test_the_readme_marks_its_fresh_clone_commands_runnable() -> None:
     blocks = runnable_blocks((ROOT / "README.md").read_text())
     assert blocks and blocks[0][0].startswith("python3 -m pip install . && pacer serve")
     assert any("python3 -m pytest" in line for block in blocks for line in block)
+    assert any(line.startswith("pacer github-app --url ") for block in blocks for line in block)
 
 
 @pytest.mark.long
@@ -133,6 +153,8 @@ def test_the_readmes_runnable_blocks_work_from_a_fresh_clone(tmp_path: Path) -> 
             for line in block:
                 if re.search(r"\bpacer serve\b", line):
                     running.extend(p for p in [_serve(line, clone, env)] if p is not None)
+                elif re.match(r"pacer github-app\b", line):
+                    _github_app(line, clone, env)
                 else:
                     out = _run(line, clone, env)
                     if "--collect-only" in line or "python3 -m pytest" in line:
