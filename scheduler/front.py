@@ -84,6 +84,7 @@ from scheduler.steering.promotion import record_human_message
 from scheduler.steering.session_events import FILTER_KEYS, FLEET_EVENTS, session_event
 from scheduler.steering.session_events import STATES as EVENT_STATES
 from scheduler.steering.session_facts import FinishedRow, SessionFacts, facts_of, finished_since
+from scheduler.steering.summary import Summary, summarize
 from scheduler.steering.timeline import Timeline, last_day
 from scheduler.steering.trigger_release import arm_release
 from scheduler.store.db import core, make_engine, migrate, ping, session_scope, steer_in_turn
@@ -141,6 +142,8 @@ from scheduler.store.turn_reads import spends_by, spent_by
 from scheduler.testing import VirtualClock, VirtualDeferrer, VirtualWorkers
 
 __all__ = [
+    "Summary",
+    "summarize",
     "DEFAULT_PRECEDENCE",
     "SPOT_GATE_REASONS",
     # The store: a transaction, its engine and migrations, the steering lock, a raw statement.

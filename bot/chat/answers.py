@@ -78,6 +78,7 @@ ENGINE: dict[str, EngineHandler] = {
     "pause": holding.pause,
     "new": running.new,
     "whatif": running.whatif,
+    "summary": running.summary,
     "hold": holding.hold,
     "release": holding.release,
     "resume": holding.resume,

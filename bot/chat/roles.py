@@ -2,7 +2,7 @@
 command against the actor, the role and who owns the sessions (or hold) it touches.
 
     operator  anything: policy, triggers, queue holds, anyone's holds, any session's rank
-    member    read; create sessions; reply in threads; promote, demote, rank, start, pause
+    member    read; create sessions and ask for summaries; reply in threads; promote, demote, rank, start, pause
               and archive sessions they requested; hold their own sessions; release their
               own holds
     (none)    help only, and on the console (a local terminal) the read-only commands too
@@ -29,7 +29,7 @@ class Role(StrEnum):
 READ_ONLY: tuple[type, ...] = (c.Help, c.Queue, c.Holds, c.Why, c.WhatIf, c.PolicyShow, c.TriggerShow, c.Burn)
 OPERATOR_ONLY: tuple[type, ...] = (c.PolicySet, c.TriggerClass, c.TriggerPrecedence, c.Resume)
 OWN_SESSION = (c.Promote, c.Demote, c.Rank, c.Start, c.Restart, c.Weight, c.Capacity, c.Cap, c.Pause, c.Archive, c.Stop)
-ANY_MEMBER: tuple[type, ...] = (c.New, c.ThreadReply)
+ANY_MEMBER: tuple[type, ...] = (c.New, c.Summary, c.ThreadReply)
 
 
 def role_of(roster: Mapping[str, str], actor: str) -> Role | None:

@@ -38,6 +38,7 @@ from scheduler.front import (
     spot_probe,
     start_now,
     submit_turn,
+    summarize,
     verdict_now,
     wake_me_up_later,
 )
@@ -165,6 +166,13 @@ def whatif(ctx: Context, command: c.WhatIf) -> Answer:
             "asleep_until": said.asleep_until,
         },
     )
+
+
+def summary(ctx: Context, command: c.Summary) -> Answer:
+    """A status summary of a session: a bookkeeping fork asked of admission before it is made;
+    refused, the blurb from the session's own record (`scheduler.steering.summary`)."""
+    result = summarize(ctx.pacer.ctx, command.session_id, actor=ctx.actor, surface=ctx.surface)
+    return Answer("summary", {"summary": result})
 
 
 def start_promoted(pacer: Pacer, ids: Sequence[int], actor: str) -> list[str]:

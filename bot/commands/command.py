@@ -250,6 +250,14 @@ class WhatIf:
 
 
 @dataclass(frozen=True)
+class Summary:
+    """A status summary of a session, written by Pacer's own bookkeeping (seed 001)."""
+
+    name: ClassVar[str] = "summary"
+    session_id: int
+
+
+@dataclass(frozen=True)
 class ThreadReply:
     """A reply in a session's thread, typed in a terminal: a human message on that session."""
 
@@ -285,6 +293,7 @@ Command = (
     | TriggerPrecedence
     | New
     | WhatIf
+    | Summary
     | ThreadReply
 )
 

@@ -48,6 +48,7 @@ USAGE: dict[str, str] = {
     "new": "new [--spot] [--cap <usd>] [--rank <n>|top] [repo:<owner/name>] [weight:<w>] [capacity:<n>|<m>x]"
     " [cap:<usd>] [rank:<n>|top] <prompt>",
     "whatif": "whatif <id>|--spot",
+    "summary": "summary <id>",
     "reply": "reply <id> <text>",
 }
 NAMES = tuple(USAGE)
@@ -314,6 +315,7 @@ PARSERS: dict[str, Callable[[Cursor], c.Command]] = {
     "holds": _holds,
     "burn": _burn,
     "why": _one_id(c.Why),
+    "summary": _one_id(c.Summary),
     "promote": _one_id(c.Promote),
     "demote": _demote,
     "rank": _rank,

@@ -15,7 +15,7 @@ from scheduler import alarms
 from scheduler.engine.attempt import PASS_THROUGH, Submission, TurnAttempt, Work
 from scheduler.engine.fleet import asking_for, build_snapshot
 from scheduler.engine.records import clear_hold, hold, start
-from scheduler.engine.verdict import verdict
+from scheduler.engine.verdict import Verdict, verdict
 from scheduler.log_context import about_session
 from scheduler.rules.explain import explain
 from scheduler.rules.gate import Decision, Reason, decide
@@ -44,6 +44,20 @@ def gate_decision(work: Work, policy: PolicyView, session: Session) -> Decision:
     return decide(snapshot, asking_for(session, work.ctx, policy, running=running), work.now)
 
 
+def refuse_bookkeeping(work: Work, session: Session, reason: str, said: Verdict) -> Submission:
+    """Archive a bookkeeping session admission refused: no hold, no re-check, no queue."""
+    session.status = Status.ARCHIVED.value
+    session.updated_at = work.now
+    work.db.add(session)
+    if said.decision is not None and said.block is None and said.asleep is None:
+        sentence = explain(said.decision, work.now).why
+    else:
+        sentence = said.hold_block(work.now).sentence
+    work.effects.notice("refused", session_id=session.id, sentence=sentence)
+    log.info("bookkeeping session #%s refused, not queued: %s", session.id, sentence)
+    return Submission("refused", session.id or 0, reason=reason, sentence=sentence, decision=said.decision)
+
+
 def admit(
     work: Work, session: Session, attempt: TurnAttempt, ahead: Ahead | None = None, *, wake: bool = False
 ) -> Submission:
@@ -65,17 +79,13 @@ def _admit(work: Work, session: Session, attempt: TurnAttempt, ahead: Ahead | No
     if not is_spot(session, policy) and session.hold_reason in (Reason.AT_UTILIZATION_LIMIT, Reason.FLEET_AT_CAP):
         clear_hold(session)  # a hold a promotion has overtaken is a fossil: the class wins
     said = verdict(work, session, lambda: gate_decision(work, policy, session), wake=wake)
+    if session.bookkeeping and not said.allowed:
+        # Pacer's own bookkeeping is refused, never queued — by the gate, an operator hold or any
+        # other check alike: a deferral would outlive its use (seed 001).
+        return refuse_bookkeeping(work, session, said.hold_block(now).reason, said)
     if said.decision is None:  # its wake, or a check beyond the gate, holds it
         return hold(work, session, attempt, said.hold_block(now))
     decision = said.decision
-    if decision.held and session.bookkeeping:
-        # Pacer's own bookkeeping is refused, never queued: a deferral would outlive its use.
-        session.status = Status.ARCHIVED.value
-        session.updated_at = now
-        db.add(session)
-        sentence = explain(decision, now).why
-        effects.notice("refused", session_id=session.id, sentence=sentence)
-        return Submission("refused", session.id or 0, reason=decision.reason, sentence=sentence, decision=decision)
     if decision.allowed and ahead is not None and not session.bookkeeping and ahead(work, policy, session):
         # What the queue ahead left is asked whole: a session it started may hold this one's
         # group or capacity now, not only its slot and its money.

@@ -138,12 +138,13 @@ def facts_of(db: DBSession, ids: Collection[int]) -> dict[int, SessionFacts]:
 def finished_since(
     db: DBSession, now: datetime, span: timedelta = DAY, limit: int = FINISHED_ROWS
 ) -> list[FinishedRow]:
-    """The sessions that ended in the `span` before `now`, newest first, at most `limit`."""
+    """The sessions that ended in the `span` before `now`, newest first, at most `limit`; Pacer's own
+    bookkeeping is on no list a person reads."""
     since = now - span
     ended = func.coalesce(Session.finished_at, Session.updated_at)
     rows = db.exec(
         select(Session)
-        .where(col(Session.status).in_(FINISHED), ended >= since, ended <= now)
+        .where(col(Session.status).in_(FINISHED), ended >= since, ended <= now, col(Session.bookkeeping).is_(False))
         .order_by(ended.desc(), col(Session.id).desc())
         .limit(limit)
     ).all()
