@@ -135,6 +135,9 @@ class WindowReading:
     measured_by: str | None = None  # the provider whose agents reported utilization and reset
     fallback: str | None = None  # why an estimate (the ledger's) stands in for the provider's word
     warned: bool = False  # the provider says an account is past its warning threshold (allowed_warning)
+    using_overage: bool = False  # the provider says an account is spending overage (extra usage) on it
+    accounts: int = 0  # the accounts whose readings made the figures (the provider's word only)
+    buckets: int = 0  # the distinct buckets among them: accounts that report one shared bucket count once
 
 
 @dataclass(frozen=True)

@@ -57,6 +57,7 @@ def _row(db: DBSession, row: Policy) -> dict[str, Any]:
         "max_sessions_override_until": row.max_sessions_override_until,
         "preemption_enabled": row.preemption_enabled,
         "demand_pacing_enabled": row.demand_pacing_enabled,
+        "overage_spot_enabled": row.overage_spot_enabled,
         "genesis_class_overrides": dict(row.genesis_class_overrides or {}),
         "cost_budgets": dict(row.cost_budgets or {}),
         "spend": [{"runtime": s.runtime, "spent": round(s.spent, 2), "budget": s.budget,

@@ -35,6 +35,10 @@ class PolicyPatch(Change):
         None, description="Hold spot work on the pacing curve only when the window's expected demand does not fit "
         "its spot budget left (on by default)"
     )
+    overage_spot_enabled: bool | None = Field(
+        None, description="Let spot work run on the provider's overage (extra usage), counted as spend; off (the "
+        "default): spot work waits for the window's reset while an account spends overage"
+    )
     genesis_class_overrides: Overrides | None = Field(
         None, description="command / api / unknown -> priority | spot; null removes an override"
     )
@@ -70,6 +74,7 @@ class PolicyRow(BaseModel):
     max_sessions: int
     preemption_enabled: bool
     demand_pacing_enabled: bool = True
+    overage_spot_enabled: bool = False
     genesis_class_overrides: dict[str, str]
     cost_budgets: dict[str, float] = Field(default_factory=dict, description="runtime -> US dollars")
     max_sessions_override: int | None = Field(None, description="A temporary max sessions in force, or null")

@@ -91,7 +91,8 @@ def register(sub: Any) -> None:
         "sustainable rate, which ceiling holds and what lifts it, when the pool comes back. "
         "--set key=value changes the policy (audited).")
     policy.add_argument("--set", action="append", metavar="KEY=VALUE",
-                        help="gating=on|off, preemption=on|off, demand_pacing=on|off, reserve_5h=<pct>, "
+                        help="gating=on|off, preemption=on|off, demand_pacing=on|off, overage_spot=on|off, "
+                        "reserve_5h=<pct>, "
                         "reserve_7d=<pct>, max_sessions=<n>, top_up=<n>, top_up_stretch=<minutes>, "
                         "top_up_cooldown=<minutes>, "
                         "override:<genesis>=priority|spot|default, budget:<runtime>=<usd>|none "

@@ -23,8 +23,9 @@ from scheduler.errors import InvalidInput
 from scheduler.front import OVERRIDABLE, TOP_UP_KEYS, TOP_UP_RANGES, Genesis, budget_amount
 
 POLICY_USAGE = (
-    "policy [set gating=on|off preemption=on|off demand_pacing=on|off reserve_5h=<pct> reserve_7d=<pct> "
-    "max_sessions=<n> top_up=<n> top_up_stretch=<min> top_up_cooldown=<min> override:<genesis>=priority|spot|default "
+    "policy [set gating=on|off preemption=on|off demand_pacing=on|off overage_spot=on|off reserve_5h=<pct> "
+    "reserve_7d=<pct> max_sessions=<n> top_up=<n> top_up_stretch=<min> top_up_cooldown=<min> "
+    "override:<genesis>=priority|spot|default "
     "budget:<runtime>=<usd>|none]  |  policy reset-spend <runtime>"
     "  |  policy max-override <n> for <duration>|clear"
 )
@@ -32,6 +33,7 @@ POLICY_KEYS = {
     "gating": "gating_enabled",
     "preemption": "preemption_enabled",
     "demand_pacing": "demand_pacing_enabled",
+    "overage_spot": "overage_spot_enabled",
     "reserve_5h": "reserve_5h_pct",
     "reserve_7d": "reserve_7d_pct",
     "max_sessions": "max_sessions",
@@ -104,7 +106,7 @@ def _max_override(cur: Cursor) -> c.PolicySet:
 
 def _policy_value(cur: Cursor, key: str, value: str) -> bool | float | int:
     lowered = value.lower()
-    if key in {"gating", "preemption", "demand_pacing"}:
+    if key in {"gating", "preemption", "demand_pacing", "overage_spot"}:
         if lowered in _ON | _OFF:
             return lowered in _ON
         raise cur.fail("on_or_off", key=key, value=shown(value))

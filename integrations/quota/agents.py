@@ -43,7 +43,7 @@ from sqlalchemy.dialects import postgresql, sqlite
 
 from scheduler.ports import ProviderReading, QuotaReading, WindowReading
 from scheduler.rules.calibration import Observation, calibrate, priced
-from scheduler.rules.provider_windows import Fallback, Measured, measure
+from scheduler.rules.provider_windows import Fallback, Measured, is_current, measure
 from scheduler.store.models import ProviderWindowReading
 
 READINGS = ProviderWindowReading.__table__  # type: ignore[attr-defined]
@@ -148,13 +148,16 @@ class AgentsSource:
         period = timedelta(seconds=estimate.period_seconds)
         measured = measure(readings, kind, period, now) if kind is not None else Fallback.NO_READING
         if isinstance(measured, Fallback):
-            return replace(estimate, fallback=measured.value)
+            # An `allowed` event often names no utilization, yet says overage is being spent: that stands.
+            overage = any(r.is_using_overage for r in readings if r.kind == kind and is_current(r, period, now))
+            return replace(estimate, fallback=measured.value, using_overage=overage)
         return self._measured(db, estimate.name, period, measured, now)
 
     def _measured(self, db: Any, name: str, period: timedelta, measured: Measured, now: datetime) -> WindowReading:
         window = WindowReading(
             name, period.total_seconds(), measured.utilization, measured.resets_at, None, measured_by=measured.provider,
-            warned=measured.warned,
+            warned=measured.warned, using_overage=measured.using_overage, accounts=measured.accounts,
+            buckets=measured.buckets,
         )
         start = measured.resets_at - period
         if start < now:

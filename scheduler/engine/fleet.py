@@ -56,7 +56,7 @@ def windows_from(reading: QuotaReading | None) -> tuple[WindowState, ...] | None
             spent = float(w.utilization)
         states.append(WindowState(
             w.name, timedelta(seconds=w.period_seconds), w.resets_at, capacity, spent, calibrated, reading.read_at,
-            w.measured_by, w.fallback,
+            w.measured_by, w.fallback, w.using_overage, w.accounts, w.buckets,
         ))
     return tuple(states)
 

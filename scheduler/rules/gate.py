@@ -86,6 +86,10 @@ class WindowFigures:
     measured_by: str | None = None  # the provider, when utilization and reset are its own word
     fallback: str | None = None  # why the ledger's estimate stands in for the provider's word
     demand: DemandCheck | None = None  # asked when the curve alone would hold: it holds only if this does
+    using_overage: bool = False  # the provider says an account spends overage (extra usage) on it
+    overage_refused: bool = False  # ... and the policy refuses overage to spot work: the cap holds
+    accounts: int = 0  # the accounts the provider's figures were read from
+    buckets: int = 0  # the distinct buckets among them
 
     @property
     def released_by_demand(self) -> bool:
@@ -162,7 +166,7 @@ def live_window(w: WindowState, now: datetime) -> WindowState:
     if w.resets_at > now or w.period <= timedelta(0):
         return w
     periods = (now - w.resets_at) // w.period + 1
-    return replace(w, spent=0.0, resets_at=w.resets_at + periods * w.period)
+    return replace(w, spent=0.0, resets_at=w.resets_at + periods * w.period, using_overage=False)
 
 
 def pace_unneeded(
@@ -209,6 +213,7 @@ class _Asked:
     pace_waived: bool
     pace_unneeded: bool = False
     accruing_burn: float = 0.0  # what was running when the reading was taken: the fleet, and the asker if it runs
+    overage_spot: bool = False  # the policy lets spot work run on the provider's overage, counted as spend
 
 
 def unrecorded_minutes(w: WindowState, now: datetime) -> float:
@@ -220,6 +225,17 @@ def unrecorded_minutes(w: WindowState, now: datetime) -> float:
 
 
 def _figures(w: WindowState, reserve_pct: float, asked: _Asked, now: datetime) -> WindowFigures:
+    """One window's figures. Overage is money beyond the plan: while the provider says an account
+    spends it on the window, spot work waits for the reset unless the policy counts it as spend."""
+    figures = _spend_figures(w, reserve_pct, asked, now)
+    refused = w.using_overage and not asked.overage_spot
+    return replace(
+        figures, within_cap=figures.within_cap and not refused, using_overage=w.using_overage,
+        overage_refused=refused, accounts=w.accounts, buckets=w.buckets,
+    )
+
+
+def _spend_figures(w: WindowState, reserve_pct: float, asked: _Asked, now: datetime) -> WindowFigures:
     fleet_burn, own_burn, pace_waived, pace_unneeded = (
         asked.fleet_burn,
         asked.own_burn,
@@ -328,7 +344,10 @@ def evaluate(
         live, {w.name: snapshot.policy.reserve_pct(w.name) for w in live}, now, margin_pct=reserve_margin_pct
     )
     figures = _demand_aware(tuple(
-        _figures(w, reserves[w.name], _Asked(fleet_burn, own_burn, waiver, w.name in unneeded, accruing), now)
+        _figures(
+            w, reserves[w.name],
+            _Asked(fleet_burn, own_burn, waiver, w.name in unneeded, accruing, snapshot.policy.overage_spot), now,
+        )
         for w in live
     ), snapshot, now)
     counted = quota_fleet if asking.already_running else others

@@ -33,6 +33,7 @@ class PolicyView:
     max_sessions_override_until: datetime | None = None
     top_up: TopUpPolicy = TopUpPolicy()
     demand_pacing: bool = True  # the pace holds only when the window's demand needs it (`rules.demand`)
+    overage_spot: bool = False  # spot work may run on the provider's overage, counted as spend; off: refused
 
     def reserve_pct(self, window: str) -> float:
         """A weekly window's reserve is the 7-day one, a per-model weekly bucket's ("7d_opus") too."""
@@ -67,6 +68,9 @@ class WindowState:
     read_at: datetime | None = None  # when `spent` was true: spend since then is in no reading yet
     measured_by: str | None = None  # the provider, when the figures are its own word
     fallback: str | None = None  # why the ledger's estimate stands in for it
+    using_overage: bool = False  # the provider says an account spends overage (extra usage) on it
+    accounts: int = 0  # the accounts the provider's figures were read from
+    buckets: int = 0  # the distinct buckets among them (accounts sharing one bucket count once)
 
     @property
     def label(self) -> str:

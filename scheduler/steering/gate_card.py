@@ -80,6 +80,7 @@ class GateCard:
                 "slots_unreachable": self.snapshot.slots_unreachable,
                 "preemption_enabled": self.policy.preemption_enabled,
                 "demand_pacing_enabled": self.policy.demand_pacing,
+                "overage_spot_enabled": self.policy.overage_spot,
                 "genesis_class_overrides": {str(k): str(v) for k, v in self.policy.overrides.items()},
             },
             "admission": {
@@ -115,6 +116,10 @@ class GateCard:
                     "fleet_burn_per_min": w.fleet_burn,
                     "measured_by": w.measured_by,
                     "fallback": w.fallback,
+                    "using_overage": w.using_overage,
+                    "overage_refused": w.overage_refused,
+                    "accounts": w.accounts,
+                    "buckets": w.buckets,
                     "demand": _demand(w.demand),
                 }
                 for w in d.windows

@@ -34,6 +34,7 @@ FLEET_POLICY_ATTRIBUTES = (
     "max_sessions",
     "preemption_enabled",
     "demand_pacing_enabled",
+    "overage_spot_enabled",
     "genesis_class_overrides",
     "cost_budgets",
     "spend_reset_at",
@@ -62,6 +63,7 @@ def view(row: Policy) -> PolicyView:
         max_sessions=row.max_sessions,
         preemption_enabled=row.preemption_enabled,
         demand_pacing=row.demand_pacing_enabled,
+        overage_spot=row.overage_spot_enabled,
         overrides=validate_overrides(row.genesis_class_overrides or {}),
         cost_budgets=dict(row.cost_budgets or {}),
         spend_reset_at=_instants(row.spend_reset_at or {}),
@@ -79,7 +81,8 @@ _COLUMNS: tuple[Any, ...] = (
     Policy.gating_enabled, Policy.reserve_5h_pct, Policy.reserve_7d_pct, Policy.max_sessions,
     Policy.preemption_enabled, Policy.genesis_class_overrides, Policy.cost_budgets, Policy.spend_reset_at,
     Policy.max_sessions_override, Policy.max_sessions_override_until,
-    Policy.demand_pacing_enabled, Policy.top_up_ceiling, Policy.top_up_stretch_minutes, Policy.top_up_cooldown_minutes,
+    Policy.demand_pacing_enabled, Policy.overage_spot_enabled,
+    Policy.top_up_ceiling, Policy.top_up_stretch_minutes, Policy.top_up_cooldown_minutes,
 )
 _ROW = sa_select(*_COLUMNS).where(col(Policy.id) == 1)  # built once: it is read by nearly every transaction
 
@@ -95,12 +98,13 @@ def _read(db: DBSession) -> PolicyView:
     if found is None:
         return view(ensure_policy(db))
     gating, reserve_5h, reserve_7d, max_sessions, preemption, overrides, budgets, resets, temporary, *rest = found
-    until, demand, *top_up = rest
+    until, demand, overage, *top_up = rest
     return PolicyView(
         gating_enabled=gating, reserve_5h_pct=reserve_5h, reserve_7d_pct=reserve_7d, max_sessions=max_sessions,
         preemption_enabled=preemption, overrides=validate_overrides(overrides or {}),
         cost_budgets=dict(budgets or {}), spend_reset_at=_instants(resets or {}), top_up=TopUpPolicy(*top_up),
         max_sessions_override=temporary, max_sessions_override_until=until, demand_pacing=demand,
+        overage_spot=overage,
     )
 
 
@@ -140,7 +144,7 @@ def _coerce(key: str, raw: Any) -> Any:
             return False
         raise InvalidInput(error_text("policy/not_on_off", key=key, value=value), field=key)
 
-    if key in {"gating_enabled", "preemption_enabled", "demand_pacing_enabled"}:
+    if key in {"gating_enabled", "preemption_enabled", "demand_pacing_enabled", "overage_spot_enabled"}:
         return as_bool(raw)
     if key in {"reserve_5h_pct", "reserve_7d_pct"}:
         try:
@@ -194,6 +198,7 @@ ALIASES = {
     "gating": "gating_enabled",
     "preemption": "preemption_enabled",
     "demand_pacing": "demand_pacing_enabled",
+    "overage_spot": "overage_spot_enabled",
     "reserve_5h": "reserve_5h_pct",
     "reserve_7d": "reserve_7d_pct",
     "max": "max_sessions",

@@ -502,8 +502,8 @@ def test_policy_set_refusals_change_nothing(pacer) -> None:
         pacer,
         "policy set gating=off speed=3",
         "UOP",
-        "key: 'speed' is not a policy key; use gating, preemption, demand_pacing, reserve_5h, reserve_7d, max_sessions, "
-        "top_up, top_up_stretch, "
+        "key: 'speed' is not a policy key; use gating, preemption, demand_pacing, overage_spot, reserve_5h, reserve_7d, "
+        "max_sessions, top_up, top_up_stretch, "
         "top_up_cooldown, override:<genesis>, budget:<runtime>",
         USAGE["policy"],
     )
