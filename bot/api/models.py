@@ -217,6 +217,14 @@ class RestartOut(BaseModel):
     submission: SubmissionOut
 
 
+class SummaryOut(BaseModel):
+    outcome: str = Field(description="forked: a bookkeeping session writes it | refused: admission would not run it")
+    source_id: int = Field(description="The session summarized")
+    session_id: int | None = Field(description="The bookkeeping session, when one was created (archived if refused)")
+    sentence: str = Field(description="Why it was refused, or what its turn did")
+    digest: str = Field(description="When refused: the blurb from the session's own record, spending no slot")
+
+
 class SessionChanged(BaseModel):
     session: SessionDetail
     changed: dict[str, list[Any]] = Field(description="field -> [before, after], only what moved")

@@ -32,6 +32,7 @@ from bot.api.models import (
     SessionPatch,
     StartNowOut,
     StoppedOut,
+    SummaryOut,
 )
 from bot.api.refusals import refusals
 from bot.api.views import context, session_detail, start_now_out, submission_out
@@ -65,6 +66,7 @@ from scheduler.front import (
     start_now,
     stop,
     submit_turn,
+    summarize,
 )
 from templates import error_text
 
@@ -326,6 +328,14 @@ def restart(session_id: SessionId, request: Request, who: CallerDep) -> dict[str
         "kept": result.kept,
         "submission": submission_out(result.submission, ctx.clock.now()),
     }
+
+
+@router.post("/sessions/{session_id}/summary", response_model=SummaryOut, responses=refusals(404, 422, 503),
+             summary="Ask for a status summary: Pacer's own bookkeeping, refused rather than queued")
+def summary(session_id: SessionId, request: Request, who: CallerDep) -> dict[str, Any]:
+    result = summarize(context(request), session_id, actor=who.name, surface="api")
+    return {"outcome": result.outcome, "source_id": result.source_id, "session_id": result.session_id,
+            "sentence": result.sentence, "digest": result.digest}
 
 
 @router.post("/sessions/{session_id}/archive", response_model=Archived, responses=refusals(404, 409, 422, 503),

@@ -112,3 +112,22 @@ def test_pacer_summary_on_the_served_app(api) -> None:
         assert browser.get("/", params={"token": TOKEN}).status_code == 303
         finished = browser.get("/live/state").json()["sections"]["finished"]
     assert "the real work" in finished and "Summary of" not in finished
+
+
+@pytest.mark.api(max_sessions=1, turn_minutes=30)
+def test_the_rest_api_asks_for_a_summary_the_same_way(api) -> None:
+    ctx = api.ctx
+    source = new(ctx, title="the real work", requester="bob")
+    assert submit_turn(ctx, source, "work").outcome == "started"
+    refused = api.post(f"/sessions/{source}/summary", actor="bob")
+    assert refused.status_code == 200 and refused.json()["outcome"] == "refused", refused.text
+    assert refused.json()["session_id"] is None and refused.json()["digest"].startswith(f"#{source} the real work")
+    assert sessions(ctx.engine) == 1
+    assert api.patch("/policy", {"max_sessions": 2}).status_code == 200
+    forked = api.post(f"/sessions/{source}/summary", actor="bob").json()
+    assert forked["outcome"] == "forked" and row(ctx, forked["session_id"]).bookkeeping
+    missing = api.post("/sessions/999/summary", actor="bob")
+    assert missing.status_code == 404 and "session #999 does not exist" in missing.text
+    again = api.post(f"/sessions/{forked['session_id']}/summary", actor="bob")
+    assert again.status_code == 422 and "Pacer's own bookkeeping" in again.text
+    assert sessions(ctx.engine) == 2

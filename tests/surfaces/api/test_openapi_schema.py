@@ -68,7 +68,9 @@ from scheduler.store.models import Status
 from tests.support.api_client import PERSONAL, TOKEN, Api, make_api
 
 load_all_checks()
-EXAMPLES = int(os.environ.get("PACER_SCHEMA_EXAMPLES", "100"))
+# The draw is derandomized: a new operation reshuffles it. At 100 the draw that came with
+# POST /sessions/{id}/summary drew no 422 at all; 110 reaches one again.
+EXAMPLES = int(os.environ.get("PACER_SCHEMA_EXAMPLES", "110"))
 CHECKS = [
     not_a_server_error,
     status_code_conformance,
