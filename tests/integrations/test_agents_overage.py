@@ -152,3 +152,17 @@ def test_accounts_sharing_one_bucket_are_shown_counted_once(api: Api) -> None:
     shown = "as Anthropic (Claude Code) reports it, "
     shown += "read from 3 accounts that share 1 bucket (a shared bucket counts once)"
     assert shown in reply.text, reply.text
+
+
+def test_a_pace_hold_names_the_provider_whose_figure_it_read(api: Api) -> None:
+    resets = api.ctx.clock.now() + 4.5 * H  # half an hour into the five hours
+    record(api, status="allowed", utilization=0.0, resets_at=resets)
+    assert submit_turn(api.ctx, new(api.ctx, prompt="first"), "first").outcome == "started"  # spot work in flight
+    api.ctx.clock.advance(timedelta(seconds=5))
+    record(api, status="allowed", utilization=0.5, resets_at=resets)  # far ahead of the straight line
+    paced = submit_turn(api.ctx, new(api.ctx, prompt="second"), "second")
+    sentence = paced.sentence or ""
+    assert paced.outcome == "held" and "Held by the spot gate's pace" in sentence, sentence
+    assert "5-hour: 50.0% used, ahead of the straight line" in sentence
+    assert "(not calibrated yet) · as Anthropic (Claude Code) reports it" in sentence, sentence
+    assert "weekly: $0.20/min with this session against a sustainable $0.04/min · the ledger's estimate" in sentence
