@@ -83,7 +83,8 @@ def cmd_github_app(args: argparse.Namespace) -> int:
     config = Path(getattr(args, "config", None) or os.environ.get("PACER_CONFIG") or "pacer.toml").absolute()
     key_file = Path(args.key_file).absolute() if args.key_file else config.parent / "pacer-github-app.pem"
     _preflight(args, config, key_file)
-    settings = settings_mod.load(os.environ, toml_path=config if config.exists() else None)
+    environ = {k: v for k, v in os.environ.items() if k != "PACER_CONFIG"}  # a config still to be made is no error
+    settings = settings_mod.load(environ, toml_path=config if config.exists() else None)
     state = secrets.token_urlsafe(16)
     server = ThreadingHTTPServer(("127.0.0.1", args.port), _Handler)
     server.daemon_threads = True

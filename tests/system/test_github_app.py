@@ -25,11 +25,11 @@ from tests.support.paths import ROOT
 URL = "https://pacer.example.com"
 
 
-def _start(tmp: Path, api: str, *args: str) -> subprocess.Popen[str]:
+def _start(tmp: Path, api: str, *args: str, **extra: str) -> subprocess.Popen[str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith(("PACER_", "GITHUB_", "SLACK_"))}
     env.pop("DATABASE_URL", None)
     return subprocess.Popen([sys.executable, "-m", "bot.cli", "github-app", *args], cwd=tmp, text=True,
-                            env={**env, "PYTHONPATH": str(ROOT), "GITHUB_API_URL": api},
+                            env={**env, "PYTHONPATH": str(ROOT), "GITHUB_API_URL": api, **extra},
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE)
 
 
@@ -83,6 +83,18 @@ def test_an_organizations_app_posts_to_the_organizations_form(tmp_path: Path) ->
         assert _finish(proc)[0] == 0
     assert action.startswith("https://github.com/organizations/acme/settings/apps/new?state=")
     assert manifest["name"] == "Pacer acme"
+
+
+def test_a_config_named_by_pacer_config_is_made_with_the_key_beside_it(tmp_path: Path) -> None:
+    (tmp_path / "etc").mkdir()
+    with mock_github() as github:
+        proc = _start(tmp_path, github.url, "--url", URL, PACER_CONFIG="etc/pacer.toml")
+        register(proc)
+        code, _, err = _finish(proc)
+    assert code == 0, err
+    config, key = tmp_path / "etc" / "pacer.toml", tmp_path / "etc" / "pacer-github-app.pem"
+    assert load({}, toml_path=config).github_app_key == PEM == key.read_text()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["etc"]
 
 
 def test_a_redirect_without_a_code_or_with_another_state_is_refused_and_waited_past(tmp_path: Path) -> None:
