@@ -174,6 +174,27 @@ class SessionOut(BaseModel):
     finished_at: datetime | None
 
 
+class LadderStep(BaseModel):
+    """One entry of a waiter's bounded queue ladder, or a gap (`gap`: that many not shown)."""
+
+    place: int | None = Field(None, description="1-based on the ladder; None for a gap")
+    session_id: int | None = None
+    title: str | None = None
+    parked: bool = Field(False, description="A blocker holds it now (display context: it is still queued)")
+    group: str | None = Field(None, description="eligible | capacity | budget | prerequisite | hold")
+    badges: list[str] = Field(default_factory=list, description="cN, pN, wN: what differs from the default claim")
+    selected: bool = False
+    gap: int | None = Field(None, description="Entries not shown here")
+
+
+class LadderOut(BaseModel):
+    position: int
+    of: int
+    ahead: int = Field(description="Earlier ladder entries; current admission context, not an ETA")
+    parked: int = Field(description="Waiters a blocker holds now, on the whole ladder")
+    steps: list[LadderStep] = Field(description="The front, two on either side of this one, and the gaps between")
+
+
 class SessionDetail(SessionOut):
     prompt: str
     waiting: WaitingOut | None = Field(description="Why it is waiting: the headline and the others on the record")
@@ -183,6 +204,9 @@ class SessionDetail(SessionOut):
     wake_at: datetime | None
     queued_messages: int
     stopped: StopRecord | None = Field(None, description="Archived: who ended it and how")
+    ladder: LadderOut | None = Field(
+        None, description="GET only, a waiting session: its bounded queue ladder (seed 000), eligible first"
+    )
 
 
 class SubmissionOut(BaseModel):

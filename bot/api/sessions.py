@@ -35,7 +35,8 @@ from bot.api.models import (
     SummaryOut,
 )
 from bot.api.refusals import refusals
-from bot.api.views import context, session_detail, start_now_out, submission_out
+from bot.api.views import context, ladder_out, session_detail, start_now_out, submission_out
+from bot.chat import ladder_view
 from scheduler.bounds import check_claim
 from scheduler.errors import InvalidInput, PacerError, Refused
 from scheduler.front import (
@@ -236,7 +237,14 @@ def list_sessions(
 @router.get("/sessions/{session_id}", response_model=SessionDetail, responses=refusals(404, 422, 503),
             summary="A session, with why it is waiting")
 def read(session_id: SessionId, request: Request) -> dict[str, Any]:
-    return _detail(context(request), session_id)
+    ctx = context(request)
+    with session_scope(ctx.engine) as db:
+        session = get_session(db, session_id)
+        policy, now = load_policy(db), ctx.clock.now()
+        out = session_detail(db, session, policy, now)
+        if session.status == Status.WAITING.value and not session.bookkeeping:
+            out["ladder"] = ladder_out(ladder_view.selected(db, ladder_view.read(db, policy, now), session_id))
+        return out
 
 
 @router.patch("/sessions/{session_id}", response_model=SessionChanged, responses=refusals(404, 409, 422, 503),

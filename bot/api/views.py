@@ -15,6 +15,7 @@ from sqlmodel import Session as DBSession
 from sqlmodel import col, select
 
 from bot.api.guard import ApiError
+from bot.chat import ladder_view
 from scheduler.front import (
     STOPPED_KEY,
     Context,
@@ -87,6 +88,20 @@ def session_detail(
         stopped=_stopped(session),
     )
     return out
+
+
+def ladder_out(selected: ladder_view.Selected | None) -> dict[str, Any] | None:
+    """A waiter's bounded queue ladder (`bot.chat.ladder_view.selected`) as `LadderOut`."""
+    if selected is None:
+        return None
+    steps = [
+        {"gap": step} if isinstance(step, int) else
+        {"place": step.place, "session_id": step.id, "title": step.title, "parked": step.parked, "group": step.group,
+         "badges": list(step.badges), "selected": step.selected}
+        for step in selected.steps
+    ]
+    return {"position": selected.position, "of": selected.total, "ahead": selected.ahead, "parked": selected.parked,
+            "steps": steps}
 
 
 def submission_out(sub: Submission, now: datetime) -> dict[str, Any]:

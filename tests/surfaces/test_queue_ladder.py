@@ -102,3 +102,14 @@ def test_the_app_home_row_menu_asks_why_and_the_live_page_shows_the_picked_waite
     }
     assert client.get("/", params={"waiter": "-3"}).status_code == 422
     assert row(api.ctx, ids["w4"]).status == "waiting"  # reading changed nothing
+
+
+def test_the_api_gives_a_waiter_its_bounded_ladder(api: Api) -> None:
+    ids = fleet(api)
+    ladder = api.get(f"/sessions/{ids['w4']}").json()["ladder"]
+    assert (ladder["position"], ladder["of"], ladder["ahead"], ladder["parked"]) == (9, 10, 8, 3)
+    steps = ladder["steps"]
+    assert [s["gap"] or s["place"] for s in steps] == [1, 5, 7, 8, 9, 10]
+    assert steps[4] == {"place": 9, "session_id": ids["w4"], "title": "w4", "parked": True, "group": "capacity",
+                        "badges": ["p7"], "selected": True, "gap": None}
+    assert api.get(f"/sessions/{ids['running']}").json()["ladder"] is None  # not waiting
