@@ -62,11 +62,10 @@ def severity(reason: str | None) -> int:
 
 @dataclass(frozen=True)
 class Rung:
-    """One waiter on the ladder: its id, the group its blocker puts it in, and its badges."""
+    """One waiter on the ladder: its id and the group its blocker puts it in."""
 
     id: int
     severity: int = ELIGIBLE
-    badges: tuple[str, ...] = ()
 
     @property
     def parked(self) -> bool:
