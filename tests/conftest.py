@@ -29,6 +29,8 @@ from tests.support.github_support import FakeGithub
 from tests.support.harness import T0
 from tests.support.slack_mock import MockSlack, serving
 
+pytest_plugins = ["tests.support.cpu_log"]
+
 _pg_engine: Engine | None = None
 _worker_db: tuple[str, str] | None = None  # under xdist: the server's database, and this worker's beside it
 NO_POSTGRES = "PostgreSQL not configured (set PACER_TEST_DATABASE_URL)"

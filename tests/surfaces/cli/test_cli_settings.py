@@ -58,6 +58,15 @@ def test_a_pacer_variable_that_is_no_setting_is_named_with_the_nearest_setting(t
     assert _shown(done.stdout, "PACER_PORT") == "8080"  # and it changed nothing
 
 
+def test_the_suites_switches_for_workers_and_the_cpu_log_are_known() -> None:
+    """tests/conftest.py reads PACER_TEST_WORKERS, tests/support/cpu_log.py PACER_TEST_CPU_LOG: set
+    for a run, each reaches every `pacer` the suite starts, which must not warn of them."""
+    from bot.config.preflight import strays
+
+    switches = {"PACER_TEST_WORKERS": "2", "PACER_TEST_CPU_LOG": "cpu.jsonl", "PACER_PORTT": "1"}
+    assert [stray.name for stray in strays(switches, [var.name for var in VARIABLES])] == ["PACER_PORTT"]
+
+
 def test_pacer_version_prints_the_version(tmp_path: Path) -> None:
     done = _pacer(tmp_path, "--version")
     declared = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["version"]
