@@ -11,7 +11,9 @@ from typing import Any
 import jsonschema_rs
 import pytest
 
-from tests.support.api_client import Api
+from bot import api as rest_api
+from bot.api.callers import ACTOR_HEADER
+from tests.support.api_client import Api, make_api
 
 
 def _document(api: Api) -> dict[str, Any]:
@@ -163,3 +165,22 @@ def test_a_whole_number_written_with_a_point_is_an_id_in_a_config_as_anywhere(ap
     assert {"filter": {"trigger": 2}, "states": ["done"]} in configs
     assert api.post("/triggers", {"name": "half", "kind": "ao_event", "prompt_template": "go",
                                   "config": {"session_id": 3.5, "states": ["done"]}}).status_code == 422
+
+
+def test_apps_in_one_process_share_the_built_routes_and_each_documents_its_own_limits(engine, clock) -> None:
+    """The REST router is built once a process (a tenth of a second of CPU an app, paid once): each
+    app still documents its own deployment, and the actor header once on each operation."""
+    assert rest_api.router() is rest_api.router()
+    short = make_api(engine, clock, PACER_MAX_PROMPT_CHARS="100")
+    long = make_api(engine, clock, PACER_MAX_PROMPT_CHARS="200")
+    try:
+        for api, most in ((short, 100), (long, 200), (short, 100)):
+            document = _document(api)
+            assert document["components"]["schemas"]["SessionCreate"]["properties"]["prompt"]["maxLength"] == most
+            post = document["paths"]["/api/v1/sessions"]["post"]
+            assert [p["name"] for p in post["parameters"]].count(ACTOR_HEADER) == 1
+            assert api.post("/sessions", {"prompt": "x" * (most + 1)}).status_code == 422
+            assert api.post("/sessions", {"prompt": "x" * most}).status_code == 201
+    finally:
+        short.close()
+        long.close()
