@@ -17,6 +17,7 @@ import os
 import shlex
 from collections.abc import Mapping
 from datetime import datetime, timedelta
+from typing import TYPE_CHECKING
 
 from sqlalchemy import Engine, make_url
 
@@ -36,12 +37,14 @@ from integrations.runners import (
 from integrations.runners.custody import Custody, choose
 from integrations.runners.outcomes import model_option
 from integrations.runners.workspace import WorkspaceRunner
-from integrations.turn_queue import TurnQueue, build_app
 from integrations.workspaces import GitRemote, Workspaces
 from scheduler.context import Runtime
 from scheduler.ports import QuotaSource, Runner
 from scheduler.rules.burn import fallback_rates
 from templates import render
+
+if TYPE_CHECKING:
+    from integrations.turn_queue import TurnQueue
 
 log = logging.getLogger("pacer.custody")
 AGENT_RUNTIMES = frozenset({"claude_code", "codex"})  # runtimes whose streams carry the provider's quota figures
@@ -153,6 +156,10 @@ def build_dispatcher(settings: Settings) -> TurnQueue | None:
     worker` processes; None: each process runs the turns it starts."""
     if settings.turn_queue != "procrastinate" or settings.sqlite:  # SQLite always runs turns in-process
         return None
+    # Here, not at the top: procrastinate and psycopg are a sixth of the server's start-up imports,
+    # and a server without the queue (SQLite, the default) never uses them.
+    from integrations.turn_queue import TurnQueue, build_app
+
     return TurnQueue(
         build_app(libpq_url(settings.database_url)), stalled_after=timedelta(seconds=settings.turn_lease_seconds)
     )

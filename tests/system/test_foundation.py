@@ -164,3 +164,15 @@ def test_wheel_ships_templates_and_migrations(tmp_path: Path) -> None:
     for layer in ("rules", "store", "engine", "holds", "pauses", "steering"):  # each folder a package
         assert f"scheduler/{layer}/__init__.py" in names, layer
     assert any(n.startswith("scheduler/store/migrations/versions/0001") for n in names)
+
+
+def test_serve_on_sqlite_imports_no_job_queue() -> None:
+    """procrastinate and psycopg were a sixth of `pacer serve`'s start-up imports (measured), paid
+    by every server the suite starts; a server on SQLite runs its turns in-process and needs
+    neither. With PACER_TURN_QUEUE=procrastinate on PostgreSQL, build_dispatcher imports them."""
+    probe = ("import sys; from bot.cli.main import cmd_serve; from bot.serve.server import serve; "
+             "print(sorted({m.split('.')[0] for m in sys.modules} & {'procrastinate', 'psycopg'}))")
+    done = subprocess.run([sys.executable, "-c", probe], cwd=ROOT, capture_output=True, text=True, timeout=60,
+                          env={**os.environ, "PYTHONPATH": str(ROOT)})
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "[]", done.stdout
