@@ -108,10 +108,13 @@ from scheduler.store.models import (
 )
 from scheduler.store.policy import (
     MAX_OVERRIDE_FOR,
+    PER_MODEL_BUCKET,
     audit_log,
     budget_amount,
     ensure_policy,
     load_policy,
+    reserve_percentage,
+    reserve_window,
     set_policy,
 )
 from scheduler.store.preemption_ledger import cycling_now, events_since
@@ -291,7 +294,10 @@ __all__ = [
     "set_policy",
     "ensure_policy",
     "audit_log",
+    "PER_MODEL_BUCKET",
     "budget_amount",
+    "reserve_percentage",
+    "reserve_window",
     "TOP_UP_ATTRIBUTES",
     "TOP_UP_KEYS",
     "TOP_UP_RANGES",

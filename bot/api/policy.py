@@ -58,6 +58,7 @@ def _row(db: DBSession, row: Policy) -> dict[str, Any]:
         "preemption_enabled": row.preemption_enabled,
         "demand_pacing_enabled": row.demand_pacing_enabled,
         "overage_spot_enabled": row.overage_spot_enabled,
+        "window_reserves": dict(row.window_reserves or {}),
         "genesis_class_overrides": dict(row.genesis_class_overrides or {}),
         "cost_budgets": dict(row.cost_budgets or {}),
         "spend": [{"runtime": s.runtime, "spent": round(s.spent, 2), "budget": s.budget,
@@ -127,13 +128,17 @@ def patch_policy(body: PolicyPatch, request: Request, who: CallerDep) -> dict[st
     _expiry_ahead(ctx, changes)
     overrides = _merged_map(changes, "genesis_class_overrides")
     budgets = _merged_map(changes, "cost_budgets")
+    reserves = _merged_map(changes, "window_reserves")
     temporary: dict[str, Any] = {
         key: changes.pop(key) for key in ("max_sessions_override", "max_sessions_override_until") if key in changes
     }
     for key in [k for k, v in changes.items() if v is None]:
         changes.pop(key)
     changes.update(temporary)  # null clears a temporary max sessions
-    audit = set_policy(ctx, changes, overrides=overrides, budgets=budgets, surface="api", actor=who.name)
+    merge = {
+        "genesis_class_overrides": overrides or {}, "cost_budgets": budgets or {}, "window_reserves": reserves or {}
+    }
+    audit = set_policy(ctx, changes, merge=merge, surface="api", actor=who.name)
     with session_scope(ctx.engine) as db:
         row = _row(db, ensure_policy(db))
     return {"policy": row, "audit": audit.line if audit is not None else None}

@@ -7,12 +7,25 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Annotated, Any, Literal
 
-from pydantic import AwareDatetime, BaseModel, ConfigDict, Field
+from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, StringConstraints, WithJsonSchema
 
 from bot.api.fields import Change, MaxSessions, Overrides, TopUpCeiling, TopUpCooldown, TopUpStretch
+from scheduler.front import PER_MODEL_BUCKET
 
 # US dollars above 0; which runtimes exist only the deployment knows (`set_policy` says).
 Budget = Annotated[float, Field(gt=0, allow_inf_nan=False)]
+Reserve = Annotated[float, Field(ge=0, le=100, allow_inf_nan=False)]
+# A per-model weekly bucket, as `scheduler.store.policy.PER_MODEL_BUCKET` takes it: the document says so.
+BUCKET_PATTERN = f"^{PER_MODEL_BUCKET.pattern}$"
+BucketName = Annotated[str, StringConstraints(pattern=BUCKET_PATTERN)]
+# Its document names the keys (pydantic writes `patternProperties`, which lets any other key through).
+ReserveMap = Annotated[
+    dict[BucketName, Reserve | None],
+    WithJsonSchema({
+        "type": "object", "propertyNames": {"pattern": BUCKET_PATTERN},
+        "additionalProperties": {"anyOf": [{"type": "number", "minimum": 0, "maximum": 100}, {"type": "null"}]},
+    }),
+]
 
 
 class PolicyPatch(Change):
@@ -46,6 +59,10 @@ class PolicyPatch(Change):
         None, description="runtime -> US dollars above 0, merged onto the budgets in force; null removes a budget, "
         "and a null map removes them all"
     )
+    window_reserves: ReserveMap | None = Field(
+        None, description="A per-model weekly bucket (7d_opus, 7d_sonnet) -> its own reserve, a percentage from 0 to "
+        "100, merged onto those in force; null returns one to the weekly reserve, and a null map returns them all"
+    )
     top_up_ceiling: TopUpCeiling | None = Field(
         None, description="Top up while fewer sessions than this run a turn; 0: off"
     )
@@ -75,6 +92,7 @@ class PolicyRow(BaseModel):
     preemption_enabled: bool
     demand_pacing_enabled: bool = True
     overage_spot_enabled: bool = False
+    window_reserves: dict[str, float] = Field(default_factory=dict, description="per-model weekly bucket -> reserve %")
     genesis_class_overrides: dict[str, str]
     cost_budgets: dict[str, float] = Field(default_factory=dict, description="runtime -> US dollars")
     max_sessions_override: int | None = Field(None, description="A temporary max sessions in force, or null")

@@ -53,8 +53,7 @@ def policy_set(ctx: Context, command: c.PolicySet) -> Answer:
             number, lasting = command.temporary_max
             changes["max_sessions_override"] = number
             changes["max_sessions_override_until"] = ctx.now + lasting if lasting is not None else None
-        audit = set_policy(ctx.pacer.ctx, changes, overrides=dict(command.overrides),
-                           budgets=dict(command.budgets), surface=ctx.audit_surface, actor=ctx.actor)
+        audit = set_policy(ctx.pacer.ctx, changes, merge=command.merged(), surface=ctx.audit_surface, actor=ctx.actor)
     moved = [(key, shown(old), shown(new)) for key, (old, new) in (audit.changes if audit else {}).items()]
     return Answer("policy_set", {"moved": moved, "line": audit.line if audit else None}, in_channel=bool(moved))
 

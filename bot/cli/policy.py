@@ -59,8 +59,7 @@ def _set_policy(ctx: Any, words: list[str]) -> int:
             audit = set_policy(
                 ctx,
                 dict(command.changes),
-                overrides=dict(command.overrides),
-                budgets=dict(command.budgets),
+                merge=command.merged(),
                 surface="cli:pacer policy",
                 actor=os.environ.get("USER"),
             )

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import timedelta
-from typing import ClassVar, Literal
+from typing import Any, ClassVar, Literal
 
 from bot.commands.times import TimeSpec
 from scheduler.front import ClaimChange
@@ -201,8 +201,17 @@ class PolicySet:
     changes: tuple[tuple[str, bool | float | int], ...] = ()
     overrides: tuple[tuple[str, str | None], ...] = ()
     budgets: tuple[tuple[str, float | None], ...] = ()
+    reserves: tuple[tuple[str, float | None], ...] = ()  # a per-model bucket -> its reserve %, None: the default
     reset_spend: tuple[str, ...] = ()
     temporary_max: tuple[int | None, timedelta | None] | None = None  # (n, for how long); (None, None) clears
+
+    def merged(self) -> dict[str, dict[str, Any]]:
+        """The maps to merge onto the policy in force, as `set_policy` takes them."""
+        return {
+            "genesis_class_overrides": dict(self.overrides),
+            "cost_budgets": dict(self.budgets),
+            "window_reserves": dict(self.reserves),
+        }
 
 
 @dataclass(frozen=True)

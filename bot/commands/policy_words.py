@@ -20,12 +20,20 @@ from bot.commands.cursor import Cursor, shown
 from bot.commands.times import parse_duration
 from scheduler import bounds
 from scheduler.errors import InvalidInput
-from scheduler.front import OVERRIDABLE, TOP_UP_KEYS, TOP_UP_RANGES, Genesis, budget_amount
+from scheduler.front import (
+    OVERRIDABLE,
+    TOP_UP_KEYS,
+    TOP_UP_RANGES,
+    Genesis,
+    budget_amount,
+    reserve_percentage,
+    reserve_window,
+)
 
 POLICY_USAGE = (
     "policy [set gating=on|off preemption=on|off demand_pacing=on|off overage_spot=on|off reserve_5h=<pct> "
     "reserve_7d=<pct> max_sessions=<n> top_up=<n> top_up_stretch=<min> top_up_cooldown=<min> "
-    "override:<genesis>=priority|spot|default "
+    "override:<genesis>=priority|spot|default reserve:<7d_model>=<pct>|default "
     "budget:<runtime>=<usd>|none]  |  policy reset-spend <runtime>"
     "  |  policy max-override <n> for <duration>|clear"
 )
@@ -62,6 +70,7 @@ def parse_policy(cur: Cursor) -> c.PolicyShow | c.PolicySet:
     changes: dict[str, bool | float | int] = {}
     overrides: dict[str, str | None] = {}
     budgets: dict[str, float | None] = {}
+    reserves: dict[str, float | None] = {}
     while (pair := cur.peek()) is not None:
         cur.take("key=value")
         key, sep, value = pair.partition("=")
@@ -80,15 +89,25 @@ def parse_policy(cur: Cursor) -> c.PolicyShow | c.PolicySet:
                 raise cur.fail("given_twice", key=key)
             budgets[runtime] = _budget(cur, runtime, value)
             continue
+        if key.startswith("reserve:"):
+            window = _reserve_window(cur, key.split(":", 1)[1])
+            if window in reserves:
+                raise cur.fail("given_twice", key=key)
+            reserves[window] = _reserve(cur, window, value)
+            continue
         if key not in POLICY_KEYS:
             raise cur.fail(
-                "not_a_policy_key", key=shown(key), allowed=[*POLICY_KEYS, "override:<genesis>", "budget:<runtime>"]
+                "not_a_policy_key",
+                key=shown(key),
+                allowed=[*POLICY_KEYS, "override:<genesis>", "budget:<runtime>", "reserve:<7d_model>"],
             )
         attribute = POLICY_KEYS[key]
         if attribute in changes:
             raise cur.fail("given_twice", key=key)
         changes[attribute] = _policy_value(cur, key, value)
-    return c.PolicySet(tuple(changes.items()), tuple(overrides.items()), tuple(budgets.items()))
+    return c.PolicySet(
+        tuple(changes.items()), tuple(overrides.items()), tuple(budgets.items()), tuple(reserves.items())
+    )
 
 
 def _max_override(cur: Cursor) -> c.PolicySet:
@@ -129,6 +148,22 @@ def _budget(cur: Cursor, runtime: str, value: str) -> float | None:
         return None
     try:
         return budget_amount(runtime, value)
+    except InvalidInput as exc:
+        raise cur.relay(exc) from None
+
+
+def _reserve_window(cur: Cursor, window: str) -> str:
+    try:
+        return reserve_window(window)
+    except InvalidInput as exc:
+        raise cur.relay(exc) from None
+
+
+def _reserve(cur: Cursor, window: str, value: str) -> float | None:
+    if value.lower() == "default":
+        return None
+    try:
+        return reserve_percentage(window, value)
     except InvalidInput as exc:
         raise cur.relay(exc) from None
 

@@ -34,9 +34,14 @@ class PolicyView:
     top_up: TopUpPolicy = TopUpPolicy()
     demand_pacing: bool = True  # the pace holds only when the window's demand needs it (`rules.demand`)
     overage_spot: bool = False  # spot work may run on the provider's overage, counted as spend; off: refused
+    window_reserves: Mapping[str, float] = field(default_factory=dict)  # a per-model bucket's own reserve %
 
     def reserve_pct(self, window: str) -> float:
-        """A weekly window's reserve is the 7-day one, a per-model weekly bucket's ("7d_opus") too."""
+        """A window's reserve: its own where the policy sets one (a per-model weekly bucket such as
+        "7d_opus"), else its kind's default: the 7-day one for every weekly window, the 5-hour one
+        for the rest."""
+        if window in self.window_reserves:
+            return self.window_reserves[window]
         return self.reserve_7d_pct if window == "7d" or window.startswith("7d_") else self.reserve_5h_pct
 
     @property

@@ -215,6 +215,7 @@ class Policy(SQLModel, table=True):
     preemption_enabled: bool = True
     demand_pacing_enabled: bool = True  # the pace holds only when the window's demand needs it (`rules.demand`)
     overage_spot_enabled: bool = False  # spot work may run on the provider's overage (counted as spend); off: refused
+    window_reserves: dict[str, float] = json_column({})  # a per-model weekly bucket ("7d_opus") -> its reserve %
     genesis_class_overrides: dict[str, str] = json_column({})
     cost_budgets: dict[str, float] = json_column({})  # runtime -> US dollars (seed 002, "Cost budget")
     spend_reset_at: dict[str, str] = json_column({})  # runtime -> ISO instant its spend counts from

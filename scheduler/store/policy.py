@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import logging
 import math
+import re
 from collections.abc import Collection, Mapping
 from datetime import datetime, timedelta
 from typing import Any
@@ -35,6 +36,7 @@ FLEET_POLICY_ATTRIBUTES = (
     "preemption_enabled",
     "demand_pacing_enabled",
     "overage_spot_enabled",
+    "window_reserves",
     "genesis_class_overrides",
     "cost_budgets",
     "spend_reset_at",
@@ -64,6 +66,7 @@ def view(row: Policy) -> PolicyView:
         preemption_enabled=row.preemption_enabled,
         demand_pacing=row.demand_pacing_enabled,
         overage_spot=row.overage_spot_enabled,
+        window_reserves=dict(row.window_reserves or {}),
         overrides=validate_overrides(row.genesis_class_overrides or {}),
         cost_budgets=dict(row.cost_budgets or {}),
         spend_reset_at=_instants(row.spend_reset_at or {}),
@@ -81,7 +84,7 @@ _COLUMNS: tuple[Any, ...] = (
     Policy.gating_enabled, Policy.reserve_5h_pct, Policy.reserve_7d_pct, Policy.max_sessions,
     Policy.preemption_enabled, Policy.genesis_class_overrides, Policy.cost_budgets, Policy.spend_reset_at,
     Policy.max_sessions_override, Policy.max_sessions_override_until,
-    Policy.demand_pacing_enabled, Policy.overage_spot_enabled,
+    Policy.demand_pacing_enabled, Policy.overage_spot_enabled, Policy.window_reserves,
     Policy.top_up_ceiling, Policy.top_up_stretch_minutes, Policy.top_up_cooldown_minutes,
 )
 _ROW = sa_select(*_COLUMNS).where(col(Policy.id) == 1)  # built once: it is read by nearly every transaction
@@ -98,13 +101,13 @@ def _read(db: DBSession) -> PolicyView:
     if found is None:
         return view(ensure_policy(db))
     gating, reserve_5h, reserve_7d, max_sessions, preemption, overrides, budgets, resets, temporary, *rest = found
-    until, demand, overage, *top_up = rest
+    until, demand, overage, reserves, *top_up = rest
     return PolicyView(
         gating_enabled=gating, reserve_5h_pct=reserve_5h, reserve_7d_pct=reserve_7d, max_sessions=max_sessions,
         preemption_enabled=preemption, overrides=validate_overrides(overrides or {}),
         cost_budgets=dict(budgets or {}), spend_reset_at=_instants(resets or {}), top_up=TopUpPolicy(*top_up),
         max_sessions_override=temporary, max_sessions_override_until=until, demand_pacing=demand,
-        overage_spot=overage,
+        overage_spot=overage, window_reserves=dict(reserves or {}),
     )
 
 
@@ -122,6 +125,31 @@ def budget_amount(runtime: str, raw: Any) -> float:
         raise InvalidInput(rule, field="cost_budgets") from None
     if not math.isfinite(value) or value <= 0:
         raise InvalidInput(rule, field="cost_budgets")
+    return value
+
+
+PER_MODEL_BUCKET = re.compile(r"7d_[a-z][a-z0-9]{0,30}")  # as `window_label` names it: "weekly Opus"
+
+
+def reserve_window(name: str) -> str:
+    """A window that takes a reserve of its own: a per-model weekly bucket ("7d_opus"); the 5-hour
+    and weekly windows have theirs (reserve_5h, reserve_7d)."""
+    if not PER_MODEL_BUCKET.fullmatch(name):
+        raise InvalidInput(error_text("policy/reserve_window", window=name), field="window_reserves")
+    return name
+
+
+def reserve_percentage(window: str, raw: Any) -> float:
+    """A reserve: a percentage from 0 to 100 ("30", "30%", 12.5)."""
+    rule = error_text("policy/reserve_percentage", window=window, raw=raw)
+    if isinstance(raw, bool) or not isinstance(raw, int | float | str):
+        raise InvalidInput(rule, field="window_reserves")
+    try:
+        value = float(str(raw).strip().rstrip("%"))
+    except ValueError:
+        raise InvalidInput(rule, field="window_reserves") from None
+    if not math.isfinite(value) or not 0 <= value <= 100:
+        raise InvalidInput(rule, field="window_reserves")
     return value
 
 
@@ -187,6 +215,10 @@ def _coerce(key: str, raw: Any) -> Any:
         if not isinstance(raw, Mapping):
             raise InvalidInput(error_text("policy/budgets_not_mapping"), field=key)
         return {str(runtime): budget_amount(str(runtime), amount) for runtime, amount in raw.items()}
+    if key == "window_reserves":
+        if not isinstance(raw, Mapping):
+            raise InvalidInput(error_text("policy/reserves_not_mapping"), field=key)
+        return {reserve_window(str(w)): reserve_percentage(str(w), pct) for w, pct in raw.items()}
     if key == "spend_reset_at":
         if not isinstance(raw, Mapping) or not all(isinstance(at, datetime) and at.tzinfo for at in raw.values()):
             raise InvalidInput(error_text("policy/resets_not_instants"), field=key)
@@ -244,39 +276,38 @@ def change_policy(
     return audit
 
 
+MERGED_MAPS = ("genesis_class_overrides", "cost_budgets", "window_reserves")
+
+
 def set_policy(
     ctx: Context,
     changes: Mapping[str, Any],
     *,
-    overrides: Mapping[str, str | None] | None = None,
-    budgets: Mapping[str, Any] | None = None,
+    merge: Mapping[str, Mapping[str, Any]] | None = None,
     surface: str,
     actor: str | None,
 ) -> PolicyAudit | None:
     """The one policy change every surface makes: validate, write, audit, and — when anything
     moved — ask for a queue pass, since more slots, a smaller reserve, gating off, a genesis
-    made priority or a changed cost budget can each free held work at once. `overrides`
-    (genesis -> class, None meaning back to the genesis default) and `budgets` (runtime -> US
-    dollars, None removing the budget) are merged onto the ones in force; a
-    `genesis_class_overrides` or `cost_budgets` in `changes` replaces them whole."""
+    made priority or a changed cost budget can each free held work at once. `merge` names one
+    of MERGED_MAPS and entries to merge onto it in force: `genesis_class_overrides` genesis ->
+    class, `cost_budgets` runtime -> US dollars, `window_reserves` a per-model bucket -> its
+    reserve %; a None value removes the entry (back to the default). One of them in `changes`
+    replaces it whole."""
     with session_scope(ctx.engine) as db:
         wanted = dict(changes)
-        if budgets:
-            in_force = dict(wanted.get("cost_budgets", ensure_policy(db).cost_budgets) or {})
-            for runtime, amount in budgets.items():
-                if amount is None:
-                    in_force.pop(runtime, None)
+        for key, entries in (merge or {}).items():
+            if key not in MERGED_MAPS:
+                raise ValueError(f"{key!r} is not a policy map; one of {', '.join(MERGED_MAPS)}")
+            if not entries:
+                continue
+            in_force = dict(wanted.get(key, getattr(ensure_policy(db), key)) or {})
+            for name, value in entries.items():
+                if value is None:
+                    in_force.pop(name, None)
                 else:
-                    in_force[runtime] = amount
-            wanted["cost_budgets"] = in_force
-        if overrides:
-            merged = dict(wanted.get("genesis_class_overrides", ensure_policy(db).genesis_class_overrides) or {})
-            for genesis, cls in overrides.items():
-                if cls is None:
-                    merged.pop(genesis, None)
-                else:
-                    merged[genesis] = cls
-            wanted["genesis_class_overrides"] = merged
+                    in_force[name] = value
+            wanted[key] = in_force
         audit = change_policy(
             db, wanted, surface=surface, actor=actor, now=ctx.clock.now(), runtimes=ctx.limits.runtimes
         )

@@ -32,7 +32,7 @@ def _spent_two_dollars(any_engine, clock):
     """A deployment whose echo runtime has a $1.50 budget and has spent $2.00 (one 20-minute turn)."""
     ctx, deferrer, workers, quota = build(any_engine, clock, max_sessions=3, turn_minutes=20, burn=0.1, wired=True)
     heard = Heard(ctx)
-    set_policy(ctx, {}, budgets={"echo": "$1.50"}, surface="test", actor="U_OPS")
+    set_policy(ctx, {}, merge={"cost_budgets": {"echo": "$1.50"}}, surface="test", actor="U_OPS")
     first = new(ctx, title="first")
     assert submit_turn(ctx, first, "go").outcome == "started"
     deferrer.advance(timedelta(minutes=20))
@@ -91,7 +91,7 @@ def test_a_changed_budget_re_kicks_the_queue(any_engine, clock) -> None:
     ctx, deferrer, _workers, _heard = _spent_two_dollars(any_engine, clock)
     picked = new(ctx)
     assert submit_turn(ctx, picked, "go").reason == "cost_budget"
-    set_policy(ctx, {}, budgets={"echo": 5}, surface="test", actor="U_OPS")
+    set_policy(ctx, {}, merge={"cost_budgets": {"echo": 5}}, surface="test", actor="U_OPS")
     deferrer.advance(timedelta(0))
     assert row(ctx, picked).status == "running"
 
@@ -101,7 +101,7 @@ def test_removing_the_budget_lifts_it_and_a_person_pressing_start_is_not_gated(a
     pressed, queued = new(ctx), new(ctx)
     assert submit_turn(ctx, queued, "go").reason == "cost_budget"
     assert start_now(ctx, pressed).submission.outcome == "started"
-    set_policy(ctx, {}, budgets={"echo": None}, surface="test", actor="U_OPS")
+    set_policy(ctx, {}, merge={"cost_budgets": {"echo": None}}, surface="test", actor="U_OPS")
     deferrer.advance(timedelta(0))
     assert row(ctx, queued).status == "running"
 
@@ -121,11 +121,11 @@ def test_removing_the_budget_lifts_it_and_a_person_pressing_start_is_not_gated(a
 )
 def test_a_bad_budget_says_what_is_allowed_and_changes_nothing(engine, clock, budgets, message) -> None:
     ctx, _deferrer, _workers, _quota = build(engine, clock, wired=True)
-    set_policy(ctx, {}, budgets={"echo": 3}, surface="test", actor="U_OPS")
+    set_policy(ctx, {}, merge={"cost_budgets": {"echo": 3}}, surface="test", actor="U_OPS")
     with session_scope(engine) as db:
         audits = len(db.exec(select(PolicyAudit)).all())
     with pytest.raises(InvalidInput, match=message.replace("(", r"\(").replace(")", r"\)").replace(".", r"\.")):
-        set_policy(ctx, {"max_sessions": 4}, budgets=budgets, surface="test", actor="U_OPS")
+        set_policy(ctx, {"max_sessions": 4}, merge={"cost_budgets": budgets}, surface="test", actor="U_OPS")
     with session_scope(engine) as db:
         policy = db.get(Policy, 1)
         assert policy is not None and policy.cost_budgets == {"echo": 3.0} and policy.max_sessions == 2

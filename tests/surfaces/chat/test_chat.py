@@ -504,7 +504,7 @@ def test_policy_set_refusals_change_nothing(pacer) -> None:
         "UOP",
         "key: 'speed' is not a policy key; use gating, preemption, demand_pacing, overage_spot, reserve_5h, reserve_7d, "
         "max_sessions, top_up, top_up_stretch, "
-        "top_up_cooldown, override:<genesis>, budget:<runtime>",
+        "top_up_cooldown, override:<genesis>, budget:<runtime>, reserve:<7d_model>",
         USAGE["policy"],
     )
 

@@ -227,7 +227,8 @@ def test_each_form_parses(text: str, expected: c.Command) -> None:
         (
             "policy set speed=fast",
             "key: 'speed' is not a policy key; use gating, preemption, demand_pacing, overage_spot, reserve_5h, "
-            "reserve_7d, max_sessions, top_up, top_up_stretch, top_up_cooldown, override:<genesis>, budget:<runtime>",
+            "reserve_7d, max_sessions, top_up, top_up_stretch, top_up_cooldown, override:<genesis>, budget:<runtime>, "
+            "reserve:<7d_model>",
             USAGE["policy"],
         ),
         ("policy set gating=maybe", "gating: 'maybe' must be on or off", USAGE["policy"]),

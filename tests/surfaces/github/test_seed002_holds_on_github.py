@@ -49,7 +49,7 @@ def test_the_status_comment_says_blocked_interference(engine, clock) -> None:
 
 def test_the_status_comment_says_cost_budget(engine, clock) -> None:
     ctx, deferrer, _workers, _quota = build(engine, clock, max_sessions=3, wired=True)
-    set_policy(ctx, {}, budgets={"echo": 1}, surface="test", actor="U_OPS")
+    set_policy(ctx, {}, merge={"cost_budgets": {"echo": 1}}, surface="test", actor="U_OPS")
     first = new(ctx)
     submit_turn(ctx, first, "go")
     deferrer.advance(timedelta(minutes=20))
