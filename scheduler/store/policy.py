@@ -114,17 +114,22 @@ def _read(db: DBSession) -> PolicyView:
 invalidated_by("policy", Policy)
 
 
+def _number(raw: Any, *, prefix: str = "", suffix: str = "") -> float | None:
+    """`raw` as a finite number ("$12.50" with prefix "$", "30%" with suffix "%"), or None."""
+    if isinstance(raw, bool) or not isinstance(raw, int | float | str):
+        return None
+    try:
+        value = float(str(raw).strip().removeprefix(prefix).removesuffix(suffix))
+    except ValueError:
+        return None
+    return value if math.isfinite(value) else None
+
+
 def budget_amount(runtime: str, raw: Any) -> float:
     """A cost budget in US dollars: a finite number above 0 ("50", "$12.50", 7)."""
-    rule = error_text("policy/budget_amount", runtime=runtime, raw=raw)
-    if isinstance(raw, bool) or not isinstance(raw, int | float | str):
-        raise InvalidInput(rule, field="cost_budgets")
-    try:
-        value = float(str(raw).strip().removeprefix("$"))
-    except ValueError:
-        raise InvalidInput(rule, field="cost_budgets") from None
-    if not math.isfinite(value) or value <= 0:
-        raise InvalidInput(rule, field="cost_budgets")
+    value = _number(raw, prefix="$")
+    if value is None or value <= 0:
+        raise InvalidInput(error_text("policy/budget_amount", runtime=runtime, raw=raw), field="cost_budgets")
     return value
 
 
@@ -141,15 +146,9 @@ def reserve_window(name: str) -> str:
 
 def reserve_percentage(window: str, raw: Any) -> float:
     """A reserve: a percentage from 0 to 100 ("30", "30%", 12.5)."""
-    rule = error_text("policy/reserve_percentage", window=window, raw=raw)
-    if isinstance(raw, bool) or not isinstance(raw, int | float | str):
-        raise InvalidInput(rule, field="window_reserves")
-    try:
-        value = float(str(raw).strip().rstrip("%"))
-    except ValueError:
-        raise InvalidInput(rule, field="window_reserves") from None
-    if not math.isfinite(value) or not 0 <= value <= 100:
-        raise InvalidInput(rule, field="window_reserves")
+    value = _number(raw, suffix="%")
+    if value is None or not 0 <= value <= 100:
+        raise InvalidInput(error_text("policy/reserve_percentage", window=window, raw=raw), field="window_reserves")
     return value
 
 
