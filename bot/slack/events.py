@@ -24,7 +24,7 @@ from sqlalchemy.exc import IntegrityError
 from bot.runtime.process import Pacer
 from bot.slack.edge import SlackEdge, message_lines
 from bot.slack.home import open_home
-from bot.slack.intake import SenderNotice, slack_mention
+from bot.slack.intake import WORKSPACE_URL, SenderNotice, slack_mention
 from scheduler.bounds import clean_text, clean_tree
 from scheduler.front import SlackEvent
 
@@ -88,9 +88,25 @@ def take_message(pacer: Pacer, body: Mapping[str, Any], handoff: Intake, client:
     if not record_event(pacer, event_id):
         log.info("slack: event %s already taken; this delivery is a retry", event_id)
         return
+    learn_workspace(pacer, client)
     notice = handoff(pacer, event)
     if isinstance(notice, SenderNotice):
         tell_sender(client, event, notice.text)
+
+
+def learn_workspace(pacer: Pacer, client: WebClient) -> None:
+    """Ask Slack once a process for the workspace's address (`auth.test`'s `url`), so a session
+    born of a message can link its thread; a failure leaves links to the channel and asks again
+    at the next message."""
+    if pacer.extras.get(WORKSPACE_URL):
+        return
+    try:
+        url = client.auth_test().get("url")
+    except Exception as exc:  # a thread link is a convenience: intake goes on without it
+        log.info("slack: auth.test failed (%s); links point at the channel, not the thread", type(exc).__name__)
+        return
+    if isinstance(url, str) and url.startswith("https://"):
+        pacer.extras[WORKSPACE_URL] = url
 
 
 def tell_sender(client: WebClient, event: Mapping[str, Any], text: str) -> None:

@@ -35,6 +35,7 @@ from scheduler.front import (
 from templates import render, render_prompt
 
 log = logging.getLogger("pacer.intake.slack")
+WORKSPACE_URL = "slack_workspace_url"  # in Pacer's extras: the workspace's address (events.learn_workspace)
 
 TITLE_CHARS = 80
 MENTION = re.compile(r"<@[A-Z0-9]+(?:\|[^>]*)?>")  # how Slack writes @Pacer (or anyone) into a message's text
@@ -116,7 +117,7 @@ def slack_message(pacer: Any, event: Mapping[str, Any], *, addressed: bool = Fal
         prompt = text
         if trigger is not None and trigger.prompt_template:
             prompt = render_prompt(trigger.prompt_template, text=text, user=user, channel=channel) or text
-        source = {"slack": thread_source(event)}
+        source = {"slack": thread_source(event, pacer.extras.get(WORKSPACE_URL))}
         session = create_session(
             db,
             NewSession(

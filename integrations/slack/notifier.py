@@ -66,14 +66,31 @@ SESSION_PRIORITY = "pacer.session_priority"
 Submit = Callable[..., object]
 
 
-def thread_source(event: Mapping[str, Any]) -> dict[str, Any]:
-    """Where a session born of a Slack message talks back: its channel and the message's thread."""
-    return {
+def thread_source(event: Mapping[str, Any], workspace_url: str | None = None) -> dict[str, Any]:
+    """Where a session born of a Slack message talks back: its channel and the message's thread,
+    and the thread's link when the workspace's address is known (`auth.test`'s `url`)."""
+    source = {
         "channel": event.get("channel"),
         "thread_ts": event.get("thread_ts") or event.get("ts"),
         "user": event.get("user"),
         "channel_type": event.get("channel_type", "channel"),
     }
+    link = thread_link(workspace_url, source["channel"], source["thread_ts"])
+    return {**source, "url": link} if link else source
+
+
+def thread_link(workspace_url: str | None, channel: Any, thread_ts: Any) -> str | None:
+    """A message's link as Slack writes it (`chat.getPermalink`, "Copy link"):
+    https://<workspace>.slack.com/archives/<channel>/p<ts without its dot>; None when any part is
+    missing or not in Slack's form."""
+    if not (isinstance(workspace_url, str) and workspace_url.startswith("https://")):
+        return None
+    if not (isinstance(channel, str) and channel.isalnum() and isinstance(thread_ts, str)):
+        return None
+    seconds, dot, micros = thread_ts.partition(".")
+    if not (seconds.isdigit() and dot and micros.isdigit()):
+        return None
+    return f"{workspace_url.rstrip('/')}/archives/{channel}/p{seconds}{micros}"
 
 
 def thread_of(source: Mapping[str, Any] | None) -> tuple[str, str] | None:

@@ -92,7 +92,9 @@ def links(source: Mapping[str, Any] | None) -> tuple[Link, ...]:
     slack = source.get("slack")
     channel = slack.get("channel") if isinstance(slack, Mapping) else None
     if isinstance(channel, str) and channel.isalnum():
-        found.append(Link("slack_thread", SLACK_CHANNEL.format(channel=channel), channel=channel))
+        # The thread's own link when its workspace was known at intake; else the channel's.
+        thread = _web(slack.get("url")) if isinstance(slack, Mapping) else None
+        found.append(Link("slack_thread", thread or SLACK_CHANNEL.format(channel=channel), channel=channel))
     return tuple(found)
 
 

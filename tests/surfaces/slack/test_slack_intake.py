@@ -158,3 +158,42 @@ def test_a_message_over_the_prompt_limit_starts_nothing_and_its_sender_is_told(e
     assert told.body["channel"] == "D0DM" and told.body["text"] == render(
         "slack/message_too_long.j2", chars=51, limit=50
     )
+
+
+def test_a_session_born_in_slack_links_its_own_thread(engine, clock, deferrer, mock) -> None:
+    """The live page links the thread, not just its channel: Slack's message link, from the
+    workspace's address `auth.test` gives (the mock's https://pacer-test.slack.com/)."""
+    from scheduler.steering.session_facts import links
+
+    with serving(engine, clock, deferrer, mock) as slack:
+        slack.event(_msg(), event_id="Ev1")
+        slack.event(_msg(ts="1790000009.000200", text="and the signup test"), event_id="Ev2")
+        slack.settle()
+    first, second = _sessions(engine)
+    assert first.source["slack"]["url"] == "https://pacer-test.slack.com/archives/D0DM/p1790000000000100"
+    assert [(link.kind, link.url) for link in links(second.source)] == [
+        ("slack_thread", "https://pacer-test.slack.com/archives/D0DM/p1790000009000200")
+    ]
+    assert len(mock.calls_to("auth.test")) >= 1
+
+
+@pytest.mark.parametrize(
+    ("workspace", "channel", "ts"),
+    [
+        (None, "C1", "1790000000.000100"),
+        ("http://x.slack.com/", "C1", "1.2"),
+        ("https://x.slack.com/", "C/1", "1.2"),
+        ("https://x.slack.com/", "C1", "17900"),
+        ("https://x.slack.com/", "C1", "a.b"),
+        ("https://x.slack.com/", None, "1.2"),
+    ],
+)
+def test_without_a_workspace_or_a_well_formed_thread_the_link_is_the_channels(workspace, channel, ts) -> None:
+    from integrations.slack.notifier import thread_link, thread_source
+    from scheduler.steering.session_facts import SLACK_CHANNEL, links
+
+    assert thread_link(workspace, channel, ts) is None
+    source = thread_source({"channel": channel, "ts": ts, "user": "U1"}, workspace)
+    assert "url" not in source
+    expected = [("slack_thread", SLACK_CHANNEL.format(channel=channel))] if channel == "C1" else []
+    assert [(link.kind, link.url) for link in links({"slack": source})] == expected
