@@ -72,10 +72,11 @@ def config_schemas() -> dict[str, dict[str, Any]]:
         ),
         "schedule": _kind({**schedule, **_COMMON}, required=["cron"]),
         "ao_event": _kind(
-            {"session_id": _ID, "filter": _FILTER, "states": states, "events": events, **_COMMON},
+            {"session_id": _ID, "filter": _FILTER, "states": states, "events": events, "summary": {"type": "boolean"},
+             **_COMMON},
             oneOf=[
                 {"required": ["events"], "not": {"anyOf": [{"required": [k]} for k in ("session_id", "filter",
-                                                                                        "states")]}},
+                                                                                        "states", "summary")]}},
                 {"required": ["session_id", "states"], "not": {"anyOf": [{"required": ["filter"]},
                                                                          {"required": ["events"]}]}},
                 {"required": ["filter", "states"], "not": {"anyOf": [{"required": ["session_id"]},

@@ -143,12 +143,16 @@ def _ao_event(config: Mapping[str, Any]) -> dict[str, Any]:
             error_text("trigger_spec/state_unknown", state=bad[0], states=EVENT_STATES), field="config.states"
         )
     out["states"] = list(dict.fromkeys(states))
+    if "summary" in config:
+        if not isinstance(config["summary"], bool):
+            raise InvalidInput(error_text("trigger_spec/summary_not_bool"), field="config.summary")
+        out["summary"] = config["summary"]
     return out
 
 
 def _fleet_events(config: Mapping[str, Any]) -> dict[str, Any]:
     """An ao_event trigger on a fleet event watches no session: events stands alone."""
-    beside = [k for k in ("session_id", "filter", "states") if k in config]
+    beside = [k for k in ("session_id", "filter", "states", "summary") if k in config]
     if beside:
         raise InvalidInput(error_text("trigger_spec/events_alone", key=beside[0]), field=f"config.{beside[0]}")
     events = config["events"]
@@ -206,7 +210,7 @@ CONFIG_KEYS: Mapping[str, tuple[str, ...]] = {
         "label", "repositories", "authors", "issues", "pull_requests", "trusted_associations", "cost_cap_usd",
     ),
     "schedule": ("cron", "timezone", "repository", "cost_cap_usd"),
-    "ao_event": ("session_id", "filter", "states", "events", "repository", "cost_cap_usd"),
+    "ao_event": ("session_id", "filter", "states", "events", "summary", "repository", "cost_cap_usd"),
 }
 _CONFIG_CHECKS: Mapping[str, Callable[[Mapping[str, Any]], dict[str, Any]]] = {
     "slack": _slack,

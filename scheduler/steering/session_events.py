@@ -10,6 +10,11 @@ Loops are cut by lineage: every session an ao_event trigger spawns records the c
 triggers behind it (`source["ao_chain"]`), and a trigger never fires on a session whose chain
 contains it — so it never fires on a session it spawned itself, directly or through others.
 
+An ao_event trigger with `config.summary` asks, instead of a session of its own, for a status
+summary of the session that changed: Pacer's own bookkeeping (`scheduler.steering.summary`),
+admission asked before the fork, refused and never queued. No trigger fires on a bookkeeping
+session's own changes: it is not the operator's work, and a summary of a summary would loop.
+
 An ao_event trigger may instead subscribe to an event about the whole fleet (`config.events`):
 `no_sessions_in_progress`, which the top-up sweep fires while fewer sessions than the top-up
 ceiling are running (`scheduler.rules.top_up`), so the idle fleet is handed more work.
@@ -31,6 +36,7 @@ from scheduler.context import Context
 from scheduler.errors import InvalidInput, Refused
 from scheduler.rules.top_up import EVENT as NO_SESSIONS_IN_PROGRESS
 from scheduler.steering.firing import Fired, TriggerEvent, fire
+from scheduler.steering.summary import summarize
 from scheduler.store.db import session_scope
 from scheduler.store.models import Session, Status, Trigger, Turn
 from scheduler.store.policy import load_policy
@@ -82,6 +88,8 @@ def matches(
 ) -> bool:
     """Does `trigger` care that `session` changed to `new_status`? Pure over the rows."""
     if not trigger.enabled or trigger.kind != "ao_event" or new_status not in states_of(trigger):
+        return False
+    if session.bookkeeping:
         return False
     if is_loop(trigger, session):
         return False
@@ -163,15 +171,15 @@ def session_event(ctx: Context, session_id: int, new_status: str) -> list[Fired]
         cls = class_of(session, policy).value
         own_trigger = db.get(Trigger, session.trigger_id) if session.trigger_id is not None else None
         name = own_trigger.name if own_trigger is not None else None
-        due = [
-            t.id
-            for t in _watchers(db)
-            if t.id is not None and matches(t, session, new_status, scheduling_class=cls, trigger_name=name)
-        ]
-        if not due:
+        matched = [t for t in _watchers(db) if matches(t, session, new_status, scheduling_class=cls, trigger_name=name)]
+        due = [t.id for t in matched if t.id is not None and not (t.config or {}).get("summary")]
+        summaries = [t.name for t in matched if (t.config or {}).get("summary")]
+        if not due and not summaries:
             return []
         facts = session_facts(db, session, new_status)
         chain = chain_of(session)
+    for name in summaries:
+        _ask_summary(ctx, name, session_id, new_status)
     fired: list[Fired] = []
     for trigger_id in due:
         try:
@@ -196,6 +204,23 @@ def session_event(ctx: Context, session_id: int, new_status: str) -> list[Fired]
                 "ao_event trigger #%s did not fire on session #%s %s: %s", trigger_id, session_id, new_status, exc
             )
     return fired
+
+
+def _ask_summary(ctx: Context, trigger_name: str, session_id: int, new_status: str) -> None:
+    """A summary trigger's fire: the status summary of the session that changed, or, refused
+    before the fork, the digest written without a slot (in the log: nobody asked in a thread)."""
+    try:
+        summary = summarize(ctx, session_id, actor=f"trigger:{trigger_name}", surface="ao_event")
+    except (InvalidInput, Refused) as exc:
+        log.warning("summary trigger %r did not ask about session #%s %s: %s", trigger_name, session_id, new_status,
+                    exc)
+        return
+    if summary.outcome == "forked":
+        log.info("summary trigger %r: session #%s %s, summary #%s started", trigger_name, session_id, new_status,
+                 summary.session_id)
+    else:
+        log.info("summary trigger %r: session #%s %s, refused before the fork (%s); digest: %s", trigger_name,
+                 session_id, new_status, summary.sentence, summary.digest)
 
 
 def watched_states(triggers: Sequence[Trigger]) -> frozenset[str]:

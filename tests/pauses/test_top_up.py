@@ -189,7 +189,7 @@ def test_a_trigger_on_fleet_events_watches_no_session_and_names_what_is_allowed(
         (
             {"events": ["no_sessions_in_progress"], "states": ["done"]},
             "config.states",
-            "give events without session_id, filter or states",
+            "give events without session_id, filter, states or summary",
         ),
         ({"events": []}, "config.events", "a non-empty list of no_sessions_in_progress"),
         ({"events": ["fleet_full"]}, "config.events", "'fleet_full' is not a fleet event; use no_sessions_in_progress"),

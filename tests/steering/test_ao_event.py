@@ -155,3 +155,57 @@ def test_a_held_watched_session_is_waiting(env) -> None:
         start(ctx, f"s{i}")
     deferrer.advance(timedelta(0))
     assert [s.prompt for s in spawned(ctx, tid)] == ["s4 waits"]
+
+
+def bookkeeping(ctx) -> list[Session]:
+    with session_scope(ctx.engine) as db:
+        return list(db.exec(select(Session).where(col(Session.bookkeeping).is_(True)).order_by(col(Session.id))))
+
+
+def test_a_summary_trigger_asks_for_a_status_summary_of_the_session_that_changed(env) -> None:
+    """Pacer's own bookkeeping, asked by a trigger: a bookkeeping fork of the watched session, spot
+    at precedence 0, and no session of the trigger's own; the fork's own end fires nothing."""
+    ctx, deferrer, _workers = env
+    watched = start(ctx, "refactor parser")
+    tid = trigger(ctx, "digest", {"session_id": watched, "states": ["done"], "summary": True}, precedence=15)
+    everyone = trigger(ctx, "on-any-done", {"filter": {"scheduling_class": "spot"}, "states": ["done"]})
+    deferrer.advance(timedelta(minutes=11))
+    assert row(ctx, watched).status == "done"
+    assert spawned(ctx, tid) == []
+    [fork] = bookkeeping(ctx)
+    assert (fork.forked_from_id, fork.scheduling_class, fork.precedence) == (watched, "spot", 0)
+    assert fork.requester == "trigger:digest" and fork.status == "running"
+    deferrer.advance(timedelta(minutes=11))
+    assert row(ctx, fork.id).status == "done"
+    assert [s.source["watched_session_id"] for s in spawned(ctx, everyone)] == [watched]  # not the fork's end
+    assert len(bookkeeping(ctx)) == 1  # a summary's end asks for no summary of it
+
+
+def test_a_summary_trigger_under_an_operator_hold_is_refused_not_queued(env) -> None:
+    from scheduler.holds.operator import NewOperatorHold, add_hold
+
+    ctx, deferrer, _workers = env
+    watched = start(ctx, "refactor parser", scheduling_class="priority")
+    trigger(ctx, "digest", {"session_id": watched, "states": ["done"], "summary": True})
+    with session_scope(ctx.engine) as db:
+        add_hold(db, NewOperatorHold("all", [], "UOPS", "freeze"), ctx.clock.now())
+    deferrer.advance(timedelta(minutes=11))
+    assert row(ctx, watched).status == "done"
+    assert bookkeeping(ctx) == []  # refused before the fork: nothing made, nothing held
+    with session_scope(ctx.engine) as db:
+        assert db.exec(select(Session).where(col(Session.status) == "waiting")).all() == []
+
+
+@pytest.mark.parametrize(
+    ("config", "message"),
+    [
+        ({"session_id": 1, "states": ["done"], "summary": "yes"}, "config.summary: true (ask for a status summary"),
+        ({"events": ["no_sessions_in_progress"], "summary": True}, "give events without session_id, filter, states or"),
+    ],
+)
+def test_a_bad_summary_setting_is_refused_naming_it(config, message) -> None:
+    from scheduler.errors import InvalidInput
+
+    with pytest.raises(InvalidInput) as refused:
+        check_spec({"name": "digest", "kind": "ao_event", "prompt_template": TEMPLATE, "config": config})
+    assert message in str(refused.value)
