@@ -240,7 +240,10 @@ SLACK_SCOPES = {
     "groups:history": "the message.groups event (the same in private channels)",
 }
 # The Web API methods Pacer calls, and the scope each needs (views.publish needs none).
-SLACK_METHODS = {"chat_postMessage": "chat:write", "chat_postEphemeral": "chat:write", "views_publish": None}
+SLACK_METHODS = {
+    "chat_postMessage": "chat:write", "chat_postEphemeral": "chat:write", "views_publish": None,
+    "auth_test": None,  # any token may ask; Bolt asks it too
+}
 
 
 def test_the_slack_manifest_asks_for_the_events_and_scopes_pacer_uses_and_no_more() -> None:
