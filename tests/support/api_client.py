@@ -55,9 +55,13 @@ class Server:
         return self
 
     def stop(self) -> None:
+        """Tell uvicorn to stop. With a lifespan (the scheduler, the edges), wait until it has run
+        its end; without one nothing of Pacer's runs any more, and the test goes on while uvicorn
+        winds down its loop (up to 0.2 s of sleeps, each test's teardown waited them out)."""
         self._server.should_exit = True
-        self._thread.join(timeout=10)
-        self._sock.close()
+        if self._server.config.lifespan != "off":
+            self._thread.join(timeout=10)
+            self._sock.close()
 
 
 @dataclass
