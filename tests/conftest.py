@@ -9,8 +9,10 @@ so every test of that worker and every process a test starts use it and no other
 from __future__ import annotations
 
 import os
+import ssl
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from sqlalchemy import Engine, text
@@ -34,6 +36,31 @@ pytest_plugins = ["tests.support.cpu_log"]
 _pg_engine: Engine | None = None
 _worker_db: tuple[str, str] | None = None  # under xdist: the server's database, and this worker's beside it
 NO_POSTGRES = "PostgreSQL not configured (set PACER_TEST_DATABASE_URL)"
+
+
+def _one_tls_context() -> None:
+    """httpx makes a TLS context for every client it builds (`httpx.get` builds one a call), and
+    loads the machine's certificate authorities into it: 50 ms of CPU each, measured, though the
+    tests speak plain HTTP on loopback, and they build thousands. The default context, made once
+    for each place the authorities can come from, serves every client; one asking for another
+    verification still gets its own."""
+    from httpx._transports import default
+
+    make = default.create_ssl_context
+    made: dict[tuple[bool, str | None, str | None], ssl.SSLContext] = {}
+
+    def create_ssl_context(verify: Any = True, cert: Any = None, trust_env: bool = True) -> ssl.SSLContext:
+        if verify is not True or cert is not None:
+            return make(verify=verify, cert=cert, trust_env=trust_env)
+        key = (trust_env, os.environ.get("SSL_CERT_FILE"), os.environ.get("SSL_CERT_DIR"))
+        if key not in made:
+            made[key] = make(verify=True, cert=None, trust_env=trust_env)
+        return made[key]
+
+    default.create_ssl_context = create_ssl_context
+
+
+_one_tls_context()
 
 
 def _postgres_url() -> str | None:
