@@ -17,6 +17,7 @@ from sqlmodel import col, select
 
 import bot.api.idempotency as idempotency
 import bot.api.intake as intake
+from bot.api.callers import Caller
 from bot.api.fields import Documented, GenesisName, SessionId
 from bot.api.guard import ApiError, CallerDep, GuardedRoute
 from bot.api.models import (
@@ -315,12 +316,17 @@ def _claim_change(fields: dict[str, Any]) -> ClaimChange | None:
     )
 
 
+def _require_owner(ctx: Any, who: Caller, session_id: int, doing: str) -> None:
+    """Refuse `doing` unless the caller may act on the session (its requester, or an operator)."""
+    with session_scope(ctx.engine) as db:
+        who.require_owner(doing, get_session(db, session_id).requester)
+
+
 @router.post("/sessions/{session_id}/start_now", response_model=StartNowOut, responses=refusals(404, 409, 422, 503),
              summary="Start a queued session now")
 def start(session_id: SessionId, request: Request, who: CallerDep) -> dict[str, Any]:
     ctx = context(request)
-    with session_scope(ctx.engine) as db:
-        who.require_owner(f"starting session #{session_id}", get_session(db, session_id).requester)
+    _require_owner(ctx, who, session_id, f"starting session #{session_id}")
     return start_now_out(start_now(ctx, session_id, actor=who.name), ctx.clock.now())
 
 
@@ -328,8 +334,7 @@ def start(session_id: SessionId, request: Request, who: CallerDep) -> dict[str, 
              summary="Restart a session from scratch: its first prompt, a new agent session, through the gate")
 def restart(session_id: SessionId, request: Request, who: CallerDep) -> dict[str, Any]:
     ctx = context(request)
-    with session_scope(ctx.engine) as db:
-        who.require_owner(f"restarting session #{session_id}", get_session(db, session_id).requester)
+    _require_owner(ctx, who, session_id, f"restarting session #{session_id}")
     result = restart_from_scratch(ctx, session_id, actor=who.name)
     return {
         "sentence": result.sentence,
@@ -350,8 +355,7 @@ def summary(session_id: SessionId, request: Request, who: CallerDep) -> dict[str
              summary="Archive a session")
 def archive_session(session_id: SessionId, request: Request, who: CallerDep) -> dict[str, Any]:
     ctx = context(request)
-    with session_scope(ctx.engine) as db:
-        who.require_owner(f"archiving session #{session_id}", get_session(db, session_id).requester)
+    _require_owner(ctx, who, session_id, f"archiving session #{session_id}")
     previous = archive(ctx, session_id, actor=who.name)
     return {"session": _detail(ctx, session_id), "previous_status": previous}
 
@@ -360,8 +364,7 @@ def archive_session(session_id: SessionId, request: Request, who: CallerDep) -> 
              summary="Stop a session: halt its running turn and archive it")
 def stop_session(session_id: SessionId, request: Request, who: CallerDep) -> dict[str, Any]:
     ctx = context(request)
-    with session_scope(ctx.engine) as db:
-        who.require_owner(f"stopping session #{session_id}", get_session(db, session_id).requester)
+    _require_owner(ctx, who, session_id, f"stopping session #{session_id}")
     stopped = stop(ctx, session_id, actor=who.name, why="stop")
     return {"session": _detail(ctx, session_id), "previous_status": stopped.previous, "halted": stopped.halted}
 

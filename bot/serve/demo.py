@@ -300,7 +300,7 @@ SPOT_CHORES = (
     "Remove dead code in one module.",
     "Bring one dependency up to date and run the tests.",
     "Add the missing type hints in one file.",
-    "Turn one TODO comment into an issue or a fix.",
+    "Turn one to-do comment left in the code into an issue or a fix.",
 )
 QUESTIONS = (
     "Why did the nightly build take twice as long?",
