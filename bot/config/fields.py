@@ -288,6 +288,11 @@ class SettingsFields(BaseSettings):
         "pacer[bot]",
         "Pacer's own GitHub login; its events are ignored (with GITHUB_TOKEN: the token's user)",
     )
+    fix_budget: Annotated[int, _rule(rules.whole(0, 100))] = _field(
+        "PACER_FIX_BUDGET",
+        "3",
+        "Turns a session may spend fixing failed checks on its pull request; then it stops and says so there (0: none)",
+    )
 
 
 ENV_NAMES: dict[str, str] = {attr: str(info.alias) for attr, info in SettingsFields.model_fields.items()}

@@ -10,7 +10,7 @@ from datetime import datetime
 from enum import StrEnum
 from typing import Any
 
-from sqlalchemy import JSON, BigInteger, Column, Index, Table, UniqueConstraint, text
+from sqlalchemy import JSON, BigInteger, Column, Index, Integer, Table, UniqueConstraint, text
 from sqlmodel import Field, SQLModel
 
 import scheduler.store.versions  # noqa: F401  (the store versions' triggers come with the schema)
@@ -116,6 +116,8 @@ class Session(SQLModel, table=True):
     demotion_count: int = 0
 
     consecutive_failures: int = 0
+    # Turns started to fix a failed check on its pull request (bot.github.ci): PACER_FIX_BUDGET bounds them.
+    fix_attempts: int = Field(default=0, sa_column=Column(Integer, nullable=False, server_default=text("0")))
     created_at: datetime = Field(sa_column=Column(UTCDateTime(), nullable=False, index=True))
     updated_at: datetime | None = utc_column()
     started_at: datetime | None = utc_column()
