@@ -64,6 +64,31 @@ class TurnRequest:
     # any result, so a turn cut off mid-way still re-runs with --resume. The workers that run
     # the turn give it (`integrations.turn_leases`); None: the result alone carries the id.
     on_agent_session: Callable[[str], None] | None = field(default=None, compare=False, repr=False)
+    # Called by the runner, on its reader thread, each time what the agent is doing changes (the
+    # tool in use, its todo list, its cost so far), as it reads the agent's stream. The workers
+    # give it (`integrations.turn_progress`); None: nobody watches the turn as it runs.
+    on_progress: Callable[[TurnProgress], None] | None = field(default=None, compare=False, repr=False)
+
+
+@dataclass(frozen=True)
+class TodoItem:
+    """One entry of the agent's own todo list (Claude Code's TodoWrite)."""
+
+    content: str
+    status: str  # pending | in_progress | completed
+    active_form: str | None = None  # "Running the tests": how the agent says it while doing it
+
+
+@dataclass(frozen=True)
+class TurnProgress:
+    """What a running turn's agent is doing, as its stream says so far. Each field is None until
+    the stream says it: `todos` None means it keeps no todo list, () an empty one."""
+
+    tool: str | None = None  # the tool it called last, by the agent's name for it (Bash, Edit, ...)
+    detail: str | None = None  # what it called it on: a file, a pattern, the command's description
+    todos: tuple[TodoItem, ...] | None = None
+    cost_usd: float | None = None  # the turn's cost so far, when the stream states one
+    tools_used: int = 0  # tool calls seen so far in this turn
 
 
 @dataclass(frozen=True)

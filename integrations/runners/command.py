@@ -21,7 +21,8 @@ Code's stream-json init line) and passed to `request.on_agent_session`, so a tur
 before its result still resumes that conversation; the result carries it as well. Every line is
 read as it flows for the provider's own quota readings (`provider_events`): each goes to
 `provider_sink` at once, tagged with `account`, and the last of each window is in the result's
-`extra["provider_readings"]`. A turn that fails after the provider said `rejected` is a rate
+`extra["provider_readings"]`; what the agent is doing (the tool in use, its todo list) goes to
+`request.on_progress` as it changes (`progress`). A turn that fails after the provider said `rejected` is a rate
 limit until that window's reset, whatever its error text says.
 
 An agent that prints nothing at all, on either pipe, for `stall_s` (PACER_STALL_MINUTES) is
@@ -49,7 +50,7 @@ from integrations.runners.invocation import BUDGET_REACHED, Invocation, budget_o
 from integrations.runners.leash import CANNOT_RUN, NOT_EXECUTABLE
 from integrations.runners.outcomes import classify
 from integrations.runners.provider_events import as_plain
-from integrations.runners.streams import Announcement, ProviderWatch, Tail
+from integrations.runners.streams import Announcement, ProgressWatch, ProviderWatch, Tail
 from scheduler.clock import SystemClock
 from scheduler.errors import ConfigError, InvalidInput
 from scheduler.ports import Clock, Outcome, ProviderReading, ProviderSink, TurnRequest, TurnResult
@@ -232,7 +233,8 @@ class CommandRunner:
             _signal_leash(proc)
         try:
             head = Announcement(request.agent_session_id, request.on_agent_session)
-            watch = ProviderWatch(self.provider_sink, account=self.account, clock=self._clock)
+            progress = ProgressWatch(request.on_progress, str(workdir))  # the tool in use, the todo list
+            watch = ProviderWatch(self.provider_sink, account=self.account, clock=self._clock, progress=progress)
             out, err = Tail(proc.stdout, self.max_output_bytes, head, watch), Tail(proc.stderr, self.max_output_bytes)
             out.start()
             err.start()

@@ -10,6 +10,8 @@ the quota.
     head.said           # the agent's session id, as soon as it said it (else None)
     head.model          # the model its init line names (else None)
     watch.latest        # the last reading of each window the agent reported, by kind
+    watch = ProviderWatch(sink, account="acct-1", clock=clock, progress=ProgressWatch(request.on_progress, workdir))
+                        # ... and what the agent is doing, told as it changes (`progress`)
 
 Claude Code with `--output-format stream-json --verbose` prints `{"type": "system", "subtype":
 "init", "session_id": ...}` as its first line, long before its result: a turn cut off after that
@@ -34,9 +36,10 @@ import threading
 import time
 from collections.abc import Callable
 
+import integrations.runners.progress as progress_lines
 from integrations.runners.outcomes import announced_model, announced_session
 from integrations.runners.provider_events import is_candidate, provider_readings
-from scheduler.ports import Clock, ProviderReading, ProviderSink
+from scheduler.ports import Clock, ProviderReading, ProviderSink, TurnProgress
 
 log = logging.getLogger("pacer.runner")
 
@@ -117,18 +120,45 @@ class Lines:
         self._line.clear()
 
 
+class ProgressWatch:
+    """Follows what the agent is doing (`progress`: the tool in use, its todo list, its cost so
+    far) and tells `tell` each change, on the reader's thread. A `tell` that fails is logged."""
+
+    def __init__(self, tell: Callable[[TurnProgress], None] | None, root: str | None = None) -> None:
+        self.tell = tell
+        self.root = root
+        self.latest = TurnProgress()
+
+    def hear(self, line: bytes) -> None:
+        if self.tell is None or not progress_lines.is_candidate(line):
+            return
+        after = progress_lines.next_progress(self.latest, line, root=self.root)
+        if after == self.latest:
+            return
+        self.latest = after
+        try:
+            self.tell(after)
+        except Exception:  # the reader must go on draining the pipe, or the agent blocks
+            log.exception("recording the agent's progress failed; the turn goes on")
+
+
 class ProviderWatch:
     """Hands every quota reading in the stream to `sink` as it is printed, and keeps the last of
-    each window kind (a handful) for the turn's result."""
+    each window kind (a handful) for the turn's result; shows every line to `progress` too."""
 
-    def __init__(self, sink: ProviderSink | None, *, account: str, clock: Clock) -> None:
+    def __init__(
+        self, sink: ProviderSink | None, *, account: str, clock: Clock, progress: ProgressWatch | None = None
+    ) -> None:
         self.sink = sink
         self.account = account
         self.clock = clock
+        self.progress = progress
         self.latest: dict[str, ProviderReading] = {}
         self.lines = Lines(self.hear)
 
     def hear(self, line: bytes) -> None:
+        if self.progress is not None:
+            self.progress.hear(line)
         if not is_candidate(line):
             return
         for reading in provider_readings(line, self.clock.now(), account=self.account):
@@ -185,4 +215,4 @@ class Tail(threading.Thread):
         return bytes(self._buffer).decode("utf-8", errors="replace")
 
 
-__all__ = ["HEAD_BYTES", "LINE_BYTES", "Announcement", "Lines", "ProviderWatch", "Tail"]
+__all__ = ["HEAD_BYTES", "LINE_BYTES", "Announcement", "Lines", "ProgressWatch", "ProviderWatch", "Tail"]
