@@ -19,6 +19,9 @@ process dies before its result then re-runs with --resume rather than start the 
 A process that cannot renew for two thirds of a lease (its database unreachable) halts every
 turn it holds: by the time the lease runs out and another process recovers a turn, its first run
 has stopped, a third of a lease before, which is the margin for the two machines' clocks.
+
+Given a `progress` book, the runner is given `request.on_progress` as well: what the agent is
+doing goes onto the turn's row as it changes, and out to the notifiers (`integrations.turn_progress`).
 """
 
 from __future__ import annotations
@@ -34,6 +37,7 @@ from typing import Any
 
 from sqlalchemy import Engine
 
+from integrations.turn_progress import ProgressBook
 from scheduler.engine.leases import record_agent_session, renew
 from scheduler.ports import TurnRequest, TurnResult
 
@@ -43,8 +47,12 @@ log = logging.getLogger("pacer.leases")
 class LeasedPool:
     """TurnWorkers port (scheduler.context) over another pool, renewing its turns' leases."""
 
-    def __init__(self, pool: Any, engine: Engine, owner: str, lease: timedelta, now: Callable[[], datetime]) -> None:
+    def __init__(
+        self, pool: Any, engine: Engine, owner: str, lease: timedelta, now: Callable[[], datetime],
+        *, progress: ProgressBook | None = None,
+    ) -> None:
         self.pool = pool
+        self.progress = progress
         self.engine = engine
         self.owner = owner
         self.lease = lease
@@ -58,6 +66,8 @@ class LeasedPool:
         turn_id = request.turn_id
 
         def done(result: TurnResult) -> None:
+            if self.progress is not None:
+                self.progress.ended(turn_id)
             try:
                 on_done(result)
             finally:
@@ -67,7 +77,10 @@ class LeasedPool:
         with self._lock:
             self._held.add(turn_id)
         try:
-            self.pool.submit(replace(request, on_agent_session=partial(self.record_agent_session, turn_id)), done)
+            on_progress = self.progress.teller(turn_id) if self.progress is not None else None
+            on_agent_session = partial(self.record_agent_session, turn_id)
+            told = replace(request, on_agent_session=on_agent_session, on_progress=on_progress)
+            self.pool.submit(told, done)
         except BaseException:
             with self._lock:
                 self._held.discard(turn_id)

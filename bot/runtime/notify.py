@@ -11,6 +11,7 @@ from sqlalchemy import Engine
 from sqlalchemy.exc import SQLAlchemyError
 from sqlmodel import Session as DBSession
 
+from integrations.turn_progress import PROGRESS
 from scheduler.front import Session, class_of, load_policy
 from scheduler.ports import Notifier
 
@@ -29,6 +30,9 @@ class LogNotifier:
 
     def notify(self, event: str, context: Mapping[str, Any]) -> None:
         sid = context.get("session_id")
+        if event == PROGRESS:  # every few seconds of a running turn: not news for the log
+            log.debug("session #%s progress (turn %s)", sid, context.get("turn_id"))
+            return
         detail = context.get("sentence") or context.get("error") or context.get("title") or ""
         suffix = f": {detail}" if detail else ""
         fields: dict[str, Any] = {"event": event}

@@ -36,6 +36,7 @@ from integrations.runners.workspace import WorkspaceJanitor, sweep
 from integrations.schedules import sync_schedules
 from integrations.shared_alarms import AlarmListener, SharedDeferrer
 from integrations.turn_leases import LeasedPool
+from integrations.turn_progress import ProgressBook
 from scheduler import wiring
 from scheduler.clock import SystemClock
 from scheduler.context import Context, Limits, Ports, TurnWorkers
@@ -109,7 +110,8 @@ def build(
         if settings.runner != "echo":
             end_unsupervised()  # agents a killed Pacer on this machine left behind, before any turn is given back
         owner, lease = owner_id(), timedelta(seconds=settings.turn_lease_seconds)
-        workers = LeasedPool(build_pool(settings, engine=engine), engine, owner, lease, clock.now)
+        progress = ProgressBook(engine, owner, notifier.notify, clock.now)  # live progress, to every notifier
+        workers = LeasedPool(build_pool(settings, engine=engine), engine, owner, lease, clock.now, progress=progress)
     ports = Ports(
         engine=engine,
         clock=clock,

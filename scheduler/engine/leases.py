@@ -19,6 +19,7 @@ import socket
 import uuid
 from collections.abc import Collection
 from datetime import datetime
+from typing import Any
 
 from sqlalchemy import Engine, and_, or_, update
 from sqlmodel import Session as DBSession
@@ -93,6 +94,21 @@ def record_agent_session(engine: Engine, turn_id: int, owner: str, agent_session
     stmt = update(Session).where(col(Session.id) == turn.scalar_subquery()).values(agent_session_id=agent_session_id)
     with engine.begin() as conn:
         return bool(conn.execute(stmt).rowcount)
+
+
+def record_progress(
+    engine: Engine, turn_id: int, owner: str | None, progress: dict[str, Any], at: datetime
+) -> int | None:
+    """What the agent of `owner`'s running turn is doing now (`progress`, read from its stream
+    at `at`), kept on the turn's row for every process to read. Returns the turn's session id,
+    or None when the turn has ended or is no longer `owner`'s (owner None: any running turn)."""
+    where = [col(Turn.id) == turn_id, col(Turn.status) == "running"]
+    if owner is not None:
+        where.append(col(Turn.owner) == owner)
+    stmt = update(Turn).where(*where).values(progress=progress, progress_at=at).returning(col(Turn.session_id))
+    with engine.begin() as conn:
+        found = conn.execute(stmt).first()
+    return None if found is None else int(found[0])
 
 
 def expire_stalled(db: DBSession, job_ids: Collection[int], now: datetime) -> None:

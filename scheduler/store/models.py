@@ -159,6 +159,12 @@ class Turn(SQLModel, table=True):
     # The procrastinate job that runs the turn on a worker machine (`integrations.turn_queue`);
     # None when the deciding process runs it on its own workers.
     job_id: int | None = Field(default=None, sa_column=Column(BigInteger(), nullable=True))
+    # What its agent is doing while it runs, as the runner last read it from the agent's stream
+    # (`integrations.runners.progress.as_plain`: tool, detail, todos, cost_usd, tools_used) and
+    # when; and the Slack message that shows it in the session's thread, edited in place.
+    progress: dict[str, Any] | None = Field(default=None, sa_column=Column(JSON, nullable=True))
+    progress_at: datetime | None = utc_column()
+    progress_message: str | None = None
 
 
 class PreemptionEvent(SQLModel, table=True):

@@ -100,3 +100,23 @@ def spends_by(db: DBSession, session_ids: Collection[int]) -> dict[int, float]:
     )
     found = {int(sid): float(total) for sid, total in db.exec(stmt).all()}
     return {sid: found.get(sid, 0.0) for sid in session_ids}
+
+
+_PROGRESS_COLUMNS: tuple[Any, ...] = (Turn.session_id, Turn.id, Turn.started_at, Turn.progress, Turn.progress_at)
+
+
+def running_progress(db: DBSession, session_ids: Collection[int]) -> dict[int, dict[str, Any]]:
+    """What the agents of these sessions' running turns are doing, by session id: the progress
+    the runner last kept on the turn (`scheduler.engine.leases.record_progress`), with the turn's
+    `turn_id`, `started_at` and `progress_at`. A session with no running turn, or whose running
+    turn has said nothing of its progress yet, is left out."""
+    if not session_ids:
+        return {}
+    rows = core(db, sa_select(*_PROGRESS_COLUMNS).where(
+        col(Turn.session_id).in_(list(session_ids)), col(Turn.status) == "running"
+    )).all()
+    return {
+        session_id: {**progress, "turn_id": turn_id, "started_at": started_at, "progress_at": progress_at}
+        for session_id, turn_id, started_at, progress, progress_at in rows
+        if isinstance(progress, dict)
+    }

@@ -1,0 +1,104 @@
+"""Spacing a repeated call: at most once every `gap` seconds per key, and at most `per_hour` an
+hour over all keys, the last ask of a burst always answered.
+
+    spacing = Spacing(10.0, refresh, name="github-progress", per_hour=150, burst=30)
+    spacing.ask(session_id)     # refresh(session_id) now, or once, when it may go
+    spacing.mark(session_id)    # refresh ran unasked (a state change): the gap counts from now
+    spacing.drop(session_id)    # no more for this key; an armed call is disarmed
+
+A call asked for too soon is deferred, on a timer, to the first instant both bounds allow, and
+every ask made meanwhile is answered by that one call: so a key's calls are at least `gap` apart
+and none is lost, and `action` reads the latest state when it runs. The hourly bound is a bucket
+of `burst` calls refilled at `per_hour` an hour: in any hour at most `per_hour + burst` calls.
+`action` runs on the asker's thread when it may go at once, else on the timer's; an action that
+fails is logged.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import threading
+import time
+from collections.abc import Callable, Hashable
+from typing import Generic, TypeVar
+
+log = logging.getLogger("pacer.spacing")
+
+K = TypeVar("K", bound=Hashable)
+
+
+class Spacing(Generic[K]):
+    def __init__(
+        self,
+        gap: float,
+        action: Callable[[K], object],
+        *,
+        name: str,
+        per_hour: float | None = None,
+        burst: int = 1,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.gap = gap
+        self.action = action
+        self.name = name
+        self.rate = per_hour / 3600.0 if per_hour else None
+        self.burst = float(max(burst, 1))
+        self.clock = clock
+        self._tokens = self.burst
+        self._filled_at = clock()
+        self._last: dict[K, float] = {}
+        self._armed: dict[K, threading.Timer] = {}
+        self._lock = threading.Lock()
+
+    def ask(self, key: K) -> None:
+        with self._lock:
+            if key in self._armed:
+                return  # the armed call answers this ask too
+            now = self.clock()
+            at = max(self._last.get(key, -math.inf) + self.gap, self._token_at(now), now)
+            if at > now:
+                timer = threading.Timer(at - now, self._fire, (key,))
+                timer.daemon = True
+                timer.name = f"pacer-{self.name}"
+                self._armed[key] = timer
+                timer.start()
+                return
+            if self.rate is not None:
+                self._tokens -= 1
+            self._last[key] = now
+        self._run(key)
+
+    def mark(self, key: K) -> None:
+        """The action for `key` ran outside the spacing: the next asked one waits a gap from now."""
+        with self._lock:
+            self._last[key] = self.clock()
+
+    def drop(self, key: K) -> None:
+        with self._lock:
+            self._last.pop(key, None)
+            timer = self._armed.pop(key, None)
+        if timer is not None:
+            timer.cancel()
+
+    def _fire(self, key: K) -> None:
+        with self._lock:
+            self._armed.pop(key, None)
+        self.ask(key)  # asks again: a mark or the bucket may have moved its time since it was armed
+
+    def _token_at(self, now: float) -> float:
+        """When the hourly bucket next has a call to give (now when it has one). Under the lock."""
+        if self.rate is None:
+            return now
+        self._tokens = min(self.burst, self._tokens + (now - self._filled_at) * self.rate)
+        self._filled_at = now
+        return now if self._tokens >= 1 else now + (1 - self._tokens) / self.rate
+
+    def _run(self, key: K) -> None:
+        try:
+            self.action(key)
+        except Exception:
+            log.exception("%s: the spaced call for %s failed", self.name, key)
+
+
+__all__ = ["Spacing"]
