@@ -283,6 +283,11 @@ class SettingsFields(BaseSettings):
         "File holding the GitHub App's private key, PEM (instead of GITHUB_APP_PRIVATE_KEY)",
     )
     github_api_url: Url = _field("GITHUB_API_URL", "https://api.github.com/", "Base URL of GitHub's REST API")
+    github_write_seconds: Amount = _field(
+        "PACER_GITHUB_WRITE_SECONDS",
+        "1",
+        "Least seconds between two of Pacer's writes to GitHub's API (GitHub asks 1; 0 only for a local stand-in)",
+    )
     github_bot_login: Text = _field(
         "GITHUB_BOT_LOGIN",
         "pacer[bot]",

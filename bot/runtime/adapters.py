@@ -228,9 +228,11 @@ def github_clients(settings: Settings) -> GithubClients | None:
     """PyGithub as a GitHub App when one is configured, else with GITHUB_TOKEN; None with neither."""
     key = settings.github_app_key if settings.github_app_id else None
     if settings.github_app_id and key:
-        return GithubClients(base_url=settings.github_api_url, app_id=settings.github_app_id, private_key=key)
+        return GithubClients(base_url=settings.github_api_url, app_id=settings.github_app_id, private_key=key,
+                             write_seconds=settings.github_write_seconds)
     if settings.github_token:
-        return GithubClients(base_url=settings.github_api_url, token=settings.github_token)
+        return GithubClients(base_url=settings.github_api_url, token=settings.github_token,
+                             write_seconds=settings.github_write_seconds)
     return None
 
 

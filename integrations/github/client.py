@@ -21,14 +21,14 @@ class GithubClients:
 
     def __init__(
         self, *, base_url: str, token: str | None = None, app_id: str | None = None, private_key: str | None = None,
-        throttle: bool = True,
+        write_seconds: float = 1.0,
     ) -> None:
         if not token and not (app_id and private_key):
             raise ValueError("a GitHub client needs a token, or an App id and private key")
         self.base_url = base_url.rstrip("/")
         self._token = token
         self._app = (app_id, private_key) if app_id and private_key else None
-        self._throttle = throttle
+        self._write_seconds = write_seconds
         self._clients: dict[int | None, Any] = {}
         self._auths: dict[int | None, Any] = {}
         self._lock = threading.Lock()
@@ -44,8 +44,11 @@ class GithubClients:
         # No blind POST retry: a create that failed after GitHub acted is found again instead.
         retry = GithubRetry(total=RETRIES, max_rate_limit_wait=MAX_RATE_LIMIT_WAIT_SECONDS,
                             allowed_methods=frozenset({"GET", "HEAD", "PATCH"}))
+        # GitHub asks a second between writes (its secondary rate limits); PyGithub spaces them. Zero
+        # (a stand-in on loopback) spaces nothing, reads included.
         spacing: dict[str, Any] = (
-            {} if self._throttle else {"seconds_between_requests": None, "seconds_between_writes": None}
+            {"seconds_between_writes": self._write_seconds} if self._write_seconds > 0
+            else {"seconds_between_requests": None, "seconds_between_writes": None}
         )
         client = Github(base_url=self.base_url, auth=auth, retry=retry, timeout=TIMEOUT_SECONDS, **spacing)
         with self._lock:

@@ -73,7 +73,7 @@ def spaces(tmp_path: Path) -> Workspaces:
 
 
 def runner(engine: Engine, spaces: Workspaces, github: FakeGithub, agent: Agent) -> WorkspaceRunner:
-    pulls = PyGithubPulls(GithubClients(base_url=github.url + "/", token="ghp_test", throttle=False))
+    pulls = PyGithubPulls(GithubClients(base_url=github.url + "/", token="ghp_test", write_seconds=0))
     return WorkspaceRunner(agent, spaces, engine, publish=Publisher(spaces, pulls))
 
 
@@ -254,7 +254,7 @@ def test_a_github_apps_installation_token_reaches_the_remote_for_its_session_onl
             self.end_headers()
 
     server = ThreadingHTTPServer(("127.0.0.1", 0), Remote)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
+    threading.Thread(target=server.serve_forever, args=(0.05,), daemon=True).start()
     asked: list[int | None] = []
 
     def credentials(installation_id: int | None) -> str:

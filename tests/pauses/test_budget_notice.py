@@ -206,7 +206,7 @@ def test_the_status_comment_shows_the_notice_until_the_pause(engine: Engine, clo
     (sid,) = github_event(scene.ctx, parsed)
     scene.start(), scene.start()
     status = StatusComments(
-        engine, PyGithubComments(GithubClients(base_url=fake.url + "/", token="ghp_test", throttle=False)), clock=clock
+        engine, PyGithubComments(GithubClients(base_url=fake.url + "/", token="ghp_test", write_seconds=0)), clock=clock
     )
     scene.ctx.ports.notifier = status
     comment = status.refresh(sid)

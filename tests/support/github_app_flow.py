@@ -63,7 +63,7 @@ def mock_github(answers: dict[str, tuple[int, Any]] | None = None) -> Iterator[M
 
     server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
     mock.url = f"http://127.0.0.1:{server.server_address[1]}/"
-    threading.Thread(target=server.serve_forever, daemon=True).start()
+    threading.Thread(target=server.serve_forever, args=(0.05,), daemon=True).start()
     try:
         yield mock
     finally:

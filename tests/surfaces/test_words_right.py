@@ -126,7 +126,7 @@ def test_a_parked_sessions_github_comment_says_why_in_words(engine, clock) -> No
             parked = db.get(Session, sid)
             assert parked is not None and parked.status == "waiting"
             parked.park_reason, parked.park_at = "auth_outage", clock.now() + timedelta(seconds=1)
-        port = PyGithubComments(GithubClients(base_url=fake.url + "/", token="ghp_test", throttle=False))
+        port = PyGithubComments(GithubClients(base_url=fake.url + "/", token="ghp_test", write_seconds=0))
         comment = StatusComments(engine, port, clock=clock).refresh(sid)
         body = fake.comments[comment]["body"]
     finally:

@@ -56,6 +56,7 @@ def _pacer(engine: Engine, room: Path, github: FakeGithub, remote: Path) -> Pace
             "GITHUB_WEBHOOK_SECRET": SECRET,
             "GITHUB_TOKEN": "ghs_stop_sekret_0123456789",
             "GITHUB_API_URL": github.url + "/",
+            "PACER_GITHUB_WRITE_SECONDS": "0",
             "PACER_RUNNER": "command",
             "PACER_RUNNER_COMMAND": f"{agent_python()} {room / 'bin' / AGENT.name} {{prompt}}",
             "PACER_WORKSPACES": str(room / "ws"),

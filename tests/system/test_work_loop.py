@@ -61,6 +61,7 @@ def _pacer(engine: Engine, room: Path, github: FakeGithub, remote: Path, **extra
             "GITHUB_WEBHOOK_SECRET": SECRET,
             "GITHUB_TOKEN": TOKEN,
             "GITHUB_API_URL": github.url + "/",
+            "PACER_GITHUB_WRITE_SECONDS": "0",
             "PACER_RUNNER": "command",
             "PACER_RUNNER_COMMAND": f"{agent_python()} {room / 'bin' / AGENT.name} {{prompt}}",
             "PACER_WORKSPACES": str(room / "ws"),

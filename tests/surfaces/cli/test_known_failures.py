@@ -98,7 +98,7 @@ class RefusingGithub:
             do_POST = do_PATCH = do_GET
 
         self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+        threading.Thread(target=self.server.serve_forever, args=(0.05,), daemon=True).start()
         self.url = f"http://127.0.0.1:{self.server.server_address[1]}/"
 
     def stop(self) -> None:
@@ -126,6 +126,7 @@ def test_every_failed_status_comment_is_one_warning_line_naming_what_to_do(
         GITHUB_WEBHOOK_SECRET=SECRET,
         GITHUB_TOKEN="ghp_refused",
         GITHUB_API_URL=github.url,
+        PACER_GITHUB_WRITE_SECONDS="0",
         PACER_ECHO_SECONDS="1",
     )
     proc = subprocess.Popen([sys.executable, "-m", "bot.cli", "serve"], cwd=tmp_path, env=env,

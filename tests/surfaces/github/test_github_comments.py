@@ -3,6 +3,7 @@ one comment per issue, created once, then edited as the session moves; never fro
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterator
 from datetime import timedelta
 from typing import Any
@@ -17,7 +18,7 @@ from bot.github.intake import github_event
 from bot.runtime.notices import install_status_comments
 from integrations.github.client import GithubClients
 from integrations.github.comments import PyGithubComments, StatusComments
-from integrations.github.status import MARKER, RESULT_CHARS, StatusView, read_status, render_body, status_view
+from integrations.github.status import MARKER, RESULT_CHARS, StatusView, Where, read_status, render_body, status_view
 from integrations.latest_result import LatestResult
 from scheduler.rules.genesis import SchedulingClass
 from scheduler.store.db import session_scope
@@ -34,7 +35,7 @@ def fake() -> Iterator[FakeGithub]:
 
 
 def _port(fake: FakeGithub) -> PyGithubComments:
-    return PyGithubComments(GithubClients(base_url=fake.url + "/", token="ghp_test", throttle=False))
+    return PyGithubComments(GithubClients(base_url=fake.url + "/", token="ghp_test", write_seconds=0))
 
 
 def _event(number: int = 7, action: str = "opened", **kw: Any) -> IntakeEvent:
@@ -139,6 +140,26 @@ def test_the_hold_label_shows_on_the_comment_and_leaves_it_when_removed(
     assert "On hold" not in comment["body"]
     assert len([c for c in fake.writes() if c.method == "POST"]) == 2  # one comment per issue, ever
     status.close()
+
+
+@pytest.mark.parametrize(("setting", "least", "most"), [(None, 0.9, 5.0), ("0", 0.0, 0.9)])
+def test_writes_to_github_are_a_second_apart_unless_the_setting_says_otherwise(
+        fake: FakeGithub, setting: str | None, least: float, most: float) -> None:
+    """GitHub asks for a second between writes (its secondary rate limits): PyGithub spaces them by
+    default, as shipped; PACER_GITHUB_WRITE_SECONDS=0 is for a stand-in on loopback."""
+    from bot.config.settings import load
+    from bot.runtime.adapters import github_clients
+
+    environ = {"GITHUB_TOKEN": "ghp_test", "GITHUB_API_URL": fake.url + "/"}
+    clients = github_clients(load(environ | ({"PACER_GITHUB_WRITE_SECONDS": setting} if setting else {}),
+                                  toml_path=None))
+    assert clients is not None
+    port = PyGithubComments(clients)
+    port.upsert(Where("octo/app", 7, None), "one", comment_id=None)
+    started = time.monotonic()
+    port.upsert(Where("octo/app", 8, None), "two", comment_id=None)
+    assert least <= time.monotonic() - started < most
+    assert [c.method for c in fake.writes()] == ["POST", "POST"]
 
 
 def test_without_a_token_or_app_the_comments_are_off(engine: Engine, clock: Any, deferrer: Any) -> None:
