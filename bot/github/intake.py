@@ -190,7 +190,7 @@ def record_github(db: DBSession, event: IntakeEvent, *, now: datetime, settings:
                 trigger.name,
             )
             continue
-        if _taken(db, trigger.id or 0, event.issue_key):
+        if taken(db, trigger.id or 0, event.issue_key):
             log.info("github: %s already has a session from trigger %r; nothing new", event.issue_key, trigger.name)
             continue
         created = _create(db, trigger, event, now, settings)
@@ -371,7 +371,7 @@ def _superseded(db: DBSession, event: IntakeEvent, now: datetime) -> bool:
     return superseded
 
 
-def _taken(db: DBSession, trigger_id: int, issue_key: str) -> bool:
+def taken(db: DBSession, trigger_id: int, issue_key: str) -> bool:
     found = (
         db.connection().execute(_TAKEN, {"hook_id": INTAKE_HOOK_ID, "key": intake_key(trigger_id, issue_key)}).first()
     )

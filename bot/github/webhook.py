@@ -206,7 +206,7 @@ class GithubEdge:
                     )
                     return Answer(200, "webhook_redelivery", {"delivery": delivery_id})
                 plan = record_github(db, event, now=now, settings=self.intake)
-        except Exception as exc:  # answered 500 and logged: GitHub shows it and can redeliver
+        except Exception as exc:  # answered 500 and logged: the catch-up asks GitHub to redeliver
             log.exception("github: delivery %s could not be recorded", delivery_id)
             return Answer(500, "webhook_failed", {"error": type(exc).__name__}, error="failed")
         values = {"event": name, "issue": event.issue_key, "created": plan.created_ids, "steered": plan.steered_ids}

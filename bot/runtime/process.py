@@ -11,7 +11,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from sqlalchemy import Engine
@@ -56,6 +56,9 @@ TRIGGER_RESYNC_MINUTES = 1
 WORKSPACE_SWEEP = "workspace_sweep"
 WORKSPACE_SWEEP_MINUTES = 60
 LEASE_SWEEP = "lease_sweep"  # every half lease: turns whose owner stopped renewing them
+# pacer.extras key: {alarm target: interval} a surface adds (the GitHub catch-up), run by the
+# leader at its election and then every interval.
+LEADER_JOBS = "leader_jobs"
 
 
 @dataclass
@@ -194,6 +197,8 @@ def lead(pacer: Pacer) -> None:
         _every(pacer, LEASE_SWEEP, seconds=pacer.settings.turn_lease_seconds / 2)
         # Triggers written on a standby replica reach the cron jobs each minute.
         _every(pacer, TRIGGER_RESYNC, minutes=TRIGGER_RESYNC_MINUTES)
+        for name, every in pacer.extras.get(LEADER_JOBS, {}).items():  # at once, then every interval
+            _every(pacer, name, seconds=every.total_seconds(), next_run_time=datetime.now(UTC))
         if pacer.settings.runner != "echo":  # worktrees of finished sessions go after PACER_WORKSPACE_TTL
             _every(pacer, WORKSPACE_SWEEP, minutes=WORKSPACE_SWEEP_MINUTES)
         # Triggers as code, once the scheduler runs (an unchanged cron job keeps its stored
@@ -216,7 +221,7 @@ def step_down(pacer: Pacer) -> None:
     log.warning("this process no longer leads the scheduler; standing by")
 
 
-def _every(pacer: Pacer, name: str, **interval: float) -> None:
+def _every(pacer: Pacer, name: str, **interval: Any) -> None:
     """Run the alarm target `name` through `bot.jobs.run` at a fixed interval."""
     pacer.scheduler.add_job(jobs.run, "interval", args=[name], id=f"periodic:{name}", replace_existing=True, **interval)
 

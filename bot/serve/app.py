@@ -11,6 +11,7 @@ from fastapi import FastAPI
 from fastapi.responses import JSONResponse
 
 from bot import api as rest_api
+from bot.github import catch_up as github_catch_up
 from bot.github import webhook as github_webhook
 from bot.live import page as live_page
 from bot.observe import metrics
@@ -62,6 +63,9 @@ def create_app(pacer: Pacer, *, start_scheduler: bool = True) -> FastAPI:
     # Mounted before the REST API: routes match in order, and a burst of deliveries should not
     # pay for trying the API's routes first.
     github_webhook.register(app, pacer)
+    # What GitHub sent while Pacer was down: the leader re-scans trigger labels and asks for
+    # failed deliveries again, at its election and hourly.
+    github_catch_up.register(pacer)
 
     # The REST API: /api/v1 sessions, triggers, policy, holds, chat; bearer PACER_API_TOKEN.
     rest_api.register(app)

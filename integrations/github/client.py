@@ -29,7 +29,7 @@ class GithubClients:
         self._token = token
         self._app = (app_id, private_key) if app_id and private_key else None
         self._write_seconds = write_seconds
-        self._clients: dict[int | None, Any] = {}
+        self._clients: dict[int | str | None, Any] = {}
         self._auths: dict[int | None, Any] = {}
         self._lock = threading.Lock()
 
@@ -46,13 +46,37 @@ class GithubClients:
                             allowed_methods=frozenset({"GET", "HEAD", "PATCH"}))
         # GitHub asks a second between writes (its secondary rate limits); PyGithub spaces them. Zero
         # (a stand-in on loopback) spaces nothing, reads included.
-        spacing: dict[str, Any] = (
+        client = Github(base_url=self.base_url, auth=auth, retry=retry, timeout=TIMEOUT_SECONDS, **self._spacing())
+        with self._lock:
+            return self._clients.setdefault(key, client)
+
+    def _spacing(self) -> dict[str, Any]:
+        return (
             {"seconds_between_writes": self._write_seconds} if self._write_seconds > 0
             else {"seconds_between_requests": None, "seconds_between_writes": None}
         )
-        client = Github(base_url=self.base_url, auth=auth, retry=retry, timeout=TIMEOUT_SECONDS, **spacing)
+
+    @property
+    def is_app(self) -> bool:
+        return self._app is not None
+
+    def app_requester(self) -> Any:
+        """PyGithub's requester signed as the App itself (a JWT): `/app/...` endpoints. Only for an App."""
+        from github import Auth, GithubIntegration, GithubRetry
+
+        if self._app is None:
+            raise LookupError("only a GitHub App (not a personal token) can read the App's webhook deliveries")
         with self._lock:
-            return self._clients.setdefault(key, client)
+            integration = self._clients.get("app")
+            if integration is None:
+                integration = GithubIntegration(
+                    base_url=self.base_url, auth=Auth.AppAuth(self._app[0], self._app[1]), timeout=TIMEOUT_SECONDS,
+                    retry=GithubRetry(total=RETRIES, max_rate_limit_wait=MAX_RATE_LIMIT_WAIT_SECONDS,
+                                      allowed_methods=frozenset({"GET", "HEAD"})),  # a redelivery is never sent twice
+                    **self._spacing(),
+                )
+                self._clients["app"] = integration
+        return integration.requester
 
     def token(self, installation_id: int | None) -> str:
         """A token for git's fetch and push: the installation's (renewed by PyGithub before it

@@ -18,6 +18,7 @@ import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
@@ -156,6 +157,19 @@ class FakeGithub:
     )  # number -> {repository, head, base, title, body, draft}
     labels: dict[str, list[dict[str, Any]]] = field(default_factory=dict)  # repository -> [{name, color, description}]
     forbidden: set[str] = field(default_factory=set)  # repositories whose label writes answer 403
+    # The catch-up's side (`bot.github.catch_up`): the App's webhook deliveries (oldest first),
+    # each delivery's event and payload by guid, the redeliveries asked for (delivery ids), where
+    # a redelivery is sent, the open issues by "owner/name#12", their events, the repositories.
+    deliveries: list[dict[str, Any]] = field(default_factory=list)
+    payloads: dict[str, tuple[str, dict[str, Any]]] = field(default_factory=dict)
+    redelivered: list[int] = field(default_factory=list)
+    webhook_url: str | None = None
+    issues: dict[str, dict[str, Any]] = field(default_factory=dict)
+    issue_events: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
+    repositories: list[str] = field(default_factory=lambda: ["octo/app"])
+    installation_id: int = 4242
+    now: Any = None  # () -> aware datetime stamping the deliveries (a test's clock); else the wall clock
+    _sending: list[threading.Thread] = field(default_factory=list)
     _ids: Iterator[int] = field(default_factory=lambda: itertools.count(9001))
     _numbers: Iterator[int] = field(default_factory=lambda: itertools.count(100))
     _server: ThreadingHTTPServer | None = None
@@ -199,16 +213,22 @@ class FakeGithub:
         body = json.loads(raw) if raw else None
         path, _, query = handler.path.partition("?")
         self.calls.append(Call(method, path, body))
-        status, answer = self._route(method, path, body, {k: v[0] for k, v in parse_qs(query).items()})
+        routed = self._route(method, path, body, {k: v[0] for k, v in parse_qs(query).items()})
+        status, answer = routed[0], routed[1]
         data = json.dumps(answer).encode()
         handler.send_response(status)
+        for name, value in (routed[2] if len(routed) > 2 else {}).items():
+            handler.send_header(name, value)
         handler.send_header("Content-Type", "application/json; charset=utf-8")
         handler.send_header("Content-Length", str(len(data)))
         handler.end_headers()
         handler.wfile.write(data)
 
-    def _route(self, method: str, path: str, body: dict[str, Any] | None, query: dict[str, str]) -> tuple[int, Any]:
+    def _route(self, method: str, path: str, body: dict[str, Any] | None, query: dict[str, str]) -> tuple[Any, ...]:
         base = self.url
+        caught = self._catch_up_route(method, path, query)
+        if caught is not None:
+            return caught
         if m := re.fullmatch(r"/repos/([^/]+/[^/]+)", path):
             repo = m.group(1)
             return 200, {"id": 1, "name": repo.split("/")[1], "full_name": repo, "url": f"{base}/repos/{repo}",
@@ -226,6 +246,8 @@ class FakeGithub:
             return 200, self._pull(number)
         if m := re.fullmatch(r"/repos/([^/]+/[^/]+)/issues/(\d+)", path):
             repo, number = m.group(1), int(m.group(2))
+            if f"{repo}#{number}" in self.issues:
+                return 200, self.issues[f"{repo}#{number}"]
             return 200, {
                 "id": number,
                 "number": number,
@@ -248,6 +270,97 @@ class FakeGithub:
                 self.comments[comment_id]["body"] = body["body"]
             return 200, self._comment(m.group(1), comment_id)
         return 404, {"message": f"the fake GitHub does not serve {method} {path}"}
+
+    # The catch-up: deliveries, installations, labelled issues and their events.
+
+    def label(self, repository: str, number: int, label: str, *, actor: str = "alice", author: str = "alice",
+              association: str = "OWNER", delivered: bool = False, pull_request: bool = False) -> dict[str, Any]:
+        """`actor` adds `label` to an open issue (made if new) while the fake records it; the
+        delivery GitHub attempted is kept, failed unless `delivered`. Returns its payload."""
+        key = f"{repository}#{number}"
+        item = self.issues.setdefault(key, {
+            "number": number, "title": f"Issue {number}", "body": "Fix the thing.", "state": "open",
+            "html_url": f"https://github.com/{repository}/{'pull' if pull_request else 'issues'}/{number}",
+            "user": {"login": author, "type": "User"}, "author_association": association, "labels": [],
+            **({"pull_request": {"url": f"{self.url}/repos/{repository}/pulls/{number}"}} if pull_request else {}),
+        })
+        item["labels"].append({"name": label})
+        self.issue_events.setdefault(key, []).append(
+            {"event": "labeled", "actor": {"login": actor, "type": "User"}, "label": {"name": label}})
+        payload = {"action": "labeled", "issue": dict(item), "label": {"name": label},
+                   "repository": {"full_name": repository, "name": repository.split("/")[1]},
+                   "sender": {"login": actor, "type": "User"}, "installation": {"id": self.installation_id}}
+        self.attempt("issues", payload, ok=delivered)
+        return payload
+
+    def attempt(self, event: str, payload: dict[str, Any], *, ok: bool, guid: str | None = None) -> str:
+        """Record one delivery attempt of `payload` (a new guid unless given), answered OK or not."""
+        guid = guid or f"aaaa0000-0000-0000-0000-{next(_delivery_ids):012d}"
+        self.payloads[guid] = (event, payload)
+        at = (self.now() if self.now else datetime.now(UTC)).strftime("%Y-%m-%dT%H:%M:%SZ")
+        self.deliveries.append({
+            "id": 700000 + len(self.deliveries), "guid": guid, "delivered_at": at,
+            "redelivery": any(d["guid"] == guid for d in self.deliveries),
+            "status": "OK" if ok else "Invalid HTTP Response: 503", "status_code": 202 if ok else 503,
+            "event": event, "action": payload.get("action"), "installation_id": self.installation_id,
+        })
+        return guid
+
+    def settle(self, timeout: float = 10.0) -> None:
+        """Wait for the redeliveries under way to be answered."""
+        for thread in list(self._sending):
+            thread.join(timeout)
+
+    def _redeliver(self, delivery_id: int) -> tuple[int, Any]:
+        found = [d for d in self.deliveries if d["id"] == delivery_id]
+        if not found:
+            return 404, {"message": "Not Found"}
+        guid = found[0]["guid"]
+        self.redelivered.append(delivery_id)
+
+        def send() -> None:
+            import httpx
+
+            event, payload = self.payloads[guid]
+            body = json.dumps(payload).encode()
+            try:
+                answer = httpx.post(f"{self.webhook_url}/github/webhook", content=body, timeout=10,
+                                    headers=headers(event, body, delivery=guid))
+                ok = answer.status_code < 300
+            except httpx.HTTPError:
+                ok = False
+            self.attempt(event, payload, ok=ok, guid=guid)
+
+        thread = threading.Thread(target=send, name="fake-github-redeliver", daemon=True)
+        self._sending.append(thread)
+        thread.start()
+        return 202, {}
+
+    def _catch_up_route(self, method: str, path: str, query: dict[str, str]) -> tuple[Any, ...] | None:
+        if path == "/app/hook/deliveries":  # newest first, by a cursor: the index to start from
+            rows = list(reversed(self.deliveries))
+            start, size = int(query.get("cursor", "0")), int(query.get("per_page", "30"))
+            page = rows[start : start + size]
+            more = {"Link": f'<{self.url}/app/hook/deliveries?cursor={start + size}&per_page={size}>; rel="next"'}
+            return 200, page, more if start + size < len(rows) else {}
+        if m := re.fullmatch(r"/app/hook/deliveries/(\d+)/attempts", path):
+            return self._redeliver(int(m.group(1)))
+        if path == "/app/installations":
+            return 200, [{"id": self.installation_id, "account": {"login": "octo"}}]
+        if re.fullmatch(r"/app/installations/\d+/access_tokens", path) and method == "POST":
+            return 201, {"token": "ghs_installation", "expires_at": "2099-01-01T00:00:00Z"}
+        if path == "/installation/repositories":
+            return 200, {"total_count": len(self.repositories),
+                         "repositories": [{"full_name": r} for r in self.repositories]}
+        if path == "/user/repos":
+            return 200, [{"full_name": r} for r in self.repositories]
+        if m := re.fullmatch(r"/repos/([^/]+/[^/]+)/issues", path):
+            wanted = query.get("labels", "").lower()
+            return 200, [i for k, i in self.issues.items() if k.startswith(f"{m.group(1)}#") and i["state"] == "open"
+                         and any(label["name"].lower() == wanted for label in i["labels"])]
+        if m := re.fullmatch(r"/repos/([^/]+/[^/]+)/issues/(\d+)/events", path):
+            return 200, self.issue_events.get(f"{m.group(1)}#{m.group(2)}", [])
+        return None
 
     def _pulls(self, method: str, repo: str, body: dict[str, Any] | None, query: dict[str, str]) -> tuple[int, Any]:
         if method == "POST" and body is not None:
