@@ -7,10 +7,29 @@ from __future__ import annotations
 from typing import Any
 
 # What Pacer does on a repository: comments on issues and pull requests, reads and writes
-# labels, pushes a session's branch and opens its draft pull request.
-PERMISSIONS = {"issues": "write", "pull_requests": "write", "contents": "write", "metadata": "read"}
-# The events Pacer reads (a label put on arrives as `issues` / `pull_request` with action `labeled`).
-EVENTS = ["issues", "issue_comment", "pull_request"]
+# labels, pushes a session's branch and opens its draft pull request; reads the checks and
+# workflow runs on that pull request, whose failures become the session's next turn.
+PERMISSIONS = {
+    "issues": "write",
+    "pull_requests": "write",
+    "contents": "write",
+    "metadata": "read",
+    "checks": "read",
+    "actions": "read",
+}
+# The events Pacer reads (a label put on arrives as `issues` / `pull_request` with action `labeled`;
+# a failed check as `check_run`, `check_suite` or `workflow_run`; a review and its comments on
+# lines as `pull_request_review` and `pull_request_review_comment`).
+EVENTS = [
+    "issues",
+    "issue_comment",
+    "pull_request",
+    "check_run",
+    "check_suite",
+    "workflow_run",
+    "pull_request_review",
+    "pull_request_review_comment",
+]
 DESCRIPTION = (
     "Schedules AI coding-agent work under a finite quota; starts a session when an issue gets Pacer's trigger label."
 )

@@ -130,15 +130,16 @@ _KEY = insert(_DELIVERIES)
 
 @dataclass(frozen=True)
 class IntakeSettings:
-    """What intake needs from the settings: the runtime new sessions use, and the prompt bound."""
+    """What intake needs from the settings: the runtime new sessions use, the prompt bound, the fix budget."""
 
     runtime: str = "echo"
     max_prompt_chars: int = 100_000
+    fix_budget: int = 3  # PACER_FIX_BUDGET: fix turns per session for failed checks (bot.github.fixes)
 
     @classmethod
     def from_settings(cls, settings: Any) -> IntakeSettings:
         runtime = "echo" if settings.runner == "echo" else settings.runtime_name
-        return cls(runtime=runtime, max_prompt_chars=settings.max_prompt_chars)
+        return cls(runtime=runtime, max_prompt_chars=settings.max_prompt_chars, fix_budget=settings.fix_budget)
 
 
 def github_event(pacer_or_ctx: Any, event: IntakeEvent, *, settings: IntakeSettings | None = None) -> list[int]:

@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from bot.github.commands import CommentCommand, run_comment_command
+from bot.github.fixes import FeedbackPlan, finish_feedback
 from bot.runtime.process import Pacer
 from scheduler.errors import PacerError
 from scheduler.front import (
@@ -62,6 +63,7 @@ class GithubPlan:
     issue_state: str | None = None  # open | closed, for the prerequisites naming the issue
     messages: list[tuple[int, str]] = field(default_factory=list)  # (session id, a trusted comment)
     commands: list[CommentCommand] = field(default_factory=list)  # `/pacer …` comments, to run and answer
+    feedback: FeedbackPlan = field(default_factory=FeedbackPlan)  # failed checks and reviews on its pull request
 
     @property
     def created_ids(self) -> list[int]:
@@ -77,7 +79,13 @@ class GithubPlan:
     @property
     def is_empty(self) -> bool:
         return not (
-            self.created or self.steered_ids or self.holds_lifted or self.issue_state or self.messages or self.commands
+            self.created
+            or self.steered_ids
+            or self.holds_lifted
+            or self.issue_state
+            or self.messages
+            or self.commands
+            or self.feedback
         )
 
     @property
@@ -94,7 +102,10 @@ class GithubPlan:
             self.commands,
         )
         return (
-            not any(steps) and self.issue_state is None and {s for s, _ in self.holds_placed} <= set(self.created_ids)
+            not any(steps)
+            and not self.feedback
+            and self.issue_state is None
+            and {s for s, _ in self.holds_placed} <= set(self.created_ids)
         )
 
 
@@ -130,6 +141,8 @@ def finish_github(pacer_or_ctx: Pacer | Context, plan: GithubPlan) -> None:
         _guarded(f"state of {plan.issue}", set_issue_state, ctx, repository, int(number), plan.issue_state)
     for command in plan.commands:
         _guarded(f"/pacer {command.text} by {command.actor}", run_comment_command, pacer_or_ctx, command)
+    if plan.feedback:
+        _guarded(f"checks and reviews on {plan.issue}", finish_feedback, pacer_or_ctx, plan.feedback)
     _tell_steered(ctx, plan)
 
 

@@ -12,6 +12,10 @@ Order per request, cheapest refusal first; nothing is parsed before it is verifi
     202  an event Pacer acts on: recorded now, worked on after the answer; the App installed on
          repositories (bot/github/install.py: its labels are made there after the answer)
 
+A delivery about the pull request Pacer opened — a check, check suite or workflow run completed
+with a failure, a review or a comment on a line (`bot.github.feedback`) — is recorded the same
+way, by `bot.github.fixes.record_feedback` in the same transaction.
+
 Every answer is JSON with a `message` saying what happened (templates/github/webhook_*.j2), so
 GitHub's "Recent Deliveries" shows why; a refusal also carries `error`, a code a script can read.
 
@@ -51,7 +55,8 @@ from fastapi.responses import JSONResponse, Response
 from sqlalchemy import insert
 from sqlalchemy.exc import IntegrityError
 
-from bot.github import events, install
+from bot.github import events, feedback, install
+from bot.github.fixes import record_feedback
 from bot.github.intake import IntakeSettings, record_github
 from bot.github.plan import GithubPlan, finish_github_plans
 from bot.runtime.adapters import github_clients
@@ -178,7 +183,8 @@ class GithubEdge:
         installed = install.installed(event_name, payload)
         if installed is not None and installed.repositories:
             return self._installed(installed)
-        parsed = events.parse(event_name, payload, bot_login=self.bot_login)
+        found = feedback.parse(event_name, payload, bot_login=self.bot_login)
+        parsed = events.parse(event_name, payload, bot_login=self.bot_login) if found is None else found
         if isinstance(parsed, events.Ignored):
             log.debug("github: %s", parsed.reason)
             return Answer(200, "webhook_ignored", {"reason": parsed.reason})
@@ -189,7 +195,9 @@ class GithubEdge:
             parsed, hook_id=headers.get("x-github-hook-id", "").strip(), delivery_id=delivery_id, event_name=event_name
         )
 
-    def _record(self, event: events.IntakeEvent, *, hook_id: str, delivery_id: str, event_name: str) -> Answer:
+    def _record(
+        self, event: events.IntakeEvent | feedback.Feedback, *, hook_id: str, delivery_id: str, event_name: str
+    ) -> Answer:
         name = f"{event_name}.{event.action}"
         now = self.pacer.clock.now()
         try:
@@ -205,11 +213,20 @@ class GithubEdge:
                         hook_id or "-",
                     )
                     return Answer(200, "webhook_redelivery", {"delivery": delivery_id})
-                plan = record_github(db, event, now=now, settings=self.intake)
+                plan = (
+                    record_github(db, event, now=now, settings=self.intake)
+                    if isinstance(event, events.IntakeEvent)
+                    else GithubPlan(
+                        actor=f"github:{getattr(event, 'reviewer', '') or event.source}",
+                        issue=event.issue_key,
+                        feedback=record_feedback(db, event, now=now, budget=self.intake.fix_budget),
+                    )
+                )
         except Exception as exc:  # answered 500 and logged: the catch-up asks GitHub to redeliver
             log.exception("github: delivery %s could not be recorded", delivery_id)
             return Answer(500, "webhook_failed", {"error": type(exc).__name__}, error="failed")
-        values = {"event": name, "issue": event.issue_key, "created": plan.created_ids, "steered": plan.steered_ids}
+        steered = sorted({*plan.steered_ids, *plan.feedback.session_ids})
+        values = {"event": name, "issue": event.issue_key, "created": plan.created_ids, "steered": steered}
         return Answer(202, "webhook_accepted", values, plan)
 
     def _installed(self, what: install.Installed) -> Answer:

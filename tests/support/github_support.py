@@ -170,6 +170,8 @@ class FakeGithub:
     installation_id: int = 4242
     now: Any = None  # () -> aware datetime stamping the deliveries (a test's clock); else the wall clock
     _sending: list[threading.Thread] = field(default_factory=list)
+    # review id -> {repository, number, state, body, user, comments: [{path, line, body, user}]}
+    reviews: dict[int, dict[str, Any]] = field(default_factory=dict)
     _ids: Iterator[int] = field(default_factory=lambda: itertools.count(9001))
     _numbers: Iterator[int] = field(default_factory=lambda: itertools.count(100))
     _server: ThreadingHTTPServer | None = None
@@ -237,6 +239,18 @@ class FakeGithub:
             return self._pulls(method, m.group(1), body, query)
         if m := re.fullmatch(r"/repos/([^/]+/[^/]+)/labels", path):
             return self._labels(method, m.group(1), body)
+        if m := re.fullmatch(r"/repos/([^/]+/[^/]+)/pulls/(\d+)/reviews/(\d+)(/comments)?", path):
+            review = self.reviews.get(int(m.group(3)))
+            if review is None or (review["repository"], review["number"]) != (m.group(1), int(m.group(2))):
+                return 404, {"message": "Not Found"}
+            if m.group(4):
+                return 200, [
+                    {"id": 700 + i, "path": c["path"], "line": c["line"], "original_line": c["line"], "body": c["body"],
+                     "user": {"login": c.get("user", review["user"])}, "pull_request_review_id": int(m.group(3))}
+                    for i, c in enumerate(review["comments"])
+                ]
+            return 200, {"id": int(m.group(3)), "state": review["state"].upper(), "body": review["body"],
+                         "user": {"login": review["user"]}}
         if m := re.fullmatch(r"/repos/([^/]+/[^/]+)/pulls/(\d+)", path):
             number = int(m.group(2))
             if number not in self.pulls:
@@ -477,3 +491,46 @@ def comment_hook(engine: Any, clock: Any, deferrer: Any, **env: str) -> Iterator
             yield CommentHook(client, app, fake)
     finally:
         fake.stop()
+
+
+def check_payload(
+    event: str = "check_run", *, sha: str = "a" * 40, conclusion: str = "failure", name: str = "tests",
+    repository: str = "acme/api", branch: str = "pacer/1-record-every-turn", pull: int | None = 100,
+    summary: str = "2 tests failed", text: str = "FAILED tests/test_login.py::test_expiry - AssertionError",
+) -> dict[str, Any]:
+    """A completed check_run, check_suite or workflow_run on `branch` at `sha`, for pull request `pull`."""
+    pulls = [] if pull is None else [{"number": pull, "head": {"ref": branch, "sha": sha, "repo": {"id": 1}},
+                                      "base": {"ref": "main", "repo": {"id": 1}}}]
+    item: dict[str, Any] = {"id": 4242, "head_sha": sha, "status": "completed", "conclusion": conclusion,
+                            "pull_requests": pulls, "html_url": f"https://github.com/{repository}/runs/4242"}
+    if event == "check_run":
+        item.update(name=name, check_suite={"id": 77, "head_branch": branch},
+                    output={"title": f"{name}: {summary}", "summary": summary, "text": text})
+    elif event == "check_suite":
+        item.update(head_branch=branch, app={"name": "GitHub Actions"})
+    else:
+        item.update(name=name, head_branch=branch)
+    return {"action": "completed", event: item, "repository": {"full_name": repository},
+            "sender": {"login": "github-actions[bot]", "type": "Bot"}}
+
+
+def review_payload(
+    review_id: int, *, state: str = "changes_requested", body: str = "Please see my comments.", reviewer: str = "bob",
+    association: str = "COLLABORATOR", number: int = 100, repository: str = "acme/api",
+) -> dict[str, Any]:
+    """A `pull_request_review.submitted` payload."""
+    return {"action": "submitted", "pull_request": {"number": number},
+            "review": {"id": review_id, "state": state, "body": body, "user": {"login": reviewer, "type": "User"},
+                       "author_association": association},
+            "repository": {"full_name": repository}, "sender": {"login": reviewer, "type": "User"}}
+
+
+def review_comment_payload(
+    review_id: int, *, path: str, line: int, body: str, reviewer: str = "bob", association: str = "COLLABORATOR",
+    number: int = 100, repository: str = "acme/api",
+) -> dict[str, Any]:
+    """A `pull_request_review_comment.created` payload: one comment on a line, part of review `review_id`."""
+    return {"action": "created", "pull_request": {"number": number},
+            "comment": {"id": next(_comment_ids), "pull_request_review_id": review_id, "path": path, "line": line,
+                        "body": body, "user": {"login": reviewer, "type": "User"}, "author_association": association},
+            "repository": {"full_name": repository}, "sender": {"login": reviewer, "type": "User"}}

@@ -130,10 +130,15 @@ def test_the_github_app_manifest_asks_for_what_pacer_uses() -> None:
         "pull_requests": "write",
         "contents": "write",
         "metadata": "read",
+        "checks": "read",
+        "actions": "read",
     }
     # `labeled` arrives as the issues / pull_request event with action "labeled"; GitHub's
     # "label" event is a label being created or edited, which Pacer does not read.
-    assert set(manifest["default_events"]) == {"issues", "issue_comment", "pull_request"}
+    assert set(manifest["default_events"]) == {
+        "issues", "issue_comment", "pull_request", "check_run", "check_suite", "workflow_run", "pull_request_review",
+        "pull_request_review_comment",
+    }
     assert manifest["hook_attributes"]["url"].endswith("/github/webhook")
     assert manifest["public"] is False
 
