@@ -5,6 +5,7 @@ hour over all keys, the last ask of a burst always answered.
     spacing.ask(session_id)     # refresh(session_id) now, or once, when it may go
     spacing.mark(session_id)    # refresh ran unasked (a state change): the gap counts from now
     spacing.drop(session_id)    # no more for this key; an armed call is disarmed
+    spacing.close()             # no more at all (the surface is closing)
 
 A call asked for too soon is deferred, on a timer, to the first instant both bounds allow, and
 every ask made meanwhile is answered by that one call: so a key's calls are at least `gap` apart
@@ -50,10 +51,11 @@ class Spacing(Generic[K]):
         self._last: dict[K, float] = {}
         self._armed: dict[K, threading.Timer] = {}
         self._lock = threading.Lock()
+        self._closed = False
 
     def ask(self, key: K) -> None:
         with self._lock:
-            if key in self._armed:
+            if self._closed or key in self._armed:
                 return  # the armed call answers this ask too
             now = self.clock()
             at = max(self._last.get(key, -math.inf) + self.gap, self._token_at(now), now)
@@ -79,6 +81,14 @@ class Spacing(Generic[K]):
             self._last.pop(key, None)
             timer = self._armed.pop(key, None)
         if timer is not None:
+            timer.cancel()
+
+    def close(self) -> None:
+        """No call from now on: the armed ones are disarmed, and later asks do nothing."""
+        with self._lock:
+            self._closed = True
+            armed, self._armed = list(self._armed.values()), {}
+        for timer in armed:
             timer.cancel()
 
     def _fire(self, key: K) -> None:

@@ -22,13 +22,16 @@ class SlackNotices:
     home: HomeRefresher
 
     def close(self) -> None:
+        self.notifier.close()
         self.home.close()
 
 
 def install_slack_notices(pacer: Pacer, client: WebClient, submit: Submit) -> SlackNotices:
     """Build the thread notifier (posting through `submit`) and the App Home refresher on
     `client`, and add both to the scheduler's notifier chain."""
-    notifier = SlackNotifier(pacer.engine, client, ops_channel=pacer.settings.ops_channel, submit=submit)
+    notifier = SlackNotifier(
+        pacer.engine, client, ops_channel=pacer.settings.ops_channel, submit=submit, clock=pacer.clock
+    )
     home = HomeRefresher(pacer, lambda user: publish_home(pacer, client, user))
     install_notifier(pacer, notifier)
     install_notifier(pacer, home)

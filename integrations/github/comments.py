@@ -7,7 +7,8 @@ and the network can fail after GitHub acted:
     failed, archived, refused, budget_ending; github_control when a label moved a class or a hold) only
     queues a refresh of that session on one
     worker thread — never a GitHub call inside a scheduler transaction or a request. Refreshes
-    of the same session coalesce while queued.
+    of the same session coalesce while queued. A `progress` notice (a running turn's agent did
+    something) is spaced: see PROGRESS_SECONDS for the bound.
   * A refresh reads the session's state from its row (`status.read_status`), renders the body,
     and skips GitHub when the stored body is the same. Otherwise `PyGithubComments.upsert`
     edits the comment it knows, or finds one by the hidden marker, and creates one only when
@@ -30,6 +31,7 @@ from sqlmodel import select
 
 from integrations.github.client import GithubClients
 from integrations.github.status import MARKER, Where, read_status, render_body
+from integrations.spacing import Spacing
 from integrations.tracked_pool import TrackedPool
 from scheduler.ports import Clock
 from scheduler.store.db import session_scope
@@ -41,6 +43,16 @@ log = logging.getLogger("pacer.github")
 NOTICES = frozenset(
     {"started", "held", "paused", "done", "failed", "archived", "refused", "github_control", "budget_ending"}
 )
+PROGRESS = "progress"  # a running turn's agent did something (`integrations.turn_progress`): spaced
+# A running turn's progress edits its issue's comment at most once every PROGRESS_SECONDS, and the
+# process's progress edits, all issues together, are a bucket of PROGRESS_BURST refilled at
+# PROGRESS_PER_HOUR: at most 6 edits a minute for one turn, and in any hour at most 180 (150 + 30)
+# for all, a third of GitHub's secondary limit of 500 content-creating requests an hour (80 a
+# minute). A state change (started, done, failed ...) is never held back: the final edit, the
+# whole answer, goes at once.
+PROGRESS_SECONDS = 10.0
+PROGRESS_PER_HOUR = 150
+PROGRESS_BURST = 30
 
 
 class CommentPort(Protocol):
@@ -82,23 +94,38 @@ def _edited(comment: Any, body: str) -> int:
 class StatusComments:
     """The GitHub side of the Notifier port: notices in, sticky comments out, on one thread."""
 
-    def __init__(self, engine: Engine, port: CommentPort, *, clock: Clock) -> None:
+    def __init__(
+        self, engine: Engine, port: CommentPort, *, clock: Clock, progress_seconds: float = PROGRESS_SECONDS
+    ) -> None:
         self._engine = engine
         self._port = port
         self._clock = clock
         self._pool = TrackedPool(1, "github-comments")
         self._queued: set[int] = set()
         self._lock = threading.Lock()
+        self._progress: Spacing[int] = Spacing(
+            progress_seconds, self._queue, name="github-progress", per_hour=PROGRESS_PER_HOUR, burst=PROGRESS_BURST
+        )
 
     def notify(self, event: str, context: Mapping[str, Any]) -> None:
         session_id = context.get("session_id")
-        if event not in NOTICES or not isinstance(session_id, int):
+        if not isinstance(session_id, int):
             return
+        if event == PROGRESS:
+            self._progress.ask(session_id)
+        elif event in NOTICES:
+            self._progress.mark(session_id)  # its edit is on the way: the next progress edit waits a gap
+            self._queue(session_id)
+
+    def _queue(self, session_id: int) -> None:
         with self._lock:
             if session_id in self._queued:
                 return  # the queued refresh reads the row when it runs: it will see this change
+            try:
+                self._pool.submit(self._run, session_id)
+            except RuntimeError:  # the pool has shut down: the process is stopping
+                return
             self._queued.add(session_id)
-            self._pool.submit(self._run, session_id)
 
     def _run(self, session_id: int) -> None:
         with self._lock:
@@ -124,6 +151,7 @@ class StatusComments:
         if known_id is not None and known_body == body:
             return None
         comment_id = self._port.upsert(where, body, comment_id=known_id)  # GitHub: outside any transaction
+        self._progress.mark(session_id)  # the next progress edit waits its gap from this one
         self._remember(where, comment_id, body)
         log.info("github: status of session #%s on %s#%s: %s", session_id, where.repository, where.number, view.state)
         return comment_id
@@ -144,6 +172,7 @@ class StatusComments:
         return self._pool.drain(timeout)
 
     def close(self, timeout: float = 30.0) -> None:
+        self._progress.close()
         self.drain(timeout)
         self._pool.shutdown(wait=False, cancel_futures=True)
 

@@ -6,8 +6,10 @@ arriving late, twice or out of order still end on the comment that matches the d
     queued    waiting; spot sessions show their place in the spot queue and, when the gate held
               the last ask, why and when it is asked again
     held      a priority session waiting on a hold (a queue hold, its group, an operator hold)
-    started   a turn is running; with the early notice when a window's spot budget runs out
-              soon (`scheduler.pauses.budget_notice`), until that window rolls over
+    started   a turn is running; with what its agent is doing (the tool in use, its todo list as a
+              checklist, how long the turn has run, the cost so far: `turn_reads.running_progress`),
+              and the early notice when a window's spot budget runs out soon
+              (`scheduler.pauses.budget_notice`), until that window rolls over
     paused    a pause, a park, a sleep, or waiting for a person's input
     done / failed / archived (with who stopped it and why, and whether a turn was halted)
 
@@ -37,7 +39,7 @@ from scheduler.rules.waiting import OVERTAKEN, waiting_reason
 from scheduler.store.models import Session, Status, Turn
 from scheduler.store.policy import load_policy
 from scheduler.store.sessions import class_expr, class_of
-from scheduler.store.turn_reads import spent_by
+from scheduler.store.turn_reads import running_progress, spent_by
 from templates import render
 
 MARKER = markers.STATUS
@@ -68,6 +70,7 @@ class StatusView:
     spent: float = 0.0
     ending: RunOut | None = None  # a running spot session told its window's spot budget runs out soon
     stopped: dict[str, Any] | None = None  # archived: who stopped it, why, and whether a turn was halted
+    progress: dict[str, Any] | None = None  # started: what its agent is doing (`turn_reads.running_progress`)
 
 
 RESULT_CHARS = 60_000  # GitHub takes 65,536 characters in a comment; the rest is the frame
@@ -142,7 +145,24 @@ def read_status(db: DBSession, session_id: int, now: datetime) -> tuple[Where, S
     view = status_view(session, cls, now, position=position, queued=queued, operator_hold=on_hold, error=error)
     spent = spent_by(db, session_id) if session.cost_cap_usd is not None else 0.0
     ending = standing_notice(db, session_id, now) if view.state == "started" else None
-    return where, replace(view, work=read_latest_result(db, session), spent=spent, ending=ending)
+    progress = running_progress(db, [session_id], now).get(session_id) if view.state == "started" else None
+    return where, replace(
+        view, work=read_latest_result(db, session), spent=spent, ending=ending, progress=unmentioned(progress)
+    )
+
+
+def unmentioned(progress: dict[str, Any] | None) -> dict[str, Any] | None:
+    """The agent's words with every "@" kept from mentioning anyone: a todo reading "ask @org/team"
+    must not notify a team from the status comment each time it is edited."""
+    if progress is None:
+        return None
+
+    def quiet(text: Any) -> Any:
+        return text.replace("@", "@\u2060") if isinstance(text, str) else text
+
+    todos = [{key: quiet(value) for key, value in todo.items()} for todo in progress.get("todos") or []
+             if isinstance(todo, dict)]
+    return {**progress, "detail": quiet(progress.get("detail")), "todos": todos}
 
 
 def render_body(view: StatusView) -> str:

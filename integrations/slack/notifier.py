@@ -29,6 +29,12 @@ or rate-limited Slack never stalls the scheduler thread that emitted the notice.
         Resume can work. Posted in the ops channel, with Resume (QUEUE_RESUME) only where it
         can work.
 
+    progress
+        session_id: a running turn's agent did something. Its thread gets one message a turn,
+        posted once and edited in place after (`integrations.slack.progress`), at most once every
+        PROGRESS_SECONDS; when the turn ends (done, failed, paused ...) it is edited once more
+        to say so, before that news is posted.
+
 The two action ids are the contract with the listener that runs them (`bot/slack/actions.py`).
 """
 
@@ -44,6 +50,10 @@ from sqlalchemy import Engine
 
 from integrations.latest_result import read_latest_result
 from integrations.slack.messages import thread_messages
+from integrations.slack.progress import ProgressMessages
+from integrations.spacing import Spacing
+from scheduler.clock import SystemClock
+from scheduler.ports import Clock
 from scheduler.store.db import session_scope
 from scheduler.store.models import Session
 from scheduler.store.policy import load_policy
@@ -61,6 +71,15 @@ QUEUE_HOLD = "queue_hold"
 HOLD_DEADLOCK = "hold_deadlock"
 QUEUE_RESUME = "pacer.queue_resume"
 SESSION_PRIORITY = "pacer.session_priority"
+
+PROGRESS = "progress"  # a running turn's agent did something (`integrations.turn_progress`): spaced
+TURN_ENDED = frozenset({"done", "failed", "archived", "paused", "held", "queued"})
+# A turn's progress message is edited at most once every PROGRESS_SECONDS, and all of them together
+# are a bucket of PROGRESS_BURST refilled at PROGRESS_PER_HOUR (at most 12 edits a minute for one
+# turn, 10 a minute sustained for all): far inside chat.update's Tier 3 (50 or more a minute).
+PROGRESS_SECONDS = 5.0
+PROGRESS_PER_HOUR = 600
+PROGRESS_BURST = 20
 
 # Runs `func(*args)` later, off the caller's thread; `what` names the work in a log line.
 Submit = Callable[..., object]
@@ -114,15 +133,30 @@ class SlackNotifier:
     """Posts session news into the session's thread and queue-hold news into the ops channel."""
 
     def __init__(
-        self, engine: Engine, client: WebClient, *, ops_channel: str | None, submit: Submit | None = None
+        self, engine: Engine, client: WebClient, *, ops_channel: str | None, submit: Submit | None = None,
+        clock: Clock | None = None, progress_seconds: float = PROGRESS_SECONDS,
     ) -> None:
         self._engine = engine
         self._client = client
         self._ops_channel = ops_channel
         self._submit = submit
+        self.progress = ProgressMessages(engine, client, clock or SystemClock(), thread_of)
+        self._progress: Spacing[int] = Spacing(
+            progress_seconds, self._show_progress, name="slack-progress", per_hour=PROGRESS_PER_HOUR,
+            burst=PROGRESS_BURST,
+        )
+
+    def close(self) -> None:
+        """No more progress edits (the process is stopping); news already asked for still goes."""
+        self._progress.close()
+
+    def _show_progress(self, session_id: int) -> None:
+        self._later("progress", self.progress.show, session_id)
 
     def notify(self, event: str, context: Mapping[str, Any]) -> None:
-        if event in SESSION_EVENTS and context.get("session_id") is not None:
+        if event == PROGRESS and isinstance(context.get("session_id"), int):
+            self._progress.ask(int(context["session_id"]))
+        elif event in SESSION_EVENTS and context.get("session_id") is not None:
             self._later(f"notice {event}", self.post_session_news, event, dict(context))
         elif event == QUEUE_HOLD:
             self._later(f"notice {event}", self.post_queue_hold, dict(context))
@@ -130,6 +164,12 @@ class SlackNotifier:
             self._later(f"notice {event}", self.post_hold_deadlock, dict(context))
 
     def post_session_news(self, event: str, context: Mapping[str, Any]) -> None:
+        if event in TURN_ENDED:  # the turn's progress message says it ended, before its news
+            self._progress.drop(int(context["session_id"]))
+            try:
+                self.progress.close(int(context["session_id"]))
+            except Exception:
+                log.exception("slack: the progress message of session #%s was not closed", context["session_id"])
         session = self._session(int(context["session_id"]))
         if session is None:
             return

@@ -111,6 +111,16 @@ def record_progress(
     return None if found is None else int(found[0])
 
 
+def keep_progress_message(engine: Engine, turn_id: int, message: str) -> bool:
+    """The Slack message that shows the turn's progress (its ts), kept once: False when the turn
+    already has one, so a second poster edits that message rather than post another."""
+    stmt = update(Turn).where(col(Turn.id) == turn_id, col(Turn.progress_message).is_(None)).values(
+        progress_message=message
+    )
+    with engine.begin() as conn:
+        return bool(conn.execute(stmt).rowcount)
+
+
 def expire_stalled(db: DBSession, job_ids: Collection[int], now: datetime) -> None:
     """Turns whose job a dead worker took before it claimed them: their lease runs out now, so
     the recovery that follows in this transaction takes them."""

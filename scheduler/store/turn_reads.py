@@ -105,18 +105,49 @@ def spends_by(db: DBSession, session_ids: Collection[int]) -> dict[int, float]:
 _PROGRESS_COLUMNS: tuple[Any, ...] = (Turn.session_id, Turn.id, Turn.started_at, Turn.progress, Turn.progress_at)
 
 
-def running_progress(db: DBSession, session_ids: Collection[int]) -> dict[int, dict[str, Any]]:
-    """What the agents of these sessions' running turns are doing, by session id: the progress
-    the runner last kept on the turn (`scheduler.engine.leases.record_progress`), with the turn's
-    `turn_id`, `started_at` and `progress_at`. A session with no running turn, or whose running
-    turn has said nothing of its progress yet, is left out."""
+def running_progress(db: DBSession, session_ids: Collection[int], now: datetime) -> dict[int, dict[str, Any]]:
+    """What the agents of these sessions' running turns are doing, by session id: the progress the
+    runner last kept on the turn (`scheduler.engine.leases.record_progress`: tool, detail, todos,
+    tools_used), with the turn's `turn_id`, `started_at`, `progress_at`, the seconds it has run
+    (`elapsed_s`) and `cost_usd`, the session's cost so far: its recorded turns, and the running
+    turn's own cost when its agent has stated one. A session with no running turn, or whose
+    running turn has said nothing of its progress yet, is left out."""
     if not session_ids:
         return {}
     rows = core(db, sa_select(*_PROGRESS_COLUMNS).where(
         col(Turn.session_id).in_(list(session_ids)), col(Turn.status) == "running"
     )).all()
-    return {
-        session_id: {**progress, "turn_id": turn_id, "started_at": started_at, "progress_at": progress_at}
-        for session_id, turn_id, started_at, progress, progress_at in rows
-        if isinstance(progress, dict)
-    }
+    told = [(sid, turn_id, started, progress, at) for sid, turn_id, started, progress, at in rows
+            if isinstance(progress, dict)]
+    spent = spends_by(db, [row[0] for row in told])
+    out = {}
+    for session_id, turn_id, started_at, progress, progress_at in told:
+        own = progress.get("cost_usd")
+        own = float(own) if isinstance(own, int | float) and not isinstance(own, bool) else 0.0
+        elapsed = max(int((now - started_at).total_seconds()), 0) if started_at is not None else None
+        out[session_id] = {
+            "turn_id": turn_id, "tool": progress.get("tool"), "detail": progress.get("detail"),
+            "todos": progress.get("todos"), "tools_used": progress.get("tools_used", 0),
+            "started_at": started_at, "progress_at": progress_at, "elapsed_s": elapsed,
+            "cost_usd": round(spent.get(session_id, 0.0) + own, 4),
+        }
+    return out
+
+
+_LATEST_COLUMNS: tuple[Any, ...] = (
+    Turn.id, Turn.status, Turn.progress, Turn.progress_message, Turn.started_at, Turn.finished_at
+)
+
+
+def latest_progress(db: DBSession, session_id: int) -> dict[str, Any] | None:
+    """The session's latest turn that kept progress, running or ended: its `turn_id`, `status`,
+    `progress` (as the runner kept it), `progress_message` (the Slack message showing it, or
+    None), `started_at` and `finished_at`; None when no turn of it has any."""
+    row = core(db, sa_select(*_LATEST_COLUMNS).where(
+        col(Turn.session_id) == session_id, col(Turn.progress_at).is_not(None)
+    ).order_by(col(Turn.id).desc()).limit(1)).first()
+    if row is None or not isinstance(row[2], dict):
+        return None
+    turn_id, status, progress, message, started_at, finished_at = row
+    return {"turn_id": turn_id, "status": status, "progress": progress, "progress_message": message,
+            "started_at": started_at, "finished_at": finished_at}

@@ -118,13 +118,14 @@ def test_a_running_turns_progress_is_kept_on_its_row_spaced_and_told(any_engine,
 
         def seen() -> dict[str, Any] | None:
             with session_scope(any_engine) as db:
-                found = running_progress(db, [sid]).get(sid)
+                found = running_progress(db, [sid], clock.now()).get(sid)
                 return found if found and found["tool"] == "Grep" and found["detail"] == "step14" else None
 
         shown = _wait(seen)  # the last call of the burst is written, while the turn still runs
         assert shown["todos"] == [{"content": "Read", "status": "in_progress", "active_form": "Reading"},
                                   {"content": "Fix", "status": "pending", "active_form": "Fixing"}]
         assert shown["progress_at"] == clock.now() and shown["tools_used"] == 16
+        assert (shown["elapsed_s"], shown["cost_usd"]) == (0, 0.0)  # the virtual clock stands still
         _wait(lambda: not pool.running())
     finally:
         pool.shutdown(wait=True, halt=True)
@@ -135,7 +136,7 @@ def test_a_running_turns_progress_is_kept_on_its_row_spaced_and_told(any_engine,
     with session_scope(any_engine) as db:
         turn = db.get(Turn, told[0][0]["turn_id"])
         assert turn is not None and turn.status == "done"
-        assert running_progress(db, [sid]) == {}  # the turn has ended: nothing runs
+        assert running_progress(db, [sid], clock.now()) == {}  # the turn has ended: nothing runs
 
 
 def test_progress_is_written_only_on_the_owners_running_turn(any_engine, clock) -> None:
@@ -150,4 +151,4 @@ def test_progress_is_written_only_on_the_owners_running_turn(any_engine, clock) 
     assert record_progress(any_engine, turn_id + 1, "a", plain, clock.now()) is None  # no such turn
     assert record_progress(any_engine, turn_id, "a", plain, clock.now()) == sid
     with session_scope(any_engine) as db:
-        assert running_progress(db, [sid])[sid]["tool"] == "Read"
+        assert running_progress(db, [sid], clock.now())[sid]["tool"] == "Read"

@@ -144,6 +144,7 @@ class Call:
     method: str
     path: str
     body: dict[str, Any] | None
+    at: float = field(default_factory=time.monotonic)  # when it arrived (the spacing of edits)
 
 
 @dataclass

@@ -146,6 +146,9 @@ class MockSlack:
                 "ts": ts,
                 "message": {"text": body.get("text"), "ts": ts},
             }
+        if method == "chat.update":
+            return 200, {"ok": True, "channel": body.get("channel"), "ts": body.get("ts"),
+                         "text": body.get("text"), "message": {"text": body.get("text")}}
         if method == "chat.postEphemeral":
             return 200, {"ok": True, "message_ts": ts}
         if method == "views.publish":
