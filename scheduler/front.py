@@ -141,7 +141,7 @@ from scheduler.store.sessions import (
     insert_session,
     is_spot,
 )
-from scheduler.store.turn_reads import spends_by, spent_by
+from scheduler.store.turn_reads import running_progress, spends_by, spent_by
 from scheduler.testing import VirtualClock, VirtualDeferrer, VirtualWorkers
 
 __all__ = [
@@ -244,6 +244,7 @@ __all__ = [
     "reset_spend",
     "set_cap",
     "spent_by",
+    "running_progress",
     "spends_by",
     "COST_CAP_REASON",
     "HoldsView",

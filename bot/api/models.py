@@ -195,6 +195,26 @@ class LadderOut(BaseModel):
     steps: list[LadderStep] = Field(description="The front, two on either side of this one, and the gaps between")
 
 
+class TodoOut(BaseModel):
+    content: str
+    status: Literal["pending", "in_progress", "completed"]
+    active_form: str | None = Field(description="How the agent says it while doing it")
+
+
+class ProgressOut(BaseModel):
+    """What a running turn's agent is doing, as the runner last read it from the agent's stream."""
+
+    turn_id: int
+    tool: str | None = Field(description="The tool it called last (Bash, Edit, TodoWrite ...)")
+    detail: str | None = Field(description="Where: a file relative to its workdir, a pattern, a description")
+    todos: list[TodoOut] | None = Field(description="Its todo list (Claude Code's TodoWrite); null: it keeps none")
+    tools_used: int = Field(description="Tool calls so far in this turn")
+    started_at: datetime | None
+    progress_at: datetime | None = Field(description="When the runner last read its progress")
+    elapsed_s: int | None = Field(description="Seconds the turn has run")
+    cost_usd: float = Field(description="The session's cost so far: its recorded turns, and this one's when stated")
+
+
 class SessionDetail(SessionOut):
     prompt: str
     waiting: WaitingOut | None = Field(description="Why it is waiting: the headline and the others on the record")
@@ -204,6 +224,7 @@ class SessionDetail(SessionOut):
     wake_at: datetime | None
     queued_messages: int
     stopped: StopRecord | None = Field(None, description="Archived: who ended it and how")
+    progress: ProgressOut | None = Field(None, description="Running: what its agent is doing now (live progress)")
     ladder: LadderOut | None = Field(
         None, description="GET only, a waiting session: its bounded queue ladder (seed 000), eligible first"
     )

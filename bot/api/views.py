@@ -28,6 +28,7 @@ from scheduler.front import (
     Submission,
     explain,
     is_spot,
+    running_progress,
     session_view,
     spent_by,
     waiting_reason,
@@ -86,8 +87,19 @@ def session_detail(
         wake_at=session.wake_at,
         queued_messages=int(queued),
         stopped=_stopped(session),
+        progress=progress_out(running_progress(db, [session.id or 0], now).get(session.id or 0)),
     )
     return out
+
+
+def progress_out(progress: dict[str, Any] | None) -> dict[str, Any] | None:
+    """A running turn's progress (`running_progress`) as `ProgressOut`."""
+    if progress is None:
+        return None
+    keys = ("turn_id", "tool", "detail", "tools_used", "started_at", "progress_at", "elapsed_s", "cost_usd")
+    todos = [{"content": t.get("content"), "status": t.get("status"), "active_form": t.get("active_form")}
+             for t in progress.get("todos") or [] if isinstance(t, dict)]
+    return {**{key: progress.get(key) for key in keys}, "todos": todos if progress.get("todos") is not None else None}
 
 
 def ladder_out(selected: ladder_view.Selected | None) -> dict[str, Any] | None:

@@ -152,7 +152,8 @@ def sections(view: live_view.LiveView) -> dict[str, Any]:
         "card": render_html("page/card.html.j2", card=view.card, d=view.card.decision, text=view.card_text),
         "notices": render_html("page/notices.html.j2", notices=view.notices),
         "queue": render_html(
-            "page/queue.html.j2", view=view.queue, facts=view.facts, now=view.now, selected=view.selected
+            "page/queue.html.j2", view=view.queue, facts=view.facts, now=view.now, selected=view.selected,
+            progress=view.progress,
         ),
         "finished": render_html(
             "page/finished.html.j2", rows=view.finished, now=view.now, limit=live_view.FINISHED_ROWS

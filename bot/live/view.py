@@ -5,8 +5,9 @@ holds`, with the preemption cycling report), the burn-rate table (`scheduler.ste
 `/pacer burn`), the last day's marks (`scheduler.steering.timeline`), the early notices the running
 sessions were given (`scheduler.pauses.budget_notice`, as their Slack thread and GitHub comment say
 them), and, for each session listed, who asked, where, since when and its cost so far, with the
-sessions that ended in the last day (`scheduler.steering.session_facts`). The only numbers made here
-are the chart's points, drawn from the gate's own window figures.
+sessions that ended in the last day (`scheduler.steering.session_facts`), and what the agent of
+each running session is doing now (`scheduler.store.turn_reads.running_progress`: live
+progress). The only numbers made here are the chart's points, drawn from the gate's own window figures.
 
 The queue here shows the open sessions (waiting, running, needing input); a failed one is listed
 with the day's finished sessions, and one older than a day only in `/pacer queue`.
@@ -24,7 +25,7 @@ calibrated, a fraction before):
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -48,6 +49,7 @@ from scheduler.front import (
     last_day,
     load_policy,
     render_card,
+    running_progress,
     standing_notices,
 )
 
@@ -70,6 +72,8 @@ class LiveView:
     finished: list[FinishedRow]  # ended in the last day, newest first
     notices: list[StandingNotice]  # the early notice each running session was given, in force
     selected: ladder_view.Selected | None = None  # the bounded queue ladder of the waiter picked (`?waiter=<id>`)
+    # What the agent of each running session listed is doing (`running_progress`), by session id.
+    progress: dict[int, dict[str, Any]] = field(default_factory=dict)
 
     def charts(self) -> list[dict[str, Any]]:
         return [window_chart(w, self.now) for w in self.card.decision.windows]
@@ -89,9 +93,10 @@ def read(pacer: Pacer, waiter: int | None = None) -> LiveView:
         facts = facts_of(db, [row.id for row in queue.rows])
         finished = finished_since(db, now, limit=FINISHED_ROWS)
         notices = standing_notices(db, now)
+        progress = running_progress(db, [row.id for row in queue.rows if row.status == "running"], now)
     return LiveView(now=now, card=card, card_text=render_card(card), queue=queue, holds=holds, timeline=timeline,
                     burn=burn_rows(pacer.ctx), facts=facts, finished=finished, notices=notices,
-                    selected=selected)
+                    selected=selected, progress=progress)
 
 
 def window_chart(w: WindowFigures, now: datetime) -> dict[str, Any]:
