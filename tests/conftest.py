@@ -9,7 +9,9 @@ so every test of that worker and every process a test starts use it and no other
 from __future__ import annotations
 
 import os
+import shutil
 import ssl
+import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -98,6 +100,8 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:
+    if _sqlite_schema is not None:
+        shutil.rmtree(_sqlite_schema.parent, ignore_errors=True)
     if _worker_db is not None:
         if _pg_engine is not None:
             _pg_engine.dispose()
@@ -142,10 +146,21 @@ def _fresh_postgres() -> Engine:
     return _pg_engine
 
 
+_sqlite_schema: Path | None = None  # an empty store made once a process, copied for each test
+
+
 def _fresh_sqlite(tmp_path: object) -> Engine:
-    engine = dbmod.make_engine(f"sqlite:///{tmp_path}/pacer.db")
-    SQLModel.metadata.create_all(engine)
-    return engine
+    """An empty store in the test's own SQLite file: the schema is made once a process and its file
+    copied (1 ms) rather than made again for each of the suite's thousands of tests (30 ms of CPU)."""
+    global _sqlite_schema
+    if _sqlite_schema is None:
+        made = Path(tempfile.mkdtemp(prefix="pacer-schema-")) / "pacer.db"
+        schema = dbmod.make_engine(f"sqlite:///{made}")
+        SQLModel.metadata.create_all(schema)
+        schema.dispose()
+        _sqlite_schema = made
+    shutil.copyfile(_sqlite_schema, f"{tmp_path}/pacer.db")
+    return dbmod.make_engine(f"sqlite:///{tmp_path}/pacer.db")
 
 
 @pytest.fixture(params=["sqlite", "postgres"])
