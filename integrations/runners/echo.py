@@ -1,6 +1,7 @@
 """The built-in echo agent: Pacer's default runner, so all of Pacer runs with no account.
 
-A turn "works" for `seconds` (PACER_ECHO_SECONDS), then succeeds with `cost_usd`
+A turn "works" for `seconds` (PACER_ECHO_SECONDS), keeping a three-step todo list it tells
+`request.on_progress` as Claude Code's TodoWrite would (so the demo shows live progress), then succeeds with `cost_usd`
 (PACER_ECHO_COST_USD), an output echoing the prompt's first 200 characters and the attachment
 count, and the stable agent session id "echo-<session id>". `halt(turn_id)` wakes a working turn
 at once; it answers HALTED with the cost pro-rated to the time it ran, as a real agent stopped
@@ -24,16 +25,21 @@ The first marker in the prompt wins.
 
 from __future__ import annotations
 
+import logging
 import re
 import threading
 import time
 from datetime import timedelta
 
 from scheduler.clock import SystemClock
-from scheduler.ports import Clock, Outcome, TurnRequest, TurnResult
+from scheduler.ports import Clock, Outcome, TodoItem, TurnProgress, TurnRequest, TurnResult
 from templates import render
 
 ECHOED_CHARS = 200
+# The echo agent's todo list, one step a third of its turn: (what, as it says it while doing it).
+STEPS = (("Read the prompt", "Reading the prompt"), ("Think it over", "Thinking it over"),
+         ("Echo the prompt back", "Echoing the prompt back"))
+log = logging.getLogger("pacer.runner")
 
 _MARKER = re.compile(r"\[echo:(fail|retry|unreachable|rate-limit|auth|credits|model-access)(?:=(\d+(?:\.\d+)?))?\]")
 _OUTCOMES = {
@@ -45,6 +51,21 @@ _OUTCOMES = {
     "credits": Outcome.CREDITS_EXHAUSTED,
     "model-access": Outcome.MODEL_ACCESS,
 }
+
+
+def _tell(request: TurnRequest, doing: int) -> None:
+    """Tell `request.on_progress` the echo agent's todo list, `doing` the step in progress, as
+    Claude Code's TodoWrite would."""
+    if request.on_progress is None:
+        return
+    todos = tuple(
+        TodoItem(content, "completed" if i < doing else "in_progress" if i == doing else "pending", active)
+        for i, (content, active) in enumerate(STEPS)
+    )
+    try:
+        request.on_progress(TurnProgress(tool="TodoWrite", todos=todos, tools_used=doing + 1))
+    except Exception:  # the turn goes on, as a real agent's would
+        log.exception("recording the echo agent's progress failed")
 
 
 def agent_session_id(session_id: int) -> str:
@@ -76,7 +97,12 @@ class EchoRunner:
             self._working[request.turn_id] = stop
         started = time.monotonic()
         try:
-            halted = stop.wait(self.seconds)
+            halted = False
+            for step in range(len(STEPS)):  # a small todo list, so the demo shows live progress
+                _tell(request, step)
+                halted = stop.wait(self.seconds / len(STEPS))
+                if halted:
+                    break
         finally:
             with self._lock:
                 self._working.pop(request.turn_id, None)

@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from integrations.runners.command import CommandRunner
+from integrations.runners.echo import EchoRunner
 from integrations.runners.progress import MAX_TODOS, as_plain, next_progress
 from scheduler.ports import Outcome, TodoItem, TurnProgress, TurnRequest
 
@@ -141,3 +142,14 @@ def test_a_failing_on_progress_never_stops_the_turn(tmp_path: Path) -> None:
 
     result = runner.run(TurnRequest(session_id=3, turn_id=2, prompt="go", on_progress=broken))
     assert result.outcome is Outcome.SUCCESS and result.output == "ok"
+
+
+def test_the_echo_agent_keeps_a_small_todo_list_so_the_demo_shows_progress() -> None:
+    told: list[TurnProgress] = []
+    result = EchoRunner(0.03, 0.01).run(TurnRequest(session_id=1, turn_id=1, prompt="hi", on_progress=told.append))
+    assert result.outcome is Outcome.SUCCESS
+    assert [p.todos and [t.status for t in p.todos] for p in told] == [
+        ["in_progress", "pending", "pending"], ["completed", "in_progress", "pending"],
+        ["completed", "completed", "in_progress"],
+    ]
+    assert told[1].todos is not None and told[1].todos[1].active_form == "Thinking it over"
