@@ -331,10 +331,11 @@ class Workspaces:
             self._in_mirror(space.repository, "rev-list", "--count", f"{against}..{ref}", step="rev-list").strip() or 0
         )
 
-    def push(self, space: Workspace, *, token: str | None = None) -> None:
-        """Push the session's branch, as collected, from the mirror. A rejected push (the branch
-        moved on the remote) raises with git's words; it is reported, never retried blindly or forced."""
-        ref = f"refs/sessions/{space.session_id}/heads/{space.branch}"
+    def push(self, space: Workspace, *, token: str | None = None, ref: str | None = None) -> None:
+        """Push the session's branch, as collected (or `ref`, its commits with Pacer's trailers), from
+        the mirror. A rejected push (the branch moved on the remote) raises with git's words; it is
+        reported, never retried blindly or forced."""
+        ref = ref or f"refs/sessions/{space.session_id}/heads/{space.branch}"
         with self._mirror_lock(space.repository):
             self._in_mirror(
                 space.repository,

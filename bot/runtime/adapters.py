@@ -25,7 +25,7 @@ from bot.config.settings import FROM_DEFAULT, FROM_ENV, VARIABLES, Settings
 from integrations.github.client import GithubClients
 from integrations.github.comments import PyGithubComments
 from integrations.github.publish import Publisher
-from integrations.github.pulls import PyGithubPulls
+from integrations.github.pulls import PyGithubPeople, PyGithubPulls
 from integrations.quota import AgentsSource, LedgerSource, PoolSource, ReadingBook
 from integrations.runners import (
     ECHO_RUNTIME,
@@ -137,7 +137,12 @@ def build_runner(settings: Settings, environ: Mapping[str, str] | None = None, *
     clients = github_clients(settings)
     # A GitHub App's installation token for git's fetch and push; else GITHUB_TOKEN (the remote's).
     credentials = clients.token if clients is not None and settings.github_app_id else None
-    publish = Publisher(spaces, PyGithubPulls(clients) if clients is not None else None, credentials=credentials)
+    publish = Publisher(
+        spaces,
+        PyGithubPulls(clients) if clients is not None else None,
+        credentials=credentials,
+        people=PyGithubPeople(clients) if clients is not None else None,
+    )
     return WorkspaceRunner(runner, spaces, engine, publish=publish, credentials=credentials)
 
 

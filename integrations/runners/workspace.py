@@ -28,14 +28,15 @@ from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 from typing import Any
 
-from sqlalchemy import Engine
+from sqlalchemy import Engine, func
 from sqlmodel import Session as DBSession
+from sqlmodel import col, select
 
 from integrations.tracked_pool import TrackedPool
 from integrations.workspaces import Workspace, WorkspaceError, Workspaces
 from scheduler.ports import Outcome, Runner, TurnRequest, TurnResult
 from scheduler.store.db import session_scope
-from scheduler.store.models import Session, Status
+from scheduler.store.models import Session, Status, StatusComment, Turn
 from templates import render
 
 log = logging.getLogger("pacer.workspaces")
@@ -56,6 +57,11 @@ class SessionWork:
     base: str | None = None  # the pull request's branch, when it came from one
     installation_id: int | None = None
     record: Mapping[str, Any] | None = None  # what earlier turns recorded
+    requester: str | None = None  # who asked: `github:<login>`, a Slack user, an API caller
+    link: str | None = None  # where to read about it: its status comment, its Slack thread, its issue
+    turns: int = 0  # its finished turns so far, what they cost and how long they ran (the pull request says)
+    cost_usd: float = 0.0
+    duration_ms: int = 0
 
 
 def read_work(engine: Engine, session_id: int) -> SessionWork | None:
@@ -65,6 +71,13 @@ def read_work(engine: Engine, session_id: int) -> SessionWork | None:
         if session is None or not session.repository:
             return None
         source = session.source if isinstance(session.source, dict) else {}
+        link = _link(db, source)
+        turns, cost, duration = db.exec(
+            select(
+                func.count(), func.coalesce(func.sum(Turn.cost_usd), 0.0), func.coalesce(func.sum(Turn.duration_ms), 0)
+            ).where(Turn.session_id == session_id, col(Turn.finished_at).is_not(None))
+        ).one()
+        requester = session.requester
     same_repository = str(source.get("repository") or "").lower() == session.repository.lower()
     number = source.get("number") if same_repository else None
     base = source.get("head_ref") if same_repository and source.get("is_pull_request") else None
@@ -78,7 +91,24 @@ def read_work(engine: Engine, session_id: int) -> SessionWork | None:
         issue=number if isinstance(number, int) else None, base=base if isinstance(base, str) else None,
         installation_id=installation if isinstance(installation, int) else None,
         record=record if isinstance(record, dict) else None,
+        requester=requester, link=link, turns=int(turns), cost_usd=float(cost or 0), duration_ms=int(duration or 0),
     )
+
+
+def _link(db: DBSession, source: Mapping[str, Any]) -> str | None:
+    """The session's Slack thread, or its issue's status comment (the issue itself until there is one)."""
+    slack = source.get("slack")
+    if isinstance(slack, Mapping) and isinstance(slack.get("url"), str):
+        return str(slack["url"])
+    url, repository, number = source.get("url"), source.get("repository"), source.get("number")
+    if source.get("kind") != "github" or not isinstance(url, str) or not url.startswith("https://"):
+        return None
+    comment = db.exec(
+        select(StatusComment.comment_id).where(
+            func.lower(col(StatusComment.repository)) == str(repository).lower(), StatusComment.number == number
+        )
+    ).first()
+    return f"{url}#issuecomment-{comment}" if isinstance(comment, int) else url
 
 
 def record_work(engine: Engine, session_id: int, workdir: str, record: Mapping[str, Any]) -> None:

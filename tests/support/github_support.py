@@ -240,6 +240,10 @@ class FakeGithub:
             return self._pulls(method, m.group(1), body, query)
         if m := re.fullmatch(r"/repos/([^/]+/[^/]+)/labels", path):
             return self._labels(method, m.group(1), body)
+        if m := re.fullmatch(r"/users/([A-Za-z0-9-]+)", path):
+            login = m.group(1)
+            return 200, {"login": login, "id": 1000 + sum(map(ord, login)), "type": "User",
+                         "url": f"{base}/users/{login}"}
         if m := re.fullmatch(r"/repos/([^/]+/[^/]+)/pulls/(\d+)/reviews/(\d+)(/comments)?", path):
             review = self.reviews.get(int(m.group(3)))
             if review is None or (review["repository"], review["number"]) != (m.group(1), int(m.group(2))):
