@@ -3,7 +3,9 @@
 Split at the commit as the rest of intake is (`bot.github.intake`):
 
   record_feedback(db, event)   in the delivery's transaction: find the session whose branch or
-                               pull request it is (the newest not archived), take the event's key
+                               pull request it is (the newest not archived; a check on a commit
+                               other than the one Pacer pushed last is an older push's, and
+                               starts nothing), take the event's key
                                in the delivery ledger, and for a failed check count the attempt
                                against PACER_FIX_BUDGET on the session's row. Returns a
                                `FeedbackPlan`; a redelivery rolls all of it back with its record.
@@ -99,6 +101,11 @@ def _check(db: DBSession, event: CheckFailed, now: datetime, budget: int, plan: 
                  event.issue_key)
         return
     session_id = session.id or 0
+    head = ((session.source or {}).get("workspace") or {}).get("head")
+    if isinstance(head, str) and head and head.lower() != event.head_sha.lower():
+        log.info("github: %s failed at %s, not at %s where session #%s's branch is now: an older push's; nothing new",
+                 event.name, event.head_sha[:12], head[:12], session_id)
+        return
     if not _first(db, CHECK_HOOK_ID, f"{session_id}:{event.head_sha.lower()}", event.source, now):
         log.info("github: %s at %s was taken already (another delivery or event of the same failure); nothing new",
                  event.name, event.head_sha[:12])

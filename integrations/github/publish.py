@@ -6,7 +6,7 @@ the remote rejects (the branch moved under it) is recorded with git's words and 
 forced and never retried blindly.
 
     publish = Publisher(spaces, PyGithubPulls(clients))
-    record = publish(work, space, result)   # {"branch", "pushed", "pull_request", "push_error"}
+    record = publish(work, space, result)   # {"branch", "pushed", "head", "pull_request", "push_error"}
 """
 
 from __future__ import annotations
@@ -54,7 +54,8 @@ class Publisher:
             return {"pushed": 0, "push_error": str(exc)}
         self.trailers.pushed(space, outgoing)
         log.info("session #%s: pushed %d commits to %s of %s", work.session_id, commits, space.branch, work.repository)
-        record: dict[str, Any] = {"pushed": commits, "push_error": None}
+        # The commit the branch now ends at: a failed check on any other is an older push's (bot.github.fixes).
+        record: dict[str, Any] = {"pushed": commits, "push_error": None, "head": outgoing.tip}
         if self.pulls is not None:
             ask = pull_request_ask(work, space, result)
             ref = self.pulls.open_or_update(ask)

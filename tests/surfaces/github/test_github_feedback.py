@@ -166,12 +166,13 @@ def test_a_failure_on_no_sessions_branch_is_recorded_and_starts_nothing(
 # --- the ledger and the budget, on both databases -------------------------------------------------
 
 
-def _session(engine: Engine, *, status: str = "done") -> int:
+def _session(engine: Engine, *, status: str = "done", head: str | None = None) -> int:
+    pushed = {"head": head} if head else {}
     with session_scope(engine) as db:
         session = Session(
             title="acme/api#7 Record every turn", genesis="github_label", status=status, repository="acme/api",
             source={"issue_key": "acme/api#7",
-                    "workspace": {"branch": BRANCH, "pull_request": {"number": 100, "url": "https://x/100"}}},
+                    "workspace": {"branch": BRANCH, "pull_request": {"number": 100, "url": "https://x/100"}, **pushed}},
             created_at=T0,
         )
         db.add(session)
@@ -234,3 +235,9 @@ def test_a_bad_fix_budget_is_refused_by_name(raw: str) -> None:
     with pytest.raises(ConfigError, match=f"PACER_FIX_BUDGET='{raw}': must be a whole number from 0 to 100"):
         load({"PACER_FIX_BUDGET": raw}, toml_path=None)
     assert load({}, toml_path=None).fix_budget == 3
+
+
+def test_a_failure_of_an_older_push_starts_nothing(any_engine: Engine) -> None:
+    session_id = _session(any_engine, head="b" * 40)
+    assert not _record(any_engine, "check_run", check_payload(sha="a" * 40))
+    assert [s for s, _ in _record(any_engine, "check_run", check_payload(sha="B" * 40)).fixes] == [session_id]
