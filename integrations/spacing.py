@@ -11,7 +11,8 @@ A call asked for too soon is deferred, on a timer, to the first instant both bou
 every ask made meanwhile is answered by that one call: so a key's calls are at least `gap` apart
 and none is lost, and `action` reads the latest state when it runs. The hourly bound is a bucket
 of `burst` calls refilled at `per_hour` an hour: in any hour at most `per_hour + burst` calls.
-`action` runs on the asker's thread when it may go at once, else on the timer's; an action that
+`action` runs on the asker's thread when it may go at once, else on the timer's (always on a
+timer's with `inline=False`, for an asker that must not wait: a pipe's reader); an action that
 fails is logged.
 """
 
@@ -39,8 +40,10 @@ class Spacing(Generic[K]):
         per_hour: float | None = None,
         burst: int = 1,
         clock: Callable[[], float] = time.monotonic,
+        inline: bool = True,
     ) -> None:
         self.gap = gap
+        self.inline = inline
         self.action = action
         self.name = name
         self.rate = per_hour / 3600.0 if per_hour else None
@@ -54,12 +57,15 @@ class Spacing(Generic[K]):
         self._closed = False
 
     def ask(self, key: K) -> None:
+        self._ask(key, inline=self.inline)
+
+    def _ask(self, key: K, *, inline: bool) -> None:
         with self._lock:
             if self._closed or key in self._armed:
                 return  # the armed call answers this ask too
             now = self.clock()
             at = max(self._last.get(key, -math.inf) + self.gap, self._token_at(now), now)
-            if at > now:
+            if at > now or not inline:
                 timer = threading.Timer(at - now, self._fire, (key,))
                 timer.daemon = True
                 timer.name = f"pacer-{self.name}"
@@ -94,7 +100,7 @@ class Spacing(Generic[K]):
     def _fire(self, key: K) -> None:
         with self._lock:
             self._armed.pop(key, None)
-        self.ask(key)  # asks again: a mark or the bucket may have moved its time since it was armed
+        self._ask(key, inline=True)  # asks again: a mark or the bucket may have moved its time since it was armed
 
     def _token_at(self, now: float) -> float:
         """When the hourly bucket next has a call to give (now when it has one). Under the lock."""

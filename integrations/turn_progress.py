@@ -52,7 +52,8 @@ class ProgressBook:
         self.now = now
         self._latest: dict[int, tuple[TurnProgress, datetime]] = {}
         self._lock = threading.Lock()
-        self._spacing: Spacing[int] = Spacing(gap, self._write, name="progress-writes")
+        # Off the runner's reader thread: a slow database must never keep it from draining the pipe.
+        self._spacing: Spacing[int] = Spacing(gap, self._write, name="progress-writes", inline=False)
 
     def teller(self, turn_id: int) -> Callable[[TurnProgress], None]:
         """What the runner of `turn_id` calls with each change of its agent's progress."""

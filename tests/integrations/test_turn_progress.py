@@ -152,3 +152,14 @@ def test_progress_is_written_only_on_the_owners_running_turn(any_engine, clock) 
     assert record_progress(any_engine, turn_id, "a", plain, clock.now()) == sid
     with session_scope(any_engine) as db:
         assert running_progress(db, [sid], clock.now())[sid]["tool"] == "Read"
+
+
+def test_a_spacing_that_must_not_run_inline_runs_on_a_timer_at_once() -> None:
+    threads: list[str] = []
+    spacing: Spacing[int] = Spacing(0.2, lambda key: threads.append(threading.current_thread().name), name="w",
+                                    inline=False)
+    spacing.ask(1)  # due now: run at once, but not on the asker's thread (a pipe's reader)
+    _wait(lambda: threads)
+    spacing.ask(1)
+    _wait(lambda: len(threads) == 2)
+    assert threads == ["pacer-w", "pacer-w"]
