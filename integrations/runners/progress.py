@@ -24,7 +24,7 @@ the session's earlier turns.
 
 What is shown is chosen to be safe to show on an issue: a tool's name, and only the input
 fields that say where it works (a file's path, made relative to the turn's directory; a search
-pattern; a URL; the description a Bash call or a subagent carries) — never a command line, which
+pattern; a URL without its query; the description a Bash call or a subagent carries) — never a command line, which
 may hold a secret. Every text is cut to a line of `DETAIL_CHARS`, a list to `MAX_TODOS`. A
 malformed line, another event or a field of the wrong type changes nothing.
 """
@@ -99,6 +99,8 @@ def _tool_call(progress: TurnProgress, block: dict[str, Any], root: str | None) 
     detail = _line_of(given.get(key)) if key is not None else None
     if detail is not None and key in PATH_FIELDS:
         detail = _line_of(_where(str(given.get(key)), root))
+    elif detail is not None and key == "url":
+        detail = _line_of(detail.split("?", 1)[0].split("#", 1)[0])  # a query may carry a key
     return replace(
         progress, tool=name, detail=detail, tools_used=progress.tools_used + 1,
         todos=todos if todos is not None else progress.todos,

@@ -67,6 +67,12 @@ def test_a_claude_code_stream_gives_the_tool_the_checklist_and_the_cost() -> Non
     assert _through(INIT, READ, TODO, BASH, RESULT).cost_usd == pytest.approx(0.4213)
 
 
+def test_a_fetched_url_is_shown_without_its_query() -> None:
+    line = json.dumps({"type": "assistant", "message": {"content": [{"type": "tool_use", "name": "WebFetch", "input": {
+        "url": "https://api.example.com/v1/items?api_key=sk-secret#top", "prompt": "list them"}}]}})
+    assert _through(line).detail == "https://api.example.com/v1/items"
+
+
 @pytest.mark.parametrize(
     "line",
     [
