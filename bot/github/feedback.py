@@ -127,12 +127,10 @@ def _check(
     branch = _text(item.get("head_branch")) or _text(suite.get("head_branch"))
     if not sha or len(sha) > MAX_SHA_CHARS or not sha.isalnum():
         return Ignored(f"{name} carries no head commit")
-    pulls = tuple(
-        n
-        for p in _list(item.get("pull_requests"))
-        if (n := _number(_mapping(p).get("number"), MAX_ID)) is not None
-        and _same_repository(_mapping(p), repository)
-    )
+    listed = [_mapping(p) for p in _list(item.get("pull_requests"))]
+    pulls = tuple(n for p in listed if (n := _number(p.get("number"), MAX_ID)) is not None and _same_repository(p))
+    if listed and not pulls:
+        return Ignored(f"{name} ran for a pull request from a fork: not Pacer's branch")
     if not branch and not pulls:
         return Ignored(f"{name} names neither a branch nor a pull request")
     output = _mapping(item.get("output"))
@@ -158,9 +156,9 @@ def _check(
     )
 
 
-def _same_repository(pull: Mapping[str, Any], _repository: str) -> bool:
-    """A check's pull request from a fork names the fork's head: not Pacer's branch. One that
-    names no repository at all is taken as the check's own."""
+def _same_repository(pull: Mapping[str, Any]) -> bool:
+    """Whether a check's pull request comes from a branch of the repository itself: one from a
+    fork is not Pacer's. One that names no repositories is taken as the repository's own."""
     head = _mapping(_mapping(pull.get("head")).get("repo")).get("id")
     base = _mapping(_mapping(pull.get("base")).get("repo")).get("id")
     return head is None or base is None or head == base

@@ -201,7 +201,7 @@ def finish_feedback(
 
 def _give_review(ctx: Context, session_id: int, review: Reviewed, port: ReviewPort | None) -> None:
     read = _read(review, port)
-    if read.state == "approved" and not read.comments or not (read.body.strip() or read.comments):
+    if (read.state == "approved" and not read.comments) or not (read.body.strip() or read.comments):
         log.info("github: review %s on %s asks nothing (%s, no comments on lines); no turn", review.review_id,
                  review.issue_key, read.state or "no state")
         return

@@ -71,6 +71,11 @@ def _without(payload: dict[str, Any], *path: str) -> dict[str, Any]:
     return payload
 
 
+def _forked(payload: dict[str, Any]) -> dict[str, Any]:
+    payload["check_run"]["pull_requests"][0]["head"]["repo"]["id"] = 2
+    return payload
+
+
 BAD = [
     ("check_run", check_payload(conclusion="success"), "concluded success"),
     ("check_run", check_payload(conclusion="neutral"), "concluded neutral"),
@@ -81,6 +86,7 @@ BAD = [
     ("check_run", _without(_without(check_payload(pull=None), "check_run", "check_suite"), "check_run", "conclusion"),
      "concluded nothing"),
     ("check_suite", check_payload("check_suite", branch="", pull=None), "neither a branch"),
+    ("check_run", _forked(check_payload()), "from a fork"),
     ("workflow_run", {**check_payload("workflow_run"), "workflow_run": {"head_sha": 7, "conclusion": "failure"}},
      "no head commit"),
     ("pull_request_review", review_payload(801, state="approved"), "neither asks for changes"),
