@@ -50,13 +50,31 @@ def _hour_start(at: datetime) -> datetime:
 
 
 def _hours_by_hour_of_week(start: datetime, end: datetime) -> list[float]:
-    """How many hours of [start, end) fall in each hour of week."""
+    """How many hours of [start, end) fall in each hour of week: the first and the last hour as
+    the fractions of them inside, every whole hour between as 1.0 — each hour of week's figure is
+    the one a walk hour by hour adds up, to the last bit (the same additions in the same order),
+    without walking a week of hours: the gate asks it per decision, the forecast per queue pass."""
     hours = [0.0] * HOURS_OF_WEEK
-    at = start
-    while at < end:
-        step = min(_hour_start(at) + _HOUR, end)
-        hours[hour_of_week(at)] += (step - at) / _HOUR
-        at = step
+    if not start < end:
+        return hours
+    first = hour_of_week(start)
+    at = min(_hour_start(start) + _HOUR, end)
+    hours[first] += (at - start) / _HOUR
+    if at >= end:
+        return hours
+    last = _hour_start(end)
+    weeks, extra = divmod((last - at) // _HOUR, HOURS_OF_WEEK)
+    h0 = hour_of_week(at)
+    for k in range(HOURS_OF_WEEK):
+        n = weeks + (1 if k < extra else 0)
+        h = (h0 + k) % HOURS_OF_WEEK
+        if n and h == first:  # it holds the first hour's fraction: add the whole ones one by one, as the walk does
+            for _ in range(n):
+                hours[h] += 1.0
+        elif n:
+            hours[h] = float(n)
+    if last < end:
+        hours[hour_of_week(last)] += (end - last) / _HOUR
     return hours
 
 
