@@ -61,6 +61,7 @@ from scheduler.rules.cycling import WINDOW as CYCLING_WINDOW
 from scheduler.rules.cycling import Event as CyclingEvent
 from scheduler.rules.cycling import detect as detect_cycling
 from scheduler.rules.explain import explain
+from scheduler.rules.forecast import Forecast
 from scheduler.rules.gate import Reason as GateReason
 from scheduler.rules.gate import WindowFigures, pace_unneeded, projection_minutes
 from scheduler.rules.genesis import (
@@ -79,6 +80,8 @@ from scheduler.rules.waiting import SPOT_GATE_REASONS, Mechanism, waiting_reason
 from scheduler.rules.windows import share_before, window_bounds
 from scheduler.steering.burn_view import PROJECTION_MINUTES, BurnRate, burn_rows
 from scheduler.steering.firing import Fired, TriggerEvent, fire, render_trigger_prompt, schedule_fire
+from scheduler.steering.forecasting import forecast_from, forecast_now
+from scheduler.steering.forecasting import refresh as refresh_forecasts
 from scheduler.steering.gate_card import GateCard, build_card, render_card
 from scheduler.steering.promotion import record_human_message
 from scheduler.steering.session_events import FILTER_KEYS, FLEET_EVENTS, session_event
@@ -88,6 +91,8 @@ from scheduler.steering.summary import Summary, summarize
 from scheduler.steering.timeline import Timeline, last_day
 from scheduler.steering.trigger_release import arm_release
 from scheduler.store.db import core, make_engine, migrate, ping, session_scope, steer_in_turn
+from scheduler.store.forecast_rows import forecast_of, forecasts_of
+from scheduler.store.forecast_table import SessionForecast
 from scheduler.store.models import (
     ACTIVE_STATUSES,
     SESSIONS,
@@ -266,6 +271,14 @@ __all__ = [
     "Mechanism",
     "waiting_reason",
     "explain",
+    # The start-time forecast: computed off every request's path, kept per session, read by the views.
+    "Forecast",
+    "forecast_now",
+    "forecast_from",
+    "refresh_forecasts",
+    "SessionForecast",
+    "forecast_of",
+    "forecasts_of",
     "verdict_now",
     "spot_probe",
     "new_spot_asking",

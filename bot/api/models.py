@@ -215,6 +215,17 @@ class ProgressOut(BaseModel):
     cost_usd: float = Field(description="The session's cost so far: its recorded turns, and this one's when stated")
 
 
+class ForecastOut(BaseModel):
+    """A waiting session's start-time forecast: an estimate, never a promise."""
+
+    expected_start: datetime = Field(description="The median start of the runs forward from the queue")
+    earliest: datetime = Field(description="The range's start: the 10% end, rounded outwards")
+    latest: datetime | None = Field(description="The range's end (90%); None: later than the forecast looks ahead")
+    computed_at: datetime = Field(description="When the queue was read for it")
+    draws: int = Field(description="Runs forward it was read from")
+    sentence: str = Field(description="As `why` words it")
+
+
 class SessionDetail(SessionOut):
     prompt: str
     waiting: WaitingOut | None = Field(description="Why it is waiting: the headline and the others on the record")
@@ -227,6 +238,9 @@ class SessionDetail(SessionOut):
     progress: ProgressOut | None = Field(None, description="Running: what its agent is doing now (live progress)")
     ladder: LadderOut | None = Field(
         None, description="GET only, a waiting session: its bounded queue ladder (seed 000), eligible first"
+    )
+    forecast: ForecastOut | None = Field(
+        None, description="A waiting session the gate or the queue holds: when it is expected to start (an estimate)"
     )
 
 

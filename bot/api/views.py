@@ -27,6 +27,7 @@ from scheduler.front import (
     Status,
     Submission,
     explain,
+    forecast_of,
     is_spot,
     running_progress,
     session_view,
@@ -88,6 +89,7 @@ def session_detail(
         queued_messages=int(queued),
         stopped=_stopped(session),
         progress=progress_out(running_progress(db, [session.id or 0], now).get(session.id or 0)),
+        forecast=forecast_out(db, session, now),
     )
     return out
 
@@ -100,6 +102,16 @@ def progress_out(progress: dict[str, Any] | None) -> dict[str, Any] | None:
     todos = [{"content": t.get("content"), "status": t.get("status"), "active_form": t.get("active_form")}
              for t in progress.get("todos") or [] if isinstance(t, dict)]
     return {**{key: progress.get(key) for key in keys}, "todos": todos if progress.get("todos") is not None else None}
+
+
+def forecast_out(db: DBSession, session: Session, now: datetime) -> dict[str, Any] | None:
+    """A waiting session's kept forecast (`scheduler.store.forecast_rows`) as `ForecastOut`."""
+    found = forecast_of(db, session.id or 0) if session.status == Status.WAITING.value else None
+    if found is None:
+        return None
+    return {"expected_start": found.median, "earliest": found.low, "latest": found.high,
+            "computed_at": found.computed_at, "draws": found.draws,
+            "sentence": render("text/forecast.j2", forecast=found, now=now)}
 
 
 def ladder_out(selected: ladder_view.Selected | None) -> dict[str, Any] | None:

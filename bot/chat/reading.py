@@ -22,6 +22,7 @@ from scheduler.front import (
     all_holds,
     audit_log,
     burn_rows,
+    forecast_of,
     genesis_default,
     get_session,
     get_trigger,
@@ -91,9 +92,10 @@ def why_answer(ctx: StoreContext, command: c.Why) -> Answer:
     session = get_session(ctx.db, command.session_id)
     policy = load_policy(ctx.db)
     reason = waiting_reason(session, ctx.now, spot=is_spot(session, policy))
-    place = None
+    place = forecast = None
     if session.status == "waiting" and not session.bookkeeping:  # its bounded queue ladder (seed 000)
         place = ladder_view.selected(ctx.db, ladder_view.read(ctx.db, policy, ctx.now), command.session_id)
+        forecast = forecast_of(ctx.db, command.session_id)  # kept by the leader's refresh, never computed here
     return Answer(
         "why",
         {
@@ -102,6 +104,7 @@ def why_answer(ctx: StoreContext, command: c.Why) -> Answer:
             "others": list(reason.others),
             "now": ctx.now,
             "place": place,
+            "forecast": forecast,
         },
     )
 

@@ -43,7 +43,7 @@ from scheduler.context import Context, Limits, Ports, TurnWorkers
 from scheduler.engine.leases import owner_id
 from scheduler.engine.lifecycle import recover, recover_lost_turns
 from scheduler.engine.recheck_sweep import recheck_sweep
-from scheduler.front import ReusedQuotaSource, ensure_policy, make_engine, session_scope
+from scheduler.front import ReusedQuotaSource, ensure_policy, make_engine, refresh_forecasts, session_scope
 from scheduler.front import migrate as migrate_schema
 from scheduler.ports import Clock, Deferrer
 
@@ -59,6 +59,8 @@ LEASE_SWEEP = "lease_sweep"  # every half lease: turns whose owner stopped renew
 # pacer.extras key: {alarm target: interval} a surface adds (the GitHub catch-up), run by the
 # leader at its election and then every interval.
 LEADER_JOBS = "leader_jobs"
+FORECAST_REFRESH = "forecast_refresh"  # the start-time forecasts, on a change of the queue (`steering.forecasting`)
+FORECAST_REFRESH_SECONDS = 30  # N: at most one forecast per this, per process
 
 
 @dataclass
@@ -157,7 +159,7 @@ def periodic_targets(pacer: Pacer) -> dict[str, Callable[[Context], object]]:
 
     return {
         BURN_REFRESH: burn_refresh, TRIGGER_RESYNC: trigger_resync, WORKSPACE_SWEEP: workspace_sweep,
-        LEASE_SWEEP: recover_lost_turns,
+        LEASE_SWEEP: recover_lost_turns, FORECAST_REFRESH: refresh_forecasts,
     }
 
 
@@ -199,6 +201,7 @@ def lead(pacer: Pacer) -> None:
         _every(pacer, TRIGGER_RESYNC, minutes=TRIGGER_RESYNC_MINUTES)
         for name, every in pacer.extras.get(LEADER_JOBS, {}).items():  # at once, then every interval
             _every(pacer, name, seconds=every.total_seconds(), next_run_time=datetime.now(UTC))
+        _every(pacer, FORECAST_REFRESH, seconds=FORECAST_REFRESH_SECONDS)
         if pacer.settings.runner != "echo":  # worktrees of finished sessions go after PACER_WORKSPACE_TTL
             _every(pacer, WORKSPACE_SWEEP, minutes=WORKSPACE_SWEEP_MINUTES)
         # Triggers as code, once the scheduler runs (an unchanged cron job keeps its stored

@@ -13,7 +13,7 @@ from typing import Any
 from sqlalchemy import JSON, BigInteger, Column, Index, Integer, Table, UniqueConstraint, text
 from sqlmodel import Field, SQLModel
 
-import scheduler.store.versions  # noqa: F401  (the store versions' triggers come with the schema)
+from scheduler.store import forecast_table, versions  # noqa: F401  (the versions' triggers and a table come with the schema)
 from scheduler.store.columns import UTCDateTime, json_column, utc_column
 
 
