@@ -71,6 +71,12 @@ def compare_rows(reports: list[dict[str, Any]]) -> list[tuple[str, str | None, l
             ),
         ),
         ("not_started", None, each(lambda r: r["spot_wait_all_minutes"]["not_started"])),
+        (
+            "forecast",
+            None,
+            each(lambda r: (r["forecast"]["error_p50_minutes"], r["forecast"]["inside_range_pct"] or 0.0),
+                 "{0[0]:.0f} / {0[1]:.0f}"),
+        ),
         ("rechecks", None, each(lambda r: r["rechecks"])),
         ("pauses", None, each(lambda r: (r["pauses"], r["resumes"]), "{0[0]} / {0[1]}")),
         (

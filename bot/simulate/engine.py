@@ -30,6 +30,7 @@ from bot.simulate import policies
 from bot.simulate.accounting import account
 from bot.simulate.caps import cost_cap_figures
 from bot.simulate.demand import Demand, Tracked, expand
+from bot.simulate.forecasting import ForecastLog, Remembering
 from bot.simulate.provider import build_meter, tally_gate
 from bot.simulate.scenario import Scenario
 from bot.simulate.trace import Sampler, Trace
@@ -92,6 +93,7 @@ class Run:
     preemption_events: list[CyclingEvent] = field(default_factory=list)  # the ledger, read before the store closes
     cost_caps: dict[str, Any] = field(default_factory=dict)  # `caps.cost_cap_figures`, read then too
     gate_by_window: dict[str, Counter[str]] = field(default_factory=dict)  # provider windows: holds naming each
+    forecasts: dict[int, Any] = field(default_factory=dict)  # each waiting arrival's forecast (`forecasting.py`)
 
 
 class Simulation:
@@ -118,13 +120,15 @@ class Simulation:
         self.released: list[tuple[int, datetime]] = []
         self.sweeps: list[Any] = []
         self.gate_by_window: dict[str, Counter[str]] = {w.name: Counter() for w in scenario.windows if w.reported_by}
+        remembering = Remembering(ReusedQuotaSource(self.meter))
+        self.forecasts = ForecastLog(self, remembering)
         self.ctx = Context(
             ports=Ports(
                 engine=self.engine,
                 clock=self.clock,
                 deferrer=self.deferrer,
                 workers=self.pool,
-                quota=ReusedQuotaSource(self.meter),
+                quota=remembering,
             ),
             limits=Limits(
                 agent_workers=scenario.policy.agent_workers,
@@ -188,6 +192,7 @@ class Simulation:
         track = Tracked(demand, sid, cls, now, planned=len(demand.durations), replies_due=len(replies))
         self.tracked[sid] = track
         self._submit(track, 0, "first")
+        self.forecasts.arrived(sid)
         for j, at in enumerate(replies):
             self.deferrer.schedule(f"sim-reply:{sid}:{j}", at, self._reply, sid, j)
 
@@ -272,7 +277,7 @@ class Simulation:
         wall, cpu = time.perf_counter() - began, time.process_time() - cpu
         return Run(scenario, self.policy, self.tracked, self.sampler.trace, self.pool, self.jobs, self.notices,
                    self.marks, self.released, self.sweeps, states, self.timings, wall, t, cpu, ledger, caps,
-                   self.gate_by_window)
+                   self.gate_by_window, self.forecasts.made)
 
     def close(self) -> None:
         self.engine.dispose()

@@ -246,6 +246,27 @@ def cycling_report(run: Run) -> dict[str, Any]:
     }
 
 
+def forecast_report(run: Run) -> dict[str, Any]:
+    """Each waiting arrival's forecast (`bot/simulate/forecasting.py`) against its first start: the
+    error of the median in minutes, and the share of starts inside the range."""
+    started = {i.session_id: i.started_at for i in run.pool.work.items.values() if i.turn == 0 and i.started_at}
+    errors: list[float] = []
+    inside = none = unstarted = 0
+    for sid, made in run.forecasts.items():
+        actual = started.get(sid)
+        if made is None or actual is None:
+            none += made is None
+            unstarted += made is not None
+            continue
+        errors.append(abs((made.median - actual) / MINUTE))
+        inside += made.low <= actual and (made.high is None or actual <= made.high)
+    return {
+        "forecasts": len(run.forecasts), "scored": len(errors), "no_forecast": none, "not_started": unstarted,
+        "error_p50_minutes": round(percentile(errors, 50), 1), "error_p90_minutes": round(percentile(errors, 90), 1),
+        "inside_range_pct": round(100.0 * inside / len(errors), 1) if errors else None,
+    }
+
+
 def score(run: Run) -> dict[str, Any]:
     scenario = run.scenario
     total, spot = spend_by_minute(run)
@@ -277,6 +298,7 @@ def score(run: Run) -> dict[str, Any]:
         **interruptions_report(run),
         "cycling": cycling_report(run),
         "cost_caps": dict(run.cost_caps),
+        "forecast": forecast_report(run),
         "states": dict(sorted(states.items())),
         "lost": len(lost),
         "lost_sessions": {str(k): v for k, v in sorted(lost.items())[:20]},
