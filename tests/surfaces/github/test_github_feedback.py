@@ -21,6 +21,7 @@ from bot.github.events import Ignored
 from bot.github.fixes import FeedbackPlan, record_feedback
 from bot.serve.app import create_app
 from scheduler.errors import ConfigError
+from scheduler.front import NewOperatorHold, add_hold
 from scheduler.store.db import session_scope
 from scheduler.store.models import Session, Turn, WebhookDelivery
 from tests.support.github_support import (
@@ -247,3 +248,31 @@ def test_a_failure_of_an_older_push_starts_nothing(any_engine: Engine) -> None:
     session_id = _session(any_engine, head="b" * 40)
     assert not _record(any_engine, "check_run", check_payload(sha="a" * 40))
     assert [s for s, _ in _record(any_engine, "check_run", check_payload(sha="B" * 40)).fixes] == [session_id]
+
+
+# --- the turn: gated like any, the class kept ----------------------------------------------------
+
+
+def test_a_fix_turn_keeps_the_class_and_waits_behind_a_hold_like_any_turn(
+    client: tuple[httpx.Client, Any], engine: Engine
+) -> None:
+    http, app = client
+    held = _session(engine)
+    free = _session(engine)
+    with session_scope(engine) as db:
+        for session_id, branch, number in ((held, "pacer/1-held", 101), (free, "pacer/2-free", 102)):
+            session = db.get(Session, session_id)
+            assert session is not None
+            session.scheduling_class = "priority"
+            session.source = {**session.source, "workspace": {"branch": branch, "pull_request": {"number": number}}}
+        add_hold(db, NewOperatorHold("session", [str(held)], "github:bob", "wait"), T0)
+    for number, branch in ((101, "pacer/1-held"), (102, "pacer/2-free")):
+        assert _post(http, "check_run", check_payload(branch=branch, pull=number)).status_code == 202
+    assert app.state.github.drain(10)
+    with DBSession(engine) as db:
+        sessions = {s.id: s for s in db.exec(select(Session))}
+        turns = {t.session_id: t for t in db.exec(select(Turn))}
+    assert {s.scheduling_class for s in sessions.values()} == {"priority"}
+    assert held not in turns and (sessions[held].hold_prompt or "").startswith('The check "tests" failed')
+    assert turns[free].prompt.startswith('The check "tests" failed') and turns[free].kind == "follow_up"
+    assert _fix_attempts(engine) == 2
