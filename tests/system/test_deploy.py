@@ -246,7 +246,8 @@ SLACK_SCOPES = {
 }
 # The Web API methods Pacer calls, and the scope each needs (views.publish needs none).
 SLACK_METHODS = {
-    "chat_postMessage": "chat:write", "chat_postEphemeral": "chat:write", "views_publish": None,
+    "chat_postMessage": "chat:write", "chat_postEphemeral": "chat:write", "chat_update": "chat:write",
+    "views_publish": None,
     "auth_test": None,  # any token may ask; Bolt asks it too
 }
 
