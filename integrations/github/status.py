@@ -162,7 +162,7 @@ def unmentioned(progress: dict[str, Any] | None) -> dict[str, Any] | None:
 
     todos = [{key: quiet(value) for key, value in todo.items()} for todo in progress.get("todos") or []
              if isinstance(todo, dict)]
-    return {**progress, "detail": quiet(progress.get("detail")), "todos": todos}
+    return {**progress, "tool": quiet(progress.get("tool")), "detail": quiet(progress.get("detail")), "todos": todos}
 
 
 def render_body(view: StatusView) -> str:

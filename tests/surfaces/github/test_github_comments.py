@@ -3,6 +3,7 @@ one comment per issue, created once, then edited as the session moves; never fro
 
 from __future__ import annotations
 
+import json
 import time
 from collections.abc import Iterator
 from datetime import timedelta
@@ -243,3 +244,30 @@ def test_a_result_past_what_a_comment_holds_says_how_much_is_left_out_and_where_
         f"*({len(output) - RESULT_CHARS:,} more characters are not shown here" in body
         and "GET /api/v1/sessions/4" in body
     )
+
+
+def test_the_agents_tool_name_cannot_break_out_of_its_code_span_or_mention(engine: Engine, clock: Any) -> None:
+    """The stream is the agent's, so a tool's name is as hostile as its todo list: a backtick in it
+    must not end the code span it is shown in, and an "@" in it must not mention anyone."""
+    from integrations.runners.progress import as_plain, next_progress
+    from scheduler.engine.leases import record_progress
+    from scheduler.ports import TurnProgress
+    from scheduler.store.models import Turn
+
+    ctx, _deferrer, _workers, _quota = build(engine, clock, max_sessions=1)
+    ctx.owner = "a"
+    _issue_trigger(engine, clock)
+    (session_id,) = github_event(ctx, _event())
+    hostile = "x` @octo/admins [approve](https://evil.example) `y"
+    line = json.dumps({"type": "assistant", "message": {"content": [{"type": "tool_use", "name": hostile}]}})
+    progress = next_progress(TurnProgress(), line)
+    assert progress.tool == hostile
+    with DBSession(engine) as db:
+        turn_id = db.exec(select(Turn.id).where(Turn.session_id == session_id)).one()
+    assert record_progress(engine, turn_id, "a", as_plain(progress), clock.now()) == session_id
+    with DBSession(engine) as db:
+        _where, view = read_status(db, session_id, clock.now()) or (None, None)
+    assert view is not None and view.state == "started"
+    (now,) = [line for line in render_body(view).splitlines() if line.startswith("**Now:**")]
+    assert "@octo" not in now
+    assert now.startswith("**Now:** `") and now.split("`")[1] == hostile.replace("`", "'").replace("@", "@\u2060")
