@@ -15,10 +15,10 @@ the walk, a pace or a claim that does not fit skips only its own kind (`engine.q
 Running turns spend their burn on the calibrated windows minute by minute; a window rolls over at
 its reset. What is drawn:
 
-  a turn's length     from the runtime's recent finished turns (a running one: from those longer
-                      than it has run so far);
-  a follow-up turn    after a turn ends, with the share of the runtime's turns that had one; it
-                      queues at its session's own place (class, precedence, age);
+  a turn's length     from the recent finished turns of its genesis on its runtime (else the
+                      runtime's; a running one: from those longer than it has run so far);
+  a follow-up turn    after a turn ends, with the share of those turns that had one; it queues
+                      at its session's own place (class, precedence, age);
   priority arrivals   a Poisson process at the rate priority sessions were created in that hour of
                       the week: they never wait, so they take slots and budget from spot waiters.
 
@@ -72,11 +72,22 @@ class Work:
     capacity_multiplier: float | None = None
     started_at: datetime | None = None  # running: when its turn started
     not_before: datetime | None = None  # waiting: asleep, or on a retry backoff, until then
+    kind: str = ""  # whose history its turn lengths and follow-ups are drawn from (`kind_of`); "": its runtime's
+
+
+def kind_of(genesis: str, runtime: str) -> str:
+    """The history a session's draws come from: its genesis's turns on its runtime (a labelled
+    issue's session takes several turns, a typed command one or two)."""
+    return f"{genesis}/{runtime}"
+
+
+PRIORITY_KIND = "priority"  # `kind_of`'s genesis for the priority sessions a forecast expects to arrive
 
 
 @dataclass(frozen=True)
 class Arrivals:
-    """Priority sessions expected per hour of week, and what one runs as."""
+    """Priority sessions expected per hour of week, and what one runs as (its draws: the
+    priority sessions' own history, `kind_of(PRIORITY_KIND, runtime)`)."""
 
     per_hour: tuple[float, ...]
     runtime: str
@@ -94,8 +105,9 @@ class Outlook:
     windows: tuple[WindowState, ...] | None
     running: tuple[Work, ...]
     waiting: tuple[Work, ...]  # the waiters only the gate and the queue hold (any order)
-    turn_minutes: Mapping[str, tuple[float, ...]] = field(default_factory=dict)  # recent turn lengths
-    follow_up: Mapping[str, float] = field(default_factory=dict)  # a runtime's share of turns followed by one
+    # Recent turn lengths, and the share of turns a follow-up came after, by kind (`kind_of`) and by runtime.
+    turn_minutes: Mapping[str, tuple[float, ...]] = field(default_factory=dict)
+    follow_up: Mapping[str, float] = field(default_factory=dict)
     arrivals: Arrivals | None = None
     learned: bool = False  # the demand-aware pace has a history to price arrivals with
     demand_usd_per_hour: tuple[float, ...] | None = None  # `demand.arrival_profile`
@@ -148,21 +160,25 @@ class _Run:
             (w.runtime, w.burn_per_min) for w in outlook.waiting if w.spends_quota
         )
         self.sleepers = any(w.not_before is not None for w in outlook.waiting)
-        self.means = {rt: sum(v) / len(v) for rt, v in outlook.turn_minutes.items() if v}
+        self.means = {k: sum(v) / len(v) for k, v in outlook.turn_minutes.items() if v}  # by runtime: the pace's
         self._fleet: tuple[FleetTurn, ...] | None = None  # the snapshot's fleet, until a turn starts or ends
         for w in outlook.running:
             ran = (now - w.started_at) / _MINUTE if w.started_at is not None else 0.0
-            self.running.append((now + self._length(w.runtime, ran) * _MINUTE, w))
+            self.running.append((now + self._length(w, ran) * _MINUTE, w))
         self.next_arrival = self._arrival_after(now)
         self.budget_held = False
 
     # ------------------------------------------------------------------ draws
 
-    def _length(self, runtime: str, ran: float = 0.0) -> float:
-        """Minutes a turn of `runtime` still runs, having run `ran`: a recent turn's length drawn
-        from those longer than that; with none, the default turn's rest (at least the demand
+    def _samples(self, w: Work) -> tuple[float, ...]:
+        found = self.o.turn_minutes.get(w.kind) if w.kind else None
+        return found or self.o.turn_minutes.get(w.runtime, ())
+
+    def _length(self, w: Work, ran: float = 0.0) -> float:
+        """Minutes a turn of `w` still runs, having run `ran`: a recent turn's length of its kind
+        drawn from those longer than that; with none, the default turn's rest (at least the demand
         rule's ten minutes), or past every recent one, a draw of about ten minutes more."""
-        samples = self.o.turn_minutes.get(runtime, ())
+        samples = self._samples(w)
         if not samples:
             return max(DEFAULT_TURN_MINUTES - ran, MIN_REMAINING_MINUTES if ran > 0 else DEFAULT_TURN_MINUTES)
         if ran <= 0:
@@ -171,6 +187,10 @@ class _Run:
         if longer:
             return self.rng.choice(longer) - ran
         return self.rng.expovariate(1.0 / MIN_REMAINING_MINUTES)
+
+    def _follows(self, w: Work) -> bool:
+        share = self.o.follow_up.get(w.kind) if w.kind else None
+        return self.rng.random() < (share if share is not None else self.o.follow_up.get(w.runtime, 0.0))
 
     def _arrival_after(self, t: datetime) -> datetime | None:
         arrivals = self.o.arrivals
@@ -225,7 +245,7 @@ class _Run:
     def _start(self, w: Work, t: datetime) -> None:
         self.starts.setdefault(w.session_id, t)
         started = replace(w, started_at=t, not_before=None)
-        self.running.append((t + self._length(w.runtime) * _MINUTE, started))
+        self.running.append((t + self._length(w) * _MINUTE, started))
         self._fleet = None
 
     # ------------------------------------------------------------------ the queue pass
@@ -277,14 +297,15 @@ class _Run:
             self.running = [(end, w) for end, w in self.running if end > t]
             self._fleet = None
         for w in ended:
-            if self.rng.random() < self.o.follow_up.get(w.runtime, 0.0):
+            if self._follows(w):
                 self._enqueue(replace(w, started_at=None))
         if self.next_arrival is not None and self.next_arrival <= t:
             a = self.o.arrivals
             assert a is not None
             self.seq += 1
             sid = -self.seq  # not a session of the store: never forecast, only in the way
-            self._enqueue(Work(sid, (0, 0, t.timestamp(), sid), False, a.spends_quota, a.burn_per_min, a.runtime))
+            self._enqueue(Work(sid, (0, 0, t.timestamp(), sid), False, a.spends_quota, a.burn_per_min, a.runtime,
+                               kind=kind_of(PRIORITY_KIND, a.runtime)))
             self.next_arrival = self._arrival_after(t)
 
     def _enqueue(self, w: Work) -> None:

@@ -33,7 +33,7 @@ from scheduler.engine.fleet import burn_rate, read_quota, windows_from
 from scheduler.ports import QuotaReading
 from scheduler.rules import failures, queue_ladder
 from scheduler.rules.demand import ArrivalHistory, arrival_profile
-from scheduler.rules.forecast import Arrivals, Forecast, Outlook, Work, forecast
+from scheduler.rules.forecast import Arrivals, Forecast, Outlook, Work, forecast, kind_of
 from scheduler.rules.genesis import SchedulingClass
 from scheduler.rules.snapshot import PolicyView
 from scheduler.store.db import core, session_scope
@@ -63,13 +63,14 @@ def _blocked(hold: str | None, pause: str | None, park: str | None) -> bool:
 
 
 def _work(ctx: Context, rates: dict[str, float], row: tuple[Any, ...]) -> Work:
-    """A session's columns (id, class, precedence, created, runtime, weight, capacity, multiplier)
-    as the forecast's Work."""
-    sid, cls, precedence, created, runtime, weight, capacity, multiplier = row[:8]
+    """A session's columns (id, class, precedence, created, runtime, weight, capacity, multiplier,
+    genesis) as the forecast's Work."""
+    sid, cls, precedence, created, runtime, weight, capacity, multiplier, genesis = row[:9]
     if runtime not in rates:
         rates[runtime] = burn_rate(ctx, runtime)
     return Work(sid, _rank(cls, precedence, created, sid), cls == SchedulingClass.SPOT.value,
-                ctx.runtime(runtime).spends_quota, rates[runtime], runtime, weight, capacity, multiplier)
+                ctx.runtime(runtime).spends_quota, rates[runtime], runtime, weight, capacity, multiplier,
+                kind=kind_of(str(genesis), str(runtime)))
 
 
 def outlook(db: DBSession, ctx: Context, policy: PolicyView, reading: QuotaReading | None, now: datetime) -> Outlook:
@@ -79,17 +80,19 @@ def outlook(db: DBSession, ctx: Context, policy: PolicyView, reading: QuotaReadi
     running = []
     for row in core(db, sa_select(
         col(Session.id), resolved, col(Session.precedence), col(Session.created_at), col(Turn.runtime),
-        col(Session.weight), col(Session.capacity), col(Session.capacity_multiplier), col(Turn.started_at),
+        col(Session.weight), col(Session.capacity), col(Session.capacity_multiplier), col(Session.genesis),
+        col(Turn.started_at),
     ).join(Turn, col(Turn.session_id) == col(Session.id)).where(col(Turn.status) == "running")):
         w = _work(ctx, rates, tuple(row))
-        running.append(Work(**{**w.__dict__, "started_at": row[8] or now}))
+        running.append(Work(**{**w.__dict__, "started_at": row[9] or now}))
     waiting = []
     for row in core(db, sa_select(
         col(Session.id), resolved, col(Session.precedence), col(Session.created_at), col(Session.runtime),
-        col(Session.weight), col(Session.capacity), col(Session.capacity_multiplier), col(Session.hold_reason),
-        col(Session.pause_reason), col(Session.park_reason), col(Session.wake_at), col(Session.hold_retry_at),
+        col(Session.weight), col(Session.capacity), col(Session.capacity_multiplier), col(Session.genesis),
+        col(Session.hold_reason), col(Session.pause_reason), col(Session.park_reason), col(Session.wake_at),
+        col(Session.hold_retry_at),
     ).where(col(Session.status) == Status.WAITING.value, col(Session.bookkeeping).is_(False)).limit(WAITING_READ)):
-        hold, pause, park, wake, retry = row[8:]
+        hold, pause, park, wake, retry = row[9:]
         if _blocked(hold, pause, park):
             continue
         w = _work(ctx, rates, tuple(row))

@@ -21,6 +21,7 @@ from sqlmodel import Session as DBSession
 from sqlmodel import col, select
 
 from scheduler.rules.demand import HISTORY, hour_of_week
+from scheduler.rules.forecast import PRIORITY_KIND, kind_of
 from scheduler.rules.genesis import SchedulingClass
 from scheduler.rules.snapshot import PolicyView
 from scheduler.store.caches import kept_for
@@ -55,8 +56,8 @@ def forecasts_of(db: DBSession, session_ids: Iterable[int]) -> dict[int, Session
 
 @dataclass(frozen=True)
 class History:
-    turn_minutes: dict[str, tuple[float, ...]]  # runtime -> its latest finished turns' lengths
-    follow_up: dict[str, float]  # runtime -> the share of its turns a follow-up came after
+    turn_minutes: dict[str, tuple[float, ...]]  # runtime, and `kind_of` -> the latest finished turns' lengths
+    follow_up: dict[str, float]  # runtime, and `kind_of` -> the share of those turns a follow-up came after
     priority_counts: Counter[tuple[str, int]]  # ("priority", hour of week) -> sessions created
     priority_runtimes: Counter[str]  # what those sessions ran on
     first: datetime | None  # the earliest session created in the history
@@ -69,24 +70,31 @@ def history(db: DBSession, policy: PolicyView, until: datetime) -> History:
 
 def _learn(db: DBSession, policy: PolicyView, until: datetime) -> History:
     since = until - HISTORY
+    resolved = class_expr(policy)
     lengths: dict[str, list[float]] = {}
-    for runtime, ms in core(db, sa_select(col(Turn.runtime), col(Turn.duration_ms)).where(
-            col(Turn.duration_ms).is_not(None), col(Turn.finished_at) >= since, col(Turn.finished_at) < until,
-    ).order_by(col(Turn.finished_at).desc()).limit(RECENT_TURNS * 4)):
-        got = lengths.setdefault(str(runtime), [])
-        if len(got) < RECENT_TURNS and ms > 0:
-            got.append(float(ms) / 60_000.0)
-    follow_up = {
-        str(runtime): max(1.0 - sessions / turns, 0.0)
-        for runtime, turns, sessions in core(db, sa_select(
-            col(Turn.runtime), func.count(), func.count(func.distinct(col(Turn.session_id)))
-        ).where(col(Turn.finished_at) >= since, col(Turn.finished_at) < until).group_by(col(Turn.runtime)))
-        if turns
-    }
+    finished = (col(Turn.finished_at) >= since, col(Turn.finished_at) < until)
+    for genesis, cls, runtime, ms in core(db, sa_select(
+            col(Session.genesis), resolved, col(Turn.runtime), col(Turn.duration_ms)
+    ).join(Session, col(Session.id) == col(Turn.session_id)).where(col(Turn.duration_ms).is_not(None), *finished)
+            .order_by(col(Turn.finished_at).desc()).limit(RECENT_TURNS * 20)):
+        for key in _keys(str(genesis), str(cls), str(runtime)):
+            got = lengths.setdefault(key, [])
+            if len(got) < RECENT_TURNS and ms > 0:
+                got.append(float(ms) / 60_000.0)
+    turns: Counter[str] = Counter()
+    sessions: Counter[str] = Counter()
+    for genesis, cls, runtime, n, distinct in core(db, sa_select(
+            col(Session.genesis), resolved, col(Turn.runtime), func.count(), func.count(func.distinct(col(Session.id)))
+    ).join(Session, col(Session.id) == col(Turn.session_id)).where(*finished)
+            .group_by(col(Session.genesis), resolved, col(Turn.runtime))):
+        for key in _keys(str(genesis), str(cls), str(runtime)):
+            turns[key] += int(n)
+            sessions[key] += int(distinct)
+    follow_up = {key: max(1.0 - sessions[key] / n, 0.0) for key, n in turns.items() if n}
     counts: Counter[tuple[str, int]] = Counter()
     runtimes: Counter[str] = Counter()
     first: datetime | None = None
-    for cls, runtime, at in core(db, sa_select(class_expr(policy), col(Session.runtime), col(Session.created_at))
+    for cls, runtime, at in core(db, sa_select(resolved, col(Session.runtime), col(Session.created_at))
                                  .where(col(Session.created_at) >= since, col(Session.created_at) < until,
                                         col(Session.bookkeeping).is_(False))):
         first = at if first is None or at < first else first
@@ -94,3 +102,9 @@ def _learn(db: DBSession, policy: PolicyView, until: datetime) -> History:
             counts["priority", hour_of_week(at)] += 1
             runtimes[str(runtime)] += 1
     return History({rt: tuple(v) for rt, v in lengths.items()}, follow_up, counts, runtimes, first)
+
+
+def _keys(genesis: str, cls: str, runtime: str) -> tuple[str, ...]:
+    """Where one finished turn counts: its runtime, its genesis on it, and the priority sessions on it."""
+    keys = (runtime, kind_of(genesis, runtime))
+    return (*keys, kind_of(PRIORITY_KIND, runtime)) if cls == SchedulingClass.PRIORITY.value else keys
