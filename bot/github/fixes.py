@@ -94,14 +94,20 @@ def record_feedback(db: DBSession, event: Feedback, *, now: datetime, budget: in
 
 
 def _check(db: DBSession, event: CheckFailed, now: datetime, budget: int, plan: FeedbackPlan) -> None:
-    session = _newest([s for n in event.pull_requests for s in sessions_of_pull_request(db, event.repository, n)]
-                      or sessions_of_branch(db, event.repository, event.head_branch))
+    by_pull = [s for n in event.pull_requests for s in sessions_of_pull_request(db, event.repository, n)]
+    session = _newest(by_pull or sessions_of_branch(db, event.repository, event.head_branch))
     if session is None:
         log.info("github: %s %s failed on %s: not a branch or pull request of a session", event.source, event.name,
                  event.issue_key)
         return
     session_id = session.id or 0
     head = ((session.source or {}).get("workspace") or {}).get("head")
+    if not by_pull and not (isinstance(head, str) and head):
+        # A fork's pull request lists none, and its branch may be named like Pacer's: by the branch
+        # alone only the commit Pacer pushed is Pacer's, and before its first push there is none.
+        log.info("github: %s failed at %s on a branch named like session #%s's, before it pushed: not its commit",
+                 event.name, event.head_sha[:12], session_id)
+        return
     if isinstance(head, str) and head and head.lower() != event.head_sha.lower():
         log.info("github: %s failed at %s, not at %s where session #%s's branch is now: an older push's; nothing new",
                  event.name, event.head_sha[:12], head[:12], session_id)
