@@ -22,6 +22,8 @@ has stopped, a third of a lease before, which is the margin for the two machines
 
 Given a `progress` book, the runner is given `request.on_progress` as well: what the agent is
 doing goes onto the turn's row as it changes, and out to the notifiers (`integrations.turn_progress`).
+And `request.inbox`: what people say to the session while the turn runs, for a runner whose agent
+takes it mid-turn (`integrations.turn_inbox`).
 """
 
 from __future__ import annotations
@@ -37,6 +39,7 @@ from typing import Any
 
 from sqlalchemy import Engine
 
+from integrations.turn_inbox import DbInbox
 from integrations.turn_progress import ProgressBook
 from scheduler.engine.leases import record_agent_session, renew
 from scheduler.ports import TurnRequest, TurnResult
@@ -79,7 +82,8 @@ class LeasedPool:
         try:
             on_progress = self.progress.teller(turn_id) if self.progress is not None else None
             on_agent_session = partial(self.record_agent_session, turn_id)
-            told = replace(request, on_agent_session=on_agent_session, on_progress=on_progress)
+            inbox = DbInbox(self.engine, request.session_id, turn_id, self.now)  # people's messages, mid-turn
+            told = replace(request, on_agent_session=on_agent_session, on_progress=on_progress, inbox=inbox)
             self.pool.submit(told, done)
         except BaseException:
             with self._lock:

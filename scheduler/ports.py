@@ -47,6 +47,19 @@ class Outcome(StrEnum):
     HALTED = "halted"  # stopped by Pacer (pause, preemption)
 
 
+class TurnInbox(Protocol):
+    """What people say to a session while its turn runs, for an agent that takes streamed input
+    (Claude Code's `--input-format stream-json`): the runner opens it once the agent listens,
+    takes the messages waiting as it goes, and closes it when the agent has answered, taking the
+    last ones; a message sent after that waits for the next turn. Each message is taken once."""
+
+    def open(self) -> None: ...
+
+    def take(self) -> list[str]: ...
+
+    def close(self, *, take: bool) -> list[str]: ...
+
+
 @dataclass(frozen=True)
 class TurnRequest:
     session_id: int
@@ -68,6 +81,9 @@ class TurnRequest:
     # tool in use, its todo list, its cost so far), as it reads the agent's stream. The workers
     # give it (`integrations.turn_progress`); None: nobody watches the turn as it runs.
     on_progress: Callable[[TurnProgress], None] | None = field(default=None, compare=False, repr=False)
+    # The messages sent to the session while this turn runs, for a runner whose agent takes them
+    # mid-turn; the workers give it (`integrations.turn_inbox`); None: they wait for the next turn.
+    inbox: TurnInbox | None = field(default=None, compare=False, repr=False)
 
 
 @dataclass(frozen=True)

@@ -303,6 +303,11 @@ class MessagePosted(BaseModel):
     session: SessionDetail
     human_message: bool = Field(description="Recorded as a rostered human's message: it jumps the spot queue")
     message_id: int | None = Field(None, description="The human message's id, when recorded as one")
+    delivery: Literal["agent", "after_turn"] | None = Field(
+        None,
+        description="Where a human message went while a turn ran: 'agent', delivered to the running agent mid-turn "
+        "(its CLI takes streamed input); 'after_turn', queued for the next turn. Null: no turn ran",
+    )
     submission: SubmissionOut | None = Field(
         None,
         description="The follow-up's submission; null for a human message (the session's state says where it went)",

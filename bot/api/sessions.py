@@ -386,6 +386,7 @@ def post_message(session_id: SessionId, body: MessageCreate, request: Request, w
             "session": _detail(ctx, session_id),
             "human_message": True,
             "message_id": message.id,
+            "delivery": message.delivery,
             "submission": None,
         }
     sub = submit_turn(ctx, session_id, body.text, kind="follow_up")

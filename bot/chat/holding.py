@@ -50,5 +50,5 @@ def reply(ctx: Context, command: c.ThreadReply) -> Answer:
     # role but is automation, so it posts follow-ups through /sessions/{id}/messages.
     message = record_human_message(ctx.pacer.ctx, command.session_id, ctx.actor, command.text, surface,
                                    roster=ctx.pacer.settings.roster)
-    return Answer("replied", {"session_id": command.session_id, "message_id": message.id})
+    return Answer("replied", {"session_id": command.session_id, "message_id": message.id, "delivery": message.delivery})
 

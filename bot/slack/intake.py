@@ -139,7 +139,7 @@ def slack_message(pacer: Any, event: Mapping[str, Any], *, addressed: bool = Fal
     return session_id
 
 
-def _reply(pacer: Any, session_id: int, user: str, text: str, roster: Mapping[str, str]) -> int | None:
+def _reply(pacer: Any, session_id: int, user: str, text: str, roster: Mapping[str, str]) -> int | SenderNotice | None:
     if user not in roster:
         log.info(
             "slack: %s is not on the roster; their reply in session #%s's thread is not a human message",
@@ -148,8 +148,10 @@ def _reply(pacer: Any, session_id: int, user: str, text: str, roster: Mapping[st
         )
         return None
     try:
-        record_human_message(pacer.ctx, session_id, user, text, "slack_thread", roster=roster)
+        spoken = record_human_message(pacer.ctx, session_id, user, text, "slack_thread", roster=roster)
     except PacerError as exc:
         log.info("slack: reply to session #%s not delivered: %s", session_id, exc)
         return None
+    if spoken.delivery is not None:  # a turn runs: its agent reads it now, or it waits for the turn's end
+        return SenderNotice(render("slack/reply_delivery.j2", session_id=session_id, delivery=spoken.delivery))
     return session_id

@@ -23,7 +23,9 @@ read as it flows for the provider's own quota readings (`provider_events`): each
 `provider_sink` at once, tagged with `account`, and the last of each window is in the result's
 `extra["provider_readings"]`; what the agent is doing (the tool in use, its todo list) goes to
 `request.on_progress` as it changes (`progress`). A turn that fails after the provider said `rejected` is a rate
-limit until that window's reset, whatever its error text says.
+limit until that window's reset, whatever its error text says. An agent run with streamed input
+(`--input-format stream-json`) gets its prompt as the first line on stdin, and the messages
+people send the session while it works (`request.inbox`) after it, until it answers (`listening`).
 
 An agent that prints nothing at all, on either pipe, for `stall_s` (PACER_STALL_MINUTES) is
 stalled: its leash is asked to stop it as on a timeout, and the turn is a retryable failure
@@ -48,6 +50,7 @@ import integrations.runners.outcomes as outcomes
 from integrations.runners.custody import Custody
 from integrations.runners.invocation import BUDGET_REACHED, Invocation, budget_option, build_argv, split_template
 from integrations.runners.leash import CANNOT_RUN, NOT_EXECUTABLE
+from integrations.runners.listening import Answered, Listener, StdinFeed, user_line
 from integrations.runners.outcomes import classify
 from integrations.runners.provider_events import as_plain
 from integrations.runners.streams import Announcement, ProgressWatch, ProviderWatch, Tail
@@ -115,6 +118,16 @@ def _feed(proc: subprocess.Popen[bytes], text: str) -> None:
             proc.stdin.close()
         except OSError:
             pass
+
+
+def _listen(proc: subprocess.Popen[bytes], request: TurnRequest, answered: ProgressWatch) -> Listener:
+    """Streamed input: the prompt as the first line, then people's messages until it answers."""
+    feed = StdinFeed(proc.stdin)
+    feed.say(user_line(request.prompt))
+    feed.start()
+    listener = Listener(request.inbox, feed, answered.event if isinstance(answered, Answered) else threading.Event())
+    listener.start()
+    return listener
 
 
 class CommandRunner:
@@ -209,7 +222,7 @@ class CommandRunner:
                 self.custody.command(argv, workdir, grace_s=self.kill_grace_s, prompt_fd=prompt_fd),
                 cwd=workdir,
                 env=env,
-                stdin=subprocess.PIPE if stdin_text is not None else subprocess.DEVNULL,
+                stdin=subprocess.PIPE if stdin_text is not None else subprocess.DEVNULL,  # streamed: the prompt too
                 stdout=subprocess.PIPE,
                 stderr=subprocess.PIPE,
                 close_fds=True,
@@ -231,20 +244,26 @@ class CommandRunner:
             halted_before_start = turn.halted.is_set()
         if halted_before_start:
             _signal_leash(proc)
+        listener: Listener | None = None
         try:
             head = Announcement(request.agent_session_id, request.on_agent_session)
-            progress = ProgressWatch(request.on_progress, str(workdir))  # the tool in use, the todo list
+            progress = (Answered if invocation.streamed else ProgressWatch)(request.on_progress, str(workdir))
             watch = ProviderWatch(self.provider_sink, account=self.account, clock=self._clock, progress=progress)
             out, err = Tail(proc.stdout, self.max_output_bytes, head, watch), Tail(proc.stderr, self.max_output_bytes)
             out.start()
             err.start()
-            if stdin_text is not None:
+            listener = _listen(proc, request, progress) if invocation.streamed else None
+            if stdin_text is not None and listener is None:
                 threading.Thread(target=_feed, args=(proc, stdin_text), daemon=True, name="pacer-runner-stdin").start()
             cut = self._wait(proc, turn, started + self.timeout_s, lambda: max(out.heard_at, err.heard_at))
         except BaseException:
             _kill_group(proc)  # never leave an agent running behind an error
             proc.wait()
             raise
+        finally:
+            if listener is not None:  # what was not handed to the agent waits for the next turn
+                listener.feed.stop()
+                listener.end()
         with turn.lock:
             turn.finished = True
         _kill_group(proc)  # the leash has ended what the agent left; this is for a leash that was killed

@@ -13,7 +13,9 @@ another session can read); {prompt} puts it on the command line, where Linux tak
 `ARGUMENT_BYTES` an argument, so a longer prompt goes on stdin instead when {prompt} is a word
 of its own (Claude Code's `-p` and Codex's `exec` both read stdin when no prompt argument is
 given) and fails the turn, saying why, when {prompt} is part of a longer word. The resume
-arguments are appended only on a turn that carries an agent session id.
+arguments are appended only on a turn that carries an agent session id. A template that runs
+its agent with streamed input (`--input-format stream-json`) gives it the prompt as the first
+JSON line on stdin, and people's messages after it while it works (`listening.py`).
 
 An agent that can stop itself at a budget is given the session's cost cap left
 (`TurnRequest.max_budget_usd`): Claude Code (`claude`, the program the template runs) takes
@@ -39,6 +41,7 @@ ARGUMENT_BYTES = 131_071
 PROMPT_FD = GIVEN_FD  # the descriptor {prompt_file} names in the agent
 BUDGET_OPTION = "--max-budget-usd"  # Claude Code's: it stops itself once a turn has cost this much
 BUDGET_REACHED = "error_max_budget_usd"  # the subtype of the result it then reports
+INPUT_FORMAT, STREAMED = "--input-format", "stream-json"  # Claude Code's streamed input: JSON lines on stdin
 
 _PLACEHOLDER = re.compile(r"\{(" + "|".join(PLACEHOLDERS) + r")\}")
 _ANY_NAME = re.compile(r"\{([A-Za-z_][A-Za-z0-9_]*)\}")
@@ -63,12 +66,20 @@ def split_template(template: str, setting: str) -> list[str]:
 
 @dataclass(frozen=True)
 class Invocation:
-    """How one turn's agent is started: its argv, what goes on its stdin, and whether it gets
-    the prompt as the file {prompt_file} names."""
+    """How one turn's agent is started: its argv, what goes on its stdin, whether it gets the
+    prompt as the file {prompt_file} names, and whether it takes streamed input (the prompt is
+    then its first stdin line, and people's messages follow: `listening.py`)."""
 
     argv: list[str]
     stdin: str | None
     prompt_file: bool = False
+    streamed: bool = False
+
+
+def takes_streamed_input(words: list[str]) -> bool:
+    """Whether the template runs its agent with streamed input: `--input-format stream-json`."""
+    pairs = zip(words, words[1:], strict=False)
+    return f"{INPUT_FORMAT}={STREAMED}" in words or any(a == INPUT_FORMAT and b == STREAMED for a, b in pairs)
 
 
 def budget_option(words: list[str]) -> str | None:
@@ -91,6 +102,9 @@ def build_argv(
     if resume is not None and not outcomes.AGENT_SESSION_ID.match(resume):
         raise InvalidInput(error_text("runners/agent_session_id", value=resume[:40]), field="agent_session_id")
     chosen = words + (resume_words if resume else [])
+    streamed = takes_streamed_input(chosen)
+    if streamed:  # the prompt is the first line on stdin; an argument holding it would be a second prompt
+        chosen = [word for word in chosen if word != "{prompt}"]
     prompt_bytes = len(request.prompt.encode("utf-8", errors="surrogatepass"))
     on_stdin = not any("{prompt}" in word or "{prompt_file}" in word for word in chosen)
     if prompt_bytes + 1 > ARGUMENT_BYTES and any("{prompt}" in word for word in chosen):  # + 1: the space before a "-"
@@ -117,4 +131,5 @@ def build_argv(
         # keeps it a prompt and changes nothing an agent reads.
         argv = [" " + arg if word.startswith("{prompt}") and not word.startswith("{prompt_file}") else arg
                 for word, arg in zip(chosen, argv, strict=True)]
-    return Invocation(argv, request.prompt if on_stdin else None, any("{prompt_file}" in word for word in chosen))
+    return Invocation(argv, request.prompt if on_stdin or streamed else None,
+                      any("{prompt_file}" in word for word in chosen), streamed)

@@ -118,6 +118,16 @@ def _exec_agent(command: list[str], leash: int, given: int | None, user: tuple[i
     os._exit(NOT_EXECUTABLE)
 
 
+def _let_go_of_stdin() -> None:
+    """The leash reads nothing: its copy of stdin becomes /dev/null, so the agent's is the pipe's one reader."""
+    try:
+        null = os.open(os.devnull, os.O_RDONLY)
+        os.dup2(null, 0)
+        os.close(null)
+    except OSError:
+        pass
+
+
 def _exit_code(status: int) -> int:
     if os.WIFSIGNALED(status):
         return 128 + os.WTERMSIG(status)
@@ -147,6 +157,7 @@ def supervise(
     if agent == 0:
         _exec_agent(command, os.getppid(), given, user)
     signal.pthread_sigmask(signal.SIG_UNBLOCK, STOP_SIGNALS)
+    _let_go_of_stdin()  # the agent's alone: one that closes it is seen to (`listening.StdinFeed`)
     pidfd = os.pidfd_open(agent)
     status: int | None = None
     killed = False

@@ -40,6 +40,12 @@ _HAS_TURN_OR_QUEUE = sa_select(or_(
 ))
 
 
+TO_RUNNING_AGENT = "to_running_agent"  # a human message handed to the agent of the turn running now
+_LISTENING = sa_select(_TURNS.c.id).where(
+    _TURNS.c.session_id == bindparam("sid"), _TURNS.c.status == "running", _TURNS.c.listening.is_(True)
+).limit(1)
+
+
 def _waits_behind(session: Session, kind: str, busy: bool, now: datetime) -> str | None:
     """Why a new turn waits in the session's queue instead of being admitted, or None."""
     if busy:
@@ -160,6 +166,10 @@ def _submit(
         )
         if waits == "paused":
             work.effects.queue_pass = True  # the queue pass resumes the front paused session, margin and all
+        if waits == "busy" and kind == "human" and core(db, _LISTENING, {"sid": session_id}).first() is not None:
+            # Its agent takes messages mid-turn: the runner hands it this one (`integrations.turn_inbox`),
+            # and closing that inbox takes this session's lock too, so it is taken or it waits, never lost.
+            return Submission("queued", session_id, reason=TO_RUNNING_AGENT)
         return Submission("queued", session_id, reason=waits)
     if kind in TAKES_OVER and session.status in (Status.BLOCKED.value, Status.FAILED.value):
         session.consecutive_failures = 0  # someone took a stopped session up again: six fresh attempts

@@ -20,6 +20,7 @@ import logging
 from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
+from typing import Any
 
 from sqlalchemy import func
 from sqlmodel import Session as DBSession
@@ -29,7 +30,7 @@ from scheduler import alarms
 from scheduler.context import Context
 from scheduler.engine.records import lock
 from scheduler.engine.start_now import start_now
-from scheduler.engine.turns import submit_turn
+from scheduler.engine.turns import TO_RUNNING_AGENT, submit_turn
 from scheduler.errors import Forbidden, InvalidInput, NotFound, PacerError, Refused
 from scheduler.rules.genesis import SchedulingClass
 from scheduler.rules.precedence import SLOT_GAP, TOP_OF_SPOT
@@ -62,7 +63,7 @@ def is_rostered(actor: str, roster: bool | Mapping[str, str]) -> bool:
 
 def record_human_message(
     ctx: Context, session_id: int, actor: str, text: str, surface: str, *, roster: bool | Mapping[str, str],
-) -> HumanMessage:
+) -> Spoken:
     """Record a person speaking to a session, deliver it as the session's next turn, and arm the
     re-ranking. `roster` is whether the actor is an established user: True/False from a caller
     that already resolved it, or the roster itself (user -> operator|member)."""
@@ -88,9 +89,28 @@ def record_human_message(
         db.flush()
     # Delivered before the re-rank, not after: a stranded session would otherwise get StartNow's
     # continue nudge in front of the person's words, and the message must survive a failed re-rank.
-    submit_turn(ctx, session_id, text, kind="human")
+    submission = submit_turn(ctx, session_id, text, kind="human")
     ctx.schedule(promotion_job_id(session_id), now, alarms.PROMOTE_AFTER_MESSAGE, message.id)
-    return message
+    return Spoken(message, _delivery(submission.outcome, submission.reason))
+
+
+@dataclass(frozen=True)
+class Spoken:
+    """A human message recorded, and where it went, for the answer its sender gets: "agent"
+    (handed to the running agent mid-turn), "after_turn" (it waits for the running turn's end),
+    or None (no turn ran: it is the session's next turn now)."""
+
+    message: HumanMessage
+    delivery: str | None
+
+    def __getattr__(self, name: str) -> Any:  # the message's own fields: id, session_id, actor, text, ...
+        return getattr(self.message, name)
+
+
+def _delivery(outcome: str, reason: str | None) -> str | None:
+    if outcome == "queued" and reason == TO_RUNNING_AGENT:
+        return "agent"
+    return "after_turn" if outcome == "queued" and reason == "busy" else None
 
 
 @dataclass(frozen=True)

@@ -165,6 +165,7 @@ class Turn(SQLModel, table=True):
     progress: dict[str, Any] | None = Field(default=None, sa_column=Column(JSON, nullable=True))
     progress_at: datetime | None = utc_column()
     progress_message: str | None = None
+    listening: bool = False  # its agent takes people's messages mid-turn now (`integrations.turn_inbox`)
 
 
 class PreemptionEvent(SQLModel, table=True):
@@ -268,9 +269,8 @@ class OperatorHold(SQLModel, table=True):
     released_at: datetime | None = utc_column()
     released_by: str | None = None
     # [held id, waiting id] pairs people were told of, once each; a row written without it (an older process) has none
-    deadlocks_told: list[list[int]] = Field(
-        default_factory=list, sa_column=Column(JSON, nullable=False, server_default=text("'[]'"))
-    )
+    deadlocks_told: list[list[int]] = Field(default_factory=list,
+                                            sa_column=Column(JSON, nullable=False, server_default=text("'[]'")))
 
 
 class QueueHold(SQLModel, table=True):

@@ -10,7 +10,7 @@ import pytest
 from sqlmodel import select
 
 from scheduler.store.db import session_scope
-from scheduler.store.models import HumanMessage
+from scheduler.store.models import HumanMessage, Turn
 from tests.support.harness import new
 
 pytestmark = pytest.mark.api(max_sessions=2, turn_minutes=30)
@@ -174,3 +174,29 @@ def test_a_rostered_human_message_is_recorded_as_one(api) -> None:
         rows = list(db.exec(select(HumanMessage).where(HumanMessage.session_id == sid)))
     assert [(m.actor, m.surface, m.text) for m in rows] == [("alice", "api", "please look at this first")]
     assert api.post(f"/sessions/{sid}/messages", {"text": ""}).status_code == 422
+
+
+def test_a_message_to_a_running_turn_says_whether_its_agent_read_it_or_it_waits(api) -> None:
+    """Talk to a running agent (issue #31, item 3): the answer says "agent" while the running
+    turn's agent listens (its runner marks the turn so: `integrations.turn_inbox`), "after_turn"
+    once it does not; `/pacer reply` says the same in words."""
+    sid = create(api)["session"]["id"]
+    with session_scope(api.ctx.engine) as db:
+        (turn,) = db.exec(select(Turn).where(Turn.session_id == sid, Turn.status == "running"))
+        turn.listening = True
+        db.add(turn)
+    heard = api.post(f"/sessions/{sid}/messages", {"text": "use the v2 endpoint"}, actor="alice").json()
+    assert heard["human_message"] is True and heard["delivery"] == "agent"
+    said = api.post("/chat", {"text": f"reply {sid} and keep the old one"}, actor="alice").json()["text"]
+    assert f"Your message is on #{sid}: delivered to the running agent" in said
+    with session_scope(api.ctx.engine) as db:
+        (turn,) = db.exec(select(Turn).where(Turn.session_id == sid, Turn.status == "running"))
+        turn.listening = False  # it has answered: later messages wait for the next turn
+        db.add(turn)
+    waits = api.post(f"/sessions/{sid}/messages", {"text": "one more thing"}, actor="alice").json()
+    assert waits["delivery"] == "after_turn"
+    said = api.post("/chat", {"text": f"reply {sid} and the docs"}, actor="alice").json()["text"]
+    assert f"Your message is on #{sid}: queued for the next turn" in said
+    idle = create(api, precedence=3)["session"]["id"]
+    api.deferrer.advance(timedelta(minutes=31))  # both turns have ended
+    assert api.post(f"/sessions/{idle}/messages", {"text": "hello"}, actor="alice").json()["delivery"] is None

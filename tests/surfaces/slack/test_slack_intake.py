@@ -86,6 +86,10 @@ def test_a_reply_in_the_thread_from_a_rostered_human_is_a_human_message_delivere
         prompts = [t.prompt for t in db.exec(select(Turn).where(Turn.session_id == sid).order_by(Turn.id))]
     assert prompts == ["fix the flaky login test", "also check the logout path"]
     assert len(_sessions(engine)) == 1  # a reply is never a new session
+    # Its sender is told the running turn's agent takes no messages mid-turn: it waits for the turn's end.
+    told = [c.body["text"] for c in mock.calls_to("chat.postMessage") if "Your reply to" in str(c.body.get("text"))]
+    assert told == [f":speech_balloon: Your reply to *#{sid}* is queued for the next turn: the agent at work takes "
+                    "no messages mid-turn, so yours is delivered when this turn ends."]
 
 
 def _pacer_lines(caplog: pytest.LogCaptureFixture, who: str) -> list[str]:
