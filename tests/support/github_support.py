@@ -335,13 +335,15 @@ class FakeGithub:
         if not found:
             return 404, {"message": "Not Found"}
         guid = found[0]["guid"]
-        self.redelivered.append(delivery_id)
 
         def send() -> None:
             import httpx
 
             event, payload = self.payloads[guid]
             body = json.dumps(payload).encode()
+            deadline = time.monotonic() + 10
+            while self.webhook_url is None and time.monotonic() < deadline:  # a test names it once it serves
+                time.sleep(0.01)
             try:
                 answer = httpx.post(f"{self.webhook_url}/github/webhook", content=body, timeout=10,
                                     headers=headers(event, body, delivery=guid))
@@ -351,7 +353,8 @@ class FakeGithub:
             self.attempt(event, payload, ok=ok, guid=guid)
 
         thread = threading.Thread(target=send, name="fake-github-redeliver", daemon=True)
-        self._sending.append(thread)
+        self._sending.append(thread)  # before it is counted: `settle` after the count waits for it
+        self.redelivered.append(delivery_id)
         thread.start()
         return 202, {}
 
