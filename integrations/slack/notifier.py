@@ -41,6 +41,7 @@ The two action ids are the contract with the listener that runs them (`bot/slack
 from __future__ import annotations
 
 import logging
+import threading
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -145,13 +146,32 @@ class SlackNotifier:
             progress_seconds, self._show_progress, name="slack-progress", per_hour=PROGRESS_PER_HOUR,
             burst=PROGRESS_BURST,
         )
+        self._showing: set[int] = set()  # sessions with a progress edit waiting on the work pool
+        self._showing_lock = threading.Lock()
 
     def close(self) -> None:
         """No more progress edits (the process is stopping); news already asked for still goes."""
         self._progress.close()
 
     def _show_progress(self, session_id: int) -> None:
-        self._later("progress", self.progress.show, session_id)
+        with self._showing_lock:
+            if session_id in self._showing:
+                return  # the waiting edit reads the row when it runs: it answers this ask too
+            self._showing.add(session_id)
+        try:
+            self._later("progress", self._show, session_id)
+        except BaseException:  # not submitted (the pool is closing): a later ask may try again
+            with self._showing_lock:
+                self._showing.discard(session_id)
+            raise
+
+    def _show(self, session_id: int) -> None:
+        """The spaced edit, as it runs: the gap counts from now, not from when it was asked (a
+        busy work pool must not send the edits asked meanwhile back to back)."""
+        self._progress.mark(session_id)
+        with self._showing_lock:
+            self._showing.discard(session_id)
+        self.progress.show(session_id)
 
     def notify(self, event: str, context: Mapping[str, Any]) -> None:
         if event == PROGRESS and isinstance(context.get("session_id"), int):

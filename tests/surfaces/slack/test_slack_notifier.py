@@ -181,3 +181,44 @@ def test_with_an_edge_the_post_happens_off_the_emitting_thread(pacer: Pacer, moc
     assert call.body["channel"] == "C0WORK"
     with dbmod.session_scope(pacer.engine) as db:
         assert db.get(Session, sid) is not None
+
+
+def test_progress_edits_stay_a_gap_apart_when_the_work_pool_was_behind(pacer: Pacer, mock: MockSlack) -> None:
+    """The spacing counts from when an edit is asked; the edit runs on the work pool. A pool that
+    was busy (a slow or rate-limited Slack) must not then send every asked edit back to back: one
+    edit answers all the asks made while one was waiting, and the next waits its gap from it."""
+    import threading
+    import time
+    from concurrent.futures import ThreadPoolExecutor
+
+    from scheduler.store.models import Turn
+
+    sid = _slack_session(pacer)
+    with pacer.db() as db:
+        db.add(Turn(session_id=sid, status="running", created_at=T0, started_at=T0, progress_at=T0,
+                    progress={"tool": "Read", "detail": "a.py", "todos": None, "cost_usd": None, "tools_used": 1}))
+    pool, busy = ThreadPoolExecutor(2), threading.Event()
+    pool.submit(busy.wait, 10)
+    pool.submit(busy.wait, 10)  # both workers busy: what is submitted now waits
+
+    def submit(_what: str, func: Any, *args: Any) -> Any:
+        return pool.submit(func, *args)
+
+    gap = 0.3
+    notifier = SlackNotifier(pacer.engine, WebClient(token=BOT_TOKEN, base_url=mock.api_url), ops_channel=None,
+                             submit=submit, progress_seconds=gap)
+    try:
+        for _ in range(4):  # four asks a gap apart, all waiting behind the busy pool
+            notifier.notify("progress", {"session_id": sid})
+            time.sleep(gap + 0.05)
+        busy.set()
+        time.sleep(gap * 3)
+        notifier.notify("progress", {"session_id": sid})  # after the backlog: a gap after the last edit
+        time.sleep(gap * 3)
+    finally:
+        notifier.close()
+        pool.shutdown(wait=True)
+    calls = [c for c in mock.calls if c.method in ("chat.postMessage", "chat.update")]
+    assert [c.method for c in calls][:1] == ["chat.postMessage"]
+    gaps = [b.at - a.at for a, b in zip(calls, calls[1:], strict=False)]
+    assert gaps and min(gaps) >= gap - 0.05, gaps
