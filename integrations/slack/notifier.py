@@ -146,7 +146,10 @@ class SlackNotifier:
             progress_seconds, self._show_progress, name="slack-progress", per_hour=PROGRESS_PER_HOUR,
             burst=PROGRESS_BURST,
         )
-        self._showing: set[int] = set()  # sessions with a progress edit waiting on the work pool
+        # Sessions whose progress edit waits on the work pool, or runs; asked again while it runs.
+        self._waiting: set[int] = set()
+        self._running: set[int] = set()
+        self._again: set[int] = set()
         self._showing_lock = threading.Lock()
 
     def close(self) -> None:
@@ -155,23 +158,36 @@ class SlackNotifier:
 
     def _show_progress(self, session_id: int) -> None:
         with self._showing_lock:
-            if session_id in self._showing:
+            if session_id in self._waiting:
                 return  # the waiting edit reads the row when it runs: it answers this ask too
-            self._showing.add(session_id)
+            if session_id in self._running:
+                self._again.add(session_id)  # it read the row already: asked again, a gap after it ends
+                return
+            self._waiting.add(session_id)
         try:
             self._later("progress", self._show, session_id)
         except BaseException:  # not submitted (the pool is closing): a later ask may try again
             with self._showing_lock:
-                self._showing.discard(session_id)
+                self._waiting.discard(session_id)
             raise
 
     def _show(self, session_id: int) -> None:
-        """The spaced edit, as it runs: the gap counts from now, not from when it was asked (a
-        busy work pool must not send the edits asked meanwhile back to back)."""
-        self._progress.mark(session_id)
+        """The spaced edit, as it runs. The gap counts from its end, not from when it was asked: a
+        busy work pool, or a call Slack made wait, must not send the edits asked meanwhile back to
+        back."""
         with self._showing_lock:
-            self._showing.discard(session_id)
-        self.progress.show(session_id)
+            self._waiting.discard(session_id)
+            self._running.add(session_id)
+        try:
+            self.progress.show(session_id)
+        finally:
+            self._progress.mark(session_id)
+            with self._showing_lock:
+                self._running.discard(session_id)
+                again = session_id in self._again
+                self._again.discard(session_id)
+            if again:
+                self._progress.ask(session_id)
 
     def notify(self, event: str, context: Mapping[str, Any]) -> None:
         if event == PROGRESS and isinstance(context.get("session_id"), int):

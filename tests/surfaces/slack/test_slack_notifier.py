@@ -222,3 +222,40 @@ def test_progress_edits_stay_a_gap_apart_when_the_work_pool_was_behind(pacer: Pa
     assert [c.method for c in calls][:1] == ["chat.postMessage"]
     gaps = [b.at - a.at for a, b in zip(calls, calls[1:], strict=False)]
     assert gaps and min(gaps) >= gap - 0.05, gaps
+
+
+def test_a_progress_edit_slower_than_the_gap_is_not_followed_at_once(pacer: Pacer, mock: MockSlack) -> None:
+    """An edit can take longer than the gap (Slack answers 429 and the client waits its
+    Retry-After inside the call): an ask made meanwhile is answered a gap after that edit ends,
+    not the moment it ends, and still answered."""
+    import time
+    from concurrent.futures import ThreadPoolExecutor
+
+    from scheduler.store.models import Turn
+
+    sid = _slack_session(pacer)
+    with pacer.db() as db:
+        db.add(Turn(session_id=sid, status="running", created_at=T0, started_at=T0, progress_at=T0,
+                    progress={"tool": "Read", "detail": "a.py", "todos": None, "cost_usd": None, "tools_used": 1}))
+    answer = mock._answer
+
+    def slow(path: str, body: dict[str, Any]) -> Any:
+        if path.endswith("chat.postMessage"):
+            time.sleep(1.0)  # the first edit is slow
+        return answer(path, body)
+
+    mock._answer = slow  # type: ignore[method-assign]
+    pool, gap = ThreadPoolExecutor(2), 0.3
+    notifier = SlackNotifier(pacer.engine, WebClient(token=BOT_TOKEN, base_url=mock.api_url), ops_channel=None,
+                             submit=lambda _what, func, *args: pool.submit(func, *args), progress_seconds=gap)
+    try:
+        for _ in range(3):  # the first posts (slowly); two more asked while it is on its way
+            notifier.notify("progress", {"session_id": sid})
+            time.sleep(gap + 0.05)
+        time.sleep(1.5)
+    finally:
+        notifier.close()
+        pool.shutdown(wait=True)
+    calls = [c for c in mock.calls if c.method in ("chat.postMessage", "chat.update")]
+    assert [c.method for c in calls] == ["chat.postMessage", "chat.update"]  # the asks meanwhile: answered, once
+    assert calls[1].at - calls[0].at >= gap - 0.05, calls[1].at - calls[0].at
