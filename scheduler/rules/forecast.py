@@ -1,10 +1,8 @@
 """The start-time forecast (issue 32, P20 item 2): when each waiting session is expected to start,
-with a range. An estimate, never a promise.
-
-The present state — the windows and their resets, the turns running now, the waiters in queue
-order — is run forward on a virtual clock a few times (`DRAWS`), each time with the uncertainty
-drawn, and every waiter's start is read off each run: the median, and a range from the earliest
-to the latest of the runs' starts (`spread`: at least the 10–90% range).
+with a range; an estimate, never a promise. The present state — the windows and their resets, the
+turns running now, the waiters in queue order — is run forward on a virtual clock `DRAWS` times,
+the uncertainty drawn each time, and every waiter's start is read off each run: the median, and a
+range from the earliest to the latest of the runs' starts (`spread`: at least the 10–90% range).
 
 Each run makes the decisions the scheduler makes, with its own rules, not an imitation of them:
 at every moment something could free work (a turn ending, a window rolling over, a waiter waking,
@@ -12,8 +10,7 @@ an arrival, and every `TICK` while a budget holds someone: the re-check sweeps' 
 is walked in admission order and each waiter is asked `gate.evaluate` against the fleet and the
 windows as they stand in that run, started when it passes — a full fleet or a spent budget ends
 the walk, a pace or a claim that does not fit skips only its own kind (`engine.queue_pass`).
-Running turns spend their burn on the calibrated windows minute by minute; a window rolls over at
-its reset. What is drawn:
+Running turns spend their burn on the calibrated windows; a window rolls over at its reset. Drawn:
 
   a turn's length     from the recent finished turns of its genesis on its runtime (else the
                       runtime's; a running one: from those longer than it has run so far);
@@ -22,10 +19,9 @@ its reset. What is drawn:
   priority arrivals   a Poisson process at the rate priority sessions were created in that hour of
                       the week: they never wait, so they take slots and budget from spot waiters.
 
-A lighter forward model than `pacer simulate`'s whole engine (a store, alarms, sweeps): a forecast
-for 1,000 waiters has to cost under a second of CPU (`bench/forecast.py`). Pure: same inputs and
-seed, same forecast. What it leaves out is measured, not assumed: `pacer simulate` scores every
-forecast against the start that happened (`bot/simulate/forecasting.py`).
+Lighter than `pacer simulate`'s whole engine (a store, alarms, sweeps): 1,000 waiters in about a
+second of CPU (`bench/forecast.py`). Pure. What it leaves out (pauses, preemption) is measured:
+`pacer simulate` scores each forecast against the start that happened.
 """
 
 from __future__ import annotations
@@ -47,7 +43,7 @@ from scheduler.rules.demand import (
     WaitingGroup,
     hour_of_week,
 )
-from scheduler.rules.gate import Ceiling, Reason, evaluate
+from scheduler.rules.gate import Ceiling, Decision, Reason, evaluate
 from scheduler.rules.slots import is_full
 from scheduler.rules.snapshot import Asking, FleetTurn, PolicyView, Snapshot, WindowState
 
@@ -162,6 +158,9 @@ class _Run:
         self.sleepers = any(w.not_before is not None for w in outlook.waiting)
         self.means = {k: sum(v) / len(v) for k, v in outlook.turn_minutes.items() if v}  # by runtime: the pace's
         self._fleet: tuple[FleetTurn, ...] | None = None  # the snapshot's fleet, until a turn starts or ends
+        self.paced_for = math.inf
+        self.arrivals_top = max(outlook.demand_usd_per_hour or (0.0,)) / 60.0  # $/min
+        self.longest = max([DEFAULT_TURN_MINUTES, *self.means.values()])
         for w in outlook.running:
             ran = (now - w.started_at) / _MINUTE if w.started_at is not None else 0.0
             self.running.append((now + self._length(w, ran) * _MINUTE, w))
@@ -171,8 +170,7 @@ class _Run:
     # ------------------------------------------------------------------ draws
 
     def _samples(self, w: Work) -> tuple[float, ...]:
-        found = self.o.turn_minutes.get(w.kind) if w.kind else None
-        return found or self.o.turn_minutes.get(w.runtime, ())
+        return (self.o.turn_minutes.get(w.kind) if w.kind else None) or self.o.turn_minutes.get(w.runtime, ())
 
     def _length(self, w: Work, ran: float = 0.0) -> float:
         """Minutes a turn of `w` still runs, having run `ran`: a recent turn's length of its kind
@@ -255,6 +253,8 @@ class _Run:
         snapshot = self._snapshot(t)
         held: set[tuple[bool, bool, float, float, int | None, float | None]] = set()
         self.budget_held = False
+        self.paced_for = math.inf  # minutes before which no pace hold of this pass can lift
+        started = False
         i = 0
         while i < len(self.queue):
             w = self.queue[i][2]
@@ -268,15 +268,45 @@ class _Run:
                 self._count(w, -1)
                 self._start(w, t)
                 snapshot = self._snapshot(t)
+                started = True
                 continue
             if d.ceiling is Ceiling.PACING_CURVE:
                 self.budget_held = True  # the curve moves with time; a spent budget waits for an end or a reset
+                self.paced_for = 0.0 if started else min(self.paced_for, self._paced_for(d))
             if d.stops_running_work or (d.reason is Reason.FLEET_AT_CAP and is_full(d.fleet_load, d.slots)):
                 return
             held.add(key)
             if len(held) >= sum(1 for n in self.keys.values() if n > 0):
                 return
             i += 1
+
+    def _paced_for(self, d: Decision) -> float:
+        """Minutes from now before which this pace hold cannot lift with nothing else happening (a
+        turn ending, a reset, an arrival): every re-check before then is skipped, not asked, so a
+        forecast of a long queue under a tight budget does not ask the gate every five minutes of
+        two days. A lower bound, so the re-check that lifts it is the one a tick at a time finds:
+        for each window behind its curve, the fleet's burn F spends its room R over the L minutes
+        left, and the asker's burn b passes when (F + b)(L - dt) <= R - F dt; the demand-aware
+        pace can let it through sooner, when the demand's excess over the room shrinks at most at
+        margin x F + (1 + margin) x the arrivals' top rate, while every expected turn fits in what
+        is left. The hold lifts when every such window has."""
+        bound = 0.0
+        for f in d.windows:
+            if f.within_pace:
+                continue
+            if not f.calibrated or f.fleet_burn is None or d.own_burn <= 0:
+                return 0.0
+            fleet, own, left = f.fleet_burn, d.own_burn, f.minutes_left
+            lifts = ((fleet + own) * left - f.spot_left) / own
+            if f.demand is not None:
+                total = f.demand.total
+                if total is not None:
+                    m = f.demand.margin_pct / 100.0
+                    rate = m * fleet + (1 + m) * self.arrivals_top
+                    excess = total * (1 + m) - f.demand.room
+                    lifts = min(lifts, excess / rate if rate > 0 else math.inf, left - self.longest)
+            bound = max(bound, lifts)
+        return bound
 
     def _next(self, t: datetime) -> datetime | None:
         due = [end for end, _ in self.running]
@@ -285,8 +315,9 @@ class _Run:
             due += [w.not_before for _, _, w in self.queue if w.not_before is not None and w.not_before > t]
         if self.next_arrival is not None:
             due.append(self.next_arrival)
-        if self.budget_held:
-            due.append(t + TICK)
+        if self.budget_held:  # the re-check's next tick that could find the curve lifted
+            ticks = max(math.floor(self.paced_for / (TICK / _MINUTE)), 1) if math.isfinite(self.paced_for) else 1
+            due.append(t + TICK * ticks)
         later = [d for d in due if d > t]
         return min(later) if later else None
 
@@ -299,9 +330,8 @@ class _Run:
         for w in ended:
             if self._follows(w):
                 self._enqueue(replace(w, started_at=None))
-        if self.next_arrival is not None and self.next_arrival <= t:
-            a = self.o.arrivals
-            assert a is not None
+        a = self.o.arrivals
+        if a is not None and self.next_arrival is not None and self.next_arrival <= t:
             self.seq += 1
             sid = -self.seq  # not a session of the store: never forecast, only in the way
             self._enqueue(Work(sid, (0, 0, t.timestamp(), sid), False, a.spends_quota, a.burn_per_min, a.runtime,
@@ -334,7 +364,7 @@ class _Run:
 
 
 def _moved(w: WindowState, spent: float, resets_at: datetime, read_at: datetime) -> WindowState:
-    """`replace(w, ...)` without its cost: a forecast moves every window at every event."""
+    """`replace(w, ...)`, cheaper: a forecast moves every window at every event."""
     moved = object.__new__(WindowState)
     moved.__dict__.update(w.__dict__, spent=spent, resets_at=resets_at, read_at=read_at, using_overage=False)
     return moved

@@ -93,3 +93,35 @@ def test_a_start_past_the_horizon_has_no_forecast_and_a_range_past_it_has_no_end
 def test_draws_must_be_one_or_more() -> None:
     with pytest.raises(ValueError, match="draws must be >= 1"):
         forecast(outlook((), (work(3),)), NOW, draws=0)
+
+
+def test_skipping_the_rechecks_a_pace_hold_cannot_pass_changes_no_forecast() -> None:
+    """`_paced_for` is a lower bound: a run that asks the gate at every five-minute re-check finds
+    every start at the same instant as one that skips the re-checks before the bound."""
+    from scheduler.rules import forecast as rule
+
+    windows = (WindowState("5h", timedelta(hours=5), NOW + 200 * MIN, 300.0, 120.0, True, NOW),
+               WindowState("7d", timedelta(days=7), NOW + timedelta(days=3), 12000.0, 5000.0, True, NOW))
+    waiting = tuple(work(i) for i in range(5, 30))
+    bound = rule._Run._paced_for
+    skipped: list[float] = []
+
+    def recorded(run: rule._Run, d: object) -> float:
+        skipped.append(bound(run, d))  # type: ignore[arg-type]
+        return skipped[-1]
+
+    for learned in (False, True):
+        state = outlook(tuple(work(i, started=i) for i in range(1, 5)), waiting, windows=windows,
+                        policy=PolicyView(True, 20.0, 20.0, 10, True, {}, demand_pacing=learned), learned=learned,
+                        demand_usd_per_hour=tuple(5.0 for _ in range(168)),
+                        turn_minutes={"claude_code": tuple(float(m) for m in range(15, 60, 3))},
+                        follow_up={"claude_code": 0.4})
+        try:
+            rule._Run._paced_for = recorded  # type: ignore[method-assign]
+            skipping = forecast(state, NOW, seed=5, draws=3)
+            rule._Run._paced_for = lambda self, d: 0.0  # type: ignore[method-assign]
+            asking_every_tick = forecast(state, NOW, seed=5, draws=3)
+        finally:
+            rule._Run._paced_for = bound  # type: ignore[method-assign]
+        assert len(skipping) > 10 and skipping == asking_every_tick
+    assert max(skipped) > 30  # re-checks were skipped: the bound is not vacuous
