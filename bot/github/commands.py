@@ -85,3 +85,17 @@ def run_comment_command(pacer: Pacer | Any, command: CommentCommand, *, replies:
         replies = PyGithubReplies(clients)
     replies.reply(command.where, body)
     return answer.text
+
+
+def tell_commenter(
+    pacer: Pacer | Any, where: Where, actor: str, session_id: int, delivery: str, *, replies: ReplyPort | None = None
+) -> None:
+    """Answer a comment sent to a session while its turn runs: it reached the running agent, or it
+    waits for the turn's end. Without credentials (or a runtime) it is only logged."""
+    clients = github_clients(pacer.settings) if replies is None and isinstance(pacer, Pacer) else None
+    replies = replies or (PyGithubReplies(clients) if clients is not None else None)
+    if replies is None:
+        log.info("github: the comment on #%s went %s; no GitHub credentials to say so", session_id, delivery)
+        return
+    replies.reply(where, render("github/comment_delivery.j2", actor=actor.removeprefix("github:"),
+                                session_id=session_id, delivery=delivery))

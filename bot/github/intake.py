@@ -79,6 +79,7 @@ from bot.github.matching import (
 )
 from bot.github.plan import GithubPlan, finish_github
 from bot.github.sessions import comment_session, sessions_of_issue, sessions_of_pull_request
+from integrations.github.status import Where
 from scheduler.bounds import clean_text
 from scheduler.errors import InvalidInput
 from scheduler.front import (
@@ -173,6 +174,7 @@ def record_github(db: DBSession, event: IntakeEvent, *, now: datetime, settings:
         session_id = comment_session(db, event)
         if session_id is not None:
             plan.messages.append((session_id, event.comment or ""))
+            plan.comment_where = Where(event.repository, event.number, event.installation_id)  # for its answer
         return plan
     for trigger in db.exec(_TRIGGERS, params={"kind": event.kind.value}).all():
         mismatch = github_trigger_mismatch(trigger.kind, trigger.config or {}, event)

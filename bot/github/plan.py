@@ -21,9 +21,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from bot.github.commands import CommentCommand, run_comment_command
+from bot.github.commands import CommentCommand, run_comment_command, tell_commenter
 from bot.github.fixes import FeedbackPlan, finish_feedback
 from bot.runtime.process import Pacer
+from integrations.github.status import Where
 from scheduler.errors import PacerError
 from scheduler.front import (
     Context,
@@ -62,6 +63,7 @@ class GithubPlan:
     released: list[int] = field(default_factory=list)  # sessions whose label hold ends
     issue_state: str | None = None  # open | closed, for the prerequisites naming the issue
     messages: list[tuple[int, str]] = field(default_factory=list)  # (session id, a trusted comment)
+    comment_where: Where | None = None  # where that comment is, to tell its author where it went
     commands: list[CommentCommand] = field(default_factory=list)  # `/pacer …` comments, to run and answer
     feedback: FeedbackPlan = field(default_factory=FeedbackPlan)  # failed checks and reviews on its pull request
 
@@ -119,16 +121,12 @@ def finish_github(pacer_or_ctx: Pacer | Context, plan: GithubPlan) -> None:
     for session_id, prompt in plan.created:
         _guarded(f"first turn of session #{session_id}", submit_turn, ctx, session_id, prompt, kind="first")
     for session_id, text in plan.messages:  # trusted already: write access, judged at record time
-        _guarded(
-            f"comment on session #{session_id}",
-            record_human_message,
-            ctx,
-            session_id,
-            plan.actor,
-            text,
-            COMMENT_SURFACE,
-            roster=True,
-        )
+        spoken = _guarded(f"comment on session #{session_id}", record_human_message, ctx, session_id, plan.actor,
+                          text, COMMENT_SURFACE, roster=True)
+        if spoken is not None and spoken.delivery is not None and plan.comment_where is not None:
+            # A turn runs: its author is told whether its agent reads the comment now or after it.
+            _guarded(f"answer to the comment on #{session_id}", tell_commenter, pacer_or_ctx, plan.comment_where,
+                     plan.actor, session_id, spoken.delivery)
     for session_id in plan.start_now:
         _guarded(f"start now of session #{session_id}", start_now, ctx, session_id, actor=plan.actor)
     for session_id in plan.archive:

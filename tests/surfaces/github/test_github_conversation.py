@@ -184,3 +184,25 @@ def test_pacer_commands_run_as_their_author_and_are_answered_in_a_comment(engine
     with DBSession(engine) as db:
         assert load_policy(db).gating_enabled is False
     assert _messages(engine) == []  # commands are not messages to the agent
+
+
+def test_a_comment_while_the_turn_runs_is_answered_with_where_it_went(engine: Engine, clock: Any, deferrer: Any,
+                                                                    github: FakeGithub) -> None:
+    """Talk to a running agent (issue #31, item 3): its author is told whether the running agent
+    reads the comment now (its turn listens: streamed input) or after the turn; no turn, no answer."""
+    pacer = make_pacer(engine, clock, deferrer, GITHUB_TOKEN="ghp_test", GITHUB_API_URL=github.url + "/")
+    session_id = _labeled(pacer.ctx, clock)
+    github_event(pacer, _event(comment_payload("Also cover the error path.", commenter="bob")))
+    with session_scope(engine) as db:
+        (turn,) = db.exec(select(Turn).where(Turn.session_id == session_id, Turn.status == "running"))
+        turn.listening = True  # as its runner marks it while a stream-json agent works
+        db.add(turn)
+    github_event(pacer, _event(comment_payload("And keep the old name.", commenter="bob")))
+    answers = [c["body"].removeprefix(markers.REPLY + "\n") for c in github.comments.values()]
+    assert answers == [
+        f"@bob your comment on session #{session_id} is queued for the next turn: the agent at work takes no "
+        "messages mid-turn, so yours is delivered when this turn ends.",
+        f"@bob your comment on session #{session_id} is delivered to the running agent: it reads your message "
+        "while it works on this turn.",
+    ]
+    assert [m[3] for m in _messages(engine)] == ["Also cover the error path.", "And keep the old name."]
