@@ -103,8 +103,11 @@ class StatusComments:
         self._pool = TrackedPool(1, "github-comments")
         self._queued: set[int] = set()
         self._lock = threading.Lock()
+        self._running: set[int] = set()  # sessions whose refresh runs now
+        self._again: set[int] = set()  # ... and whose progress changed meanwhile
         self._progress: Spacing[int] = Spacing(
-            progress_seconds, self._queue, name="github-progress", per_hour=PROGRESS_PER_HOUR, burst=PROGRESS_BURST
+            progress_seconds, self._queue_progress, name="github-progress", per_hour=PROGRESS_PER_HOUR,
+            burst=PROGRESS_BURST,
         )
 
     def notify(self, event: str, context: Mapping[str, Any]) -> None:
@@ -127,14 +130,31 @@ class StatusComments:
                 return
             self._queued.add(session_id)
 
+    def _queue_progress(self, session_id: int) -> None:
+        """A spaced progress edit. While the session's refresh runs (GitHub can take longer than
+        the gap) it is asked again when that one ends, so it waits its gap from that edit."""
+        with self._lock:
+            if session_id in self._running and session_id not in self._queued:
+                self._again.add(session_id)
+                return
+        self._queue(session_id)
+
     def _run(self, session_id: int) -> None:
         with self._lock:
             self._queued.discard(session_id)
+            self._running.add(session_id)
         try:
             self.refresh(session_id)
         except Exception as exc:  # one line naming what to do: a traceback a refresh would only repeat
             problem = error_text("comments/not_updated", session_id=session_id, problem=why_not_written(exc))
             log.warning(problem, extra={"session_id": session_id})
+        finally:
+            with self._lock:
+                self._running.discard(session_id)
+                again = session_id in self._again
+                self._again.discard(session_id)
+            if again:
+                self._progress.ask(session_id)
 
     def refresh(self, session_id: int) -> int | None:
         """Make the session's issue comment match its row. Returns the comment id, or None when

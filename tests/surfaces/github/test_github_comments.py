@@ -271,3 +271,45 @@ def test_the_agents_tool_name_cannot_break_out_of_its_code_span_or_mention(engin
     (now,) = [line for line in render_body(view).splitlines() if line.startswith("**Now:**")]
     assert "@octo" not in now
     assert now.startswith("**Now:** `") and now.split("`")[1] == hostile.replace("`", "'").replace("@", "@\u2060")
+
+
+def test_a_progress_edit_slower_than_the_gap_is_not_followed_at_once(
+    engine: Engine, clock: Any, fake: FakeGithub
+) -> None:
+    """GitHub can take longer than the gap to answer (its retries, its rate-limit waits): a
+    progress change told meanwhile is written a gap after that edit ends, not the moment it
+    ends, and still written."""
+    from integrations.runners.progress import as_plain
+    from scheduler.engine.leases import record_progress
+    from scheduler.ports import TurnProgress
+    from scheduler.store.models import Turn
+
+    ctx, _deferrer, _workers, _quota = build(engine, clock, max_sessions=1)
+    ctx.owner = "a"
+    _issue_trigger(engine, clock)
+    (session_id,) = github_event(ctx, _event())
+    with DBSession(engine) as db:
+        turn_id = db.exec(select(Turn.id).where(Turn.session_id == session_id)).one()
+    route = fake._route
+
+    def slow(method: str, path: str, body: Any, query: Any) -> Any:
+        if method == "POST":
+            time.sleep(1.0)  # the first write is slow
+        return route(method, path, body, query)
+
+    fake._route = slow  # type: ignore[method-assign]
+    gap = 0.3
+    status = StatusComments(engine, _port(fake), clock=clock, progress_seconds=gap)
+    try:
+        for used in (1, 2, 3):  # the first posts (slowly); two more changes told while it is on its way
+            record_progress(engine, turn_id, "a", as_plain(TurnProgress(tool="Read", tools_used=used)), clock.now())
+            status.notify("progress", {"session_id": session_id})
+            time.sleep(gap + 0.05)
+        time.sleep(1.5)
+        assert status.drain(10)
+    finally:
+        status.close()
+    writes = fake.writes()
+    assert [c.method for c in writes] == ["POST", "PATCH"], [c.body for c in writes]
+    assert "3 tool calls" in writes[1].body["body"]
+    assert writes[1].at - writes[0].at >= 1.0 + gap - 0.05, writes[1].at - writes[0].at
