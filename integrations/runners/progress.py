@@ -121,7 +121,7 @@ def next_progress(progress: TurnProgress, line: str | bytes, *, root: str | None
         return progress
     try:
         obj = json.loads(raw)
-    except ValueError:
+    except (ValueError, RecursionError):  # nested past the parser's depth: raised, not a ValueError
         return progress
     if not isinstance(obj, dict):
         return progress

@@ -86,6 +86,7 @@ def test_a_fetched_url_is_shown_without_its_query() -> None:
         '{"type":"result","total_cost_usd":"0.5"}',
         '{"type":"result","total_cost_usd":true}',
         '{"type":"assistant","message":{"content":[{"type":"text","text":"no tools"}]}}',
+        '{"type":"tool_use","input":' + "[" * 5000 + "]" * 5000 + "}",  # nested past the parser's depth
     ],
 )
 def test_a_line_that_says_nothing_of_progress_changes_nothing(line: str) -> None:
@@ -114,6 +115,7 @@ say({"type": "system", "subtype": "init", "session_id": "live-1"})
 say({"type": "assistant", "message": {"content": [{"type": "tool_use", "name": "TodoWrite", "input": {"todos": [
     {"content": "Look", "status": "in_progress", "activeForm": "Looking"}]}}]}})
 print("x" * 70000, flush=True)  # a line past LINE_BYTES: skipped whole
+print('{"type":"tool_use","input":' + "[" * 5000 + "]" * 5000 + "}", flush=True)  # too deep to parse: skipped
 say({"type": "assistant", "message": {"content": [{"type": "tool_use", "name": "Edit",
     "input": {"file_path": sys.argv[1] + "/notes.md"}}]}})
 say({"type": "assistant", "message": {"content": [{"type": "text", "text": "done"}]}})
