@@ -20,6 +20,7 @@ path of a Slack ack or a webhook answer: the surfaces only read the rows.
 
 from __future__ import annotations
 
+import weakref
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -144,7 +145,8 @@ def forecast_from(
     return forecast(state, now, seed=seed, targets=targets)
 
 
-_LAST: dict[int, tuple[tuple[object, ...], datetime]] = {}  # per engine: the state last forecast, and when
+# Per engine (held weakly: a test's engine gone, its id may be another's): the state last forecast, and when.
+_LAST: weakref.WeakKeyDictionary[Any, tuple[tuple[object, ...], datetime]] = weakref.WeakKeyDictionary()
 _STATE = sa_select(func.count(), func.max(col(Session.updated_at))).where(
     col(Session.status).in_([Status.WAITING.value, Status.RUNNING.value])
 )
@@ -157,7 +159,7 @@ def refresh(ctx: Context) -> int | None:
     with session_scope(ctx.ports.engine) as db:
         waiting_or_running, touched = core(db, _STATE).one()
     state: tuple[object, ...] = (waiting_or_running, touched)
-    last = _LAST.get(id(ctx.ports.engine))
+    last = _LAST.get(ctx.ports.engine)
     if last is not None and last[0] == state and now - last[1] < STALE_AFTER:
         return None
     found = forecast_now(ctx)
@@ -167,5 +169,5 @@ def refresh(ctx: Context) -> int | None:
              "computed_at": now}
             for f in found.values()
         ])
-    _LAST[id(ctx.ports.engine)] = (state, now)
+    _LAST[ctx.ports.engine] = (state, now)
     return kept

@@ -10,7 +10,9 @@ from datetime import datetime, timedelta
 import pytest
 from sqlmodel import select
 
+from bot import jobs
 from bot.chat import answers
+from bot.runtime import process
 from scheduler.engine.turns import submit_turn
 from scheduler.front import SessionForecast, Turn, refresh_forecasts, session_scope
 from tests.support.api_client import Api
@@ -83,3 +85,16 @@ def test_walking_virtual_time_starts_each_waiter_inside_the_range_it_was_given(a
         low, high = given[ids[name]]
         assert started[ids[name]] is not None and high is not None
         assert low <= started[ids[name]] <= high, (name, low, started[ids[name]], high)
+
+
+def test_the_leaders_periodic_job_keeps_the_forecasts(api: Api) -> None:
+    ids = scene(api)
+    ctx = api.ctx
+    ctx.jobs = {**ctx.jobs, **process.periodic_targets(api.pacer)}
+    previous = jobs.install(ctx)
+    try:
+        jobs.run(process.FORECAST_REFRESH)  # what the leader runs every FORECAST_REFRESH_SECONDS
+    finally:
+        jobs.install(previous)
+    with session_scope(ctx.ports.engine) as db:
+        assert sorted(f.session_id for f in db.exec(select(SessionForecast))) == sorted([ids["first"], ids["second"]])
