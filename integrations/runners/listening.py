@@ -141,7 +141,7 @@ class Answered(ProgressWatch):
         if not self.event.is_set() and b'"result"' in line:
             try:
                 said = json.loads(line)
-            except ValueError:
+            except (ValueError, RecursionError):  # nested past the parser's depth: not a ValueError
                 return
             if isinstance(said, dict) and said.get("type") == "result":
                 self.event.set()

@@ -184,7 +184,7 @@ def _report_from(obj: dict[str, Any]) -> AgentReport:
 def _json_object(text: str) -> dict[str, Any] | None:
     try:
         value = json.loads(text)
-    except ValueError:
+    except (ValueError, RecursionError):  # nested past the parser's depth: not a ValueError
         return None
     return value if isinstance(value, dict) else None
 

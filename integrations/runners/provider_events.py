@@ -160,7 +160,7 @@ def provider_readings(line: str | bytes, now: datetime, *, account: str = "defau
         return []
     try:
         obj = json.loads(raw)
-    except ValueError:
+    except (ValueError, RecursionError):  # nested past the parser's depth: not a ValueError
         return []
     if not isinstance(obj, dict):
         return []

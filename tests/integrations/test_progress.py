@@ -161,3 +161,32 @@ def test_the_echo_agent_keeps_a_small_todo_list_so_the_demo_shows_progress() -> 
         ["completed", "completed", "in_progress"],
     ]
     assert told[1].todos is not None and told[1].todos[1].active_form == "Thinking it over"
+
+
+DEEP = "[" * 5000 + "]" * 5000  # nested past json's depth: json.loads raises RecursionError, not ValueError
+DEEP_AGENT = """
+import json
+DEEP = "[" * 5000 + "]" * 5000
+print('{"type":"system","subtype":"init","x":' + DEEP + '}', flush=True)  # read for the session id
+print(json.dumps({"type": "system", "subtype": "init", "session_id": "deep-1"}), flush=True)
+print('{"type":"rate_limit_event","x":' + DEEP + '}', flush=True)  # read for a quota reading
+print(json.dumps({"type": "result", "is_error": False, "result": "ok", "total_cost_usd": 0.05}), flush=True)
+print('{"type":"result","x":' + DEEP + '}', flush=True)  # read for the report, from the end
+"""
+
+
+def test_lines_nested_too_deep_to_parse_change_nothing_in_the_turn(tmp_path: Path) -> None:
+    """Every reader of the stream takes a line nested past the parser's depth as one that says
+    nothing: the pipe is still drained, the result still read."""
+    from integrations.runners.listening import Answered
+
+    script = tmp_path / "agent.py"
+    script.write_text(textwrap.dedent(DEEP_AGENT))
+    runner = CommandRunner(f"{sys.executable} {script} {{workdir}}", "", "live", 30, tmp_path / "work",
+                           env={"PATH": "/usr/bin:/bin"})
+    result = runner.run(TurnRequest(session_id=3, turn_id=1, prompt="go", on_progress=lambda _p: None))
+    assert result.outcome is Outcome.SUCCESS and result.output == "ok", result.error
+    assert result.agent_session_id == "deep-1" and result.cost_usd == 0.05
+    answered = Answered(None)
+    answered.hear(('{"type":"result","x":' + DEEP + "}").encode())  # the first result line: not this
+    assert not answered.event.is_set()
