@@ -50,14 +50,18 @@ class Outcome(StrEnum):
 class TurnInbox(Protocol):
     """What people say to a session while its turn runs, for an agent that takes streamed input
     (Claude Code's `--input-format stream-json`): the runner opens it once the agent listens,
-    takes the messages waiting as it goes, and closes it when the agent has answered, taking the
-    last ones; a message sent after that waits for the next turn. Each message is taken once."""
+    takes the messages waiting as it goes (at most `limit`, what it has room for), and closes it
+    when the agent has answered, taking the last ones (at most `take`); a message sent after that,
+    or left, waits for the next turn. Each message (id, text) is taken once; one taken but never
+    written to the agent is given back, for the next turn."""
 
     def open(self) -> None: ...
 
-    def take(self) -> list[str]: ...
+    def take(self, limit: int) -> list[tuple[int, str]]: ...
 
-    def close(self, *, take: bool) -> list[str]: ...
+    def close(self, *, take: int) -> list[tuple[int, str]]: ...
+
+    def give_back(self, ids: list[int]) -> None: ...
 
 
 @dataclass(frozen=True)

@@ -15,10 +15,10 @@ for the next turn. Without an inbox, the pipe closes after the prompt.
 
 The agent is not trusted to read. Its stdin is written by `StdinFeed`, a thread of its own with
 the descriptor non-blocking: the supervisor and the listener only queue lines (at most
-MAX_PENDING waiting; while that many wait, no more messages are taken from the inbox, so they
-stay queued for the next turn), a full pipe is waited on in short polls that see a stop, and a
+MAX_PENDING waiting; no more messages are taken from the inbox than there is room for, so the
+rest stay queued, for later in the turn or the next one), a full pipe is waited on in short polls that see a stop, and a
 pipe the agent closed (EPIPE) ends the feed, after which nothing more is taken. A message taken
-but not yet written when the agent ends is lost to it (it was told it reached the agent).
+and not yet written when the agent ends is given back to the session's queue: the next turn.
 """
 
 from __future__ import annotations
@@ -60,6 +60,7 @@ class StdinFeed(threading.Thread):
         self._closing = False  # close once what is queued is written
         self._stop = False  # stop now: the agent has ended
         self.broken = False  # the agent closed its end
+        self.written = 0  # lines written whole, the prompt's first
 
     def say(self, line: bytes) -> bool:
         """Queue `line`; False when the feed is closed, broken or full."""
@@ -71,9 +72,10 @@ class StdinFeed(threading.Thread):
             return True
 
     @property
-    def pending(self) -> int:
+    def room(self) -> int:
+        """How many more lines it takes now (MAX_PENDING less those not yet written)."""
         with self._wake:
-            return len(self._lines)
+            return MAX_PENDING - len(self._lines)
 
     def reader_gone(self) -> bool:
         """Whether the agent has closed its end of the pipe (nothing written would reach it)."""
@@ -107,6 +109,7 @@ class StdinFeed(threading.Thread):
                     line = self._lines.popleft()
                 if not self._write(line):
                     return
+                self.written += 1
         finally:
             try:
                 self._stdin.close()
@@ -156,12 +159,19 @@ class Listener(threading.Thread):
         self.feed = feed
         self.answered = answered
         self._ended = threading.Event()
-        self.handed = 0  # messages handed to the agent
+        self.handed: list[int] = []  # the ids of the messages queued for the agent, in order
 
     def end(self) -> None:
-        """The agent has ended (or the turn was cut): stop listening, leaving the rest to the next turn."""
+        """The agent has ended (or the turn was cut): stop listening, leaving the rest to the next
+        turn, and give back what was queued for it and never written (its first line was the prompt)."""
         self._ended.set()
         self.join(timeout=5)
+        unwritten = self.handed[max(self.feed.written - 1, 0):]
+        if unwritten and self.inbox is not None:
+            try:
+                self.inbox.give_back(unwritten)
+            except Exception:
+                log.exception("giving back %d message(s) the agent never read failed", len(unwritten))
 
     def run(self) -> None:
         if self.inbox is None:
@@ -171,25 +181,29 @@ class Listener(threading.Thread):
             self.inbox.open()
             while not self._ended.is_set() and not self.feed.broken:
                 if self.answered.wait(TAKE_SECONDS):
-                    self._hand(self.inbox.close(take=self.feed.pending < MAX_PENDING))
+                    self._hand(self.inbox.close(take=self.feed.room))
                     self.feed.close()
                     return
                 if self.feed.reader_gone():
                     log.info("the agent closed its input; later messages wait for the next turn")
                     break
-                if self.feed.pending < MAX_PENDING:
-                    self._hand(self.inbox.take())
+                self._hand(self.inbox.take(self.feed.room))
         except Exception:
             log.exception("reading the turn's inbox failed; its messages wait for the next turn")
         self.feed.close()
         try:
-            self.inbox.close(take=False)
+            self.inbox.close(take=0)
         except Exception:
             log.exception("closing the turn's inbox failed; its row says listening until the turn ends")
 
-    def _hand(self, texts: list[str]) -> None:
-        for text in texts:
-            if self.feed.say(user_line(text)):
-                self.handed += 1
-            else:
-                log.warning("a message for the running agent could not be queued (its input is closed or full)")
+    def _hand(self, taken: list[tuple[int, str]]) -> None:
+        refused = [message_id for message_id, text in taken if not self._say(message_id, text)]
+        if refused and self.inbox is not None:
+            log.info("%d message(s) for the running agent wait for the next turn: its input is closed", len(refused))
+            self.inbox.give_back(refused)
+
+    def _say(self, message_id: int, text: str) -> bool:
+        if not self.feed.say(user_line(text)):
+            return False
+        self.handed.append(message_id)
+        return True

@@ -133,3 +133,28 @@ def test_an_agent_that_closes_its_input_neither_blocks_the_turn_nor_loses_the_me
     assert time.monotonic() - started < 15
     assert turns[0].outcome == "success" and "are you there" in turns[1].prompt
     ctx.ports.workers.shutdown(wait=True)
+
+
+def test_an_agent_that_never_reads_its_input_does_not_hold_up_the_turn(engine: Engine, tmp_path: Path) -> None:
+    """The pipe fills (64 KiB) and the writer waits on it without blocking anyone: the senders are
+    answered at once, the turn ends when the agent does, and what was not handed over waits."""
+    ctx = _ctx(engine, tmp_path, STREAMED)
+    session = new(ctx, title="Mute", runtime="echo")
+    started = time.monotonic()
+    assert submit_turn(ctx, session, "[mute] [listen:3]").outcome == "started"
+    _wait(lambda: _listening(engine, session))
+    sent = []
+    for n in range(60):
+        before = time.monotonic()
+        spoken = record_human_message(ctx, session, "alice", f"[listen:0] note {n} " + "x" * 8000, "console",
+                                      roster=True)
+        sent.append((time.monotonic() - before, spoken.delivery))
+    first = _wait(lambda: [t for t in _turns(engine, session) if t.status == "done"])[0]
+    assert first.outcome == "success" and time.monotonic() - started < 10
+    assert max(took for took, _ in sent) < 1.0  # a sender never waits on the agent's pipe
+    with session_scope(engine) as db:
+        left = [m for m in db.exec(select(EnqueuedMessage)) if m.delivered_at is None]
+    # Only what the pipe took (64 KiB: 8 of these) went to the agent; what the feed still held
+    # when it ended was given back, and the rest was never taken: all wait for the next turn.
+    assert len(left) >= 60 - 9, len(left)
+    ctx.ports.workers.shutdown(wait=True)
