@@ -281,18 +281,20 @@ class _Run:
             i += 1
 
     def _paced_for(self, d: Decision) -> float:
-        """Minutes from now before which this pace hold cannot lift with nothing else happening (a
-        turn ending, a reset, an arrival): every re-check before then is skipped, not asked, so a
-        forecast of a long queue under a tight budget does not ask the gate every five minutes of
-        two days. A lower bound, so the re-check that lifts it is the one a tick at a time finds:
-        for each window behind its curve, the fleet's burn F spends its room R over the L minutes
-        left, and the asker's burn b passes when (F + b)(L - dt) <= R - F dt; the demand-aware
-        pace can let it through sooner, when the demand's excess over the room shrinks at most at
-        margin x F + (1 + margin) x the arrivals' top rate, while every expected turn fits in what
-        is left. The hold lifts when every such window has."""
+        """Minutes before which this pace hold cannot lift with nothing else happening (an end, a
+        reset, an arrival): the re-checks before then are skipped, not asked. A lower bound, so the
+        re-check that lifts it is the one a tick at a time finds. Per window behind its curve: the
+        fleet's burn F spends its room R over the L minutes left, and the asker's burn b passes when
+        (F + b)(L - dt) <= R - F dt; the demand-aware pace may pass sooner, the demand's excess over
+        the room shrinking at most at margin x F + (1 + margin) x the arrivals' top rate while every
+        expected turn fits in what is left; in fraction mode, when the line reaches what was spent."""
         bound = 0.0
         for f in d.windows:
             if f.within_pace:
+                continue
+            period = next((w.period / _MINUTE for w in self.windows if w.name == f.name), 0.0)
+            if not f.calibrated and period > 0 and f.spot_budget > 0:
+                bound = max(bound, f.minutes_left - period * (1 - f.spent / f.spot_budget))
                 continue
             if not f.calibrated or f.fleet_burn is None or d.own_burn <= 0:
                 return 0.0
@@ -364,8 +366,7 @@ class _Run:
 
 
 def _moved(w: WindowState, spent: float, resets_at: datetime, read_at: datetime) -> WindowState:
-    """`replace(w, ...)`, cheaper: a forecast moves every window at every event."""
-    moved = object.__new__(WindowState)
+    moved = object.__new__(WindowState)  # `replace(w, ...)`, cheaper: a forecast moves every window at every event
     moved.__dict__.update(w.__dict__, spent=spent, resets_at=resets_at, read_at=read_at, using_overage=False)
     return moved
 

@@ -100,7 +100,7 @@ def test_skipping_the_rechecks_a_pace_hold_cannot_pass_changes_no_forecast() -> 
     every start at the same instant as one that skips the re-checks before the bound."""
     from scheduler.rules import forecast as rule
 
-    windows = (WindowState("5h", timedelta(hours=5), NOW + 200 * MIN, 300.0, 120.0, True, NOW),
+    dollars = (WindowState("5h", timedelta(hours=5), NOW + 200 * MIN, 300.0, 120.0, True, NOW),
                WindowState("7d", timedelta(days=7), NOW + timedelta(days=3), 12000.0, 5000.0, True, NOW))
     waiting = tuple(work(i) for i in range(5, 30))
     bound = rule._Run._paced_for
@@ -110,7 +110,8 @@ def test_skipping_the_rechecks_a_pace_hold_cannot_pass_changes_no_forecast() -> 
         skipped.append(bound(run, d))  # type: ignore[arg-type]
         return skipped[-1]
 
-    for learned in (False, True):
+    fraction = (WindowState("5h", timedelta(hours=5), NOW + 200 * MIN, 1.0, 0.6, False, NOW),)  # no dollars yet
+    for learned, windows in ((False, dollars), (True, dollars), (False, fraction)):
         state = outlook(tuple(work(i, started=i) for i in range(1, 5)), waiting, windows=windows,
                         policy=PolicyView(True, 20.0, 20.0, 10, True, {}, demand_pacing=learned), learned=learned,
                         demand_usd_per_hour=tuple(5.0 for _ in range(168)),
