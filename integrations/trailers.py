@@ -77,8 +77,9 @@ class CommitTrailers:
     def _outgoing(self, space: Workspace) -> list[str]:
         exclude = [r for r in (space.start, f"refs/remotes/origin/{space.branch}", self._ref(space, "source"))
                    if self._sha(space, r)]
+        # A commit on any branch of the remote (one the agent merged) is the remote's already: not rewritten.
         listed = self._git(space, "rev-list", "--reverse", "--topo-order", self._agent(space), "--not", *exclude,
-                           step="rev-list")
+                           "--remotes=origin", step="rev-list")
         return listed.decode().split()
 
     def _rewrite(

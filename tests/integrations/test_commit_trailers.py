@@ -143,3 +143,27 @@ def test_a_signature_over_the_old_message_is_dropped(tmp_path: Path, remote: Pat
     pushed = git("--git-dir", str(remote / "acme" / "api.git"), "cat-file", "commit", space.branch)
     assert "gpgsig" not in pushed and "BEGIN PGP" not in pushed and "Pacer-Session: 42" in pushed
     assert pushed.startswith(head.split("\n")[0])  # the same tree
+
+
+def test_a_commit_already_on_another_branch_of_the_remote_is_pushed_as_it_is(tmp_path: Path, remote: Path) -> None:
+    """The agent merged another branch of the remote into its own: that branch's commits are not
+    the session's, and are already the remote's; written again with the trailers they would be
+    copies, and the pull request would show their changes as its own."""
+    other = tmp_path / "other"
+    git("clone", "-q", str(remote / "acme" / "api.git"), str(other))
+    git("checkout", "-q", "-b", "feature", cwd=other)
+    (other / "theirs.txt").write_text("theirs\n")
+    git("add", ".", cwd=other)
+    git("-c", "user.name=Them", "-c", "user.email=them@example.com", "commit", "-q", "-m", "Theirs", cwd=other)
+    git("push", "-q", "origin", "feature", cwd=other)
+    theirs = git("rev-parse", "HEAD", cwd=other).strip()
+    spaces, space, trailers = _setup(tmp_path, remote)
+    _commit(space, "a.txt", "Mine")
+    git("-c", "user.name=Agent", "-c", "user.email=agent@example.com", "merge", "-q", "--no-edit",
+        "origin/feature", cwd=space.path)
+    assert _publish(spaces, space, trailers) == 2  # its own commit and its merge
+    bare = str(remote / "acme" / "api.git")
+    assert theirs in git("--git-dir", bare, "rev-list", space.branch).split()
+    assert [m.splitlines()[0] for m in _remote_log(remote, space.branch, "%B%x00") if "Pacer-Session: 42" in m] == [
+        "Merge remote-tracking branch 'origin/feature' into pacer/42-fix-login", "Mine"
+    ]
