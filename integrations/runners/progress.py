@@ -24,9 +24,10 @@ the session's earlier turns.
 
 What is shown is chosen to be safe to show on an issue: a tool's name, and only the input
 fields that say where it works (a file's path, made relative to the turn's directory; a search
-pattern; a URL without its query; the description a Bash call or a subagent carries) — never a command line, which
-may hold a secret. Every text is cut to a line of `DETAIL_CHARS`, a list to `MAX_TODOS`. A
-malformed line, another event or a field of the wrong type changes nothing.
+pattern; a URL without its query or credentials; the description a Bash call or a subagent
+carries) — never a command line, which may hold a secret. Every text is cut to a line of
+`DETAIL_CHARS`, a list to `MAX_TODOS`. A malformed line, another event or a field of the wrong
+type changes nothing.
 """
 
 from __future__ import annotations
@@ -35,6 +36,7 @@ import json
 import math
 from dataclasses import replace
 from typing import Any
+from urllib.parse import urlsplit, urlunsplit
 
 from scheduler.ports import TodoItem, TurnProgress
 
@@ -74,6 +76,16 @@ def _where(path: str, root: str | None) -> str:
     return path
 
 
+def _shown_url(url: str) -> str:
+    """A URL without its query, its fragment or the credentials before its host: each may carry a key."""
+    bare = url.split("?", 1)[0].split("#", 1)[0]
+    try:
+        parts = urlsplit(bare)
+    except ValueError:  # not a URL that parses: shown from after its last "@"
+        return bare.rpartition("@")[2]
+    return urlunsplit((parts.scheme, parts.netloc.rpartition("@")[2], parts.path, "", ""))
+
+
 def _todos(value: Any) -> tuple[TodoItem, ...] | None:
     if not isinstance(value, list):
         return None
@@ -100,7 +112,7 @@ def _tool_call(progress: TurnProgress, block: dict[str, Any], root: str | None) 
     if detail is not None and key in PATH_FIELDS:
         detail = _line_of(_where(str(given.get(key)), root))
     elif detail is not None and key == "url":
-        detail = _line_of(detail.split("?", 1)[0].split("#", 1)[0])  # a query may carry a key
+        detail = _line_of(_shown_url(detail))
     return replace(
         progress, tool=name, detail=detail, tools_used=progress.tools_used + 1,
         todos=todos if todos is not None else progress.todos,

@@ -73,6 +73,12 @@ def test_a_fetched_url_is_shown_without_its_query() -> None:
     assert _through(line).detail == "https://api.example.com/v1/items"
 
 
+def test_a_fetched_url_is_shown_without_the_credentials_in_it() -> None:
+    line = json.dumps({"type": "assistant", "message": {"content": [{"type": "tool_use", "name": "WebFetch", "input": {
+        "url": "https://x-access-token:ghs_secret@github.com/acme/api.git?x=1", "prompt": "read"}}]}})
+    assert _through(line).detail == "https://github.com/acme/api.git"
+
+
 @pytest.mark.parametrize(
     "line",
     [
