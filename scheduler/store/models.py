@@ -14,7 +14,7 @@ from sqlalchemy import JSON, BigInteger, Column, Index, Integer, Table, UniqueCo
 from sqlmodel import Field, SQLModel
 
 from scheduler.store import forecast_table, versions  # noqa: F401  (the versions' triggers and a table come with the schema)
-from scheduler.store.columns import UTCDateTime, json_column, utc_column
+from scheduler.store.columns import UTCDateTime, index_the_queue, json_column, utc_column
 
 
 class Status(StrEnum):
@@ -124,7 +124,7 @@ class Session(SQLModel, table=True):
     finished_at: datetime | None = utc_column()
 
 
-SESSIONS: Table = Session.__table__  # type: ignore[attr-defined]  # the Core table, for statements that name columns
+SESSIONS: Table = index_the_queue(Session.__table__)  # type: ignore[attr-defined]  # the Core table, for Core reads
 
 
 class Turn(SQLModel, table=True):
