@@ -13,7 +13,7 @@ from scheduler import alarms
 from scheduler.context import Context
 from scheduler.engine import completion, queue_pass
 from scheduler.engine.recheck_sweep import recheck_sweep
-from scheduler.holds import auth_outage, budgets, cost_caps, interference, prerequisites
+from scheduler.holds import auth_outage, cost_caps
 from scheduler.holds import operator as operator_holds
 from scheduler.holds import queue as queue_holds
 from scheduler.holds import sweep as holds_sweep
@@ -29,11 +29,7 @@ def queue_pass_and_report(ctx: Context) -> list[int]:
     prerequisite, whether every candidate of a group overlaps blocked work, and whether a session
     waits on a runtime over its cost budget."""
     started = queue_pass.queue_pass(ctx)
-    for reconcile in (prerequisites.reconcile, interference.reconcile, budgets.reconcile):
-        try:
-            reconcile(ctx)
-        except Exception:  # the report must never stop the queue
-            log.exception("the derived queue holds could not be reconciled")
+    holds_sweep.report_derived(ctx)  # one transaction, and never an exception: it must not stop the queue
     return started
 
 

@@ -28,6 +28,7 @@ from scheduler.errors import InvalidInput
 from scheduler.holds import queue as queue_holds
 from scheduler.rules.snapshot import PolicyView
 from scheduler.store.db import session_scope
+from scheduler.store.hold_reads import any_queue_holds
 from scheduler.store.models import PolicyAudit, Session, Status
 from scheduler.store.policy import change_policy, ensure_policy, load_policy
 from scheduler.store.turn_reads import runtime_spend
@@ -92,20 +93,26 @@ def reconcile(ctx: Context) -> None:
     now = ctx.clock.now()
     effects = Effects()
     with session_scope(ctx.engine) as db:
-        policy = load_policy(db)
-        live = queue_holds.live_hold(db, None, now)
-        if not policy.cost_budgets and (live is None or live.reason != REASON):
-            return
-        held = sorted(_held_runtimes(db) & set(policy.cost_budgets)) if policy.cost_budgets else []
-        over = [s for s in (spend_of(db, policy, r) for r in held) if s.is_over]
-        if not over:
-            if live is not None and live.reason == REASON:
-                queue_holds.release(db, live, now, by="the spend was reset or the budget changed", effects=effects)
-        elif live is None or live.reason in queue_holds.DERIVED:
-            detail = {"runtimes": {s.runtime: {"spent": round(s.spent, 2), "budget": s.budget} for s in over}}
-            sentence = render("text/queue_hold_cost_budget.j2", spends=over)
-            queue_holds.record(db, effects, queue_holds.NewHold(None, REASON, sentence, detail=detail), now)
+        reconcile_in(db, now, effects)
     effects.apply(ctx)
+
+
+def reconcile_in(db: DBSession, now: datetime, effects: Effects) -> None:
+    """`reconcile` inside the caller's transaction (`holds.sweep.report_derived`). With no queue
+    hold unreleased there is no live one to read (`hold_reads.any_queue_holds`, kept)."""
+    policy = load_policy(db)
+    live = queue_holds.live_hold(db, None, now) if any_queue_holds(db) else None
+    if not policy.cost_budgets and (live is None or live.reason != REASON):
+        return
+    held = sorted(_held_runtimes(db) & set(policy.cost_budgets)) if policy.cost_budgets else []
+    over = [s for s in (spend_of(db, policy, r) for r in held) if s.is_over]
+    if not over:
+        if live is not None and live.reason == REASON:
+            queue_holds.release(db, live, now, by="the spend was reset or the budget changed", effects=effects)
+    elif live is None or live.reason in queue_holds.DERIVED:
+        detail = {"runtimes": {s.runtime: {"spent": round(s.spent, 2), "budget": s.budget} for s in over}}
+        sentence = render("text/queue_hold_cost_budget.j2", spends=over)
+        queue_holds.record(db, effects, queue_holds.NewHold(None, REASON, sentence, detail=detail), now)
 
 
 def reset_spend(ctx: Context, runtime: str, *, surface: str, actor: str | None) -> PolicyAudit:

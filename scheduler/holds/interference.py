@@ -204,25 +204,25 @@ def reconcile(ctx: Context) -> None:
     now = ctx.clock.now()
     effects = Effects()
     with session_scope(ctx.engine) as db:
-        any_blocked = db.exec(
-            select(Session.id)
-            .where(col(Session.status).in_(BLOCKING), col(Session.concurrency_group).is_not(None))
-            .limit(1)
-        ).first()
-        if any_blocked is None and not any_queue_holds(db):
-            return  # nothing blocked that could interfere, no hold to lift
-        held = groups_held(db, now) if any_blocked is not None else {}
-        for hold in queue_holds.in_force(db, now):
-            if hold.reason == REASON and hold.group not in held:
-                queue_holds.release(
-                    db, hold, now, by="the blocked work was answered, retried or closed", effects=effects
-                )
-        for group, blocked in held.items():
-            live = queue_holds.live_hold(db, group, now)
-            if live is not None and live.reason != REASON:
-                continue  # a real hold on the group is the reason; its sessions carry it
-            detail = {"blocked": [b.id for b in blocked], "titles": [b.title for b in blocked]}
-            queue_holds.record(
-                db, effects, queue_holds.NewHold(group, REASON, hold_sentence(group, blocked), detail=detail), now
-            )
+        reconcile_in(db, now, effects)
     effects.apply(ctx)
+
+
+def reconcile_in(db: DBSession, now: datetime, effects: Effects) -> None:
+    """`reconcile` inside the caller's transaction (`holds.sweep.report_derived`)."""
+    blocking = (col(Session.status).in_(BLOCKING), col(Session.concurrency_group).is_not(None))
+    any_blocked = db.exec(select(Session.id).where(*blocking).limit(1)).first()
+    if any_blocked is None and not any_queue_holds(db):
+        return  # nothing blocked that could interfere, no hold to lift
+    held = groups_held(db, now) if any_blocked is not None else {}
+    for hold in queue_holds.in_force(db, now):
+        if hold.reason == REASON and hold.group not in held:
+            queue_holds.release(db, hold, now, by="the blocked work was answered, retried or closed", effects=effects)
+    for group, blocked in held.items():
+        live = queue_holds.live_hold(db, group, now)
+        if live is not None and live.reason != REASON:
+            continue  # a real hold on the group is the reason; its sessions carry it
+        detail = {"blocked": [b.id for b in blocked], "titles": [b.title for b in blocked]}
+        queue_holds.record(
+            db, effects, queue_holds.NewHold(group, REASON, hold_sentence(group, blocked), detail=detail), now
+        )

@@ -163,21 +163,24 @@ def reconcile(ctx: Context) -> None:
     now = ctx.clock.now()
     effects = Effects()
     with session_scope(ctx.engine) as db:
-        if not (any_queue_holds(db) or any_prerequisites(db)):
-            return  # no queue hold to lift, no prerequisite anyone could wait on
-        live = queue_holds.live_hold(db, None, now)
-        if live is not None and live.reason != REASON:
-            return  # a real hold on the whole queue is the reason; sessions carry it, not this
-        waits = queue_waits_on(db, now)
-        if waits is None:
-            if live is not None:
-                queue_holds.release(db, live, now, by="prerequisites satisfied", effects=effects)
-        else:
-            spec = queue_holds.NewHold(
-                None, REASON, hold_sentence(waits), detail={"targets": [p.target for p in waits]}
-            )
-            queue_holds.record(db, effects, spec, now)
+        reconcile_in(db, now, effects)
     effects.apply(ctx)
+
+
+def reconcile_in(db: DBSession, now: datetime, effects: Effects) -> None:
+    """`reconcile` inside the caller's transaction (`holds.sweep.report_derived`)."""
+    if not (any_queue_holds(db) or any_prerequisites(db)):
+        return  # no queue hold to lift, no prerequisite anyone could wait on
+    live = queue_holds.live_hold(db, None, now)
+    if live is not None and live.reason != REASON:
+        return  # a real hold on the whole queue is the reason; sessions carry it, not this
+    waits = queue_waits_on(db, now)
+    if waits is None:
+        if live is not None:
+            queue_holds.release(db, live, now, by="prerequisites satisfied", effects=effects)
+    else:
+        spec = queue_holds.NewHold(None, REASON, hold_sentence(waits), detail={"targets": [p.target for p in waits]})
+        queue_holds.record(db, effects, spec, now)
 
 
 def set_issue_state(ctx: Context, repository: str, number: int, state: str) -> int:
