@@ -97,7 +97,9 @@ class Run:
 
 
 class Simulation:
-    def __init__(self, scenario: Scenario, policy: str = "pacer", *, database_url: str = "sqlite://") -> None:
+    def __init__(
+        self, scenario: Scenario, policy: str = "pacer", *, database_url: str = "sqlite://", forecasts: bool = True
+    ) -> None:
         if policy not in policies.POLICIES:
             raise ValueError(error_text("simulate/policy_unknown", policy=policy, policies=policies.POLICIES))
         self.scenario, self.policy = scenario, policy
@@ -121,7 +123,7 @@ class Simulation:
         self.sweeps: list[Any] = []
         self.gate_by_window: dict[str, Counter[str]] = {w.name: Counter() for w in scenario.windows if w.reported_by}
         remembering = Remembering(ReusedQuotaSource(self.meter))
-        self.forecasts = ForecastLog(self, remembering)
+        self.forecasts = ForecastLog(self, remembering, enabled=forecasts)  # off: no forecast is made or scored
         self.ctx = Context(
             ports=Ports(
                 engine=self.engine,
@@ -302,10 +304,13 @@ def _prompt(sid: int, turn: int) -> str:
     return f"[sim] session {sid} turn {turn}"
 
 
-def simulate(scenario: Scenario, policy: str = "pacer", *, progress: Callable[[datetime], None] | None = None) -> Run:
+def simulate(
+    scenario: Scenario, policy: str = "pacer", *, progress: Callable[[datetime], None] | None = None,
+    forecasts: bool = True,
+) -> Run:
     """Run one policy over the scenario and clean up its store; `progress` hears the simulated
     time every PROGRESS_EVERY."""
-    sim = Simulation(scenario, policy)
+    sim = Simulation(scenario, policy, forecasts=forecasts)
     try:
         return sim.run(progress=progress)
     finally:

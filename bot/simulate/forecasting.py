@@ -47,12 +47,14 @@ class Remembering:
 class ForecastLog:
     """The forecast each waiting arrival was given, by session id (None: none could be made)."""
 
-    def __init__(self, sim: Simulation, source: Remembering) -> None:
-        self.sim, self.source = sim, source
+    def __init__(self, sim: Simulation, source: Remembering, *, enabled: bool = True) -> None:
+        self.sim, self.source, self.enabled = sim, source, enabled
         self.made: dict[int, Forecast | None] = {}
         self.pending: list[int] = []
 
     def arrived(self, session_id: int) -> None:
+        if not self.enabled:
+            return
         if not self.pending:
             self.sim.deferrer.schedule(f"sim-forecast:{session_id}", self.sim.clock.now(), self._forecast)
         self.pending.append(session_id)

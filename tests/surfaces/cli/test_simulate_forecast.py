@@ -58,3 +58,11 @@ def test_every_waiter_starts_inside_the_range_it_was_given() -> None:
     report = score(run)["forecast"]
     assert report == {"forecasts": 4, "scored": 4, "no_forecast": 0, "not_started": 0, "error_p50_minutes": 0.0,
                       "error_p90_minutes": 0.0, "inside_range_pct": 100.0}
+
+
+def test_a_run_without_forecasts_makes_none_and_runs_the_same() -> None:
+    scenario = parse_scenario(tomllib.loads(SCENARIO))
+    plain, forecast = simulate(scenario, forecasts=False), simulate(scenario)
+    assert plain.forecasts == {} and score(plain)["forecast"]["forecasts"] == 0
+    spans = [(s.session_id, s.started, s.ended) for s in plain.pool.spans.values()]
+    assert spans == [(s.session_id, s.started, s.ended) for s in forecast.pool.spans.values()]
