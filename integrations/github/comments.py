@@ -31,7 +31,7 @@ from sqlmodel import select
 
 from integrations.github.client import GithubClients
 from integrations.github.status import MARKER, Where, read_status, render_body
-from integrations.spacing import Spacing
+from integrations.spacing import Spacing, StoreBucket
 from integrations.tracked_pool import TrackedPool
 from scheduler.ports import Clock
 from scheduler.store.db import session_scope
@@ -45,11 +45,11 @@ NOTICES = frozenset(
 )
 PROGRESS = "progress"  # a running turn's agent did something (`integrations.turn_progress`): spaced
 # A running turn's progress edits its issue's comment at most once every PROGRESS_SECONDS, and the
-# process's progress edits, all issues together, are a bucket of PROGRESS_BURST refilled at
-# PROGRESS_PER_HOUR: at most 6 edits a minute for one turn, and in any hour at most 180 (150 + 30)
-# for all, a third of GitHub's secondary limit of 500 content-creating requests an hour (80 a
-# minute). A state change (started, done, failed ...) is never held back: the final edit, the
-# whole answer, goes at once.
+# progress edits of all issues and every process together are one bucket (in the database) of
+# PROGRESS_BURST refilled at PROGRESS_PER_HOUR: at most 6 edits a minute for one turn, and in any
+# hour at most 180 (150 + 30) for all, however many processes run turns: a third of GitHub's
+# secondary limit of 500 content-creating requests an hour (80 a minute). A state change (started,
+# done, failed ...) is never held back: the final edit, the whole answer, goes at once.
 PROGRESS_SECONDS = 10.0
 PROGRESS_PER_HOUR = 150
 PROGRESS_BURST = 30
@@ -106,8 +106,8 @@ class StatusComments:
         self._running: set[int] = set()  # sessions whose refresh runs now
         self._again: set[int] = set()  # ... and whose progress changed meanwhile
         self._progress: Spacing[int] = Spacing(
-            progress_seconds, self._queue_progress, name="github-progress", per_hour=PROGRESS_PER_HOUR,
-            burst=PROGRESS_BURST,
+            progress_seconds, self._queue_progress, name="github-progress",
+            bucket=StoreBucket(engine, "github-progress", PROGRESS_PER_HOUR, PROGRESS_BURST),  # every process's
         )
 
     def notify(self, event: str, context: Mapping[str, Any]) -> None:

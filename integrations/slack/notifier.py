@@ -52,7 +52,7 @@ from sqlalchemy import Engine
 from integrations.latest_result import read_latest_result
 from integrations.slack.messages import thread_messages
 from integrations.slack.progress import ProgressMessages
-from integrations.spacing import Spacing
+from integrations.spacing import Spacing, StoreBucket
 from scheduler.clock import SystemClock
 from scheduler.ports import Clock
 from scheduler.store.db import session_scope
@@ -75,9 +75,10 @@ SESSION_PRIORITY = "pacer.session_priority"
 
 PROGRESS = "progress"  # a running turn's agent did something (`integrations.turn_progress`): spaced
 TURN_ENDED = frozenset({"done", "failed", "archived", "paused", "held", "queued"})
-# A turn's progress message is edited at most once every PROGRESS_SECONDS, and all of them together
-# are a bucket of PROGRESS_BURST refilled at PROGRESS_PER_HOUR (at most 12 edits a minute for one
-# turn, 10 a minute sustained for all): far inside chat.update's Tier 3 (50 or more a minute).
+# A turn's progress message is edited at most once every PROGRESS_SECONDS, and all of them, from
+# every process, together are a bucket (in the database) of PROGRESS_BURST refilled at
+# PROGRESS_PER_HOUR (at most 12 edits a minute for one turn, 10 a minute sustained for all): far
+# inside chat.update's Tier 3 (50 or more a minute).
 PROGRESS_SECONDS = 5.0
 PROGRESS_PER_HOUR = 600
 PROGRESS_BURST = 20
@@ -143,8 +144,8 @@ class SlackNotifier:
         self._submit = submit
         self.progress = ProgressMessages(engine, client, clock or SystemClock(), thread_of)
         self._progress: Spacing[int] = Spacing(
-            progress_seconds, self._show_progress, name="slack-progress", per_hour=PROGRESS_PER_HOUR,
-            burst=PROGRESS_BURST,
+            progress_seconds, self._show_progress, name="slack-progress",
+            bucket=StoreBucket(engine, "slack-progress", PROGRESS_PER_HOUR, PROGRESS_BURST),  # every process's
         )
         # Sessions whose progress edit waits on the work pool, or runs; asked again while it runs.
         self._waiting: set[int] = set()

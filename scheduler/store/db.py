@@ -27,7 +27,8 @@ PACER_TABLE_PREFIXES = (
     "sessions", "turns", "triggers", "enqueued_messages", "human_messages", "policy",
     "policy_audit", "operator_holds", "queue_holds", "prerequisites", "webhook_deliveries",
     "slack_events", "slack_home_viewers", "status_comments", "store_versions", "top_up_state",
-    "preemption_events", "budget_notices", "idempotency_keys", "provider_readings",
+    "preemption_events", "budget_notices", "idempotency_keys", "provider_readings", "session_forecasts",
+    "spacing_buckets",
 )
 
 

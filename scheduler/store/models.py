@@ -13,7 +13,7 @@ from typing import Any
 from sqlalchemy import JSON, BigInteger, Column, Index, Integer, Table, UniqueConstraint, text
 from sqlmodel import Field, SQLModel
 
-from scheduler.store import forecast_table, versions  # noqa: F401  (the versions' triggers and a table come with the schema)
+from scheduler.store import buckets, forecast_table, versions  # noqa: F401  (the versions' triggers and a table come with the schema)
 from scheduler.store.columns import UTCDateTime, index_the_queue, json_column, utc_column
 
 
