@@ -25,6 +25,7 @@ from typing import Any
 from urllib.parse import parse_qs
 
 from bot.github.webhook import signature
+from tests.support.loopback import Backlogged
 
 SECRET = "It's a Secret to Everybody"
 FIXTURES = Path(__file__).parent / "fixtures" / "github"
@@ -126,7 +127,7 @@ def serving(app: Any) -> Iterator[str]:
     server = uvicorn.Server(uvicorn.Config(app, log_level="warning", lifespan="on", access_log=False))
     thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, name="pacer-http", daemon=True)
     thread.start()
-    deadline = time.monotonic() + 10
+    deadline = time.monotonic() + 30  # a lifespan starting the scheduler, on a loaded machine
     while not server.started:
         if not thread.is_alive() or time.monotonic() > deadline:
             raise RuntimeError("uvicorn did not start")
@@ -135,7 +136,7 @@ def serving(app: Any) -> Iterator[str]:
         yield f"http://127.0.0.1:{sock.getsockname()[1]}"
     finally:
         server.should_exit = True
-        thread.join(timeout=10)
+        thread.join(timeout=30)  # its lifespan's end (the scheduler, the leadership) is done before the next
         sock.close()
 
 
@@ -198,7 +199,7 @@ class FakeGithub:
             def do_PATCH(self) -> None:
                 fake._handle(self, "PATCH")
 
-        self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self._server = Backlogged(("127.0.0.1", 0), Handler)
         threading.Thread(target=self._server.serve_forever, args=(0.05,), name="fake-github", daemon=True).start()
         return self
 

@@ -23,6 +23,7 @@ from typing import Any
 from urllib.parse import parse_qs
 
 from tests.support.api_client import Server
+from tests.support.loopback import Backlogged
 
 BOT_USER_ID = "UPACERBOT"
 BOT_ID = "BPACERBOT"
@@ -116,7 +117,7 @@ class MockSlack:
                 self.end_headers()
                 self.wfile.write(payload)
 
-        self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self._server = Backlogged(("127.0.0.1", 0), Handler)
         self._server.daemon_threads = True
         self._thread = threading.Thread(target=self._server.serve_forever, args=(0.05,), name="mock-slack", daemon=True)
         self._thread.start()

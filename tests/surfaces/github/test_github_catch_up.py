@@ -58,7 +58,7 @@ def _sessions(engine: Engine) -> list[tuple[int, str]]:
         return [(s.id or 0, s.title) for s in db.exec(select(Session).order_by(Session.id)).all()]
 
 
-def _wait(what: Any, timeout: float = 20.0) -> Any:
+def _wait(what: Any, timeout: float = 60.0) -> Any:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         found = what()
