@@ -71,12 +71,12 @@ def compare_rows(reports: list[dict[str, Any]]) -> list[tuple[str, str | None, l
             ),
         ),
         ("not_started", None, each(lambda r: r["spot_wait_all_minutes"]["not_started"])),
-        (
+        *([(
             "forecast",
             None,
             each(lambda r: (r["forecast"]["error_p50_minutes"], r["forecast"]["inside_range_pct"] or 0.0),
                  "{0[0]:.0f} / {0[1]:.0f}"),
-        ),
+        )] if reports[0]["forecast"] is not None else []),
         ("rechecks", None, each(lambda r: r["rechecks"])),
         ("pauses", None, each(lambda r: (r["pauses"], r["resumes"]), "{0[0]} / {0[1]}")),
         (
@@ -90,12 +90,12 @@ def compare_rows(reports: list[dict[str, Any]]) -> list[tuple[str, str | None, l
     return rows
 
 
-def run_policy(scenario: Scenario, policy: str) -> tuple[dict[str, Any], Any]:
+def run_policy(scenario: Scenario, policy: str, *, forecasts: bool = False) -> tuple[dict[str, Any], Any]:
     from bot.simulate.engine import simulate
     from bot.simulate.scoring import score
 
     with progress_bar(scenario, policy) as progress:
-        run = simulate(scenario, policy, progress=progress)
+        run = simulate(scenario, policy, progress=progress, forecasts=forecasts)
     return score(run), run
 
 
@@ -128,7 +128,7 @@ def cmd_simulate(args: argparse.Namespace) -> int:
     policies = list(POLICIES) if args.compare else [args.policy]
     reports, runs = [], []
     for policy in policies:
-        report, run = run_policy(scenario, policy)
+        report, run = run_policy(scenario, policy, forecasts=args.forecasts)
         reports.append(report)
         runs.append(run)
         if not args.compare:
@@ -194,6 +194,12 @@ def register(sub: Any) -> None:
         metavar="OUT.png",
         help="draw spend against the budget line per window, the fleet and what binds; "
         "with --compare, a column per policy (needs matplotlib)",
+    )
+    sim.add_argument(
+        "--forecasts",
+        action="store_true",
+        help="also forecast each waiting arrival's start as Pacer would show it, and score the forecasts "
+        "against the real starts (slow: several times the run)",
     )
     sim.add_argument("--from-db", action="store_true", help="replay the arrivals recorded in DATABASE_URL")
     sim.add_argument("--since", metavar="ISO-8601", help="with --from-db: replay sessions created from this instant")

@@ -94,11 +94,12 @@ class Run:
     cost_caps: dict[str, Any] = field(default_factory=dict)  # `caps.cost_cap_figures`, read then too
     gate_by_window: dict[str, Counter[str]] = field(default_factory=dict)  # provider windows: holds naming each
     forecasts: dict[int, Any] = field(default_factory=dict)  # each waiting arrival's forecast (`forecasting.py`)
+    forecasted: bool = False  # whether forecasts were made at all (`--forecasts`)
 
 
 class Simulation:
     def __init__(
-        self, scenario: Scenario, policy: str = "pacer", *, database_url: str = "sqlite://", forecasts: bool = True
+        self, scenario: Scenario, policy: str = "pacer", *, database_url: str = "sqlite://", forecasts: bool = False
     ) -> None:
         if policy not in policies.POLICIES:
             raise ValueError(error_text("simulate/policy_unknown", policy=policy, policies=policies.POLICIES))
@@ -279,7 +280,7 @@ class Simulation:
         wall, cpu = time.perf_counter() - began, time.process_time() - cpu
         return Run(scenario, self.policy, self.tracked, self.sampler.trace, self.pool, self.jobs, self.notices,
                    self.marks, self.released, self.sweeps, states, self.timings, wall, t, cpu, ledger, caps,
-                   self.gate_by_window, self.forecasts.made)
+                   self.gate_by_window, self.forecasts.made, self.forecasts.enabled)
 
     def close(self) -> None:
         self.engine.dispose()
@@ -306,7 +307,7 @@ def _prompt(sid: int, turn: int) -> str:
 
 def simulate(
     scenario: Scenario, policy: str = "pacer", *, progress: Callable[[datetime], None] | None = None,
-    forecasts: bool = True,
+    forecasts: bool = False,
 ) -> Run:
     """Run one policy over the scenario and clean up its store; `progress` hears the simulated
     time every PROGRESS_EVERY."""

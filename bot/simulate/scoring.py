@@ -298,7 +298,7 @@ def score(run: Run) -> dict[str, Any]:
         **interruptions_report(run),
         "cycling": cycling_report(run),
         "cost_caps": dict(run.cost_caps),
-        "forecast": forecast_report(run),
+        "forecast": forecast_report(run) if run.forecasted else None,  # `pacer simulate --forecasts`
         "states": dict(sorted(states.items())),
         "lost": len(lost),
         "lost_sessions": {str(k): v for k, v in sorted(lost.items())[:20]},

@@ -7,7 +7,11 @@ from __future__ import annotations
 
 import tomllib
 from datetime import timedelta
+from pathlib import Path
 
+import pytest
+
+from bot.cli.main import main
 from bot.simulate import parse_scenario, score, simulate
 
 SCENARIO = """
@@ -47,7 +51,7 @@ count = 4
 
 
 def test_every_waiter_starts_inside_the_range_it_was_given() -> None:
-    run = simulate(parse_scenario(tomllib.loads(SCENARIO)))
+    run = simulate(parse_scenario(tomllib.loads(SCENARIO)), forecasts=True)
     assert len(run.forecasts) == 4  # the two first arrivals started at once: nothing to forecast
     started = {i.session_id: i.started_at for i in run.pool.work.items.values() if i.turn == 0}
     start = run.scenario.start
@@ -62,7 +66,26 @@ def test_every_waiter_starts_inside_the_range_it_was_given() -> None:
 
 def test_a_run_without_forecasts_makes_none_and_runs_the_same() -> None:
     scenario = parse_scenario(tomllib.loads(SCENARIO))
-    plain, forecast = simulate(scenario, forecasts=False), simulate(scenario)
-    assert plain.forecasts == {} and score(plain)["forecast"]["forecasts"] == 0
+    plain, forecast = simulate(scenario), simulate(scenario, forecasts=True)
+    assert plain.forecasts == {} and score(plain)["forecast"] is None
     spans = [(s.session_id, s.started, s.ended) for s in plain.pool.spans.values()]
     assert spans == [(s.session_id, s.started, s.ended) for s in forecast.pool.spans.values()]
+
+
+def test_the_cli_scores_forecasts_only_when_asked(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Forecasting every waiter runs the queue forward again and again (several times the run on
+    the examples), so `pacer simulate` does it on `--forecasts` only; without it the report is what
+    it was before forecasts existed."""
+    scenario = tmp_path / "four.toml"
+    scenario.write_text(SCENARIO)
+    assert main(["simulate", str(scenario)]) == 0
+    plain = capsys.readouterr().out
+    assert main(["simulate", str(scenario), "--forecasts"]) == 0
+    scored = capsys.readouterr().out
+    assert "Start-time forecast" not in plain and "Re-checks executed" in plain
+    assert "Start-time forecast, made as each session began to wait, against its first start: error of the median " \
+           "p50 0.0 min · p90 0.0 min · 100.0% of starts inside the range · 4 scored" in scored
+    assert main(["simulate", str(scenario), "--compare", "--forecasts"]) == 0
+    assert "start forecast error p50 min / % in range" in capsys.readouterr().out
+    assert main(["simulate", str(scenario), "--compare"]) == 0
+    assert "start forecast" not in capsys.readouterr().out
