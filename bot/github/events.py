@@ -123,11 +123,11 @@ def parse(event: str, payload: Mapping[str, Any], *, bot_login: str) -> IntakeEv
     """Read one delivery. Never raises: a payload without the fields Pacer needs is Ignored."""
     if not isinstance(payload, Mapping):
         return Ignored("the payload is not a JSON object")
-    action = _text(payload.get("action"))
+    action = as_text(payload.get("action"))
     name = f"{event}.{action}" if action else event
-    sender = _mapping(payload.get("sender"))
+    sender = as_mapping(payload.get("sender"))
     if is_own(sender, bot_login):
-        return Ignored(f"{name} was sent by Pacer itself ({_text(sender.get('login'))})")
+        return Ignored(f"{name} was sent by Pacer itself ({as_text(sender.get('login'))})")
     if event not in {"issues", "pull_request", "issue_comment"}:
         return Ignored(f"{event} events start nothing")
     noun = "pull_request" if event == "pull_request" else "issue"
@@ -136,7 +136,7 @@ def parse(event: str, payload: Mapping[str, Any], *, bot_login: str) -> IntakeEv
     if not isinstance(item, Mapping) or not isinstance(repo, Mapping):
         return Ignored(f"{name} carries no {noun} or repository")
     number = item.get("number")
-    full_name = _text(repo.get("full_name"))
+    full_name = as_text(repo.get("full_name"))
     if (
         not isinstance(number, int)
         or isinstance(number, bool)
@@ -145,19 +145,19 @@ def parse(event: str, payload: Mapping[str, Any], *, bot_login: str) -> IntakeEv
     ):
         return Ignored(f"{name} carries no issue number or repository name")
     label = _label_name(payload.get("label"))
-    comment = _mapping(payload.get("comment"))
-    if event == "issue_comment" and markers.is_pacers(_text(comment.get("body"))):
+    comment = as_mapping(payload.get("comment"))
+    if event == "issue_comment" and markers.is_pacers(as_text(comment.get("body"))):
         return Ignored(
             f"{name} is Pacer's own comment (it begins with Pacer's marker), posted by "
-            f"{_text(sender.get('login')) or 'nobody'}"
+            f"{as_text(sender.get('login')) or 'nobody'}"
         )
-    kind, control = _route(event, action, label, _text(comment.get("body")))
+    kind, control = _route(event, action, label, as_text(comment.get("body")))
     if kind is None:
         return Ignored(f"{name}{f' ({label})' if label else ''} starts nothing")
-    user = _mapping(item.get("user"))
-    author = _text(user.get("login"))
-    association = _text(item.get("author_association")).upper() or "NONE"
-    sender_login = _text(sender.get("login"))
+    user = as_mapping(item.get("user"))
+    author = as_text(user.get("login"))
+    association = as_text(item.get("author_association")).upper() or "NONE"
+    sender_login = as_text(sender.get("login"))
     labeler = sender_login if action in {"labeled", "unlabeled"} else None
     installation = payload.get("installation")
     return IntakeEvent(
@@ -165,20 +165,20 @@ def parse(event: str, payload: Mapping[str, Any], *, bot_login: str) -> IntakeEv
         action=action,
         repository=full_name,
         number=number,
-        title=_text(item.get("title")),
-        body=_text(item.get("body")),
-        url=_text(item.get("html_url")),
-        labels=tuple(n for n in (_label_name(x) for x in _list(item.get("labels"))) if n),
+        title=as_text(item.get("title")),
+        body=as_text(item.get("body")),
+        url=as_text(item.get("html_url")),
+        labels=tuple(n for n in (_label_name(x) for x in as_list(item.get("labels"))) if n),
         author=author,
         author_association=association,
         labeler=labeler,
-        labeler_association=labeler_association(labeler, _text(sender.get("type")), author, association)
+        labeler_association=labeler_association(labeler, as_text(sender.get("type")), author, association)
         if labeler
         else None,
         is_pull_request=event == "pull_request" or isinstance(item.get("pull_request"), Mapping),
         label=label or None,
         control=control,
-        state=_text(item.get("state")) or "open",
+        state=as_text(item.get("state")) or "open",
         sender=sender_login,
         installation_id=_int(installation.get("id")) if isinstance(installation, Mapping) else None,
         **_commented(comment) if event == "issue_comment" else {},
@@ -188,15 +188,15 @@ def parse(event: str, payload: Mapping[str, Any], *, bot_login: str) -> IntakeEv
 
 def _head_ref(item: Mapping[str, Any], repository: str) -> str | None:
     """The branch a pull request comes from, when it is a branch of `repository` (not a fork's)."""
-    head = _mapping(item.get("head"))
-    same = _text(_mapping(head.get("repo")).get("full_name")).lower() == repository.lower()
-    return (_text(head.get("ref")) or None) if same else None
+    head = as_mapping(item.get("head"))
+    same = as_text(as_mapping(head.get("repo")).get("full_name")).lower() == repository.lower()
+    return (as_text(head.get("ref")) or None) if same else None
 
 
 def _commented(comment: Mapping[str, Any]) -> dict[str, Any]:
-    return {"comment": _text(comment.get("body")), "comment_id": _int(comment.get("id")),
-            "commenter": _text(_mapping(comment.get("user")).get("login")),
-            "commenter_association": _text(comment.get("author_association")).upper() or "NONE"}
+    return {"comment": as_text(comment.get("body")), "comment_id": _int(comment.get("id")),
+            "commenter": as_text(as_mapping(comment.get("user")).get("login")),
+            "commenter_association": as_text(comment.get("author_association")).upper() or "NONE"}
 
 
 def _route(event: str, action: str, label: str, comment: str = "") -> tuple[Kind | None, Control | None]:
@@ -231,11 +231,11 @@ def _route(event: str, action: str, label: str, comment: str = "") -> tuple[Kind
 
 def is_own(sender: Mapping[str, Any], bot_login: str) -> bool:
     """Pacer's own account (its GitHub App's `name[bot]` login, or the token's user)."""
-    login = _text(sender.get("login")).lower()
+    login = as_text(sender.get("login")).lower()
     wanted = bot_login.lower()
     if not login or not wanted:
         return False
-    return login == wanted or (_text(sender.get("type")) == "Bot" and login == f"{wanted}[bot]")
+    return login == wanted or (as_text(sender.get("type")) == "Bot" and login == f"{wanted}[bot]")
 
 
 def labeler_association(labeler: str, sender_type: str, author: str, author_association: str) -> str:
@@ -272,19 +272,19 @@ def who_acted(event: IntakeEvent) -> tuple[str, str]:
 
 def _label_name(label: Any) -> str:
     if isinstance(label, Mapping):
-        return _text(label.get("name"))
+        return as_text(label.get("name"))
     return ""
 
 
-def _mapping(value: Any) -> Mapping[str, Any]:
+def as_mapping(value: Any) -> Mapping[str, Any]:
     return value if isinstance(value, Mapping) else {}
 
 
-def _list(value: Any) -> list[Any]:
+def as_list(value: Any) -> list[Any]:
     return list(value) if isinstance(value, list) else []
 
 
-def _text(value: Any) -> str:
+def as_text(value: Any) -> str:
     return clean_text(value) if isinstance(value, str) else ""
 
 

@@ -25,8 +25,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from bot.github.events import Ignored, is_own
-from scheduler.bounds import MAX_ID, clean_text, is_repository
+from bot.github.events import Ignored, as_list, as_mapping, as_text, is_own
+from scheduler.bounds import MAX_ID, is_repository
 
 CHECK_EVENTS = frozenset({"check_run", "check_suite", "workflow_run"})
 REVIEW_EVENTS = frozenset({"pull_request_review", "pull_request_review_comment"})
@@ -99,14 +99,14 @@ def parse(event: str, payload: Mapping[str, Any], *, bot_login: str) -> Feedback
         return None
     if not isinstance(payload, Mapping):
         return Ignored("the payload is not a JSON object")
-    action = _text(payload.get("action"))
+    action = as_text(payload.get("action"))
     name = f"{event}.{action}" if action else event
-    if is_own(_mapping(payload.get("sender")), bot_login):
+    if is_own(as_mapping(payload.get("sender")), bot_login):
         return Ignored(f"{name} was sent by Pacer itself")
-    repository = _text(_mapping(payload.get("repository")).get("full_name"))
+    repository = as_text(as_mapping(payload.get("repository")).get("full_name"))
     if not is_repository(repository):
         return Ignored(f"{name} carries no repository name")
-    installation = _number(_mapping(payload.get("installation")).get("id"), 2**63 - 1)
+    installation = _number(as_mapping(payload.get("installation")).get("id"), 2**63 - 1)
     if event in CHECK_EVENTS:
         return _check(event, action, payload, repository, installation)
     return _review(event, action, payload, repository, installation)
@@ -118,28 +118,28 @@ def _check(
     name = f"{event}.{action}"
     if action != "completed":
         return Ignored(f"{name} starts nothing: only a completed check is read")
-    item = _mapping(payload.get(event))
-    conclusion = _text(item.get("conclusion")).lower()
+    item = as_mapping(payload.get(event))
+    conclusion = as_text(item.get("conclusion")).lower()
     if conclusion not in FAILED:
         return Ignored(f"{name} concluded {conclusion or 'nothing'}: only a failure becomes a turn")
-    sha = _text(item.get("head_sha"))
-    suite = _mapping(item.get("check_suite"))
-    branch = _text(item.get("head_branch")) or _text(suite.get("head_branch"))
+    sha = as_text(item.get("head_sha"))
+    suite = as_mapping(item.get("check_suite"))
+    branch = as_text(item.get("head_branch")) or as_text(suite.get("head_branch"))
     if not sha or len(sha) > MAX_SHA_CHARS or not sha.isalnum():
         return Ignored(f"{name} carries no head commit")
-    listed = [_mapping(p) for p in _list(item.get("pull_requests"))]
+    listed = [as_mapping(p) for p in as_list(item.get("pull_requests"))]
     pulls = tuple(n for p in listed if (n := _number(p.get("number"), MAX_ID)) is not None and _same_repository(p))
     if listed and not pulls:
         return Ignored(f"{name} ran for a pull request from a fork: not Pacer's branch")
     if not branch and not pulls:
         return Ignored(f"{name} names neither a branch nor a pull request")
-    output = _mapping(item.get("output"))
+    output = as_mapping(item.get("output"))
     if event == "check_suite":
-        label = _text(_mapping(item.get("app")).get("name")) or "a check suite"
+        label = as_text(as_mapping(item.get("app")).get("name")) or "a check suite"
     elif event == "workflow_run":
-        label = _text(item.get("name")) or _text(_mapping(payload.get("workflow")).get("name")) or "a workflow"
+        label = as_text(item.get("name")) or as_text(as_mapping(payload.get("workflow")).get("name")) or "a workflow"
     else:
-        label = _text(item.get("name")) or "a check"
+        label = as_text(item.get("name")) or "a check"
     return CheckFailed(
         source=event,
         repository=repository,
@@ -148,10 +148,10 @@ def _check(
         pull_requests=pulls,
         name=label[:200],
         conclusion=conclusion,
-        title=_text(output.get("title"))[:500],
-        summary=_text(output.get("summary"))[:EXCERPT_CHARS],
-        text=_text(output.get("text"))[:EXCERPT_CHARS],
-        url=_text(item.get("html_url")) or _text(item.get("details_url")),
+        title=as_text(output.get("title"))[:500],
+        summary=as_text(output.get("summary"))[:EXCERPT_CHARS],
+        text=as_text(output.get("text"))[:EXCERPT_CHARS],
+        url=as_text(item.get("html_url")) or as_text(item.get("details_url")),
         installation_id=installation,
     )
 
@@ -159,8 +159,8 @@ def _check(
 def _same_repository(pull: Mapping[str, Any]) -> bool:
     """Whether a check's pull request comes from a branch of the repository itself: one from a
     fork is not Pacer's. One that names no repositories is taken as the repository's own."""
-    head = _mapping(_mapping(pull.get("head")).get("repo")).get("id")
-    base = _mapping(_mapping(pull.get("base")).get("repo")).get("id")
+    head = as_mapping(as_mapping(pull.get("head")).get("repo")).get("id")
+    base = as_mapping(as_mapping(pull.get("base")).get("repo")).get("id")
     return head is None or base is None or head == base
 
 
@@ -168,15 +168,15 @@ def _review(
     event: str, action: str, payload: Mapping[str, Any], repository: str, installation: int | None
 ) -> Reviewed | Ignored:
     name = f"{event}.{action}"
-    pull = _mapping(payload.get("pull_request"))
+    pull = as_mapping(payload.get("pull_request"))
     number = _number(pull.get("number"), MAX_ID)
     if number is None:
         return Ignored(f"{name} carries no pull request number")
     if event == "pull_request_review":
         if action != "submitted":
             return Ignored(f"{name} starts nothing: only a submitted review is read")
-        review = _mapping(payload.get("review"))
-        state = _text(review.get("state")).lower()
+        review = as_mapping(payload.get("review"))
+        state = as_text(review.get("state")).lower()
         if state not in REVIEW_STATES:
             return Ignored(f"{name} ({state or 'no state'}) starts nothing: it neither asks for changes nor comments")
         author, source = review, review
@@ -185,13 +185,13 @@ def _review(
     else:
         if action != "created":
             return Ignored(f"{name} starts nothing: only a new comment on a line is read")
-        source = _mapping(payload.get("comment"))
+        source = as_mapping(payload.get("comment"))
         author, review, state = source, {}, ""
         comment = LineComment(
-            path=_text(source.get("path"))[:500],
+            path=as_text(source.get("path"))[:500],
             line=_number(source.get("line"), 2**31 - 1) or _number(source.get("original_line"), 2**31 - 1),
-            body=_text(source.get("body")),
-            author=_text(_mapping(source.get("user")).get("login")),
+            body=as_text(source.get("body")),
+            author=as_text(as_mapping(source.get("user")).get("login")),
         )
         review_id = _number(source.get("pull_request_review_id"), 2**63 - 1)
     if review_id is None:
@@ -201,27 +201,15 @@ def _review(
         repository=repository,
         number=number,
         review_id=review_id,
-        reviewer=_text(_mapping(author.get("user")).get("login")),
-        association=_text(author.get("author_association")).upper() or "NONE",
+        reviewer=as_text(as_mapping(author.get("user")).get("login")),
+        association=as_text(author.get("author_association")).upper() or "NONE",
         state=state,
-        body=_text(review.get("body")) if review else "",
+        body=as_text(review.get("body")) if review else "",
         comment=comment,
-        url=_text(source.get("html_url")),
+        url=as_text(source.get("html_url")),
         installation_id=installation,
         action=action,
     )
-
-
-def _mapping(value: Any) -> Mapping[str, Any]:
-    return value if isinstance(value, Mapping) else {}
-
-
-def _list(value: Any) -> list[Any]:
-    return list(value) if isinstance(value, list) else []
-
-
-def _text(value: Any) -> str:
-    return clean_text(value) if isinstance(value, str) else ""
 
 
 def _number(value: Any, largest: int) -> int | None:

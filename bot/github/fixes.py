@@ -193,16 +193,16 @@ def finish_feedback(
         reviews = reviews or PyGithubReviews(clients)
         replies = replies or PyGithubReplies(clients)
     for session_id, prompt in plan.fixes:
-        _guarded(f"fix turn of session #{session_id}", submit_turn, ctx, session_id, prompt, kind="follow_up")
+        guarded(f"fix turn of session #{session_id}", submit_turn, ctx, session_id, prompt, kind="follow_up")
     for session_id, review in plan.reviews:
-        _guarded(f"review {review.review_id} for session #{session_id}", _give_review, ctx, session_id, review, reviews)
+        guarded(f"review {review.review_id} for session #{session_id}", _give_review, ctx, session_id, review, reviews)
     for spent in plan.spent:
         body = render("github/fix_budget_spent.j2", spent=spent)
         if replies is None:
             log.info("github: session #%s's fix budget is spent; said only in this log: no GITHUB_TOKEN or App",
                      spent.session_id)
             continue
-        _guarded(f"fix budget of session #{spent.session_id}", replies.reply, spent.where, body)
+        guarded(f"fix budget of session #{spent.session_id}", replies.reply, spent.where, body)
 
 
 def _give_review(ctx: Context, session_id: int, review: Reviewed, port: ReviewPort | None) -> None:
@@ -234,7 +234,9 @@ def _read(review: Reviewed, port: ReviewPort | None) -> ReviewRead:
     return ReviewRead(review.state or "commented", review.body, lines)
 
 
-def _guarded(what: str, func_: Any, *args: Any, **kwargs: Any) -> Any:
+def guarded(what: str, func_: Any, *args: Any, **kwargs: Any) -> Any:
+    """`func_(*args, **kwargs)`, or None with what went wrong logged: GitHub's follow-up work never
+    raises into the delivery that asked for it."""
     try:
         return func_(*args, **kwargs)
     except PacerError as exc:

@@ -19,13 +19,11 @@ from __future__ import annotations
 import logging
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any
 
 from bot.github.commands import CommentCommand, run_comment_command, tell_commenter
-from bot.github.fixes import FeedbackPlan, finish_feedback
+from bot.github.fixes import FeedbackPlan, finish_feedback, guarded
 from bot.runtime.process import Pacer
 from integrations.github.status import Where
-from scheduler.errors import PacerError
 from scheduler.front import (
     Context,
     Effects,
@@ -119,28 +117,28 @@ def finish_github(pacer_or_ctx: Pacer | Context, plan: GithubPlan) -> None:
     ctx = _context_of(pacer_or_ctx)
     _announce_holds(ctx, plan)
     for session_id, prompt in plan.created:
-        _guarded(f"first turn of session #{session_id}", submit_turn, ctx, session_id, prompt, kind="first")
+        guarded(f"first turn of session #{session_id}", submit_turn, ctx, session_id, prompt, kind="first")
     for session_id, text in plan.messages:  # trusted already: write access, judged at record time
-        spoken = _guarded(f"comment on session #{session_id}", record_human_message, ctx, session_id, plan.actor,
+        spoken = guarded(f"comment on session #{session_id}", record_human_message, ctx, session_id, plan.actor,
                           text, COMMENT_SURFACE, roster=True)
         if spoken is not None and spoken.delivery is not None and plan.comment_where is not None:
             # A turn runs: its author is told whether its agent reads the comment now or after it.
-            _guarded(f"answer to the comment on #{session_id}", tell_commenter, pacer_or_ctx, plan.comment_where,
+            guarded(f"answer to the comment on #{session_id}", tell_commenter, pacer_or_ctx, plan.comment_where,
                      plan.actor, session_id, spoken.delivery)
     for session_id in plan.start_now:
-        _guarded(f"start now of session #{session_id}", start_now, ctx, session_id, actor=plan.actor)
+        guarded(f"start now of session #{session_id}", start_now, ctx, session_id, actor=plan.actor)
     for session_id in plan.archive:
-        _guarded(f"stop of session #{session_id}", stop, ctx, session_id, actor=plan.actor, why=plan.stop_why,
+        guarded(f"stop of session #{session_id}", stop, ctx, session_id, actor=plan.actor, why=plan.stop_why,
                  label=plan.stop_label)
     for session_id, cap in plan.caps:
-        _guarded(f"cost cap of session #{session_id}", set_cap, ctx, session_id, cap, actor=plan.actor)
+        guarded(f"cost cap of session #{session_id}", set_cap, ctx, session_id, cap, actor=plan.actor)
     if plan.issue_state is not None:
         repository, _, number = plan.issue.rpartition("#")
-        _guarded(f"state of {plan.issue}", set_issue_state, ctx, repository, int(number), plan.issue_state)
+        guarded(f"state of {plan.issue}", set_issue_state, ctx, repository, int(number), plan.issue_state)
     for command in plan.commands:
-        _guarded(f"/pacer {command.text} by {command.actor}", run_comment_command, pacer_or_ctx, command)
+        guarded(f"/pacer {command.text} by {command.actor}", run_comment_command, pacer_or_ctx, command)
     if plan.feedback:
-        _guarded(f"checks and reviews on {plan.issue}", finish_feedback, pacer_or_ctx, plan.feedback)
+        guarded(f"checks and reviews on {plan.issue}", finish_feedback, pacer_or_ctx, plan.feedback)
     _tell_steered(ctx, plan)
 
 
@@ -158,7 +156,7 @@ def finish_github_plans(pacer_or_ctx: Pacer | Context, plans: Sequence[GithubPla
             continue
         _create_together(ctx, run)
         run = []
-        _guarded(f"intake of {plan.issue}", finish_github, pacer_or_ctx, plan)  # one plan's failure is its own
+        guarded(f"intake of {plan.issue}", finish_github, pacer_or_ctx, plan)  # one plan's failure is its own
     _create_together(ctx, run)
 
 
@@ -169,12 +167,12 @@ def _context_of(pacer_or_ctx: Pacer | Context) -> Context:
 def _create_together(ctx: Context, run: Sequence[GithubPlan]) -> None:
     if len(run) <= 1:
         for plan in run:
-            _guarded(f"intake of {plan.issue}", finish_github, ctx, plan)
+            guarded(f"intake of {plan.issue}", finish_github, ctx, plan)
         return
     for plan in run:
-        _guarded(f"holds of {plan.issue}", _announce_holds, ctx, plan)
+        guarded(f"holds of {plan.issue}", _announce_holds, ctx, plan)
     turns = [turn for plan in run for turn in plan.created]
-    submissions = _guarded(f"first turns of {len(turns)} sessions", submit_turns, ctx, turns, kind="first") or []
+    submissions = guarded(f"first turns of {len(turns)} sessions", submit_turns, ctx, turns, kind="first") or []
     for submission in submissions:
         if submission is not None and submission.outcome == "refused":
             log.info("github: first turn of session #%s: %s", submission.session_id, submission.sentence)
@@ -184,7 +182,7 @@ def _create_together(ctx: Context, run: Sequence[GithubPlan]) -> None:
 
 def _announce_holds(ctx: Context, plan: GithubPlan) -> None:
     if plan.holds_placed:
-        _guarded(
+        guarded(
             f"notices of the holds on {plan.issue}", announce_holds, ctx, [hold_id for _, hold_id in plan.holds_placed]
         )
     plan.after_commit.apply(ctx)
@@ -197,12 +195,4 @@ def _tell_steered(ctx: Context, plan: GithubPlan) -> None:
         ctx.emit("github_control", session_id=session_id, issue=plan.issue, actor=plan.actor)
 
 
-def _guarded(what: str, func: Any, *args: Any, **kwargs: Any) -> Any:
-    try:
-        return func(*args, **kwargs)
-    except PacerError as exc:
-        log.info("github: %s: %s", what, exc)
-    except Exception:
-        log.exception("github: %s failed", what)
-    return None
 
