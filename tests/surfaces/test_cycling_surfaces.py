@@ -151,6 +151,7 @@ def _report(cycling: dict) -> dict:
         "spot_spent_usd": 0.0,
         "binding_window": "5h",
         "windows": {},
+        "forecast": None,  # scored only with `pacer simulate --forecasts`
         "idle_while_holding": {"minutes": 0, "episodes": 0, "longest_minutes": 0, "freed_slots": 0},
         "priority_start_delay_minutes": {"max": 0, "p99": 0, "turns": 0, "not_started": 0},
         "spot_wait_minutes": {},

@@ -23,7 +23,7 @@ from typing import Any
 import httpx
 import pytest
 from alembic import command
-from sqlalchemy import Engine, text
+from sqlalchemy import Engine, MetaData, Table, insert, text
 from sqlmodel import Session as DBSession
 from sqlmodel import col, func, select
 
@@ -210,18 +210,15 @@ def test_the_migration_puts_the_rows_written_before_in_lower_case(tmp_path: Path
     url = f"sqlite:///{tmp_path}/pacer.db"
     command.upgrade(alembic_config(url), "0015")
     engine = make_engine(url)
-    with session_scope(engine) as db:
+    # The rows as that schema held them: today's model fills each column, and only the columns the
+    # table had at 0015 are written (a column added since, e.g. fix_attempts, is not there yet).
+    then = Table("sessions", MetaData(), autoload_with=engine)
+    with engine.begin() as conn:
         for group, repo in (("repo:ACME/API", "ACME/API"), ("team-A", "Acme/Web"), (None, None)):
-            db.add(
-                Session(
-                    title="t",
-                    genesis="api",
-                    concurrency_group=group,
-                    repository=repo,
-                    created_at=clock.now(),
-                    updated_at=clock.now(),
-                )
-            )
+            row = Session(title="t", genesis="api", concurrency_group=group, repository=repo,
+                          created_at=clock.now(), updated_at=clock.now())
+            values = {c.name: getattr(row, c.name) for c in Session.__table__.columns if c.name in then.columns}
+            conn.execute(insert(Session.__table__).values({k: v for k, v in values.items() if k != "id"}))
     command.upgrade(alembic_config(url), "head")
     with engine.begin() as conn:
         found = conn.execute(text("SELECT concurrency_group, repository FROM sessions ORDER BY id")).all()
